@@ -1,0 +1,200 @@
+// Loading and checking the gateway's TOML configuration; see gateway_config.hpp.
+#include "config/gateway_config.hpp"
+
+#include <toml++/toml.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "skein/path.hpp"
+
+namespace skein {
+namespace {
+
+class Checker {
+ public:
+  explicit Checker(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const toml::node* node, const std::string& what) const {
+    std::ostringstream os;
+    os << source_;
+    if (node && node->source().begin.line) os << ":" << node->source().begin.line;
+    os << ": " << what;
+    throw ConfigError(os.str());
+  }
+
+  void only_keys(const toml::table& t, const std::set<std::string>& allowed,
+                 const std::string& where) {
+    for (auto& [k, v] : t) {
+      if (!allowed.count(std::string(k.str())))
+        fail(&v, "unknown key '" + std::string(k.str()) + "' in " + where);
+    }
+  }
+
+  std::string string(const toml::table& t, const char* key, const std::string& where, bool required,
+                     std::string def = {}) {
+    const toml::node* n = t.get(key);
+    if (!n) {
+      if (required) fail(&t, where + " needs '" + key + "'");
+      return def;
+    }
+    auto v = n->value<std::string>();
+    if (!v || !n->is_string())
+      fail(n, "'" + std::string(key) + "' in " + where + " must be a string");
+    return *v;
+  }
+
+  int64_t integer(const toml::table& t, const char* key, const std::string& where, int64_t def,
+                  int64_t lo, int64_t hi) {
+    const toml::node* n = t.get(key);
+    if (!n) return def;
+    if (!n->is_integer()) fail(n, "'" + std::string(key) + "' in " + where + " must be an integer");
+    int64_t v = *n->value<int64_t>();
+    if (v < lo || v > hi)
+      fail(n, "'" + std::string(key) + "' in " + where + " must be between " + std::to_string(lo) +
+                  " and " + std::to_string(hi) + ", not " + std::to_string(v));
+    return v;
+  }
+
+  void readable_file(const toml::table& t, const char* key, const std::string& value,
+                     const std::string& where) {
+    if (access(value.c_str(), R_OK) != 0)
+      fail(t.get(key), "'" + std::string(key) + "' in " + where + ": cannot read " + value);
+  }
+
+ private:
+  std::string source_;
+};
+
+}  // namespace
+
+GatewayConfig parse_gateway_config(std::string_view text, const std::string& source) {
+  Checker c(source);
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << source << ":" << e.source().begin.line << ": " << e.description();
+    throw ConfigError(os.str());
+  }
+  c.only_keys(root, {"gateway", "backend", "namespace"}, "the file");
+
+  GatewayConfig cfg;
+  cfg.source = source;
+  if (auto* gw = root.get("gateway")) {
+    auto* t = gw->as_table();
+    if (!t) c.fail(gw, "[gateway] must be a table");
+    c.only_keys(*t, {"listen", "log_level", "timeout_ms"}, "[gateway]");
+    cfg.listen = c.string(*t, "listen", "[gateway]", false, cfg.listen);
+    if (cfg.listen.rfind(':') == std::string::npos)
+      c.fail(t->get("listen"), "'listen' must be HOST:PORT");
+    cfg.log_level = c.string(*t, "log_level", "[gateway]", false, cfg.log_level);
+    cfg.timeout =
+        std::chrono::milliseconds(c.integer(*t, "timeout_ms", "[gateway]", 15000, 100, 3600000));
+  }
+
+  std::set<std::string> backend_names;
+  if (auto* bs = root.get("backend")) {
+    auto* arr = bs->as_array();
+    if (!arr || !arr->is_array_of_tables())
+      c.fail(bs, "'backend' must be an array of tables: [[backend]]");
+    for (auto& node : *arr) {
+      auto& t = *node.as_table();
+      std::string where = "[[backend]]";
+      c.only_keys(
+          t,
+          {"name", "host", "port", "user", "identity_file", "known_hosts", "root", "connections"},
+          where);
+      BackendConfig b;
+      b.name = c.string(t, "name", where, true);
+      where = "backend '" + b.name + "'";
+      if (b.name.empty() || b.name.find_first_of("/ \t") != std::string::npos)
+        c.fail(t.get("name"),
+               "backend name '" + b.name + "' must be non-empty, without '/' or spaces");
+      if (!backend_names.insert(b.name).second)
+        c.fail(&t, "backend '" + b.name + "' is defined twice");
+      b.endpoint.host = c.string(t, "host", where, true);
+      b.endpoint.port = int(c.integer(t, "port", where, 22, 1, 65535));
+      const char* user = getenv("USER");
+      b.endpoint.user = c.string(t, "user", where, false, user ? user : "root");
+      b.endpoint.identity_file = c.string(t, "identity_file", where, true);
+      c.readable_file(t, "identity_file", b.endpoint.identity_file, where);
+      b.endpoint.known_hosts = c.string(t, "known_hosts", where, true);
+      c.readable_file(t, "known_hosts", b.endpoint.known_hosts, where);
+      b.endpoint.timeout = cfg.timeout;
+      b.root = c.string(t, "root", where, true);
+      if (b.root.empty() || b.root.front() != '/')
+        c.fail(t.get("root"), "'root' in " + where + " must be an absolute path");
+      b.connections = int(c.integer(t, "connections", where, 4, 1, 64));
+      cfg.backends.push_back(std::move(b));
+    }
+  }
+  if (cfg.backends.empty()) c.fail(nullptr, "no [[backend]] defined");
+
+  std::set<std::string> ns_names;
+  if (auto* ns = root.get("namespace")) {
+    auto* arr = ns->as_array();
+    if (!arr || !arr->is_array_of_tables())
+      c.fail(ns, "'namespace' must be an array of tables: [[namespace]]");
+    for (auto& node : *arr) {
+      auto& t = *node.as_table();
+      c.only_keys(t, {"name", "token_file", "mount"}, "[[namespace]]");
+      NamespaceConfig n;
+      n.name = c.string(t, "name", "[[namespace]]", true);
+      std::string where = "namespace '" + n.name + "'";
+      if (n.name.empty() || n.name.find('/') != std::string::npos)
+        c.fail(t.get("name"), "namespace name '" + n.name + "' must be non-empty, without '/'");
+      if (!ns_names.insert(n.name).second)
+        c.fail(&t, "namespace '" + n.name + "' is defined twice");
+      n.token_file = c.string(t, "token_file", where, false);
+      if (!n.token_file.empty()) c.readable_file(t, "token_file", n.token_file, where);
+      auto* mounts = t.get("mount");
+      if (!mounts) c.fail(&t, where + " needs at least one [[namespace.mount]]");
+      auto* marr = mounts->as_array();
+      if (!marr || !marr->is_array_of_tables())
+        c.fail(mounts, "'mount' in " + where + " must be [[namespace.mount]] tables");
+      std::set<std::string> paths;
+      for (auto& mnode : *marr) {
+        auto& mt = *mnode.as_table();
+        c.only_keys(mt, {"path", "backends"}, "a mount of " + where);
+        MountConfig m;
+        std::string raw = c.string(mt, "path", "a mount of " + where, true);
+        auto norm = normalize_virtual_path(raw);
+        if (!norm)
+          c.fail(mt.get("path"), "mount path '" + raw + "' must be an absolute path without '..'");
+        m.path = *norm;
+        if (!paths.insert(m.path).second)
+          c.fail(&mt, "mount path '" + m.path + "' appears twice in " + where);
+        auto* bl = mt.get("backends");
+        if (!bl || !bl->is_array() || bl->as_array()->empty())
+          c.fail(bl ? bl : &mt,
+                 "mount '" + m.path + "' of " + where + " needs a non-empty list 'backends'");
+        for (auto& b : *bl->as_array()) {
+          auto name = b.value<std::string>();
+          if (!name) c.fail(&b, "backend names in mount '" + m.path + "' must be strings");
+          if (!backend_names.count(*name))
+            c.fail(&b,
+                   "mount '" + m.path + "' of " + where + " names unknown backend '" + *name + "'");
+          m.backends.push_back(*name);
+        }
+        n.mounts.push_back(std::move(m));
+      }
+      cfg.namespaces.push_back(std::move(n));
+    }
+  }
+  if (cfg.namespaces.empty()) c.fail(nullptr, "no [[namespace]] defined");
+  return cfg;
+}
+
+GatewayConfig load_gateway_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot read the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_gateway_config(ss.str(), path);
+}
+
+}  // namespace skein

@@ -1,0 +1,344 @@
+// Namespace and Data service adapters; see fs_services.hpp.
+#include "service/fs_services.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "skein/path.hpp"
+
+namespace skein {
+namespace {
+
+using grpc::ServerContext;
+using grpc::StatusCode;
+
+// The namespace and normalised path a request names, or a gRPC error.
+struct Target {
+  std::shared_ptr<NamespaceFs> ns;
+  std::string path;
+};
+
+std::optional<Target> resolve(const NamespaceRegistry& reg, ServerContext* ctx,
+                              const std::string& ns, const std::string& path,
+                              grpc::Status& status) {
+  auto fs = reg.authorize(ctx, ns, status);
+  if (!fs) return std::nullopt;
+  auto norm = normalize_virtual_path(path);
+  if (!norm) {
+    status = grpc::Status(StatusCode::INVALID_ARGUMENT,
+                          "bad path '" + path + "': must be absolute, without '..' above /");
+    return std::nullopt;
+  }
+  return Target{std::move(fs), std::move(*norm)};
+}
+
+void fill_attr(const sftp::Attrs& a, v1::Attr* out, uint32_t nlink = 0) {
+  out->set_mode(a.permissions);
+  out->set_nlink(nlink ? nlink : (S_ISDIR(a.permissions) ? 2 : 1));
+  out->set_uid(a.uid);
+  out->set_gid(a.gid);
+  out->set_size(a.size);
+  out->set_atime_ns(int64_t(a.atime) * 1000000000);
+  out->set_mtime_ns(int64_t(a.mtime) * 1000000000);
+  out->set_ctime_ns(int64_t(a.mtime) * 1000000000);
+  out->set_blocks((a.size + 511) / 512);
+}
+
+template <typename Reply>
+grpc::Status attr_reply(const Result<sftp::Attrs>& r, Reply* reply) {
+  if (r)
+    fill_attr(*r, reply->mutable_attr());
+  else
+    reply->set_error(r.error());
+  return grpc::Status::OK;
+}
+
+grpc::Status error_reply(const skein::Status& st, v1::ErrorReply* reply) {
+  reply->set_error(st.error());
+  return grpc::Status::OK;
+}
+
+int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// --- Namespace ---------------------------------------------------------------------------------
+
+grpc::Status NamespaceService::GetAttr(ServerContext* ctx, const v1::PathRequest* req,
+                                       v1::AttrReply* reply) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  return attr_reply(t->ns->getattr(t->path), reply);
+}
+
+grpc::Status NamespaceService::SetAttr(ServerContext* ctx, const v1::SetAttrRequest* req,
+                                       v1::AttrReply* reply) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  using F = v1::SetAttrRequest;
+  uint32_t f = req->fields();
+  AttrChange ch;
+  if (f & F::MODE) ch.mode = req->mode();
+  if (f & F::UID) ch.uid = req->uid();
+  if (f & F::GID) ch.gid = req->gid();
+  if (f & F::SIZE) ch.size = req->size();
+  if (f & F::ATIME_NOW)
+    ch.atime_s = now_s();
+  else if (f & F::ATIME)
+    ch.atime_s = req->atime_ns() / 1000000000;
+  if (f & F::MTIME_NOW)
+    ch.mtime_s = now_s();
+  else if (f & F::MTIME)
+    ch.mtime_s = req->mtime_ns() / 1000000000;
+  return attr_reply(t->ns->setattr(t->path, ch, req->handle()), reply);
+}
+
+grpc::Status NamespaceService::ReadDir(ServerContext* ctx, const v1::PathRequest* req,
+                                       grpc::ServerWriter<v1::ReadDirReply>* writer) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  auto entries = t->ns->readdir(t->path);
+  v1::ReadDirReply batch;
+  if (!entries) {
+    batch.set_error(entries.error());
+    writer->Write(batch);
+    return grpc::Status::OK;
+  }
+  constexpr int kBatch = 2000;
+  for (auto& e : *entries) {
+    auto* out = batch.add_entries();
+    out->set_name(e.name);
+    fill_attr(e.attrs, out->mutable_attr(), e.nlink);
+    if (batch.entries_size() == kBatch) {
+      if (!writer->Write(batch)) return grpc::Status(StatusCode::CANCELLED, "client went away");
+      batch.Clear();
+    }
+  }
+  if (batch.entries_size() > 0 || entries->empty()) writer->Write(batch);
+  return grpc::Status::OK;
+}
+
+grpc::Status NamespaceService::Mkdir(ServerContext* ctx, const v1::MkdirRequest* req,
+                                     v1::AttrReply* reply) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  return attr_reply(t->ns->mkdir(t->path, req->mode()), reply);
+}
+
+grpc::Status NamespaceService::Rmdir(ServerContext* ctx, const v1::PathRequest* req,
+                                     v1::ErrorReply* reply) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  return error_reply(t->ns->rmdir(t->path), reply);
+}
+
+grpc::Status NamespaceService::Unlink(ServerContext* ctx, const v1::PathRequest* req,
+                                      v1::ErrorReply* reply) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  return error_reply(t->ns->unlink(t->path), reply);
+}
+
+grpc::Status NamespaceService::Rename(ServerContext* ctx, const v1::RenameRequest* req,
+                                      v1::ErrorReply* reply) {
+  grpc::Status s;
+  auto from = resolve(registry_, ctx, req->ns(), req->from(), s);
+  if (!from) return s;
+  auto to = resolve(registry_, ctx, req->ns(), req->to(), s);
+  if (!to) return s;
+  return error_reply(from->ns->rename(from->path, to->path, req->flags()), reply);
+}
+
+grpc::Status NamespaceService::Symlink(ServerContext* ctx, const v1::SymlinkRequest* req,
+                                       v1::AttrReply* reply) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  if (req->target().empty() || req->target().find('\0') != std::string::npos)
+    return grpc::Status(StatusCode::INVALID_ARGUMENT, "symlink target must be non-empty text");
+  return attr_reply(t->ns->symlink(t->path, req->target()), reply);
+}
+
+grpc::Status NamespaceService::Readlink(ServerContext* ctx, const v1::PathRequest* req,
+                                        v1::ReadlinkReply* reply) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  auto r = t->ns->readlink(t->path);
+  if (r)
+    reply->set_target(*r);
+  else
+    reply->set_error(r.error());
+  return grpc::Status::OK;
+}
+
+grpc::Status NamespaceService::Link(ServerContext* ctx, const v1::LinkRequest* req,
+                                    v1::AttrReply* reply) {
+  grpc::Status s;
+  auto from = resolve(registry_, ctx, req->ns(), req->existing(), s);
+  if (!from) return s;
+  auto to = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!to) return s;
+  auto r = from->ns->link(from->path, to->path);
+  if (r) {
+    fill_attr(*r, reply->mutable_attr(), 2);
+  } else {
+    reply->set_error(r.error());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status NamespaceService::StatFs(ServerContext* ctx, const v1::PathRequest* req,
+                                      v1::StatFsReply* reply) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  auto r = t->ns->statfs(t->path);
+  if (!r) {
+    reply->set_error(r.error());
+    return grpc::Status::OK;
+  }
+  reply->set_block_size(r->bsize);
+  reply->set_fragment_size(r->frsize);
+  reply->set_blocks(r->blocks);
+  reply->set_blocks_free(r->bfree);
+  reply->set_blocks_available(r->bavail);
+  reply->set_files(r->files);
+  reply->set_files_free(r->ffree);
+  reply->set_files_available(r->favail);
+  reply->set_name_max(r->namemax ? r->namemax : 255);
+  return grpc::Status::OK;
+}
+
+// --- Data --------------------------------------------------------------------------------------
+
+grpc::Status DataService::Open(ServerContext* ctx, const v1::OpenRequest* req,
+                               v1::OpenReply* reply) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  auto r = t->ns->open(t->path, int(req->flags()));
+  if (!r) {
+    reply->set_error(r.error());
+    return grpc::Status::OK;
+  }
+  reply->set_handle(r->handle);
+  fill_attr(r->attrs, reply->mutable_attr());
+  return grpc::Status::OK;
+}
+
+grpc::Status DataService::Create(ServerContext* ctx, const v1::OpenRequest* req,
+                                 v1::OpenReply* reply) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  auto r = t->ns->create(t->path, int(req->flags()), req->mode());
+  if (!r) {
+    reply->set_error(r.error());
+    return grpc::Status::OK;
+  }
+  reply->set_handle(r->handle);
+  fill_attr(r->attrs, reply->mutable_attr());
+  return grpc::Status::OK;
+}
+
+namespace {
+// The open file a FileRef names, re-opened by path when the gateway no longer has it.
+std::shared_ptr<RemoteFile> open_file(const NamespaceRegistry& reg, ServerContext* ctx,
+                                      const v1::FileRef& ref, grpc::Status& s, int& err) {
+  auto t = resolve(reg, ctx, ref.ns(), ref.path(), s);
+  if (!t) return nullptr;
+  auto f = t->ns->file(ref.handle(), t->path, int(ref.flags()));
+  if (!f) {
+    err = f.error();
+    return nullptr;
+  }
+  return *f;
+}
+}  // namespace
+
+grpc::Status DataService::Read(ServerContext* ctx, const v1::ReadRequest* req,
+                               v1::ReadReply* reply) {
+  if (req->size() > kMaxIoSize)
+    return grpc::Status(StatusCode::INVALID_ARGUMENT, "read size over 1 MiB");
+  grpc::Status s;
+  int err = 0;
+  auto f = open_file(registry_, ctx, req->file(), s, err);
+  if (!f) {
+    if (!s.ok()) return s;
+    reply->set_error(err);
+    return grpc::Status::OK;
+  }
+  auto r = f->read(req->offset(), req->size());
+  if (r)
+    reply->set_data(r.take());
+  else
+    reply->set_error(r.error());
+  return grpc::Status::OK;
+}
+
+grpc::Status DataService::Write(ServerContext* ctx, const v1::WriteRequest* req,
+                                v1::WriteReply* reply) {
+  if (req->data().size() > kMaxIoSize)
+    return grpc::Status(StatusCode::INVALID_ARGUMENT, "write over 1 MiB");
+  grpc::Status s;
+  int err = 0;
+  auto f = open_file(registry_, ctx, req->file(), s, err);
+  if (!f) {
+    if (!s.ok()) return s;
+    reply->set_error(err);
+    return grpc::Status::OK;
+  }
+  auto r = f->write(req->offset(), req->data());
+  if (r)
+    reply->set_written(*r);
+  else
+    reply->set_error(r.error());
+  return grpc::Status::OK;
+}
+
+grpc::Status DataService::Flush(ServerContext* ctx, const v1::FileRef* req, v1::ErrorReply* reply) {
+  // Writes are acknowledged only once the server has them, so there is nothing left to push;
+  // still check the request, so a bad token or namespace is reported here too.
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  (void)reply;
+  return grpc::Status::OK;
+}
+
+grpc::Status DataService::Fsync(ServerContext* ctx, const v1::FsyncRequest* req,
+                                v1::ErrorReply* reply) {
+  grpc::Status s;
+  int err = 0;
+  auto f = open_file(registry_, ctx, req->file(), s, err);
+  if (!f) {
+    if (!s.ok()) return s;
+    reply->set_error(err);
+    return grpc::Status::OK;
+  }
+  return error_reply(f->fsync(), reply);
+}
+
+grpc::Status DataService::Release(ServerContext* ctx, const v1::FileRef* req,
+                                  v1::ErrorReply* reply) {
+  grpc::Status s;
+  auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
+  if (!t) return s;
+  return error_reply(t->ns->release(req->handle()), reply);
+}
+
+}  // namespace skein

@@ -1,0 +1,51 @@
+// gRPC adapters for the Namespace and Data services: each RPC checks its request (namespace,
+// token, path), calls NamespaceFs and turns the result into one reply. Errors a filesystem caller
+// expects travel as an errno in the reply; gRPC status codes are for the call itself.
+#pragma once
+
+#include "service/namespace_registry.hpp"
+#include "skein/v1/fs.grpc.pb.h"
+
+namespace skein {
+
+class NamespaceService final : public skein::v1::Namespace::Service {
+ public:
+  explicit NamespaceService(const NamespaceRegistry& registry) : registry_(registry) {}
+
+  grpc::Status GetAttr(grpc::ServerContext*, const v1::PathRequest*, v1::AttrReply*) override;
+  grpc::Status SetAttr(grpc::ServerContext*, const v1::SetAttrRequest*, v1::AttrReply*) override;
+  grpc::Status ReadDir(grpc::ServerContext*, const v1::PathRequest*,
+                       grpc::ServerWriter<v1::ReadDirReply>*) override;
+  grpc::Status Mkdir(grpc::ServerContext*, const v1::MkdirRequest*, v1::AttrReply*) override;
+  grpc::Status Rmdir(grpc::ServerContext*, const v1::PathRequest*, v1::ErrorReply*) override;
+  grpc::Status Unlink(grpc::ServerContext*, const v1::PathRequest*, v1::ErrorReply*) override;
+  grpc::Status Rename(grpc::ServerContext*, const v1::RenameRequest*, v1::ErrorReply*) override;
+  grpc::Status Symlink(grpc::ServerContext*, const v1::SymlinkRequest*, v1::AttrReply*) override;
+  grpc::Status Readlink(grpc::ServerContext*, const v1::PathRequest*, v1::ReadlinkReply*) override;
+  grpc::Status Link(grpc::ServerContext*, const v1::LinkRequest*, v1::AttrReply*) override;
+  grpc::Status StatFs(grpc::ServerContext*, const v1::PathRequest*, v1::StatFsReply*) override;
+
+ private:
+  const NamespaceRegistry& registry_;
+};
+
+class DataService final : public skein::v1::Data::Service {
+ public:
+  explicit DataService(const NamespaceRegistry& registry) : registry_(registry) {}
+
+  grpc::Status Open(grpc::ServerContext*, const v1::OpenRequest*, v1::OpenReply*) override;
+  grpc::Status Create(grpc::ServerContext*, const v1::OpenRequest*, v1::OpenReply*) override;
+  grpc::Status Read(grpc::ServerContext*, const v1::ReadRequest*, v1::ReadReply*) override;
+  grpc::Status Write(grpc::ServerContext*, const v1::WriteRequest*, v1::WriteReply*) override;
+  grpc::Status Flush(grpc::ServerContext*, const v1::FileRef*, v1::ErrorReply*) override;
+  grpc::Status Fsync(grpc::ServerContext*, const v1::FsyncRequest*, v1::ErrorReply*) override;
+  grpc::Status Release(grpc::ServerContext*, const v1::FileRef*, v1::ErrorReply*) override;
+
+ private:
+  const NamespaceRegistry& registry_;
+};
+
+// Largest Read or Write payload accepted.
+inline constexpr uint32_t kMaxIoSize = 1u << 20;
+
+}  // namespace skein

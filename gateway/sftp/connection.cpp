@@ -1,0 +1,328 @@
+// SFTP connection over libssh with an I/O thread; see connection.hpp.
+//
+// libssh sessions are not thread-safe, so only the I/O thread touches the session once it runs.
+// It sleeps in poll() on the session socket and an eventfd that send() signals; on wake-up it
+// writes queued requests and drains every reply libssh has buffered.
+#include "sftp/connection.hpp"
+
+#include <libssh/libssh.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace skein::sftp {
+namespace {
+constexpr const char* kCiphers =
+    "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr";
+
+std::string describe(const Endpoint& ep) {
+  return ep.user + "@" + ep.host + ":" + std::to_string(ep.port);
+}
+
+std::future<Result<Reply>> ready_failure(int err) {
+  std::promise<Result<Reply>> p;
+  p.set_value(Result<Reply>::failure(err));
+  return p.get_future();
+}
+
+// Blocking read of exactly `n` bytes during the handshake, bounded by the session timeout.
+bool read_exact(ssh_channel ch, std::string& out, size_t n, int timeout_ms) {
+  out.resize(n);
+  size_t got = 0;
+  while (got < n) {
+    int r = ssh_channel_read_timeout(ch, out.data() + got, uint32_t(n - got), 0, timeout_ms);
+    if (r <= 0) return false;
+    got += size_t(r);
+  }
+  return true;
+}
+}  // namespace
+
+std::unique_ptr<Connection> Connection::connect(const Endpoint& ep, std::string& error) {
+  std::unique_ptr<Connection> c(new Connection());
+  c->endpoint_ = ep;
+  if (!c->handshake(error)) return nullptr;
+  c->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->wake_fd_ < 0) {
+    error = "eventfd failed";
+    return nullptr;
+  }
+  c->alive_ = true;
+  c->io_thread_ = std::thread([raw = c.get()] { raw->io_loop(); });
+  return c;
+}
+
+bool Connection::handshake(std::string& error) {
+  const std::string who = describe(endpoint_);
+  session_ = ssh_new();
+  if (!session_) {
+    error = who + ": cannot allocate an SSH session";
+    return false;
+  }
+  int port = endpoint_.port;
+  int yes = 1;
+  long timeout_s = std::max<long>(1, long(endpoint_.timeout.count() / 1000));
+  bool no = false;
+  ssh_options_set(session_, SSH_OPTIONS_PROCESS_CONFIG, &no);
+  ssh_options_set(session_, SSH_OPTIONS_HOST, endpoint_.host.c_str());
+  ssh_options_set(session_, SSH_OPTIONS_PORT, &port);
+  ssh_options_set(session_, SSH_OPTIONS_USER, endpoint_.user.c_str());
+  ssh_options_set(session_, SSH_OPTIONS_NODELAY, &yes);
+  ssh_options_set(session_, SSH_OPTIONS_TIMEOUT, &timeout_s);
+  ssh_options_set(session_, SSH_OPTIONS_KNOWNHOSTS, endpoint_.known_hosts.c_str());
+  ssh_options_set(session_, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
+  ssh_options_set(session_, SSH_OPTIONS_CIPHERS_C_S, kCiphers);
+  ssh_options_set(session_, SSH_OPTIONS_CIPHERS_S_C, kCiphers);
+  ssh_options_set(session_, SSH_OPTIONS_COMPRESSION, "no");
+
+  if (ssh_connect(session_) != SSH_OK) {
+    error = who + ": cannot connect: " + ssh_get_error(session_);
+    return false;
+  }
+  switch (ssh_session_is_known_server(session_)) {
+    case SSH_KNOWN_HOSTS_OK:
+      break;
+    case SSH_KNOWN_HOSTS_CHANGED:
+      error = who + ": host key CHANGED from the one in " + endpoint_.known_hosts +
+              " (possible man-in-the-middle); refusing to connect";
+      return false;
+    case SSH_KNOWN_HOSTS_OTHER:
+      error = who + ": host key type differs from the one in " + endpoint_.known_hosts +
+              "; refusing to connect";
+      return false;
+    case SSH_KNOWN_HOSTS_UNKNOWN:
+    case SSH_KNOWN_HOSTS_NOT_FOUND:
+      error = who + ": host key is not in " + endpoint_.known_hosts +
+              " (unknown server); refusing to connect";
+      return false;
+    default:
+      error = who + ": cannot check the host key: " + ssh_get_error(session_);
+      return false;
+  }
+
+  ssh_key key = nullptr;
+  if (ssh_pki_import_privkey_file(endpoint_.identity_file.c_str(), nullptr, nullptr, nullptr,
+                                  &key) != SSH_OK) {
+    error = who + ": cannot read identity file " + endpoint_.identity_file;
+    return false;
+  }
+  int auth = ssh_userauth_publickey(session_, nullptr, key);
+  ssh_key_free(key);
+  if (auth != SSH_AUTH_SUCCESS) {
+    error = who + ": public key authentication failed: " + ssh_get_error(session_);
+    return false;
+  }
+
+  channel_ = ssh_channel_new(session_);
+  if (!channel_ || ssh_channel_open_session(channel_) != SSH_OK ||
+      ssh_channel_request_subsystem(channel_, "sftp") != SSH_OK) {
+    error = who + ": cannot start the sftp subsystem: " + ssh_get_error(session_);
+    return false;
+  }
+
+  std::string init = PacketWriter(FXP_INIT, false).u32(3).take();
+  if (ssh_channel_write(channel_, init.data(), uint32_t(init.size())) != int(init.size())) {
+    error = who + ": sftp init failed: " + ssh_get_error(session_);
+    return false;
+  }
+  const int tmo = int(endpoint_.timeout.count());
+  std::string hdr, body;
+  if (!read_exact(channel_, hdr, 4, tmo)) {
+    error = who + ": no sftp version reply";
+    return false;
+  }
+  uint32_t len = uint32_t(uint8_t(hdr[0])) << 24 | uint32_t(uint8_t(hdr[1])) << 16 |
+                 uint32_t(uint8_t(hdr[2])) << 8 | uint8_t(hdr[3]);
+  if (len < 5 || len > 65536 || !read_exact(channel_, body, len, tmo) || body[0] != FXP_VERSION) {
+    error = who + ": bad sftp version reply";
+    return false;
+  }
+  PacketReader r(std::string_view(body).substr(1));
+  auto version = r.u32();
+  if (!version || *version != 3) {
+    error = who + ": server does not speak SFTP version 3";
+    return false;
+  }
+  while (r.remaining() > 0) {
+    auto name = r.str();
+    auto data = r.str();
+    if (!name || !data) break;
+    extensions_.insert(std::string(*name));
+  }
+
+  // OpenSSH caps reads and writes; ask once, fall back to the protocol's safe size.
+  limits_ = {34000, 32768, 32768, 0};
+  if (has_extension("limits@openssh.com")) {
+    std::string req = PacketWriter(FXP_EXTENDED).str("limits@openssh.com").take();
+    patch_request_id(req, 0);
+    if (ssh_channel_write(channel_, req.data(), uint32_t(req.size())) == int(req.size()) &&
+        read_exact(channel_, hdr, 4, tmo)) {
+      len = uint32_t(uint8_t(hdr[0])) << 24 | uint32_t(uint8_t(hdr[1])) << 16 |
+            uint32_t(uint8_t(hdr[2])) << 8 | uint8_t(hdr[3]);
+      if (len >= 5 && len < 65536 && read_exact(channel_, body, len, tmo) &&
+          uint8_t(body[0]) == FXP_EXTENDED_REPLY) {
+        PacketReader lr(std::string_view(body).substr(5));
+        auto mp = lr.u64(), mr = lr.u64(), mw = lr.u64(), mh = lr.u64();
+        if (mp && mr && mw && mh) limits_ = {*mp, *mr, *mw, *mh};
+      }
+    }
+  }
+  return true;
+}
+
+Connection::~Connection() {
+  stopping_ = true;
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+  if (io_thread_.joinable()) io_thread_.join();
+  fail_all("connection closed");
+  if (channel_) {
+    ssh_channel_free(channel_);
+  }
+  if (session_) {
+    ssh_disconnect(session_);
+    ssh_free(session_);
+  }
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+std::string Connection::failure() const {
+  std::lock_guard lock(mu_);
+  return failure_;
+}
+
+std::future<Result<Reply>> Connection::send(std::string framed) {
+  Pending p;
+  p.deadline = std::chrono::steady_clock::now() + endpoint_.timeout;
+  auto fut = p.promise.get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (!alive_) return ready_failure(EIO);
+    patch_request_id(framed, next_id_++);
+    queue_.emplace_back(std::move(framed), std::move(p));
+    ++in_flight_;
+  }
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  return fut;
+}
+
+void Connection::fail_all(const std::string& why) {
+  std::deque<std::pair<std::string, Pending>> queued;
+  {
+    std::lock_guard lock(mu_);
+    if (alive_ || failure_.empty()) failure_ = why;
+    alive_ = false;
+    queued.swap(queue_);
+  }
+  for (auto& [_, p] : queued) p.promise.set_value(Result<Reply>::failure(EIO));
+  for (auto& [_, p] : pending_) p.promise.set_value(Result<Reply>::failure(EIO));
+  in_flight_ -= queued.size() + pending_.size();
+  pending_.clear();
+}
+
+void Connection::io_loop() {
+  const std::string who = describe(endpoint_);
+  std::string chunk(256 * 1024, '\0');
+  std::string body;
+  bool hangup = false;
+  while (!stopping_) {
+    // 1. Write what callers queued.
+    std::deque<std::pair<std::string, Pending>> batch;
+    {
+      std::lock_guard lock(mu_);
+      batch.swap(queue_);
+    }
+    bool write_failed = false;
+    for (auto& [framed, p] : batch) {
+      uint32_t id = uint32_t(uint8_t(framed[5])) << 24 | uint32_t(uint8_t(framed[6])) << 16 |
+                    uint32_t(uint8_t(framed[7])) << 8 | uint8_t(framed[8]);
+      pending_.emplace(id, std::move(p));
+      if (ssh_channel_write(channel_, framed.data(), uint32_t(framed.size())) !=
+          int(framed.size())) {
+        // Requests of this batch not yet registered still need an answer.
+        std::lock_guard lock(mu_);
+        for (auto& rest : batch)
+          if (!rest.first.empty() && &rest.first != &framed) queue_.push_back(std::move(rest));
+        write_failed = true;
+        break;
+      }
+      framed.clear();
+    }
+    if (write_failed || !ssh_is_connected(session_)) {
+      fail_all(who + ": write failed: " + ssh_get_error(session_));
+      break;
+    }
+
+    // 2. Drain every reply that has arrived.
+    bool broken = false;
+    for (;;) {
+      int n = ssh_channel_read_nonblocking(channel_, chunk.data(), uint32_t(chunk.size()), 0);
+      if (n == SSH_ERROR || (n == 0 && ssh_channel_is_eof(channel_))) {
+        broken = true;
+        break;
+      }
+      if (n == 0 && hangup) {
+        broken = true;  // the socket hung up and libssh has nothing more for us
+        break;
+      }
+      if (n <= 0) break;
+      hangup = false;
+      inbuf_.append(chunk.data(), size_t(n));
+      uint8_t type;
+      uint32_t id;
+      bool bad;
+      while (take_packet(inbuf_, type, id, body, bad)) {
+        auto it = pending_.find(id);
+        if (it == pending_.end()) continue;  // e.g. a reply to a request that timed out
+        it->second.promise.set_value(Reply{type, std::move(body)});
+        pending_.erase(it);
+        --in_flight_;
+      }
+      if (bad) {
+        broken = true;
+        break;
+      }
+    }
+    if (broken || !ssh_is_connected(session_)) {
+      fail_all(who + ": connection lost" +
+               (ssh_get_error(session_)[0] ? std::string(": ") + ssh_get_error(session_) : ""));
+      break;
+    }
+
+    // 3. Sleep until the socket or a caller wakes us, or the oldest request's deadline.
+    auto now = std::chrono::steady_clock::now();
+    int timeout_ms = -1;
+    for (auto& [_, p] : pending_) {
+      if (p.deadline <= now) {
+        fail_all(who + ": no reply within " + std::to_string(endpoint_.timeout.count()) + " ms");
+        return;
+      }
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now).count() + 1;
+      if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = int(ms);
+    }
+    pollfd fds[2] = {{ssh_get_fd(session_), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    {
+      std::lock_guard lock(mu_);
+      if (!queue_.empty()) continue;
+    }
+    if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
+      fail_all(who + ": poll failed");
+      break;
+    }
+    if (fds[1].revents & POLLIN) {
+      uint64_t v;
+      (void)!read(wake_fd_, &v, sizeof v);
+    }
+    // A hang-up is reported by the next drain, after what libssh buffered has been read.
+    hangup = fds[0].revents & (POLLHUP | POLLERR);
+  }
+  if (alive_) fail_all(who + ": connection closed");
+}
+
+}  // namespace skein::sftp

@@ -1,0 +1,197 @@
+// SFTP v3 codec; see protocol.hpp.
+#include "sftp/protocol.hpp"
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace skein::sftp {
+namespace {
+constexpr uint32_t kMaxPacket = 4u * 1024 * 1024;
+
+void put_u32(std::string& b, uint32_t v) {
+  char c[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+  b.append(c, 4);
+}
+uint32_t get_u32(const char* p) {
+  auto u = reinterpret_cast<const unsigned char*>(p);
+  return uint32_t(u[0]) << 24 | uint32_t(u[1]) << 16 | uint32_t(u[2]) << 8 | uint32_t(u[3]);
+}
+}  // namespace
+
+PacketWriter::PacketWriter(uint8_t type, bool with_id) {
+  buf_.reserve(64);
+  put_u32(buf_, 0);  // length, filled by take()
+  buf_.push_back(char(type));
+  if (with_id) put_u32(buf_, 0);
+}
+
+PacketWriter& PacketWriter::u8(uint8_t v) {
+  buf_.push_back(char(v));
+  return *this;
+}
+PacketWriter& PacketWriter::u32(uint32_t v) {
+  put_u32(buf_, v);
+  return *this;
+}
+PacketWriter& PacketWriter::u64(uint64_t v) {
+  put_u32(buf_, uint32_t(v >> 32));
+  put_u32(buf_, uint32_t(v));
+  return *this;
+}
+PacketWriter& PacketWriter::str(std::string_view s) {
+  put_u32(buf_, uint32_t(s.size()));
+  buf_.append(s);
+  return *this;
+}
+PacketWriter& PacketWriter::attrs(const Attrs& a) {
+  u32(a.flags & ~uint32_t(ATTR_EXTENDED));
+  if (a.flags & ATTR_SIZE) u64(a.size);
+  if (a.flags & ATTR_UIDGID) u32(a.uid).u32(a.gid);
+  if (a.flags & ATTR_PERMISSIONS) u32(a.permissions);
+  if (a.flags & ATTR_ACMODTIME) u32(a.atime).u32(a.mtime);
+  return *this;
+}
+std::string PacketWriter::take() {
+  uint32_t len = uint32_t(buf_.size() - 4);
+  char c[4] = {char(len >> 24), char(len >> 16), char(len >> 8), char(len)};
+  std::memcpy(buf_.data(), c, 4);
+  return std::move(buf_);
+}
+
+void patch_request_id(std::string& framed, uint32_t id) {
+  char c[4] = {char(id >> 24), char(id >> 16), char(id >> 8), char(id)};
+  std::memcpy(framed.data() + 5, c, 4);
+}
+
+std::optional<uint8_t> PacketReader::u8() {
+  if (remaining() < 1) return std::nullopt;
+  return uint8_t(data_[pos_++]);
+}
+std::optional<uint32_t> PacketReader::u32() {
+  if (remaining() < 4) return std::nullopt;
+  uint32_t v = get_u32(data_.data() + pos_);
+  pos_ += 4;
+  return v;
+}
+std::optional<uint64_t> PacketReader::u64() {
+  auto hi = u32();
+  if (!hi) return std::nullopt;
+  auto lo = u32();
+  if (!lo) return std::nullopt;
+  return uint64_t(*hi) << 32 | *lo;
+}
+std::optional<std::string_view> PacketReader::str() {
+  auto n = u32();
+  if (!n || remaining() < *n) return std::nullopt;
+  auto s = data_.substr(pos_, *n);
+  pos_ += *n;
+  return s;
+}
+std::optional<Attrs> PacketReader::attrs() {
+  Attrs a;
+  auto f = u32();
+  if (!f) return std::nullopt;
+  a.flags = *f;
+  if (a.flags & ATTR_SIZE) {
+    auto v = u64();
+    if (!v) return std::nullopt;
+    a.size = *v;
+  }
+  if (a.flags & ATTR_UIDGID) {
+    auto u = u32(), g = u32();
+    if (!u || !g) return std::nullopt;
+    a.uid = *u;
+    a.gid = *g;
+  }
+  if (a.flags & ATTR_PERMISSIONS) {
+    auto p = u32();
+    if (!p) return std::nullopt;
+    a.permissions = *p;
+  }
+  if (a.flags & ATTR_ACMODTIME) {
+    auto at = u32(), mt = u32();
+    if (!at || !mt) return std::nullopt;
+    a.atime = *at;
+    a.mtime = *mt;
+  }
+  if (a.flags & ATTR_EXTENDED) {
+    auto n = u32();
+    if (!n) return std::nullopt;
+    for (uint32_t i = 0; i < *n; ++i) {
+      if (!str() || !str()) return std::nullopt;
+    }
+  }
+  return a;
+}
+
+bool take_packet(std::string& buf, uint8_t& type, uint32_t& id, std::string& body, bool& bad) {
+  bad = false;
+  if (buf.size() < 4) return false;
+  uint32_t len = get_u32(buf.data());
+  if (len < 1 || len > kMaxPacket) {
+    bad = true;
+    return false;
+  }
+  if (buf.size() < 4 + size_t(len)) return false;
+  type = uint8_t(buf[4]);
+  size_t header = 5;
+  id = 0;
+  if (type != FXP_VERSION) {
+    if (len < 5) {
+      bad = true;
+      return false;
+    }
+    id = get_u32(buf.data() + 5);
+    header = 9;
+  }
+  body.assign(buf.data() + header, 4 + len - header);
+  buf.erase(0, 4 + size_t(len));
+  return true;
+}
+
+int status_to_errno(uint32_t code) {
+  switch (code) {
+    case FX_OK:
+      return 0;
+    case FX_EOF:
+      return ENODATA;
+    case FX_NO_SUCH_FILE:
+      return ENOENT;
+    case FX_PERMISSION_DENIED:
+      return EACCES;
+    case FX_BAD_MESSAGE:
+      return EINVAL;
+    case FX_NO_CONNECTION:
+    case FX_CONNECTION_LOST:
+      return EIO;
+    case FX_OP_UNSUPPORTED:
+      return ENOTSUP;
+    case FX_FAILURE:
+    default:
+      return EIO;
+  }
+}
+
+uint32_t open_flags_to_pflags(int flags) {
+  uint32_t p = 0;
+  switch (flags & O_ACCMODE) {
+    case O_RDONLY:
+      p |= FXF_READ;
+      break;
+    case O_WRONLY:
+      p |= FXF_WRITE;
+      break;
+    default:
+      p |= FXF_READ | FXF_WRITE;
+      break;
+  }
+  if (flags & O_APPEND) p |= FXF_APPEND;
+  if (flags & O_CREAT) p |= FXF_CREAT;
+  if (flags & O_TRUNC) p |= FXF_TRUNC;
+  if (flags & O_EXCL) p |= FXF_EXCL;
+  return p;
+}
+
+}  // namespace skein::sftp
