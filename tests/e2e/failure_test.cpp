@@ -1,0 +1,132 @@
+// Failures never hang: a storage server killed mid-read gives an error within the deadline, its
+// files come back when it does (without remounting, even through descriptors opened before),
+// and a mount whose gateway stops answering fails operations within its deadline.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "fs_test_support.hpp"
+
+namespace skein::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+class BackendFailure : public ClusterSuite<2, 1> {
+ protected:
+  std::string m(const std::string& rel) { return cluster_->mount() + "/srv0/" + rel; }
+  std::string s(const std::string& rel) { return cluster_->export_dir(0) + "/" + rel; }
+};
+
+TEST_F(BackendFailure, ServerKilledDuringReadFailsFastAndComesBackWithoutRemount) {
+  const size_t size = 512u << 20;
+  {
+    std::string piece = random_bytes(1 << 20, 5);
+    std::ofstream out(s("stream"), std::ios::binary);
+    for (size_t i = 0; i < size / piece.size(); ++i) out << piece;
+  }
+  int held = ::open(m("stream").c_str(), O_RDONLY);  // survives the restart below
+  ASSERT_GE(held, 0);
+
+  // Read the file in a loop, slowly enough that the kill lands mid-read.
+  std::atomic<bool> killed{false};
+  std::atomic<int> read_errno{0};
+  Clock::time_point kill_time;
+  std::atomic<double> fail_after{-1};
+  std::thread reader([&] {
+    int fd = ::open(m("stream").c_str(), O_RDONLY);
+    if (fd < 0) {
+      read_errno = errno;
+      return;
+    }
+    std::string buf(1 << 20, '\0');
+    for (;;) {
+      ssize_t n = ::read(fd, buf.data(), buf.size());
+      if (n < 0) {
+        read_errno = errno;
+        if (killed) fail_after = seconds_since(kill_time);
+        break;
+      }
+      if (n == 0) {
+        if (!killed)
+          ::lseek(fd, 0, SEEK_SET);  // start over until the server is gone
+        else
+          break;
+      }
+      posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    }
+    ::close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill_time = Clock::now();
+  killed = true;
+  ASSERT_TRUE(cluster_->stop_server(0));
+  reader.join();
+  EXPECT_EQ(read_errno.load(), EIO) << strerror(read_errno.load());
+  EXPECT_GE(fail_after.load(), 0.0) << "the read did not fail after the kill";
+  EXPECT_LT(fail_after.load(), 15.0) << "the error took longer than the deadline";
+
+  // The other server is unaffected.
+  ASSERT_TRUE(write_file(cluster_->mount() + "/srv1/still-here", "yes"));
+  EXPECT_EQ(read_file(cluster_->mount() + "/srv1/still-here"), "yes");
+
+  // Back up: new opens and the descriptor held across the outage both read again.
+  ASSERT_TRUE(cluster_->start_server(0));
+  auto start = Clock::now();
+  std::string head;
+  while (seconds_since(start) < 20) {
+    head = read_file(m("stream")).substr(0, 16);
+    if (head.size() == 16 && head[0] != '<') break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(head, random_bytes(16, 5))
+      << "not readable " << seconds_since(start) << " s after restart";
+  std::string buf(4096, '\0');
+  ASSERT_EQ(::pread(held, buf.data(), buf.size(), 4096), 4096) << strerror(errno);
+  EXPECT_EQ(buf, random_bytes(1 << 20, 5).substr(4096, 4096));
+  ::close(held);
+}
+
+class GatewayFailure : public ClusterSuite<1, 1> {};
+
+TEST_F(GatewayFailure, StoppedGatewayFailsOperationsWithinDeadlineThenRecovers) {
+  std::string f = cluster_->mount() + "/srv0/probe";
+  ASSERT_TRUE(write_file(f, "before"));
+  int pid = cluster_->gateway_pid();
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  auto start = Clock::now();
+  struct stat st;
+  int err = SKEIN_ERRNO_OF(::stat((cluster_->mount() + "/srv0/uncached-name").c_str(), &st));
+  double took = seconds_since(start);
+  ::kill(pid, SIGCONT);
+  EXPECT_EQ(err, EIO);
+  EXPECT_LT(took, 20.0) << "a hung gateway must not hang the mount";
+  // Once it answers again, so does the mount.
+  start = Clock::now();
+  std::string content;
+  while (seconds_since(start) < 10 && (content = read_file(f)) != "before")
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(content, "before");
+}
+
+TEST_F(GatewayFailure, KilledGatewayFailsOperationsAtOnce) {
+  int pid = cluster_->gateway_pid();
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  auto start = Clock::now();
+  struct stat st;
+  int err = SKEIN_ERRNO_OF(::stat((cluster_->mount() + "/srv0/another-name").c_str(), &st));
+  EXPECT_EQ(err, EIO);
+  EXPECT_LT(seconds_since(start), 16.0);
+}
+
+}  // namespace
+}  // namespace skein::test

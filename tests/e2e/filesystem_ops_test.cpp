@@ -1,0 +1,289 @@
+// Every filesystem operation through a real FUSE mount of a gateway over real sshd servers, and
+// the errors POSIX callers rely on. Each test checks both the mount and the server's export.
+#include <dirent.h>
+#include <sys/statvfs.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <set>
+
+#include "fs_test_support.hpp"
+
+namespace skein::test {
+namespace {
+
+class FilesystemOps : public ClusterSuite<2, 1> {
+ protected:
+  // A fresh directory for this test, on server 0, seen through the mount and on the server.
+  void SetUp() override {
+    ClusterSuite::SetUp();
+    name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = cluster_->mount() + "/srv0/" + name_;
+    server_dir_ = cluster_->export_dir(0) + "/" + name_;
+    ASSERT_EQ(::mkdir(dir_.c_str(), 0755), 0) << strerror(errno);
+  }
+  std::string m(const std::string& rel) { return dir_ + "/" + rel; }
+  std::string s(const std::string& rel) { return server_dir_ + "/" + rel; }
+  std::set<std::string> list(const std::string& path) {
+    std::set<std::string> names;
+    DIR* d = opendir(path.c_str());
+    if (!d) return {"<opendir failed>"};
+    while (auto* e = readdir(d)) names.insert(e->d_name);
+    closedir(d);
+    return names;
+  }
+  std::string name_, dir_, server_dir_;
+};
+
+TEST_F(FilesystemOps, RootListsEveryServerExport) {
+  auto names = list(cluster_->mount());
+  EXPECT_TRUE(names.count("srv0"));
+  EXPECT_TRUE(names.count("srv1"));
+  struct stat st;
+  ASSERT_EQ(::stat(cluster_->mount().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+}
+
+TEST_F(FilesystemOps, CreateWriteReadBackAndSeeItOnTheServer) {
+  ASSERT_TRUE(write_file(m("a.txt"), "hello skein\n"));
+  EXPECT_EQ(read_file(m("a.txt")), "hello skein\n");
+  EXPECT_EQ(read_file(s("a.txt")), "hello skein\n");
+  struct stat st;
+  ASSERT_EQ(::stat(m("a.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 12);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+}
+
+TEST_F(FilesystemOps, FileMadeOnServerIsVisibleWithAttributes) {
+  ASSERT_TRUE(write_file(s("made-on-server"), std::string(5000, 'x')));
+  ::chmod(s("made-on-server").c_str(), 0640);
+  struct stat st;
+  ASSERT_EQ(::stat(m("made-on-server").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 5000);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  EXPECT_EQ(list(dir_), (std::set<std::string>{".", "..", "made-on-server"}));
+}
+
+TEST_F(FilesystemOps, ReaddirCarriesAttributes) {
+  ASSERT_TRUE(write_file(m("f1"), "1"));
+  ASSERT_EQ(::mkdir(m("d1").c_str(), 0700), 0);
+  ASSERT_EQ(::symlink("f1", m("l1").c_str()), 0);
+  std::map<std::string, unsigned char> types;
+  DIR* d = opendir(dir_.c_str());
+  ASSERT_TRUE(d);
+  while (auto* e = readdir(d)) types[e->d_name] = e->d_type;
+  closedir(d);
+  EXPECT_EQ(types["f1"], DT_REG);
+  EXPECT_EQ(types["d1"], DT_DIR);
+  EXPECT_EQ(types["l1"], DT_LNK);
+}
+
+TEST_F(FilesystemOps, MkdirRmdir) {
+  ASSERT_EQ(::mkdir(m("sub").c_str(), 0750), 0);
+  struct stat st;
+  ASSERT_EQ(::stat(s("sub").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0750u & ~0u);
+  ASSERT_EQ(::rmdir(m("sub").c_str()), 0);
+  EXPECT_NE(::stat(s("sub").c_str(), &st), 0);
+}
+
+TEST_F(FilesystemOps, Unlink) {
+  ASSERT_TRUE(write_file(m("gone"), "x"));
+  ASSERT_EQ(::unlink(m("gone").c_str()), 0);
+  struct stat st;
+  EXPECT_EQ(SKEIN_ERRNO_OF(::stat(m("gone").c_str(), &st)), ENOENT);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::stat(s("gone").c_str(), &st)), ENOENT);
+}
+
+TEST_F(FilesystemOps, RenameFileAndDirectoryAndReplace) {
+  ASSERT_TRUE(write_file(m("from"), "content"));
+  ASSERT_EQ(::rename(m("from").c_str(), m("to").c_str()), 0);
+  EXPECT_EQ(read_file(m("to")), "content");
+  EXPECT_EQ(read_file(s("to")), "content");
+  ASSERT_EQ(::access(m("from").c_str(), F_OK), -1);
+  // Replacing an existing file is atomic (posix-rename).
+  ASSERT_TRUE(write_file(m("other"), "other"));
+  ASSERT_EQ(::rename(m("other").c_str(), m("to").c_str()), 0);
+  EXPECT_EQ(read_file(m("to")), "other");
+  ASSERT_EQ(::mkdir(m("dir").c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(m("dir/inner"), "inner"));
+  ASSERT_EQ(::rename(m("dir").c_str(), m("dir2").c_str()), 0);
+  EXPECT_EQ(read_file(m("dir2/inner")), "inner");
+}
+
+TEST_F(FilesystemOps, RenameAcrossServersIsEXDEV) {
+  ASSERT_TRUE(write_file(m("x"), "x"));
+  std::string other = cluster_->mount() + "/srv1/" + name_ + "-moved";
+  EXPECT_EQ(SKEIN_ERRNO_OF(::rename(m("x").c_str(), other.c_str())), EXDEV);
+}
+
+TEST_F(FilesystemOps, RenameOpenFileKeepsItsHandle) {
+  int fd = ::open(m("open-renamed").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  ASSERT_EQ(::rename(m("open-renamed").c_str(), m("renamed").c_str()), 0);
+  ASSERT_EQ(::pwrite(fd, "def", 3, 3), 3);
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_EQ(read_file(s("renamed")), "abcdef");
+}
+
+TEST_F(FilesystemOps, SymlinkAndReadlink) {
+  ASSERT_TRUE(write_file(m("target"), "pointed-at"));
+  ASSERT_EQ(::symlink("target", m("link").c_str()), 0);
+  char buf[256] = {};
+  ASSERT_EQ(::readlink(m("link").c_str(), buf, sizeof buf), 6);
+  EXPECT_STREQ(buf, "target");
+  EXPECT_EQ(read_file(m("link")), "pointed-at");
+  struct stat st;
+  ASSERT_EQ(::lstat(m("link").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  ASSERT_EQ(::lstat(s("link").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+}
+
+TEST_F(FilesystemOps, HardLinkSharesContent) {
+  ASSERT_TRUE(write_file(m("orig"), "shared"));
+  ASSERT_EQ(::link(m("orig").c_str(), m("hard").c_str()), 0) << strerror(errno);
+  struct stat a, b;
+  ASSERT_EQ(::stat(s("orig").c_str(), &a), 0);
+  ASSERT_EQ(::stat(s("hard").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+  EXPECT_EQ(read_file(m("hard")), "shared");
+}
+
+TEST_F(FilesystemOps, ChmodChownTruncateUtimens) {
+  ASSERT_TRUE(write_file(m("attrs"), "0123456789"));
+  ASSERT_EQ(::chmod(m("attrs").c_str(), 0600), 0);
+  ASSERT_EQ(::chown(m("attrs").c_str(), 1234, 5678), 0);
+  ASSERT_EQ(::truncate(m("attrs").c_str(), 4), 0);
+  struct timespec times[2] = {{1000000000, 0}, {1200000000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, m("attrs").c_str(), times, 0), 0);
+  struct stat st;
+  ASSERT_EQ(::stat(s("attrs").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 5678u);
+  EXPECT_EQ(st.st_size, 4);
+  EXPECT_EQ(st.st_atime, 1000000000);
+  EXPECT_EQ(st.st_mtime, 1200000000);
+  ASSERT_EQ(::stat(m("attrs").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mtime, 1200000000);
+  EXPECT_EQ(st.st_size, 4);
+  // Truncating up leaves a hole of zeros.
+  ASSERT_EQ(::truncate(m("attrs").c_str(), 8), 0);
+  EXPECT_EQ(read_file(m("attrs")), std::string("0123\0\0\0\0", 8));
+}
+
+TEST_F(FilesystemOps, FtruncateThroughOpenFile) {
+  int fd = ::open(m("ftrunc").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "abcdef", 6), 6);
+  ASSERT_EQ(::ftruncate(fd, 2), 0);
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_EQ(read_file(s("ftrunc")), "ab");
+}
+
+TEST_F(FilesystemOps, FlushAndFsyncSucceed) {
+  int fd = ::open(m("synced").c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "data", 4), 4);
+  EXPECT_EQ(::fsync(fd), 0) << strerror(errno);
+  EXPECT_EQ(::fdatasync(fd), 0) << strerror(errno);
+  EXPECT_EQ(::close(fd), 0);
+  EXPECT_EQ(read_file(s("synced")), "data");
+}
+
+TEST_F(FilesystemOps, AppendAddsAtTheEnd) {
+  ASSERT_TRUE(write_file(m("log"), "one\n"));
+  ASSERT_TRUE(write_file(m("log"), "two\n", O_WRONLY | O_APPEND));
+  EXPECT_EQ(read_file(s("log")), "one\ntwo\n");
+}
+
+TEST_F(FilesystemOps, StatfsReportsServerFilesystem) {
+  struct statvfs mv, sv;
+  ASSERT_EQ(::statvfs(dir_.c_str(), &mv), 0) << strerror(errno);
+  ASSERT_EQ(::statvfs(server_dir_.c_str(), &sv), 0);
+  EXPECT_GT(mv.f_blocks, 0u);
+  // Same filesystem size, allowing for block-size scaling.
+  double mount_bytes = double(mv.f_blocks) * double(mv.f_frsize);
+  double server_bytes = double(sv.f_blocks) * double(sv.f_frsize);
+  EXPECT_NEAR(mount_bytes / server_bytes, 1.0, 0.01);
+}
+
+TEST_F(FilesystemOps, ExclusiveCreateOfExistingFileIsEEXIST) {
+  ASSERT_TRUE(write_file(m("exists"), "x"));
+  EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("exists").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644)), EEXIST);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::mkdir(m("exists").c_str(), 0755)), EEXIST);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::symlink("x", m("exists").c_str())), EEXIST);
+}
+
+TEST_F(FilesystemOps, MissingFileIsENOENT) {
+  struct stat st;
+  EXPECT_EQ(SKEIN_ERRNO_OF(::stat(m("nope").c_str(), &st)), ENOENT);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("nope").c_str(), O_RDONLY)), ENOENT);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::unlink(m("nope").c_str())), ENOENT);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::rmdir(m("nope").c_str())), ENOENT);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("nodir/f").c_str(), O_WRONLY | O_CREAT, 0644)), ENOENT);
+}
+
+TEST_F(FilesystemOps, RmdirOfNonEmptyDirectoryIsENOTEMPTY) {
+  ASSERT_EQ(::mkdir(m("full").c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(m("full/f"), "x"));
+  EXPECT_EQ(SKEIN_ERRNO_OF(::rmdir(m("full").c_str())), ENOTEMPTY);
+  // A file made on the server behind the mount's back counts too.
+  ASSERT_EQ(::mkdir(m("full2").c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(s("full2/f"), "x"));
+  EXPECT_EQ(SKEIN_ERRNO_OF(::rmdir(m("full2").c_str())), ENOTEMPTY);
+  struct stat st;
+  EXPECT_EQ(::stat(s("full2/f").c_str(), &st), 0);
+}
+
+TEST_F(FilesystemOps, DirectoryVersusFileErrors) {
+  ASSERT_EQ(::mkdir(m("adir").c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(m("afile"), "x"));
+  EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("adir").c_str(), O_WRONLY)), EISDIR);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::unlink(m("adir").c_str())), EISDIR);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::rmdir(m("afile").c_str())), ENOTDIR);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::mkdir(m("afile/sub").c_str(), 0755)), ENOTDIR);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("afile/x").c_str(), O_RDONLY)), ENOTDIR);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::rename(m("adir").c_str(), m("afile").c_str())), ENOTDIR);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::rename(m("afile").c_str(), m("adir").c_str())), EISDIR);
+}
+
+TEST_F(FilesystemOps, PermissionsAreEnforcedForOtherUsers) {
+  ASSERT_TRUE(write_file(m("public"), "anyone"));
+  ASSERT_EQ(::chmod(m("public").c_str(), 0644), 0);
+  ASSERT_TRUE(write_file(m("secret"), "root only"));
+  ASSERT_EQ(::chmod(m("secret").c_str(), 0600), 0);
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  // A child that drops to an unprivileged user must be refused.
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    // The mount is shared (allow_other): a readable file is readable, so a refusal below is
+    // the permission check and not a refusal of every other user.
+    if (read_file(m("public")) != "anyone") _exit(6);
+    int fd = ::open(m("secret").c_str(), O_RDONLY);
+    if (fd >= 0) _exit(3);
+    if (errno != EACCES) _exit(4);
+    if (::mkdir(m("not-mine").c_str(), 0755) == 0 || errno != EACCES) _exit(5);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "2: setuid failed, 3: opened, 4: wrong errno, 5: mkdir, 6: public file unreadable";
+}
+
+TEST_F(FilesystemOps, WritesToSynthesisedRootAreRefused) {
+  std::string at_root = cluster_->mount() + "/not-a-server";
+  EXPECT_EQ(SKEIN_ERRNO_OF(::mkdir(at_root.c_str(), 0755)), EACCES);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::open(at_root.c_str(), O_WRONLY | O_CREAT, 0644)), EACCES);
+}
+
+}  // namespace
+}  // namespace skein::test

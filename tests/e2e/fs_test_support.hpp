@@ -1,0 +1,82 @@
+// Small POSIX helpers for end-to-end filesystem tests: whole-file I/O, errno capture, and a
+// suite fixture that shares one LocalCluster among the tests of a suite.
+#pragma once
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "local_cluster.hpp"
+
+namespace skein::test {
+
+inline bool write_file(const std::string& path, const std::string& data,
+                       int flags = O_WRONLY | O_CREAT | O_TRUNC) {
+  int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) return false;
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      return false;
+    }
+    done += size_t(n);
+  }
+  return ::close(fd) == 0;
+}
+
+inline std::string read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return "<open failed: " + std::to_string(errno) + ">";
+  std::string out;
+  char buf[1 << 16];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+  ::close(fd);
+  return out;
+}
+
+// errno of a call that must fail, or 0 when it did not fail.
+#define SKEIN_ERRNO_OF(expr)       \
+  ([&]() -> int {                  \
+    errno = 0;                     \
+    return (expr) < 0 ? errno : 0; \
+  }())
+
+inline std::string random_bytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v = rng();
+    memcpy(s.data() + i, &v, 8);
+  }
+  for (; i < n; ++i) s[i] = char(rng());
+  return s;
+}
+
+// Shares one cluster among the tests of a suite: a cluster takes seconds to start.
+template <int Servers = 3, int Mounts = 1>
+class ClusterSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string error;
+    cluster_ = LocalCluster::start(::testing::UnitTest::GetInstance()->current_test_suite()->name(),
+                                   {Servers, Mounts, 0}, error);
+    if (!cluster_) start_error_ = error;
+  }
+  static void TearDownTestSuite() { cluster_.reset(); }
+  void SetUp() override { ASSERT_TRUE(cluster_) << "cluster did not start:\n" << start_error_; }
+
+  static inline std::unique_ptr<LocalCluster> cluster_;
+  static inline std::string start_error_;
+};
+
+}  // namespace skein::test

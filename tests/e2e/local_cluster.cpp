@@ -1,0 +1,106 @@
+// LocalCluster and test helpers; see local_cluster.hpp.
+#include "local_cluster.hpp"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace skein::test {
+
+std::string source_dir() { return SKEIN_SOURCE_DIR; }
+std::string build_dir() { return SKEIN_BINARY_DIR; }
+
+int run_command(const std::string& cmd, std::string* output) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  if (output) *output = out;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string make_test_dir(const std::string& name) {
+  const char* root = getenv("SKEIN_TEST_TMP");
+  std::string base = root && *root ? root : "/tmp/skein-tests";
+  mkdir(base.c_str(), 0755);
+  std::string tmpl = base + "/" + name + "-XXXXXX";
+  if (!mkdtemp(tmpl.data())) return "";
+  chmod(tmpl.c_str(), 0755);  // tests also act as unprivileged users
+  return tmpl;
+}
+
+namespace {
+std::string skein_local() {
+  return "SKEIN_BUILD_DIR='" + build_dir() + "' '" + source_dir() + "/deploy/skein-local'";
+}
+}  // namespace
+
+std::unique_ptr<LocalCluster> LocalCluster::start(const std::string& name, Options opts,
+                                                  std::string& error) {
+  std::unique_ptr<LocalCluster> c(new LocalCluster());
+  c->state_ = make_test_dir(name);
+  std::ostringstream cmd;
+  cmd << skein_local() << " up --no-build --state '" << c->state_ << "' --servers " << opts.servers
+      << " --mounts " << opts.mounts;
+  if (opts.latency_ms) cmd << " --latency-ms " << opts.latency_ms;
+  if (run_command(cmd.str(), &error) != 0) {
+    return nullptr;  // the destructor takes down what did start
+  }
+  // Read DIR/env: lines of `export KEY='value'`.
+  std::string env_cmd = ". '" + c->state_ + "/env' && env | grep '^SKEIN_'";
+  std::string out;
+  if (run_command("bash -c \"" + env_cmd + "\"", &out) != 0) {
+    error = "cannot read " + c->state_ + "/env: " + out;
+    return nullptr;
+  }
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) c->env_[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return c;
+}
+
+LocalCluster::~LocalCluster() {
+  if (!state_.empty()) run_command(skein_local() + " down --state '" + state_ + "'");
+}
+
+std::string LocalCluster::env(const std::string& key) const {
+  auto it = env_.find(key);
+  return it == env_.end() ? "" : it->second;
+}
+
+std::vector<std::string> LocalCluster::list(const std::string& key) const {
+  std::vector<std::string> out;
+  std::istringstream in(env(key));
+  std::string item;
+  while (in >> item) out.push_back(item);
+  return out;
+}
+
+bool LocalCluster::stop_server(int i) {
+  return run_command(skein_local() + " stop-server " + std::to_string(i) + " --state '" + state_ +
+                     "'") == 0;
+}
+
+bool LocalCluster::start_server(int i) {
+  return run_command(skein_local() + " start-server " + std::to_string(i) + " --state '" + state_ +
+                     "'") == 0;
+}
+
+int LocalCluster::gateway_pid() const {
+  std::ifstream in(state_ + "/gateway.pid");
+  int pid = 0;
+  in >> pid;
+  return pid;
+}
+
+}  // namespace skein::test
