@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "config/gateway_config.hpp"
+#include "namespace/namespace_builder.hpp"
 #include "namespace/namespace_fs.hpp"
 #include "service/fs_services.hpp"
 #include "skein/logging.hpp"
@@ -55,20 +56,19 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::map<std::string, std::shared_ptr<skein::Backend>> backends;
+  skein::BackendMap backends;
   for (auto& b : cfg.backends) backends[b.name] = std::make_shared<skein::Backend>(b);
 
   skein::NamespaceRegistry registry;
-  for (auto& n : cfg.namespaces) {
-    std::vector<skein::Mount> mounts;
-    for (auto& m : n.mounts) {
-      skein::Mount mount{m.path, {}};
-      for (auto& name : m.backends) mount.branches.push_back(backends.at(name));
-      mounts.push_back(std::move(mount));
+  try {
+    for (auto& n : cfg.namespaces) {
+      std::string token = n.token_file.empty() ? "" : read_token(n.token_file);
+      registry.add(std::make_shared<skein::NamespaceFs>(n.name, token,
+                                                        skein::build_mount_table(n, backends)));
     }
-    std::string token = n.token_file.empty() ? "" : read_token(n.token_file);
-    registry.add(
-        std::make_shared<skein::NamespaceFs>(n.name, token, skein::MountTable(std::move(mounts))));
+  } catch (const skein::ConfigError& e) {
+    fprintf(stderr, "skein-gateway: %s: %s\n", config_path.c_str(), e.what());
+    return 2;
   }
 
   // Connect to every backend once now, so a misconfigured server shows up in the log at start.

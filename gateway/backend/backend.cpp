@@ -10,6 +10,9 @@
 #include <future>
 #include <random>
 
+#include "backend/remote_file.hpp"
+#include "backend/reply_parsing.hpp"
+
 namespace skein {
 using namespace sftp;
 namespace {
@@ -25,43 +28,20 @@ std::chrono::milliseconds backoff_delay(int failures) {
   return std::chrono::milliseconds(int64_t(double(d.count()) * jitter(rng)));
 }
 
-Result<Attrs> expect_attrs(Result<Reply> r) {
-  if (!r) return Result<Attrs>::failure(r.error());
-  if (r->type == FXP_STATUS) {
-    auto code = PacketReader(r->body).u32();
-    int e = code ? status_to_errno(*code) : EIO;
-    return Result<Attrs>::failure(e ? e : EIO);
-  }
-  if (r->type != FXP_ATTRS) return Result<Attrs>::failure(EIO);
-  auto a = PacketReader(r->body).attrs();
-  if (!a) return Result<Attrs>::failure(EIO);
-  return *a;
-}
-
-Result<std::string> expect_handle(Result<Reply> r) {
-  if (!r) return Result<std::string>::failure(r.error());
-  if (r->type == FXP_STATUS) {
-    auto code = PacketReader(r->body).u32();
-    int e = code ? status_to_errno(*code) : EIO;
-    return Result<std::string>::failure(e ? e : EIO);
-  }
-  if (r->type != FXP_HANDLE) return Result<std::string>::failure(EIO);
-  auto h = PacketReader(r->body).str();
-  if (!h) return Result<std::string>::failure(EIO);
-  return std::string(*h);
-}
-
-// Raw status code of a STATUS reply, or nullopt.
-std::optional<uint32_t> status_code(const Result<Reply>& r) {
-  if (!r || r->type != FXP_STATUS) return std::nullopt;
-  return PacketReader(r->body).u32();
-}
-
 }  // namespace
 
 Backend::Backend(BackendConfig cfg) : cfg_(std::move(cfg)) {
   int n = std::max(1, cfg_.connections);
   for (int i = 0; i < n; ++i) slots_.push_back(std::make_unique<Slot>());
+}
+
+Backend::~Backend() {
+  {
+    std::lock_guard lock(probe_mu_);
+    stopping_ = true;
+  }
+  probe_cv_.notify_all();
+  if (prober_.joinable()) prober_.join();
 }
 
 std::string Backend::remote_path(std::string_view rel) const {
@@ -95,27 +75,75 @@ size_t Backend::pick_slot() {
   return best;
 }
 
+size_t Backend::live_connections() const {
+  size_t n = 0;
+  for (auto& s : slots_) {
+    std::lock_guard lock(s->mu);
+    if (s->conn && s->conn->alive()) ++n;
+  }
+  return n;
+}
+
+void Backend::mark_down(const std::string& why) {
+  std::lock_guard lock(probe_mu_);
+  if (up_.exchange(false)) spdlog::warn("backend {} is down: {}", cfg_.name, why);
+  if (probing_ || stopping_) return;
+  probing_ = true;
+  if (prober_.joinable()) prober_.join();  // a finished earlier prober
+  prober_ = std::thread([this] { probe_until_up(); });
+}
+
+void Backend::probe_until_up() {
+  // Callers never wait for a server that is down: they get EIO at once while this thread
+  // reconnects, backing off exponentially with jitter.
+  for (int failures = 0;; ++failures) {
+    {
+      std::unique_lock lock(probe_mu_);
+      if (probe_cv_.wait_for(lock, backoff_delay(failures), [this] { return stopping_; })) {
+        probing_ = false;
+        return;
+      }
+    }
+    std::string error;
+    auto c = Connection::connect(cfg_.endpoint, error);
+    if (!c) {
+      spdlog::debug("backend {}: reconnect attempt {} failed: {}", cfg_.name, failures + 1, error);
+      continue;
+    }
+    {
+      Slot& s = *slots_[0];
+      std::lock_guard lock(s.mu);
+      s.conn = std::shared_ptr<Connection>(std::move(c));
+    }
+    std::lock_guard lock(probe_mu_);
+    probing_ = false;
+    up_ = true;
+    spdlog::info("backend {} is back up", cfg_.name);
+    return;
+  }
+}
+
 Result<std::shared_ptr<Connection>> Backend::connection(size_t slot) {
   using R = Result<std::shared_ptr<Connection>>;
   Slot& s = *slots_[slot % slots_.size()];
-  std::lock_guard lock(s.mu);
-  if (s.conn && s.conn->alive()) return s.conn;
-  auto now = std::chrono::steady_clock::now();
-  if (s.conn) {
-    spdlog::warn("backend {}: {}", cfg_.name, s.conn->failure());
-    s.conn.reset();
+  {
+    std::lock_guard lock(s.mu);
+    if (s.conn && s.conn->alive()) return s.conn;
+    if (s.conn) {
+      spdlog::warn("backend {}: {}", cfg_.name, s.conn->failure());
+      s.conn.reset();
+    }
   }
-  if (now < s.next_attempt) return R::failure(EIO);
+  if (!up_) return R::failure(EIO);
+  // The server was answering a moment ago: reconnect this slot now.
+  std::lock_guard lock(s.mu);
+  if (s.conn && s.conn->alive()) return s.conn;  // another caller did it meanwhile
   std::string error;
   auto c = Connection::connect(cfg_.endpoint, error);
   if (!c) {
-    s.next_attempt = now + backoff_delay(s.failures++);
-    if (up_.exchange(false) || s.failures == 1)
-      spdlog::warn("backend {} is down: {}", cfg_.name, error);
+    mark_down(error);
     return R::failure(EIO);
   }
-  if (!up_.exchange(true)) spdlog::info("backend {} is back up", cfg_.name);
-  s.failures = 0;
   s.conn = std::shared_ptr<Connection>(std::move(c));
   return s.conn;
 }
@@ -128,6 +156,46 @@ Result<Reply> Backend::call(const std::string& framed, bool idempotent) {
     auto r = (*conn)->call(framed);
     if (r || (*conn)->alive() || !idempotent || attempt > 0) return r;
   }
+}
+
+std::future<Result<Reply>> Backend::start(std::string framed) {
+  ++ops;
+  auto conn = connection(pick_slot());
+  if (!conn) {
+    std::promise<Result<Reply>> p;
+    p.set_value(Result<Reply>::failure(conn.error()));
+    return p.get_future();
+  }
+  return (*conn)->send(std::move(framed));
+}
+
+std::future<Result<Reply>> Backend::start_lstat(std::string_view rel) {
+  return start(PacketWriter(FXP_LSTAT).str(remote_path(rel)).take());
+}
+
+Result<Attrs> Backend::attrs_of(Result<Reply> reply) { return expect_attrs(std::move(reply)); }
+
+Result<StatVfs> Backend::free_space() {
+  {
+    std::lock_guard lock(probe_mu_);
+    if (free_cache_ &&
+        std::chrono::steady_clock::now() - free_cache_time_ < std::chrono::seconds(2))
+      return *free_cache_;
+  }
+  auto v = statvfs("/");
+  if (!v) return v;
+  std::lock_guard lock(probe_mu_);
+  free_cache_ = *v;
+  free_cache_time_ = std::chrono::steady_clock::now();
+  return v;
+}
+
+bool Backend::accepts_new_files() {
+  if (!up_ || draining_) return false;
+  if (cfg_.min_free_bytes == 0) return true;
+  auto v = free_space();
+  if (!v) return false;
+  return v->bavail * (v->frsize ? v->frsize : v->bsize) >= cfg_.min_free_bytes;
 }
 
 Status Backend::expect_status(Result<Reply> r) {
@@ -192,9 +260,10 @@ Result<Attrs> Backend::stat(std::string_view rel) {
 
 Status Backend::setstat(std::string_view rel, const Attrs& attrs) {
   // Times on a symlink must not follow it; lsetstat does that where offered.
-  bool use_l = !(attrs.flags & ATTR_SIZE) && !(attrs.flags & ATTR_PERMISSIONS) &&
-               slot_count() > 0 && connection(0) &&
-               (*connection(0))->has_extension("lsetstat@openssh.com");
+  // (OpenSSH's lsetstat cannot change the size.)
+  auto conn = connection(pick_slot());
+  if (!conn) return Status::failure(conn.error());
+  bool use_l = !(attrs.flags & ATTR_SIZE) && (*conn)->has_extension("lsetstat@openssh.com");
   std::string pkt = use_l ? PacketWriter(FXP_EXTENDED)
                                 .str("lsetstat@openssh.com")
                                 .str(remote_path(rel))
@@ -395,279 +464,30 @@ Result<StatVfs> Backend::statvfs(std::string_view rel) {
   return v;
 }
 
+Status Backend::clone_dirs(std::string_view rel_dir, Backend& model) {
+  if (rel_dir.empty() || rel_dir == "/") return ok_status();
+  auto here = lstat(rel_dir);
+  if (here) return S_ISDIR(here->permissions) ? ok_status() : Status::failure(ENOTDIR);
+  if (here.error() != ENOENT) return Status::failure(here.error());
+  auto pos = rel_dir.rfind('/');
+  auto st = clone_dirs(pos == 0 ? std::string_view("/") : rel_dir.substr(0, pos), model);
+  if (!st) return st;
+  auto m = model.lstat(rel_dir);
+  if (!m) return Status::failure(m.error());
+  st = mkdir(rel_dir, m->permissions & 07777);
+  if (!st && st.error() != EEXIST) return st;
+  Attrs a = *m;
+  a.flags &= ATTR_UIDGID | ATTR_PERMISSIONS | ATTR_ACMODTIME;
+  a.permissions &= 07777;
+  (void)setstat(rel_dir, a);
+  return ok_status();
+}
+
 Result<std::shared_ptr<RemoteFile>> Backend::open(std::string_view rel, int flags, uint32_t mode) {
   auto f = std::make_shared<RemoteFile>(shared_from_this(), std::string(rel), flags);
   auto st = f->open_first(mode);
   if (!st) return Result<std::shared_ptr<RemoteFile>>::failure(st.error());
   return f;
-}
-
-// ---------------------------------------------------------------------------------------------
-// RemoteFile
-
-RemoteFile::RemoteFile(std::shared_ptr<Backend> backend, std::string rel, int flags)
-    : backend_(std::move(backend)), rel_(std::move(rel)), flags_(flags) {
-  handles_.resize(backend_->slot_count());
-}
-
-RemoteFile::~RemoteFile() { (void)close(); }
-
-void RemoteFile::renamed(std::string new_rel) {
-  std::lock_guard lock(mu_);
-  rel_ = std::move(new_rel);
-}
-
-Status RemoteFile::open_first(uint32_t mode) {
-  size_t slot = backend_->pick_slot();
-  auto conn = backend_->connection(slot);
-  if (!conn) return Status::failure(conn.error());
-  Attrs a;
-  if (flags_ & O_CREAT) {
-    a.flags = ATTR_PERMISSIONS;
-    a.permissions = mode & 07777;
-  }
-  std::string path;
-  {
-    std::lock_guard lock(mu_);
-    path = backend_->remote_path(rel_);
-  }
-  ++backend_->ops;
-  auto r = (*conn)->call(
-      PacketWriter(FXP_OPEN).str(path).u32(open_flags_to_pflags(flags_)).attrs(a).take());
-  auto code = status_code(r);
-  if (code && *code == FX_FAILURE) {
-    if ((flags_ & O_CREAT) && (flags_ & O_EXCL) && backend_->lstat(rel_))
-      return Status::failure(EEXIST);
-    return Status::failure(backend_->diagnose_failure("open", rel_));
-  }
-  auto h = expect_handle(std::move(r));
-  if (!h) return Status::failure(h.error());
-  {
-    std::lock_guard lock(mu_);
-    handles_[slot] = {*conn, *h};
-  }
-  // A new file gets the caller's mode even where the server's umask would take bits away.
-  if ((flags_ & O_CREAT) && (mode & 07022)) {
-    (void)(*conn)->call(PacketWriter(FXP_FSETSTAT).str(*h).attrs(a).take());
-  }
-  return ok_status();
-}
-
-Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
-  using R = Result<Handle>;
-  auto conn = backend_->connection(slot);
-  if (!conn) return R::failure(conn.error());
-  std::string path;
-  {
-    std::lock_guard lock(mu_);
-    Handle& h = handles_[slot];
-    if (!h.handle.empty() && h.conn == *conn) return h;
-    path = backend_->remote_path(rel_);
-  }
-  // Re-open by path: the caller's access mode, never creating or truncating again.
-  int again = flags_ & ~(O_CREAT | O_EXCL | O_TRUNC);
-  ++backend_->ops;
-  auto r = (*conn)->call(
-      PacketWriter(FXP_OPEN).str(path).u32(open_flags_to_pflags(again)).attrs({}).take());
-  auto h = expect_handle(std::move(r));
-  if (!h) return R::failure(h.error());
-  std::lock_guard lock(mu_);
-  Handle& slot_handle = handles_[slot];
-  if (!slot_handle.handle.empty() && slot_handle.conn == *conn) {
-    // Another thread opened one meanwhile; keep theirs, close ours.
-    (*conn)->send(PacketWriter(FXP_CLOSE).str(*h).take());
-    return slot_handle;
-  }
-  slot_handle = {*conn, *h};
-  return slot_handle;
-}
-
-Result<RemoteFile::Handle> RemoteFile::any_handle() {
-  {
-    std::lock_guard lock(mu_);
-    for (auto& h : handles_)
-      if (!h.handle.empty() && h.conn && h.conn->alive()) return h;
-  }
-  return handle_on(backend_->pick_slot());
-}
-
-Result<std::string> RemoteFile::read(uint64_t offset, uint32_t size) {
-  using R = Result<std::string>;
-  if (size == 0) return std::string();
-  auto first = any_handle();
-  if (!first) return R::failure(first.error());
-  const uint64_t chunk =
-      std::max<uint64_t>(4096, std::min<uint64_t>(first->conn->limits().max_read, 1 << 20));
-  size_t nchunks = size_t((size + chunk - 1) / chunk);
-
-  struct Piece {
-    uint64_t off;
-    uint32_t len;
-    std::future<Result<Reply>> reply;
-    Handle handle;
-  };
-  std::vector<Piece> pieces;
-  pieces.reserve(nchunks);
-  size_t start_slot = backend_->pick_slot();
-  for (size_t i = 0; i < nchunks; ++i) {
-    uint64_t off = offset + i * chunk;
-    uint32_t len = uint32_t(std::min<uint64_t>(chunk, offset + size - off));
-    auto h = nchunks == 1 ? first : handle_on((start_slot + i) % backend_->slot_count());
-    if (!h) h = first;  // a slot that cannot connect: use the one we have
-    auto fut = h->conn->send(PacketWriter(FXP_READ).str(h->handle).u64(off).u32(len).take());
-    pieces.push_back({off, len, std::move(fut), *h});
-  }
-  ++backend_->ops;
-
-  std::string out;
-  out.reserve(size);
-  bool at_eof = false;
-  int err = 0;
-  for (auto& p : pieces) {
-    auto r = p.reply.get();
-    if (at_eof || err) continue;  // drain the rest
-    uint64_t got = 0;
-    // Continue short replies until this piece is whole or the file ends.
-    for (;;) {
-      if (!r) {
-        err = r.error();
-        break;
-      }
-      if (r->type == FXP_STATUS) {
-        auto code = PacketReader(r->body).u32();
-        if (code && *code == FX_EOF) {
-          at_eof = true;
-        } else {
-          int e = code ? status_to_errno(*code) : EIO;
-          err = e ? e : EIO;
-        }
-        break;
-      }
-      auto data = PacketReader(r->body).str();
-      if (r->type != FXP_DATA || !data || data->size() > p.len - got) {
-        err = EIO;
-        break;
-      }
-      out.append(*data);
-      got += data->size();
-      if (got == p.len || data->empty()) break;
-      r = p.handle.conn->call(PacketWriter(FXP_READ)
-                                  .str(p.handle.handle)
-                                  .u64(p.off + got)
-                                  .u32(uint32_t(p.len - got))
-                                  .take());
-    }
-  }
-  if (err && out.empty()) {
-    if (err == EIO && !first->conn->alive())
-      spdlog::warn("backend {}: read of {} failed: {}", backend_->name(), rel_,
-                   first->conn->failure());
-    return R::failure(err);
-  }
-  if (err) return R::failure(err);
-  backend_->bytes_read += out.size();
-  return out;
-}
-
-Result<uint32_t> RemoteFile::write(uint64_t offset, std::string_view data) {
-  using R = Result<uint32_t>;
-  if (data.empty()) return uint32_t(0);
-  auto first = any_handle();
-  if (!first) return R::failure(first.error());
-  const uint64_t chunk =
-      std::max<uint64_t>(4096, std::min<uint64_t>(first->conn->limits().max_write, 1 << 20));
-  size_t nchunks = size_t((data.size() + chunk - 1) / chunk);
-  // Appends land wherever the end of file is when they arrive: keep them on one connection, in
-  // order. Other writes spread over the pool.
-  bool spread = !(flags_ & O_APPEND) && nchunks > 1;
-  std::vector<std::future<Result<Reply>>> replies;
-  size_t start_slot = backend_->pick_slot();
-  for (size_t i = 0; i < nchunks; ++i) {
-    uint64_t off = i * chunk;
-    auto len = std::min<uint64_t>(chunk, data.size() - off);
-    auto h = spread ? handle_on((start_slot + i) % backend_->slot_count()) : first;
-    if (!h) h = first;
-    replies.push_back(h->conn->send(PacketWriter(FXP_WRITE)
-                                        .str(h->handle)
-                                        .u64(offset + off)
-                                        .str(data.substr(off, len))
-                                        .take()));
-  }
-  ++backend_->ops;
-  int err = 0;
-  bool failure = false;
-  for (auto& f : replies) {
-    auto r = f.get();
-    if (err) continue;
-    if (!r) {
-      err = r.error();
-      continue;
-    }
-    auto code = r->type == FXP_STATUS ? PacketReader(r->body).u32() : std::nullopt;
-    if (!code) {
-      err = EIO;
-    } else if (*code == FX_FAILURE) {
-      failure = true;
-      err = EIO;
-    } else if (*code != FX_OK) {
-      err = status_to_errno(*code);
-    }
-  }
-  if (failure) err = backend_->diagnose_failure("write", rel_);
-  if (err) return R::failure(err);
-  backend_->bytes_written += data.size();
-  return uint32_t(data.size());
-}
-
-Status RemoteFile::fsync() {
-  auto h = any_handle();
-  if (!h) return Status::failure(h.error());
-  if (!h->conn->has_extension("fsync@openssh.com")) return Status::failure(ENOTSUP);
-  ++backend_->ops;
-  return backend_->expect_status(
-      h->conn->call(PacketWriter(FXP_EXTENDED).str("fsync@openssh.com").str(h->handle).take()));
-}
-
-Status RemoteFile::truncate(uint64_t size) {
-  auto h = any_handle();
-  if (!h) return Status::failure(h.error());
-  Attrs a;
-  a.flags = ATTR_SIZE;
-  a.size = size;
-  ++backend_->ops;
-  auto r = h->conn->call(PacketWriter(FXP_FSETSTAT).str(h->handle).attrs(a).take());
-  auto code = status_code(r);
-  if (code && *code == FX_FAILURE)
-    return Status::failure(backend_->diagnose_failure("write", rel_));
-  return backend_->expect_status(std::move(r));
-}
-
-Result<Attrs> RemoteFile::fstat() {
-  auto h = any_handle();
-  if (!h) return Result<Attrs>::failure(h.error());
-  ++backend_->ops;
-  return expect_attrs(h->conn->call(PacketWriter(FXP_FSTAT).str(h->handle).take()));
-}
-
-Status RemoteFile::close() {
-  std::vector<Handle> open;
-  {
-    std::lock_guard lock(mu_);
-    for (auto& h : handles_) {
-      if (!h.handle.empty()) open.push_back(std::move(h));
-      h = {};
-    }
-  }
-  std::vector<std::future<Result<Reply>>> replies;
-  for (auto& h : open)
-    if (h.conn->alive())
-      replies.push_back(h.conn->send(PacketWriter(FXP_CLOSE).str(h.handle).take()));
-  Status result;
-  for (auto& f : replies) {
-    auto st = backend_->expect_status(f.get());
-    if (!st && result) result = st;
-  }
-  return result;
 }
 
 }  // namespace skein

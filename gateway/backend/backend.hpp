@@ -5,10 +5,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "sftp/connection.hpp"
@@ -22,6 +26,7 @@ struct BackendConfig {
   sftp::Endpoint endpoint;
   std::string root;  // absolute directory on the server
   int connections = 4;
+  uint64_t min_free_bytes = 0;  // below this much free space the backend takes no new files
 };
 
 class RemoteFile;
@@ -29,10 +34,21 @@ class RemoteFile;
 class Backend : public std::enable_shared_from_this<Backend> {
  public:
   explicit Backend(BackendConfig cfg);
+  ~Backend();
   const std::string& name() const { return cfg_.name; }
   const BackendConfig& config() const { return cfg_; }
-  // True when the last attempt to reach the server worked.
+  // True while the server answers. A backend that is down fails every call at once with EIO and
+  // is probed in the background, with backoff and jitter, until it answers again.
   bool up() const { return up_.load(); }
+  // A draining backend takes no new files and keeps serving the ones it has.
+  bool draining() const { return draining_.load(); }
+  void set_draining(bool d) { draining_ = d; }
+  // Live connections in the pool.
+  size_t live_connections() const;
+  // Free space as last seen (refreshed at most every two seconds), for placement decisions.
+  Result<sftp::StatVfs> free_space();
+  // True when the backend may take a new file: up, not draining, above its minimum free space.
+  bool accepts_new_files();
 
   // Server path of a backend-relative path ("/" is the root itself).
   std::string remote_path(std::string_view rel) const;
@@ -52,6 +68,9 @@ class Backend : public std::enable_shared_from_this<Backend> {
   Result<sftp::StatVfs> statvfs(std::string_view rel);
   // Opens (or creates, with O_CREAT and `mode`) a file; `flags` are open(2) flags.
   Result<std::shared_ptr<RemoteFile>> open(std::string_view rel, int flags, uint32_t mode);
+  // Creates every missing directory of `rel_dir` on this backend, copying mode, owner and
+  // times from `model` (another branch's copy of the same directories).
+  Status clone_dirs(std::string_view rel_dir, Backend& model);
 
   // Connection pool. A slot's connection is replaced when it dies; attempts to reconnect a slot
   // back off exponentially with jitter, and while one is not due the caller gets EIO at once.
@@ -61,6 +80,11 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // Sends a request on some live connection; retries once on a fresh connection when the one
   // used died, which is safe only for requests that can be repeated (`idempotent`).
   Result<sftp::Reply> call(const std::string& framed, bool idempotent);
+  // Sends a request without waiting, so several backends can be asked at once.
+  std::future<Result<sftp::Reply>> start(std::string framed);
+  // lstat begun with start(); finish it with attrs_of().
+  std::future<Result<sftp::Reply>> start_lstat(std::string_view rel);
+  static Result<sftp::Attrs> attrs_of(Result<sftp::Reply> reply);
 
   // Bytes and operations served, for stats.
   std::atomic<uint64_t> bytes_read{0}, bytes_written{0}, ops{0};
@@ -78,55 +102,22 @@ class Backend : public std::enable_shared_from_this<Backend> {
     std::chrono::steady_clock::time_point next_attempt{};
   };
 
+  void mark_down(const std::string& why);
+  void probe_until_up();
+
   BackendConfig cfg_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<size_t> round_robin_{0};
   std::atomic<bool> up_{true};
-};
+  std::atomic<bool> draining_{false};
 
-// An open file on one backend. It holds one SFTP handle per pool connection it uses, opened on
-// demand, so large reads and writes spread over the pool; a handle lost with its connection is
-// re-opened by path (never with O_CREAT, O_EXCL or O_TRUNC again).
-class RemoteFile {
- public:
-  RemoteFile(std::shared_ptr<Backend> backend, std::string rel, int flags);
-  ~RemoteFile();
-  RemoteFile(const RemoteFile&) = delete;
-  RemoteFile& operator=(const RemoteFile&) = delete;
-
-  const std::string& rel_path() const { return rel_; }
-  Backend& backend() { return *backend_; }
-  int flags() const { return flags_; }
-
-  // Opens the first handle with the caller's flags; errors are the caller's.
-  Status open_first(uint32_t mode);
-  // Reads up to `size` bytes; shorter only at end of file. Requests are kept in flight over
-  // several connections and short server replies are continued.
-  Result<std::string> read(uint64_t offset, uint32_t size);
-  // Writes all of `data`, pipelined over several connections; the first error is returned.
-  Result<uint32_t> write(uint64_t offset, std::string_view data);
-  Status fsync();
-  Status truncate(uint64_t size);
-  Result<sftp::Attrs> fstat();
-  // Closes every handle. Further calls re-open.
-  Status close();
-  // Moves the file's identity after a rename, so re-opens find it.
-  void renamed(std::string new_rel);
-
- private:
-  struct Handle {
-    std::shared_ptr<sftp::Connection> conn;
-    std::string handle;
-  };
-  // The handle on `slot`, opening it when needed.
-  Result<Handle> handle_on(size_t slot);
-  Result<Handle> any_handle();
-
-  std::shared_ptr<Backend> backend_;
-  std::mutex mu_;  // guards rel_ and handles_
-  std::string rel_;
-  int flags_;
-  std::vector<Handle> handles_;  // by slot; empty handle string = not open
+  std::mutex probe_mu_;  // guards prober_, stopping_ and free-space cache
+  std::condition_variable probe_cv_;
+  std::thread prober_;
+  bool probing_ = false;
+  bool stopping_ = false;
+  std::optional<sftp::StatVfs> free_cache_;
+  std::chrono::steady_clock::time_point free_cache_time_{};
 };
 
 }  // namespace skein

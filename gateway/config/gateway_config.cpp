@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "namespace/create_policy.hpp"
 #include "skein/path.hpp"
 
 namespace skein {
@@ -58,6 +59,18 @@ class Checker {
     return v;
   }
 
+  uint64_t size(const toml::table& t, const char* key, const std::string& where, uint64_t def) {
+    const toml::node* n = t.get(key);
+    if (!n) return def;
+    if (n->is_integer() && *n->value<int64_t>() >= 0) return uint64_t(*n->value<int64_t>());
+    if (n->is_string()) {
+      auto v = parse_size(*n->value<std::string>());
+      if (v) return *v;
+    }
+    fail(n, "'" + std::string(key) + "' in " + where +
+                " must be a size such as 4096, \"64K\", \"4M\", \"2G\"");
+  }
+
   void readable_file(const toml::table& t, const char* key, const std::string& value,
                      const std::string& where) {
     if (access(value.c_str(), R_OK) != 0)
@@ -104,10 +117,10 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
     for (auto& node : *arr) {
       auto& t = *node.as_table();
       std::string where = "[[backend]]";
-      c.only_keys(
-          t,
-          {"name", "host", "port", "user", "identity_file", "known_hosts", "root", "connections"},
-          where);
+      c.only_keys(t,
+                  {"name", "host", "port", "user", "identity_file", "known_hosts", "root",
+                   "connections", "min_free_space"},
+                  where);
       BackendConfig b;
       b.name = c.string(t, "name", where, true);
       where = "backend '" + b.name + "'";
@@ -129,6 +142,7 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       if (b.root.empty() || b.root.front() != '/')
         c.fail(t.get("root"), "'root' in " + where + " must be an absolute path");
       b.connections = int(c.integer(t, "connections", where, 4, 1, 64));
+      b.min_free_bytes = c.size(t, "min_free_space", where, 0);
       cfg.backends.push_back(std::move(b));
     }
   }
@@ -141,7 +155,7 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       c.fail(ns, "'namespace' must be an array of tables: [[namespace]]");
     for (auto& node : *arr) {
       auto& t = *node.as_table();
-      c.only_keys(t, {"name", "token_file", "mount"}, "[[namespace]]");
+      c.only_keys(t, {"name", "token_file", "create_policy", "mount"}, "[[namespace]]");
       NamespaceConfig n;
       n.name = c.string(t, "name", "[[namespace]]", true);
       std::string where = "namespace '" + n.name + "'";
@@ -150,6 +164,10 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       if (!ns_names.insert(n.name).second)
         c.fail(&t, "namespace '" + n.name + "' is defined twice");
       n.token_file = c.string(t, "token_file", where, false);
+      n.create_policy = c.string(t, "create_policy", where, false, "ff");
+      if (!make_create_policy(n.create_policy))
+        c.fail(t.get("create_policy"), "unknown create_policy '" + n.create_policy + "' in " +
+                                           where + "; known: " + create_policy_names());
       if (!n.token_file.empty()) c.readable_file(t, "token_file", n.token_file, where);
       auto* mounts = t.get("mount");
       if (!mounts) c.fail(&t, where + " needs at least one [[namespace.mount]]");
@@ -159,7 +177,7 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       std::set<std::string> paths;
       for (auto& mnode : *marr) {
         auto& mt = *mnode.as_table();
-        c.only_keys(mt, {"path", "backends"}, "a mount of " + where);
+        c.only_keys(mt, {"path", "backends", "layout", "stripe_size"}, "a mount of " + where);
         MountConfig m;
         std::string raw = c.string(mt, "path", "a mount of " + where, true);
         auto norm = normalize_virtual_path(raw);
@@ -172,13 +190,42 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
         if (!bl || !bl->is_array() || bl->as_array()->empty())
           c.fail(bl ? bl : &mt,
                  "mount '" + m.path + "' of " + where + " needs a non-empty list 'backends'");
+        std::set<std::string> used;
         for (auto& b : *bl->as_array()) {
-          auto name = b.value<std::string>();
-          if (!name) c.fail(&b, "backend names in mount '" + m.path + "' must be strings");
-          if (!backend_names.count(*name))
-            c.fail(&b,
-                   "mount '" + m.path + "' of " + where + " names unknown backend '" + *name + "'");
-          m.backends.push_back(*name);
+          auto text = b.value<std::string>();
+          if (!text) c.fail(&b, "backend names in mount '" + m.path + "' must be strings");
+          BranchConfig branch;
+          branch.backend = text->substr(0, text->find('='));
+          if (text->find('=') != std::string::npos) {
+            auto mode = parse_branch_mode(text->substr(text->find('=') + 1));
+            if (!mode)
+              c.fail(&b,
+                     "branch '" + *text + "' of mount '" + m.path + "': mode must be RW, RO or NC");
+            branch.mode = *mode;
+          }
+          if (!backend_names.count(branch.backend))
+            c.fail(&b, "mount '" + m.path + "' of " + where + " names unknown backend '" +
+                           branch.backend + "'");
+          if (!used.insert(branch.backend).second)
+            c.fail(&b, "mount '" + m.path + "' of " + where + " names backend '" + branch.backend +
+                           "' twice");
+          m.branches.push_back(branch);
+        }
+        std::string layout = c.string(mt, "layout", "mount '" + m.path + "'", false, "union");
+        if (layout == "striped") {
+          m.layout = LayoutKind::striped;
+          m.stripe_size = c.size(mt, "stripe_size", "mount '" + m.path + "'", 1 << 20);
+          if (m.stripe_size < 4096 || m.stripe_size % 4096 != 0)
+            c.fail(mt.get("stripe_size"),
+                   "stripe_size of mount '" + m.path + "' must be a multiple of 4K");
+          for (auto& br : m.branches)
+            if (br.mode != BranchMode::read_write)
+              c.fail(bl, "striped mount '" + m.path + "' takes only read-write backends");
+        } else if (layout != "union") {
+          c.fail(mt.get("layout"), "layout of mount '" + m.path +
+                                       "' must be \"union\" or \"striped\", not '" + layout + "'");
+        } else if (mt.get("stripe_size")) {
+          c.fail(mt.get("stripe_size"), "stripe_size is only for layout = \"striped\"");
         }
         n.mounts.push_back(std::move(m));
       }
@@ -187,6 +234,35 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
   }
   if (cfg.namespaces.empty()) c.fail(nullptr, "no [[namespace]] defined");
   return cfg;
+}
+
+std::optional<uint64_t> parse_size(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  uint64_t v = 0;
+  size_t i = 0;
+  for (; i < text.size() && isdigit((unsigned char)text[i]); ++i) {
+    if (v > (UINT64_MAX - 9) / 10) return std::nullopt;
+    v = v * 10 + uint64_t(text[i] - '0');
+  }
+  if (i == 0) return std::nullopt;
+  std::string unit(text.substr(i));
+  for (auto& ch : unit) ch = char(toupper(ch));
+  if (unit == "IB" || unit == "B") unit = "";
+  if (!unit.empty() && unit.back() == 'B') unit.pop_back();
+  if (unit.size() == 2 && unit[1] == 'I') unit.pop_back();
+  int shift = 0;
+  if (unit == "K")
+    shift = 10;
+  else if (unit == "M")
+    shift = 20;
+  else if (unit == "G")
+    shift = 30;
+  else if (unit == "T")
+    shift = 40;
+  else if (!unit.empty())
+    return std::nullopt;
+  if (shift && v > (UINT64_MAX >> shift)) return std::nullopt;
+  return v << shift;
 }
 
 GatewayConfig load_gateway_config(const std::string& path) {

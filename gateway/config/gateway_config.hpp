@@ -10,18 +10,30 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "namespace/branch.hpp"
 
 namespace skein {
 
-// A virtual subtree of a namespace and the branches (backend names, in priority order) behind it.
+// One branch of a mount: a backend by name and its mode ("name", "name=RO", "name=NC").
+struct BranchConfig {
+  std::string backend;
+  BranchMode mode = BranchMode::read_write;
+};
+
+enum class LayoutKind { union_of_branches, striped };
+
+// A virtual subtree of a namespace and the backends behind it, in priority order.
 struct MountConfig {
   std::string path;
-  std::vector<std::string> backends;
+  std::vector<BranchConfig> branches;
+  LayoutKind layout = LayoutKind::union_of_branches;
+  uint64_t stripe_size = 1 << 20;  // striped layout only
 };
 
 struct NamespaceConfig {
   std::string name;
   std::string token_file;  // empty: no token needed
+  std::string create_policy = "ff";
   std::vector<MountConfig> mounts;
 };
 
@@ -43,5 +55,8 @@ class ConfigError : public std::runtime_error {
 GatewayConfig load_gateway_config(const std::string& path);
 // Same, from text (for tests); `source` names it in messages.
 GatewayConfig parse_gateway_config(std::string_view text, const std::string& source);
+
+// "4096", "64K", "4M", "2G", "1T" (powers of 1024) to bytes; nullopt when it is not a size.
+std::optional<uint64_t> parse_size(std::string_view text);
 
 }  // namespace skein

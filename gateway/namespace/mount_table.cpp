@@ -16,8 +16,8 @@ MountTable::MountTable(std::vector<Mount> mounts) : mounts_(std::move(mounts)) {
 std::optional<MountTable::Placement> MountTable::place(std::string_view vpath) const {
   for (auto& m : mounts_) {
     if (!path_is_under(vpath, m.path)) continue;
-    std::string rel = m.path == "/" ? std::string(vpath) : std::string(vpath.substr(m.path.size()));
-    if (rel.empty()) rel = "/";
+    std::string_view rest = m.path == "/" ? vpath : vpath.substr(m.path.size());
+    std::string rel = rest.empty() ? std::string("/") : std::string(rest);
     return Placement{&m, std::move(rel)};
   }
   return std::nullopt;

@@ -1,6 +1,7 @@
-// A namespace's mount table: virtual subtrees, each backed by one backend or an ordered list of
-// branches. Resolution is longest-prefix; directories above the mount points ("/" when the table
-// holds "/srv0" and "/srv1") exist only in the table and are synthesised.
+// A namespace's mount table: virtual subtrees, each with the layout (single backend, union of
+// branches, stripes) that serves it. Resolution is longest-prefix; directories above the mount
+// points ("/" when the table holds "/srv0" and "/srv1") exist only in the table and are
+// synthesised.
 #pragma once
 
 #include <memory>
@@ -9,13 +10,13 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/backend.hpp"
+#include "namespace/layout.hpp"
 
 namespace skein {
 
 struct Mount {
-  std::string path;                                // normalised virtual path
-  std::vector<std::shared_ptr<Backend>> branches;  // priority order
+  std::string path;  // normalised virtual path
+  std::shared_ptr<Layout> layout;
 };
 
 class MountTable {

@@ -1,7 +1,9 @@
-// The filesystem a namespace presents: every operation a mount can ask for, on virtual paths,
-// carried out on the branches the mount table names. With several branches a subtree behaves as
-// a union: lookup is first-found in branch order, listings merge with the first branch winning
-// a duplicate name, and new files go to the first branch that holds the parent directory.
+// The filesystem a namespace presents: every operation a mount can ask for, on virtual paths.
+// NamespaceFs resolves a path through the mount table, answers for the directories that exist
+// only because mount points lie below them, refuses what would cross mounts (EXDEV), keeps the
+// table of open files, and hands everything else to the mount's Layout.
+// The mount table is a snapshot: admins swap in a new one at runtime while operations that
+// already hold the old one finish with it.
 #pragma once
 
 #include <cstdint>
@@ -12,32 +14,21 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/backend.hpp"
+#include "namespace/layout.hpp"
 #include "namespace/mount_table.hpp"
 #include "skein/result.hpp"
 
 namespace skein {
 
-struct DirEntryAttrs {
-  std::string name;
-  sftp::Attrs attrs;
-  uint32_t nlink = 1;
-};
-
-// What a SetAttr asks to change; unset fields stay as they are.
-struct AttrChange {
-  std::optional<uint32_t> mode;
-  std::optional<uint32_t> uid, gid;
-  std::optional<uint64_t> size;
-  std::optional<int64_t> atime_s, mtime_s;  // seconds; SFTP v3 keeps no finer times
-};
-
 class NamespaceFs {
  public:
-  NamespaceFs(std::string name, std::string token, MountTable table);
+  NamespaceFs(std::string name, std::string token, std::shared_ptr<const MountTable> table);
   const std::string& name() const { return name_; }
   // True when `token` grants this namespace (always, when it has none).
   bool token_ok(std::string_view token) const;
+
+  std::shared_ptr<const MountTable> table() const;
+  void set_table(std::shared_ptr<const MountTable> table);
 
   Result<sftp::Attrs> getattr(const std::string& vpath);
   Result<sftp::Attrs> setattr(const std::string& vpath, const AttrChange& change, uint64_t handle);
@@ -51,38 +42,38 @@ class NamespaceFs {
   Result<sftp::Attrs> link(const std::string& existing, const std::string& vpath);
   Result<sftp::StatVfs> statfs(const std::string& vpath);
 
-  // Open files: a handle is a random 64-bit number naming a RemoteFile. An unknown handle (the
-  // gateway restarted, or the file was released elsewhere) is re-opened by path under the same
-  // number, so clients keep working across gateway restarts.
+  // Open files: a handle is a random 64-bit number naming an OpenFile. An unknown handle (the
+  // gateway restarted) is re-opened by path under the same number, so clients keep working
+  // across gateway restarts.
   struct Opened {
     uint64_t handle;
     sftp::Attrs attrs;
   };
   Result<Opened> open(const std::string& vpath, int flags);
   Result<Opened> create(const std::string& vpath, int flags, uint32_t mode);
-  Result<std::shared_ptr<RemoteFile>> file(uint64_t handle, const std::string& vpath, int flags);
+  Result<std::shared_ptr<OpenFile>> file(uint64_t handle, const std::string& vpath, int flags);
   Status release(uint64_t handle);
+  size_t open_files() const;
 
  private:
-  struct Found {
-    std::shared_ptr<Backend> branch;
+  struct Target {
+    std::shared_ptr<const MountTable> table;
+    const Mount* mount = nullptr;  // null: only the table holds this path
     std::string rel;
-    sftp::Attrs attrs;
   };
-  // First branch that has `vpath`, in priority order.
-  Result<Found> find(const std::string& vpath);
-  // The branch a new entry at `vpath` goes to: the first whose copy of the parent directory exists.
-  Result<std::pair<std::shared_ptr<Backend>, std::string>> branch_for_new(const std::string& vpath);
+  Target target(const std::string& vpath) const;
   sftp::Attrs synthetic_dir_attrs() const;
-  uint64_t new_handle();
+  uint64_t register_file(std::shared_ptr<OpenFile> file);
 
   std::string name_;
   std::string token_;
-  MountTable table_;
   int64_t started_s_;
 
-  std::mutex files_mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<RemoteFile>> files_;
+  mutable std::mutex table_mu_;  // guards table_ (the pointer, not the table)
+  std::shared_ptr<const MountTable> table_;
+
+  mutable std::mutex files_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<OpenFile>> files_;
   std::mt19937_64 rng_;
 };
 

@@ -257,8 +257,8 @@ grpc::Status DataService::Create(ServerContext* ctx, const v1::OpenRequest* req,
 
 namespace {
 // The open file a FileRef names, re-opened by path when the gateway no longer has it.
-std::shared_ptr<RemoteFile> open_file(const NamespaceRegistry& reg, ServerContext* ctx,
-                                      const v1::FileRef& ref, grpc::Status& s, int& err) {
+std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, ServerContext* ctx,
+                                    const v1::FileRef& ref, grpc::Status& s, int& err) {
   auto t = resolve(reg, ctx, ref.ns(), ref.path(), s);
   if (!t) return nullptr;
   auto f = t->ns->file(ref.handle(), t->path, int(ref.flags()));

@@ -1,0 +1,59 @@
+// An open file on one backend, through the backend's SFTP connection pool.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "namespace/layout.hpp"
+
+namespace skein {
+
+// An open file on one backend. It holds one SFTP handle per pool connection it uses, opened on
+// demand, so large reads and writes spread over the pool; a handle lost with its connection is
+// re-opened by path (never with O_CREAT, O_EXCL or O_TRUNC again).
+class RemoteFile final : public OpenFile {
+ public:
+  RemoteFile(std::shared_ptr<Backend> backend, std::string rel, int flags);
+  ~RemoteFile() override;
+  RemoteFile(const RemoteFile&) = delete;
+  RemoteFile& operator=(const RemoteFile&) = delete;
+
+  std::string rel_path() const override;
+  Backend& backend() { return *backend_; }
+  int flags() const { return flags_; }
+
+  // Opens the first handle with the caller's flags; errors are the caller's.
+  Status open_first(uint32_t mode);
+  // Reads up to `size` bytes; shorter only at end of file. Requests are kept in flight over
+  // several connections and short server replies are continued.
+  Result<std::string> read(uint64_t offset, uint32_t size) override;
+  // Writes all of `data`, pipelined over several connections; the first error is returned.
+  Result<uint32_t> write(uint64_t offset, std::string_view data) override;
+  Status fsync() override;
+  Status truncate(uint64_t size) override;
+  Result<sftp::Attrs> fstat() override;
+  // Closes every handle. Further calls re-open.
+  Status close() override;
+  // Moves the file's identity after a rename, so re-opens find it.
+  void renamed(std::string new_rel) override;
+
+ private:
+  struct Handle {
+    std::shared_ptr<sftp::Connection> conn;
+    std::string handle;
+  };
+  // The handle on `slot`, opening it when needed.
+  Result<Handle> handle_on(size_t slot);
+  Result<Handle> any_handle();
+
+  std::shared_ptr<Backend> backend_;
+  mutable std::mutex mu_;  // guards rel_ and handles_
+  std::string rel_;
+  int flags_;
+  std::vector<Handle> handles_;  // by slot; empty handle string = not open
+};
+
+}  // namespace skein

@@ -1,0 +1,92 @@
+// How a mount's subtree is laid out over backends. A Layout carries out every filesystem
+// operation on paths relative to its mount point; NamespaceFs picks the mount, handles the
+// directories above mount points and the open-file table, and delegates the rest here.
+// Layouts: UnionLayout (one backend, or a union of branches) and StripedLayout.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "sftp/protocol.hpp"
+#include "skein/result.hpp"
+
+namespace skein {
+
+struct DirEntryAttrs {
+  std::string name;
+  sftp::Attrs attrs;
+  uint32_t nlink = 1;
+};
+
+// What a SetAttr asks to change; unset fields stay as they are.
+struct AttrChange {
+  std::optional<uint32_t> mode;
+  std::optional<uint32_t> uid, gid;
+  std::optional<uint64_t> size;
+  std::optional<int64_t> atime_s, mtime_s;  // seconds; SFTP v3 keeps no finer times
+};
+
+// An open file, whatever the layout behind it.
+class OpenFile {
+ public:
+  virtual ~OpenFile() = default;
+  // Up to `size` bytes; shorter only at end of file.
+  virtual Result<std::string> read(uint64_t offset, uint32_t size) = 0;
+  // All of `data`, or an error with the real errno.
+  virtual Result<uint32_t> write(uint64_t offset, std::string_view data) = 0;
+  virtual Status fsync() = 0;
+  virtual Status truncate(uint64_t size) = 0;
+  virtual Result<sftp::Attrs> fstat() = 0;
+  virtual Status close() = 0;
+  // The file's path relative to its mount, and its update after a rename.
+  virtual std::string rel_path() const = 0;
+  virtual void renamed(std::string new_rel) = 0;
+};
+
+struct Created {
+  std::shared_ptr<OpenFile> file;
+  sftp::Attrs attrs;
+};
+
+class Layout {
+ public:
+  virtual ~Layout() = default;
+  virtual Result<sftp::Attrs> getattr(const std::string& rel) = 0;
+  // `open` is the caller's open file when it has one (for truncation through a handle).
+  virtual Result<sftp::Attrs> setattr(const std::string& rel, const AttrChange& change,
+                                      OpenFile* open) = 0;
+  virtual Result<std::vector<DirEntryAttrs>> readdir(const std::string& rel) = 0;
+  virtual Result<sftp::Attrs> mkdir(const std::string& rel, uint32_t mode) = 0;
+  virtual Status rmdir(const std::string& rel) = 0;
+  virtual Status unlink(const std::string& rel) = 0;
+  virtual Status rename(const std::string& from, const std::string& to, unsigned flags) = 0;
+  virtual Result<sftp::Attrs> symlink(const std::string& rel, const std::string& target) = 0;
+  virtual Result<std::string> readlink(const std::string& rel) = 0;
+  virtual Result<sftp::Attrs> link(const std::string& existing, const std::string& rel) = 0;
+  virtual Result<sftp::StatVfs> statfs(const std::string& rel) = 0;
+  // Opens an existing file (never creates; O_TRUNC truncates).
+  virtual Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) = 0;
+  // Creates (or, without O_EXCL, opens) a file.
+  virtual Result<Created> create(const std::string& rel, int flags, uint32_t mode) = 0;
+  // Every backend the layout uses, for statistics and aggregate statfs.
+  virtual std::vector<std::shared_ptr<Backend>> backends() const = 0;
+  // "union(a, b)" or "striped(4 MiB x 3: a, b, c)", for admins.
+  virtual std::string describe() const = 0;
+};
+
+// Ranks errors across backends: the most telling one wins. A specific answer (EACCES, ENOSPC,
+// ENOTEMPTY...) beats a read-only branch, which beats "not there", which beats a server that
+// could not be asked.
+int error_rank(int err);
+inline int most_telling_error(int a, int b) {
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return error_rank(b) > error_rank(a) ? b : a;
+}
+
+}  // namespace skein

@@ -1,0 +1,373 @@
+// Union of branches; see union_layout.hpp.
+#include "namespace/union_layout.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <future>
+#include <set>
+
+#include "backend/remote_file.hpp"
+#include "skein/path.hpp"
+
+namespace skein {
+
+int error_rank(int err) {
+  switch (err) {
+    case 0:
+      return 100;
+    case EIO:
+      return 0;
+    case ENOENT:
+      return 1;
+    case EROFS:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
+UnionLayout::UnionLayout(std::vector<Branch> branches, std::shared_ptr<CreatePolicy> policy)
+    : branches_(std::move(branches)), policy_(std::move(policy)) {}
+
+std::vector<std::shared_ptr<Backend>> UnionLayout::backends() const {
+  std::vector<std::shared_ptr<Backend>> out;
+  for (auto& b : branches_) out.push_back(b.backend);
+  return out;
+}
+
+std::string UnionLayout::describe() const {
+  if (branches_.size() == 1) return branches_[0].backend->name();
+  std::string out = "union(";
+  for (size_t i = 0; i < branches_.size(); ++i) {
+    if (i) out += ", ";
+    out += branches_[i].backend->name();
+    if (branches_[i].mode != BranchMode::read_write)
+      out += "=" + std::string(branch_mode_name(branches_[i].mode));
+  }
+  return out + "; create " + std::string(policy_->name()) + ")";
+}
+
+UnionLayout::Lookup UnionLayout::lookup_all(const std::string& rel) {
+  std::vector<std::future<Result<sftp::Reply>>> asks;
+  for (auto& b : branches_) asks.push_back(b.backend->start_lstat(rel));
+  Lookup out;
+  int err = 0;
+  for (size_t i = 0; i < asks.size(); ++i) {
+    auto a = Backend::attrs_of(asks[i].get());
+    if (a)
+      out.copies.push_back({&branches_[i], *a});
+    else
+      err = most_telling_error(err, a.error());
+  }
+  // A branch that is down must not hide a name from the others, nor stop new files being
+  // created under the others: "not there" it is, unless it is the only branch.
+  if (err == EIO && branches_.size() > 1) err = ENOENT;
+  out.error = err ? err : ENOENT;
+  return out;
+}
+
+Result<UnionLayout::Copy> UnionLayout::find(const std::string& rel) {
+  if (branches_.size() == 1) {
+    auto a = branches_[0].backend->lstat(rel);
+    if (!a) return Result<Copy>::failure(a.error());
+    return Copy{&branches_[0], *a};
+  }
+  auto l = lookup_all(rel);
+  if (l.copies.empty()) return Result<Copy>::failure(l.error);
+  return l.copies.front();
+}
+
+Result<const Branch*> UnionLayout::branch_for_new(const std::string& rel) {
+  using R = Result<const Branch*>;
+  std::string parent = parent_path(rel);
+  auto model = find(parent);
+  if (!model) return R::failure(model.error());
+  if (!S_ISDIR(model->attrs.permissions)) return R::failure(ENOTDIR);
+  std::vector<const Branch*> candidates;
+  bool any_rw = false;
+  for (auto& b : branches_) {
+    any_rw |= b.mode == BranchMode::read_write;
+    if (b.takes_new_files()) candidates.push_back(&b);
+  }
+  if (candidates.empty()) {
+    if (!any_rw) return R::failure(EROFS);
+    bool any_up = false;
+    for (auto& b : branches_) any_up |= b.backend->up();
+    return R::failure(any_up ? ENOSPC : EIO);  // full, draining or below minimum free space
+  }
+  const Branch* chosen = candidates[policy_->pick(candidates, rel)];
+  if (chosen != model->branch) {
+    auto st = chosen->backend->clone_dirs(parent, *model->branch->backend);
+    if (!st) return R::failure(st.error());
+  }
+  return chosen;
+}
+
+template <typename Op>
+Status UnionLayout::on_every_copy(const std::string& rel, Op op) {
+  auto l = lookup_all(rel);
+  if (l.copies.empty()) return Status::failure(l.error);
+  int err = 0;
+  bool any = false;
+  for (auto& c : l.copies) {
+    if (!c.branch->writable()) {
+      err = most_telling_error(err, EROFS);
+      continue;
+    }
+    Status st = op(c);
+    if (st)
+      any = true;
+    else
+      err = most_telling_error(err, st.error());
+  }
+  return any ? ok_status() : Status::failure(err ? err : EIO);
+}
+
+Result<sftp::Attrs> UnionLayout::getattr(const std::string& rel) {
+  auto c = find(rel);
+  if (!c) return Result<sftp::Attrs>::failure(c.error());
+  return c->attrs;
+}
+
+Result<sftp::Attrs> UnionLayout::setattr(const std::string& rel, const AttrChange& ch,
+                                         OpenFile* open) {
+  using R = Result<sftp::Attrs>;
+  auto first = find(rel);
+  if (!first) return R::failure(first.error());
+  sftp::Attrs a;
+  if (ch.mode) {
+    a.flags |= sftp::ATTR_PERMISSIONS;
+    a.permissions = *ch.mode & 07777;
+  }
+  if (ch.uid || ch.gid) {
+    a.flags |= sftp::ATTR_UIDGID;
+    a.uid = ch.uid.value_or(first->attrs.uid);
+    a.gid = ch.gid.value_or(first->attrs.gid);
+  }
+  if (ch.atime_s || ch.mtime_s) {
+    a.flags |= sftp::ATTR_ACMODTIME;
+    a.atime = uint32_t(ch.atime_s.value_or(first->attrs.atime));
+    a.mtime = uint32_t(ch.mtime_s.value_or(first->attrs.mtime));
+  }
+  if (ch.size && open && branches_.size() == 1) {
+    // Through the caller's handle: works even where the path itself no longer allows writing.
+    if (!first->branch->writable()) return R::failure(EROFS);
+    auto st = open->truncate(*ch.size);
+    if (!st) return R::failure(st.error());
+  } else if (ch.size) {
+    a.flags |= sftp::ATTR_SIZE;
+    a.size = *ch.size;
+  }
+  if (a.flags) {
+    auto st = on_every_copy(rel, [&](const Copy& c) { return c.branch->backend->setstat(rel, a); });
+    if (!st) return R::failure(st.error());
+  }
+  auto after = first->branch->backend->lstat(rel);
+  if (!after) return R::failure(after.error());
+  return *after;
+}
+
+Result<std::vector<DirEntryAttrs>> UnionLayout::readdir(const std::string& rel) {
+  using R = Result<std::vector<DirEntryAttrs>>;
+  std::vector<std::future<Result<std::vector<sftp::NameEntry>>>> lists;
+  for (auto& b : branches_) {
+    if (branches_.size() == 1) break;
+    lists.push_back(
+        std::async(std::launch::async, [be = b.backend, rel] { return be->list_dir(rel); }));
+  }
+  std::vector<DirEntryAttrs> out;
+  std::set<std::string> seen;
+  int err = 0;
+  bool listed = false;
+  for (size_t i = 0; i < branches_.size(); ++i) {
+    auto l = branches_.size() == 1 ? branches_[0].backend->list_dir(rel) : lists[i].get();
+    if (!l) {
+      if (l.error() == EIO && branches_.size() > 1)
+        spdlog::warn("branch {} is left out of the listing of {}: it is down",
+                     branches_[i].backend->name(), rel);
+      err = most_telling_error(err, l.error());
+      continue;
+    }
+    listed = true;
+    for (auto& e : *l) {
+      if (!seen.insert(e.filename).second) continue;
+      uint32_t nlink = 1;
+      // OpenSSH's long name is `ls -l` output; its second field is the link count.
+      auto sp = e.longname.find(' ');
+      if (sp != std::string::npos) {
+        auto start = e.longname.find_first_not_of(' ', sp);
+        if (start != std::string::npos)
+          nlink = uint32_t(std::max(1l, std::atol(e.longname.c_str() + start)));
+      }
+      out.push_back({std::move(e.filename), e.attrs, nlink});
+    }
+  }
+  if (!listed) return R::failure(err ? err : ENOENT);
+  return out;
+}
+
+Result<sftp::Attrs> UnionLayout::mkdir(const std::string& rel, uint32_t mode) {
+  using R = Result<sftp::Attrs>;
+  if (find(rel)) return R::failure(EEXIST);
+  auto b = branch_for_new(rel);
+  if (!b) return R::failure(b.error());
+  auto st = (*b)->backend->mkdir(rel, mode);
+  if (!st) return R::failure(st.error());
+  return (*b)->backend->lstat(rel);
+}
+
+Status UnionLayout::rmdir(const std::string& rel) {
+  return on_every_copy(rel, [&](const Copy& c) { return c.branch->backend->rmdir(rel); });
+}
+
+Status UnionLayout::unlink(const std::string& rel) {
+  return on_every_copy(rel, [&](const Copy& c) {
+    if (S_ISDIR(c.attrs.permissions)) return Status::failure(EISDIR);
+    return c.branch->backend->unlink(rel);
+  });
+}
+
+Status UnionLayout::rename(const std::string& from, const std::string& to, unsigned flags) {
+  auto src = lookup_all(from);
+  if (src.copies.empty()) return Status::failure(src.error);
+  if (flags & 1) {  // RENAME_NOREPLACE
+    if (find(to)) return Status::failure(EEXIST);
+  }
+  if (branches_.size() == 1) return branches_[0].backend->rename(from, to, flags);
+
+  for (auto& c : src.copies)
+    if (!c.branch->writable()) return Status::failure(EXDEV);  // cannot move it: let mv copy
+  std::string to_parent = parent_path(to);
+  auto model = find(to_parent);
+  if (!model) return Status::failure(model.error());
+  std::set<const Branch*> moved;
+  int err = 0;
+  for (auto& c : src.copies) {
+    // The target's directory must exist on the branch; clone it there when it does not.
+    auto st = c.branch->backend->clone_dirs(to_parent, *model->branch->backend);
+    if (!st) {
+      err = most_telling_error(err, EXDEV);
+      continue;
+    }
+    st = c.branch->backend->rename(from, to, flags);
+    if (st)
+      moved.insert(c.branch);
+    else
+      err = most_telling_error(err, st.error());
+  }
+  if (moved.empty()) return Status::failure(err ? err : EXDEV);
+  // An old target on a branch that held no source would still show (or resurface later).
+  for (auto& b : branches_) {
+    if (moved.count(&b) || !b.writable()) continue;
+    auto old = b.backend->lstat(to);
+    if (!old) continue;
+    if (S_ISDIR(old->permissions))
+      (void)b.backend->rmdir(to);
+    else
+      (void)b.backend->unlink(to);
+  }
+  return ok_status();
+}
+
+Result<sftp::Attrs> UnionLayout::symlink(const std::string& rel, const std::string& target) {
+  using R = Result<sftp::Attrs>;
+  if (find(rel)) return R::failure(EEXIST);
+  auto b = branch_for_new(rel);
+  if (!b) return R::failure(b.error());
+  auto st = (*b)->backend->symlink(target, rel);
+  if (!st) return R::failure(st.error());
+  return (*b)->backend->lstat(rel);
+}
+
+Result<std::string> UnionLayout::readlink(const std::string& rel) {
+  auto c = find(rel);
+  if (!c) return Result<std::string>::failure(c.error());
+  if (!S_ISLNK(c->attrs.permissions)) return Result<std::string>::failure(EINVAL);
+  return c->branch->backend->readlink(rel);
+}
+
+Result<sftp::Attrs> UnionLayout::link(const std::string& existing, const std::string& rel) {
+  using R = Result<sftp::Attrs>;
+  auto c = find(existing);
+  if (!c) return R::failure(c.error());
+  if (S_ISDIR(c->attrs.permissions)) return R::failure(EPERM);
+  if (find(rel)) return R::failure(EEXIST);
+  if (!c->branch->writable()) return R::failure(EROFS);
+  // A hard link lives on the branch of its file; the new name's directory must be there.
+  std::string parent = parent_path(rel);
+  if (branches_.size() > 1) {
+    auto model = find(parent);
+    if (!model) return R::failure(model.error());
+    if (!c->branch->backend->clone_dirs(parent, *model->branch->backend)) return R::failure(EXDEV);
+  }
+  auto st = c->branch->backend->link(existing, rel);
+  if (!st) return R::failure(st.error());
+  return c->branch->backend->lstat(rel);
+}
+
+Result<sftp::StatVfs> UnionLayout::statfs(const std::string& rel) {
+  using R = Result<sftp::StatVfs>;
+  if (branches_.size() == 1) return branches_[0].backend->statvfs(rel);
+  // A union holds the space of all its branches (each server counted once).
+  std::set<Backend*> done;
+  sftp::StatVfs sum{};
+  sum.bsize = sum.frsize = 4096;
+  sum.namemax = 255;
+  bool any = false;
+  for (auto& b : branches_) {
+    if (!done.insert(b.backend.get()).second) continue;
+    auto v = b.backend->statvfs("/");
+    if (!v) continue;
+    any = true;
+    double scale = double(v->frsize ? v->frsize : v->bsize) / double(sum.frsize);
+    sum.blocks += uint64_t(double(v->blocks) * scale);
+    sum.bfree += uint64_t(double(v->bfree) * scale);
+    if (b.takes_new_files()) sum.bavail += uint64_t(double(v->bavail) * scale);
+    sum.files += v->files;
+    sum.ffree += v->ffree;
+    sum.favail += v->favail;
+  }
+  if (!any) return R::failure(EIO);
+  return sum;
+}
+
+Result<std::shared_ptr<OpenFile>> UnionLayout::open(const std::string& rel, int flags) {
+  using R = Result<std::shared_ptr<OpenFile>>;
+  flags &= ~(O_CREAT | O_EXCL);
+  auto c = find(rel);
+  if (!c) return R::failure(c.error());
+  bool writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+  if (S_ISDIR(c->attrs.permissions) && writes) return R::failure(EISDIR);
+  if (writes && !c->branch->writable()) return R::failure(EROFS);
+  auto f = c->branch->backend->open(rel, flags, 0);
+  if (!f) return R::failure(f.error());
+  return std::shared_ptr<OpenFile>(*f);
+}
+
+Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t mode) {
+  using R = Result<Created>;
+  const Branch* where = nullptr;
+  auto existing = find(rel);
+  if (existing) {
+    if (flags & O_EXCL) return R::failure(EEXIST);
+    if (S_ISDIR(existing->attrs.permissions)) return R::failure(EISDIR);
+    if (!existing->branch->writable()) return R::failure(EROFS);
+    where = existing->branch;
+  } else if (existing.error() != ENOENT) {
+    return R::failure(existing.error());
+  } else {
+    auto b = branch_for_new(rel);
+    if (!b) return R::failure(b.error());
+    where = *b;
+  }
+  auto f = where->backend->open(rel, flags | O_CREAT, mode);
+  if (!f) return R::failure(f.error());
+  auto attrs = (*f)->fstat();
+  if (!attrs) return R::failure(attrs.error());
+  return Created{*f, *attrs};
+}
+
+}  // namespace skein

@@ -1,0 +1,71 @@
+// A subtree served by one backend or by a union of branches (mergerfs semantics):
+// - lookup is first-found in branch order (all branches are asked at once);
+// - a directory on several branches is merged; readdir asks every branch concurrently and the
+//   first branch wins a duplicate name; a branch that is down drops out, with a warning;
+// - create, mkdir and symlink go where the create policy says, cloning the parent directories
+//   onto that branch where they are missing;
+// - unlink, rmdir, chmod, chown, utimens and truncate act on every copy;
+// - rename stays on each branch that holds the source and moves every copy; where it cannot,
+//   it fails with EXDEV so that mv copies instead;
+// - errors are ranked across branches: any success wins, else the most telling error.
+// A single backend is the one-branch case.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "namespace/branch.hpp"
+#include "namespace/create_policy.hpp"
+#include "namespace/layout.hpp"
+
+namespace skein {
+
+class UnionLayout final : public Layout {
+ public:
+  UnionLayout(std::vector<Branch> branches, std::shared_ptr<CreatePolicy> policy);
+
+  Result<sftp::Attrs> getattr(const std::string& rel) override;
+  Result<sftp::Attrs> setattr(const std::string& rel, const AttrChange& change,
+                              OpenFile* open) override;
+  Result<std::vector<DirEntryAttrs>> readdir(const std::string& rel) override;
+  Result<sftp::Attrs> mkdir(const std::string& rel, uint32_t mode) override;
+  Status rmdir(const std::string& rel) override;
+  Status unlink(const std::string& rel) override;
+  Status rename(const std::string& from, const std::string& to, unsigned flags) override;
+  Result<sftp::Attrs> symlink(const std::string& rel, const std::string& target) override;
+  Result<std::string> readlink(const std::string& rel) override;
+  Result<sftp::Attrs> link(const std::string& existing, const std::string& rel) override;
+  Result<sftp::StatVfs> statfs(const std::string& rel) override;
+  Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) override;
+  Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
+  std::vector<std::shared_ptr<Backend>> backends() const override;
+  std::string describe() const override;
+
+  const std::vector<Branch>& branches() const { return branches_; }
+  const CreatePolicy& policy() const { return *policy_; }
+
+ private:
+  struct Copy {
+    const Branch* branch;
+    sftp::Attrs attrs;
+  };
+  // Every branch's answer for `rel`, asked at once: the copies found, in branch order, and the
+  // most telling error among the branches that do not have it.
+  struct Lookup {
+    std::vector<Copy> copies;
+    int error = ENOENT;
+  };
+  Lookup lookup_all(const std::string& rel);
+  // The first copy in branch order.
+  Result<Copy> find(const std::string& rel);
+  // The branch a new entry `rel` goes to, with its parent directories in place.
+  Result<const Branch*> branch_for_new(const std::string& rel);
+  // Applies `op` to every copy of `rel`; read-only copies count as EROFS.
+  template <typename Op>
+  Status on_every_copy(const std::string& rel, Op op);
+
+  std::vector<Branch> branches_;
+  std::shared_ptr<CreatePolicy> policy_;
+};
+
+}  // namespace skein
