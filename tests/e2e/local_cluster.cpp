@@ -1,13 +1,20 @@
 // LocalCluster and test helpers; see local_cluster.hpp.
 #include "local_cluster.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace skein::test {
 
@@ -34,6 +41,92 @@ std::string make_test_dir(const std::string& name) {
   if (!mkdtemp(tmpl.data())) return "";
   chmod(tmpl.c_str(), 0755);  // tests also act as unprivileged users
   return tmpl;
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+namespace {
+bool port_accepts(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+}  // namespace
+
+std::unique_ptr<GatewayProcess> GatewayProcess::start(const std::string& config,
+                                                      const std::string& address,
+                                                      const std::string& log, std::string& error) {
+  std::unique_ptr<GatewayProcess> g(new GatewayProcess());
+  g->address_ = address;
+  int port = std::stoi(address.substr(address.rfind(':') + 1));
+  std::string bin = build_dir() + "/gateway/skein-gateway";
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen(log.c_str(), "w", stdout);
+    dup2(fileno(stdout), 2);
+    execl(bin.c_str(), bin.c_str(), "--config", config.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  g->pid_ = pid;
+  for (int i = 0; i < 200; ++i) {
+    if (port_accepts(port)) return g;
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      g->pid_ = -1;
+      error = "gateway exited:\n" + slurp(log);
+      return nullptr;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  error = "gateway did not listen within 20 s:\n" + slurp(log);
+  return nullptr;
+}
+
+GatewayProcess::~GatewayProcess() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  for (int i = 0; i < 50; ++i) {
+    if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+}
+
+std::unique_ptr<FuseMount> FuseMount::start(const std::string& gateway,
+                                            const std::string& mountpoint, const std::string& ns,
+                                            std::string& error, const std::string& extra_args) {
+  mkdir(mountpoint.c_str(), 0755);
+  std::string cmd = "'" + build_dir() + "/client/skein-mount' " + gateway + " '" + mountpoint +
+                    "' --namespace '" + ns + "' --log-file '" + mountpoint + ".log' " + extra_args;
+  if (run_command(cmd, &error) != 0) return nullptr;
+  std::unique_ptr<FuseMount> m(new FuseMount());
+  m->path_ = mountpoint;
+  return m;
+}
+
+FuseMount::~FuseMount() {
+  if (run_command("fusermount3 -u '" + path_ + "'") != 0) run_command("umount -l '" + path_ + "'");
 }
 
 namespace {

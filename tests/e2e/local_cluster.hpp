@@ -19,6 +19,39 @@ std::string make_test_dir(const std::string& name);
 std::string source_dir();
 std::string build_dir();
 
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+
+// A skein-gateway started with a test's own configuration; killed on destruction.
+class GatewayProcess {
+ public:
+  // Starts the gateway with `config` (which must listen on `address`) and waits until it accepts
+  // connections. On failure returns null with the log in `error`.
+  static std::unique_ptr<GatewayProcess> start(const std::string& config,
+                                               const std::string& address, const std::string& log,
+                                               std::string& error);
+  ~GatewayProcess();
+  const std::string& address() const { return address_; }
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+  std::string address_;
+};
+
+// A skein-mount of one namespace; unmounted (lazily if it must) on destruction.
+class FuseMount {
+ public:
+  static std::unique_ptr<FuseMount> start(const std::string& gateway, const std::string& mountpoint,
+                                          const std::string& ns, std::string& error,
+                                          const std::string& extra_args = "");
+  ~FuseMount();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 class LocalCluster {
  public:
   struct Options {
