@@ -1,0 +1,498 @@
+// The FUSE low-level operations of skein-mount; see fuse_ops.hpp.
+// Each operation: resolve inode numbers to paths, call the gateway, send exactly one reply.
+// Lookup counts: every entry sent to the kernel (lookup, mkdir, create, readdirplus, ...) adds one
+// through InodeTable::lookup_add; an entry the kernel never received is taken back at once.
+#include "fuse_ops.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "skein/path.hpp"
+
+namespace skein::client {
+namespace {
+
+static_assert(FUSE_ROOT_ID == kRootInode);
+
+// Short kernel cache lifetimes until the mount learns of remote changes through a Watch stream.
+constexpr double kEntryTimeout = 1.0;
+constexpr double kAttrTimeout = 1.0;
+constexpr unsigned kMaxIoBytes = 1 << 20;  // the Data service's largest read and write
+constexpr blksize_t kBlockSize = 4096;
+// d_ino of a readdir entry the kernel holds no inode for (libfuse's FUSE_UNKNOWN_INO).
+constexpr ino_t kUnknownIno = 0xffffffff;
+
+// An open file: the gateway's handle and what the gateway needs to re-open it by path.
+struct OpenFile {
+  std::uint64_t gw_handle = 0;
+  std::uint32_t flags = 0;
+  std::string path;  // at open; later calls use the inode's current path (renames move it)
+};
+
+// An open directory: its whole listing, fetched at opendir; entry i has offset i + 1.
+struct DirHandle {
+  // Serialises readdir calls on one handle (the kernel already does; this makes it certain).
+  // Acquire before InodeTable's lock; may be held across the gateway call of a rewind, never
+  // across a fuse_reply_*.
+  std::mutex mu;
+  std::vector<DirEntry> entries;  // guarded by mu; starts with "." and ".."
+  bool served = false;            // guarded by mu; a rewind to 0 after this fetches anew
+};
+
+Mount& mount_of(fuse_req_t req) { return *static_cast<Mount*>(fuse_req_userdata(req)); }
+const GatewayClient& gateway_of(fuse_req_t req) { return *mount_of(req).gateway; }
+OpenFile& open_file(const fuse_file_info* fi) { return *reinterpret_cast<OpenFile*>(fi->fh); }
+DirHandle& dir_handle(const fuse_file_info* fi) { return *reinterpret_cast<DirHandle*>(fi->fh); }
+
+bool is_dot_or_dotdot(const std::string& name) { return name == "." || name == ".."; }
+
+timespec to_timespec(std::int64_t ns) {
+  std::int64_t sec = ns / 1'000'000'000;
+  std::int64_t rem = ns % 1'000'000'000;
+  if (rem < 0) {
+    --sec;
+    rem += 1'000'000'000;
+  }
+  return timespec{static_cast<time_t>(sec), static_cast<long>(rem)};
+}
+
+std::int64_t to_ns(const timespec& ts) {
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+struct stat to_stat(const FileAttr& a, fuse_ino_t ino) {
+  struct stat st {};
+  st.st_ino = ino;
+  st.st_mode = a.mode;
+  st.st_nlink = a.nlink;
+  st.st_uid = a.uid;
+  st.st_gid = a.gid;
+  st.st_size = static_cast<off_t>(a.size);
+  st.st_blocks = static_cast<blkcnt_t>(a.blocks);
+  st.st_blksize = kBlockSize;
+  st.st_atim = to_timespec(a.atime_ns);
+  st.st_mtim = to_timespec(a.mtime_ns);
+  st.st_ctim = to_timespec(a.ctime_ns);
+  return st;
+}
+
+fuse_entry_param to_entry(InodeRef ref, const FileAttr& attr) {
+  fuse_entry_param e{};
+  e.ino = ref.ino;
+  e.generation = ref.generation;
+  e.attr = to_stat(attr, ref.ino);
+  e.attr_timeout = kAttrTimeout;
+  e.entry_timeout = kEntryTimeout;
+  return e;
+}
+
+// The current path of `ino`: ENOENT once its name was removed, ESTALE if the kernel names an inode
+// this mount never gave it.
+Result<std::string> path_of(fuse_req_t req, fuse_ino_t ino) {
+  const InodeTable& inodes = mount_of(req).inodes;
+  if (auto path = inodes.path_of(ino)) return std::move(*path);
+  return Result<std::string>::failure(inodes.last_path_of(ino) ? ENOENT : ESTALE);
+}
+
+Result<std::string> child_path(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (!is_valid_entry_name(name)) return Result<std::string>::failure(EINVAL);
+  auto dir = path_of(req, parent);
+  if (!dir) return dir;
+  return join_path(*dir, name);
+}
+
+// Names an open file for the gateway by the inode's path now: a renamed open file keeps working,
+// and one whose name was removed keeps its last path.
+FileRef file_ref(fuse_req_t req, fuse_ino_t ino, const fuse_file_info* fi) {
+  const OpenFile& file = open_file(fi);
+  return FileRef{mount_of(req).inodes.last_path_of(ino).value_or(file.path), file.gw_handle,
+                 file.flags};
+}
+
+// Replies with the entry at `path`, counting the lookup the kernel now holds.
+void reply_entry(fuse_req_t req, const std::string& path, const FileAttr& attr) {
+  InodeTable& inodes = mount_of(req).inodes;
+  fuse_entry_param e = to_entry(inodes.lookup_add(path), attr);
+  if (fuse_reply_entry(req, &e) != 0) inodes.forget(e.ino, 1);  // interrupted: never received
+}
+
+void reply_status(fuse_req_t req, Status status) { fuse_reply_err(req, status.error()); }
+
+// The listing served by readdir: ".", "..", then the gateway's entries.
+Result<std::vector<DirEntry>> fetch_listing(fuse_req_t req, fuse_ino_t ino) {
+  using R = Result<std::vector<DirEntry>>;
+  auto path = path_of(req, ino);
+  if (!path) return R::failure(path.error());
+  auto listed = gateway_of(req).readdir(*path);
+  if (!listed) return listed;
+  std::vector<DirEntry> entries;
+  entries.reserve(listed->size() + 2);
+  entries.push_back(DirEntry{".", FileAttr{.mode = S_IFDIR}});
+  entries.push_back(DirEntry{"..", FileAttr{.mode = S_IFDIR}});
+  for (auto& e : *listed) {
+    if (!is_valid_entry_name(e.name)) continue;  // the gateway's own "." and "..", or junk
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+// readdir and readdirplus: entries from `off` on, as many as fit in `size` bytes.
+void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
+                   bool plus) {
+  Mount& mount = mount_of(req);
+  DirHandle& dir = dir_handle(fi);
+  std::unique_lock lock(dir.mu);
+  if (off == 0 && dir.served) {  // rewinddir: show what is there now
+    auto fresh = fetch_listing(req, ino);
+    if (!fresh) return (void)fuse_reply_err(req, fresh.error());
+    dir.entries = fresh.take();
+  }
+  dir.served = true;
+  // readdirplus needs the directory's path to name entries; plain readdir only for their d_ino.
+  auto dir_path = path_of(req, ino);
+  if (plus && !dir_path) return (void)fuse_reply_err(req, dir_path.error());
+
+  std::vector<char> buf(size);
+  std::vector<fuse_ino_t> counted;  // lookups added for this reply
+  size_t used = 0;
+  for (size_t i = static_cast<size_t>(off); i < dir.entries.size(); ++i) {
+    const DirEntry& entry = dir.entries[i];
+    const off_t next = static_cast<off_t>(i + 1);
+    const size_t room = size - used;
+    size_t needed;
+    if (!plus) {
+      struct stat st {};
+      st.st_mode = entry.attr.mode;
+      st.st_ino = kUnknownIno;
+      if (dir_path && !is_dot_or_dotdot(entry.name)) {
+        st.st_ino = mount.inodes.find(join_path(*dir_path, entry.name)).value_or(kUnknownIno);
+      }
+      needed = fuse_add_direntry(req, buf.data() + used, room, entry.name.c_str(), &st, next);
+    } else {
+      fuse_entry_param e{};
+      e.attr.st_mode = entry.attr.mode;
+      e.attr.st_ino = kUnknownIno;
+      // The kernel takes no lookup for "." and "..", nor for an entry with ino 0; an entry the
+      // gateway sent without a file type gets no inode rather than a broken one.
+      if (!is_dot_or_dotdot(entry.name) && (entry.attr.mode & S_IFMT) != 0) {
+        e = to_entry(mount.inodes.lookup_add(join_path(*dir_path, entry.name)), entry.attr);
+        counted.push_back(e.ino);
+      }
+      needed = fuse_add_direntry_plus(req, buf.data() + used, room, entry.name.c_str(), &e, next);
+      if (needed > room && e.ino != 0) {  // did not fit: the kernel will not hear of it
+        mount.inodes.forget(e.ino, 1);
+        counted.pop_back();
+      }
+    }
+    if (needed > room) break;
+    used += needed;
+  }
+  lock.unlock();
+  if (fuse_reply_buf(req, buf.data(), used) != 0) {
+    for (fuse_ino_t counted_ino : counted) mount.inodes.forget(counted_ino, 1);
+  }
+}
+
+// ---- operations, in fuse_lowlevel_ops order ----
+
+void skein_init(void* /*userdata*/, fuse_conn_info* conn) {
+  conn->max_write = kMaxIoBytes;
+  conn->max_read = kMaxIoBytes;
+  const unsigned wanted = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_ATOMIC_O_TRUNC;
+  conn->want |= wanted & conn->capable;
+  // No writeback cache yet: every write reaches the gateway before write(2) returns. Without
+  // HANDLE_KILLPRIV the kernel clears setuid/setgid bits itself, through setattr.
+  conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_SPLICE_READ |
+                  FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+  spdlog::info("FUSE session initialised: protocol {}.{}, max_write {}", conn->proto_major,
+               conn->proto_minor, conn->max_write);
+}
+
+void skein_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto path = child_path(req, parent, name);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  auto attr = gateway_of(req).getattr(*path);
+  if (!attr) return (void)fuse_reply_err(req, attr.error());
+  reply_entry(req, *path, *attr);
+}
+
+void skein_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  mount_of(req).inodes.forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void skein_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
+  auto path = path_of(req, ino);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  auto attr = gateway_of(req).getattr(*path);
+  if (!attr) return (void)fuse_reply_err(req, attr.error());
+  struct stat st = to_stat(*attr, ino);
+  fuse_reply_attr(req, &st, kAttrTimeout);
+}
+
+void skein_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+                   fuse_file_info* fi) {
+  AttrChange change;
+  if (to_set & FUSE_SET_ATTR_MODE) {
+    change.fields |= AttrChange::kMode;
+    change.mode = attr->st_mode & 07777;
+  }
+  if (to_set & FUSE_SET_ATTR_UID) {
+    change.fields |= AttrChange::kUid;
+    change.uid = attr->st_uid;
+  }
+  if (to_set & FUSE_SET_ATTR_GID) {
+    change.fields |= AttrChange::kGid;
+    change.gid = attr->st_gid;
+  }
+  if (to_set & FUSE_SET_ATTR_SIZE) {
+    change.fields |= AttrChange::kSize;
+    change.size = static_cast<std::uint64_t>(attr->st_size);
+  }
+  if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+    change.fields |= AttrChange::kAtimeNow;
+  } else if (to_set & FUSE_SET_ATTR_ATIME) {
+    change.fields |= AttrChange::kAtime;
+    change.atime_ns = to_ns(attr->st_atim);
+  }
+  if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+    change.fields |= AttrChange::kMtimeNow;
+  } else if (to_set & FUSE_SET_ATTR_MTIME) {
+    change.fields |= AttrChange::kMtime;
+    change.mtime_ns = to_ns(attr->st_mtim);
+  }
+  // ftruncate and futimens come with the open file: use it, and its path even if unlinked.
+  Result<std::string> path =
+      fi ? Result<std::string>(file_ref(req, ino, fi).path) : path_of(req, ino);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  if (fi) change.handle = open_file(fi).gw_handle;
+  auto changed = gateway_of(req).setattr(*path, change);
+  if (!changed) return (void)fuse_reply_err(req, changed.error());
+  struct stat st = to_stat(*changed, ino);
+  fuse_reply_attr(req, &st, kAttrTimeout);
+}
+
+void skein_readlink(fuse_req_t req, fuse_ino_t ino) {
+  auto path = path_of(req, ino);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  auto target = gateway_of(req).readlink(*path);
+  if (!target) return (void)fuse_reply_err(req, target.error());
+  fuse_reply_readlink(req, target->c_str());
+}
+
+void skein_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  auto path = child_path(req, parent, name);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  auto attr = gateway_of(req).mkdir(*path, mode & 07777);
+  if (!attr) return (void)fuse_reply_err(req, attr.error());
+  reply_entry(req, *path, *attr);
+}
+
+void skein_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto path = child_path(req, parent, name);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  Status removed = gateway_of(req).unlink(*path);
+  if (removed) mount_of(req).inodes.unlink(*path);
+  reply_status(req, removed);
+}
+
+void skein_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto path = child_path(req, parent, name);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  Status removed = gateway_of(req).rmdir(*path);
+  if (removed) mount_of(req).inodes.unlink(*path);
+  reply_status(req, removed);
+}
+
+void skein_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  auto path = child_path(req, parent, name);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  auto attr = gateway_of(req).symlink(*path, target);
+  if (!attr) return (void)fuse_reply_err(req, attr.error());
+  reply_entry(req, *path, *attr);
+}
+
+void skein_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+                  const char* newname, unsigned int flags) {
+  if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return (void)fuse_reply_err(req, EINVAL);
+  auto from = child_path(req, parent, name);
+  if (!from) return (void)fuse_reply_err(req, from.error());
+  auto to = child_path(req, newparent, newname);
+  if (!to) return (void)fuse_reply_err(req, to.error());
+  Status renamed = gateway_of(req).rename(*from, *to, flags);
+  if (renamed && (flags & RENAME_EXCHANGE)) mount_of(req).inodes.exchange(*from, *to);
+  if (renamed && !(flags & RENAME_EXCHANGE)) mount_of(req).inodes.rename(*from, *to);
+  reply_status(req, renamed);
+}
+
+// A hard link gets an inode of its own: inodes name paths, and this is a second path. st_nlink
+// still says the truth.
+void skein_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  auto existing = path_of(req, ino);
+  if (!existing) return (void)fuse_reply_err(req, existing.error());
+  auto path = child_path(req, newparent, newname);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  auto attr = gateway_of(req).link(*existing, *path);
+  if (!attr) return (void)fuse_reply_err(req, attr.error());
+  reply_entry(req, *path, *attr);
+}
+
+void skein_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto path = path_of(req, ino);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  const auto flags = static_cast<std::uint32_t>(fi->flags);
+  auto opened = gateway_of(req).open(*path, flags);
+  if (!opened) return (void)fuse_reply_err(req, opened.error());
+  auto* file = new OpenFile{opened->handle, flags, *path};
+  fi->fh = reinterpret_cast<std::uint64_t>(file);
+  fi->keep_cache = 0;
+  fi->direct_io = 0;
+  if (fuse_reply_open(req, fi) != 0) {  // interrupted: no release will come for it
+    (void)gateway_of(req).release(FileRef{*path, file->gw_handle, flags});
+    delete file;
+  }
+}
+
+void skein_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  auto data = gateway_of(req).read(file_ref(req, ino, fi), static_cast<std::uint64_t>(off),
+                                   static_cast<std::uint32_t>(size));
+  if (!data) return (void)fuse_reply_err(req, data.error());
+  fuse_reply_buf(req, data->data(), data->size());
+}
+
+void skein_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
+                 fuse_file_info* fi) {
+  auto written = gateway_of(req).write(file_ref(req, ino, fi), static_cast<std::uint64_t>(off),
+                                       std::string_view(buf, size));
+  if (!written) return (void)fuse_reply_err(req, written.error());
+  fuse_reply_write(req, *written);
+}
+
+void skein_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  reply_status(req, gateway_of(req).flush(file_ref(req, ino, fi)));
+}
+
+void skein_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  FileRef file = file_ref(req, ino, fi);
+  Status released = gateway_of(req).release(file);
+  if (!released) spdlog::warn("release {}: errno {} (ignored)", file.path, released.error());
+  delete &open_file(fi);
+  fuse_reply_err(req, 0);  // the kernel does not look at release errors
+}
+
+void skein_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  reply_status(req, gateway_of(req).fsync(file_ref(req, ino, fi), datasync != 0));
+}
+
+void skein_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto listing = fetch_listing(req, ino);
+  if (!listing) return (void)fuse_reply_err(req, listing.error());
+  auto* dir = new DirHandle;
+  dir->entries = listing.take();
+  fi->fh = reinterpret_cast<std::uint64_t>(dir);
+  fi->keep_cache = 0;
+  fi->cache_readdir = 0;
+  if (fuse_reply_open(req, fi) != 0) delete dir;  // interrupted: no releasedir will come
+}
+
+void skein_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  reply_listing(req, ino, size, off, fi, /*plus=*/false);
+}
+
+void skein_releasedir(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
+  delete &dir_handle(fi);
+  fuse_reply_err(req, 0);
+}
+
+void skein_statfs(fuse_req_t req, fuse_ino_t ino) {
+  auto path = path_of(req, ino);
+  auto stats = gateway_of(req).statfs(path ? *path : std::string("/"));
+  if (!stats) return (void)fuse_reply_err(req, stats.error());
+  struct statvfs sv {};
+  sv.f_bsize = stats->block_size;
+  sv.f_frsize = stats->fragment_size ? stats->fragment_size : stats->block_size;
+  sv.f_blocks = stats->blocks;
+  sv.f_bfree = stats->blocks_free;
+  sv.f_bavail = stats->blocks_available;
+  sv.f_files = stats->files;
+  sv.f_ffree = stats->files_free;
+  sv.f_favail = stats->files_available;
+  sv.f_namemax = stats->name_max ? stats->name_max : 255;
+  fuse_reply_statfs(req, &sv);
+}
+
+void skein_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+                  fuse_file_info* fi) {
+  auto path = child_path(req, parent, name);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  const auto flags = static_cast<std::uint32_t>(fi->flags);
+  auto created = gateway_of(req).create(*path, flags, mode & 07777);
+  if (!created) return (void)fuse_reply_err(req, created.error());
+  InodeTable& inodes = mount_of(req).inodes;
+  fuse_entry_param e = to_entry(inodes.lookup_add(*path), created->attr);
+  auto* file = new OpenFile{created->handle, flags, *path};
+  fi->fh = reinterpret_cast<std::uint64_t>(file);
+  fi->keep_cache = 0;
+  fi->direct_io = 0;
+  if (fuse_reply_create(req, &e, fi) != 0) {  // interrupted: neither lookup nor open was received
+    inodes.forget(e.ino, 1);
+    (void)gateway_of(req).release(FileRef{*path, file->gw_handle, flags});
+    delete file;
+  }
+}
+
+void skein_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  InodeTable& inodes = mount_of(req).inodes;
+  for (size_t i = 0; i < count; ++i) inodes.forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void skein_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  reply_listing(req, ino, size, off, fi, /*plus=*/true);
+}
+
+fuse_lowlevel_ops make_operations() {
+  fuse_lowlevel_ops ops{};
+  ops.init = skein_init;
+  ops.lookup = skein_lookup;
+  ops.forget = skein_forget;
+  ops.getattr = skein_getattr;
+  ops.setattr = skein_setattr;
+  ops.readlink = skein_readlink;
+  ops.mkdir = skein_mkdir;
+  ops.unlink = skein_unlink;
+  ops.rmdir = skein_rmdir;
+  ops.symlink = skein_symlink;
+  ops.rename = skein_rename;
+  ops.link = skein_link;
+  ops.open = skein_open;
+  ops.read = skein_read;
+  ops.write = skein_write;
+  ops.flush = skein_flush;
+  ops.release = skein_release;
+  ops.fsync = skein_fsync;
+  ops.opendir = skein_opendir;
+  ops.readdir = skein_readdir;
+  ops.releasedir = skein_releasedir;
+  ops.statfs = skein_statfs;
+  ops.create = skein_create;
+  ops.forget_multi = skein_forget_multi;
+  ops.readdirplus = skein_readdirplus;
+  return ops;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& fuse_operations() {
+  static const fuse_lowlevel_ops ops = make_operations();
+  return ops;
+}
+
+}  // namespace skein::client

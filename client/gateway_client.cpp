@@ -1,0 +1,448 @@
+// The mount's gRPC client of one gateway namespace; see gateway_client.hpp.
+// Two kinds of failure come back: a gRPC status (the call did not complete: mapped to an errno
+// here, EIO when the gateway cannot be reached in time) and a reply's `error` (the filesystem
+// said no: passed through as it is).
+#include "gateway_client.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stop_token>
+#include <thread>
+
+#include "skein/v1/fs.grpc.pb.h"
+
+namespace skein::client {
+namespace {
+
+namespace pb = ::skein::v1;
+
+constexpr int kMaxMessageBytes = 8 << 20;
+constexpr int kKeepaliveTimeMs = 10'000;
+constexpr int kKeepaliveTimeoutMs = 5'000;
+// A restarted gateway should be found again within seconds, not gRPC's default two minutes.
+constexpr int kInitialReconnectBackoffMs = 100;
+constexpr int kMaxReconnectBackoffMs = 1'000;
+// Despite its name, gRPC's "min reconnect backoff" is how long one connection attempt may take.
+constexpr int kConnectTimeoutMs = 5'000;
+constexpr char kTokenMetadata[] = "x-skein-token";
+
+// AttrChange's bits are sent as they are.
+constexpr bool same_bit(AttrChange::Field ours, pb::SetAttrRequest::Field wire) {
+  return static_cast<std::uint32_t>(ours) == static_cast<std::uint32_t>(wire);
+}
+static_assert(same_bit(AttrChange::kMode, pb::SetAttrRequest::MODE));
+static_assert(same_bit(AttrChange::kUid, pb::SetAttrRequest::UID));
+static_assert(same_bit(AttrChange::kGid, pb::SetAttrRequest::GID));
+static_assert(same_bit(AttrChange::kSize, pb::SetAttrRequest::SIZE));
+static_assert(same_bit(AttrChange::kAtime, pb::SetAttrRequest::ATIME));
+static_assert(same_bit(AttrChange::kMtime, pb::SetAttrRequest::MTIME));
+static_assert(same_bit(AttrChange::kAtimeNow, pb::SetAttrRequest::ATIME_NOW));
+static_assert(same_bit(AttrChange::kMtimeNow, pb::SetAttrRequest::MTIME_NOW));
+
+// A call that did not complete. Transport trouble is EIO: the caller must see the failure now,
+// and nothing better describes "the gateway did not answer".
+int errno_from_status(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::NOT_FOUND:
+      return ENOENT;
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return EEXIST;
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return EACCES;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return EINVAL;
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return ENOSYS;
+    default:  // UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, CANCELLED, RESOURCE_EXHAUSTED, ...
+      return EIO;
+  }
+}
+
+// A reply's `error` should be a positive errno; anything else is the gateway's bug, seen as EIO.
+int errno_from_reply(std::int32_t error) { return error > 0 && error < 4096 ? error : EIO; }
+
+FileAttr from_proto(const pb::Attr& a) {
+  return FileAttr{a.mode(),   a.nlink(),    a.uid(),      a.gid(),     a.size(),
+                  a.blocks(), a.atime_ns(), a.mtime_ns(), a.ctime_ns()};
+}
+
+void to_proto(const std::string& ns, const FileRef& file, pb::FileRef* out) {
+  out->set_ns(ns);
+  out->set_path(file.path);
+  out->set_handle(file.handle);
+  out->set_flags(file.flags);
+}
+
+pb::PathRequest path_request(const std::string& ns, const std::string& path) {
+  pb::PathRequest req;
+  req.set_ns(ns);
+  req.set_path(path);
+  return req;
+}
+
+const char* state_name(grpc_connectivity_state state) {
+  switch (state) {
+    case GRPC_CHANNEL_IDLE:
+      return "idle";
+    case GRPC_CHANNEL_CONNECTING:
+      return "connecting";
+    case GRPC_CHANNEL_READY:
+      return "ready";
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+      return "unreachable";
+    case GRPC_CHANNEL_SHUTDOWN:
+      return "shut down";
+  }
+  return "unknown";
+}
+
+// Follows the channel's connectivity from a thread of its own, keeping it connecting while the
+// gateway is away and logging when it is lost and found. This is also what notices promptly that
+// a restarted gateway is back: calls fail fast while the channel is down, so without a watcher
+// nothing polls a connection attempt but gRPC's backup poller, once every 5 s.
+void watch_connection(std::stop_token stop, std::shared_ptr<grpc::Channel> channel) {
+  constexpr auto kPollInterval = std::chrono::milliseconds(500);  // also the shutdown latency
+  grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
+  bool lost = false;
+  while (!stop.stop_requested()) {
+    if (!channel->WaitForStateChange(state, std::chrono::system_clock::now() + kPollInterval)) {
+      state = channel->GetState(/*try_to_connect=*/true);  // an idle channel connects again
+      continue;
+    }
+    state = channel->GetState(/*try_to_connect=*/true);
+    spdlog::debug("gateway connection {}", state_name(state));
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !lost) {
+      spdlog::warn("gateway unreachable: calls fail with EIO until it is back");
+      lost = true;
+    } else if (state == GRPC_CHANNEL_READY && lost) {
+      spdlog::info("gateway reachable again");
+      lost = false;
+    }
+  }
+}
+
+}  // namespace
+
+struct GatewayClient::Stubs {
+  std::unique_ptr<pb::Namespace::Stub> names;
+  std::unique_ptr<pb::Data::Stub> data;
+  std::jthread connection_watch;  // declared last: stopped and joined first
+
+  // One unary call: a fresh context with deadline and token, the gRPC status and the reply's
+  // `error` both turned into the Result.
+  template <typename Reply, typename Invoke>
+  Result<Reply> call(const GatewayOptions& options, const char* method, const std::string& path,
+                     Invoke&& invoke) const {
+    grpc::ClientContext context;
+    prepare(options, options.timeout, &context);
+    Reply reply;
+    grpc::Status status = invoke(&context, &reply);
+    if (!status.ok()) {
+      log_failure(method, path, status);
+      return Result<Reply>::failure(errno_from_status(status));
+    }
+    if (reply.error() != 0) {
+      spdlog::debug("gateway {} {}: errno {}", method, path, reply.error());
+      return Result<Reply>::failure(errno_from_reply(reply.error()));
+    }
+    return reply;
+  }
+
+  static void prepare(const GatewayOptions& options, std::chrono::milliseconds timeout,
+                      grpc::ClientContext* context) {
+    context->set_deadline(std::chrono::system_clock::now() + timeout);
+    if (!options.token.empty()) context->AddMetadata(kTokenMetadata, options.token);
+  }
+
+  static void log_failure(const char* method, const std::string& path, const grpc::Status& status) {
+    spdlog::warn("gateway {} {}: gRPC status {}: {}", method, path,
+                 static_cast<int>(status.error_code()), status.error_message());
+  }
+};
+
+std::shared_ptr<grpc::Channel> GatewayClient::connect(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // keep pinging an idle connection
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kInitialReconnectBackoffMs);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kConnectTimeoutMs);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+GatewayClient::GatewayClient(std::shared_ptr<grpc::Channel> channel, GatewayOptions options)
+    : options_(std::move(options)),
+      stubs_(std::make_unique<Stubs>(
+          Stubs{pb::Namespace::NewStub(channel), pb::Data::NewStub(channel), {}})) {
+  if (options_.watch_connection) stubs_->connection_watch = std::jthread(watch_connection, channel);
+}
+
+GatewayClient::~GatewayClient() = default;
+
+NamespaceCheck GatewayClient::check_namespace(std::chrono::milliseconds deadline) const {
+  using Outcome = NamespaceCheck::Outcome;
+  grpc::ClientContext context;
+  Stubs::prepare(options_, deadline, &context);
+  pb::AttrReply reply;
+  grpc::Status status = stubs_->names->GetAttr(&context, path_request(options_.ns, "/"), &reply);
+  if (!status.ok()) {
+    switch (status.error_code()) {
+      case grpc::StatusCode::UNAVAILABLE:
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        return {Outcome::kUnreachable, status.error_message()};
+      case grpc::StatusCode::NOT_FOUND:
+        return {Outcome::kNoNamespace, status.error_message()};
+      case grpc::StatusCode::UNAUTHENTICATED:
+      case grpc::StatusCode::PERMISSION_DENIED:
+        return {Outcome::kDenied, status.error_message()};
+      default:
+        return {Outcome::kFailed, "gRPC status " + std::to_string(status.error_code()) + ": " +
+                                      status.error_message()};
+    }
+  }
+  switch (reply.error()) {
+    case 0:
+      break;
+    case ENOENT:
+      return {Outcome::kNoNamespace, "GetAttr(\"/\") answered ENOENT"};
+    case EACCES:
+    case EPERM:
+      return {Outcome::kDenied, std::strerror(reply.error())};
+    default:
+      return {Outcome::kFailed, std::string("GetAttr(\"/\"): ") + std::strerror(reply.error())};
+  }
+  if ((reply.attr().mode() & S_IFMT) != S_IFDIR) {
+    return {Outcome::kFailed, "the namespace root is not a directory"};
+  }
+  return {Outcome::kOk, {}};
+}
+
+Result<FileAttr> GatewayClient::getattr(const std::string& path) const {
+  auto reply = stubs_->call<pb::AttrReply>(options_, "GetAttr", path, [&](auto* ctx, auto* out) {
+    return stubs_->names->GetAttr(ctx, path_request(options_.ns, path), out);
+  });
+  if (!reply) return Result<FileAttr>::failure(reply.error());
+  return from_proto(reply->attr());
+}
+
+Result<FileAttr> GatewayClient::setattr(const std::string& path, const AttrChange& change) const {
+  pb::SetAttrRequest req;
+  req.set_ns(options_.ns);
+  req.set_path(path);
+  req.set_fields(change.fields);
+  req.set_mode(change.mode);
+  req.set_uid(change.uid);
+  req.set_gid(change.gid);
+  req.set_size(change.size);
+  req.set_atime_ns(change.atime_ns);
+  req.set_mtime_ns(change.mtime_ns);
+  req.set_handle(change.handle);
+  auto reply = stubs_->call<pb::AttrReply>(options_, "SetAttr", path, [&](auto* ctx, auto* out) {
+    return stubs_->names->SetAttr(ctx, req, out);
+  });
+  if (!reply) return Result<FileAttr>::failure(reply.error());
+  return from_proto(reply->attr());
+}
+
+Result<std::vector<DirEntry>> GatewayClient::readdir(const std::string& path) const {
+  using R = Result<std::vector<DirEntry>>;
+  grpc::ClientContext context;
+  Stubs::prepare(options_, options_.timeout, &context);
+  auto reader = stubs_->names->ReadDir(&context, path_request(options_.ns, path));
+  std::vector<DirEntry> entries;
+  pb::ReadDirReply batch;
+  int error = 0;
+  while (reader->Read(&batch)) {
+    if (batch.error() != 0) {
+      error = errno_from_reply(batch.error());
+      context.TryCancel();  // the rest of the stream is of no use
+      break;
+    }
+    for (auto& e : *batch.mutable_entries()) {
+      entries.push_back(DirEntry{std::move(*e.mutable_name()), from_proto(e.attr())});
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (error != 0) {
+    spdlog::debug("gateway ReadDir {}: errno {}", path, error);
+    return R::failure(error);
+  }
+  if (!status.ok()) {
+    Stubs::log_failure("ReadDir", path, status);
+    return R::failure(errno_from_status(status));
+  }
+  return entries;
+}
+
+Result<FileAttr> GatewayClient::mkdir(const std::string& path, std::uint32_t mode) const {
+  pb::MkdirRequest req;
+  req.set_ns(options_.ns);
+  req.set_path(path);
+  req.set_mode(mode);
+  auto reply = stubs_->call<pb::AttrReply>(options_, "Mkdir", path, [&](auto* ctx, auto* out) {
+    return stubs_->names->Mkdir(ctx, req, out);
+  });
+  if (!reply) return Result<FileAttr>::failure(reply.error());
+  return from_proto(reply->attr());
+}
+
+Status GatewayClient::rmdir(const std::string& path) const {
+  auto reply = stubs_->call<pb::ErrorReply>(options_, "Rmdir", path, [&](auto* ctx, auto* out) {
+    return stubs_->names->Rmdir(ctx, path_request(options_.ns, path), out);
+  });
+  return reply ? ok_status() : Status::failure(reply.error());
+}
+
+Status GatewayClient::unlink(const std::string& path) const {
+  auto reply = stubs_->call<pb::ErrorReply>(options_, "Unlink", path, [&](auto* ctx, auto* out) {
+    return stubs_->names->Unlink(ctx, path_request(options_.ns, path), out);
+  });
+  return reply ? ok_status() : Status::failure(reply.error());
+}
+
+Status GatewayClient::rename(const std::string& from, const std::string& to,
+                             std::uint32_t flags) const {
+  pb::RenameRequest req;
+  req.set_ns(options_.ns);
+  req.set_from(from);
+  req.set_to(to);
+  req.set_flags(flags);
+  auto reply = stubs_->call<pb::ErrorReply>(options_, "Rename", from, [&](auto* ctx, auto* out) {
+    return stubs_->names->Rename(ctx, req, out);
+  });
+  return reply ? ok_status() : Status::failure(reply.error());
+}
+
+Result<FileAttr> GatewayClient::symlink(const std::string& path, const std::string& target) const {
+  pb::SymlinkRequest req;
+  req.set_ns(options_.ns);
+  req.set_path(path);
+  req.set_target(target);
+  auto reply = stubs_->call<pb::AttrReply>(options_, "Symlink", path, [&](auto* ctx, auto* out) {
+    return stubs_->names->Symlink(ctx, req, out);
+  });
+  if (!reply) return Result<FileAttr>::failure(reply.error());
+  return from_proto(reply->attr());
+}
+
+Result<std::string> GatewayClient::readlink(const std::string& path) const {
+  auto reply =
+      stubs_->call<pb::ReadlinkReply>(options_, "Readlink", path, [&](auto* ctx, auto* out) {
+        return stubs_->names->Readlink(ctx, path_request(options_.ns, path), out);
+      });
+  if (!reply) return Result<std::string>::failure(reply.error());
+  return std::move(*reply->mutable_target());
+}
+
+Result<FileAttr> GatewayClient::link(const std::string& existing, const std::string& path) const {
+  pb::LinkRequest req;
+  req.set_ns(options_.ns);
+  req.set_existing(existing);
+  req.set_path(path);
+  auto reply = stubs_->call<pb::AttrReply>(options_, "Link", path, [&](auto* ctx, auto* out) {
+    return stubs_->names->Link(ctx, req, out);
+  });
+  if (!reply) return Result<FileAttr>::failure(reply.error());
+  return from_proto(reply->attr());
+}
+
+Result<FsStats> GatewayClient::statfs(const std::string& path) const {
+  auto reply = stubs_->call<pb::StatFsReply>(options_, "StatFs", path, [&](auto* ctx, auto* out) {
+    return stubs_->names->StatFs(ctx, path_request(options_.ns, path), out);
+  });
+  if (!reply) return Result<FsStats>::failure(reply.error());
+  return FsStats{reply->block_size(),  reply->fragment_size(),    reply->blocks(),
+                 reply->blocks_free(), reply->blocks_available(), reply->files(),
+                 reply->files_free(),  reply->files_available(),  reply->name_max()};
+}
+
+Result<OpenedFile> GatewayClient::open(const std::string& path, std::uint32_t flags) const {
+  pb::OpenRequest req;
+  req.set_ns(options_.ns);
+  req.set_path(path);
+  req.set_flags(flags);
+  auto reply = stubs_->call<pb::OpenReply>(options_, "Open", path, [&](auto* ctx, auto* out) {
+    return stubs_->data->Open(ctx, req, out);
+  });
+  if (!reply) return Result<OpenedFile>::failure(reply.error());
+  return OpenedFile{reply->handle(), from_proto(reply->attr())};
+}
+
+Result<OpenedFile> GatewayClient::create(const std::string& path, std::uint32_t flags,
+                                         std::uint32_t mode) const {
+  pb::OpenRequest req;
+  req.set_ns(options_.ns);
+  req.set_path(path);
+  req.set_flags(flags);
+  req.set_mode(mode);
+  auto reply = stubs_->call<pb::OpenReply>(options_, "Create", path, [&](auto* ctx, auto* out) {
+    return stubs_->data->Create(ctx, req, out);
+  });
+  if (!reply) return Result<OpenedFile>::failure(reply.error());
+  return OpenedFile{reply->handle(), from_proto(reply->attr())};
+}
+
+Result<std::string> GatewayClient::read(const FileRef& file, std::uint64_t offset,
+                                        std::uint32_t size) const {
+  pb::ReadRequest req;
+  to_proto(options_.ns, file, req.mutable_file());
+  req.set_offset(offset);
+  req.set_size(size);
+  auto reply = stubs_->call<pb::ReadReply>(options_, "Read", file.path, [&](auto* ctx, auto* out) {
+    return stubs_->data->Read(ctx, req, out);
+  });
+  if (!reply) return Result<std::string>::failure(reply.error());
+  return std::move(*reply->mutable_data());
+}
+
+Result<std::uint32_t> GatewayClient::write(const FileRef& file, std::uint64_t offset,
+                                           std::string_view data) const {
+  pb::WriteRequest req;
+  to_proto(options_.ns, file, req.mutable_file());
+  req.set_offset(offset);
+  req.set_data(data.data(), data.size());
+  auto reply = stubs_->call<pb::WriteReply>(
+      options_, "Write", file.path,
+      [&](auto* ctx, auto* out) { return stubs_->data->Write(ctx, req, out); });
+  if (!reply) return Result<std::uint32_t>::failure(reply.error());
+  return reply->written();
+}
+
+Status GatewayClient::flush(const FileRef& file) const {
+  pb::FileRef req;
+  to_proto(options_.ns, file, &req);
+  auto reply = stubs_->call<pb::ErrorReply>(
+      options_, "Flush", file.path,
+      [&](auto* ctx, auto* out) { return stubs_->data->Flush(ctx, req, out); });
+  return reply ? ok_status() : Status::failure(reply.error());
+}
+
+Status GatewayClient::fsync(const FileRef& file, bool datasync) const {
+  pb::FsyncRequest req;
+  to_proto(options_.ns, file, req.mutable_file());
+  req.set_datasync(datasync);
+  auto reply = stubs_->call<pb::ErrorReply>(
+      options_, "Fsync", file.path,
+      [&](auto* ctx, auto* out) { return stubs_->data->Fsync(ctx, req, out); });
+  return reply ? ok_status() : Status::failure(reply.error());
+}
+
+Status GatewayClient::release(const FileRef& file) const {
+  pb::FileRef req;
+  to_proto(options_.ns, file, &req);
+  auto reply = stubs_->call<pb::ErrorReply>(
+      options_, "Release", file.path,
+      [&](auto* ctx, auto* out) { return stubs_->data->Release(ctx, req, out); });
+  return reply ? ok_status() : Status::failure(reply.error());
+}
+
+}  // namespace skein::client

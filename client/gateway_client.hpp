@@ -1,0 +1,149 @@
+// The mount's client of one gateway namespace: typed filesystem calls over the Namespace and Data
+// gRPC services, each returning a value or a positive errno. Nothing here knows about FUSE, so it
+// can be tested against an in-process server. Every call has a deadline: a gateway that is gone
+// costs EIO within the timeout, never a hang.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "skein/result.hpp"
+
+namespace grpc {
+class Channel;
+}
+
+namespace skein::client {
+
+// Attributes of one file as the gateway reports them (it has no inode numbers: the mount's own).
+struct FileAttr {
+  std::uint32_t mode = 0;  // type and permission bits
+  std::uint32_t nlink = 0;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::uint64_t size = 0;
+  std::uint64_t blocks = 0;  // 512-byte blocks
+  std::int64_t atime_ns = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;
+};
+
+struct DirEntry {
+  std::string name;
+  FileAttr attr;
+};
+
+struct FsStats {
+  std::uint64_t block_size = 0;
+  std::uint64_t fragment_size = 0;
+  std::uint64_t blocks = 0;
+  std::uint64_t blocks_free = 0;
+  std::uint64_t blocks_available = 0;
+  std::uint64_t files = 0;
+  std::uint64_t files_free = 0;
+  std::uint64_t files_available = 0;
+  std::uint64_t name_max = 0;
+};
+
+// Which attributes a setattr changes, and to what. The bits are SetAttrRequest.Field's.
+struct AttrChange {
+  enum Field : std::uint32_t {
+    kMode = 1,
+    kUid = 2,
+    kGid = 4,
+    kSize = 8,
+    kAtime = 16,
+    kMtime = 32,
+    kAtimeNow = 64,
+    kMtimeNow = 128,
+  };
+  std::uint32_t fields = 0;
+  std::uint32_t mode = 0;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::uint64_t size = 0;
+  std::int64_t atime_ns = 0;
+  std::int64_t mtime_ns = 0;
+  std::uint64_t handle = 0;  // the gateway handle of an open file to act on (ftruncate), or 0
+};
+
+// An open file as the gateway knows it: its handle, plus what it needs to re-open the file by path
+// when it no longer knows the handle.
+struct FileRef {
+  std::string path;
+  std::uint64_t handle = 0;
+  std::uint32_t flags = 0;  // open(2) flags the file was opened with
+};
+
+struct OpenedFile {
+  std::uint64_t handle = 0;
+  FileAttr attr;
+};
+
+// What the mount-time check found, so the caller can word the message for its user.
+struct NamespaceCheck {
+  enum class Outcome { kOk, kUnreachable, kNoNamespace, kDenied, kFailed };
+  Outcome outcome = Outcome::kOk;
+  std::string detail;  // the gateway's or gRPC's own words
+};
+
+struct GatewayOptions {
+  std::string ns;     // namespace every request names
+  std::string token;  // sent as x-skein-token when not empty
+  std::chrono::milliseconds timeout{15000};
+  // Follow the channel's connectivity from a thread of its own: logs losing and finding the
+  // gateway, and reconnects promptly when it is back. Needs a real (not in-process) channel.
+  bool watch_connection = false;
+};
+
+class GatewayClient {
+ public:
+  // A channel to `target` ("host:port") tuned for the mount: 8 MiB messages, keepalive pings so a
+  // vanished gateway is noticed between calls, quick reconnects once it is back.
+  static std::shared_ptr<grpc::Channel> connect(const std::string& target);
+
+  GatewayClient(std::shared_ptr<grpc::Channel> channel, GatewayOptions options);
+  ~GatewayClient();
+  GatewayClient(const GatewayClient&) = delete;
+  GatewayClient& operator=(const GatewayClient&) = delete;
+
+  const std::string& ns() const { return options_.ns; }
+
+  // Asks for the attributes of "/" within `deadline`: is the gateway there, does it serve the
+  // namespace, does it accept our token.
+  NamespaceCheck check_namespace(std::chrono::milliseconds deadline) const;
+
+  Result<FileAttr> getattr(const std::string& path) const;
+  Result<FileAttr> setattr(const std::string& path, const AttrChange& change) const;
+  Result<std::vector<DirEntry>> readdir(const std::string& path) const;
+  Result<FileAttr> mkdir(const std::string& path, std::uint32_t mode) const;
+  Status rmdir(const std::string& path) const;
+  Status unlink(const std::string& path) const;
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE, as renameat2(2).
+  Status rename(const std::string& from, const std::string& to, std::uint32_t flags) const;
+  Result<FileAttr> symlink(const std::string& path, const std::string& target) const;
+  Result<std::string> readlink(const std::string& path) const;
+  Result<FileAttr> link(const std::string& existing, const std::string& path) const;
+  Result<FsStats> statfs(const std::string& path) const;
+
+  Result<OpenedFile> open(const std::string& path, std::uint32_t flags) const;
+  Result<OpenedFile> create(const std::string& path, std::uint32_t flags, std::uint32_t mode) const;
+  // Returns fewer bytes than asked only at end of file.
+  Result<std::string> read(const FileRef& file, std::uint64_t offset, std::uint32_t size) const;
+  Result<std::uint32_t> write(const FileRef& file, std::uint64_t offset,
+                              std::string_view data) const;
+  Status flush(const FileRef& file) const;
+  Status fsync(const FileRef& file, bool datasync) const;
+  Status release(const FileRef& file) const;
+
+ private:
+  struct Stubs;
+  GatewayOptions options_;
+  std::unique_ptr<Stubs> stubs_;
+};
+
+}  // namespace skein::client

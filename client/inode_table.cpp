@@ -1,0 +1,125 @@
+// Synthetic inode numbers mapped to virtual paths; see inode_table.hpp.
+#include "inode_table.hpp"
+
+namespace skein::client {
+namespace {
+
+// Numbers are never reused while mounted, so one generation makes every (ino, generation) unique.
+constexpr std::uint64_t kGeneration = 1;
+
+// The paths strictly below `path` are exactly those starting with this prefix.
+std::string child_prefix(const std::string& path) { return path == "/" ? "/" : path + "/"; }
+
+}  // namespace
+
+InodeTable::InodeTable() {
+  // The kernel never looks the root up nor forgets it; count one lookup so it is never dropped.
+  inodes_.emplace(kRootInode, Inode{"/", 1, kGeneration, true});
+  by_path_.emplace("/", kRootInode);
+}
+
+InodeRef InodeTable::lookup_add(const std::string& path) {
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = by_path_.try_emplace(path, next_ino_);
+  if (inserted) {
+    inodes_.emplace(next_ino_, Inode{path, 0, kGeneration, true});
+    ++next_ino_;
+  }
+  Inode& inode = inodes_.at(it->second);
+  ++inode.nlookup;
+  return InodeRef{it->second, inode.generation};
+}
+
+void InodeTable::forget(InodeNumber ino, std::uint64_t n) {
+  if (ino == kRootInode) return;
+  std::lock_guard lock(mu_);
+  auto it = inodes_.find(ino);
+  if (it == inodes_.end()) return;
+  Inode& inode = it->second;
+  inode.nlookup = n >= inode.nlookup ? 0 : inode.nlookup - n;
+  if (inode.nlookup > 0) return;
+  if (inode.attached) {
+    auto p = by_path_.find(inode.path);
+    if (p != by_path_.end() && p->second == ino) by_path_.erase(p);
+  }
+  inodes_.erase(it);
+}
+
+std::optional<std::string> InodeTable::path_of(InodeNumber ino) const {
+  std::lock_guard lock(mu_);
+  auto it = inodes_.find(ino);
+  if (it == inodes_.end() || !it->second.attached) return std::nullopt;
+  return it->second.path;
+}
+
+std::optional<std::string> InodeTable::last_path_of(InodeNumber ino) const {
+  std::lock_guard lock(mu_);
+  auto it = inodes_.find(ino);
+  if (it == inodes_.end()) return std::nullopt;
+  return it->second.path;
+}
+
+std::optional<InodeNumber> InodeTable::find(const std::string& path) const {
+  std::lock_guard lock(mu_);
+  auto it = by_path_.find(path);
+  if (it == by_path_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<std::string, InodeNumber> InodeTable::take_subtree_locked(const std::string& path) {
+  std::map<std::string, InodeNumber> taken;
+  if (auto it = by_path_.find(path); it != by_path_.end()) {
+    taken.insert(by_path_.extract(it));
+  }
+  const std::string prefix = child_prefix(path);
+  auto it = by_path_.lower_bound(prefix);
+  while (it != by_path_.end() && it->first.compare(0, prefix.size(), prefix) == 0) {
+    taken.insert(by_path_.extract(it++));
+  }
+  return taken;
+}
+
+void InodeTable::place_subtree_locked(const std::map<std::string, InodeNumber>& subtree,
+                                      const std::string& from, const std::string& to) {
+  for (const auto& [old_path, ino] : subtree) {
+    std::string new_path = to + old_path.substr(from.size());
+    inodes_.at(ino).path = new_path;
+    by_path_[std::move(new_path)] = ino;
+  }
+}
+
+void InodeTable::rename(const std::string& from, const std::string& to) {
+  if (from == to || from == "/" || to == "/") return;
+  std::lock_guard lock(mu_);
+  auto moving = take_subtree_locked(from);
+  for (const auto& [path, ino] : take_subtree_locked(to)) inodes_.at(ino).attached = false;
+  place_subtree_locked(moving, from, to);
+}
+
+void InodeTable::exchange(const std::string& a, const std::string& b) {
+  if (a == b || a == "/" || b == "/") return;
+  std::lock_guard lock(mu_);
+  auto at_a = take_subtree_locked(a);
+  auto at_b = take_subtree_locked(b);
+  place_subtree_locked(at_a, a, b);
+  place_subtree_locked(at_b, b, a);
+}
+
+void InodeTable::unlink(const std::string& path) {
+  if (path == "/") return;
+  std::lock_guard lock(mu_);
+  for (const auto& [p, ino] : take_subtree_locked(path)) inodes_.at(ino).attached = false;
+}
+
+std::uint64_t InodeTable::lookup_count(InodeNumber ino) const {
+  std::lock_guard lock(mu_);
+  auto it = inodes_.find(ino);
+  return it == inodes_.end() ? 0 : it->second.nlookup;
+}
+
+std::size_t InodeTable::size() const {
+  std::lock_guard lock(mu_);
+  return inodes_.size();
+}
+
+}  // namespace skein::client

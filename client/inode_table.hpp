@@ -1,0 +1,87 @@
+// The mount's inode numbers: the kernel names files by number, the gateway by virtual path.
+// Numbers are synthetic (a counter, never a pointer, never reused while mounted) and map to the
+// path they currently have; renames move whole subtrees, removals detach a number from its path.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+namespace skein::client {
+
+using InodeNumber = std::uint64_t;
+
+// The root of the namespace, "/"; equal to FUSE_ROOT_ID (checked where FUSE is included).
+inline constexpr InodeNumber kRootInode = 1;
+
+// What an entry reply tells the kernel: (ino, generation) is unique for the life of the mount.
+struct InodeRef {
+  InodeNumber ino = 0;
+  std::uint64_t generation = 0;
+};
+
+class InodeTable {
+ public:
+  InodeTable();
+
+  // The inode attached at normalised `path`, created if the path has none, with one more kernel
+  // lookup counted on it. Call once per entry reply sent to the kernel.
+  InodeRef lookup_add(const std::string& path);
+
+  // Takes back `n` kernel lookups. An inode left with none is dropped; the root never is.
+  void forget(InodeNumber ino, std::uint64_t n);
+
+  // The path of an inode attached to the tree; nullopt when unknown or detached.
+  std::optional<std::string> path_of(InodeNumber ino) const;
+
+  // The last path an inode had, attached or not: an open file whose name was removed keeps using
+  // it, because the gateway may need it to re-open the file after a restart.
+  std::optional<std::string> last_path_of(InodeNumber ino) const;
+
+  // The inode attached at `path`, if any; counts no lookup.
+  std::optional<InodeNumber> find(const std::string& path) const;
+
+  // After a successful rename: whatever was at `to` (and below it) is detached, then `from` and
+  // everything below it move to `to`, keeping their numbers.
+  void rename(const std::string& from, const std::string& to);
+
+  // After a successful RENAME_EXCHANGE: the subtrees at `a` and `b` trade places.
+  void exchange(const std::string& a, const std::string& b);
+
+  // After a successful unlink or rmdir: `path` and anything below it are detached. Their numbers
+  // stay valid (for open files) until the kernel forgets them.
+  void unlink(const std::string& path);
+
+  // Kernel lookups counted on `ino` (0 when unknown). For tests and diagnostics.
+  std::uint64_t lookup_count(InodeNumber ino) const;
+
+  // Inodes currently known, attached or not, the root included.
+  std::size_t size() const;
+
+ private:
+  struct Inode {
+    std::string path;
+    std::uint64_t nlookup = 0;
+    std::uint64_t generation = 0;
+    bool attached = true;
+  };
+
+  // Removes `path` and the entries below it from by_path_, returning them (path, ino) in order.
+  std::map<std::string, InodeNumber> take_subtree_locked(const std::string& path);
+  // Attaches each (old path, ino) of `subtree` under `to` in place of `from`.
+  void place_subtree_locked(const std::map<std::string, InodeNumber>& subtree,
+                            const std::string& from, const std::string& to);
+
+  // Lock order: mu_ is a leaf. Take it only inside these methods; never hold it across a gateway
+  // call or a fuse_reply_* (callers cannot: no method returns with it held).
+  mutable std::mutex mu_;
+  InodeNumber next_ino_ = kRootInode + 1;          // guarded by mu_
+  std::unordered_map<InodeNumber, Inode> inodes_;  // guarded by mu_
+  // Attached inodes only. Ordered, so the entries below "/a" are the one range starting at "/a/".
+  std::map<std::string, InodeNumber> by_path_;  // guarded by mu_
+};
+
+}  // namespace skein::client

@@ -1,0 +1,30 @@
+// skein-mount's log file; see log_file.hpp.
+#include "log_file.hpp"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <memory>
+
+namespace skein::client {
+
+std::optional<std::string> log_to_file(const std::string& path) {
+  try {
+    auto previous = spdlog::default_logger();
+    auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
+    auto logger = std::make_shared<spdlog::logger>(previous->name(), std::move(sink));
+    logger->set_level(previous->level());
+    // Several mounts may share one file: the pid tells them apart.
+    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %n[%P:%t] %l: %v");
+    // No periodic flusher thread (it would not survive the fork): flush every message that is
+    // logged at all when debugging, otherwise at info and above.
+    logger->flush_on(std::min(previous->level(), spdlog::level::info));
+    spdlog::set_default_logger(std::move(logger));
+    return std::nullopt;
+  } catch (const spdlog::spdlog_ex& e) {
+    return std::string(e.what());
+  }
+}
+
+}  // namespace skein::client

@@ -1,0 +1,202 @@
+// InodeTable: the mount's synthetic inode numbers, their lookup counts, and how renames and
+// removals move or detach the paths they stand for.
+#include "inode_table.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+namespace skein::client {
+namespace {
+
+TEST(InodeTable, RootIsInodeOneAtSlash) {
+  InodeTable table;
+  EXPECT_EQ(table.path_of(kRootInode), "/");
+  EXPECT_EQ(table.find("/"), kRootInode);
+}
+
+TEST(InodeTable, LookupOfSamePathReturnsSameInodeAndCountsEachLookup) {
+  InodeTable table;
+  InodeRef first = table.lookup_add("/a");
+  InodeRef second = table.lookup_add("/a");
+  EXPECT_EQ(first.ino, second.ino);
+  EXPECT_EQ(first.generation, second.generation);
+  EXPECT_EQ(table.lookup_count(first.ino), 2u);
+}
+
+TEST(InodeTable, DifferentPathsGetDifferentNumbersNeverTheRoot) {
+  InodeTable table;
+  InodeNumber a = table.lookup_add("/a").ino;
+  InodeNumber b = table.lookup_add("/b").ino;
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, kRootInode);
+  EXPECT_NE(b, kRootInode);
+}
+
+TEST(InodeTable, ForgettingAllLookupsDropsTheInode) {
+  InodeTable table;
+  InodeNumber a = table.lookup_add("/a").ino;
+  table.lookup_add("/a");
+  table.forget(a, 1);
+  EXPECT_EQ(table.path_of(a), "/a");
+  table.forget(a, 1);
+  EXPECT_EQ(table.path_of(a), std::nullopt);
+  EXPECT_EQ(table.find("/a"), std::nullopt);
+  EXPECT_EQ(table.size(), 1u);  // only the root
+}
+
+TEST(InodeTable, ForgettingMoreThanCountedDropsTheInodeWithoutUnderflow) {
+  InodeTable table;
+  InodeNumber a = table.lookup_add("/a").ino;
+  table.forget(a, 5);
+  EXPECT_EQ(table.lookup_count(a), 0u);
+  EXPECT_EQ(table.find("/a"), std::nullopt);
+}
+
+TEST(InodeTable, NumbersAreNotReusedAfterForget) {
+  InodeTable table;
+  InodeNumber old = table.lookup_add("/a").ino;
+  table.forget(old, 1);
+  InodeNumber fresh = table.lookup_add("/a").ino;
+  EXPECT_NE(fresh, old);
+}
+
+TEST(InodeTable, RootIsNeverForgotten) {
+  InodeTable table;
+  table.forget(kRootInode, 100);
+  EXPECT_EQ(table.path_of(kRootInode), "/");
+}
+
+TEST(InodeTable, ForgetOfUnknownInodeIsIgnored) {
+  InodeTable table;
+  table.forget(12345, 1);
+  EXPECT_EQ(table.size(), 1u);
+}
+
+TEST(InodeTable, RenameMovesTheInodeAndItsWholeSubtree) {
+  InodeTable table;
+  InodeNumber dir = table.lookup_add("/a").ino;
+  InodeNumber child = table.lookup_add("/a/x").ino;
+  InodeNumber grandchild = table.lookup_add("/a/x/y").ino;
+  table.rename("/a", "/b");
+  EXPECT_EQ(table.path_of(dir), "/b");
+  EXPECT_EQ(table.path_of(child), "/b/x");
+  EXPECT_EQ(table.path_of(grandchild), "/b/x/y");
+  EXPECT_EQ(table.find("/b/x/y"), grandchild);
+  EXPECT_EQ(table.find("/a"), std::nullopt);
+  EXPECT_EQ(table.find("/a/x"), std::nullopt);
+}
+
+TEST(InodeTable, RenameLeavesSiblingsSharingThePrefixAlone) {
+  InodeTable table;
+  table.lookup_add("/a");
+  InodeNumber ab = table.lookup_add("/ab").ino;
+  InodeNumber a_dash = table.lookup_add("/a-b/c").ino;
+  table.rename("/a", "/z");
+  EXPECT_EQ(table.path_of(ab), "/ab");
+  EXPECT_EQ(table.path_of(a_dash), "/a-b/c");
+}
+
+TEST(InodeTable, RenameOverAnExistingNameDetachesTheReplacedInode) {
+  InodeTable table;
+  InodeNumber src = table.lookup_add("/src").ino;
+  InodeNumber dst = table.lookup_add("/dst").ino;
+  table.rename("/src", "/dst");
+  EXPECT_EQ(table.find("/dst"), src);
+  EXPECT_EQ(table.path_of(dst), std::nullopt);
+  EXPECT_EQ(table.last_path_of(dst), "/dst");  // still usable by an open file
+  EXPECT_EQ(table.lookup_count(dst), 1u);      // until the kernel forgets it
+}
+
+TEST(InodeTable, ForgettingADetachedInodeDoesNotDisturbItsReplacement) {
+  InodeTable table;
+  InodeNumber src = table.lookup_add("/src").ino;
+  InodeNumber dst = table.lookup_add("/dst").ino;
+  table.rename("/src", "/dst");
+  table.forget(dst, 1);
+  EXPECT_EQ(table.find("/dst"), src);
+  EXPECT_EQ(table.path_of(src), "/dst");
+}
+
+TEST(InodeTable, RenameToANewDirectoryKeepsDeepPathsConsistent) {
+  InodeTable table;
+  InodeNumber f = table.lookup_add("/a/b/c/f").ino;
+  table.rename("/a/b", "/x/y/b");
+  EXPECT_EQ(table.path_of(f), "/x/y/b/c/f");
+  EXPECT_EQ(table.find("/x/y/b/c/f"), f);
+}
+
+TEST(InodeTable, ExchangeSwapsTwoSubtrees) {
+  InodeTable table;
+  InodeNumber a = table.lookup_add("/a").ino;
+  InodeNumber a_child = table.lookup_add("/a/1").ino;
+  InodeNumber b = table.lookup_add("/b").ino;
+  InodeNumber b_child = table.lookup_add("/b/2").ino;
+  table.exchange("/a", "/b");
+  EXPECT_EQ(table.path_of(a), "/b");
+  EXPECT_EQ(table.path_of(a_child), "/b/1");
+  EXPECT_EQ(table.path_of(b), "/a");
+  EXPECT_EQ(table.path_of(b_child), "/a/2");
+  EXPECT_EQ(table.find("/a"), b);
+  EXPECT_EQ(table.find("/b"), a);
+}
+
+TEST(InodeTable, UnlinkDetachesTheInodeButKeepsItsNumberForOpenFiles) {
+  InodeTable table;
+  InodeNumber f = table.lookup_add("/f").ino;
+  table.unlink("/f");
+  EXPECT_EQ(table.path_of(f), std::nullopt);
+  EXPECT_EQ(table.last_path_of(f), "/f");
+  EXPECT_EQ(table.find("/f"), std::nullopt);
+  InodeNumber recreated = table.lookup_add("/f").ino;
+  EXPECT_NE(recreated, f);
+  table.forget(f, 1);
+  EXPECT_EQ(table.last_path_of(f), std::nullopt);
+  EXPECT_EQ(table.find("/f"), recreated);
+}
+
+TEST(InodeTable, RemovingADirectoryDetachesWhatWasKnownBelowIt) {
+  InodeTable table;
+  InodeNumber stale = table.lookup_add("/d/stale").ino;
+  table.unlink("/d");
+  EXPECT_EQ(table.path_of(stale), std::nullopt);
+  EXPECT_EQ(table.find("/d/stale"), std::nullopt);
+}
+
+TEST(InodeTable, UnlinkOfUnknownPathChangesNothing) {
+  InodeTable table;
+  InodeNumber a = table.lookup_add("/a").ino;
+  table.unlink("/nothing");
+  EXPECT_EQ(table.path_of(a), "/a");
+  EXPECT_EQ(table.size(), 2u);
+}
+
+TEST(InodeTable, RootCannotBeRenamedOrUnlinked) {
+  InodeTable table;
+  table.rename("/", "/x");
+  table.unlink("/");
+  EXPECT_EQ(table.path_of(kRootInode), "/");
+  EXPECT_EQ(table.find("/"), kRootInode);
+}
+
+TEST(InodeTable, ConcurrentLookupsAndForgetsBalanceOut) {
+  InodeTable table;
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&table] {
+      for (int i = 0; i < kRounds; ++i) {
+        InodeNumber ino = table.lookup_add("/shared/" + std::to_string(i % 10)).ino;
+        table.forget(ino, 1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(table.size(), 1u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(table.find("/shared/" + std::to_string(i)), std::nullopt);
+}
+
+}  // namespace
+}  // namespace skein::client
