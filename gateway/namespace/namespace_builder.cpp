@@ -2,6 +2,7 @@
 #include "namespace/namespace_builder.hpp"
 
 #include "namespace/create_policy.hpp"
+#include "namespace/striped_layout.hpp"
 #include "namespace/union_layout.hpp"
 
 namespace skein {
@@ -24,10 +25,13 @@ std::shared_ptr<const MountTable> build_mount_table(const NamespaceConfig& ns,
     }
     if (branches.empty()) continue;  // every backend of this mount was removed
     std::shared_ptr<Layout> layout;
-    if (m.layout == LayoutKind::striped)
-      throw ConfigError("namespace '" + ns.name + "', mount '" + m.path +
-                        "': striped layout is not available yet");
-    layout = std::make_shared<UnionLayout>(std::move(branches), policy);
+    if (m.layout == LayoutKind::striped) {
+      std::vector<std::shared_ptr<Backend>> stripe_backends;
+      for (auto& b : branches) stripe_backends.push_back(b.backend);
+      layout = std::make_shared<StripedLayout>(std::move(stripe_backends), m.stripe_size);
+    } else {
+      layout = std::make_shared<UnionLayout>(std::move(branches), policy);
+    }
     mounts.push_back({m.path, std::move(layout)});
   }
   return std::make_shared<const MountTable>(std::move(mounts));

@@ -1,0 +1,485 @@
+// Striped layout; see striped_layout.hpp and docs/striping.md.
+#include "namespace/striped_layout.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
+#include "namespace/striped_file.hpp"
+#include "skein/path.hpp"
+
+namespace skein {
+namespace {
+
+Status status_of(int err) { return err ? Status::failure(err) : ok_status(); }
+
+// OpenSSH's long name is `ls -l` output; its second field is the link count.
+uint32_t link_count(const std::string& longname) {
+  auto sp = longname.find(' ');
+  if (sp == std::string::npos) return 1;
+  auto start = longname.find_first_not_of(' ', sp);
+  if (start == std::string::npos) return 1;
+  return uint32_t(std::max(1l, std::atol(longname.c_str() + start)));
+}
+
+std::string size_text(uint64_t n) {
+  if (n % (1 << 20) == 0) return std::to_string(n >> 20) + " MiB";
+  if (n % (1 << 10) == 0) return std::to_string(n >> 10) + " KiB";
+  return std::to_string(n) + " B";
+}
+
+}  // namespace
+
+StripedLayout::StripedLayout(std::vector<std::shared_ptr<Backend>> backends, uint64_t stripe_size)
+    : backends_(std::move(backends)), map_(stripe_size, uint32_t(backends_.size())) {}
+
+std::string StripedLayout::describe() const {
+  std::string out = "striped(" + size_text(map_.stripe_size()) + " x " + std::to_string(width());
+  for (size_t b = 0; b < width(); ++b) out += (b ? ", " : ": ") + backends_[b]->name();
+  return out + ")";
+}
+
+Status StripedLayout::all_up() const {
+  for (auto& b : backends_)
+    if (!b->up()) return Status::failure(EIO);
+  return ok_status();
+}
+
+namespace {
+// Indices 1 .. n-1: the backends that hold parts only.
+std::vector<size_t> part_backends(size_t n) {
+  std::vector<size_t> out;
+  for (size_t b = 1; b < n; ++b) out.push_back(b);
+  return out;
+}
+}  // namespace
+
+void StripedLayout::remove_orphan(size_t b, const std::string& rel) {
+  Backend& be = *backends_[b];
+  auto a = be.lstat(rel);
+  if (!a) return;
+  if (S_ISDIR(a->permissions)) {
+    auto entries = be.list_dir(rel);
+    if (entries)
+      for (auto& e : *entries) remove_orphan(b, join_path(rel, e.filename));
+    (void)be.rmdir(rel);
+  } else {
+    (void)be.unlink(rel);
+  }
+}
+
+Status StripedLayout::make_dir_on(size_t b, const std::string& rel, uint32_t mode) {
+  Backend& be = *backends_[b];
+  auto st = be.mkdir(rel, mode);
+  if (st) return st;
+  if (st.error() == ENOENT) return be.clone_dirs(rel, primary());  // its parents are missing too
+  if (st.error() != EEXIST) return st;
+  auto there = be.lstat(rel);
+  if (there && S_ISDIR(there->permissions)) return ok_status();
+  remove_orphan(b, rel);  // backend 0 did not have the name: whatever is here is left over
+  return be.mkdir(rel, mode);
+}
+
+Result<std::shared_ptr<RemoteFile>> StripedLayout::open_part(size_t b, const std::string& rel,
+                                                             int flags, uint32_t mode,
+                                                             bool missing_ok) {
+  using R = Result<std::shared_ptr<RemoteFile>>;
+  Backend& be = *backends_[b];
+  auto f = be.open(rel, flags, mode);
+  if (f || b == 0 || f.error() != ENOENT) return f;
+  // The part, or the directory it goes in, is missing here: make them.
+  auto dir = be.clone_dirs(parent_path(rel), primary());
+  if (dir) f = be.open(rel, flags | O_CREAT, mode);
+  if (f) return f;
+  int err = dir ? f.error() : dir.error();
+  if (missing_ok && err != EIO) {
+    spdlog::warn("striped file {}: no part on {} ({}); it reads as holes", rel, be.name(),
+                 std::strerror(err));
+    return std::shared_ptr<RemoteFile>();
+  }
+  return R::failure(err);
+}
+
+Status StripedLayout::truncate_parts(const std::string& rel, uint64_t size, uint32_t mode) {
+  auto done = fan_out(width(), [&](size_t b) -> Status {
+    uint64_t local = map_.local_size(uint32_t(b), size);
+    sftp::Attrs a;
+    a.flags = sftp::ATTR_SIZE;
+    a.size = local;
+    auto st = backends_[b]->setstat(rel, a);
+    if (st || b == 0 || st.error() != ENOENT) return st;
+    if (local == 0) return ok_status();  // a missing part is already empty
+    auto f = open_part(b, rel, O_WRONLY | O_CREAT, mode, false);
+    if (!f) return Status::failure(f.error());
+    st = (*f)->truncate(local);
+    (void)(*f)->close();
+    return st;
+  });
+  return status_of(worst_error(done));
+}
+
+Result<sftp::Attrs> StripedLayout::getattr(const std::string& rel) {
+  using R = Result<sftp::Attrs>;
+  // Ask every backend at once: a regular file's size needs all its parts.
+  std::vector<std::future<Result<sftp::Reply>>> asks;
+  for (auto& b : backends_) asks.push_back(b->start_lstat(rel));
+  auto first = Backend::attrs_of(asks[0].get());
+  if (!first) return R::failure(first.error());
+  if (!S_ISREG(first->permissions)) return first;
+  std::vector<uint64_t> sizes(width(), 0);
+  sizes[0] = first->size;
+  sftp::Attrs out = *first;
+  for (size_t b = 1; b < width(); ++b) {
+    auto a = Backend::attrs_of(asks[b].get());
+    if (!a) {
+      if (a.error() == ENOENT) continue;  // no part here yet: all holes
+      return R::failure(a.error());
+    }
+    if (!S_ISREG(a->permissions)) continue;
+    sizes[b] = a->size;
+    out.mtime = std::max(out.mtime, a->mtime);
+    out.atime = std::max(out.atime, a->atime);
+  }
+  out.size = map_.logical_size(sizes);
+  return out;
+}
+
+Result<sftp::Attrs> StripedLayout::setattr(const std::string& rel, const AttrChange& ch,
+                                           OpenFile* open) {
+  using R = Result<sftp::Attrs>;
+  auto cur = getattr(rel);
+  if (!cur) return R::failure(cur.error());
+  bool reg = S_ISREG(cur->permissions), dir = S_ISDIR(cur->permissions);
+  sftp::Attrs a;
+  if (ch.mode) {
+    a.flags |= sftp::ATTR_PERMISSIONS;
+    a.permissions = *ch.mode & 07777;
+  }
+  if (ch.uid || ch.gid) {
+    a.flags |= sftp::ATTR_UIDGID;
+    a.uid = ch.uid.value_or(cur->uid);
+    a.gid = ch.gid.value_or(cur->gid);
+  }
+  if (ch.atime_s || ch.mtime_s) {
+    a.flags |= sftp::ATTR_ACMODTIME;
+    a.atime = uint32_t(ch.atime_s.value_or(cur->atime));
+    a.mtime = uint32_t(ch.mtime_s.value_or(cur->mtime));
+  }
+  if ((ch.size || a.flags) && (reg || dir)) {
+    auto st = all_up();
+    if (!st) return R::failure(st.error());
+  }
+  if (ch.size) {
+    if (dir) return R::failure(EISDIR);
+    if (!reg) return R::failure(EINVAL);
+    // Through the caller's handle where there is one: it works even where the path no longer
+    // allows writing.
+    auto st =
+        open ? open->truncate(*ch.size) : truncate_parts(rel, *ch.size, cur->permissions & 07777);
+    if (!st) return R::failure(st.error());
+  }
+  if (a.flags) {
+    // Times after the size: a truncation would move them again.
+    auto st = primary().setstat(rel, a);
+    if (!st) return R::failure(st.error());
+    if (reg || dir) {
+      auto done = fan_out(part_backends(width()), [&](size_t b) -> Status {
+        auto s = backends_[b]->setstat(rel, a);
+        return !s && s.error() == ENOENT ? ok_status() : s;  // made later, like backend 0's
+      });
+      if (int err = worst_error(done)) return R::failure(err);
+    }
+  }
+  return getattr(rel);
+}
+
+Result<std::vector<DirEntryAttrs>> StripedLayout::readdir(const std::string& rel) {
+  using R = Result<std::vector<DirEntryAttrs>>;
+  auto lists = fan_out(width(), [&](size_t b) { return backends_[b]->list_dir(rel); });
+  if (!lists[0]) return R::failure(lists[0].error());
+  // Names come from backend 0; the other listings give the sizes of the parts.
+  std::vector<std::unordered_map<std::string_view, const sftp::Attrs*>> parts(width());
+  for (size_t b = 1; b < width(); ++b) {
+    if (!lists[b]) {
+      if (lists[b].error() != ENOENT) return R::failure(lists[b].error());
+      (void)backends_[b]->clone_dirs(rel, primary());  // missing here: repair it
+      continue;
+    }
+    for (auto& e : *lists[b]) parts[b][e.filename] = &e.attrs;
+  }
+  std::vector<DirEntryAttrs> out;
+  out.reserve(lists[0]->size());
+  std::vector<uint64_t> sizes(width());
+  for (auto& e : *lists[0]) {
+    DirEntryAttrs d{e.filename, e.attrs, link_count(e.longname)};
+    if (S_ISREG(e.attrs.permissions)) {
+      sizes.assign(width(), 0);
+      sizes[0] = e.attrs.size;
+      for (size_t b = 1; b < width(); ++b) {
+        auto it = parts[b].find(e.filename);
+        if (it == parts[b].end() || !S_ISREG(it->second->permissions)) continue;
+        sizes[b] = it->second->size;
+        d.attrs.mtime = std::max(d.attrs.mtime, it->second->mtime);
+        d.attrs.atime = std::max(d.attrs.atime, it->second->atime);
+      }
+      d.attrs.size = map_.logical_size(sizes);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Result<sftp::Attrs> StripedLayout::mkdir(const std::string& rel, uint32_t mode) {
+  using R = Result<sftp::Attrs>;
+  auto st = all_up();
+  if (!st) return R::failure(st.error());
+  st = primary().mkdir(rel, mode);
+  if (!st) return R::failure(st.error());
+  auto others = part_backends(width());
+  auto done = fan_out(others, [&](size_t b) { return make_dir_on(b, rel, mode); });
+  if (int err = worst_error(done)) {
+    for (size_t i = 0; i < others.size(); ++i)
+      if (done[i]) (void)backends_[others[i]]->rmdir(rel);
+    (void)primary().rmdir(rel);
+    return R::failure(err);
+  }
+  return primary().lstat(rel);
+}
+
+Status StripedLayout::rmdir(const std::string& rel) {
+  auto st = all_up();
+  if (!st) return st;
+  st = primary().rmdir(rel);  // backend 0 decides: ENOTEMPTY, ENOTDIR...
+  if (!st) return st;
+  (void)fan_out(part_backends(width()), [&](size_t b) {
+    Backend& be = *backends_[b];
+    auto s = be.rmdir(rel);
+    if (s || s.error() == ENOENT) return 0;
+    remove_orphan(b, rel);  // what is left here has no name on backend 0
+    if (be.lstat(rel))
+      spdlog::warn("striped rmdir {}: the copy on {} stays: {}", rel, be.name(),
+                   std::strerror(s.error()));
+    return 0;
+  });
+  return ok_status();
+}
+
+Status StripedLayout::unlink(const std::string& rel) {
+  auto st = all_up();
+  if (!st) return st;
+  st = primary().unlink(rel);  // backend 0 decides: ENOENT, EISDIR...
+  if (!st) return st;
+  (void)fan_out(part_backends(width()), [&](size_t b) {
+    auto s = backends_[b]->unlink(rel);
+    if (!s && s.error() != ENOENT)
+      spdlog::warn("striped unlink {}: the part on {} stays as an orphan: {}", rel,
+                   backends_[b]->name(), std::strerror(s.error()));
+    return 0;
+  });
+  return ok_status();
+}
+
+Status StripedLayout::rename(const std::string& from, const std::string& to, unsigned flags) {
+  auto st = all_up();
+  if (!st) return st;
+  bool target_existed = bool(primary().lstat(to));
+  st = primary().rename(from, to, flags);  // backend 0 decides: EEXIST, ENOTEMPTY, EISDIR...
+  if (!st) return st;
+  auto moved = primary().lstat(to);
+  bool is_dir = moved && S_ISDIR(moved->permissions);
+  auto others = part_backends(width());
+  auto done = fan_out(others, [&](size_t b) -> Status {
+    Backend& be = *backends_[b];
+    auto s = be.rename(from, to, 0);
+    if (s) return s;
+    int e = s.error();
+    if (e == ENOTEMPTY || e == EISDIR || e == ENOTDIR || e == EEXIST) {
+      // Backend 0 allowed it, so what is in the way here is an orphan.
+      remove_orphan(b, to);
+      return be.rename(from, to, 0);
+    }
+    if (e != ENOENT) return s;
+    if (be.lstat(from)) {  // the source is here, so the target's directory is not
+      auto d = be.clone_dirs(parent_path(to), primary());
+      return d ? be.rename(from, to, 0) : d;
+    }
+    // Nothing to move here; an old target's part must not live on under the new name.
+    remove_orphan(b, to);
+    return is_dir ? be.clone_dirs(to, primary()) : ok_status();
+  });
+  int err = worst_error(done);
+  if (!err) return ok_status();
+  spdlog::error("striped rename {} -> {} failed on a part backend: {}", from, to,
+                std::strerror(err));
+  if (!target_existed) {
+    // Undo, so the name and its parts stay together.
+    for (size_t i = 0; i < others.size(); ++i)
+      if (done[i]) (void)backends_[others[i]]->rename(to, from, 1);
+    (void)primary().rename(to, from, 1);
+  }
+  return Status::failure(err);
+}
+
+Result<sftp::Attrs> StripedLayout::symlink(const std::string& rel, const std::string& target) {
+  // On backend 0 only: a symlink has no data to stripe.
+  auto st = primary().symlink(target, rel);
+  if (!st) return Result<sftp::Attrs>::failure(st.error());
+  return primary().lstat(rel);
+}
+
+Result<std::string> StripedLayout::readlink(const std::string& rel) {
+  return primary().readlink(rel);
+}
+
+Result<sftp::Attrs> StripedLayout::link(const std::string& existing, const std::string& rel) {
+  using R = Result<sftp::Attrs>;
+  auto st = all_up();
+  if (!st) return R::failure(st.error());
+  auto src = primary().lstat(existing);
+  if (!src) return R::failure(src.error());
+  if (S_ISDIR(src->permissions)) return R::failure(EPERM);
+  st = primary().link(existing, rel);
+  if (!st) return R::failure(st.error());
+  if (!S_ISREG(src->permissions)) return primary().lstat(rel);
+  // Both names must share every part: link each one.
+  auto others = part_backends(width());
+  auto done = fan_out(others, [&](size_t b) -> Status {
+    Backend& be = *backends_[b];
+    auto s = be.link(existing, rel);
+    if (s) return s;
+    if (s.error() == EEXIST) {
+      remove_orphan(b, rel);
+      return be.link(existing, rel);
+    }
+    if (s.error() != ENOENT) return s;
+    if (!be.lstat(existing)) {  // no part yet: make the empty one, so the names share it
+      auto f = open_part(b, existing, O_WRONLY | O_CREAT, src->permissions & 07777, false);
+      if (!f) return Status::failure(f.error());
+      (void)(*f)->close();
+    }
+    auto d = be.clone_dirs(parent_path(rel), primary());
+    return d ? be.link(existing, rel) : d;
+  });
+  if (int err = worst_error(done)) {
+    for (size_t i = 0; i < others.size(); ++i)
+      if (done[i]) (void)backends_[others[i]]->unlink(rel);
+    (void)primary().unlink(rel);
+    return R::failure(err);
+  }
+  return getattr(rel);
+}
+
+Result<sftp::StatVfs> StripedLayout::statfs(const std::string& rel) {
+  using R = Result<sftp::StatVfs>;
+  (void)rel;
+  // Every file spreads over all the backends: the layout holds the space of all of them.
+  std::set<Backend*> seen;
+  std::vector<size_t> unique;
+  for (size_t b = 0; b < width(); ++b)
+    if (seen.insert(backends_[b].get()).second) unique.push_back(b);
+  auto answers = fan_out(unique, [&](size_t b) { return backends_[b]->statvfs("/"); });
+  sftp::StatVfs sum{};
+  sum.bsize = sum.frsize = 4096;
+  sum.namemax = 255;
+  for (auto& v : answers) {
+    if (!v) return R::failure(v.error());  // a part backend that cannot answer: so can't we
+    double scale = double(v->frsize ? v->frsize : v->bsize) / double(sum.frsize);
+    sum.blocks += uint64_t(double(v->blocks) * scale);
+    sum.bfree += uint64_t(double(v->bfree) * scale);
+    sum.bavail += uint64_t(double(v->bavail) * scale);
+    sum.files += v->files;
+    sum.ffree += v->ffree;
+    sum.favail += v->favail;
+    sum.namemax = std::min(sum.namemax, v->namemax ? v->namemax : 255);
+  }
+  return sum;
+}
+
+Result<std::shared_ptr<OpenFile>> StripedLayout::open(const std::string& rel, int flags) {
+  using R = Result<std::shared_ptr<OpenFile>>;
+  flags &= ~(O_CREAT | O_EXCL);
+  auto first = primary().lstat(rel);
+  if (!first) return R::failure(first.error());
+  bool writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+  if (S_ISDIR(first->permissions) && writes) return R::failure(EISDIR);
+  if (!S_ISREG(first->permissions)) {
+    // Not striped (a directory, a symlink's target...): backend 0 has all of it.
+    auto f = primary().open(rel, flags, 0);
+    if (!f) return R::failure(f.error());
+    return std::shared_ptr<OpenFile>(*f);
+  }
+  if (writes) {
+    auto st = all_up();
+    if (!st) return R::failure(st.error());
+  }
+  // O_APPEND is the StripedFile's to do: a part's end of file is not the file's.
+  int part_flags = flags & ~O_APPEND;
+  uint32_t mode = first->permissions & 07777;
+  auto opened = fan_out(width(), [&](size_t b) {
+    return open_part(b, rel, part_flags, mode, /*missing_ok=*/!writes);
+  });
+  if (int err = worst_error(opened)) return R::failure(err);
+  std::vector<std::shared_ptr<RemoteFile>> parts;
+  for (auto& p : opened) parts.push_back(*p);
+  return std::shared_ptr<OpenFile>(
+      std::make_shared<StripedFile>(map_, std::move(parts), rel, flags));
+}
+
+Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_t mode) {
+  using R = Result<Created>;
+  auto st = all_up();
+  if (!st) return R::failure(st.error());
+  auto open_existing = [&]() -> R {
+    auto f = open(rel, flags & ~(O_CREAT | O_EXCL));
+    if (!f) return R::failure(f.error());
+    auto a = (*f)->fstat();
+    if (!a) return R::failure(a.error());
+    return Created{*f, *a};
+  };
+  auto existing = primary().lstat(rel);
+  if (existing) {
+    if (flags & O_EXCL) return R::failure(EEXIST);
+    if (S_ISDIR(existing->permissions)) return R::failure(EISDIR);
+    return open_existing();
+  }
+  if (existing.error() != ENOENT) return R::failure(existing.error());
+
+  // Backend 0 settles who creates the name (O_EXCL there even when the caller did not ask, so
+  // that of two racing creators only one truncates the other parts). What is on the other
+  // backends under a name backend 0 did not have is an orphan: truncated.
+  int part_flags = (flags & ~(O_APPEND | O_EXCL)) | O_CREAT;
+  auto p0 = primary().open(rel, part_flags | O_EXCL, mode);
+  if (!p0) {
+    if (p0.error() == EEXIST && !(flags & O_EXCL)) return open_existing();
+    return R::failure(p0.error());
+  }
+  auto others = part_backends(width());
+  auto opened = fan_out(
+      others, [&](size_t b) { return open_part(b, rel, part_flags | O_TRUNC, mode, false); });
+  if (int err = worst_error(opened)) {
+    // All or nothing: take away what was made.
+    for (size_t i = 0; i < others.size(); ++i) {
+      if (!opened[i]) continue;
+      (void)(*opened[i])->close();
+      (void)backends_[others[i]]->unlink(rel);
+    }
+    (void)(*p0)->close();
+    (void)primary().unlink(rel);
+    return R::failure(err);
+  }
+  auto attrs = (*p0)->fstat();
+  if (!attrs) return R::failure(attrs.error());
+  std::vector<std::shared_ptr<RemoteFile>> parts{*p0};
+  for (auto& p : opened) parts.push_back(*p);
+  attrs->size = 0;
+  return Created{std::make_shared<StripedFile>(map_, std::move(parts), rel, flags), *attrs};
+}
+
+}  // namespace skein

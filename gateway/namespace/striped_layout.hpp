@@ -1,0 +1,68 @@
+// A subtree striped over W backends with stripe size S, for aggregate bandwidth: stripe k of a
+// file lives on backend k mod W. Every backend holds a part file at the file's path with its
+// stripes packed densely (stripe_map.hpp; the on-disk format is in docs/striping.md).
+// - Backend 0 is the authority for names: a name exists when backend 0 has it, and its type,
+//   mode, owner and link count come from there. The other backends hold parts only; a part that
+//   is missing reads as holes, and a part without a name on backend 0 is an orphan that a new file
+//   of that name truncates.
+// - Directories exist on every backend; one missing on a backend is created when needed.
+// - Symlinks live on backend 0 only; hard links are made on every backend.
+// - Every change needs every backend: one that is down fails it at once with EIO.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/remote_file.hpp"
+#include "namespace/layout.hpp"
+#include "namespace/stripe_map.hpp"
+
+namespace skein {
+
+class StripedLayout final : public Layout {
+ public:
+  // `backends` in stripe order (at least one); `stripe_size` > 0.
+  StripedLayout(std::vector<std::shared_ptr<Backend>> backends, uint64_t stripe_size);
+
+  Result<sftp::Attrs> getattr(const std::string& rel) override;
+  Result<sftp::Attrs> setattr(const std::string& rel, const AttrChange& change,
+                              OpenFile* open) override;
+  Result<std::vector<DirEntryAttrs>> readdir(const std::string& rel) override;
+  Result<sftp::Attrs> mkdir(const std::string& rel, uint32_t mode) override;
+  Status rmdir(const std::string& rel) override;
+  Status unlink(const std::string& rel) override;
+  Status rename(const std::string& from, const std::string& to, unsigned flags) override;
+  Result<sftp::Attrs> symlink(const std::string& rel, const std::string& target) override;
+  Result<std::string> readlink(const std::string& rel) override;
+  Result<sftp::Attrs> link(const std::string& existing, const std::string& rel) override;
+  Result<sftp::StatVfs> statfs(const std::string& rel) override;
+  Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) override;
+  Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
+  std::vector<std::shared_ptr<Backend>> backends() const override { return backends_; }
+  std::string describe() const override;
+
+  const StripeMap& map() const { return map_; }
+
+ private:
+  Backend& primary() const { return *backends_[0]; }
+  size_t width() const { return backends_.size(); }
+  // EIO when any backend is down: a change must reach every part, and must not wait for one.
+  Status all_up() const;
+  // Opens backend b's part of `rel`; a part (or its directory) missing on b > 0 is created with
+  // `mode`. With `missing_ok`, a part that cannot be created is null (it reads as holes).
+  Result<std::shared_ptr<RemoteFile>> open_part(size_t b, const std::string& rel, int flags,
+                                                uint32_t mode, bool missing_ok);
+  // Sets every part of `rel` to its share of `size`.
+  Status truncate_parts(const std::string& rel, uint64_t size, uint32_t mode);
+  // Makes directory `rel` on backend b > 0 (like backend 0's), whatever stray is in the way.
+  Status make_dir_on(size_t b, const std::string& rel, uint32_t mode);
+  // Removes whatever `rel` is on backend b > 0, with anything below it: orphans, since backend 0
+  // no longer names them.
+  void remove_orphan(size_t b, const std::string& rel);
+
+  std::vector<std::shared_ptr<Backend>> backends_;
+  StripeMap map_;
+};
+
+}  // namespace skein
