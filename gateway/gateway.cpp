@@ -1,0 +1,303 @@
+// The gateway's state and its runtime changes; see gateway.hpp.
+#include "gateway.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "sftp/connection.hpp"
+#include "skein/path.hpp"
+
+#ifndef SKEIN_VERSION
+#define SKEIN_VERSION "unknown"
+#endif
+
+namespace skein {
+namespace {
+
+using Kind = AdminError::Kind;
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+std::string where(const std::string& ns, const std::string& path) { return ns + ":" + path; }
+
+std::string address(const BackendConfig& b) {
+  return b.endpoint.user + "@" + b.endpoint.host + ":" + std::to_string(b.endpoint.port) + ":" +
+         b.root;
+}
+
+bool has_control_or_space(std::string_view s) {
+  return std::any_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; });
+}
+
+NamespaceConfig* find_namespace(GatewayConfig& cfg, const std::string& name) {
+  for (auto& n : cfg.namespaces)
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string read_token_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(what + " " + path + ": cannot read the file");
+  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!token.empty() && isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) throw ConfigError(what + " " + path + " is empty");
+  return token;
+}
+
+Gateway::Gateway(GatewayConfig cfg) : config_(std::move(cfg)) {
+  for (auto& b : config_.backends) backends_[b.name] = std::make_shared<Backend>(b);
+  for (auto& n : config_.namespaces) {
+    std::string token = n.token_file.empty()
+                            ? ""
+                            : read_token_file(n.token_file, "token file of namespace " + n.name);
+    auto fs = std::make_shared<NamespaceFs>(n.name, token, build_mount_table(n, backends_));
+    namespaces_[n.name] = fs;
+    registry_.add(std::move(fs));
+  }
+}
+
+void Gateway::connect_backends() {
+  BackendMap backends;
+  {
+    std::lock_guard lock(mu_);
+    backends = backends_;
+  }
+  for (auto& [name, b] : backends) {
+    if (b->connection(0)) spdlog::info("backend {}: connected to {}", name, address(b->config()));
+  }
+}
+
+GatewayConfig Gateway::config() const {
+  std::lock_guard lock(mu_);
+  return config_;
+}
+
+std::chrono::seconds Gateway::uptime() const {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
+                                                          started_);
+}
+
+const char* Gateway::version() { return SKEIN_VERSION; }
+
+std::vector<Gateway::BackendView> Gateway::backends() const {
+  std::lock_guard lock(mu_);
+  std::vector<BackendView> out;
+  for (auto& [name, b] : backends_) {
+    BackendView v{b, {}};
+    for (auto& n : config_.namespaces)
+      for (auto& m : n.mounts)
+        for (auto& br : m.branches)
+          if (br.backend == name) v.mounts.push_back(where(n.name, m.path));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<Gateway::NamespaceView> Gateway::namespaces() const {
+  std::lock_guard lock(mu_);
+  std::vector<NamespaceView> out;
+  for (auto& n : config_.namespaces) {
+    auto& fs = namespaces_.at(n.name);
+    out.push_back({n, fs->table(), fs->open_files()});
+  }
+  std::sort(out.begin(), out.end(), [](const NamespaceView& a, const NamespaceView& b) {
+    return a.config.name < b.config.name;
+  });
+  return out;
+}
+
+void Gateway::check_backend_config(BackendConfig& b, std::chrono::milliseconds timeout) {
+  auto bad = [](const std::string& what) { throw AdminError(Kind::invalid_argument, what); };
+  if (b.name.empty()) bad("the backend needs a name");
+  if (b.name.find_first_of("/=") != std::string::npos || has_control_or_space(b.name))
+    bad("backend name '" + b.name + "' may not contain '/', '=', spaces or control characters");
+  auto& ep = b.endpoint;
+  if (ep.host.empty()) bad("backend '" + b.name + "' needs a host");
+  if (has_control_or_space(ep.host)) bad("host '" + ep.host + "' may not contain spaces");
+  if (ep.port == 0) ep.port = 22;
+  if (ep.port < 1 || ep.port > 65535)
+    bad("port of backend '" + b.name + "' must be between 1 and 65535, not " +
+        std::to_string(ep.port));
+  if (ep.user.empty()) bad("backend '" + b.name + "' needs a user");
+  if (has_control_or_space(ep.user)) bad("user '" + ep.user + "' may not contain spaces");
+  for (auto [key, file] : {std::pair{"identity file", &ep.identity_file},
+                           std::pair{"known_hosts file", &ep.known_hosts}}) {
+    if (file->empty()) bad("backend '" + b.name + "' needs a " + key);
+    if (file->front() != '/')
+      bad(std::string(key) + " '" + *file + "' must be an absolute path on the gateway's machine");
+    struct stat st {};
+    if (::stat(file->c_str(), &st) != 0 || access(file->c_str(), R_OK) != 0)
+      bad("the gateway cannot read the " + std::string(key) + " " + *file + ": " +
+          std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) bad(std::string(key) + " " + *file + " is not a regular file");
+  }
+  auto root =
+      b.root.empty() || b.root.front() != '/' ? std::nullopt : normalize_virtual_path(b.root);
+  if (!root) bad("root '" + b.root + "' of backend '" + b.name + "' must be an absolute path");
+  b.root = *root;
+  if (b.connections == 0) b.connections = 4;
+  if (b.connections < 1 || b.connections > 64)
+    bad("connections of backend '" + b.name + "' must be between 1 and 64, not " +
+        std::to_string(b.connections));
+  ep.timeout = timeout;
+}
+
+void Gateway::check_reachable(const BackendConfig& b) {
+  // A short login timeout: the admin's call has a deadline of its own.
+  sftp::Endpoint ep = b.endpoint;
+  ep.timeout = std::min(ep.timeout, std::chrono::milliseconds(3000));
+  std::string error;
+  auto conn = sftp::Connection::connect(ep, error);
+  auto refuse = [&](const std::string& why) {
+    throw AdminError(Kind::failed_precondition, "backend '" + b.name + "' not added: " + why);
+  };
+  if (!conn)
+    refuse(error + " (to add a server that is down for now, skip the connection check: " +
+           "skeinctl backends add --no-check)");
+  auto attrs = Backend::attrs_of(conn->call(sftp::PacketWriter(sftp::FXP_STAT).str(b.root).take()));
+  if (!attrs) refuse("root " + b.root + " on " + ep.host + ": " + std::strerror(attrs.error()));
+  if (!S_ISDIR(attrs->permissions))
+    refuse("root " + b.root + " on " + ep.host + " is not a directory");
+}
+
+std::map<std::string, std::shared_ptr<const MountTable>> Gateway::build_tables(
+    const GatewayConfig& cfg, const BackendMap& backends,
+    const std::vector<std::string>& names) const {
+  std::map<std::string, std::shared_ptr<const MountTable>> out;
+  for (auto& n : cfg.namespaces) {
+    if (std::find(names.begin(), names.end(), n.name) == names.end()) continue;
+    try {
+      out[n.name] = build_mount_table(n, backends);
+    } catch (const ConfigError& e) {
+      throw AdminError(Kind::failed_precondition, e.what());
+    }
+  }
+  return out;
+}
+
+Gateway::AddedBackend Gateway::add_backend(AddBackendRequest req) {
+  auto& b = req.backend;
+  check_backend_config(b, config().timeout);
+  auto path = normalize_virtual_path(req.mount_path);
+  if (!path)
+    throw AdminError(Kind::invalid_argument,
+                     "mount path '" + req.mount_path + "' must be an absolute path without '..'");
+  req.mount_path = *path;
+  // Answer the obvious refusals before the (slow) connection check; they are checked again below.
+  auto check_state = [&] {
+    if (backends_.count(b.name))
+      throw AdminError(Kind::already_exists, "there is already a backend '" + b.name + "'");
+    if (!namespaces_.count(req.ns))
+      throw AdminError(Kind::not_found, "no namespace '" + req.ns + "'");
+  };
+  {
+    std::lock_guard lock(mu_);
+    check_state();
+  }
+  if (req.check_connection) check_reachable(b);
+
+  std::lock_guard lock(mu_);
+  check_state();
+  GatewayConfig next = config_;
+  NamespaceConfig& ns = *find_namespace(next, req.ns);
+  AddedBackend out;
+  out.mount_path = req.mount_path;
+  auto mount = std::find_if(ns.mounts.begin(), ns.mounts.end(),
+                            [&](const MountConfig& m) { return m.path == req.mount_path; });
+  if (mount == ns.mounts.end()) {
+    out.new_mount = true;
+    MountConfig m;
+    m.path = req.mount_path;
+    m.branches.push_back({b.name, req.mode});
+    ns.mounts.push_back(std::move(m));
+  } else {
+    if (mount->layout == LayoutKind::striped)
+      throw AdminError(Kind::failed_precondition,
+                       "mount " + where(req.ns, req.mount_path) +
+                           " is striped: adding a backend would move every stripe");
+    mount->branches.push_back({b.name, req.mode});
+  }
+  next.backends.push_back(b);
+  BackendMap next_backends = backends_;
+  out.backend = std::make_shared<Backend>(b);
+  next_backends[b.name] = out.backend;
+  auto tables = build_tables(next, next_backends, {req.ns});
+
+  config_ = std::move(next);
+  backends_ = std::move(next_backends);
+  namespaces_.at(req.ns)->set_table(tables.at(req.ns));
+  if (auto place = tables.at(req.ns)->place(req.mount_path))
+    out.layout = place->mount->layout->describe();
+  spdlog::info("admin: added backend {} ({}) to {}{}: {}", b.name, address(b),
+               where(req.ns, req.mount_path), out.new_mount ? " as a new mount" : "", out.layout);
+  return out;
+}
+
+Gateway::RemovedBackend Gateway::remove_backend(const std::string& name) {
+  std::lock_guard lock(mu_);
+  if (!backends_.count(name)) throw AdminError(Kind::not_found, "no backend '" + name + "'");
+  GatewayConfig next = config_;
+  RemovedBackend out;
+  std::vector<std::string> touched;
+  for (auto& ns : next.namespaces) {
+    bool uses = false;
+    for (auto& m : ns.mounts) {
+      auto it = std::find_if(m.branches.begin(), m.branches.end(),
+                             [&](const BranchConfig& br) { return br.backend == name; });
+      if (it == m.branches.end()) continue;
+      if (m.layout == LayoutKind::striped)
+        throw AdminError(Kind::failed_precondition,
+                         "backend '" + name + "' holds stripes of mount " + where(ns.name, m.path) +
+                             ": removing it would lose part of every file there");
+      uses = true;
+      m.branches.erase(it);
+      (m.branches.empty() ? out.dropped_mounts : out.left_mounts).push_back(where(ns.name, m.path));
+    }
+    if (!uses) continue;
+    std::erase_if(ns.mounts, [](const MountConfig& m) { return m.branches.empty(); });
+    if (ns.mounts.empty())
+      throw AdminError(Kind::failed_precondition,
+                       "backend '" + name + "' is the last backend of namespace '" + ns.name +
+                           "': removing it would leave the namespace empty; add another "
+                           "backend to it first");
+    touched.push_back(ns.name);
+  }
+  std::erase_if(next.backends, [&](const BackendConfig& b) { return b.name == name; });
+  BackendMap next_backends = backends_;
+  next_backends.erase(name);
+  auto tables = build_tables(next, next_backends, touched);
+
+  config_ = std::move(next);
+  backends_ = std::move(next_backends);
+  for (auto& [ns, table] : tables) namespaces_.at(ns)->set_table(table);
+  spdlog::info("admin: removed backend {}; mounts dropped: [{}]; still served: [{}]", name,
+               join(out.dropped_mounts), join(out.left_mounts));
+  return out;
+}
+
+std::shared_ptr<Backend> Gateway::drain_backend(const std::string& name, bool drain) {
+  std::lock_guard lock(mu_);
+  auto it = backends_.find(name);
+  if (it == backends_.end()) throw AdminError(Kind::not_found, "no backend '" + name + "'");
+  if (it->second->draining() != drain) {
+    it->second->set_draining(drain);
+    spdlog::info("admin: backend {} {}", name,
+                 drain ? "is draining: it takes no new files" : "takes new files again");
+  }
+  return it->second;
+}
+
+}  // namespace skein

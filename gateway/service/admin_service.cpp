@@ -1,0 +1,272 @@
+// Admin service adapter; see admin_service.hpp.
+#include "service/admin_service.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+#include <optional>
+#include <thread>
+
+namespace skein {
+namespace {
+
+using grpc::StatusCode;
+
+grpc::Status refused(const AdminError& e) {
+  switch (e.kind()) {
+    case AdminError::Kind::invalid_argument:
+      return {StatusCode::INVALID_ARGUMENT, e.what()};
+    case AdminError::Kind::not_found:
+      return {StatusCode::NOT_FOUND, e.what()};
+    case AdminError::Kind::already_exists:
+      return {StatusCode::ALREADY_EXISTS, e.what()};
+    case AdminError::Kind::failed_precondition:
+      return {StatusCode::FAILED_PRECONDITION, e.what()};
+  }
+  return {StatusCode::INTERNAL, e.what()};
+}
+
+v1::BranchMode to_proto(BranchMode m) {
+  switch (m) {
+    case BranchMode::read_write:
+      return v1::BRANCH_MODE_RW;
+    case BranchMode::read_only:
+      return v1::BRANCH_MODE_RO;
+    case BranchMode::no_create:
+      return v1::BRANCH_MODE_NC;
+  }
+  return v1::BRANCH_MODE_UNSPECIFIED;
+}
+
+std::optional<BranchMode> from_proto(int m) {
+  switch (m) {
+    case v1::BRANCH_MODE_UNSPECIFIED:
+    case v1::BRANCH_MODE_RW:
+      return BranchMode::read_write;
+    case v1::BRANCH_MODE_RO:
+      return BranchMode::read_only;
+    case v1::BRANCH_MODE_NC:
+      return BranchMode::no_create;
+    default:
+      return std::nullopt;
+  }
+}
+
+// Free space of each backend, asked all at once. Each lookup runs on a thread of its own, so a
+// server that hangs costs its own entry ("unknown" after `wait`), never the whole listing.
+std::vector<std::optional<sftp::StatVfs>> free_space_of(const std::vector<Gateway::BackendView>& bs,
+                                                        std::chrono::milliseconds wait) {
+  std::vector<std::future<Result<sftp::StatVfs>>> asks(bs.size());
+  for (size_t i = 0; i < bs.size(); ++i) {
+    if (!bs[i].backend->up()) continue;  // it would only say EIO
+    std::packaged_task<Result<sftp::StatVfs>()> task(
+        [b = bs[i].backend] { return b->free_space(); });
+    asks[i] = task.get_future();
+    std::thread(std::move(task)).detach();
+  }
+  auto deadline = std::chrono::steady_clock::now() + wait;
+  std::vector<std::optional<sftp::StatVfs>> out(bs.size());
+  for (size_t i = 0; i < bs.size(); ++i) {
+    if (!asks[i].valid() || asks[i].wait_until(deadline) != std::future_status::ready) continue;
+    auto v = asks[i].get();
+    if (v) out[i] = *v;
+  }
+  return out;
+}
+
+void fill_spec(const BackendConfig& c, v1::BackendSpec* out) {
+  out->set_name(c.name);
+  out->set_host(c.endpoint.host);
+  out->set_port(uint32_t(c.endpoint.port));
+  out->set_user(c.endpoint.user);
+  out->set_identity_file(c.endpoint.identity_file);
+  out->set_known_hosts(c.endpoint.known_hosts);
+  out->set_root(c.root);
+  out->set_connections(uint32_t(c.connections));
+  out->set_min_free_bytes(c.min_free_bytes);
+}
+
+void fill_info(const Gateway::BackendView& v, const std::optional<sftp::StatVfs>& space,
+               v1::BackendInfo* out) {
+  Backend& b = *v.backend;
+  fill_spec(b.config(), out->mutable_spec());
+  bool up = b.up(), draining = b.draining();
+  out->set_up(up);
+  out->set_draining(draining);
+  out->set_state(!up        ? v1::BackendInfo::DOWN
+                 : draining ? v1::BackendInfo::DRAINING
+                            : v1::BackendInfo::UP);
+  out->set_live_connections(uint32_t(b.live_connections()));
+  if (space) {
+    uint64_t unit = space->frsize ? space->frsize : space->bsize;
+    out->set_free_space_known(true);
+    out->set_free_bytes(space->bavail * unit);
+    out->set_total_bytes(space->blocks * unit);
+  }
+  out->set_bytes_read(b.bytes_read.load());
+  out->set_bytes_written(b.bytes_written.load());
+  out->set_ops(b.ops.load());
+  for (auto& m : v.mounts) out->add_mounts(m);
+}
+
+// BackendInfo of one backend, free space included.
+void fill_info(const Gateway::BackendView& v, v1::BackendInfo* out) {
+  fill_info(v, free_space_of({v}, std::chrono::milliseconds(2000)).front(), out);
+}
+
+std::optional<Gateway::BackendView> view_of(Gateway& gw, const std::string& name) {
+  for (auto& v : gw.backends())
+    if (v.backend->name() == name) return v;
+  return std::nullopt;
+}
+
+}  // namespace
+
+grpc::Status AdminService::authorize(grpc::ServerContext* ctx) const {
+  if (token_.empty())
+    return {StatusCode::UNAUTHENTICATED,
+            "admin is disabled on this gateway: set admin_token_file in the [gateway] section of "
+            "its configuration"};
+  auto& md = ctx->client_metadata();
+  auto it = md.find("x-skein-admin-token");
+  if (it == md.end())
+    return {StatusCode::UNAUTHENTICATED, "missing admin token (x-skein-admin-token)"};
+  std::string_view given(it->second.data(), it->second.size());
+  // Constant-time compare: the token is a secret.
+  unsigned diff = given.size() != token_.size();
+  for (size_t i = 0; i < given.size() && i < token_.size(); ++i)
+    diff |= unsigned(given[i] ^ token_[i]);
+  if (diff) {
+    spdlog::warn("admin: wrong admin token from {}", ctx->peer());
+    return {StatusCode::UNAUTHENTICATED, "wrong admin token"};
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListBackends(grpc::ServerContext* ctx, const v1::ListBackendsRequest*,
+                                        v1::ListBackendsReply* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  auto views = gateway_.backends();
+  auto space = free_space_of(views, std::chrono::milliseconds(2000));
+  for (size_t i = 0; i < views.size(); ++i) fill_info(views[i], space[i], reply->add_backends());
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::AddBackend(grpc::ServerContext* ctx, const v1::AddBackendRequest* req,
+                                      v1::AddBackendReply* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  const auto& spec = req->backend();
+  if (spec.port() > 65535)
+    return {StatusCode::INVALID_ARGUMENT,
+            "port must be between 1 and 65535, not " + std::to_string(spec.port())};
+  if (spec.connections() > 64)
+    return {StatusCode::INVALID_ARGUMENT,
+            "connections must be between 1 and 64, not " + std::to_string(spec.connections())};
+  auto mode = from_proto(req->mode());
+  if (!mode)
+    return {StatusCode::INVALID_ARGUMENT, "unknown branch mode " + std::to_string(req->mode())};
+  if (req->ns().empty()) return {StatusCode::INVALID_ARGUMENT, "name the namespace to add it to"};
+  if (req->mount_path().empty())
+    return {StatusCode::INVALID_ARGUMENT, "name the mount path to add it at"};
+
+  Gateway::AddBackendRequest add;
+  add.backend.name = spec.name();
+  add.backend.endpoint.host = spec.host();
+  add.backend.endpoint.port = int(spec.port());
+  add.backend.endpoint.user = spec.user();
+  add.backend.endpoint.identity_file = spec.identity_file();
+  add.backend.endpoint.known_hosts = spec.known_hosts();
+  add.backend.root = spec.root();
+  add.backend.connections = int(spec.connections());
+  add.backend.min_free_bytes = spec.min_free_bytes();
+  add.ns = req->ns();
+  add.mount_path = req->mount_path();
+  add.mode = *mode;
+  add.check_connection = !req->skip_connect_check();
+  try {
+    auto added = gateway_.add_backend(std::move(add));
+    // It answered a moment ago: open its first connection now, as the gateway does at start.
+    if (!req->skip_connect_check()) (void)added.backend->connection(0);
+    auto view = view_of(gateway_, added.backend->name());
+    if (view) fill_info(*view, reply->mutable_backend());
+    reply->set_new_mount(added.new_mount);
+    reply->set_mount_path(added.mount_path);
+    reply->set_layout(added.layout);
+  } catch (const AdminError& e) {
+    return refused(e);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::RemoveBackend(grpc::ServerContext* ctx,
+                                         const v1::RemoveBackendRequest* req,
+                                         v1::RemoveBackendReply* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  try {
+    auto removed = gateway_.remove_backend(req->name());
+    for (auto& m : removed.left_mounts) reply->add_left_mounts(m);
+    for (auto& m : removed.dropped_mounts) reply->add_dropped_mounts(m);
+  } catch (const AdminError& e) {
+    return refused(e);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::DrainBackend(grpc::ServerContext* ctx,
+                                        const v1::DrainBackendRequest* req,
+                                        v1::DrainBackendReply* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  try {
+    gateway_.drain_backend(req->name(), !req->undrain());
+  } catch (const AdminError& e) {
+    return refused(e);
+  }
+  if (auto view = view_of(gateway_, req->name())) fill_info(*view, reply->mutable_backend());
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListNamespaces(grpc::ServerContext* ctx,
+                                          const v1::ListNamespacesRequest*,
+                                          v1::ListNamespacesReply* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  for (auto& n : gateway_.namespaces()) {
+    auto* out = reply->add_namespaces();
+    out->set_name(n.config.name);
+    out->set_create_policy(n.config.create_policy);
+    out->set_token_required(!n.config.token_file.empty());
+    out->set_open_files(n.open_files);
+    auto mounts = n.config.mounts;
+    std::sort(mounts.begin(), mounts.end(),
+              [](const MountConfig& a, const MountConfig& b) { return a.path < b.path; });
+    for (auto& m : mounts) {
+      auto* mi = out->add_mounts();
+      mi->set_path(m.path);
+      mi->set_layout_kind(m.layout == LayoutKind::striped ? "striped" : "union");
+      for (auto& mt : n.table->mounts())
+        if (mt.path == m.path) mi->set_layout(mt.layout->describe());
+      for (auto& br : m.branches) {
+        auto* b = mi->add_branches();
+        b->set_backend(br.backend);
+        b->set_mode(to_proto(br.mode));
+      }
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::Health(grpc::ServerContext* ctx, const v1::HealthRequest*,
+                                  v1::HealthReply* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  reply->set_version(Gateway::version());
+  reply->set_uptime_s(uint64_t(gateway_.uptime().count()));
+  auto backends = gateway_.backends();
+  uint32_t up = 0;
+  for (auto& v : backends) up += v.backend->up() ? 1 : 0;
+  reply->set_backends_up(up);
+  reply->set_backends_total(uint32_t(backends.size()));
+  for (auto& n : gateway_.namespaces()) reply->add_namespaces(n.config.name);
+  reply->set_listen(gateway_.config().listen);
+  return grpc::Status::OK;
+}
+
+}  // namespace skein

@@ -1,0 +1,102 @@
+// Admin channel, token file and exit codes; see admin_session.hpp.
+#include "admin_session.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace skein::ctl {
+
+void check_gateway_address(const std::string& address) {
+  auto colon = address.rfind(':');
+  bool ok = colon != std::string::npos && colon > 0 && colon + 1 < address.size();
+  if (ok) {
+    std::string port = address.substr(colon + 1);
+    ok = port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos &&
+         std::stoi(port) >= 1 && std::stoi(port) <= 65535;
+  }
+  if (!ok)
+    throw UsageError("gateway address '" + address + "' must be HOST:PORT, e.g. 127.0.0.1:7070");
+}
+
+std::string read_admin_token(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw UsageError("cannot read the admin token file " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw UsageError("the admin token file " + path + " is not a regular file");
+  std::ifstream in(path);
+  if (!in)
+    throw UsageError("cannot read the admin token file " + path + ": " + std::strerror(errno));
+  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!token.empty() && isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) throw UsageError("the admin token file " + path + " is empty");
+  if (st.st_mode & 077)
+    fprintf(stderr,
+            "skeinctl: warning: the admin token file %s may be read by others (chmod 600)\n",
+            path.c_str());
+  return token;
+}
+
+AdminSession::AdminSession(const std::string& address, std::string token)
+    : address_(address),
+      token_(std::move(token)),
+      stub_(v1::Admin::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+
+int exit_code_of(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::OK:
+      return kExitOk;
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return kExitConnection;
+    default:
+      return kExitRefused;
+  }
+}
+
+const char* status_code_name(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+}  // namespace skein::ctl

@@ -1,0 +1,67 @@
+// skeinctl's link to a gateway's Admin service: the channel, the admin token sent with every call
+// (`x-skein-admin-token`), a deadline on every call, and what a failed call means for the exit
+// code: usage errors, connection errors and refused requests each have their own.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "skein/v1/admin.grpc.pb.h"
+
+namespace skein::ctl {
+
+// skeinctl's exit codes (docs/skeinctl.md).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitUsage = 2,       // bad command line, bad argument, unusable token file
+  kExitConnection = 3,  // the gateway could not be reached, or did not answer in time
+  kExitRefused = 4,     // the gateway answered and refused (bad token, bad input, not found...)
+};
+
+// A mistake on the command line found before anything is sent; exits with kExitUsage.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Checks that `address` is HOST:PORT; throws UsageError.
+void check_gateway_address(const std::string& address);
+
+// The token in `path` (trailing whitespace dropped); throws UsageError naming the file and the
+// problem when it is missing, unreadable or empty. Warns on stderr when others may read it.
+std::string read_admin_token(const std::string& path);
+
+class AdminSession {
+ public:
+  static constexpr std::chrono::seconds kDeadline{5};
+
+  AdminSession(const std::string& address, std::string token);
+  const std::string& address() const { return address_; }
+
+  // Calls one Admin RPC with the token and the deadline.
+  template <typename Request, typename Reply>
+  grpc::Status call(grpc::Status (v1::Admin::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                         Reply*),
+                    const Request& request, Reply* reply) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-skein-admin-token", token_);
+    ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
+    return (stub_.get()->*rpc)(&ctx, request, reply);
+  }
+
+ private:
+  std::string address_;
+  std::string token_;
+  std::unique_ptr<v1::Admin::Stub> stub_;
+};
+
+// kExitConnection for UNAVAILABLE and DEADLINE_EXCEEDED, kExitRefused for every other failure.
+int exit_code_of(const grpc::Status& status);
+// "NOT_FOUND", "UNAUTHENTICATED", ...
+const char* status_code_name(grpc::StatusCode code);
+
+}  // namespace skein::ctl

@@ -1,0 +1,160 @@
+// skeinctl: the admin CLI of a skein gateway. It lists backends and namespaces, adds, drains and
+// removes backends at runtime and shows the gateway's health, through the Admin gRPC service.
+// Usage, output and exit codes: docs/skeinctl.md.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "admin_session.hpp"
+#include "commands.hpp"
+#include "config/gateway_config.hpp"
+#include "gateway.hpp"
+
+namespace {
+
+using namespace skein::ctl;
+
+// A path on the gateway's machine, given relative to where skeinctl runs: made absolute, since
+// the gateway has a working directory of its own.
+std::string absolute(const std::string& path) {
+  if (path.empty() || path.front() == '/') return path;
+  return std::filesystem::absolute(path).lexically_normal().string();
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{
+      "skeinctl: administer a skein gateway (backends, namespaces, health) over its Admin "
+      "service"};
+  app.set_version_flag("--version", skein::Gateway::version());
+  // Commands are checked after parsing, so that an unknown word is named in the error.
+  app.require_subcommand(0, 1);
+  app.fallthrough();  // global options may also follow the command
+
+  std::string gateway, token_file;
+  Output out;
+  app.add_option("--gateway", gateway, "gateway address HOST:PORT (default: $SKEIN_GATEWAY)")
+      ->envname("SKEIN_GATEWAY");
+  app.add_option("--token-file", token_file,
+                 "file holding the admin token (default: $SKEIN_ADMIN_TOKEN_FILE)")
+      ->envname("SKEIN_ADMIN_TOKEN_FILE");
+  app.add_flag("--json", out.json, "print JSON (stable; see docs/skeinctl.md)");
+
+  // The command to run once the arguments are parsed and the session is set up.
+  std::function<int(AdminSession&)> command;
+
+  auto* backends = app.add_subcommand("backends", "list, add, remove and drain backends");
+  backends->require_subcommand(0, 1);
+  backends->add_subcommand("list", "list backends: address, state, connections, space, traffic")
+      ->callback([&] { command = [&](AdminSession& s) { return backends_list(s, out); }; });
+
+  AddBackendArgs add;
+  std::string min_free;
+  auto* add_cmd = backends->add_subcommand(
+      "add", "add a backend as a new mount, or as the last branch of an existing mount (union)");
+  add_cmd->add_option("NAME", add.name, "name of the new backend")->required();
+  add_cmd->add_option("--host", add.host, "SSH server")->required();
+  add_cmd->add_option("--port", add.port, "SSH port")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
+  add_cmd->add_option("--user", add.user, "SSH user")->required();
+  add_cmd
+      ->add_option("--identity", add.identity_file,
+                   "SSH private key (a path on the gateway's machine)")
+      ->required();
+  add_cmd
+      ->add_option("--known-hosts", add.known_hosts,
+                   "known_hosts file holding the server's key (on the gateway's machine)")
+      ->required();
+  add_cmd->add_option("--root", add.root, "exported directory on the server (absolute)")
+      ->required();
+  add_cmd->add_option("--connections", add.connections, "SFTP connections in the pool")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  add_cmd->add_option("--min-free", min_free,
+                      "below this much free space no new files go there (4096, 64K, 4M, 2G, 1T)");
+  add_cmd->add_option("--namespace", add.ns, "namespace to add it to")->required();
+  add_cmd
+      ->add_option("--path", add.mount_path,
+                   "mount path in the namespace: an existing mount (becomes a union) or a new one")
+      ->required();
+  add_cmd->add_option("--mode", add.mode, "branch mode: RW, RO or NC")
+      ->transform(CLI::IsMember({"RW", "RO", "NC"}, CLI::ignore_case))
+      ->capture_default_str();
+  add_cmd->add_flag("--no-check", add.no_check,
+                    "add it even if the gateway cannot log in now (a server that is down)");
+  add_cmd->callback([&] {
+    if (!min_free.empty()) {
+      auto v = skein::parse_size(min_free);
+      if (!v)
+        throw CLI::ValidationError("--min-free",
+                                   "'" + min_free + "' is not a size such as 4096, 64K, 4M, 2G");
+      add.min_free_bytes = *v;
+    }
+    if (add.mount_path.empty() || add.mount_path.front() != '/')
+      throw CLI::ValidationError("--path", "'" + add.mount_path + "' must be an absolute path");
+    add.identity_file = absolute(add.identity_file);
+    add.known_hosts = absolute(add.known_hosts);
+    command = [&](AdminSession& s) { return backends_add(s, out, add); };
+  });
+
+  std::string remove_name;
+  auto* remove_cmd = backends->add_subcommand(
+      "remove", "take a backend out of every mount (a mount left without backends disappears)");
+  remove_cmd->add_option("NAME", remove_name, "backend")->required();
+  remove_cmd->callback(
+      [&] { command = [&](AdminSession& s) { return backends_remove(s, out, remove_name); }; });
+
+  std::string drain_name;
+  bool undo = false;
+  auto* drain_cmd = backends->add_subcommand(
+      "drain", "stop new files going to a backend; it keeps serving the ones it has");
+  drain_cmd->add_option("NAME", drain_name, "backend")->required();
+  drain_cmd->add_flag("--undo", undo, "let it take new files again");
+  drain_cmd->callback(
+      [&] { command = [&](AdminSession& s) { return backends_drain(s, out, drain_name, undo); }; });
+
+  auto* namespaces = app.add_subcommand("namespaces", "list namespaces");
+  namespaces->require_subcommand(0, 1);
+  namespaces->add_subcommand("list", "list namespaces with their mounts and layouts")
+      ->callback([&] { command = [&](AdminSession& s) { return namespaces_list(s, out); }; });
+
+  app.add_subcommand("health", "gateway version, uptime, backends up, namespaces")->callback([&] {
+    command = [&](AdminSession& s) { return health(s, out); };
+  });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);  // prints help, the version, or the error and a hint
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+
+  if (!command) {
+    std::string which = backends->parsed()     ? "backends: give one of list, add, remove, drain"
+                        : namespaces->parsed() ? "namespaces: give list"
+                                               : "give a command: backends, namespaces, health";
+    fprintf(stderr, "skeinctl: %s\nRun with --help for more information.\n", which.c_str());
+    return kExitUsage;
+  }
+
+  try {
+    if (gateway.empty())
+      throw UsageError("no gateway: give --gateway HOST:PORT or set SKEIN_GATEWAY");
+    check_gateway_address(gateway);
+    if (token_file.empty())
+      throw UsageError(
+          "no admin token: give --token-file FILE or set SKEIN_ADMIN_TOKEN_FILE (the file named "
+          "by admin_token_file in the gateway's configuration)");
+    AdminSession session(gateway, read_admin_token(token_file));
+    return command(session);
+  } catch (const UsageError& e) {
+    fprintf(stderr, "skeinctl: %s\n", e.what());
+    return kExitUsage;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run(argc, argv); }
