@@ -1,4 +1,6 @@
 // skein-gateway: serves the namespaces of a TOML configuration over gRPC, backed by SFTP servers.
+// This file parses arguments, sets up logging and runs the gRPC server; the gateway's state and
+// its runtime changes live in Gateway (gateway.hpp).
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -6,27 +8,15 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
-#include <fstream>
-#include <map>
+#include <memory>
 #include <thread>
 
+#include "coherence/coherence.hpp"
 #include "config/gateway_config.hpp"
-#include "namespace/namespace_builder.hpp"
-#include "namespace/namespace_fs.hpp"
+#include "gateway.hpp"
+#include "service/admin_service.hpp"
 #include "service/fs_services.hpp"
 #include "skein/logging.hpp"
-
-namespace {
-
-std::string read_token(const std::string& path) {
-  std::ifstream in(path);
-  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' '))
-    token.pop_back();
-  return token;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"skein-gateway: one namespace over many SFTP storage servers"};
@@ -36,6 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error (overrides the config)");
   app.add_flag("--check-config", check_only, "check the configuration and exit");
+  app.set_version_flag("--version", skein::Gateway::version());
   CLI11_PARSE(app, argc, argv);
 
   skein::GatewayConfig cfg;
@@ -56,53 +47,64 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  skein::BackendMap backends;
-  for (auto& b : cfg.backends) backends[b.name] = std::make_shared<skein::Backend>(b);
-
-  skein::NamespaceRegistry registry;
-  try {
-    for (auto& n : cfg.namespaces) {
-      std::string token = n.token_file.empty() ? "" : read_token(n.token_file);
-      registry.add(std::make_shared<skein::NamespaceFs>(n.name, token,
-                                                        skein::build_mount_table(n, backends)));
-    }
-  } catch (const skein::ConfigError& e) {
-    fprintf(stderr, "skein-gateway: %s: %s\n", config_path.c_str(), e.what());
-    return 2;
-  }
-
-  // Connect to every backend once now, so a misconfigured server shows up in the log at start.
-  for (auto& [name, b] : backends) {
-    if (b->connection(0))
-      spdlog::info("backend {}: connected to {}@{}:{}:{}", name, b->config().endpoint.user,
-                   b->config().endpoint.host, b->config().endpoint.port, b->config().root);
-  }
-
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  skein::NamespaceService ns_service(registry);
-  skein::DataService data_service(registry);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(cfg.listen, grpc::InsecureServerCredentials(), &port);
-  builder.SetMaxReceiveMessageSize(8 << 20);
-  builder.SetMaxSendMessageSize(8 << 20);
-  builder.RegisterService(&ns_service);
-  builder.RegisterService(&data_service);
-  auto server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    spdlog::critical("cannot listen on {}", cfg.listen);
-    return 1;
-  }
-  spdlog::info("listening on {} ({} backends, {} namespaces)", cfg.listen, cfg.backends.size(),
-               cfg.namespaces.size());
-
-  // Shut down cleanly on SIGTERM/SIGINT: a thread waits for the signal, then stops the server.
+  // Block SIGTERM/SIGINT before any thread starts, so that every thread inherits the mask and
+  // only the waiter below receives them.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  std::unique_ptr<skein::Gateway> gateway;
+  std::string admin_token;
+  try {
+    if (!cfg.admin_token_file.empty())
+      admin_token = skein::read_token_file(cfg.admin_token_file, "admin_token_file");
+    gateway = std::make_unique<skein::Gateway>(cfg);
+  } catch (const skein::ConfigError& e) {
+    fprintf(stderr, "skein-gateway: %s: %s\n", config_path.c_str(), e.what());
+    return 2;
+  }
+  if (admin_token.empty())
+    spdlog::warn("no admin_token_file in [gateway]: the Admin service refuses every call");
+  gateway->connect_backends();
+  for (auto& view : gateway->backends()) view.backend->warm_up();
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  skein::Coherence coherence(
+      {cfg.lease_timeout, cfg.revalidate_interval, cfg.interest_limit, cfg.remote_watch},
+      gateway->registry());
+  {
+    skein::BackendMap backends;
+    for (auto& view : gateway->backends()) backends[view.backend->name()] = view.backend;
+    coherence.watch_backends(backends);
+  }
+  skein::NamespaceService ns_service(gateway->registry(), &coherence.broker());
+  skein::DataService data_service(gateway->registry(), &coherence.broker());
+  skein::AdminService admin_service(*gateway, admin_token);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(cfg.listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(8 << 20);
+  builder.SetMaxSendMessageSize(8 << 20);
+  // Mounts ping every 10 s to notice a dead gateway; allow it, even between calls.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.RegisterService(&ns_service);
+  builder.RegisterService(&data_service);
+  builder.RegisterService(&admin_service);
+  builder.RegisterService(&coherence.service());
+  auto server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    spdlog::critical("cannot listen on {}", cfg.listen);
+    return 1;
+  }
+  spdlog::info("listening on {} (port {}; {} backends, {} namespaces)", cfg.listen, port,
+               cfg.backends.size(), cfg.namespaces.size());
+
+  // Shut down cleanly on SIGTERM/SIGINT: a thread waits for the signal, then stops the server.
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&set, &sig);

@@ -42,6 +42,20 @@ Backend::~Backend() {
   }
   probe_cv_.notify_all();
   if (prober_.joinable()) prober_.join();
+  if (warmer_.joinable()) warmer_.join();
+}
+
+void Backend::warm_up() {
+  if (warmer_.joinable()) return;
+  warmer_ = std::thread([this] {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      {
+        std::lock_guard lock(probe_mu_);
+        if (stopping_) return;
+      }
+      if (!connection(i)) return;  // down: the prober takes over
+    }
+  });
 }
 
 std::string Backend::remote_path(std::string_view rel) const {

@@ -45,6 +45,9 @@ class Backend : public std::enable_shared_from_this<Backend> {
   void set_draining(bool d) { draining_ = d; }
   // Live connections in the pool.
   size_t live_connections() const;
+  // Opens the rest of the pool's connections in the background, so the first large transfer
+  // does not pay for SSH handshakes.
+  void warm_up();
   // Free space as last seen (refreshed at most every two seconds), for placement decisions.
   Result<sftp::StatVfs> free_space();
   // True when the backend may take a new file: up, not draining, above its minimum free space.
@@ -114,6 +117,7 @@ class Backend : public std::enable_shared_from_this<Backend> {
   std::mutex probe_mu_;  // guards prober_, stopping_ and free-space cache
   std::condition_variable probe_cv_;
   std::thread prober_;
+  std::thread warmer_;
   bool probing_ = false;
   bool stopping_ = false;
   std::optional<sftp::StatVfs> free_cache_;

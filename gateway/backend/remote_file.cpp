@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <future>
 
+#include "backend/read_collapser.hpp"
 #include "backend/reply_parsing.hpp"
 
 namespace skein {
@@ -105,6 +106,11 @@ Result<RemoteFile::Handle> RemoteFile::any_handle() {
 }
 
 Result<std::string> RemoteFile::read(uint64_t offset, uint32_t size) {
+  return ReadCollapser::shared().read(backend_.get(), rel_path(), offset, size,
+                                      [&] { return fetch(offset, size); });
+}
+
+Result<std::string> RemoteFile::fetch(uint64_t offset, uint32_t size) {
   using R = Result<std::string>;
   if (size == 0) return std::string();
   auto first = any_handle();
@@ -183,8 +189,17 @@ Result<std::string> RemoteFile::read(uint64_t offset, uint32_t size) {
 }
 
 Result<uint32_t> RemoteFile::write(uint64_t offset, std::string_view data) {
-  using R = Result<uint32_t>;
   if (data.empty()) return uint32_t(0);
+  // Reads that start from now on, and those after the write is acknowledged, fetch afresh.
+  const std::string rel = rel_path();
+  ReadCollapser::shared().detach(backend_.get(), rel);
+  auto written = write_pipelined(offset, data);
+  ReadCollapser::shared().detach(backend_.get(), rel);
+  return written;
+}
+
+Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, std::string_view data) {
+  using R = Result<uint32_t>;
   auto first = any_handle();
   if (!first) return R::failure(first.error());
   const uint64_t chunk =
@@ -242,6 +257,14 @@ Status RemoteFile::fsync() {
 }
 
 Status RemoteFile::truncate(uint64_t size) {
+  const std::string rel = rel_path();
+  ReadCollapser::shared().detach(backend_.get(), rel);
+  Status truncated = truncate_now(size);
+  ReadCollapser::shared().detach(backend_.get(), rel);
+  return truncated;
+}
+
+Status RemoteFile::truncate_now(uint64_t size) {
   auto h = any_handle();
   if (!h) return Status::failure(h.error());
   Attrs a;

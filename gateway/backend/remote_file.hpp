@@ -28,7 +28,8 @@ class RemoteFile final : public OpenFile {
   // Opens the first handle with the caller's flags; errors are the caller's.
   Status open_first(uint32_t mode);
   // Reads up to `size` bytes; shorter only at end of file. Requests are kept in flight over
-  // several connections and short server replies are continued.
+  // several connections and short server replies are continued. Concurrent reads of the same
+  // range of the same file share one fetch (ReadCollapser).
   Result<std::string> read(uint64_t offset, uint32_t size) override;
   // Writes all of `data`, pipelined over several connections; the first error is returned.
   Result<uint32_t> write(uint64_t offset, std::string_view data) override;
@@ -48,6 +49,10 @@ class RemoteFile final : public OpenFile {
   // The handle on `slot`, opening it when needed.
   Result<Handle> handle_on(size_t slot);
   Result<Handle> any_handle();
+  // The SFTP requests behind read(), write() and truncate().
+  Result<std::string> fetch(uint64_t offset, uint32_t size);
+  Result<uint32_t> write_pipelined(uint64_t offset, std::string_view data);
+  Status truncate_now(uint64_t size);
 
   std::shared_ptr<Backend> backend_;
   mutable std::mutex mu_;  // guards rel_ and handles_

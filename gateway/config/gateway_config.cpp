@@ -1,6 +1,7 @@
 // Loading and checking the gateway's TOML configuration; see gateway_config.hpp.
 #include "config/gateway_config.hpp"
 
+#include <sys/stat.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
@@ -100,13 +101,42 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
   if (auto* gw = root.get("gateway")) {
     auto* t = gw->as_table();
     if (!t) c.fail(gw, "[gateway] must be a table");
-    c.only_keys(*t, {"listen", "log_level", "timeout_ms"}, "[gateway]");
+    c.only_keys(*t,
+                {"listen", "log_level", "timeout_ms", "admin_token_file", "lease_timeout_ms",
+                 "revalidate_interval_ms", "revalidate_batch", "interest_limit", "remote_watch"},
+                "[gateway]");
+    cfg.lease_timeout =
+        std::chrono::milliseconds(c.integer(*t, "lease_timeout_ms", "[gateway]", 1000, 10, 600000));
+    cfg.revalidate_interval = std::chrono::milliseconds(
+        c.integer(*t, "revalidate_interval_ms", "[gateway]", 1000, 50, 3600000));
+    cfg.revalidate_batch =
+        size_t(c.integer(*t, "revalidate_batch", "[gateway]", 1000, 1, 10000000));
+    cfg.interest_limit = size_t(c.integer(*t, "interest_limit", "[gateway]", 200000, 1, 100000000));
+    if (auto* rw = t->get("remote_watch")) {
+      if (!rw->is_boolean()) c.fail(rw, "'remote_watch' in [gateway] must be true or false");
+      cfg.remote_watch = *rw->value<bool>();
+    }
     cfg.listen = c.string(*t, "listen", "[gateway]", false, cfg.listen);
     if (cfg.listen.rfind(':') == std::string::npos)
       c.fail(t->get("listen"), "'listen' must be HOST:PORT");
     cfg.log_level = c.string(*t, "log_level", "[gateway]", false, cfg.log_level);
     cfg.timeout =
         std::chrono::milliseconds(c.integer(*t, "timeout_ms", "[gateway]", 15000, 100, 3600000));
+    cfg.admin_token_file = c.string(*t, "admin_token_file", "[gateway]", false);
+    if (t->get("admin_token_file")) {
+      // The token grants everything: like an SSH key, only its owner may read it.
+      const std::string& f = cfg.admin_token_file;
+      struct stat st {};
+      if (::stat(f.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(f.c_str(), R_OK) != 0)
+        c.fail(t->get("admin_token_file"), "'admin_token_file': cannot read " + f);
+      if (st.st_mode & 077) {
+        char mode[8];
+        snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+        c.fail(t->get("admin_token_file"),
+               "'admin_token_file' " + f + " is accessible by group or others (mode " + mode +
+                   "); it must be readable by its owner only: chmod 600 " + f);
+      }
+    }
   }
 
   std::set<std::string> backend_names;

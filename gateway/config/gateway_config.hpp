@@ -42,6 +42,16 @@ struct GatewayConfig {
   std::string listen = "127.0.0.1:7070";
   std::string log_level = "info";
   std::chrono::milliseconds timeout{15000};
+  // File holding the admin token (mode 0600); empty: the Admin service refuses every call.
+  std::string admin_token_file;
+  // Coherence: how long a mount has to acknowledge an invalidation before it loses its lease; how
+  // often cached paths are revalidated against the servers; how many paths per namespace the
+  // gateway tracks; whether it runs inotifywait on servers that have it.
+  std::chrono::milliseconds lease_timeout{1000};
+  std::chrono::milliseconds revalidate_interval{1000};
+  size_t revalidate_batch = 1000;  // paths per namespace per round: caps the polling load
+  size_t interest_limit = 200000;
+  bool remote_watch = true;
   std::vector<BackendConfig> backends;
   std::vector<NamespaceConfig> namespaces;
 };

@@ -211,6 +211,16 @@ Result<std::vector<DirEntryAttrs>> UnionLayout::readdir(const std::string& rel) 
 
 Result<sftp::Attrs> UnionLayout::mkdir(const std::string& rel, uint32_t mode) {
   using R = Result<sftp::Attrs>;
+  if (branches_.size() == 1) {
+    // One branch: the server answers EEXIST and ENOENT itself; no lookups first.
+    const Branch& only = branches_[0];
+    if (!only.writable()) return R::failure(EROFS);
+    if (only.mode == BranchMode::no_create || !only.backend->accepts_new_files())
+      return R::failure(only.backend->up() ? ENOSPC : EIO);
+    auto st = only.backend->mkdir(rel, mode);
+    if (!st) return R::failure(st.error());
+    return only.backend->lstat(rel);
+  }
   if (find(rel)) return R::failure(EEXIST);
   auto b = branch_for_new(rel);
   if (!b) return R::failure(b.error());
@@ -349,6 +359,15 @@ Result<std::shared_ptr<OpenFile>> UnionLayout::open(const std::string& rel, int 
 
 Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t mode) {
   using R = Result<Created>;
+  if (branches_.size() == 1 && branches_[0].mode == BranchMode::read_write &&
+      branches_[0].backend->accepts_new_files()) {
+    // One branch that takes new files: a single OPEN with O_CREAT does it all on the server.
+    auto f = branches_[0].backend->open(rel, flags | O_CREAT, mode);
+    if (!f) return R::failure(f.error());
+    auto attrs = (*f)->fstat();
+    if (!attrs) return R::failure(attrs.error());
+    return Created{*f, *attrs};
+  }
   const Branch* where = nullptr;
   auto existing = find(rel);
   if (existing) {

@@ -67,6 +67,28 @@ int64_t now_s() {
       .count();
 }
 
+// The calling mount's id (`x-skein-mount` metadata), or "".
+std::string mount_of(const ServerContext* ctx) {
+  auto& md = ctx->client_metadata();
+  auto it = md.find("x-skein-mount");
+  return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
+using Inval = v1::Invalidation;
+v1::Invalidation inval(Inval::Kind kind, const std::string& path) {
+  return InvalidationBroker::item(kind, path);
+}
+
+// Reports to the broker, when there is one.
+void served(InvalidationBroker* b, ServerContext* ctx, const Target& t, const std::string& path,
+            const Result<sftp::Attrs>& attrs, bool entry) {
+  if (b && attrs) b->served(t.ns->name(), mount_of(ctx), path, SeenAttrs::of(*attrs), entry);
+}
+void changed(InvalidationBroker* b, ServerContext* ctx, const Target& t,
+             std::vector<v1::Invalidation> items) {
+  if (b) b->changed(t.ns->name(), items, mount_of(ctx));
+}
+
 }  // namespace
 
 // --- Namespace ---------------------------------------------------------------------------------
@@ -76,7 +98,9 @@ grpc::Status NamespaceService::GetAttr(ServerContext* ctx, const v1::PathRequest
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  return attr_reply(t->ns->getattr(t->path), reply);
+  auto r = t->ns->getattr(t->path);
+  served(broker_, ctx, *t, t->path, r, true);
+  return attr_reply(r, reply);
 }
 
 grpc::Status NamespaceService::SetAttr(ServerContext* ctx, const v1::SetAttrRequest* req,
@@ -99,7 +123,12 @@ grpc::Status NamespaceService::SetAttr(ServerContext* ctx, const v1::SetAttrRequ
     ch.mtime_s = now_s();
   else if (f & F::MTIME)
     ch.mtime_s = req->mtime_ns() / 1000000000;
-  return attr_reply(t->ns->setattr(t->path, ch, req->handle()), reply);
+  auto r = t->ns->setattr(t->path, ch, req->handle());
+  if (r) {
+    changed(broker_, ctx, *t, {inval(Inval::INODE, t->path)});
+    served(broker_, ctx, *t, t->path, r, false);
+  }
+  return attr_reply(r, reply);
 }
 
 grpc::Status NamespaceService::ReadDir(ServerContext* ctx, const v1::PathRequest* req,
@@ -114,6 +143,7 @@ grpc::Status NamespaceService::ReadDir(ServerContext* ctx, const v1::PathRequest
     writer->Write(batch);
     return grpc::Status::OK;
   }
+  if (broker_) broker_->served(t->ns->name(), mount_of(ctx), t->path, std::nullopt, false);
   constexpr int kBatch = 2000;
   for (auto& e : *entries) {
     auto* out = batch.add_entries();
@@ -133,7 +163,12 @@ grpc::Status NamespaceService::Mkdir(ServerContext* ctx, const v1::MkdirRequest*
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  return attr_reply(t->ns->mkdir(t->path, req->mode()), reply);
+  auto r = t->ns->mkdir(t->path, req->mode());
+  if (r) {
+    changed(broker_, ctx, *t, {inval(Inval::ENTRY, t->path)});
+    served(broker_, ctx, *t, t->path, r, true);
+  }
+  return attr_reply(r, reply);
 }
 
 grpc::Status NamespaceService::Rmdir(ServerContext* ctx, const v1::PathRequest* req,
@@ -141,7 +176,9 @@ grpc::Status NamespaceService::Rmdir(ServerContext* ctx, const v1::PathRequest* 
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  return error_reply(t->ns->rmdir(t->path), reply);
+  auto st = t->ns->rmdir(t->path);
+  if (st) changed(broker_, ctx, *t, {inval(Inval::ENTRY, t->path), inval(Inval::INODE, t->path)});
+  return error_reply(st, reply);
 }
 
 grpc::Status NamespaceService::Unlink(ServerContext* ctx, const v1::PathRequest* req,
@@ -149,7 +186,9 @@ grpc::Status NamespaceService::Unlink(ServerContext* ctx, const v1::PathRequest*
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  return error_reply(t->ns->unlink(t->path), reply);
+  auto st = t->ns->unlink(t->path);
+  if (st) changed(broker_, ctx, *t, {inval(Inval::ENTRY, t->path), inval(Inval::INODE, t->path)});
+  return error_reply(st, reply);
 }
 
 grpc::Status NamespaceService::Rename(ServerContext* ctx, const v1::RenameRequest* req,
@@ -159,7 +198,12 @@ grpc::Status NamespaceService::Rename(ServerContext* ctx, const v1::RenameReques
   if (!from) return s;
   auto to = resolve(registry_, ctx, req->ns(), req->to(), s);
   if (!to) return s;
-  return error_reply(from->ns->rename(from->path, to->path, req->flags()), reply);
+  auto st = from->ns->rename(from->path, to->path, req->flags());
+  if (st)
+    changed(broker_, ctx, *from,
+            {inval(Inval::ENTRY, from->path), inval(Inval::ENTRY, to->path),
+             inval(Inval::INODE, to->path), inval(Inval::TREE, from->path)});
+  return error_reply(st, reply);
 }
 
 grpc::Status NamespaceService::Symlink(ServerContext* ctx, const v1::SymlinkRequest* req,
@@ -169,7 +213,12 @@ grpc::Status NamespaceService::Symlink(ServerContext* ctx, const v1::SymlinkRequ
   if (!t) return s;
   if (req->target().empty() || req->target().find('\0') != std::string::npos)
     return grpc::Status(StatusCode::INVALID_ARGUMENT, "symlink target must be non-empty text");
-  return attr_reply(t->ns->symlink(t->path, req->target()), reply);
+  auto r = t->ns->symlink(t->path, req->target());
+  if (r) {
+    changed(broker_, ctx, *t, {inval(Inval::ENTRY, t->path)});
+    served(broker_, ctx, *t, t->path, r, true);
+  }
+  return attr_reply(r, reply);
 }
 
 grpc::Status NamespaceService::Readlink(ServerContext* ctx, const v1::PathRequest* req,
@@ -193,6 +242,8 @@ grpc::Status NamespaceService::Link(ServerContext* ctx, const v1::LinkRequest* r
   auto to = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!to) return s;
   auto r = from->ns->link(from->path, to->path);
+  if (r)
+    changed(broker_, ctx, *to, {inval(Inval::ENTRY, to->path), inval(Inval::INODE, from->path)});
   if (r) {
     fill_attr(*r, reply->mutable_attr(), 2);
   } else {
@@ -235,6 +286,8 @@ grpc::Status DataService::Open(ServerContext* ctx, const v1::OpenRequest* req,
     reply->set_error(r.error());
     return grpc::Status::OK;
   }
+  if (req->flags() & O_TRUNC) changed(broker_, ctx, *t, {inval(Inval::INODE, t->path)});
+  served(broker_, ctx, *t, t->path, r->attrs, false);
   reply->set_handle(r->handle);
   fill_attr(r->attrs, reply->mutable_attr());
   return grpc::Status::OK;
@@ -250,6 +303,8 @@ grpc::Status DataService::Create(ServerContext* ctx, const v1::OpenRequest* req,
     reply->set_error(r.error());
     return grpc::Status::OK;
   }
+  changed(broker_, ctx, *t, {inval(Inval::ENTRY, t->path), inval(Inval::INODE, t->path)});
+  served(broker_, ctx, *t, t->path, r->attrs, true);
   reply->set_handle(r->handle);
   fill_attr(r->attrs, reply->mutable_attr());
   return grpc::Status::OK;
@@ -303,10 +358,16 @@ grpc::Status DataService::Write(ServerContext* ctx, const v1::WriteRequest* req,
     return grpc::Status::OK;
   }
   auto r = f->write(req->offset(), req->data());
-  if (r)
+  if (r) {
     reply->set_written(*r);
-  else
+    // Every other mount that caches this file hears of it before the writer does.
+    if (broker_)
+      broker_->changed(req->file().ns(),
+                       {inval(Inval::INODE, *normalize_virtual_path(req->file().path()))},
+                       mount_of(ctx));
+  } else {
     reply->set_error(r.error());
+  }
   return grpc::Status::OK;
 }
 

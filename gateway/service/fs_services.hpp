@@ -3,6 +3,7 @@
 // expects travel as an errno in the reply; gRPC status codes are for the call itself.
 #pragma once
 
+#include "coherence/invalidation_broker.hpp"
 #include "service/namespace_registry.hpp"
 #include "skein/v1/fs.grpc.pb.h"
 
@@ -10,7 +11,9 @@ namespace skein {
 
 class NamespaceService final : public skein::v1::Namespace::Service {
  public:
-  explicit NamespaceService(const NamespaceRegistry& registry) : registry_(registry) {}
+  // With a broker, what is served and changed is reported to it (coherence); without, not.
+  explicit NamespaceService(const NamespaceRegistry& registry, InvalidationBroker* broker = nullptr)
+      : registry_(registry), broker_(broker) {}
 
   grpc::Status GetAttr(grpc::ServerContext*, const v1::PathRequest*, v1::AttrReply*) override;
   grpc::Status SetAttr(grpc::ServerContext*, const v1::SetAttrRequest*, v1::AttrReply*) override;
@@ -27,11 +30,13 @@ class NamespaceService final : public skein::v1::Namespace::Service {
 
  private:
   const NamespaceRegistry& registry_;
+  InvalidationBroker* broker_;
 };
 
 class DataService final : public skein::v1::Data::Service {
  public:
-  explicit DataService(const NamespaceRegistry& registry) : registry_(registry) {}
+  explicit DataService(const NamespaceRegistry& registry, InvalidationBroker* broker = nullptr)
+      : registry_(registry), broker_(broker) {}
 
   grpc::Status Open(grpc::ServerContext*, const v1::OpenRequest*, v1::OpenReply*) override;
   grpc::Status Create(grpc::ServerContext*, const v1::OpenRequest*, v1::OpenReply*) override;
@@ -43,6 +48,7 @@ class DataService final : public skein::v1::Data::Service {
 
  private:
   const NamespaceRegistry& registry_;
+  InvalidationBroker* broker_;
 };
 
 // Largest Read or Write payload accepted.

@@ -8,7 +8,20 @@ void NamespaceRegistry::add(std::shared_ptr<NamespaceFs> ns) {
   namespaces_[ns->name()] = std::move(ns);
 }
 
-std::shared_ptr<NamespaceFs> NamespaceRegistry::authorize(grpc::ServerContext* ctx,
+std::shared_ptr<NamespaceFs> NamespaceRegistry::find(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = namespaces_.find(name);
+  return it == namespaces_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<NamespaceFs>> NamespaceRegistry::all() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<NamespaceFs>> out;
+  for (auto& [_, ns] : namespaces_) out.push_back(ns);
+  return out;
+}
+
+std::shared_ptr<NamespaceFs> NamespaceRegistry::authorize(const grpc::ServerContextBase* ctx,
                                                           const std::string& name,
                                                           grpc::Status& status) const {
   std::shared_ptr<NamespaceFs> ns;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "namespace/namespace_fs.hpp"
 
@@ -18,8 +19,11 @@ class NamespaceRegistry {
   void add(std::shared_ptr<NamespaceFs> ns);
   // The namespace `name` if it exists and the context's token grants it; otherwise sets `status`
   // (NOT_FOUND or UNAUTHENTICATED) and returns null.
-  std::shared_ptr<NamespaceFs> authorize(grpc::ServerContext* ctx, const std::string& name,
-                                         grpc::Status& status) const;
+  std::shared_ptr<NamespaceFs> authorize(const grpc::ServerContextBase* ctx,
+                                         const std::string& name, grpc::Status& status) const;
+  // The namespace `name`, or null; for the gateway's own use, no token involved.
+  std::shared_ptr<NamespaceFs> find(const std::string& name) const;
+  std::vector<std::shared_ptr<NamespaceFs>> all() const;
 
  private:
   mutable std::mutex mu_;

@@ -55,67 +55,72 @@ std::unique_ptr<Connection> Connection::connect(const Endpoint& ep, std::string&
   return c;
 }
 
-bool Connection::handshake(std::string& error) {
-  const std::string who = describe(endpoint_);
-  session_ = ssh_new();
-  if (!session_) {
+ssh_session open_ssh_session(const Endpoint& ep, std::string& error) {
+  const std::string who = describe(ep);
+  ssh_session session = ssh_new();
+  if (!session) {
     error = who + ": cannot allocate an SSH session";
-    return false;
+    return nullptr;
   }
-  int port = endpoint_.port;
+  auto fail = [&](std::string message) {
+    error = std::move(message);
+    ssh_free(session);
+    return nullptr;
+  };
+  int port = ep.port;
   int yes = 1;
-  long timeout_s = std::max<long>(1, long(endpoint_.timeout.count() / 1000));
+  long timeout_s = std::max<long>(1, long(ep.timeout.count() / 1000));
   bool no = false;
-  ssh_options_set(session_, SSH_OPTIONS_PROCESS_CONFIG, &no);
-  ssh_options_set(session_, SSH_OPTIONS_HOST, endpoint_.host.c_str());
-  ssh_options_set(session_, SSH_OPTIONS_PORT, &port);
-  ssh_options_set(session_, SSH_OPTIONS_USER, endpoint_.user.c_str());
-  ssh_options_set(session_, SSH_OPTIONS_NODELAY, &yes);
-  ssh_options_set(session_, SSH_OPTIONS_TIMEOUT, &timeout_s);
-  ssh_options_set(session_, SSH_OPTIONS_KNOWNHOSTS, endpoint_.known_hosts.c_str());
-  ssh_options_set(session_, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
-  ssh_options_set(session_, SSH_OPTIONS_CIPHERS_C_S, kCiphers);
-  ssh_options_set(session_, SSH_OPTIONS_CIPHERS_S_C, kCiphers);
-  ssh_options_set(session_, SSH_OPTIONS_COMPRESSION, "no");
+  ssh_options_set(session, SSH_OPTIONS_PROCESS_CONFIG, &no);
+  ssh_options_set(session, SSH_OPTIONS_HOST, ep.host.c_str());
+  ssh_options_set(session, SSH_OPTIONS_PORT, &port);
+  ssh_options_set(session, SSH_OPTIONS_USER, ep.user.c_str());
+  ssh_options_set(session, SSH_OPTIONS_NODELAY, &yes);
+  ssh_options_set(session, SSH_OPTIONS_TIMEOUT, &timeout_s);
+  ssh_options_set(session, SSH_OPTIONS_KNOWNHOSTS, ep.known_hosts.c_str());
+  ssh_options_set(session, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
+  ssh_options_set(session, SSH_OPTIONS_CIPHERS_C_S, kCiphers);
+  ssh_options_set(session, SSH_OPTIONS_CIPHERS_S_C, kCiphers);
+  ssh_options_set(session, SSH_OPTIONS_COMPRESSION, "no");
 
-  if (ssh_connect(session_) != SSH_OK) {
-    error = who + ": cannot connect: " + ssh_get_error(session_);
-    return false;
+  if (ssh_connect(session) != SSH_OK) {
+    return fail(who + ": cannot connect: " + ssh_get_error(session));
   }
-  switch (ssh_session_is_known_server(session_)) {
+  switch (ssh_session_is_known_server(session)) {
     case SSH_KNOWN_HOSTS_OK:
       break;
     case SSH_KNOWN_HOSTS_CHANGED:
-      error = who + ": host key CHANGED from the one in " + endpoint_.known_hosts +
-              " (possible man-in-the-middle); refusing to connect";
-      return false;
+      return fail(who + ": host key CHANGED from the one in " + ep.known_hosts +
+                  " (possible man-in-the-middle); refusing to connect");
     case SSH_KNOWN_HOSTS_OTHER:
-      error = who + ": host key type differs from the one in " + endpoint_.known_hosts +
-              "; refusing to connect";
-      return false;
+      return fail(who + ": host key type differs from the one in " + ep.known_hosts +
+                  "; refusing to connect");
     case SSH_KNOWN_HOSTS_UNKNOWN:
     case SSH_KNOWN_HOSTS_NOT_FOUND:
-      error = who + ": host key is not in " + endpoint_.known_hosts +
-              " (unknown server); refusing to connect";
-      return false;
+      return fail(who + ": host key is not in " + ep.known_hosts +
+                  " (unknown server); refusing to connect");
     default:
-      error = who + ": cannot check the host key: " + ssh_get_error(session_);
-      return false;
+      return fail(who + ": cannot check the host key: " + ssh_get_error(session));
   }
 
   ssh_key key = nullptr;
-  if (ssh_pki_import_privkey_file(endpoint_.identity_file.c_str(), nullptr, nullptr, nullptr,
-                                  &key) != SSH_OK) {
-    error = who + ": cannot read identity file " + endpoint_.identity_file;
-    return false;
+  if (ssh_pki_import_privkey_file(ep.identity_file.c_str(), nullptr, nullptr, nullptr, &key) !=
+      SSH_OK) {
+    return fail(who + ": cannot read identity file " + ep.identity_file);
   }
-  int auth = ssh_userauth_publickey(session_, nullptr, key);
+  int auth = ssh_userauth_publickey(session, nullptr, key);
   ssh_key_free(key);
   if (auth != SSH_AUTH_SUCCESS) {
-    error = who + ": public key authentication failed: " + ssh_get_error(session_);
-    return false;
+    return fail(who + ": public key authentication failed: " + ssh_get_error(session));
   }
 
+  return session;
+}
+
+bool Connection::handshake(std::string& error) {
+  const std::string who = describe(endpoint_);
+  session_ = open_ssh_session(endpoint_, error);
+  if (!session_) return false;
   channel_ = ssh_channel_new(session_);
   if (!channel_ || ssh_channel_open_session(channel_) != SSH_OK ||
       ssh_channel_request_subsystem(channel_, "sftp") != SSH_OK) {

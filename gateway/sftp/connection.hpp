@@ -34,6 +34,11 @@ struct Endpoint {
   std::chrono::milliseconds timeout{15000};
 };
 
+// Connects to `endpoint`, verifies its host key against the endpoint's known_hosts (an unknown or
+// changed key is refused) and authenticates with its identity file. Returns null with a message
+// naming the endpoint and the cause in `error`. The caller owns the session (ssh_free).
+ssh_session_struct* open_ssh_session(const Endpoint& endpoint, std::string& error);
+
 class Connection {
  public:
   // Connects, checks the host key against the endpoint's known_hosts (an unknown or changed key is

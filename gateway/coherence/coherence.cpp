@@ -1,0 +1,54 @@
+// Coherence assembly; see coherence.hpp.
+#include "coherence/coherence.hpp"
+
+#include "skein/path.hpp"
+
+namespace skein {
+
+Coherence::Coherence(CoherenceOptions options, const NamespaceRegistry& registry)
+    : options_(options),
+      registry_(registry),
+      broker_({options.lease, options.interest_limit}),
+      service_(broker_, registry) {
+  revalidator_ = std::make_unique<Revalidator>(broker_, registry_, options_.revalidate_interval,
+                                               options_.revalidate_batch);
+}
+
+Coherence::~Coherence() {
+  revalidator_.reset();
+  std::lock_guard lock(watchers_mu_);
+  watchers_.clear();
+}
+
+void Coherence::watch_backends(const BackendMap& backends) {
+  if (!options_.remote_watch) return;
+  std::lock_guard lock(watchers_mu_);
+  for (auto it = watchers_.begin(); it != watchers_.end();) {
+    if (!backends.count(it->first))
+      it = watchers_.erase(it);
+    else
+      ++it;
+  }
+  for (auto& [name, backend] : backends) {
+    if (watchers_.count(name)) continue;
+    watchers_[name] = std::make_unique<RemoteWatcher>(
+        backend, [this, name = name](const std::string& rel) { changed_on_server(name, rel); });
+  }
+}
+
+void Coherence::changed_on_server(const std::string& backend, const std::string& rel) {
+  for (auto& ns : registry_.all()) {
+    auto table = ns->table();
+    for (auto& m : table->mounts()) {
+      bool uses = false;
+      for (auto& b : m.layout->backends()) uses |= b->name() == backend;
+      if (!uses) continue;
+      std::string vpath = m.path == "/" ? rel : (rel == "/" ? m.path : m.path + rel);
+      broker_.changed_elsewhere(ns->name(),
+                                {InvalidationBroker::item(v1::Invalidation::INODE, vpath),
+                                 InvalidationBroker::item(v1::Invalidation::ENTRY, vpath)});
+    }
+  }
+}
+
+}  // namespace skein

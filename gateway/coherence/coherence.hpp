@@ -1,0 +1,51 @@
+// Cache coherence, assembled: the invalidation broker, the Watch service mounts subscribe to,
+// revalidation by polling, and a remote watcher per backend. The filesystem services report
+// what they serve and change through broker().
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "coherence/invalidation_broker.hpp"
+#include "coherence/remote_watcher.hpp"
+#include "coherence/revalidator.hpp"
+#include "coherence/watch_service.hpp"
+#include "namespace/namespace_builder.hpp"
+#include "service/namespace_registry.hpp"
+
+namespace skein {
+
+struct CoherenceOptions {
+  std::chrono::milliseconds lease{1000};
+  std::chrono::milliseconds revalidate_interval{1000};
+  size_t revalidate_batch = 1000;
+  size_t interest_limit = 200000;
+  bool remote_watch = true;
+};
+
+class Coherence {
+ public:
+  Coherence(CoherenceOptions options, const NamespaceRegistry& registry);
+  ~Coherence();
+  InvalidationBroker& broker() { return broker_; }
+  WatchService& service() { return service_; }
+  // Runs one remote watcher per backend in `backends` (starting new ones, stopping removed ones).
+  void watch_backends(const BackendMap& backends);
+
+ private:
+  // A path changed on `backend`'s server: invalidate it wherever a namespace shows it.
+  void changed_on_server(const std::string& backend, const std::string& rel);
+
+  CoherenceOptions options_;
+  const NamespaceRegistry& registry_;
+  InvalidationBroker broker_;
+  WatchService service_;
+  std::mutex watchers_mu_;
+  std::map<std::string, std::unique_ptr<RemoteWatcher>> watchers_;
+  std::unique_ptr<Revalidator> revalidator_;  // last: stops first
+};
+
+}  // namespace skein

@@ -1,0 +1,80 @@
+// InterestSet; see interest_set.hpp.
+#include "coherence/interest_set.hpp"
+
+#include <algorithm>
+
+namespace skein {
+
+std::vector<InterestSet::Evicted> InterestSet::note(const std::string& path, SessionId session,
+                                                    std::optional<SeenAttrs> seen, bool* changed) {
+  if (changed) *changed = false;
+  auto it = entries_.find(path);
+  if (it == entries_.end()) {
+    lru_.push_front(path);
+    it = entries_.emplace(path, Entry{{}, std::nullopt, lru_.begin()}).first;
+  } else {
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+  }
+  Entry& e = it->second;
+  if (std::find(e.sessions.begin(), e.sessions.end(), session) == e.sessions.end())
+    e.sessions.push_back(session);
+  if (seen) {
+    if (changed && e.seen && !(*e.seen == *seen)) *changed = true;
+    e.seen = seen;
+  }
+  std::vector<Evicted> evicted;
+  while (entries_.size() > limit_) {
+    std::string victim = lru_.back();
+    lru_.pop_back();
+    auto v = entries_.find(victim);
+    evicted.push_back({victim, std::move(v->second.sessions)});
+    entries_.erase(v);
+  }
+  return evicted;
+}
+
+std::vector<SessionId> InterestSet::sessions_of(const std::string& path) const {
+  auto it = entries_.find(path);
+  if (it == entries_.end()) return {};
+  return it->second.sessions;
+}
+
+void InterestSet::clear_seen(const std::string& path) {
+  auto it = entries_.find(path);
+  if (it != entries_.end()) it->second.seen.reset();
+}
+
+void InterestSet::set_seen(const std::string& path, SeenAttrs seen) {
+  auto it = entries_.find(path);
+  if (it != entries_.end()) it->second.seen = seen;
+}
+
+void InterestSet::forget_session(SessionId session) {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto& s = it->second.sessions;
+    s.erase(std::remove(s.begin(), s.end(), session), s.end());
+    if (s.empty()) {
+      lru_.erase(it->second.lru);
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<std::pair<std::string, std::optional<SeenAttrs>>> InterestSet::next_batch(size_t max) {
+  std::vector<std::pair<std::string, std::optional<SeenAttrs>>> out;
+  if (entries_.empty()) return out;
+  // Walk the LRU list from the entry after the cursor, wrapping once.
+  auto start = entries_.find(cursor_);
+  auto it = start == entries_.end() ? lru_.begin() : std::next(start->second.lru);
+  for (size_t n = 0; n < std::min(max, entries_.size()); ++n) {
+    if (it == lru_.end()) it = lru_.begin();
+    out.emplace_back(*it, entries_.at(*it).seen);
+    cursor_ = *it;
+    ++it;
+  }
+  return out;
+}
+
+}  // namespace skein

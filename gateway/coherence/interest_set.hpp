@@ -1,0 +1,71 @@
+// InterestSet: which mounts cache which paths of one namespace, and what each path looked like
+// when the gateway last served it (for revalidation). Bounded: when full, the least recently
+// noted path is evicted and handed back to the caller, whose mounts must then be invalidated —
+// a mount is never silently forgotten. Pure logic; the broker adds locking and messaging.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sftp/protocol.hpp"
+
+namespace skein {
+
+using SessionId = uint64_t;
+
+// What revalidation compares: a path's type, permissions, owner, size and modification time.
+struct SeenAttrs {
+  bool exists = false;
+  uint32_t permissions = 0, uid = 0, gid = 0, mtime = 0;
+  uint64_t size = 0;
+  bool operator==(const SeenAttrs&) const = default;
+  static SeenAttrs of(const sftp::Attrs& a) {
+    return {true, a.permissions, a.uid, a.gid, a.mtime, a.size};
+  }
+  static SeenAttrs missing() { return {}; }
+};
+
+class InterestSet {
+ public:
+  explicit InterestSet(size_t limit) : limit_(limit ? limit : 1) {}
+
+  struct Evicted {
+    std::string path;
+    std::vector<SessionId> sessions;
+  };
+  // Records that `session` caches `path`. When `seen` is given and differs from what was seen
+  // before, `*changed` is set: the path changed behind the gateway's back. Returns what had to go
+  // to stay within the limit.
+  std::vector<Evicted> note(const std::string& path, SessionId session,
+                            std::optional<SeenAttrs> seen, bool* changed = nullptr);
+  // Sessions that cache `path`.
+  std::vector<SessionId> sessions_of(const std::string& path) const;
+  // Forgets what was seen of `path` (after the gateway changed it), keeping who caches it.
+  void clear_seen(const std::string& path);
+  void set_seen(const std::string& path, SeenAttrs seen);
+  // Drops a session from every path (its stream ended); paths nobody caches go.
+  void forget_session(SessionId session);
+
+  // Up to `max` paths with what was last seen of them, continuing round-robin from the last call.
+  std::vector<std::pair<std::string, std::optional<SeenAttrs>>> next_batch(size_t max);
+
+  size_t size() const { return entries_.size(); }
+  size_t limit() const { return limit_; }
+
+ private:
+  struct Entry {
+    std::vector<SessionId> sessions;  // few per path: a small vector beats a set
+    std::optional<SeenAttrs> seen;
+    std::list<std::string>::iterator lru;
+  };
+  size_t limit_;
+  std::unordered_map<std::string, Entry> entries_;
+  std::list<std::string> lru_;  // front: most recently noted
+  std::string cursor_;          // where next_batch continues
+};
+
+}  // namespace skein

@@ -1,0 +1,206 @@
+// The invalidation broker; see invalidation_broker.hpp.
+#include "coherence/invalidation_broker.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "skein/path.hpp"
+
+namespace skein {
+
+InvalidationBroker::InvalidationBroker(Options options) : options_(options) {}
+
+v1::Invalidation InvalidationBroker::item(v1::Invalidation::Kind kind, const std::string& path) {
+  v1::Invalidation i;
+  i.set_kind(kind);
+  i.set_path(path);
+  return i;
+}
+
+InterestSet& InvalidationBroker::interest(const std::string& ns) {
+  auto it = interest_.find(ns);
+  if (it == interest_.end()) it = interest_.emplace(ns, InterestSet(options_.interest_limit)).first;
+  return it->second;
+}
+
+SessionId InvalidationBroker::attach(const std::string& ns, const std::string& mount_id,
+                                     Stream* stream) {
+  std::lock_guard lock(mu_);
+  auto old = by_mount_.find(mount_id);
+  if (old != by_mount_.end()) drop_locked(old->second, "replaced by a new subscription");
+  SessionId id = next_id_++;
+  sessions_[id] = Session{id, ns, mount_id, stream};
+  by_mount_[mount_id] = id;
+  spdlog::info("watch: mount {} subscribed to namespace {}", mount_id, ns);
+  return id;
+}
+
+void InvalidationBroker::detach(SessionId id) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  spdlog::info("watch: mount {} unsubscribed", it->second.mount_id);
+  it->second.stream = nullptr;
+  interest(it->second.ns).forget_session(id);
+  if (by_mount_[it->second.mount_id] == id) by_mount_.erase(it->second.mount_id);
+  sessions_.erase(it);
+  acked_cv_.notify_all();
+}
+
+void InvalidationBroker::drop_locked(SessionId id, const std::string& why) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  if (it->second.stream) it->second.stream->end(why);
+  it->second.stream = nullptr;  // the reactor detaches later; nothing more is sent meanwhile
+  interest(it->second.ns).forget_session(id);
+  if (by_mount_[it->second.mount_id] == id) by_mount_.erase(it->second.mount_id);
+}
+
+void InvalidationBroker::acked(SessionId id, uint64_t seq) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  it->second.acked = std::max(it->second.acked, seq);
+  acked_cv_.notify_all();
+}
+
+void InvalidationBroker::served(const std::string& ns, const std::string& mount_id,
+                                const std::string& path, std::optional<SeenAttrs> seen,
+                                bool entry) {
+  std::vector<v1::Invalidation> changed_items;
+  std::lock_guard lock(mu_);
+  auto m = by_mount_.find(mount_id);
+  if (m == by_mount_.end()) return;  // not subscribed: it caches nothing for long
+  SessionId id = m->second;
+  auto& set = interest(ns);
+  bool changed = false;
+  auto evicted = set.note(path, id, seen, &changed);
+  if (entry && path != "/") {
+    auto more = set.note(parent_path(path), id, std::nullopt);
+    evicted.insert(evicted.end(), more.begin(), more.end());
+  }
+  for (auto& e : evicted) {
+    // Never silently forgotten: a mount whose interest is dropped drops its cache of it.
+    for (SessionId s : e.sessions) {
+      auto it = sessions_.find(s);
+      if (it != sessions_.end()) send_locked(it->second, {item(v1::Invalidation::TREE, e.path)});
+    }
+  }
+  if (changed) {
+    // The server changed under us; the others that cache it must hear of it.
+    std::vector<v1::Invalidation> items{item(v1::Invalidation::INODE, path),
+                                        item(v1::Invalidation::ENTRY, path)};
+    for (SessionId s : targets(ns, items)) {
+      if (s == id) continue;
+      auto it = sessions_.find(s);
+      if (it != sessions_.end()) send_locked(it->second, items);
+    }
+  }
+}
+
+std::vector<SessionId> InvalidationBroker::targets(const std::string& ns,
+                                                   const std::vector<v1::Invalidation>& items) {
+  std::set<SessionId> out;
+  auto& set = interest(ns);
+  auto add = [&](const std::string& p) {
+    for (SessionId s : set.sessions_of(p)) out.insert(s);
+  };
+  for (auto& i : items) {
+    switch (i.kind()) {
+      case v1::Invalidation::ALL:
+        for (auto& [id, s] : sessions_)
+          if (s.ns == ns) out.insert(id);
+        break;
+      case v1::Invalidation::TREE:
+        for (auto& [id, s] : sessions_)
+          if (s.ns == ns) out.insert(id);  // rare (directory renames): no index of subtrees
+        break;
+      default:
+        add(i.path());
+        add(parent_path(i.path()));
+        break;
+    }
+    set.clear_seen(i.path());
+    set.clear_seen(parent_path(i.path()));
+  }
+  return {out.begin(), out.end()};
+}
+
+uint64_t InvalidationBroker::send_locked(Session& s, const std::vector<v1::Invalidation>& items) {
+  if (!s.stream) return 0;
+  v1::WatchEvent ev;
+  ev.set_seq(s.next_seq++);
+  for (auto& i : items) *ev.add_invalidations() = i;
+  s.stream->send(ev);
+  return ev.seq();
+}
+
+void InvalidationBroker::changed(const std::string& ns, const std::vector<v1::Invalidation>& items,
+                                 const std::string& origin_mount) {
+  std::unique_lock lock(mu_);
+  auto origin = by_mount_.find(origin_mount);
+  SessionId origin_id = origin == by_mount_.end() ? 0 : origin->second;
+  std::vector<std::pair<SessionId, uint64_t>> waits;
+  for (SessionId id : targets(ns, items)) {
+    if (id == origin_id) continue;
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) continue;
+    uint64_t seq = send_locked(it->second, items);
+    if (seq) waits.emplace_back(id, seq);
+  }
+  if (waits.empty()) return;
+  auto deadline = std::chrono::steady_clock::now() + options_.lease;
+  auto all_acked = [&] {
+    for (auto& [id, seq] : waits) {
+      auto it = sessions_.find(id);
+      if (it != sessions_.end() && it->second.stream && it->second.acked < seq) return false;
+    }
+    return true;
+  };
+  if (acked_cv_.wait_until(lock, deadline, all_acked)) return;
+  // A mount that did not answer in time loses its lease; the change goes ahead without it.
+  for (auto& [id, seq] : waits) {
+    auto it = sessions_.find(id);
+    if (it != sessions_.end() && it->second.stream && it->second.acked < seq) {
+      spdlog::warn("watch: mount {} did not acknowledge within {} ms: lease revoked",
+                   it->second.mount_id, options_.lease.count());
+      drop_locked(id, "lease lost: no acknowledgement within the lease timeout");
+    }
+  }
+}
+
+void InvalidationBroker::changed_elsewhere(const std::string& ns,
+                                           const std::vector<v1::Invalidation>& items) {
+  std::lock_guard lock(mu_);
+  for (SessionId id : targets(ns, items)) {
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) send_locked(it->second, items);
+  }
+}
+
+std::vector<std::string> InvalidationBroker::namespaces() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (auto& [ns, _] : interest_) out.push_back(ns);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::optional<SeenAttrs>>> InvalidationBroker::next_batch(
+    const std::string& ns, size_t max) {
+  std::lock_guard lock(mu_);
+  return interest(ns).next_batch(max);
+}
+
+void InvalidationBroker::set_seen(const std::string& ns, const std::string& path, SeenAttrs seen) {
+  std::lock_guard lock(mu_);
+  interest(ns).set_seen(path, seen);
+}
+
+size_t InvalidationBroker::session_count() const {
+  std::lock_guard lock(mu_);
+  return sessions_.size();
+}
+
+}  // namespace skein

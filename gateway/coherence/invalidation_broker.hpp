@@ -1,0 +1,94 @@
+// The invalidation broker: keeps one session per mount's Watch stream and one InterestSet per
+// namespace, and turns changes into invalidations for exactly the mounts that cache what changed.
+// Changes made through the gateway wait (up to the lease timeout) until every other interested
+// mount has acknowledged, so that a reply means "every cache is clean". A mount that misses the
+// lease loses it: its stream is ended, its interest dropped, and the caller goes on.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "coherence/interest_set.hpp"
+#include "skein/v1/watch.pb.h"
+
+namespace skein {
+
+class InvalidationBroker {
+ public:
+  struct Options {
+    std::chrono::milliseconds lease{1000};
+    size_t interest_limit = 200000;  // paths per namespace
+  };
+  explicit InvalidationBroker(Options options);
+
+  // What the broker needs of a Watch stream. Both calls must return at once; they are made with
+  // the broker's lock held, so an implementation must never call back into the broker from them.
+  class Stream {
+   public:
+    virtual ~Stream() = default;
+    virtual void send(const v1::WatchEvent& event) = 0;
+    virtual void end(const std::string& why) = 0;
+  };
+  // A mount subscribed. A second subscription with the same mount id replaces the first.
+  SessionId attach(const std::string& ns, const std::string& mount_id, Stream* stream);
+  // Its stream ended; `stream` must not be used after this returns.
+  void detach(SessionId id);
+  void acked(SessionId id, uint64_t seq);
+
+  // The gateway served `path` to the mount `mount_id`, which may now cache it. `seen` is what the
+  // gateway saw; if that differs from what it saw before, the path changed behind its back and the
+  // other mounts that cache it are told. With `entry`, the mount also caches the name in its
+  // parent directory (a lookup).
+  void served(const std::string& ns, const std::string& mount_id, const std::string& path,
+              std::optional<SeenAttrs> seen, bool entry);
+  // The gateway changed these paths for `origin_mount`: invalidate every other interested mount
+  // and wait for their acknowledgements, at most one lease.
+  void changed(const std::string& ns, const std::vector<v1::Invalidation>& items,
+               const std::string& origin_mount);
+  // A change found behind the gateway's back: invalidate every interested mount; nobody waits.
+  void changed_elsewhere(const std::string& ns, const std::vector<v1::Invalidation>& items);
+
+  // For revalidation.
+  std::vector<std::string> namespaces() const;
+  std::vector<std::pair<std::string, std::optional<SeenAttrs>>> next_batch(const std::string& ns,
+                                                                           size_t max);
+  void set_seen(const std::string& ns, const std::string& path, SeenAttrs seen);
+
+  size_t session_count() const;
+  std::chrono::milliseconds lease() const { return options_.lease; }
+
+  static v1::Invalidation item(v1::Invalidation::Kind kind, const std::string& path);
+
+ private:
+  struct Session {
+    SessionId id;
+    std::string ns;
+    std::string mount_id;
+    Stream* stream;
+    uint64_t next_seq = 1;
+    uint64_t acked = 0;
+  };
+  InterestSet& interest(const std::string& ns);
+  // Sessions to tell about `items` (caller holds mu_).
+  std::vector<SessionId> targets(const std::string& ns, const std::vector<v1::Invalidation>& items);
+  // Sends `items` to a session; returns the seq to wait for, or 0 when it has no stream.
+  uint64_t send_locked(Session& s, const std::vector<v1::Invalidation>& items);
+  void drop_locked(SessionId id, const std::string& why);
+
+  Options options_;
+  mutable std::mutex mu_;
+  std::condition_variable acked_cv_;
+  SessionId next_id_ = 1;
+  std::unordered_map<SessionId, Session> sessions_;
+  std::unordered_map<std::string, SessionId> by_mount_;
+  std::map<std::string, InterestSet> interest_;
+};
+
+}  // namespace skein

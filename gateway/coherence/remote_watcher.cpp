@@ -1,0 +1,116 @@
+// inotifywait over SSH; see remote_watcher.hpp.
+#include "coherence/remote_watcher.hpp"
+
+#include <libssh/libssh.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <thread>
+
+#include "sftp/connection.hpp"
+
+namespace skein {
+namespace {
+
+// Single-quotes a word for the remote shell.
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+constexpr const char* kNoInotify = "SKEIN-NO-INOTIFYWAIT";
+
+}  // namespace
+
+RemoteWatcher::RemoteWatcher(std::shared_ptr<Backend> backend, OnChange on_change)
+    : backend_(std::move(backend)), on_change_(std::move(on_change)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+RemoteWatcher::~RemoteWatcher() {
+  stopping_ = true;
+  thread_.join();
+}
+
+void RemoteWatcher::run() {
+  while (!stopping_) {
+    if (backend_->up() && !watch_once()) return;
+    watching_ = false;
+    for (int i = 0; i < 20 && !stopping_; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+bool RemoteWatcher::watch_once() {
+  std::string error;
+  ssh_session session = sftp::open_ssh_session(backend_->config().endpoint, error);
+  if (!session) {
+    spdlog::debug("backend {}: remote watcher cannot connect: {}", backend_->name(), error);
+    return true;
+  }
+  const std::string root = backend_->config().root;
+  // close_write rather than modify: one event per writer, not one per write.
+  // inotifywait runs in the background of a shell that waits for its stdin (the channel) to
+  // close, so the watcher dies with the connection even when no event ever comes to end it.
+  std::string cmd = "command -v inotifywait >/dev/null 2>&1 || { echo " + std::string(kNoInotify) +
+                    "; exit 0; }; inotifywait -m -r -e close_write,attrib,create,delete,moved_from,"
+                    "moved_to,delete_self --format '%w%f' " +
+                    shell_quote(root) + " </dev/null & w=$!; cat >/dev/null; kill $w";
+  ssh_channel ch = ssh_channel_new(session);
+  bool have_inotify = true;
+  if (ch && ssh_channel_open_session(ch) == SSH_OK &&
+      ssh_channel_request_exec(ch, cmd.c_str()) == SSH_OK) {
+    std::string out, err;
+    char buf[8192];
+    while (!stopping_) {
+      int n = ssh_channel_read_timeout(ch, buf, sizeof buf, 0, 200);
+      if (n == SSH_ERROR || (n == 0 && ssh_channel_is_eof(ch))) break;
+      if (n > 0) out.append(buf, size_t(n));
+      int m = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 1);
+      if (m > 0) {
+        err.append(buf, size_t(m));
+        if (err.find("Watches established") != std::string::npos && !watching_) {
+          watching_ = true;
+          spdlog::info("backend {}: watching {} with inotifywait", backend_->name(), root);
+        }
+        if (err.size() > 65536) err.erase(0, err.size() - 1024);
+      }
+      size_t nl;
+      while ((nl = out.find('\n')) != std::string::npos) {
+        std::string line = out.substr(0, nl);
+        out.erase(0, nl + 1);
+        if (line == kNoInotify) {
+          have_inotify = false;
+          spdlog::info(
+              "backend {}: no inotifywait on the server; changes made there are found by "
+              "revalidation only",
+              backend_->name());
+          break;
+        }
+        if (line.compare(0, root.size(), root) != 0) continue;
+        std::string rel = line.substr(root.size());
+        while (rel.size() > 1 && rel.back() == '/') rel.pop_back();
+        if (rel.empty()) rel = "/";
+        if (rel.front() != '/') continue;  // a sibling of root with the same prefix
+        on_change_(rel);
+      }
+      if (!have_inotify) break;
+    }
+  }
+  watching_ = false;
+  if (ch) {
+    ssh_channel_close(ch);
+    ssh_channel_free(ch);
+  }
+  ssh_disconnect(session);
+  ssh_free(session);
+  return have_inotify;
+}
+
+}  // namespace skein

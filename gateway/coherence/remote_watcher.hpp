@@ -1,0 +1,37 @@
+// RemoteWatcher: runs `inotifywait` on a storage server over an SSH exec channel, so that changes
+// made directly in the export arrive within a moment instead of at the next revalidation round.
+// A server without inotifywait is noted once and left to revalidation.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "backend/backend.hpp"
+
+namespace skein {
+
+class RemoteWatcher {
+ public:
+  // Called from the watcher's thread with a backend-relative path that changed.
+  using OnChange = std::function<void(const std::string& rel)>;
+  RemoteWatcher(std::shared_ptr<Backend> backend, OnChange on_change);
+  ~RemoteWatcher();
+  // True while inotifywait runs and its watches are set up.
+  bool watching() const { return watching_.load(); }
+
+ private:
+  void run();
+  // One session: returns false when the server has no inotifywait (stop trying).
+  bool watch_once();
+
+  std::shared_ptr<Backend> backend_;
+  OnChange on_change_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> watching_{false};
+  std::thread thread_;
+};
+
+}  // namespace skein

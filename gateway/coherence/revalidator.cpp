@@ -1,0 +1,63 @@
+// Revalidation by polling; see revalidator.hpp.
+#include "coherence/revalidator.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+
+namespace skein {
+
+Revalidator::Revalidator(InvalidationBroker& broker, const NamespaceRegistry& registry,
+                         std::chrono::milliseconds interval, size_t paths_per_round)
+    : broker_(broker), registry_(registry), interval_(interval), paths_per_round_(paths_per_round) {
+  thread_ = std::thread([this] { run(); });
+}
+
+Revalidator::~Revalidator() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Revalidator::run() {
+  std::unique_lock lock(mu_);
+  while (!cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
+    lock.unlock();
+    round();
+    lock.lock();
+  }
+}
+
+void Revalidator::round() {
+  constexpr size_t kWorkers = 8;
+  for (auto& ns_name : broker_.namespaces()) {
+    auto ns = registry_.find(ns_name);
+    if (!ns) continue;
+    auto batch = broker_.next_batch(ns_name, paths_per_round_);
+    // A few workers, each taking every kWorkers-th path: the server answers them in parallel.
+    std::vector<std::future<void>> workers;
+    for (size_t w = 0; w < std::min(kWorkers, batch.size()); ++w) {
+      workers.push_back(std::async(std::launch::async, [&, w] {
+        for (size_t i = w; i < batch.size(); i += kWorkers) {
+          auto& [path, seen] = batch[i];
+          auto a = ns->getattr(path);
+          if (!a && a.error() != ENOENT) continue;  // a server that is down tells us nothing
+          SeenAttrs now = a ? SeenAttrs::of(*a) : SeenAttrs::missing();
+          if (seen && !(*seen == now)) {
+            spdlog::debug("revalidate: {}:{} changed on the server", ns_name, path);
+            broker_.changed_elsewhere(ns_name,
+                                      {InvalidationBroker::item(v1::Invalidation::INODE, path),
+                                       InvalidationBroker::item(v1::Invalidation::ENTRY, path)});
+          }
+          broker_.set_seen(ns_name, path, now);
+        }
+      }));
+    }
+    for (auto& w : workers) w.get();
+  }
+}
+
+}  // namespace skein

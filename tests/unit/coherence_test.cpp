@@ -1,0 +1,174 @@
+// Interest sets and the invalidation broker, without a network: fake streams record what the
+// broker sends, and acknowledge (or not) as each test needs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "coherence/interest_set.hpp"
+#include "coherence/invalidation_broker.hpp"
+
+namespace skein {
+namespace {
+
+using Kind = v1::Invalidation;
+
+TEST(InterestSet, RecordsWhoCachesWhat) {
+  InterestSet s(10);
+  s.note("/a", 1, std::nullopt);
+  s.note("/a", 2, std::nullopt);
+  s.note("/a", 1, std::nullopt);
+  s.note("/b", 2, std::nullopt);
+  EXPECT_EQ(s.sessions_of("/a"), (std::vector<SessionId>{1, 2}));
+  EXPECT_EQ(s.sessions_of("/b"), (std::vector<SessionId>{2}));
+  EXPECT_TRUE(s.sessions_of("/c").empty());
+  s.forget_session(2);
+  EXPECT_EQ(s.sessions_of("/a"), (std::vector<SessionId>{1}));
+  EXPECT_EQ(s.size(), 1u) << "a path nobody caches is dropped";
+}
+
+TEST(InterestSet, EvictsLeastRecentlyNotedAndReportsWhoHadIt) {
+  InterestSet s(2);
+  s.note("/old", 7, std::nullopt);
+  s.note("/mid", 8, std::nullopt);
+  s.note("/old", 7, std::nullopt);  // touched: now /mid is the oldest
+  auto evicted = s.note("/new", 9, std::nullopt);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].path, "/mid");
+  EXPECT_EQ(evicted[0].sessions, (std::vector<SessionId>{8}));
+  EXPECT_EQ(s.size(), 2u);
+}
+
+TEST(InterestSet, NoticesWhenAPathChangedBehindTheGatewaysBack) {
+  InterestSet s(10);
+  sftp::Attrs a;
+  a.size = 1;
+  a.mtime = 100;
+  bool changed = true;
+  s.note("/f", 1, SeenAttrs::of(a), &changed);
+  EXPECT_FALSE(changed) << "first sight is no change";
+  s.note("/f", 2, SeenAttrs::of(a), &changed);
+  EXPECT_FALSE(changed);
+  a.size = 2;
+  s.note("/f", 2, SeenAttrs::of(a), &changed);
+  EXPECT_TRUE(changed);
+  s.clear_seen("/f");
+  a.size = 3;
+  s.note("/f", 2, SeenAttrs::of(a), &changed);
+  EXPECT_FALSE(changed) << "after the gateway's own change, the next sight is the new baseline";
+}
+
+TEST(InterestSet, BatchesRotateThroughEveryPath) {
+  InterestSet s(100);
+  for (int i = 0; i < 5; ++i) s.note("/p" + std::to_string(i), 1, std::nullopt);
+  std::set<std::string> seen;
+  for (int round = 0; round < 3; ++round)
+    for (auto& [p, _] : s.next_batch(2)) seen.insert(p);
+  EXPECT_EQ(seen.size(), 5u);
+}
+
+// A stream that records events and acknowledges them after `delay` (or never).
+class FakeStream : public InvalidationBroker::Stream {
+ public:
+  FakeStream(InvalidationBroker& b, bool answers) : broker(b), answers(answers) {}
+  void send(const v1::WatchEvent& e) override {
+    events.push_back(e);
+    if (answers) {
+      // Acknowledge from another thread, as a real mount would.
+      pending.emplace_back([this, seq = e.seq()] { broker.acked(id, seq); });
+    }
+  }
+  void end(const std::string& why) override { ended = why; }
+  void join() {
+    for (auto& t : pending) t.join();
+    pending.clear();
+  }
+  ~FakeStream() override { join(); }
+  InvalidationBroker& broker;
+  bool answers;
+  SessionId id = 0;
+  std::vector<v1::WatchEvent> events;
+  std::vector<std::thread> pending;
+  std::string ended;
+};
+
+TEST(InvalidationBroker, TellsOtherInterestedMountsButNotTheOrigin) {
+  InvalidationBroker broker({std::chrono::milliseconds(2000), 100});
+  FakeStream a(broker, true), b(broker, true), c(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);
+  c.id = broker.attach("ns", "C", &c);
+  broker.served("ns", "A", "/d/f", std::nullopt, true);
+  broker.served("ns", "B", "/d/f", std::nullopt, true);
+  broker.served("ns", "C", "/other", std::nullopt, true);
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/d/f")}, "A");
+  b.join();
+  EXPECT_TRUE(a.events.empty()) << "the origin already knows";
+  ASSERT_EQ(b.events.size(), 1u);
+  EXPECT_EQ(b.events[0].invalidations(0).path(), "/d/f");
+  EXPECT_TRUE(c.events.empty()) << "C caches nothing there";
+  broker.detach(a.id);
+  broker.detach(b.id);
+  broker.detach(c.id);
+}
+
+TEST(InvalidationBroker, EntryChangeReachesMountsThatListedTheParent) {
+  InvalidationBroker broker({std::chrono::milliseconds(2000), 100});
+  FakeStream a(broker, true), b(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);
+  broker.served("ns", "B", "/dir", std::nullopt, false);  // B listed /dir
+  broker.changed("ns", {InvalidationBroker::item(Kind::ENTRY, "/dir/new")}, "A");
+  b.join();
+  EXPECT_EQ(b.events.size(), 1u);
+  broker.detach(a.id);
+  broker.detach(b.id);
+}
+
+TEST(InvalidationBroker, SilentMountLosesItsLeaseWithinTheTimeoutAndOthersGoOn) {
+  InvalidationBroker broker({std::chrono::milliseconds(200), 100});
+  FakeStream good(broker, true), silent(broker, false);
+  good.id = broker.attach("ns", "good", &good);
+  silent.id = broker.attach("ns", "silent", &silent);
+  broker.served("ns", "good", "/f", std::nullopt, false);
+  broker.served("ns", "silent", "/f", std::nullopt, false);
+  auto start = std::chrono::steady_clock::now();
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/f")}, "");
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::milliseconds(1000));
+  EXPECT_GE(took, std::chrono::milliseconds(150));
+  EXPECT_FALSE(silent.ended.empty()) << "the silent mount's stream is ended";
+  EXPECT_TRUE(good.ended.empty());
+  // Once revoked, it is no longer waited for.
+  start = std::chrono::steady_clock::now();
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/f")}, "");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150));
+  good.join();
+  broker.detach(good.id);
+  broker.detach(silent.id);
+}
+
+TEST(InvalidationBroker, EvictedInterestIsInvalidatedNotForgotten) {
+  InvalidationBroker broker({std::chrono::milliseconds(2000), 2});
+  FakeStream a(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  broker.served("ns", "A", "/1", std::nullopt, false);
+  broker.served("ns", "A", "/2", std::nullopt, false);
+  broker.served("ns", "A", "/3", std::nullopt, false);
+  a.join();
+  ASSERT_EQ(a.events.size(), 1u);
+  EXPECT_EQ(a.events[0].invalidations(0).kind(), Kind::TREE);
+  EXPECT_EQ(a.events[0].invalidations(0).path(), "/1");
+  broker.detach(a.id);
+}
+
+TEST(InvalidationBroker, UnsubscribedMountsAreNotTracked) {
+  InvalidationBroker broker({std::chrono::milliseconds(2000), 2});
+  broker.served("ns", "nobody", "/x", std::nullopt, false);
+  auto start = std::chrono::steady_clock::now();
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/x")}, "");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+}
+
+}  // namespace
+}  // namespace skein
