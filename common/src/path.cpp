@@ -25,12 +25,15 @@ std::optional<std::string> normalize_virtual_path(std::string_view path) {
     if (part.size() > 255) return std::nullopt;
     parts.push_back(part);
   }
+  if (parts.empty()) return std::string(1, '/');
+  size_t size = 0;
+  for (auto p : parts) size += 1 + p.size();
   std::string out;
+  out.reserve(size);
   for (auto p : parts) {
-    out += '/';
-    out += p;
+    out.push_back('/');
+    out.append(p.data(), p.size());
   }
-  if (out.empty()) out = "/";
   return out;
 }
 

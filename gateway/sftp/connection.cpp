@@ -203,11 +203,24 @@ std::string Connection::failure() const {
 
 std::future<Result<Reply>> Connection::send(std::string framed) {
   Pending p;
+  if (uint8_t(framed[4]) == FXP_READ && framed.size() >= 13) {
+    const auto* b = reinterpret_cast<const unsigned char*>(framed.data() + framed.size() - 4);
+    p.read_bytes = size_t(b[0]) << 24 | size_t(b[1]) << 16 | size_t(b[2]) << 8 | b[3];
+    std::unique_lock lock(window_mu_);
+    window_cv_.wait(lock, [&] {
+      return !alive_ || read_bytes_in_flight_ == 0 ||
+             read_bytes_in_flight_ + p.read_bytes <= kReadWindow;
+    });
+    read_bytes_in_flight_ += p.read_bytes;
+  }
   p.deadline = std::chrono::steady_clock::now() + endpoint_.timeout;
   auto fut = p.promise.get_future();
   {
     std::lock_guard lock(mu_);
-    if (!alive_) return ready_failure(EIO);
+    if (!alive_) {
+      release_read_bytes(p.read_bytes);
+      return ready_failure(EIO);
+    }
     patch_request_id(framed, next_id_++);
     queue_.emplace_back(std::move(framed), std::move(p));
     ++in_flight_;
@@ -215,6 +228,15 @@ std::future<Result<Reply>> Connection::send(std::string framed) {
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
   return fut;
+}
+
+void Connection::release_read_bytes(size_t n) {
+  if (n == 0) return;
+  {
+    std::lock_guard lock(window_mu_);
+    read_bytes_in_flight_ -= n;
+  }
+  window_cv_.notify_all();
 }
 
 void Connection::fail_all(const std::string& why) {
@@ -225,8 +247,18 @@ void Connection::fail_all(const std::string& why) {
     alive_ = false;
     queued.swap(queue_);
   }
-  for (auto& [_, p] : queued) p.promise.set_value(Result<Reply>::failure(EIO));
-  for (auto& [_, p] : pending_) p.promise.set_value(Result<Reply>::failure(EIO));
+  for (auto& [_, p] : queued) {
+    release_read_bytes(p.read_bytes);
+    p.promise.set_value(Result<Reply>::failure(EIO));
+  }
+  for (auto& [_, p] : pending_) {
+    release_read_bytes(p.read_bytes);
+    p.promise.set_value(Result<Reply>::failure(EIO));
+  }
+  {
+    std::lock_guard lock(window_mu_);  // no sender may miss this between its check and its wait
+  }
+  window_cv_.notify_all();  // senders waiting for room: the connection is gone
   in_flight_ -= queued.size() + pending_.size();
   pending_.clear();
 }
@@ -285,6 +317,7 @@ void Connection::io_loop() {
       while (take_packet(inbuf_, type, id, body, bad)) {
         auto it = pending_.find(id);
         if (it == pending_.end()) continue;  // e.g. a reply to a request that timed out
+        release_read_bytes(it->second.read_bytes);
         it->second.promise.set_value(Reply{type, std::move(body)});
         pending_.erase(it);
         --in_flight_;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <future>
@@ -69,7 +70,9 @@ class Connection {
   struct Pending {
     std::promise<Result<Reply>> promise;
     std::chrono::steady_clock::time_point deadline;
+    size_t read_bytes = 0;  // data a READ may bring back
   };
+  void release_read_bytes(size_t n);
 
   ssh_session_struct* session_ = nullptr;
   ssh_channel_struct* channel_ = nullptr;
@@ -87,6 +90,14 @@ class Connection {
   // Owned by the I/O thread alone.
   std::unordered_map<uint32_t, Pending> pending_;
   std::string inbuf_;
+
+  // Bytes that outstanding READs may bring back. Kept under libssh's channel window (1.28 MB), so
+  // replies always fit it: the server then never stalls writing a reply while we are blocked
+  // writing a request to it, which would deadlock the channel until the deadline.
+  static constexpr size_t kReadWindow = 1000000;
+  std::mutex window_mu_;
+  std::condition_variable window_cv_;
+  size_t read_bytes_in_flight_ = 0;
 
   std::atomic<bool> alive_{false};
   std::atomic<bool> stopping_{false};
