@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -21,9 +22,6 @@ namespace {
 
 static_assert(FUSE_ROOT_ID == kRootInode);
 
-// Short kernel cache lifetimes until the mount learns of remote changes through a Watch stream.
-constexpr double kEntryTimeout = 1.0;
-constexpr double kAttrTimeout = 1.0;
 constexpr unsigned kMaxIoBytes = 1 << 20;  // the Data service's largest read and write
 constexpr blksize_t kBlockSize = 4096;
 // d_ino of a readdir entry the kernel holds no inode for (libfuse's FUSE_UNKNOWN_INO).
@@ -34,6 +32,7 @@ struct OpenFile {
   std::uint64_t gw_handle = 0;
   std::uint32_t flags = 0;
   std::string path;  // at open; later calls use the inode's current path (renames move it)
+  std::unique_ptr<DataPath::File> data = nullptr;  // its read-ahead and write-behind
 };
 
 // An open directory: its whole listing, fetched at opendir; entry i has offset i + 1.
@@ -43,6 +42,7 @@ struct DirHandle {
   // across a fuse_reply_*.
   std::mutex mu;
   std::vector<DirEntry> entries;  // guarded by mu; starts with "." and ".."
+  CachePolicy::Ticket ticket;     // guarded by mu; taken before `entries` were fetched
   bool served = false;            // guarded by mu; a rewind to 0 after this fetches anew
 };
 
@@ -83,14 +83,22 @@ struct stat to_stat(const FileAttr& a, fuse_ino_t ino) {
   return st;
 }
 
-fuse_entry_param to_entry(InodeRef ref, const FileAttr& attr) {
+// An entry for the kernel, cached as long as the cache policy allows for an operation that took
+// `ticket` before asking the gateway.
+fuse_entry_param to_entry(Mount& mount, InodeRef ref, const FileAttr& attr,
+                          CachePolicy::Ticket ticket) {
   fuse_entry_param e{};
   e.ino = ref.ino;
   e.generation = ref.generation;
   e.attr = to_stat(attr, ref.ino);
-  e.attr_timeout = kAttrTimeout;
-  e.entry_timeout = kEntryTimeout;
+  e.attr_timeout = e.entry_timeout = mount.cache.timeout(ticket);
+  mount.cache.sent_attrs(ref.ino, attr.mtime_ns, attr.size);
   return e;
+}
+
+// Takes back kernel lookups; what the cache policy knew of a dropped inode goes with it.
+void forget_lookups(Mount& mount, fuse_ino_t ino, std::uint64_t n) {
+  if (mount.inodes.forget(ino, n)) mount.cache.forget(ino);
 }
 
 // The current path of `ino`: ENOENT once its name was removed, ESTALE if the kernel names an inode
@@ -117,19 +125,51 @@ FileRef file_ref(fuse_req_t req, fuse_ino_t ino, const fuse_file_info* fi) {
 }
 
 // Replies with the entry at `path`, counting the lookup the kernel now holds.
-void reply_entry(fuse_req_t req, const std::string& path, const FileAttr& attr) {
-  InodeTable& inodes = mount_of(req).inodes;
-  fuse_entry_param e = to_entry(inodes.lookup_add(path), attr);
-  if (fuse_reply_entry(req, &e) != 0) inodes.forget(e.ino, 1);  // interrupted: never received
+void reply_entry(fuse_req_t req, const std::string& path, const FileAttr& attr,
+                 CachePolicy::Ticket ticket) {
+  Mount& mount = mount_of(req);
+  fuse_entry_param e = to_entry(mount, mount.inodes.lookup_add(path), attr, ticket);
+  if (fuse_reply_entry(req, &e) != 0) forget_lookups(mount, e.ino, 1);  // interrupted
 }
 
 void reply_status(fuse_req_t req, Status status) { fuse_reply_err(req, status.error()); }
+
+// Removes a silly-renamed file whose last open on this mount has been closed.
+void remove_hidden(Mount& mount, const std::string& hidden) {
+  Status removed = mount.gateway->unlink(hidden);
+  if (!removed && removed.error() != ENOENT) {
+    spdlog::warn("cannot remove {} (deleted while open): errno {}", hidden, removed.error());
+  }
+  mount.inodes.unlink(hidden);
+}
+
+// A release (or an open the kernel never received) of `ino`: at its last close, a file deleted
+// while open goes for good.
+void closed(Mount& mount, fuse_ino_t ino) {
+  if (auto hidden = mount.open_inodes.closed(ino)) remove_hidden(mount, *hidden);
+}
+
+// NFS-style silly rename: a file this mount has open is not removed but renamed to a hidden name
+// in its directory, until its last close; its open descriptors keep reading, writing and
+// fstat-ing it. Returns true when it did so (the unlink is then complete).
+Result<bool> hide_if_open(Mount& mount, const std::string& path) {
+  auto ino = mount.inodes.find(path);
+  if (!ino || !mount.open_inodes.is_open(*ino)) return false;
+  std::string hidden = join_path(parent_path(path), OpenInodes::hidden_name(*ino));
+  Status renamed = mount.gateway->rename(path, hidden, RENAME_NOREPLACE);
+  if (!renamed) return Result<bool>::failure(renamed.error());
+  mount.inodes.rename(path, hidden);
+  spdlog::debug("{} deleted while open: kept as {} until closed", path, hidden);
+  if (!mount.open_inodes.hide(*ino, hidden)) remove_hidden(mount, hidden);  // closed meanwhile
+  return true;
+}
 
 // The listing served by readdir: ".", "..", then the gateway's entries.
 Result<std::vector<DirEntry>> fetch_listing(fuse_req_t req, fuse_ino_t ino) {
   using R = Result<std::vector<DirEntry>>;
   auto path = path_of(req, ino);
   if (!path) return R::failure(path.error());
+  mount_of(req).data->settle_all();  // readdirplus hands out sizes
   auto listed = gateway_of(req).readdir(*path);
   if (!listed) return listed;
   std::vector<DirEntry> entries;
@@ -137,7 +177,8 @@ Result<std::vector<DirEntry>> fetch_listing(fuse_req_t req, fuse_ino_t ino) {
   entries.push_back(DirEntry{".", FileAttr{.mode = S_IFDIR}});
   entries.push_back(DirEntry{"..", FileAttr{.mode = S_IFDIR}});
   for (auto& e : *listed) {
-    if (!is_valid_entry_name(e.name)) continue;  // the gateway's own "." and "..", or junk
+    if (!is_valid_entry_name(e.name)) continue;        // the gateway's own "." and "..", or junk
+    if (OpenInodes::is_hidden_name(e.name)) continue;  // deleted while open (silly rename)
     entries.push_back(std::move(e));
   }
   return entries;
@@ -150,9 +191,11 @@ void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   DirHandle& dir = dir_handle(fi);
   std::unique_lock lock(dir.mu);
   if (off == 0 && dir.served) {  // rewinddir: show what is there now
+    CachePolicy::Ticket ticket = mount.cache.ticket();
     auto fresh = fetch_listing(req, ino);
     if (!fresh) return (void)fuse_reply_err(req, fresh.error());
     dir.entries = fresh.take();
+    dir.ticket = ticket;
   }
   dir.served = true;
   // readdirplus needs the directory's path to name entries; plain readdir only for their d_ino.
@@ -182,12 +225,13 @@ void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
       // The kernel takes no lookup for "." and "..", nor for an entry with ino 0; an entry the
       // gateway sent without a file type gets no inode rather than a broken one.
       if (!is_dot_or_dotdot(entry.name) && (entry.attr.mode & S_IFMT) != 0) {
-        e = to_entry(mount.inodes.lookup_add(join_path(*dir_path, entry.name)), entry.attr);
+        e = to_entry(mount, mount.inodes.lookup_add(join_path(*dir_path, entry.name)), entry.attr,
+                     dir.ticket);
         counted.push_back(e.ino);
       }
       needed = fuse_add_direntry_plus(req, buf.data() + used, room, entry.name.c_str(), &e, next);
       if (needed > room && e.ino != 0) {  // did not fit: the kernel will not hear of it
-        mount.inodes.forget(e.ino, 1);
+        forget_lookups(mount, e.ino, 1);
         counted.pop_back();
       }
     }
@@ -196,13 +240,14 @@ void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   }
   lock.unlock();
   if (fuse_reply_buf(req, buf.data(), used) != 0) {
-    for (fuse_ino_t counted_ino : counted) mount.inodes.forget(counted_ino, 1);
+    for (fuse_ino_t counted_ino : counted) forget_lookups(mount, counted_ino, 1);
   }
 }
 
 // ---- operations, in fuse_lowlevel_ops order ----
 
-void skein_init(void* /*userdata*/, fuse_conn_info* conn) {
+void skein_init(void* userdata, fuse_conn_info* conn) {
+  Mount& mount = *static_cast<Mount*>(userdata);
   conn->max_write = kMaxIoBytes;
   conn->max_read = kMaxIoBytes;
   const unsigned wanted = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_ATOMIC_O_TRUNC;
@@ -213,28 +258,46 @@ void skein_init(void* /*userdata*/, fuse_conn_info* conn) {
                   FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
   spdlog::info("FUSE session initialised: protocol {}.{}, max_write {}", conn->proto_major,
                conn->proto_minor, conn->max_write);
+  // Coherence starts with the session: invalidations make sense only once the kernel is there.
+  if (mount.kernel_cache) mount.kernel_cache->session_ready();
+  if (mount.watch) mount.watch->start();
 }
 
 void skein_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto path = child_path(req, parent, name);
   if (!path) return (void)fuse_reply_err(req, path.error());
+  if (auto known = mount_of(req).inodes.find(*path)) mount_of(req).data->settle(*known);
+  CachePolicy::Ticket ticket = mount_of(req).cache.ticket();
   auto attr = gateway_of(req).getattr(*path);
   if (!attr) return (void)fuse_reply_err(req, attr.error());
-  reply_entry(req, *path, *attr);
+  reply_entry(req, *path, *attr, ticket);
 }
 
 void skein_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  mount_of(req).inodes.forget(ino, nlookup);
+  forget_lookups(mount_of(req), ino, nlookup);
   fuse_reply_none(req);
 }
 
 void skein_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
+  Mount& mount = mount_of(req);
   auto path = path_of(req, ino);
-  if (!path) return (void)fuse_reply_err(req, path.error());
-  auto attr = gateway_of(req).getattr(*path);
+  if (path) mount.data->settle(ino);  // the size and mtime of writes acknowledged to the kernel
+  CachePolicy& cache = mount.cache;
+  CachePolicy::Ticket ticket = cache.ticket();
+  auto attr = path ? gateway_of(req).getattr(*path) : Result<FileAttr>::failure(path.error());
+  if (!attr && attr.error() == ENOENT) {
+    // A file open here exists until its last close, even when its name is gone (removed through
+    // another mount, or on a branch that is down): reads go on through the gateway's handle.
+    if (auto seen = mount.open_inodes.last_seen(ino)) {
+      struct stat st = to_stat(*seen, ino);
+      return (void)fuse_reply_attr(req, &st, 0);
+    }
+  }
   if (!attr) return (void)fuse_reply_err(req, attr.error());
   struct stat st = to_stat(*attr, ino);
-  fuse_reply_attr(req, &st, kAttrTimeout);
+  cache.sent_attrs(ino, attr->mtime_ns, attr->size);
+  mount.open_inodes.seen(ino, *attr);
+  fuse_reply_attr(req, &st, cache.timeout(ticket));
 }
 
 void skein_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
@@ -273,10 +336,15 @@ void skein_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set
       fi ? Result<std::string>(file_ref(req, ino, fi).path) : path_of(req, ino);
   if (!path) return (void)fuse_reply_err(req, path.error());
   if (fi) change.handle = open_file(fi).gw_handle;
+  mount_of(req).data->settle(ino);  // writes acknowledged before must not land after (or undo) it
+  CachePolicy& cache = mount_of(req).cache;
+  CachePolicy::Ticket ticket = cache.ticket();
   auto changed = gateway_of(req).setattr(*path, change);
+  if (to_set & FUSE_SET_ATTR_SIZE) mount_of(req).data->changed(ino);
   if (!changed) return (void)fuse_reply_err(req, changed.error());
   struct stat st = to_stat(*changed, ino);
-  fuse_reply_attr(req, &st, kAttrTimeout);
+  cache.sent_attrs(ino, changed->mtime_ns, changed->size);
+  fuse_reply_attr(req, &st, cache.timeout(ticket));
 }
 
 void skein_readlink(fuse_req_t req, fuse_ino_t ino) {
@@ -290,14 +358,18 @@ void skein_readlink(fuse_req_t req, fuse_ino_t ino) {
 void skein_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   auto path = child_path(req, parent, name);
   if (!path) return (void)fuse_reply_err(req, path.error());
+  CachePolicy::Ticket ticket = mount_of(req).cache.ticket();
   auto attr = gateway_of(req).mkdir(*path, mode & 07777);
   if (!attr) return (void)fuse_reply_err(req, attr.error());
-  reply_entry(req, *path, *attr);
+  reply_entry(req, *path, *attr, ticket);
 }
 
 void skein_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto path = child_path(req, parent, name);
   if (!path) return (void)fuse_reply_err(req, path.error());
+  auto hidden = hide_if_open(mount_of(req), *path);
+  if (!hidden) return (void)fuse_reply_err(req, hidden.error());
+  if (*hidden) return (void)fuse_reply_err(req, 0);
   Status removed = gateway_of(req).unlink(*path);
   if (removed) mount_of(req).inodes.unlink(*path);
   reply_status(req, removed);
@@ -314,9 +386,10 @@ void skein_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void skein_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
   auto path = child_path(req, parent, name);
   if (!path) return (void)fuse_reply_err(req, path.error());
+  CachePolicy::Ticket ticket = mount_of(req).cache.ticket();
   auto attr = gateway_of(req).symlink(*path, target);
   if (!attr) return (void)fuse_reply_err(req, attr.error());
-  reply_entry(req, *path, *attr);
+  reply_entry(req, *path, *attr, ticket);
 }
 
 void skein_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
@@ -339,63 +412,92 @@ void skein_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
   if (!existing) return (void)fuse_reply_err(req, existing.error());
   auto path = child_path(req, newparent, newname);
   if (!path) return (void)fuse_reply_err(req, path.error());
+  CachePolicy::Ticket ticket = mount_of(req).cache.ticket();
   auto attr = gateway_of(req).link(*existing, *path);
   if (!attr) return (void)fuse_reply_err(req, attr.error());
-  reply_entry(req, *path, *attr);
+  reply_entry(req, *path, *attr, ticket);
 }
 
 void skein_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto path = path_of(req, ino);
   if (!path) return (void)fuse_reply_err(req, path.error());
   const auto flags = static_cast<std::uint32_t>(fi->flags);
+  Mount& mount = mount_of(req);
+  CachePolicy::Ticket ticket = mount.cache.ticket();
   auto opened = gateway_of(req).open(*path, flags);
   if (!opened) return (void)fuse_reply_err(req, opened.error());
   auto* file = new OpenFile{opened->handle, flags, *path};
+  file->data = mount.data->open(ino, gateway_of(req), flags, opened->attr.size);
   fi->fh = reinterpret_cast<std::uint64_t>(file);
-  fi->keep_cache = 0;
+  // Close-to-open: pages survive only if the file is as this mount's last open saw it, and the
+  // kernel's attributes are dropped if the gateway's (fresh) ones differ from what it was told.
+  auto decision = mount.cache.opened(ticket, ino, opened->attr.mtime_ns, opened->attr.size);
+  if (decision.refresh_attrs && mount.kernel_cache) mount.kernel_cache->attributes_changed(ino);
+  fi->keep_cache = decision.keep_cache ? 1 : 0;
   fi->direct_io = 0;
-  if (fuse_reply_open(req, fi) != 0) {  // interrupted: no release will come for it
+  mount.open_inodes.opened(ino, opened->attr);  // before the reply: a release may follow
+  if (fuse_reply_open(req, fi) != 0) {          // interrupted: no release will come for it
     (void)gateway_of(req).release(FileRef{*path, file->gw_handle, flags});
     delete file;
+    closed(mount, ino);
   }
 }
 
+// Read-ahead and write-behind live in DataPath: reads may come from blocks fetched earlier, and a
+// write is acknowledged once queued, its error reported by a later write, flush, fsync or close.
 void skein_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-  auto data = gateway_of(req).read(file_ref(req, ino, fi), static_cast<std::uint64_t>(off),
-                                   static_cast<std::uint32_t>(size));
+  auto data =
+      mount_of(req).data->read(*open_file(fi).data, file_ref(req, ino, fi),
+                               static_cast<std::uint64_t>(off), static_cast<std::uint32_t>(size));
   if (!data) return (void)fuse_reply_err(req, data.error());
-  fuse_reply_buf(req, data->data(), data->size());
+  std::vector<iovec> iov;
+  iov.reserve(data->pieces.size());
+  for (std::string_view piece : data->pieces)
+    iov.push_back(iovec{const_cast<char*>(piece.data()), piece.size()});
+  if (iov.empty()) return (void)fuse_reply_buf(req, nullptr, 0);
+  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
 }
 
 void skein_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
                  fuse_file_info* fi) {
-  auto written = gateway_of(req).write(file_ref(req, ino, fi), static_cast<std::uint64_t>(off),
-                                       std::string_view(buf, size));
+  auto written =
+      mount_of(req).data->write(*open_file(fi).data, file_ref(req, ino, fi),
+                                static_cast<std::uint64_t>(off), std::string_view(buf, size));
   if (!written) return (void)fuse_reply_err(req, written.error());
   fuse_reply_write(req, *written);
 }
 
 void skein_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Status written = mount_of(req).data->flush(*open_file(fi).data);
+  if (!written) return reply_status(req, written);
   reply_status(req, gateway_of(req).flush(file_ref(req, ino, fi)));
 }
 
 void skein_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   FileRef file = file_ref(req, ino, fi);
+  Status written = mount_of(req).data->flush(*open_file(fi).data);
+  if (!written)
+    spdlog::warn("{}: a write failed after the last flush: errno {}", file.path, written.error());
   Status released = gateway_of(req).release(file);
   if (!released) spdlog::warn("release {}: errno {} (ignored)", file.path, released.error());
+  closed(mount_of(req), ino);
   delete &open_file(fi);
   fuse_reply_err(req, 0);  // the kernel does not look at release errors
 }
 
 void skein_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  Status written = mount_of(req).data->flush(*open_file(fi).data);
+  if (!written) return reply_status(req, written);
   reply_status(req, gateway_of(req).fsync(file_ref(req, ino, fi), datasync != 0));
 }
 
 void skein_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  CachePolicy::Ticket ticket = mount_of(req).cache.ticket();
   auto listing = fetch_listing(req, ino);
   if (!listing) return (void)fuse_reply_err(req, listing.error());
   auto* dir = new DirHandle;
   dir->entries = listing.take();
+  dir->ticket = ticket;
   fi->fh = reinterpret_cast<std::uint64_t>(dir);
   fi->keep_cache = 0;
   fi->cache_readdir = 0;
@@ -433,24 +535,28 @@ void skein_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mo
   auto path = child_path(req, parent, name);
   if (!path) return (void)fuse_reply_err(req, path.error());
   const auto flags = static_cast<std::uint32_t>(fi->flags);
+  Mount& mount = mount_of(req);
+  CachePolicy::Ticket ticket = mount.cache.ticket();
   auto created = gateway_of(req).create(*path, flags, mode & 07777);
   if (!created) return (void)fuse_reply_err(req, created.error());
-  InodeTable& inodes = mount_of(req).inodes;
-  fuse_entry_param e = to_entry(inodes.lookup_add(*path), created->attr);
+  fuse_entry_param e = to_entry(mount, mount.inodes.lookup_add(*path), created->attr, ticket);
   auto* file = new OpenFile{created->handle, flags, *path};
+  file->data = mount.data->open(e.ino, gateway_of(req), flags, created->attr.size);
   fi->fh = reinterpret_cast<std::uint64_t>(file);
   fi->keep_cache = 0;
   fi->direct_io = 0;
+  mount.open_inodes.opened(e.ino, created->attr);  // before the reply: a release may follow
   if (fuse_reply_create(req, &e, fi) != 0) {  // interrupted: neither lookup nor open was received
-    inodes.forget(e.ino, 1);
     (void)gateway_of(req).release(FileRef{*path, file->gw_handle, flags});
     delete file;
+    closed(mount, e.ino);
+    forget_lookups(mount, e.ino, 1);
   }
 }
 
 void skein_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  InodeTable& inodes = mount_of(req).inodes;
-  for (size_t i = 0; i < count; ++i) inodes.forget(forgets[i].ino, forgets[i].nlookup);
+  Mount& mount = mount_of(req);
+  for (size_t i = 0; i < count; ++i) forget_lookups(mount, forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
 }
 

@@ -6,8 +6,14 @@
 
 #include <memory>
 
+#include "cache_policy.hpp"
+#include "control_socket.hpp"
+#include "data_path.hpp"
 #include "gateway_client.hpp"
 #include "inode_table.hpp"
+#include "kernel_cache.hpp"
+#include "open_inodes.hpp"
+#include "watch_stream.hpp"
 
 namespace skein::client {
 
@@ -16,7 +22,18 @@ struct Mount {
   // Created only once the daemon has forked (gRPC threads do not survive a fork), and before the
   // session loop starts, so no operation ever sees it null.
   std::unique_ptr<GatewayClient> gateway;
+  // Read-ahead and write-behind; created with the gateway, and destroyed before it (its writes
+  // still in flight finish through it).
+  std::unique_ptr<DataPath> data;
   InodeTable inodes;
+  CachePolicy cache;       // kernel cache lifetimes; options set before the session starts
+  OpenInodes open_inodes;  // open counts and silly renames
+
+  // Coherence: set up by main before the session loop, started by the init operation, and
+  // stopped by main (watch and control first) before the session is destroyed.
+  std::unique_ptr<KernelCache> kernel_cache;
+  std::unique_ptr<WatchStream> watch;
+  std::unique_ptr<ControlSocket> control;
 };
 
 // The operations table for fuse_session_new; the session's userdata must be a Mount.

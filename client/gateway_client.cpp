@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <stop_token>
 #include <thread>
 
@@ -29,6 +31,7 @@ constexpr int kMaxReconnectBackoffMs = 1'000;
 // Despite its name, gRPC's "min reconnect backoff" is how long one connection attempt may take.
 constexpr int kConnectTimeoutMs = 5'000;
 constexpr char kTokenMetadata[] = "x-skein-token";
+constexpr char kMountMetadata[] = "x-skein-mount";
 
 // AttrChange's bits are sent as they are.
 constexpr bool same_bit(AttrChange::Field ours, pb::SetAttrRequest::Field wire) {
@@ -131,7 +134,33 @@ void watch_connection(std::stop_token stop, std::shared_ptr<grpc::Channel> chann
 struct GatewayClient::Stubs {
   std::unique_ptr<pb::Namespace::Stub> names;
   std::unique_ptr<pb::Data::Stub> data;
+  // Asynchronous calls not yet finished; the client is not destroyed while there are any.
+  std::mutex async_mu;
+  std::condition_variable async_cv;
+  int async_calls = 0;            // guarded by async_mu
   std::jthread connection_watch;  // declared last: stopped and joined first
+
+  // One asynchronous unary call through the stub's callback API: owns its context, request and
+  // reply until gRPC is done with them, then hands the reply (or the errno) to `finish`.
+  template <typename Request, typename Reply>
+  struct AsyncCall {
+    grpc::ClientContext context;
+    Request request;
+    Reply reply;
+  };
+
+  void async_started() {
+    std::lock_guard lock(async_mu);
+    ++async_calls;
+  }
+  void async_finished() {
+    std::lock_guard lock(async_mu);
+    if (--async_calls == 0) async_cv.notify_all();
+  }
+  void wait_for_async_calls() {
+    std::unique_lock lock(async_mu);
+    async_cv.wait(lock, [&] { return async_calls == 0; });
+  }
 
   // One unary call: a fresh context with deadline and token, the gRPC status and the reply's
   // `error` both turned into the Result.
@@ -157,6 +186,7 @@ struct GatewayClient::Stubs {
                       grpc::ClientContext* context) {
     context->set_deadline(std::chrono::system_clock::now() + timeout);
     if (!options.token.empty()) context->AddMetadata(kTokenMetadata, options.token);
+    if (!options.mount_id.empty()) context->AddMetadata(kMountMetadata, options.mount_id);
   }
 
   static void log_failure(const char* method, const std::string& path, const grpc::Status& status) {
@@ -180,13 +210,14 @@ std::shared_ptr<grpc::Channel> GatewayClient::connect(const std::string& target)
 }
 
 GatewayClient::GatewayClient(std::shared_ptr<grpc::Channel> channel, GatewayOptions options)
-    : options_(std::move(options)),
-      stubs_(std::make_unique<Stubs>(
-          Stubs{pb::Namespace::NewStub(channel), pb::Data::NewStub(channel), {}})) {
+    : options_(std::move(options)), stubs_(std::make_unique<Stubs>()) {
+  stubs_->names = pb::Namespace::NewStub(channel);
+  stubs_->data = pb::Data::NewStub(channel);
   if (options_.watch_connection) stubs_->connection_watch = std::jthread(watch_connection, channel);
 }
 
-GatewayClient::~GatewayClient() = default;
+// Every asynchronous call ends within its deadline, so this wait is bounded.
+GatewayClient::~GatewayClient() { stubs_->wait_for_async_calls(); }
 
 NamespaceCheck GatewayClient::check_namespace(std::chrono::milliseconds deadline) const {
   using Outcome = NamespaceCheck::Outcome;
@@ -443,6 +474,62 @@ Status GatewayClient::release(const FileRef& file) const {
       options_, "Release", file.path,
       [&](auto* ctx, auto* out) { return stubs_->data->Release(ctx, req, out); });
   return reply ? ok_status() : Status::failure(reply.error());
+}
+
+void GatewayClient::read_async(const FileRef& file, std::uint64_t offset, std::uint32_t size,
+                               ReadDone done) const {
+  using Call = Stubs::AsyncCall<pb::ReadRequest, pb::ReadReply>;
+  auto* call = new Call;
+  Stubs::prepare(options_, options_.timeout, &call->context);
+  to_proto(options_.ns, file, call->request.mutable_file());
+  call->request.set_offset(offset);
+  call->request.set_size(size);
+  Stubs* stubs = stubs_.get();
+  stubs->async_started();
+  stubs->data->async()->Read(
+      &call->context, &call->request, &call->reply,
+      [stubs, call, done = std::move(done)](grpc::Status status) {
+        std::unique_ptr<Call> owned(call);
+        if (!status.ok()) {
+          Stubs::log_failure("Read", owned->request.file().path(), status);
+          done(Result<std::string>::failure(errno_from_status(status)));
+        } else if (owned->reply.error() != 0) {
+          done(Result<std::string>::failure(errno_from_reply(owned->reply.error())));
+        } else {
+          done(std::move(*owned->reply.mutable_data()));
+        }
+        owned.reset();
+        stubs->async_finished();
+      });
+}
+
+void GatewayClient::write_async(const FileRef& file, std::uint64_t offset, std::string data,
+                                WriteDone done) const {
+  using Call = Stubs::AsyncCall<pb::WriteRequest, pb::WriteReply>;
+  auto* call = new Call;
+  Stubs::prepare(options_, options_.timeout, &call->context);
+  to_proto(options_.ns, file, call->request.mutable_file());
+  call->request.set_offset(offset);
+  call->request.set_data(std::move(data));
+  Stubs* stubs = stubs_.get();
+  stubs->async_started();
+  stubs->data->async()->Write(
+      &call->context, &call->request, &call->reply,
+      [stubs, call, done = std::move(done)](grpc::Status status) {
+        std::unique_ptr<Call> owned(call);
+        if (!status.ok()) {
+          Stubs::log_failure("Write", owned->request.file().path(), status);
+          done(Result<std::uint32_t>::failure(errno_from_status(status)));
+        } else if (owned->reply.error() != 0) {
+          spdlog::debug("gateway Write {}: errno {}", owned->request.file().path(),
+                        owned->reply.error());
+          done(Result<std::uint32_t>::failure(errno_from_reply(owned->reply.error())));
+        } else {
+          done(owned->reply.written());
+        }
+        owned.reset();
+        stubs->async_finished();
+      });
 }
 
 }  // namespace skein::client

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -98,6 +99,8 @@ struct GatewayOptions {
   // Follow the channel's connectivity from a thread of its own: logs losing and finding the
   // gateway, and reconnects promptly when it is back. Needs a real (not in-process) channel.
   bool watch_connection = false;
+  // Sent as x-skein-mount when not empty, so the gateway knows whose cache each reply fills.
+  std::string mount_id{};
 };
 
 class GatewayClient {
@@ -139,6 +142,16 @@ class GatewayClient {
   Status flush(const FileRef& file) const;
   Status fsync(const FileRef& file, bool datasync) const;
   Status release(const FileRef& file) const;
+
+  // Read and Write without waiting, for read-ahead and write-behind: `done` runs exactly once, on
+  // a gRPC thread (so it must not block), with what read() or write() would have returned. The
+  // destructor waits for every call still in flight.
+  using ReadDone = std::function<void(Result<std::string>)>;
+  using WriteDone = std::function<void(Result<std::uint32_t>)>;
+  void read_async(const FileRef& file, std::uint64_t offset, std::uint32_t size,
+                  ReadDone done) const;
+  void write_async(const FileRef& file, std::uint64_t offset, std::string data,
+                   WriteDone done) const;
 
  private:
   struct Stubs;

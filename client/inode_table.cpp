@@ -1,6 +1,10 @@
 // Synthetic inode numbers mapped to virtual paths; see inode_table.hpp.
 #include "inode_table.hpp"
 
+#include <algorithm>
+
+#include "skein/path.hpp"
+
 namespace skein::client {
 namespace {
 
@@ -30,19 +34,20 @@ InodeRef InodeTable::lookup_add(const std::string& path) {
   return InodeRef{it->second, inode.generation};
 }
 
-void InodeTable::forget(InodeNumber ino, std::uint64_t n) {
-  if (ino == kRootInode) return;
+bool InodeTable::forget(InodeNumber ino, std::uint64_t n) {
+  if (ino == kRootInode) return false;
   std::lock_guard lock(mu_);
   auto it = inodes_.find(ino);
-  if (it == inodes_.end()) return;
+  if (it == inodes_.end()) return false;
   Inode& inode = it->second;
   inode.nlookup = n >= inode.nlookup ? 0 : inode.nlookup - n;
-  if (inode.nlookup > 0) return;
+  if (inode.nlookup > 0) return false;
   if (inode.attached) {
     auto p = by_path_.find(inode.path);
     if (p != by_path_.end() && p->second == ino) by_path_.erase(p);
   }
   inodes_.erase(it);
+  return true;
 }
 
 std::optional<std::string> InodeTable::path_of(InodeNumber ino) const {
@@ -109,6 +114,45 @@ void InodeTable::unlink(const std::string& path) {
   if (path == "/") return;
   std::lock_guard lock(mu_);
   for (const auto& [p, ino] : take_subtree_locked(path)) inodes_.at(ino).attached = false;
+}
+
+std::optional<CachedName> InodeTable::name_at(const std::string& path) const {
+  if (path == "/") return std::nullopt;
+  std::lock_guard lock(mu_);
+  auto it = by_path_.find(path);
+  if (it == by_path_.end()) return std::nullopt;
+  auto parent = by_path_.find(parent_path(path));
+  if (parent == by_path_.end()) return std::nullopt;
+  return CachedName{parent->second, it->second, std::string(base_name(path))};
+}
+
+std::vector<CachedName> InodeTable::names_at_or_below(const std::string& path) const {
+  std::vector<CachedName> names;
+  std::lock_guard lock(mu_);
+  auto add = [&](const std::string& p, InodeNumber ino) {
+    if (p == "/") return;
+    auto parent = by_path_.find(parent_path(p));
+    if (parent != by_path_.end()) {
+      names.push_back(CachedName{parent->second, ino, std::string(base_name(p))});
+    }
+  };
+  if (auto it = by_path_.find(path); it != by_path_.end()) add(it->first, it->second);
+  const std::string prefix = child_prefix(path);
+  for (auto it = by_path_.lower_bound(prefix);
+       it != by_path_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    add(it->first, it->second);
+  }
+  // A path sorts before the paths below it, so the reverse of map order is deepest first.
+  std::reverse(names.begin(), names.end());
+  return names;
+}
+
+std::vector<InodeNumber> InodeTable::all_inodes() const {
+  std::vector<InodeNumber> out;
+  std::lock_guard lock(mu_);
+  out.reserve(inodes_.size());
+  for (const auto& [ino, inode] : inodes_) out.push_back(ino);
+  return out;
 }
 
 std::uint64_t InodeTable::lookup_count(InodeNumber ino) const {

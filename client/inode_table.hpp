@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace skein::client {
 
@@ -23,6 +24,13 @@ struct InodeRef {
   std::uint64_t generation = 0;
 };
 
+// One name the kernel may cache: `name` in directory `parent` stands for `ino`.
+struct CachedName {
+  InodeNumber parent = 0;
+  InodeNumber ino = 0;
+  std::string name;
+};
+
 class InodeTable {
  public:
   InodeTable();
@@ -31,8 +39,9 @@ class InodeTable {
   // lookup counted on it. Call once per entry reply sent to the kernel.
   InodeRef lookup_add(const std::string& path);
 
-  // Takes back `n` kernel lookups. An inode left with none is dropped; the root never is.
-  void forget(InodeNumber ino, std::uint64_t n);
+  // Takes back `n` kernel lookups. An inode left with none is dropped (returns true); the root
+  // never is.
+  bool forget(InodeNumber ino, std::uint64_t n);
 
   // The path of an inode attached to the tree; nullopt when unknown or detached.
   std::optional<std::string> path_of(InodeNumber ino) const;
@@ -54,6 +63,14 @@ class InodeTable {
   // After a successful unlink or rmdir: `path` and anything below it are detached. Their numbers
   // stay valid (for open files) until the kernel forgets them.
   void unlink(const std::string& path);
+
+  // For cache invalidation, copied out so that no lock is held while the kernel is told:
+  // the name at `path` (not the root), if attached;
+  std::optional<CachedName> name_at(const std::string& path) const;
+  // the attached names at `path` and below it (never the root itself), deepest first;
+  std::vector<CachedName> names_at_or_below(const std::string& path) const;
+  // every inode known, attached or not.
+  std::vector<InodeNumber> all_inodes() const;
 
   // Kernel lookups counted on `ino` (0 when unknown). For tests and diagnostics.
   std::uint64_t lookup_count(InodeNumber ino) const;

@@ -239,6 +239,7 @@ Gateway::AddedBackend Gateway::add_backend(AddBackendRequest req) {
   config_ = std::move(next);
   backends_ = std::move(next_backends);
   namespaces_.at(req.ns)->set_table(tables.at(req.ns));
+  if (tables_changed_) tables_changed_(req.ns, backends_);
   if (auto place = tables.at(req.ns)->place(req.mount_path))
     out.layout = place->mount->layout->describe();
   spdlog::info("admin: added backend {} ({}) to {}{}: {}", b.name, address(b),
@@ -282,7 +283,10 @@ Gateway::RemovedBackend Gateway::remove_backend(const std::string& name) {
 
   config_ = std::move(next);
   backends_ = std::move(next_backends);
-  for (auto& [ns, table] : tables) namespaces_.at(ns)->set_table(table);
+  for (auto& [ns, table] : tables) {
+    namespaces_.at(ns)->set_table(table);
+    if (tables_changed_) tables_changed_(ns, backends_);
+  }
   spdlog::info("admin: removed backend {}; mounts dropped: [{}]; still served: [{}]", name,
                join(out.dropped_mounts), join(out.left_mounts));
   return out;

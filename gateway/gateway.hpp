@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,11 @@ class Gateway {
   void connect_backends();
 
   NamespaceRegistry& registry() { return registry_; }
+  // Told, under the gateway's lock, of each namespace whose mount table an admin change swapped,
+  // with the backends now in use: paths may now lead elsewhere, so mounts must drop what they
+  // cached of it. Must not call back into the Gateway. Set before serving.
+  using TablesChanged = std::function<void(const std::string& ns, const BackendMap& backends)>;
+  void on_tables_changed(TablesChanged hook) { tables_changed_ = std::move(hook); }
   // The configuration as it stands now, runtime changes included.
   GatewayConfig config() const;
   std::chrono::seconds uptime() const;
@@ -107,6 +113,7 @@ class Gateway {
   GatewayConfig config_;
   BackendMap backends_;
   std::map<std::string, std::shared_ptr<NamespaceFs>> namespaces_;
+  TablesChanged tables_changed_;
 };
 
 // A token file's contents without trailing whitespace; throws ConfigError when the file cannot be

@@ -72,14 +72,25 @@ int main(int argc, char** argv) {
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  skein::Coherence coherence(
-      {cfg.lease_timeout, cfg.revalidate_interval, cfg.interest_limit, cfg.remote_watch},
-      gateway->registry());
+  skein::Coherence coherence({.lease = cfg.lease_timeout,
+                              .revalidate_interval = cfg.revalidate_interval,
+                              .revalidate_batch = cfg.revalidate_batch,
+                              .interest_limit = cfg.interest_limit,
+                              .remote_watch = cfg.remote_watch},
+                             gateway->registry());
   {
     skein::BackendMap backends;
     for (auto& view : gateway->backends()) backends[view.backend->name()] = view.backend;
     coherence.watch_backends(backends);
   }
+  // An admin change may make a path lead to another branch's file: every mount of the namespace
+  // drops its cache, and backends added at runtime are watched too.
+  gateway->on_tables_changed(
+      [&coherence](const std::string& ns, const skein::BackendMap& backends) {
+        coherence.broker().changed_elsewhere(
+            ns, {skein::InvalidationBroker::item(skein::v1::Invalidation::ALL, "")});
+        coherence.watch_backends(backends);
+      });
   skein::NamespaceService ns_service(gateway->registry(), &coherence.broker());
   skein::DataService data_service(gateway->registry(), &coherence.broker());
   skein::AdminService admin_service(*gateway, admin_token);

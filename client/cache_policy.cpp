@@ -1,0 +1,71 @@
+// Kernel cache lifetimes and page-cache keeping; see cache_policy.hpp.
+#include "cache_policy.hpp"
+
+namespace skein::client {
+
+double CachePolicy::timeout(Ticket t) const {
+  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  if ((now & 1) == 0 || (t.word_ & 1) == 0) return options_.safe_ttl;
+  return now == t.word_ ? options_.cache_ttl : 0.0;
+}
+
+double CachePolicy::current_timeout() const {
+  return healthy() ? options_.cache_ttl : options_.safe_ttl;
+}
+
+void CachePolicy::sent_attrs(InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size) {
+  std::lock_guard lock(mu_);
+  Known& k = known_[ino];
+  k.sent = true;
+  k.sent_mtime_ns = mtime_ns;
+  k.sent_size = size;
+}
+
+CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, std::int64_t mtime_ns,
+                                              std::uint64_t size) {
+  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  const bool healthy_throughout = (now & 1) != 0 && now == t.word_;
+  OpenDecision decision;
+  std::lock_guard lock(mu_);
+  Known& k = known_[ino];
+  decision.refresh_attrs = !k.sent || k.sent_mtime_ns != mtime_ns || k.sent_size != size;
+  decision.keep_cache =
+      healthy_throughout && k.opened && k.open_mtime_ns == mtime_ns && k.open_size == size;
+  // Attributes that may predate an invalidation are no basis for keeping pages next time.
+  k.opened = healthy_throughout;
+  k.open_mtime_ns = mtime_ns;
+  k.open_size = size;
+  if (decision.refresh_attrs) k.sent = false;  // the kernel will ask again
+  return decision;
+}
+
+void CachePolicy::forget(InodeNumber ino) {
+  std::lock_guard lock(mu_);
+  known_.erase(ino);
+}
+
+void CachePolicy::bump() { state_.fetch_add(2, std::memory_order_acq_rel); }
+
+void CachePolicy::invalidating() { bump(); }
+
+void CachePolicy::invalidating(InodeNumber ino) {
+  bump();
+  std::lock_guard lock(mu_);
+  known_.erase(ino);
+}
+
+void CachePolicy::invalidating_all() {
+  bump();
+  std::lock_guard lock(mu_);
+  known_.clear();
+}
+
+void CachePolicy::set_healthy(bool healthy) {
+  std::uint64_t old = state_.load(std::memory_order_acquire);
+  std::uint64_t next;
+  do {
+    next = ((old | 1) + 2) - (healthy ? 0 : 1);
+  } while (!state_.compare_exchange_weak(old, next, std::memory_order_acq_rel));
+}
+
+}  // namespace skein::client

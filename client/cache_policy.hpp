@@ -1,0 +1,102 @@
+// How long the kernel may trust what this mount tells it. While the Watch stream is healthy the
+// gateway invalidates whatever changes, so entries and attributes get long lifetimes and page
+// cache survives re-opens of unchanged files; without the stream, lifetimes are short and page
+// cache is dropped at every open. Pure logic (no FUSE), so it is unit-tested on its own.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+#include "inode_table.hpp"
+
+namespace skein::client {
+
+class CachePolicy {
+ public:
+  struct Options {
+    double cache_ttl = 60.0;  // seconds, while the Watch stream is healthy
+    double safe_ttl = 1.0;    // seconds, while it is not
+  };
+
+  // The cache's state when an operation started, taken before it asks the gateway. A reply may be
+  // cached for long only if nothing happened between the ticket and the reply: no invalidation
+  // (the reply might predate the change it announced) and no loss or renewal of the stream (the
+  // gateway might not have recorded this mount's interest).
+  class Ticket {
+   public:
+    Ticket() = default;
+
+   private:
+    friend class CachePolicy;
+    explicit Ticket(std::uint64_t word) : word_(word) {}
+    std::uint64_t word_ = 0;  // CachePolicy::state_ when taken
+  };
+
+  // What an open may keep and must refresh.
+  struct OpenDecision {
+    bool keep_cache = false;     // the kernel may keep the pages it has of the file
+    bool refresh_attrs = false;  // the kernel's attributes may be older than these: drop them
+  };
+
+  CachePolicy() = default;
+  explicit CachePolicy(Options options) : options_(options) {}
+  CachePolicy(const CachePolicy&) = delete;
+  CachePolicy& operator=(const CachePolicy&) = delete;
+
+  // Set before the session starts; not synchronised.
+  void set_options(Options options) { options_ = options; }
+  const Options& options() const { return options_; }
+
+  Ticket ticket() const { return Ticket(state_.load(std::memory_order_acquire)); }
+
+  // Entry and attribute lifetime, in seconds, for a reply to an operation that took `t`: the long
+  // TTL if the stream was healthy throughout, the short one in safe mode, 0 (do not cache) when
+  // an invalidation arrived while the reply was on its way.
+  double timeout(Ticket t) const;
+  // The lifetime a reply gets right now (for status output).
+  double current_timeout() const;
+
+  // The attributes this mount hands the kernel for `ino` (entry and attribute replies).
+  void sent_attrs(InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size);
+  // An open of `ino` (begun at `t`) got these attributes from the gateway. Keeps the page cache
+  // when healthy throughout and the file's mtime and size are those of this mount's previous open
+  // of it; asks for an attribute refresh when they differ from what the kernel was last told.
+  OpenDecision opened(Ticket t, InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size);
+
+  // The kernel forgot `ino`: drop what is remembered of it.
+  void forget(InodeNumber ino);
+
+  // An invalidation is about to be applied. Replies to operations in flight are not cached, and
+  // what the invalidated inodes were known to hold is forgotten.
+  void invalidating();
+  void invalidating(InodeNumber ino);
+  void invalidating_all();
+
+  // The Watch stream is healthy (welcome received, caches dropped) or not (ended, never began).
+  void set_healthy(bool healthy);
+  bool healthy() const { return (state_.load(std::memory_order_acquire) & 1) != 0; }
+
+ private:
+  struct Known {
+    bool sent = false;  // sent_* below are what the kernel was last told
+    std::int64_t sent_mtime_ns = 0;
+    std::uint64_t sent_size = 0;
+    bool opened = false;  // open_* below are what this mount's last open of it saw
+    std::int64_t open_mtime_ns = 0;
+    std::uint64_t open_size = 0;
+  };
+
+  // Bumps the epoch, keeping the healthy bit.
+  void bump();
+
+  Options options_;
+  // Bit 0: healthy. Bits 1..63: an epoch, bumped by every invalidation and every state change.
+  std::atomic<std::uint64_t> state_{0};
+  // Lock order: a leaf; never held across a gateway call, a notify or a fuse_reply_*.
+  mutable std::mutex mu_;
+  std::unordered_map<InodeNumber, Known> known_;  // guarded by mu_
+};
+
+}  // namespace skein::client

@@ -1,0 +1,284 @@
+// The mount's control socket; see control_socket.hpp.
+#include "control_socket.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+namespace skein::client {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kServerTimeoutSeconds = 2;   // a client that sends nothing is dropped
+constexpr int kClientTimeoutSeconds = 10;  // a mount that does not answer (stopped, hung)
+constexpr std::size_t kMaxCommand = 256;
+constexpr std::size_t kMaxLinkName = 200;
+
+std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// A mount point as one file name: %-encoding of everything but [A-Za-z0-9._-], so distinct paths
+// get distinct names; a hash for paths too long for a name.
+std::string link_name(const std::string& key) {
+  std::string out;
+  for (unsigned char c : key) {
+    if (std::isalnum(c) || c == '.' || c == '_' || c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  if (out.size() <= kMaxLinkName) return out;
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "hash-%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string links_dir(const std::string& dir) { return dir + "/by-mountpoint"; }
+
+bool fill_address(const std::string& path, sockaddr_un& addr) {
+  addr = sockaddr_un{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return false;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return true;
+}
+
+void set_timeouts(int fd, int seconds) {
+  timeval tv{seconds, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+bool write_all(int fd, const std::string& data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Creates `dir` (and parents) if missing, private to its owner unless it is the shared /run one.
+bool make_dir(const std::string& dir, std::string& error) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    error = "cannot create " + dir + ": " + ec.message();
+    return false;
+  }
+  if (geteuid() != 0) ::chmod(dir.c_str(), 0700);
+  return true;
+}
+
+}  // namespace
+
+std::string ControlSocket::default_dir() {
+  if (geteuid() == 0) return "/run/skein";
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime != nullptr && *runtime == '/') return std::string(runtime) + "/skein";
+  return "/tmp/skein-" + std::to_string(geteuid());
+}
+
+std::vector<std::string> ControlSocket::mountpoint_keys(const std::string& mountpoint) {
+  std::string normal = fs::absolute(mountpoint).lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  std::vector<std::string> keys{normal};
+  fs::path p(normal);
+  std::error_code ec;
+  fs::path parent = fs::canonical(p.parent_path(), ec);
+  if (!ec && p.has_filename()) {
+    std::string resolved = (parent / p.filename()).string();
+    if (resolved != normal) keys.push_back(resolved);
+  }
+  return keys;
+}
+
+std::unique_ptr<ControlSocket> ControlSocket::open(const std::string& dir,
+                                                   const std::string& mount_id,
+                                                   const std::string& mountpoint,
+                                                   std::string& error) {
+  if (!make_dir(dir, error) || !make_dir(links_dir(dir), error)) return nullptr;
+  std::unique_ptr<ControlSocket> socket(new ControlSocket());
+  socket->path_ = dir + "/" + mount_id + ".sock";
+  sockaddr_un addr;
+  if (!fill_address(socket->path_, addr)) {
+    error = "control socket path too long: " + socket->path_;
+    return nullptr;
+  }
+  socket->listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (socket->listen_fd_ < 0) {
+    error = errno_text("socket");
+    return nullptr;
+  }
+  ::unlink(socket->path_.c_str());
+  // Created private: nobody else may connect even for a moment.
+  mode_t old_mask = ::umask(077);
+  int rc = ::bind(socket->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::umask(old_mask);
+  if (rc != 0) {
+    error = errno_text("bind " + socket->path_);
+    return nullptr;
+  }
+  ::chmod(socket->path_.c_str(), 0600);
+  if (::listen(socket->listen_fd_, 16) != 0 || ::pipe2(socket->wake_fd_, O_CLOEXEC) != 0) {
+    error = errno_text("listen " + socket->path_);
+    ::unlink(socket->path_.c_str());
+    return nullptr;
+  }
+  for (const std::string& key : mountpoint_keys(mountpoint)) {
+    // A link left by an earlier mount on the same mount point is replaced atomically.
+    std::string link = links_dir(dir) + "/" + link_name(key);
+    std::string tmp = link + ".new-" + mount_id;
+    ::unlink(tmp.c_str());
+    if (::symlink(socket->path_.c_str(), tmp.c_str()) != 0 ||
+        ::rename(tmp.c_str(), link.c_str()) != 0) {
+      spdlog::warn("control socket: cannot link {}: {}", link, std::strerror(errno));
+      ::unlink(tmp.c_str());
+      continue;
+    }
+    socket->links_.push_back(link);
+  }
+  return socket;
+}
+
+void ControlSocket::start(Handler handler) {
+  handler_ = std::move(handler);
+  thread_ = std::thread([this] { serve(); });
+}
+
+ControlSocket::~ControlSocket() {
+  if (thread_.joinable()) {
+    char stop = 's';
+    while (::write(wake_fd_[1], &stop, 1) < 0 && errno == EINTR) {
+    }
+    thread_.join();
+  }
+  for (int fd : {listen_fd_, wake_fd_[0], wake_fd_[1]}) {
+    if (fd >= 0) ::close(fd);
+  }
+  if (path_.empty() || listen_fd_ < 0) return;
+  for (const std::string& link : links_) {
+    std::error_code ec;
+    if (fs::read_symlink(link, ec).string() == path_) ::unlink(link.c_str());
+  }
+  ::unlink(path_.c_str());
+}
+
+void ControlSocket::serve() {
+  pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_[0], POLLIN, 0}};
+  for (;;) {
+    int n = ::poll(fds, 2, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || (fds[1].revents & POLLIN) != 0) return;
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    answer(fd);
+    ::close(fd);
+  }
+}
+
+void ControlSocket::answer(int fd) {
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
+      (peer.uid != 0 && peer.uid != ::geteuid())) {
+    write_all(fd, "error: permission denied\n");
+    return;
+  }
+  set_timeouts(fd, kServerTimeoutSeconds);
+  std::string command;
+  char c;
+  while (command.size() < kMaxCommand) {
+    ssize_t n = ::recv(fd, &c, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || c == '\n') break;
+    command += c;
+  }
+  while (!command.empty() && (command.back() == '\r' || command.back() == ' ')) command.pop_back();
+  spdlog::info("control socket: {}", command);
+  write_all(fd, handler_(command));
+}
+
+bool ControlSocket::request(const std::string& dir, const std::string& mountpoint,
+                            const std::string& command, std::string& answer, std::string& error) {
+  std::string target;
+  for (const std::string& key : mountpoint_keys(mountpoint)) {
+    std::error_code ec;
+    fs::path linked = fs::read_symlink(links_dir(dir) + "/" + link_name(key), ec);
+    if (!ec) {
+      target = linked.string();
+      break;
+    }
+  }
+  if (target.empty()) {
+    error = "no skein mount at " + mountpoint + " (no control socket for it in " + dir + ")";
+    return false;
+  }
+  sockaddr_un addr;
+  if (!fill_address(target, addr)) {
+    error = "control socket path too long: " + target;
+    return false;
+  }
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = errno_text("socket");
+    return false;
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (errno == ECONNREFUSED || errno == ENOENT) {
+      error = "the skein-mount of " + mountpoint + " is not running (stale control socket " +
+              target + ")";
+    } else {
+      error = errno_text("connect " + target);
+    }
+    return false;
+  }
+  set_timeouts(fd, kClientTimeoutSeconds);
+  if (!write_all(fd, command + "\n")) {
+    error = errno_text("send to " + target);
+    return false;
+  }
+  ::shutdown(fd, SHUT_WR);
+  answer.clear();
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = errno == EAGAIN || errno == EWOULDBLOCK
+                  ? "the mount at " + mountpoint + " did not answer within " +
+                        std::to_string(kClientTimeoutSeconds) + " s (stopped or hung?)"
+                  : errno_text("receive from " + target);
+      return false;
+    }
+    if (n == 0) break;
+    answer.append(buf, static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace skein::client

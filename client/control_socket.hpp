@@ -1,0 +1,58 @@
+// The mount's local control socket: a unix socket `<dir>/<mount id>.sock` (mode 0600; only its
+// owner and root may use it) answering one-line commands ("drop-caches", "status") with text,
+// and a symlink `<dir>/by-mountpoint/<mount point, %-encoded>` to it, so that
+// `skein-mount --drop-caches MOUNTPOINT` finds it from the mount point alone, without touching
+// the mount (which may be hung). <dir> is /run/skein for root, else $XDG_RUNTIME_DIR/skein or
+// /tmp/skein-<uid>.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace skein::client {
+
+class ControlSocket {
+ public:
+  // Answers one command (without its newline); runs on the socket's thread.
+  using Handler = std::function<std::string(const std::string& command)>;
+
+  static std::string default_dir();
+  // The names a mount point is known by: the absolute, lexically normal path, and the same with
+  // its parent directory's symlinks resolved. Never touches the mount point itself.
+  static std::vector<std::string> mountpoint_keys(const std::string& mountpoint);
+
+  // Binds and listens (no thread yet, so it may be called before the daemon forks). Returns null
+  // with `error` set on failure.
+  static std::unique_ptr<ControlSocket> open(const std::string& dir, const std::string& mount_id,
+                                             const std::string& mountpoint, std::string& error);
+  // Serves commands on a thread of its own until destroyed.
+  void start(Handler handler);
+  // Stops the thread; removes the socket and the links that still point to it.
+  ~ControlSocket();
+  ControlSocket(const ControlSocket&) = delete;
+  ControlSocket& operator=(const ControlSocket&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // Client side: sends `command` to the mount at `mountpoint` and returns its answer. On failure
+  // returns false with `error` set.
+  static bool request(const std::string& dir, const std::string& mountpoint,
+                      const std::string& command, std::string& answer, std::string& error);
+
+ private:
+  ControlSocket() = default;
+  void serve();
+  void answer(int fd);
+
+  int listen_fd_ = -1;
+  int wake_fd_[2] = {-1, -1};  // a pipe: writing to it ends serve()
+  std::string path_;
+  std::vector<std::string> links_;
+  Handler handler_;
+  std::thread thread_;
+};
+
+}  // namespace skein::client

@@ -1,0 +1,124 @@
+// Dropping what the kernel caches; see kernel_cache.hpp.
+#include "kernel_cache.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "skein/path.hpp"
+
+namespace skein::client {
+namespace {
+
+const char* kind_name(Invalidation::Kind kind) {
+  switch (kind) {
+    case Invalidation::Kind::kInode:
+      return "inode";
+    case Invalidation::Kind::kEntry:
+      return "entry";
+    case Invalidation::Kind::kTree:
+      return "tree";
+    case Invalidation::Kind::kAll:
+      return "all";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool KernelCache::inval_inode(InodeNumber ino) {
+  if (data_changed_) data_changed_(ino);
+  if (!ready_.load(std::memory_order_acquire)) return false;
+  // Offset 0, length 0: attributes and every cached page.
+  int rc = fuse_lowlevel_notify_inval_inode(session_, ino, 0, 0);
+  if (rc != 0 && rc != -ENOENT) spdlog::debug("inval_inode {}: {}", ino, std::strerror(-rc));
+  return rc == 0;
+}
+
+bool KernelCache::inval_entry(InodeNumber parent, const std::string& name) {
+  if (!ready_.load(std::memory_order_acquire)) return false;
+  int rc = fuse_lowlevel_notify_inval_entry(session_, parent, name.data(), name.size());
+  if (rc != 0 && rc != -ENOENT) {
+    spdlog::debug("inval_entry {}/{}: {}", parent, name, std::strerror(-rc));
+  }
+  return rc == 0;
+}
+
+void KernelCache::attributes_changed(InodeNumber ino) {
+  if (!ready_.load(std::memory_order_acquire)) return;
+  int rc = fuse_lowlevel_notify_inval_inode(session_, ino, -1, 0);  // negative offset: attrs only
+  if (rc != 0 && rc != -ENOENT) spdlog::debug("inval attrs {}: {}", ino, std::strerror(-rc));
+}
+
+KernelCache::Dropped KernelCache::drop_all() {
+  policy_.invalidating_all();
+  Dropped dropped;
+  // Names deepest first, so each invalidation has no cached subtree left to walk.
+  for (const auto& n : inodes_.names_at_or_below("/")) {
+    if (inval_entry(n.parent, n.name)) ++dropped.entries;
+  }
+  for (InodeNumber ino : inodes_.all_inodes()) {
+    if (inval_inode(ino)) ++dropped.inodes;
+  }
+  return dropped;
+}
+
+void KernelCache::drop_tree(const std::string& path) {
+  if (path == "/") {
+    drop_all();
+    return;
+  }
+  auto names = inodes_.names_at_or_below(path);
+  for (const auto& n : names) policy_.invalidating(n.ino);
+  for (const auto& n : names) inval_entry(n.parent, n.name);
+  for (const auto& n : names) inval_inode(n.ino);
+  if (auto parent = inodes_.find(parent_path(path))) inval_inode(*parent);
+}
+
+void KernelCache::invalidate(const std::vector<Invalidation>& items) {
+  // First, so that replies already on their way are not cached as if they were newer.
+  policy_.invalidating();
+  for (const Invalidation& item : items) {
+    spdlog::debug("invalidate {} {}", kind_name(item.kind), item.path);
+    switch (item.kind) {
+      case Invalidation::Kind::kInode:
+        if (auto ino = inodes_.find(item.path)) {
+          policy_.invalidating(*ino);
+          inval_inode(*ino);
+        }
+        break;
+      case Invalidation::Kind::kEntry: {
+        // A name the inode table does not hold is not in the kernel's directory cache either
+        // (failed lookups are not cached), so only known names need the directory's lock.
+        if (item.path == "/") break;
+        if (auto name = inodes_.name_at(item.path)) inval_entry(name->parent, name->name);
+        if (auto parent = inodes_.find(parent_path(item.path))) inval_inode(*parent);
+        break;
+      }
+      case Invalidation::Kind::kTree:
+        drop_tree(item.path);
+        break;
+      case Invalidation::Kind::kAll:
+        drop_all();
+        break;
+    }
+  }
+}
+
+void KernelCache::subscribed() {
+  // Changes may have gone unreported while there was no stream: drop everything, then trust.
+  Dropped d = drop_all();
+  policy_.set_healthy(true);
+  spdlog::info("cache dropped on subscription: {} inodes, {} names", d.inodes, d.entries);
+}
+
+void KernelCache::lost(const std::string& /*why*/) {
+  // Short lifetimes first, so nothing fetched from now on is cached for long, then drop what was.
+  policy_.set_healthy(false);
+  Dropped d = drop_all();
+  spdlog::info("cache dropped on losing the watch stream: {} inodes, {} names", d.inodes,
+               d.entries);
+}
+
+}  // namespace skein::client

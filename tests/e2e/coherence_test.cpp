@@ -1,0 +1,511 @@
+// Coherent caching across mounts: mounts cache with 60 s kernel lifetimes while their Watch
+// stream is healthy, yet a change made through one mount is seen by the others on their very next
+// access; changes made directly on a server arrive through revalidation or the remote inotify
+// watcher; a gateway that dies puts mounts in safe mode, and a mount that stops answering loses
+// its lease without stalling the others. Each test first shows that the old state really was
+// cached, so that it fails without the invalidation it is about.
+#include <dirent.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "fs_test_support.hpp"
+
+namespace skein::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Polls `done` every 20 ms until it holds or `timeout` passes; returns the seconds it took, or
+// -1 when it never held.
+double wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  auto start = Clock::now();
+  while (Clock::now() - start < timeout) {
+    if (done()) return seconds_since(start);
+    std::this_thread::sleep_for(20ms);
+  }
+  return done() ? seconds_since(start) : -1;
+}
+
+off_t size_of(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+std::set<std::string> list(const std::string& dir) {
+  std::set<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return {"<opendir failed>"};
+  while (auto* e = ::readdir(d)) names.insert(e->d_name);
+  ::closedir(d);
+  return names;
+}
+
+std::string skein_mount_bin() { return build_dir() + "/client/skein-mount"; }
+
+// `skein-mount --status MOUNTPOINT`.
+std::string status_of(const std::string& mountpoint) {
+  std::string out;
+  run_command("'" + skein_mount_bin() + "' --status '" + mountpoint + "'", &out);
+  return out;
+}
+
+// The number after "key: " in status output, or -1.
+long status_number(const std::string& status, const std::string& key) {
+  auto at = status.find("\n" + key + ": ");
+  if (at == std::string::npos) return -1;
+  return std::strtol(status.c_str() + at + key.size() + 3, nullptr, 10);
+}
+
+bool healthy(const std::string& mountpoint) {
+  return status_of(mountpoint).find("watch: healthy") != std::string::npos;
+}
+
+// The pid of the skein-mount daemon serving `mountpoint`.
+int mount_pid(const std::string& mountpoint) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    std::vector<std::string> argv;
+    std::istringstream args(cmdline);
+    for (std::string arg; std::getline(args, arg, '\0');) argv.push_back(arg);
+    if (argv.empty() || argv[0].find("skein-mount") == std::string::npos) continue;
+    for (const auto& arg : argv) {
+      if (arg == mountpoint) return std::stoi(name);
+    }
+  }
+  return -1;
+}
+
+// Rewrites a file on the server behind the gateway's back, keeping its size and mtime: only a
+// cache that was dropped can show the new bytes.
+void rewrite_keeping_size_and_mtime(const std::string& path, const std::string& data) {
+  struct stat before;
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  ASSERT_EQ(static_cast<size_t>(before.st_size), data.size());
+  ASSERT_TRUE(write_file(path, data));
+  timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+}
+
+// A skein-gateway of the test's own (the cluster's config with other [gateway] settings) and
+// mounts of its default namespace.
+struct CustomGateway {
+  std::unique_ptr<GatewayProcess> process;  // declared first: stopped after the mounts
+  std::vector<std::unique_ptr<FuseMount>> mounts;
+  std::string config, address, log;
+
+  // Starts (or restarts) the gateway on `address`.
+  bool start(std::string& error) {
+    process = GatewayProcess::start(config, address, log, error);
+    return process != nullptr;
+  }
+  void kill_hard() {
+    if (process && process->pid() > 0) ::kill(process->pid(), SIGKILL);
+    process.reset();  // reaps it
+  }
+  std::string mount(size_t i) const { return mounts.at(i)->path(); }
+};
+
+class Coherence : public ClusterSuite<1, 2> {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterSuite::SetUpTestSuite();
+    if (!cluster_) return;
+    // The mounts A, B, C of these tests hear of changes only through the Watch stream: no
+    // remote watcher, and revalidation as rare as the gateway allows.
+    std::string error;
+    main_ = start_gateway("main",
+                          "lease_timeout_ms = 500\nrevalidate_interval_ms = 3600000\n"
+                          "remote_watch = false\n",
+                          3, error);
+    if (!main_) start_error_ = error;
+  }
+  static void TearDownTestSuite() {
+    main_.reset();
+    ClusterSuite::TearDownTestSuite();
+  }
+  void SetUp() override {
+    ClusterSuite::SetUp();
+    ASSERT_TRUE(main_) << "custom gateway did not start:\n" << start_error_;
+    for (size_t i = 0; i < main_->mounts.size(); ++i) {
+      ASSERT_GE(wait_until([&] { return healthy(main_->mount(i)); }, 10s), 0)
+          << "mount " << i << " never became healthy:\n"
+          << status_of(main_->mount(i));
+    }
+    name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ASSERT_EQ(::mkdir(s("").c_str(), 0755), 0) << strerror(errno);
+  }
+
+  // A gateway with `settings` in its [gateway] section, and `mounts` mounts of it.
+  static std::unique_ptr<CustomGateway> start_gateway(const std::string& name,
+                                                      const std::string& settings, int mounts,
+                                                      std::string& error) {
+    auto g = std::make_unique<CustomGateway>();
+    const std::string dir = cluster_->state() + "/custom-" + name;
+    ::mkdir(dir.c_str(), 0755);
+    g->address = "127.0.0.1:" + std::to_string(free_port());
+    g->config = dir + "/gateway.toml";
+    g->log = dir + "/gateway.log";
+    std::ifstream in(cluster_->state() + "/gateway.toml");
+    std::ofstream out(g->config);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("listen", 0) == 0) line = "listen = \"" + g->address + "\"";
+      for (const char* key : {"lease_timeout_ms", "revalidate_interval_ms", "remote_watch"}) {
+        if (line.rfind(key, 0) == 0) line = "# " + line;
+      }
+      out << line << "\n";
+      if (line == "[gateway]") out << settings;
+    }
+    out.close();
+    if (!g->start(error)) return nullptr;
+    for (int i = 0; i < mounts; ++i) {
+      auto m = FuseMount::start(g->address, dir + "/mnt-" + std::to_string(i), "default", error);
+      if (!m) return nullptr;
+      g->mounts.push_back(std::move(m));
+    }
+    return g;
+  }
+
+  // This test's directory on server 0: through mount i of the main gateway, and on the server.
+  std::string m(size_t i, const std::string& rel) const {
+    return main_->mount(i) + "/srv0/" + name_ + "/" + rel;
+  }
+  std::string s(const std::string& rel) const {
+    return cluster_->export_dir(0) + "/" + name_ + "/" + rel;
+  }
+
+  static inline std::unique_ptr<CustomGateway> main_;
+  std::string name_;
+};
+
+constexpr size_t A = 0, B = 1, C = 2;
+
+TEST_F(Coherence, MountsCacheLongerThanTheSafeTtlWhileHealthy) {
+  ASSERT_TRUE(write_file(m(A, "attrs"), "12345"));
+  ASSERT_TRUE(write_file(m(A, "pages"), "old pages"));
+  EXPECT_EQ(size_of(m(B, "attrs")), 5);
+  EXPECT_EQ(read_file(m(B, "pages")), "old pages");
+  // Behind the gateway's back (it watches nothing here): only an expired cache would notice.
+  ASSERT_TRUE(write_file(s("attrs"), "1234567890"));
+  rewrite_keeping_size_and_mtime(s("pages"), "new pages");
+  std::this_thread::sleep_for(1500ms);  // longer than the safe TTL of 1 s
+  EXPECT_EQ(size_of(m(B, "attrs")), 5) << "attributes were not cached for long";
+  EXPECT_EQ(read_file(m(B, "pages")), "old pages") << "page cache was not kept across opens";
+  std::string status = status_of(main_->mount(B));
+  EXPECT_NE(status.find("entry ttl: 60 s"), std::string::npos) << status;
+  EXPECT_NE(status.find("attr ttl: 60 s"), std::string::npos) << status;
+}
+
+TEST_F(Coherence, ChangesThroughOneMountAreSeenAtOnceByMountsThatCachedTheOldState) {
+  ASSERT_TRUE(write_file(m(A, "data"), "old-data-1234"));
+  ASSERT_TRUE(write_file(m(A, "trunc"), "0123456789"));
+  ASSERT_TRUE(write_file(m(A, "from"), "renamed"));
+  ASSERT_TRUE(write_file(m(A, "gone"), "unlinked"));
+  ASSERT_TRUE(write_file(m(A, "mode"), "chmod"));
+  ASSERT_EQ(::chmod(m(A, "mode").c_str(), 0644), 0);
+  // B and C cache the old state: names, attributes, pages. (A read makes the kernel ask for
+  // attributes again, for atime, so each file read is also stat-ed afterwards.)
+  for (size_t i : {B, C}) {
+    EXPECT_EQ(read_file(m(i, "data")), "old-data-1234");
+    EXPECT_EQ(read_file(m(i, "trunc")), "0123456789");
+    EXPECT_EQ(size_of(m(i, "trunc")), 10);
+    EXPECT_EQ(read_file(m(i, "from")), "renamed");
+    EXPECT_TRUE(exists(m(i, "from")));
+    EXPECT_TRUE(exists(m(i, "gone")));
+    struct stat st;
+    ASSERT_EQ(::stat(m(i, "mode").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0644u);
+    EXPECT_FALSE(exists(m(i, "to")));  // failed lookups are not cached: these need no invalidation
+    EXPECT_FALSE(exists(m(i, "newdir")));
+  }
+
+  auto seen_by_b_and_c = [&](const char* what, const std::function<void(size_t)>& check) {
+    SCOPED_TRACE(what);
+    for (size_t i : {B, C}) {
+      SCOPED_TRACE(i == B ? "mount B" : "mount C");
+      check(i);
+    }
+  };
+
+  ASSERT_TRUE(write_file(m(A, "data"), "new-data-5678"));  // same size, likely the same mtime
+  seen_by_b_and_c("write", [&](size_t i) { EXPECT_EQ(read_file(m(i, "data")), "new-data-5678"); });
+
+  ASSERT_EQ(::truncate(m(A, "trunc").c_str(), 4), 0);
+  seen_by_b_and_c("truncate", [&](size_t i) {
+    EXPECT_EQ(size_of(m(i, "trunc")), 4);
+    EXPECT_EQ(read_file(m(i, "trunc")), "0123");
+  });
+
+  ASSERT_EQ(::rename(m(A, "from").c_str(), m(A, "to").c_str()), 0);
+  seen_by_b_and_c("rename", [&](size_t i) {
+    EXPECT_FALSE(exists(m(i, "from")));
+    EXPECT_EQ(read_file(m(i, "to")), "renamed");
+  });
+
+  ASSERT_EQ(::unlink(m(A, "gone").c_str()), 0);
+  seen_by_b_and_c("unlink", [&](size_t i) {
+    EXPECT_FALSE(exists(m(i, "gone")));
+    EXPECT_EQ(list(m(i, "")).count("gone"), 0u);
+  });
+
+  ASSERT_EQ(::chmod(m(A, "mode").c_str(), 0600), 0);
+  seen_by_b_and_c("chmod", [&](size_t i) {
+    struct stat st;
+    ASSERT_EQ(::stat(m(i, "mode").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+  });
+
+  ASSERT_EQ(::mkdir(m(A, "newdir").c_str(), 0755), 0);
+  seen_by_b_and_c("mkdir", [&](size_t i) {
+    struct stat st;
+    ASSERT_EQ(::stat(m(i, "newdir").c_str(), &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    EXPECT_EQ(list(m(i, "")).count("newdir"), 1u);
+  });
+}
+
+TEST_F(Coherence, AppendByOneMountIsReadWholeByAnother) {
+  std::string expected;
+  for (int i = 0; i < 20; ++i) {
+    std::string line = "line " + std::to_string(i) + " " + std::string(size_t(i) * 37, 'x') + "\n";
+    ASSERT_TRUE(write_file(m(A, "log"), line, O_WRONLY | O_CREAT | O_APPEND));
+    expected += line;
+    ASSERT_EQ(read_file(m(B, "log")), expected) << "after append " << i;
+    ASSERT_EQ(size_of(m(C, "log")), static_cast<off_t>(expected.size())) << "after append " << i;
+  }
+}
+
+TEST_F(Coherence, CloseOnOneMountThenOpenOnAnotherSeesTheNewContents) {
+  ASSERT_TRUE(write_file(m(A, "cto"), std::string(100000, 'a')));
+  EXPECT_EQ(read_file(m(B, "cto")), std::string(100000, 'a'));
+  double worst = 0;
+  for (char c = 'b'; c <= 'k'; ++c) {
+    ASSERT_TRUE(write_file(m(A, "cto"), std::string(100000, c)));  // ends with close
+    auto start = Clock::now();
+    ASSERT_EQ(read_file(m(B, "cto")), std::string(100000, c));
+    worst = std::max(worst, seconds_since(start));
+  }
+  std::printf("[ coherence ] close on A -> read of 100 kB on B: worst %.1f ms\n", worst * 1e3);
+}
+
+TEST_F(Coherence, DropCachesCommandMakesAMountSeeChangesMadeBehindTheGatewaysBack) {
+  ASSERT_TRUE(write_file(m(A, "behind"), "before the drop"));
+  ASSERT_TRUE(write_file(m(A, "grows"), "1"));
+  EXPECT_EQ(read_file(m(B, "behind")), "before the drop");
+  EXPECT_EQ(size_of(m(B, "grows")), 1);
+  rewrite_keeping_size_and_mtime(s("behind"), "after! the drop");
+  ASSERT_TRUE(write_file(s("grows"), "12345"));
+  EXPECT_EQ(read_file(m(B, "behind")), "before the drop") << "not cached: the test proves nothing";
+  EXPECT_EQ(size_of(m(B, "grows")), 1) << "not cached: the test proves nothing";
+
+  std::string out;
+  ASSERT_EQ(
+      run_command("'" + skein_mount_bin() + "' --drop-caches '" + main_->mount(B) + "'", &out), 0)
+      << out;
+  EXPECT_NE(out.find("dropped"), std::string::npos) << out;
+  EXPECT_EQ(read_file(m(B, "behind")), "after! the drop");
+  EXPECT_EQ(size_of(m(B, "grows")), 5);
+
+  // Unknown mount points and commands are refused with a reason.
+  EXPECT_NE(run_command("'" + skein_mount_bin() + "' --drop-caches /nonexistent/mnt", &out), 0);
+  EXPECT_NE(out.find("no skein mount"), std::string::npos) << out;
+}
+
+TEST_F(Coherence, StatusShowsGatewayNamespaceWatchAndTtls) {
+  std::string status = status_of(main_->mount(A));
+  EXPECT_NE(status.find("gateway: " + main_->address), std::string::npos) << status;
+  EXPECT_NE(status.find("namespace: default"), std::string::npos) << status;
+  EXPECT_NE(status.find("watch: healthy"), std::string::npos) << status;
+  EXPECT_NE(status.find("lease: 500 ms"), std::string::npos) << status;
+  EXPECT_NE(status.find("entry ttl: 60 s"), std::string::npos) << status;
+  EXPECT_GT(status_number(status, "inodes"), 0) << status;
+}
+
+TEST_F(Coherence, FileDeletedWhileOpenStaysUsableUntilItsLastClose) {
+  ASSERT_TRUE(write_file(m(A, "doomed"), "still here"));
+  int fd = ::open(m(A, "doomed").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_EQ(::unlink(m(A, "doomed").c_str()), 0) << strerror(errno);
+
+  EXPECT_FALSE(exists(m(A, "doomed")));
+  for (size_t i : {A, B}) {
+    auto names = list(m(i, ""));
+    EXPECT_EQ(names, (std::set<std::string>{".", ".."})) << "mount " << i;
+  }
+  // On the server it lives on under a hidden name, until the last close.
+  std::set<std::string> on_server = list(s(""));
+  ASSERT_EQ(on_server.size(), 3u);
+  EXPECT_EQ(on_server.rbegin()->rfind(".skein-deleted-", 0), 0u) << *on_server.rbegin();
+
+  char buf[64] = {};
+  EXPECT_EQ(::pread(fd, buf, sizeof buf, 0), 10) << strerror(errno);
+  EXPECT_EQ(std::string(buf), "still here");
+  EXPECT_EQ(::pwrite(fd, "!", 1, 10), 1) << strerror(errno);
+  struct stat st;
+  ASSERT_EQ(::fstat(fd, &st), 0) << strerror(errno);
+  EXPECT_EQ(st.st_size, 11);
+  ASSERT_EQ(::close(fd), 0);
+
+  // Release is asynchronous: the hidden file goes shortly after close returns.
+  EXPECT_GE(wait_until([&] { return list(s("")).size() == 2; }, 5s), 0)
+      << "left on the server: " << *list(s("")).rbegin();
+  EXPECT_FALSE(exists(m(A, "doomed")));
+}
+
+TEST_F(Coherence, RestartedGatewayBringsMountsBackFromSafeMode) {
+  ASSERT_TRUE(write_file(m(A, "restart"), "before-restart"));
+  EXPECT_EQ(read_file(m(B, "restart")), "before-restart");
+
+  main_->kill_hard();
+  for (size_t i : {A, B, C}) {
+    EXPECT_GE(wait_until([&] { return !healthy(main_->mount(i)); }, 5s), 0) << "mount " << i;
+    std::string status = status_of(main_->mount(i));
+    EXPECT_NE(status.find("watch: safe"), std::string::npos) << status;
+    EXPECT_NE(status.find("entry ttl: 1 s"), std::string::npos) << status;
+    EXPECT_NE(status.find("page cache across opens: dropped"), std::string::npos) << status;
+  }
+
+  std::string error;
+  ASSERT_TRUE(main_->start(error)) << error;
+  for (size_t i : {A, B, C}) {
+    double took = wait_until([&] { return healthy(main_->mount(i)); }, 15s);
+    EXPECT_GE(took, 0) << "mount " << i << " did not resubscribe:\n" << status_of(main_->mount(i));
+    std::printf("[ coherence ] mount %zu healthy again %.2f s after the gateway restarted\n", i,
+                took);
+  }
+  // Coherent again: B caches, A changes, B sees it at once.
+  EXPECT_EQ(read_file(m(B, "restart")), "before-restart");
+  ASSERT_TRUE(write_file(m(A, "restart"), "after--restart"));
+  EXPECT_EQ(read_file(m(B, "restart")), "after--restart");
+}
+
+TEST_F(Coherence, StoppedMountLosesItsLeaseWithoutStallingOthersAndComesBackCoherent) {
+  ASSERT_TRUE(write_file(m(A, "lease"), "before-stop"));
+  EXPECT_EQ(read_file(m(C, "lease")), "before-stop");
+  long subscriptions = status_number(status_of(main_->mount(C)), "subscriptions");
+  ASSERT_GT(subscriptions, 0);
+  int pid = mount_pid(main_->mount(C));
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  struct Continue {
+    int pid;
+    ~Continue() { ::kill(pid, SIGCONT); }
+  } resume{pid};
+
+  auto start = Clock::now();
+  ASSERT_TRUE(write_file(m(A, "lease"), "after--stop"));
+  double took = seconds_since(start);
+  std::printf("[ coherence ] write with a stopped mount interested: %.2f s (lease 0.5 s)\n", took);
+  EXPECT_GE(took, 0.4) << "the gateway did not wait for the stopped mount at all";
+  EXPECT_LT(took, 2.0) << "a stopped mount stalled the writer beyond its lease";
+  // Other mounts are unaffected.
+  start = Clock::now();
+  EXPECT_EQ(read_file(m(B, "lease")), "after--stop");
+  ASSERT_TRUE(write_file(m(A, "lease"), "after-stop2"));
+  EXPECT_LT(seconds_since(start), 0.4) << "a mount without a lease still stalls writers";
+
+  ::kill(pid, SIGCONT);
+  EXPECT_GE(wait_until(
+                [&] {
+                  std::string st = status_of(main_->mount(C));
+                  return st.find("watch: healthy") != std::string::npos &&
+                         status_number(st, "subscriptions") > subscriptions;
+                },
+                10s),
+            0)
+      << status_of(main_->mount(C));
+  EXPECT_EQ(read_file(m(C, "lease")), "after-stop2");
+  // And it is kept coherent again.
+  ASSERT_TRUE(write_file(m(A, "lease"), "third-write"));
+  EXPECT_EQ(read_file(m(C, "lease")), "third-write");
+}
+
+// Changes made directly in an export, with a gateway of their own.
+TEST_F(Coherence, ServerSideChangeIsSeenWithinThePollInterval) {
+  std::string error;
+  auto g = start_gateway("poll", "revalidate_interval_ms = 500\nremote_watch = false\n", 1, error);
+  ASSERT_TRUE(g) << error;
+  ASSERT_GE(wait_until([&] { return healthy(g->mount(0)); }, 10s), 0);
+  const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/polled";
+  ASSERT_TRUE(write_file(s("polled"), "1"));
+  EXPECT_EQ(size_of(mounted), 1);      // cached, for 60 s unless invalidated
+  std::this_thread::sleep_for(600ms);  // one round sees it as it is
+  ASSERT_TRUE(write_file(s("polled"), "12345"));
+  double took = wait_until([&] { return size_of(mounted) == 5; }, 5s);
+  std::printf("[ coherence ] server-side change seen through polling after %.2f s\n", took);
+  EXPECT_GE(took, 0) << "never seen";
+  EXPECT_LT(took, 1.5) << "slower than the poll interval allows";
+}
+
+TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
+  std::string error;
+  auto g =
+      start_gateway("inotify", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1, error);
+  ASSERT_TRUE(g) << error;
+  ASSERT_GE(wait_until([&] { return healthy(g->mount(0)); }, 10s), 0);
+  // The watcher is up once inotifywait has set its watches.
+  ASSERT_GE(wait_until(
+                [&] {
+                  std::ifstream in(g->log);
+                  std::string log((std::istreambuf_iterator<char>(in)), {});
+                  return log.find("with inotifywait") != std::string::npos;
+                },
+                10s),
+            0)
+      << "the remote watcher never started (is inotify-tools installed?)";
+  const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/watched";
+  ASSERT_TRUE(write_file(s("watched"), "1"));
+  EXPECT_EQ(size_of(mounted), 1);
+  for (int round = 0; round < 3; ++round) {
+    std::string data(size_t(round) + 2, 'x');
+    ASSERT_TRUE(write_file(s("watched"), data));
+    double took = wait_until([&] { return size_of(mounted) == off_t(data.size()); }, 5s);
+    std::printf("[ coherence ] server-side change seen through inotify after %.3f s\n", took);
+    EXPECT_GE(took, 0) << "never seen";
+    EXPECT_LT(took, 1.0) << "slower than a second";
+  }
+}
+
+// skein-local's own gateway: stop-gateway and start-gateway, as an admin would.
+TEST_F(Coherence, SkeinLocalStopAndStartGatewaySwitchesMountsToSafeModeAndBack) {
+  const std::string script =
+      "SKEIN_BUILD_DIR='" + build_dir() + "' '" + source_dir() + "/deploy/skein-local'";
+  const std::string mount0 = cluster_->mount(0);
+  ASSERT_GE(wait_until([&] { return healthy(mount0); }, 10s), 0) << status_of(mount0);
+  std::string out;
+  ASSERT_EQ(run_command(script + " stop-gateway --kill --state '" + cluster_->state() + "'", &out),
+            0)
+      << out;
+  EXPECT_GE(wait_until([&] { return !healthy(mount0); }, 5s), 0) << status_of(mount0);
+  EXPECT_NE(status_of(mount0).find("entry ttl: 1 s"), std::string::npos) << status_of(mount0);
+  ASSERT_EQ(run_command(script + " start-gateway --state '" + cluster_->state() + "'", &out), 0)
+      << out;
+  EXPECT_GE(wait_until([&] { return healthy(mount0); }, 15s), 0) << status_of(mount0);
+  EXPECT_NE(status_of(mount0).find("entry ttl: 60 s"), std::string::npos) << status_of(mount0);
+  ASSERT_TRUE(write_file(mount0 + "/srv0/after-restart", "ok"));
+  EXPECT_EQ(read_file(cluster_->mount(1) + "/srv0/after-restart"), "ok");
+}
+
+}  // namespace
+}  // namespace skein::test

@@ -1,0 +1,176 @@
+// The client's coherence bookkeeping without a kernel: cache lifetimes by Watch stream state,
+// page-cache keeping across opens, silly-rename open counts, and the names the inode table hands
+// out for invalidation.
+#include "cache_policy.hpp"
+
+#include <gtest/gtest.h>
+
+#include "inode_table.hpp"
+#include "open_inodes.hpp"
+
+namespace skein::client {
+namespace {
+
+// A policy with a 60 s cache TTL and a 1 s safe TTL, its Watch stream healthy.
+struct HealthyPolicy : CachePolicy {
+  HealthyPolicy() : CachePolicy({/*cache_ttl=*/60, /*safe_ttl=*/1}) { set_healthy(true); }
+};
+
+TEST(CachePolicy, ShortLifetimesUntilTheStreamIsHealthyThenLongOnes) {
+  CachePolicy policy({60, 1});
+  EXPECT_EQ(policy.timeout(policy.ticket()), 1);
+  EXPECT_EQ(policy.current_timeout(), 1);
+  policy.set_healthy(true);
+  EXPECT_EQ(policy.timeout(policy.ticket()), 60);
+  EXPECT_EQ(policy.current_timeout(), 60);
+  policy.set_healthy(false);
+  EXPECT_EQ(policy.timeout(policy.ticket()), 1);
+}
+
+TEST(CachePolicy, ReplyOverlappingAnInvalidationIsNotCached) {
+  HealthyPolicy policy;
+  auto ticket = policy.ticket();
+  policy.invalidating();
+  EXPECT_EQ(policy.timeout(ticket), 0);
+  EXPECT_EQ(policy.timeout(policy.ticket()), 60);
+}
+
+TEST(CachePolicy, ReplyFetchedBeforeTheSubscriptionGetsTheShortLifetime) {
+  CachePolicy policy({60, 1});
+  auto before = policy.ticket();
+  policy.set_healthy(true);
+  EXPECT_EQ(policy.timeout(before), 1);
+}
+
+TEST(CachePolicy, ReplyOverlappingTheLossOfTheStreamGetsTheShortLifetime) {
+  HealthyPolicy policy;
+  auto ticket = policy.ticket();
+  policy.set_healthy(false);
+  EXPECT_EQ(policy.timeout(ticket), 1);
+}
+
+TEST(CachePolicy, PagesKeptOnlyWhenTheFileIsAsTheLastOpenSawIt) {
+  HealthyPolicy policy;
+  EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 10).keep_cache);  // first open
+  EXPECT_TRUE(policy.opened(policy.ticket(), 7, 1000, 10).keep_cache);
+  EXPECT_FALSE(policy.opened(policy.ticket(), 7, 2000, 10).keep_cache);  // mtime changed
+  EXPECT_FALSE(policy.opened(policy.ticket(), 7, 2000, 11).keep_cache);  // size changed
+  EXPECT_TRUE(policy.opened(policy.ticket(), 7, 2000, 11).keep_cache);
+}
+
+TEST(CachePolicy, PagesNeverKeptInSafeMode) {
+  CachePolicy policy({60, 1});
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 10).keep_cache);
+}
+
+TEST(CachePolicy, InvalidationForgetsWhatTheLastOpenSaw) {
+  HealthyPolicy policy;
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  policy.invalidating(7);
+  EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 10).keep_cache);
+  policy.invalidating_all();
+  EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 10).keep_cache);
+}
+
+TEST(CachePolicy, OpenOverlappingAnInvalidationKeepsNothingNowOrNextTime) {
+  HealthyPolicy policy;
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  auto ticket = policy.ticket();
+  policy.invalidating();
+  EXPECT_FALSE(policy.opened(ticket, 7, 1000, 10).keep_cache);
+  EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 10).keep_cache);
+}
+
+TEST(CachePolicy, OpenAsksForAttributeRefreshWhenTheKernelWasToldOtherwise) {
+  HealthyPolicy policy;
+  policy.sent_attrs(7, 1000, 10);
+  EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 10).refresh_attrs);
+  EXPECT_TRUE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);  // changed on a server
+  // Until the kernel is told again, every open asks.
+  EXPECT_TRUE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);
+  policy.sent_attrs(7, 1000, 12);
+  EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);
+  policy.forget(7);
+  EXPECT_TRUE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);
+}
+
+TEST(OpenInodes, LastCloseOfASillyRenamedFileNamesTheHiddenPathToRemove) {
+  OpenInodes open;
+  open.opened(5, FileAttr{});
+  open.opened(5, FileAttr{});
+  EXPECT_TRUE(open.is_open(5));
+  EXPECT_TRUE(open.hide(5, "/d/.skein-deleted-5-1"));
+  EXPECT_EQ(open.closed(5), std::nullopt);
+  EXPECT_EQ(open.closed(5), "/d/.skein-deleted-5-1");
+  EXPECT_FALSE(open.is_open(5));
+  EXPECT_EQ(open.count(), 0u);
+}
+
+TEST(OpenInodes, HidingAFileClosedMeanwhileIsRefused) {
+  OpenInodes open;
+  EXPECT_FALSE(open.hide(5, "/d/.skein-deleted-5-1"));
+  open.opened(5, FileAttr{});
+  EXPECT_EQ(open.closed(5), std::nullopt);  // never hidden
+  EXPECT_FALSE(open.hide(5, "/d/.skein-deleted-5-1"));
+}
+
+TEST(OpenInodes, RemembersTheLastAttributesOfOpenInodesOnly) {
+  OpenInodes open;
+  open.seen(5, FileAttr{.size = 1});
+  EXPECT_EQ(open.last_seen(5), std::nullopt);
+  open.opened(5, FileAttr{.size = 2});
+  EXPECT_EQ(open.last_seen(5)->size, 2u);
+  open.seen(5, FileAttr{.size = 3});
+  EXPECT_EQ(open.last_seen(5)->size, 3u);
+  EXPECT_EQ(open.closed(5), std::nullopt);
+  EXPECT_EQ(open.last_seen(5), std::nullopt);
+}
+
+TEST(OpenInodes, HiddenNamesAreRecognisedAndDistinct) {
+  std::string a = OpenInodes::hidden_name(42);
+  std::string b = OpenInodes::hidden_name(42);
+  EXPECT_NE(a, b);
+  EXPECT_TRUE(OpenInodes::is_hidden_name(a));
+  EXPECT_EQ(a.rfind(".skein-deleted-2a-", 0), 0u) << a;
+  EXPECT_FALSE(OpenInodes::is_hidden_name("skein-deleted-1"));
+  EXPECT_FALSE(OpenInodes::is_hidden_name(".skein"));
+}
+
+TEST(InodeTableNames, NamesBelowAPathComeDeepestFirstWithTheirParents) {
+  InodeTable table;
+  InodeNumber a = table.lookup_add("/a").ino;
+  InodeNumber b = table.lookup_add("/a/b").ino;
+  InodeNumber c = table.lookup_add("/a/b/c").ino;
+  InodeNumber x = table.lookup_add("/a-x").ino;  // sorts between "/a" and "/a/..."; not below
+  auto names = table.names_at_or_below("/a");
+  ASSERT_EQ(names.size(), 3u);
+  EXPECT_EQ(names[0].ino, c);
+  EXPECT_EQ(names[0].parent, b);
+  EXPECT_EQ(names[0].name, "c");
+  EXPECT_EQ(names[1].ino, b);
+  EXPECT_EQ(names[1].parent, a);
+  EXPECT_EQ(names[2].ino, a);
+  EXPECT_EQ(names[2].parent, kRootInode);
+  EXPECT_EQ(names[2].name, "a");
+  EXPECT_EQ(table.names_at_or_below("/").size(), 4u);  // never the root itself
+  EXPECT_EQ(table.all_inodes().size(), 5u);
+  auto name = table.name_at("/a-x");
+  ASSERT_TRUE(name);
+  EXPECT_EQ(name->ino, x);
+  EXPECT_EQ(name->parent, kRootInode);
+  EXPECT_FALSE(table.name_at("/"));
+  EXPECT_FALSE(table.name_at("/unknown"));
+}
+
+TEST(InodeTableNames, ForgetReportsWhetherTheInodeWasDropped) {
+  InodeTable table;
+  InodeNumber a = table.lookup_add("/a").ino;
+  table.lookup_add("/a");
+  EXPECT_FALSE(table.forget(a, 1));
+  EXPECT_TRUE(table.forget(a, 1));
+  EXPECT_FALSE(table.forget(a, 1));
+}
+
+}  // namespace
+}  // namespace skein::client
