@@ -48,9 +48,9 @@ class ReadCollapser {
   struct Flight;
 
   mutable std::mutex mu_;
-  std::condition_variable landed_;                     // a fetch with waiters finished
+  std::condition_variable landed_;                    // a fetch with waiters finished
   std::map<Key, std::shared_ptr<Flight>> in_flight_;  // guarded by mu_
-  std::uint64_t collapsed_ = 0;                        // guarded by mu_
+  std::uint64_t collapsed_ = 0;                       // guarded by mu_
 };
 
 }  // namespace skein

@@ -127,12 +127,16 @@ Result<std::string> RemoteFile::fetch(uint64_t offset, uint32_t size) {
   };
   std::vector<Piece> pieces;
   pieces.reserve(nchunks);
-  size_t start_slot = backend_->pick_slot();
+  // A large read goes to the connection that owns its run of the file, so each server process
+  // reads runs of the file in order and its kernel's read-ahead works; a stream's reads in flight
+  // (the mount keeps several MiB of them) spread over the pool run by run.
+  constexpr uint64_t kRun = 2 << 20;
+  auto own = nchunks == 1 ? first : handle_on(size_t(offset / kRun % backend_->slot_count()));
+  if (!own) own = first;  // a slot that cannot connect: use the one we have
   for (size_t i = 0; i < nchunks; ++i) {
     uint64_t off = offset + i * chunk;
     uint32_t len = uint32_t(std::min<uint64_t>(chunk, offset + size - off));
-    auto h = nchunks == 1 ? first : handle_on((start_slot + i) % backend_->slot_count());
-    if (!h) h = first;  // a slot that cannot connect: use the one we have
+    auto h = own;
     auto fut = h->conn->send(PacketWriter(FXP_READ).str(h->handle).u64(off).u32(len).take());
     pieces.push_back({off, len, std::move(fut), *h});
   }

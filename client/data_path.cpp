@@ -1,0 +1,170 @@
+// DataPath; see data_path.hpp.
+// Lock order: DataPath::mu_ is a leaf, held only to find or forget an Inode; nothing waits for
+// writes while holding it.
+#include "data_path.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+
+#include <vector>
+
+#include "kernel_readahead.hpp"
+
+namespace skein::client {
+
+// What the open files of one inode share: the writes in flight to it, and the generation that
+// tells read-ahead its blocks are out of date.
+struct DataPath::Inode {
+  std::atomic<std::uint64_t> generation{0};
+  std::unique_ptr<WriteBehind> writes;  // null without write-behind
+};
+
+DataPath::File::File(DataPath& path, InodeNumber ino, std::shared_ptr<Inode> inode,
+                     const GatewayClient& gateway, std::uint32_t flags)
+    : path_(path), ino_(ino), inode_(std::move(inode)), gateway_(gateway), flags_(flags) {}
+
+DataPath::File::~File() {
+  read_ahead_.reset();
+  inode_.reset();  // the last open file of the inode waits for its writes here
+  path_.forget(ino_);
+}
+
+DataPath::DataPath(Options options)
+    : options_(std::move(options)),
+      read_budget_(std::make_shared<ByteBudget>(options_.read_budget)),
+      write_budget_(std::make_shared<ByteBudget>(options_.write_budget)) {}
+
+DataPath::~DataPath() = default;
+
+std::unique_ptr<DataPath::File> DataPath::open(InodeNumber ino, const GatewayClient& gateway,
+                                               std::uint32_t flags, std::uint64_t size) {
+  if (options_.kernel_readahead_kb != 0 && !options_.mountpoint.empty()) {
+    // The first open comes after FUSE_INIT, whose reply would have capped the value again; and
+    // the kernel reads the value for this very file once the open returns.
+    std::call_once(kernel_readahead_, [&] {
+      std::string error;
+      if (set_kernel_readahead(options_.mountpoint, options_.kernel_readahead_kb, error)) {
+        spdlog::info("kernel read-ahead of {}: {} KiB", options_.mountpoint,
+                     options_.kernel_readahead_kb);
+      } else {
+        spdlog::warn("kernel read-ahead left as it is: {}", error);
+      }
+    });
+  }
+  std::shared_ptr<Inode> inode;
+  {
+    std::lock_guard lock(mu_);
+    auto& slot = inodes_[ino];
+    inode = slot.lock();
+    if (!inode) {
+      inode = std::make_shared<Inode>();
+      if (options_.write_behind) {
+        const GatewayClient* gw = &gateway;
+        Inode* raw = inode.get();
+        inode->writes = std::make_unique<WriteBehind>(
+            [gw](const FileRef& ref, std::uint64_t offset, std::string data,
+                 WriteBehind::SendDone done) {
+              gw->write_async(ref, offset, std::move(data), std::move(done));
+            },
+            write_budget_, options_.write,
+            [raw] { raw->generation.fetch_add(1, std::memory_order_acq_rel); });
+      }
+      slot = inode;
+    }
+  }
+  // Opened with O_TRUNC: the gateway truncated it, and other open files' read-ahead is stale.
+  if (flags & O_TRUNC) inode->generation.fetch_add(1, std::memory_order_acq_rel);
+  std::unique_ptr<File> file(new File(*this, ino, inode, gateway, flags));
+  if (inode->writes && (flags & O_ACCMODE) != O_RDONLY)
+    file->writer_ = std::make_shared<WriteBehind::Writer>(flags & O_APPEND);
+  if (options_.read_ahead && (flags & O_ACCMODE) != O_WRONLY) {
+    file->read_ahead_ =
+        std::make_unique<ReadAhead>(read_budget_, inode->generation, size, options_.read);
+  }
+  return file;
+}
+
+Result<ReadData> DataPath::read(File& file, const FileRef& ref, std::uint64_t offset,
+                                std::uint32_t size) {
+  Inode& inode = *file.inode_;
+  if (inode.writes && !inode.writes->idle()) inode.writes->settle();
+  if (!file.read_ahead_) {
+    auto got = file.gateway_.read(ref, offset, size);
+    if (!got) return Result<ReadData>::failure(got.error());
+    auto buffer = std::make_shared<std::string>(got.take());
+    ReadData out;
+    out.size = buffer->size();
+    out.pieces.emplace_back(*buffer);
+    out.held.push_back(std::move(buffer));
+    return out;
+  }
+  const GatewayClient& gateway = file.gateway_;
+  return file.read_ahead_->read(
+      offset, size,
+      [&gateway, &ref](std::uint64_t at, std::uint32_t len, ReadAhead::FetchDone done) {
+        gateway.read_async(ref, at, len, std::move(done));
+      });
+}
+
+Result<std::uint32_t> DataPath::write(File& file, const FileRef& ref, std::uint64_t offset,
+                                      std::string_view data) {
+  Inode& inode = *file.inode_;
+  if (!inode.writes) {
+    auto written = file.gateway_.write(ref, offset, data);
+    inode.generation.fetch_add(1, std::memory_order_acq_rel);
+    return written;
+  }
+  if (!file.writer_) {  // the kernel writes pages of a shared mapping through any open file
+    inode.writes->settle();
+    auto written = file.gateway_.write(ref, offset, data);
+    inode.generation.fetch_add(1, std::memory_order_acq_rel);
+    return written;
+  }
+  Status queued = inode.writes->write(file.writer_, ref, offset, data);
+  if (!queued) return Result<std::uint32_t>::failure(queued.error());
+  return static_cast<std::uint32_t>(data.size());
+}
+
+Status DataPath::flush(File& file) {
+  Inode& inode = *file.inode_;
+  if (!inode.writes) return ok_status();
+  if (!file.writer_) {
+    inode.writes->settle();
+    return ok_status();
+  }
+  return inode.writes->settle(*file.writer_);
+}
+
+void DataPath::settle(InodeNumber ino) {
+  if (auto inode = find(ino); inode && inode->writes && !inode->writes->idle())
+    inode->writes->settle();
+}
+
+void DataPath::settle_all() {
+  std::vector<std::shared_ptr<Inode>> open;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [ino, weak] : inodes_)
+      if (auto inode = weak.lock()) open.push_back(std::move(inode));
+  }
+  for (auto& inode : open)
+    if (inode->writes && !inode->writes->idle()) inode->writes->settle();
+}
+
+void DataPath::changed(InodeNumber ino) {
+  if (auto inode = find(ino)) inode->generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
+std::shared_ptr<DataPath::Inode> DataPath::find(InodeNumber ino) {
+  std::lock_guard lock(mu_);
+  auto it = inodes_.find(ino);
+  return it == inodes_.end() ? nullptr : it->second.lock();
+}
+
+void DataPath::forget(InodeNumber ino) {
+  std::lock_guard lock(mu_);
+  auto it = inodes_.find(ino);
+  if (it != inodes_.end() && it->second.expired()) inodes_.erase(it);
+}
+
+}  // namespace skein::client

@@ -1,0 +1,101 @@
+// The mount's data path: read-ahead and write-behind for its open files, and what the other
+// operations need from it. Writes are acknowledged before the gateway has them, so whatever asks
+// the gateway about a file's contents or size (a read, getattr, setattr, fsync, flush, close)
+// first waits here for that file's writes; and a file that changes has its read-ahead forgotten.
+// Nothing here knows about FUSE: fuse_ops calls in with inode numbers and FileRefs.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "byte_budget.hpp"
+#include "gateway_client.hpp"
+#include "inode_table.hpp"
+#include "read_ahead.hpp"
+#include "skein/result.hpp"
+#include "write_behind.hpp"
+
+namespace skein::client {
+
+class DataPath {
+  struct Inode;  // what the open files of one inode share
+
+ public:
+  struct Options {
+    bool read_ahead = true;
+    ReadAhead::Options read;
+    std::uint64_t read_budget = 64 << 20;  // bytes read ahead, across the mount
+    bool write_behind = true;
+    WriteBehind::Limits write;
+    std::uint64_t write_budget = 32 << 20;  // bytes written but not yet acknowledged, ditto
+    // The kernel's read-ahead for the mount, set at the first open (0: leave it as it is).
+    std::string mountpoint;
+    unsigned kernel_readahead_kb = 0;
+  };
+
+  // One open file's part of the data path.
+  class File {
+   public:
+    ~File();
+    File(const File&) = delete;
+    File& operator=(const File&) = delete;
+
+   private:
+    friend class DataPath;
+    File(DataPath& path, InodeNumber ino, std::shared_ptr<DataPath::Inode> inode,
+         const GatewayClient& gateway, std::uint32_t flags);
+
+    DataPath& path_;
+    const InodeNumber ino_;
+    std::shared_ptr<DataPath::Inode> inode_;
+    const GatewayClient& gateway_;
+    const std::uint32_t flags_;
+    std::shared_ptr<WriteBehind::Writer> writer_;  // when open for writing, with write-behind
+    std::unique_ptr<ReadAhead> read_ahead_;        // null without read-ahead
+  };
+
+  DataPath() : DataPath(Options{}) {}
+  explicit DataPath(Options options);
+  ~DataPath();
+  DataPath(const DataPath&) = delete;
+  DataPath& operator=(const DataPath&) = delete;
+
+  // A file opened or created on inode `ino`, `size` bytes long when the gateway opened it.
+  // `gateway` must outlive the File.
+  std::unique_ptr<File> open(InodeNumber ino, const GatewayClient& gateway, std::uint32_t flags,
+                             std::uint64_t size);
+  // The file's bytes at [offset, offset + size), fewer only at end of file.
+  Result<ReadData> read(File& file, const FileRef& ref, std::uint64_t offset, std::uint32_t size);
+  // Takes the write (the bytes are copied); an earlier write's error may come back instead.
+  Result<std::uint32_t> write(File& file, const FileRef& ref, std::uint64_t offset,
+                              std::string_view data);
+  // Every write to the file acknowledged by the gateway; then the error of one of this open
+  // file's writes not reported yet, if any. For flush, fsync and release.
+  Status flush(File& file);
+
+  // Waits for every write to `ino` (before its attributes are asked for or changed).
+  void settle(InodeNumber ino);
+  // Waits for every write of the mount (before a listing carries sizes).
+  void settle_all();
+  // `ino` changed otherwise than through write (truncated, written by another mount): what was
+  // read ahead for it goes.
+  void changed(InodeNumber ino);
+
+ private:
+  std::shared_ptr<Inode> find(InodeNumber ino);
+  void forget(InodeNumber ino);
+
+  const Options options_;
+  const std::shared_ptr<ByteBudget> read_budget_;
+  const std::shared_ptr<ByteBudget> write_budget_;
+  std::once_flag kernel_readahead_;
+  std::mutex mu_;                                                 // guards inodes_
+  std::unordered_map<InodeNumber, std::weak_ptr<Inode>> inodes_;  // with open files
+};
+
+}  // namespace skein::client

@@ -1,0 +1,205 @@
+// WriteBehind; see write_behind.hpp.
+// A write goes through three places, in order: the gathering request (one, being built), the
+// queue (closed requests, first in first out) and the in-flight set (sent, not yet answered).
+// A closed request leaves the queue only when nothing in flight overlaps it, so overlapping
+// writes reach the gateway in the order they were made. The gathering request is closed when it
+// is full, when the next write does not continue it, or when the file has nothing in flight (the
+// gateway is idle, so waiting for more would only add latency).
+// Lock order: State::mu, then the ByteBudget's; neither is held while a request is sent.
+#include "write_behind.hpp"
+
+#include <cerrno>
+#include <condition_variable>
+#include <deque>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace skein::client {
+
+namespace {
+
+struct Request {
+  std::shared_ptr<WriteBehind::Writer> writer;
+  FileRef file;
+  bool append = false;
+  std::uint64_t offset = 0;
+  std::string data;
+  std::uint64_t seq = 0;  // order of creation
+};
+
+struct Flight {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  bool append = false;
+};
+
+// An append lands wherever the file ends when it arrives: it conflicts with everything.
+bool overlaps(const Flight& f, const Request& r) {
+  if (f.append || r.append) return true;
+  return f.offset < r.offset + r.data.size() && r.offset < f.offset + f.size;
+}
+
+}  // namespace
+
+struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
+  State(Send s, std::shared_ptr<ByteBudget> b, Limits l, std::function<void()> c)
+      : send(std::move(s)), budget(std::move(b)), limits(l), changed(std::move(c)) {}
+
+  const Send send;
+  const std::shared_ptr<ByteBudget> budget;
+  const Limits limits;
+  const std::function<void()> changed;
+
+  mutable std::mutex mu;
+  std::condition_variable progress;  // a request finished
+  // Guarded by mu.
+  std::optional<Request> gathering;
+  std::deque<Request> queued;
+  std::map<std::uint64_t, Flight> in_flight;  // by seq
+  std::uint64_t held_bytes = 0;               // gathering, queued and in flight
+  std::uint64_t next_seq = 1;
+
+  void close_gathering() {
+    if (!gathering) return;
+    queued.push_back(std::move(*gathering));
+    gathering.reset();
+  }
+
+  // The queued requests that may go now, moved to the in-flight set; send them after unlocking.
+  std::vector<Request> take_sendable() {
+    std::vector<Request> out;
+    while (!queued.empty() && in_flight.size() < limits.file_requests) {
+      Request& next = queued.front();
+      bool blocked = false;
+      for (const auto& [seq, flight] : in_flight) {
+        if (overlaps(flight, next)) {
+          blocked = true;
+          break;
+        }
+      }
+      if (blocked) break;
+      in_flight.emplace(next.seq, Flight{next.offset, next.data.size(), next.append});
+      out.push_back(std::move(next));
+      queued.pop_front();
+    }
+    return out;
+  }
+
+  std::uint64_t oldest_unfinished() const {
+    std::uint64_t oldest = std::numeric_limits<std::uint64_t>::max();
+    if (!queued.empty()) oldest = std::min(oldest, queued.front().seq);
+    if (!in_flight.empty()) oldest = std::min(oldest, in_flight.begin()->first);
+    if (gathering) oldest = std::min(oldest, gathering->seq);
+    return oldest;
+  }
+
+  static void send_all(const std::shared_ptr<State>& self, std::vector<Request> requests) {
+    for (Request& r : requests) {
+      const std::uint64_t size = r.data.size();
+      self->send(r.file, r.offset, std::move(r.data),
+                 [self, seq = r.seq, size, writer = std::move(r.writer)](
+                     Result<std::uint32_t> got) { self->finished(seq, size, *writer, got); });
+    }
+  }
+
+  void finished(std::uint64_t seq, std::uint64_t size, Writer& writer,
+                const Result<std::uint32_t>& got) {
+    std::vector<Request> sendable;
+    {
+      std::lock_guard lock(mu);
+      in_flight.erase(seq);
+      held_bytes -= size;
+      int error = got ? (*got == size ? 0 : EIO) : got.error();
+      if (error != 0 && writer.error_ == 0) writer.error_ = error;
+      if (in_flight.empty() && queued.empty()) close_gathering();  // idle: send what we have
+      sendable = take_sendable();
+      // Under the lock: once a settle() sees this request done, its owner may go.
+      if (changed) changed();
+    }
+    budget->release(size);
+    progress.notify_all();
+    // The completion running this holds a reference, so the State is alive.
+    send_all(shared_from_this(), std::move(sendable));
+  }
+};
+
+WriteBehind::WriteBehind(Send send, std::shared_ptr<ByteBudget> budget, Limits limits,
+                         std::function<void()> changed)
+    : state_(std::make_shared<State>(std::move(send), std::move(budget), limits,
+                                     std::move(changed))) {}
+
+WriteBehind::~WriteBehind() { settle(); }
+
+Status WriteBehind::write(const std::shared_ptr<Writer>& writer, const FileRef& file,
+                          std::uint64_t offset, std::string_view data) {
+  State& s = *state_;
+  {
+    std::lock_guard lock(s.mu);
+    if (writer->error_ != 0) {
+      const int error = writer->error_;
+      writer->error_ = 0;
+      return Status::failure(error);
+    }
+  }
+  if (data.empty()) return ok_status();
+  s.budget->acquire(data.size());
+  if (s.changed) s.changed();
+  std::vector<Request> sendable;
+  {
+    std::unique_lock lock(s.mu);
+    s.progress.wait(lock, [&] {
+      return s.held_bytes == 0 || s.held_bytes + data.size() <= s.limits.file_bytes;
+    });
+    if (s.gathering) {
+      const Request& g = *s.gathering;
+      const bool continues = g.writer == writer &&
+                             (writer->append_ || g.offset + g.data.size() == offset) &&
+                             g.data.size() + data.size() <= s.limits.request;
+      if (!continues) s.close_gathering();
+    }
+    if (!s.gathering) {
+      s.gathering = Request{writer, file, writer->append_, offset, {}, s.next_seq++};
+    }
+    s.gathering->file = file;  // the file's latest path, should it have been renamed
+    s.gathering->data.append(data);
+    s.held_bytes += data.size();
+    if (s.gathering->data.size() >= s.limits.request || (s.in_flight.empty() && s.queued.empty()))
+      s.close_gathering();
+    sendable = s.take_sendable();
+  }
+  State::send_all(state_, std::move(sendable));
+  return ok_status();
+}
+
+void WriteBehind::settle() {
+  State& s = *state_;
+  std::vector<Request> sendable;
+  std::unique_lock lock(s.mu);
+  s.close_gathering();
+  const std::uint64_t target = s.next_seq - 1;
+  sendable = s.take_sendable();
+  if (!sendable.empty()) {
+    lock.unlock();
+    State::send_all(state_, std::move(sendable));
+    lock.lock();
+  }
+  s.progress.wait(lock, [&] { return s.oldest_unfinished() > target; });
+}
+
+Status WriteBehind::settle(Writer& writer) {
+  settle();
+  std::lock_guard lock(state_->mu);
+  const int error = writer.error_;
+  writer.error_ = 0;
+  return error ? Status::failure(error) : ok_status();
+}
+
+bool WriteBehind::idle() const {
+  std::lock_guard lock(state_->mu);
+  return !state_->gathering && state_->queued.empty() && state_->in_flight.empty();
+}
+
+}  // namespace skein::client

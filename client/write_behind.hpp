@@ -1,0 +1,76 @@
+// Write-behind for one file: a write is acknowledged to the kernel once it is queued here; queued
+// writes are gathered into requests of up to the Data service's 1 MiB and several go to the
+// gateway at once, so a writer never waits for a round trip. What it must still get, it gets:
+// an error of a write already acknowledged comes back at that writer's next write, or at the
+// latest when it flushes, syncs or closes, with the real errno; and writes whose ranges overlap
+// reach the gateway in the order they were made.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "byte_budget.hpp"
+#include "gateway_client.hpp"
+#include "skein/result.hpp"
+
+namespace skein::client {
+
+class WriteBehind {
+  struct State;  // shared with the completions of requests in flight
+
+ public:
+  using SendDone = std::function<void(Result<std::uint32_t>)>;
+  // Starts one gateway write; `done` runs once, on any thread, with the bytes written or the
+  // errno. It may send the next request from there, so it must not block.
+  using Send = std::function<void(const FileRef& file, std::uint64_t offset, std::string data,
+                                  SendDone done)>;
+
+  struct Limits {
+    std::size_t request = 1 << 20;       // the largest request gathered
+    std::uint64_t file_bytes = 8 << 20;  // held for this file before its writers wait
+    std::size_t file_requests = 16;      // in flight at once for this file
+  };
+
+  // One open file writing through this WriteBehind: its requests, and the first error of one of
+  // them that no call of its has reported yet. A writer opened with O_APPEND has its requests
+  // sent one at a time, in order: where each lands depends on the ones before.
+  class Writer {
+   public:
+    explicit Writer(bool append) : append_(append) {}
+
+   private:
+    friend class WriteBehind;
+    friend struct WriteBehind::State;
+    const bool append_;
+    int error_ = 0;  // guarded by the WriteBehind's mutex
+  };
+
+  // `budget` bounds the bytes held across the mount (writers wait for room); `changed` runs when
+  // a write is queued and again when it is acknowledged (read-ahead must forget the old bytes).
+  WriteBehind(Send send, std::shared_ptr<ByteBudget> budget, Limits limits,
+              std::function<void()> changed);
+  // Waits for every write to be acknowledged.
+  ~WriteBehind();
+  WriteBehind(const WriteBehind&) = delete;
+  WriteBehind& operator=(const WriteBehind&) = delete;
+
+  // Queues `data` for `offset` of `file` on behalf of `writer`, waiting while this file or the
+  // mount holds too much. Fails instead, queueing nothing, with an error of this writer's earlier
+  // writes that it has not heard of yet.
+  Status write(const std::shared_ptr<Writer>& writer, const FileRef& file, std::uint64_t offset,
+               std::string_view data);
+  // Sends what is gathered and waits until every write queued before the call is acknowledged.
+  void settle();
+  // settle(), then the error of `writer` not reported yet, if any (reported only once).
+  Status settle(Writer& writer);
+  // Nothing gathered, queued or in flight.
+  bool idle() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace skein::client

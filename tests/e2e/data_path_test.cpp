@@ -1,0 +1,324 @@
+// The data path end to end: read-ahead, write-behind and the gateway's read collapsing, through
+// real mounts. Reads return exactly the server's bytes whatever the pattern while read-ahead is
+// on; a write acknowledged early still reports its error (ENOSPC from a full export, at close or
+// fsync); reads, stat and truncate see the writes made before them; two mounts reading one file
+// at once both get it right.
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "fs_test_support.hpp"
+
+namespace skein::test {
+namespace {
+
+constexpr size_t kMiB = 1 << 20;
+
+class DataPath : public ::testing::Test {
+ protected:
+  // One sshd server, two mounts of the default namespace, and a third mount of a namespace whose
+  // only backend is a small tmpfs, to run out of space.
+  static void SetUpTestSuite() {
+    std::string error;
+    cluster_ = LocalCluster::start("data-path", {1, 2, 0}, error);
+    if (!cluster_) return fail("cluster: " + error);
+    const std::string dir = small_dir();
+    ::mkdir(dir.c_str(), 0755);
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=8m") != 0)
+      return fail("cannot mount tmpfs on " + dir + ": " + strerror(errno));
+    ::chmod(dir.c_str(), 0755);
+    const std::string config = cluster_->state() + "/small.toml";
+    const std::string address = "127.0.0.1:" + std::to_string(free_port());
+    std::ofstream(config) << config_text(address);
+    gateway_ =
+        GatewayProcess::start(config, address, cluster_->state() + "/small-gateway.log", error);
+    if (!gateway_) return fail("gateway: " + error);
+    small_mount_ = FuseMount::start(address, cluster_->state() + "/small-mnt", "small", error);
+    if (!small_mount_) return fail("mount: " + error);
+  }
+  static void TearDownTestSuite() {
+    small_mount_.reset();
+    gateway_.reset();
+    if (cluster_) ::umount2(small_dir().c_str(), MNT_DETACH);
+    cluster_.reset();
+  }
+  static void fail(const std::string& why) { setup_error_ = why; }
+  void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
+
+  static std::string small_dir() { return cluster_->export_dir(0) + "/small"; }
+  static std::string config_text(const std::string& address) {
+    return "[gateway]\nlisten = \"" + address +
+           "\"\ntimeout_ms = 5000\n[[backend]]\nname = \"small\"\nhost = \"127.0.0.1\"\nport = " +
+           cluster_->list("SKEIN_SSH_PORTS").at(0) + "\nuser = \"" +
+           cluster_->env("SKEIN_SSH_USER") + "\"\nidentity_file = \"" +
+           cluster_->env("SKEIN_SSH_KEY") + "\"\nknown_hosts = \"" +
+           cluster_->env("SKEIN_KNOWN_HOSTS") + "\"\nroot = \"" + small_dir() +
+           "\"\nconnections = 2\n[[namespace]]\nname = \"small\"\n[[namespace.mount]]\npath = "
+           "\"/\"\nbackends = [\"small\"]\n";
+  }
+
+  // Through mount i, on the server, and through the small namespace.
+  std::string m(const std::string& rel, int i = 0) { return cluster_->mount(i) + "/srv0/" + rel; }
+  std::string s(const std::string& rel) { return cluster_->export_dir(0) + "/" + rel; }
+  std::string small(const std::string& rel) { return small_mount_->path() + "/" + rel; }
+  std::string name() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
+
+  static void drop_page_cache() { std::ofstream("/proc/sys/vm/drop_caches") << "3\n"; }
+
+  static std::string pread_all(int fd, size_t size, off_t off) {
+    std::string out(size, '\0');
+    size_t done = 0;
+    while (done < size) {
+      ssize_t n = ::pread(fd, out.data() + done, size - done, off + off_t(done));
+      if (n < 0) return "<pread failed: " + std::string(strerror(errno)) + ">";
+      if (n == 0) break;
+      done += size_t(n);
+    }
+    out.resize(done);
+    return out;
+  }
+
+  static inline std::unique_ptr<LocalCluster> cluster_;
+  static inline std::unique_ptr<GatewayProcess> gateway_;
+  static inline std::unique_ptr<FuseMount> small_mount_;
+  static inline std::string setup_error_;
+};
+
+// ---- write-behind: errors reach the writer ----
+
+TEST_F(DataPath, WriteErrorFoundAfterTheWriteReturnedComesBackAtCloseAsENOSPC) {
+  // Leave less than a MiB free on the 8 MiB export, then write a MiB through the mount: the write
+  // is taken at once, and the gateway's ENOSPC comes back at close.
+  const std::string filler = small_dir() + "/filler-" + name();
+  ASSERT_TRUE(write_file(filler, std::string(7 * kMiB + 512 * 1024, 'f')));
+  int fd = ::open(small(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  std::string data(kMiB, 'x');
+  ASSERT_EQ(::write(fd, data.data(), data.size()), ssize_t(data.size()))
+      << "the write should be taken before the gateway answers: " << strerror(errno);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::close(fd)), ENOSPC);
+  ::unlink(small(name()).c_str());
+  ::unlink(filler.c_str());
+}
+
+TEST_F(DataPath, WriteErrorComesBackAtFsyncAsENOSPC) {
+  const std::string filler = small_dir() + "/filler-" + name();
+  ASSERT_TRUE(write_file(filler, std::string(7 * kMiB + 512 * 1024, 'f')));
+  int fd = ::open(small(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  std::string data(kMiB, 'x');
+  ASSERT_EQ(::write(fd, data.data(), data.size()), ssize_t(data.size()));
+  EXPECT_EQ(SKEIN_ERRNO_OF(::fsync(fd)), ENOSPC);
+  ::close(fd);
+  ::unlink(small(name()).c_str());
+  ::unlink(filler.c_str());
+}
+
+TEST_F(DataPath, StreamingPastAFullExportFailsWithENOSPCNotEIO) {
+  int fd = ::open(small(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  std::string chunk(kMiB, 'z');
+  int err = 0;
+  for (int i = 0; i < 32 && !err; ++i)
+    if (::write(fd, chunk.data(), chunk.size()) < 0) err = errno;
+  int close_err = SKEIN_ERRNO_OF(::close(fd));
+  if (!err) err = close_err;
+  EXPECT_EQ(err, ENOSPC) << strerror(err);
+  ::unlink(small(name()).c_str());
+}
+
+// ---- write-behind: what comes after a write sees it ----
+
+TEST_F(DataPath, ReadAfterWriteOnTheSameFileSeesTheWrite) {
+  std::string model = random_bytes(6 * kMiB, 11);
+  int fd = ::open(m(name()).c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, model.data(), model.size(), 0), ssize_t(model.size()));
+  std::mt19937_64 rng(5);
+  for (int op = 0; op < 300; ++op) {
+    size_t off = rng() % model.size();
+    size_t len = 1 + rng() % std::min<size_t>(300000, model.size() - off);
+    if (rng() % 2) {
+      std::string data = random_bytes(len, rng());
+      ASSERT_EQ(::pwrite(fd, data.data(), len, off_t(off)), ssize_t(len));
+      model.replace(off, len, data);
+    } else {
+      ASSERT_TRUE(pread_all(fd, len, off_t(off)) == model.substr(off, len)) << "op " << op;
+    }
+  }
+  // Another descriptor of the mount sees it all, and so does the server once it is closed.
+  int other = ::open(m(name()).c_str(), O_RDONLY);
+  ASSERT_GE(other, 0);
+  EXPECT_TRUE(pread_all(other, model.size(), 0) == model);
+  ::close(other);
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_TRUE(read_file(s(name())) == model);
+}
+
+TEST_F(DataPath, SequentialWritesThenReadBackWhileStillOpen) {
+  // A writer that streams, with a reader of the same file on another descriptor following it.
+  std::string model = random_bytes(24 * kMiB + 777, 12);
+  int w = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int r = ::open(m(name()).c_str(), O_RDONLY);
+  ASSERT_GE(w, 0);
+  ASSERT_GE(r, 0);
+  const size_t step = 3 * kMiB + 5;
+  for (size_t off = 0; off < model.size(); off += step) {
+    size_t len = std::min(step, model.size() - off);
+    ASSERT_EQ(::write(w, model.data() + off, len), ssize_t(len));
+    ASSERT_TRUE(pread_all(r, len, off_t(off)) == model.substr(off, len)) << "at " << off;
+  }
+  struct stat st {};
+  ASSERT_EQ(::fstat(r, &st), 0);
+  EXPECT_EQ(size_t(st.st_size), model.size());
+  ::close(r);
+  ASSERT_EQ(::close(w), 0);
+}
+
+TEST_F(DataPath, StatAfterWritesGivesTheirSizeOnEveryMount) {
+  int fd = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  std::string data(kMiB, 's');
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(::write(fd, data.data(), data.size()), ssize_t(kMiB));
+  struct stat st {};
+  ASSERT_EQ(::stat(m(name()).c_str(), &st), 0);
+  EXPECT_EQ(size_t(st.st_size), 5 * kMiB);
+  ASSERT_EQ(::close(fd), 0);
+  ASSERT_EQ(::stat(m(name(), 1).c_str(), &st), 0);
+  EXPECT_EQ(size_t(st.st_size), 5 * kMiB) << "the other mount";
+  ASSERT_EQ(::stat(s(name()).c_str(), &st), 0);
+  EXPECT_EQ(size_t(st.st_size), 5 * kMiB) << "the server";
+}
+
+TEST_F(DataPath, TruncateAfterPendingWritesKeepsItsSize) {
+  int fd = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  std::string data = random_bytes(4 * kMiB, 13);
+  ASSERT_EQ(::write(fd, data.data(), data.size()), ssize_t(data.size()));
+  ASSERT_EQ(::ftruncate(fd, off_t(kMiB + 3)), 0);
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_TRUE(read_file(s(name())) == data.substr(0, kMiB + 3));
+}
+
+TEST_F(DataPath, AppendsFromOneDescriptorLandInOrder) {
+  int fd = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+  ASSERT_GE(fd, 0);
+  std::string model;
+  for (int i = 0; i < 2000; ++i) {
+    std::string line = "record " + std::to_string(i) + std::string(size_t(i % 97), '.') + "\n";
+    ASSERT_EQ(::write(fd, line.data(), line.size()), ssize_t(line.size()));
+    model += line;
+  }
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_TRUE(read_file(s(name())) == model);
+}
+
+TEST_F(DataPath, SmallWritesAreAllThere) {
+  std::string model = random_bytes(3 * kMiB + 99, 14);
+  int fd = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  for (size_t off = 0; off < model.size(); off += 4096) {
+    size_t len = std::min<size_t>(4096, model.size() - off);
+    ASSERT_EQ(::write(fd, model.data() + off, len), ssize_t(len));
+  }
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_TRUE(read_file(s(name())) == model);
+}
+
+// ---- read-ahead ----
+
+TEST_F(DataPath, SequentialReadsReturnTheServersBytes) {
+  std::string data = random_bytes(48 * kMiB + 12345, 21);
+  ASSERT_TRUE(write_file(s(name()), data));
+  drop_page_cache();
+  for (size_t buf : {size_t(4096), size_t(100000), kMiB, 3 * kMiB + 1}) {
+    SCOPED_TRACE("buffer " + std::to_string(buf));
+    drop_page_cache();
+    int fd = ::open(m(name()).c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    std::string got, chunk(buf, '\0');
+    ssize_t n;
+    while ((n = ::read(fd, chunk.data(), buf)) > 0) got.append(chunk.data(), size_t(n));
+    ASSERT_EQ(n, 0) << strerror(errno);
+    ::close(fd);
+    EXPECT_TRUE(got == data) << "got " << got.size() << " bytes of " << data.size();
+  }
+}
+
+TEST_F(DataPath, RandomAndMixedReadsReturnTheServersBytes) {
+  std::string data = random_bytes(40 * kMiB + 3, 22);
+  ASSERT_TRUE(write_file(s(name()), data));
+  drop_page_cache();
+  int fd = ::open(m(name()).c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::mt19937_64 rng(9);
+  size_t pos = 0;
+  for (int op = 0; op < 400; ++op) {
+    size_t off, len;
+    if (rng() % 3 == 0) {  // a random jump
+      off = rng() % (data.size() + kMiB);
+      len = 1 + rng() % (2 * kMiB);
+    } else {  // carry on from where we were, in varied sizes
+      off = pos;
+      len = 1 + rng() % (512 * 1024);
+    }
+    std::string want = off < data.size() ? data.substr(off, len) : "";
+    ASSERT_TRUE(pread_all(fd, len, off_t(off)) == want) << "op " << op << " at " << off;
+    pos = std::min(off + len, data.size());
+    if (op % 50 == 0) drop_page_cache();
+  }
+  ::close(fd);
+}
+
+TEST_F(DataPath, ServerSideChangeBetweenOpensIsSeen) {
+  std::string first = random_bytes(8 * kMiB, 23);
+  ASSERT_TRUE(write_file(s(name()), first));
+  EXPECT_TRUE(read_file(m(name())) == first);
+  std::string second = random_bytes(9 * kMiB, 24);
+  ASSERT_TRUE(write_file(s(name()), second));
+  drop_page_cache();
+  // Close-to-open: the next open sees the server's new contents, never read-ahead of the old.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_TRUE(read_file(m(name())) == second);
+}
+
+TEST_F(DataPath, TwoMountsReadingOneFileAtOnceBothGetIt) {
+  std::string data = random_bytes(64 * kMiB + 5, 25);
+  ASSERT_TRUE(write_file(s(name()), data));
+  for (int round = 0; round < 2; ++round) {
+    drop_page_cache();
+    std::string a, b;
+    std::thread first([&] { a = read_file(m(name(), 0)); });
+    std::thread second([&] { b = read_file(m(name(), 1)); });
+    first.join();
+    second.join();
+    EXPECT_TRUE(a == data) << "mount 0 read " << a.size() << " bytes";
+    EXPECT_TRUE(b == data) << "mount 1 read " << b.size() << " bytes";
+  }
+}
+
+TEST_F(DataPath, ReadersOnOneMountAtOnceAllGetIt) {
+  std::string data = random_bytes(32 * kMiB + 1, 26);
+  ASSERT_TRUE(write_file(s(name()), data));
+  drop_page_cache();
+  std::vector<std::string> got(4);
+  std::vector<std::thread> readers;
+  for (size_t i = 0; i < got.size(); ++i) {
+    readers.emplace_back([&, i] {
+      int fd = ::open(m(name()).c_str(), O_RDONLY | O_DIRECT);  // each its own stream of reads
+      if (fd < 0) return;
+      got[i] = pread_all(fd, data.size() + 100, 0);
+      ::close(fd);
+    });
+  }
+  for (auto& t : readers) t.join();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i] == data) << "reader " << i;
+}
+
+}  // namespace
+}  // namespace skein::test

@@ -1,0 +1,355 @@
+// ReadWindow and ReadAhead: how far ahead a file reads (growing on sequential reads, nothing on a
+// random one), which gateway reads it makes (aligned blocks, never past the known size, within
+// the mount's budget), and that readers always get exactly the file's bytes: out of order, after
+// a change, at end of file, when a read fails.
+#include "read_ahead.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace skein::client {
+namespace {
+
+constexpr std::uint64_t kMiB = 1 << 20;
+constexpr std::uint64_t kKiB = 1 << 10;
+
+char byte_at(std::uint64_t offset, std::uint64_t version) {
+  return static_cast<char>((offset * 131 + offset / 4096 + version * 7) & 0xff);
+}
+
+std::string bytes_of(std::uint64_t offset, std::uint64_t size, std::uint64_t version = 0) {
+  std::string s(size, '\0');
+  for (std::uint64_t i = 0; i < size; ++i) s[i] = byte_at(offset + i, version);
+  return s;
+}
+
+std::string joined(const ReadData& data) {
+  std::string out;
+  for (std::string_view piece : data.pieces) out.append(piece);
+  return out;
+}
+
+// A file on a pretend gateway: answers reads at once, or holds them until released.
+class FakeFile {
+ public:
+  explicit FakeFile(std::uint64_t size) : size_(size) {}
+
+  struct Call {
+    std::uint64_t offset;
+    std::uint32_t size;
+  };
+
+  ReadAhead::Fetch fetch() {
+    return [this](std::uint64_t offset, std::uint32_t size, ReadAhead::FetchDone done) {
+      std::unique_lock lock(mu_);
+      calls_.push_back({offset, size});
+      if (hold_) {
+        held_.push_back({offset, size, std::move(done)});
+        return;
+      }
+      auto answer = answer_for(offset, size);
+      lock.unlock();
+      done(std::move(answer));
+    };
+  }
+
+  // Answers every held read (and those held meanwhile) in an order of the caller's choice.
+  void release_all(bool reverse = false) {
+    for (;;) {
+      std::unique_lock lock(mu_);
+      if (held_.empty()) return;
+      Held h = std::move(reverse ? held_.back() : held_.front());
+      if (reverse)
+        held_.pop_back();
+      else
+        held_.pop_front();
+      auto answer = answer_for(h.offset, h.size);
+      lock.unlock();
+      h.done(std::move(answer));
+    }
+  }
+
+  bool release_one() {
+    std::unique_lock lock(mu_);
+    if (held_.empty()) return false;
+    Held h = std::move(held_.front());
+    held_.pop_front();
+    auto answer = answer_for(h.offset, h.size);
+    lock.unlock();
+    h.done(std::move(answer));
+    return true;
+  }
+  void set_hold(bool hold) {
+    std::lock_guard lock(mu_);
+    hold_ = hold;
+  }
+  void set_version(std::uint64_t v) {
+    std::lock_guard lock(mu_);
+    version_ = v;
+  }
+  void fail_with(int err) {
+    std::lock_guard lock(mu_);
+    error_ = err;
+  }
+  std::vector<Call> calls() {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+  std::uint64_t bytes_asked() {
+    std::uint64_t n = 0;
+    for (const Call& c : calls()) n += c.size;
+    return n;
+  }
+
+ private:
+  struct Held {
+    std::uint64_t offset;
+    std::uint32_t size;
+    ReadAhead::FetchDone done;
+  };
+  Result<std::string> answer_for(std::uint64_t offset, std::uint32_t size) {
+    if (error_) return Result<std::string>::failure(error_);
+    if (offset >= size_) return std::string();
+    return bytes_of(offset, std::min<std::uint64_t>(size, size_ - offset), version_);
+  }
+
+  std::mutex mu_;
+  const std::uint64_t size_;
+  std::uint64_t version_ = 0;
+  int error_ = 0;
+  bool hold_ = false;
+  std::vector<Call> calls_;
+  std::deque<Held> held_;
+};
+
+struct ReadAheadTest : ::testing::Test {
+  std::shared_ptr<ByteBudget> budget = std::make_shared<ByteBudget>(64 * kMiB);
+  std::atomic<std::uint64_t> generation{0};
+};
+
+// ---- ReadWindow ----
+
+TEST(ReadWindow, StreamFromOffsetZeroStartsWithTheMinimumWindow) {
+  ReadWindow w({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 32 * kMiB});
+  EXPECT_TRUE(w.record(0, 128 * kKiB));
+  EXPECT_EQ(w.ahead(), 1 * kMiB);
+}
+
+TEST(ReadWindow, GrowsToTwiceWhatWasStreamedUpToTheMaximum) {
+  ReadWindow w({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 32 * kMiB});
+  std::uint64_t off = 0;
+  for (; off < 2 * kMiB; off += 128 * kKiB) EXPECT_TRUE(w.record(off, 128 * kKiB));
+  EXPECT_EQ(w.ahead(), 4 * kMiB);
+  for (; off < 64 * kMiB; off += kMiB) EXPECT_TRUE(w.record(off, kMiB));
+  EXPECT_EQ(w.ahead(), 8 * kMiB);
+}
+
+TEST(ReadWindow, RandomReadClosesTheWindowAndAContinuationReopensItSmall) {
+  ReadWindow w({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 32 * kMiB});
+  for (std::uint64_t off = 0; off < 16 * kMiB; off += kMiB) w.record(off, kMiB);
+  ASSERT_EQ(w.ahead(), 8 * kMiB);
+  EXPECT_FALSE(w.record(900 * kMiB, 4 * kKiB));
+  EXPECT_EQ(w.ahead(), 0u);
+  EXPECT_FALSE(w.record(100 * kMiB, 4 * kKiB));
+  EXPECT_EQ(w.ahead(), 0u);
+  EXPECT_TRUE(w.record(100 * kMiB + 4 * kKiB, 4 * kKiB));
+  EXPECT_EQ(w.ahead(), 1 * kMiB);
+}
+
+TEST(ReadWindow, ReadsOfOneStreamArrivingOutOfOrderStaySequential) {
+  ReadWindow w({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 32 * kMiB});
+  // The kernel's read-ahead sends 4 MiB at once; FUSE threads pick the reads up in any order.
+  for (std::uint64_t off : {3 * kMiB, 0 * kMiB, 2 * kMiB, 1 * kMiB, 7 * kMiB, 5 * kMiB, 4 * kMiB})
+    EXPECT_TRUE(w.record(off, kMiB)) << off;
+  EXPECT_GT(w.ahead(), 0u);
+}
+
+TEST(ReadWindow, FirstReadFarIntoTheFileIsRandom) {
+  ReadWindow w({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 32 * kMiB});
+  EXPECT_FALSE(w.record(512 * kMiB, 4 * kKiB));
+  EXPECT_EQ(w.ahead(), 0u);
+}
+
+// ---- ReadAhead ----
+
+TEST_F(ReadAheadTest, SequentialReadsAreServedFromAlignedBlocksFetchedAhead) {
+  FakeFile file(64 * kMiB);
+  ReadAhead ra(budget, generation, 64 * kMiB, {});
+  for (std::uint64_t off = 0; off < 16 * kMiB; off += 128 * kKiB) {
+    auto got = ra.read(off, 128 * kKiB, file.fetch());
+    ASSERT_TRUE(got) << got.error();
+    ASSERT_EQ(joined(*got), bytes_of(off, 128 * kKiB)) << "at " << off;
+  }
+  for (const auto& c : file.calls()) {
+    EXPECT_EQ(c.offset % kMiB, 0u);
+    EXPECT_EQ(c.size, kMiB);
+  }
+  // Everything read came from blocks, each fetched once, and the window is ahead of the reader.
+  EXPECT_GE(file.bytes_asked(), 16 * kMiB);
+  EXPECT_LE(file.bytes_asked(), 16 * kMiB + 8 * kMiB + kMiB);
+  EXPECT_GT(ra.blocks(), 0u);
+}
+
+TEST_F(ReadAheadTest, NothingIsReadAheadPastTheKnownSize) {
+  const std::uint64_t size = kMiB + 300 * kKiB;
+  FakeFile file(size);
+  ReadAhead ra(budget, generation, size, {});
+  std::string all;
+  for (std::uint64_t off = 0; off < size; off += 128 * kKiB) {
+    auto got = ra.read(off, 128 * kKiB, file.fetch());
+    ASSERT_TRUE(got);
+    all += joined(*got);
+  }
+  EXPECT_EQ(all, bytes_of(0, size));
+  for (const auto& c : file.calls()) EXPECT_LE(c.offset + c.size, size + 128 * kKiB) << c.offset;
+  EXPECT_EQ(file.calls().front().size, kMiB);
+  EXPECT_EQ(file.calls()[1].offset, kMiB);
+  EXPECT_EQ(file.calls()[1].size, 300 * kKiB);
+}
+
+TEST_F(ReadAheadTest, RandomReadIsFetchedAloneAndDropsTheWindow) {
+  FakeFile file(1024 * kMiB);
+  ReadAhead ra(budget, generation, 1024 * kMiB, {});
+  for (std::uint64_t off = 0; off < 4 * kMiB; off += kMiB)
+    ASSERT_TRUE(ra.read(off, kMiB, file.fetch()));
+  ASSERT_GT(ra.blocks(), 0u);
+  const auto before = file.calls().size();
+  auto got = ra.read(700 * kMiB + 123, 4000, file.fetch());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(joined(*got), bytes_of(700 * kMiB + 123, 4000));
+  auto calls = file.calls();
+  ASSERT_EQ(calls.size(), before + 1);
+  EXPECT_EQ(calls.back().offset, 700 * kMiB + 123);
+  EXPECT_EQ(calls.back().size, 4000u);
+  EXPECT_EQ(ra.blocks(), 0u);
+  EXPECT_EQ(budget->used(), 0u);
+}
+
+TEST_F(ReadAheadTest, BlocksFromBeforeAChangeAreNeverServed) {
+  FakeFile file(64 * kMiB);
+  ReadAhead ra(budget, generation, 64 * kMiB, {});
+  ASSERT_EQ(joined(*ra.read(0, 128 * kKiB, file.fetch())), bytes_of(0, 128 * kKiB));
+  // The file changes (a write, a truncate, another mount): read-ahead must fetch afresh.
+  file.set_version(1);
+  generation.fetch_add(1);
+  auto got = ra.read(128 * kKiB, 128 * kKiB, file.fetch());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(joined(*got), bytes_of(128 * kKiB, 128 * kKiB, 1));
+}
+
+TEST_F(ReadAheadTest, BlockFetchedAcrossAChangeIsDiscarded) {
+  FakeFile file(64 * kMiB);
+  ReadAhead ra(budget, generation, 64 * kMiB, {});
+  file.set_hold(true);
+  std::atomic<bool> finished{false};
+  std::thread reader([&] {
+    auto got = ra.read(0, 128 * kKiB, file.fetch());
+    ASSERT_TRUE(got);
+    EXPECT_EQ(joined(*got), bytes_of(0, 128 * kKiB, 1));
+    finished = true;
+  });
+  while (file.calls().empty()) std::this_thread::yield();
+  generation.fetch_add(1);  // a write lands while the block is in flight
+  file.release_one();       // ... and the block comes back with the old bytes
+  file.set_version(1);
+  while (!finished) {
+    file.release_all();
+    std::this_thread::yield();
+  }
+  reader.join();
+}
+
+TEST_F(ReadAheadTest, ShortBlockMeansEndOfFile) {
+  FakeFile file(5000);  // smaller than the size the file had when opened
+  ReadAhead ra(budget, generation, 10 * kMiB, {});
+  auto got = ra.read(0, 128 * kKiB, file.fetch());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(joined(*got), bytes_of(0, 5000));
+  auto past = ra.read(128 * kKiB, 128 * kKiB, file.fetch());
+  ASSERT_TRUE(past);
+  EXPECT_EQ(past->size, 0u);
+}
+
+TEST_F(ReadAheadTest, FailedBlockIsReadAgainDirectlyAndItsErrorReturned) {
+  FakeFile file(64 * kMiB);
+  ReadAhead ra(budget, generation, 64 * kMiB, {});
+  file.fail_with(EIO);
+  auto got = ra.read(0, 128 * kKiB, file.fetch());
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error(), EIO);
+  // The trouble passes: the same read now succeeds.
+  file.fail_with(0);
+  auto again = ra.read(0, 128 * kKiB, file.fetch());
+  ASSERT_TRUE(again);
+  EXPECT_EQ(joined(*again), bytes_of(0, 128 * kKiB));
+}
+
+TEST_F(ReadAheadTest, BudgetBoundsWhatIsReadAhead) {
+  auto small = std::make_shared<ByteBudget>(2 * kMiB);
+  FakeFile file(64 * kMiB);
+  ReadAhead ra(small, generation, 64 * kMiB, {});
+  file.set_hold(true);
+  std::thread reader([&] { ASSERT_TRUE(ra.read(0, 128 * kKiB, file.fetch())); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_LE(small->used(), 2 * kMiB);
+  file.set_hold(false);
+  file.release_all();
+  reader.join();
+  for (std::uint64_t off = 128 * kKiB; off < 16 * kMiB; off += 128 * kKiB) {
+    auto got = ra.read(off, 128 * kKiB, file.fetch());
+    ASSERT_TRUE(got);
+    ASSERT_EQ(joined(*got), bytes_of(off, 128 * kKiB));
+    EXPECT_LE(small->used(), 2 * kMiB);
+  }
+}
+
+TEST_F(ReadAheadTest, BudgetIsReturnedWhenTheFileCloses) {
+  FakeFile file(64 * kMiB);
+  {
+    ReadAhead ra(budget, generation, 64 * kMiB, {});
+    for (std::uint64_t off = 0; off < 8 * kMiB; off += kMiB)
+      ASSERT_TRUE(ra.read(off, kMiB, file.fetch()));
+    EXPECT_GT(budget->used(), 0u);
+  }
+  EXPECT_EQ(budget->used(), 0u);
+}
+
+TEST_F(ReadAheadTest, ConcurrentOutOfOrderReadsOfOneStreamGetExactBytes) {
+  FakeFile file(256 * kMiB);
+  ReadAhead ra(budget, generation, 256 * kMiB, {});
+  file.set_hold(true);
+  std::atomic<bool> done{false};
+  std::thread answerer([&] {
+    std::mt19937 rng(7);
+    while (!done) {
+      file.release_all(rng() % 2);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  // Like the kernel: windows of eight 128 KiB reads, each window's reads on threads of their own.
+  std::atomic<int> bad{0};
+  for (std::uint64_t window = 0; window < 64 * kMiB; window += kMiB) {
+    std::vector<std::thread> readers;
+    for (int i = 7; i >= 0; --i) {
+      readers.emplace_back([&, window, i] {
+        std::uint64_t off = window + std::uint64_t(i) * 128 * kKiB;
+        auto got = ra.read(off, 128 * kKiB, file.fetch());
+        if (!got || joined(*got) != bytes_of(off, 128 * kKiB)) ++bad;
+      });
+    }
+    for (auto& t : readers) t.join();
+  }
+  done = true;
+  answerer.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_LE(file.bytes_asked(), 64 * kMiB + 16 * kMiB) << "blocks fetched more than once";
+}
+
+}  // namespace
+}  // namespace skein::client

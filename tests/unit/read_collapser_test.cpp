@@ -1,0 +1,121 @@
+// ReadCollapser: concurrent reads of the same range of the same file share one fetch; anything
+// else (another range, another file, a read after the fetch ended or after a write began) fetches
+// on its own.
+#include "backend/read_collapser.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <future>
+#include <thread>
+#include <vector>
+
+namespace skein {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A fetch that blocks until the test opens the gate, counting how often it runs.
+struct GatedFetch {
+  std::atomic<int> runs{0};
+  std::promise<void> gate;
+  std::shared_future<void> opened = gate.get_future().share();
+  std::string answer = "bytes";
+  int error = 0;
+
+  ReadCollapser::Fetch fetch() {
+    return [this]() -> Result<std::string> {
+      ++runs;
+      opened.wait();
+      if (error) return Result<std::string>::failure(error);
+      return answer;
+    };
+  }
+};
+
+int backend_a = 1;  // two backends: only their addresses matter
+int backend_b = 2;
+
+TEST(ReadCollapser, ConcurrentReadsOfTheSameRangeShareOneFetch) {
+  ReadCollapser collapser;
+  GatedFetch f;
+  std::vector<std::future<Result<std::string>>> readers;
+  for (int i = 0; i < 5; ++i) {
+    readers.push_back(std::async(std::launch::async, [&] {
+      return collapser.read(&backend_a, "/a", 4096, 1 << 20, f.fetch());
+    }));
+  }
+  while (collapser.collapsed() < 4) std::this_thread::sleep_for(1ms);
+  f.gate.set_value();
+  for (auto& r : readers) {
+    auto got = r.get();
+    ASSERT_TRUE(got);
+    EXPECT_EQ(*got, "bytes");
+  }
+  EXPECT_EQ(f.runs.load(), 1);
+}
+
+TEST(ReadCollapser, DifferentRangesFilesOrBackendsAreFetchedSeparately) {
+  ReadCollapser collapser;
+  GatedFetch f;
+  f.gate.set_value();
+  auto a = std::async(std::launch::async,
+                      [&] { return collapser.read(&backend_a, "/a", 0, 10, f.fetch()); });
+  auto b = std::async(std::launch::async,
+                      [&] { return collapser.read(&backend_a, "/a", 0, 11, f.fetch()); });
+  auto c = std::async(std::launch::async,
+                      [&] { return collapser.read(&backend_a, "/b", 0, 10, f.fetch()); });
+  auto d = std::async(std::launch::async,
+                      [&] { return collapser.read(&backend_b, "/a", 5, 10, f.fetch()); });
+  EXPECT_TRUE(a.get() && b.get() && c.get() && d.get());
+  EXPECT_EQ(f.runs.load(), 4);
+  EXPECT_EQ(collapser.collapsed(), 0u);
+}
+
+TEST(ReadCollapser, ReadAfterAFetchEndedFetchesAgain) {
+  ReadCollapser collapser;
+  GatedFetch f;
+  f.gate.set_value();
+  ASSERT_TRUE(collapser.read(&backend_a, "/a", 0, 10, f.fetch()));
+  ASSERT_TRUE(collapser.read(&backend_a, "/a", 0, 10, f.fetch()));
+  EXPECT_EQ(f.runs.load(), 2) << "a finished fetch must not be reused";
+}
+
+TEST(ReadCollapser, ReadStartingAfterAWriteBeganDoesNotJoinAnOlderFetch) {
+  ReadCollapser collapser;
+  GatedFetch old_fetch, new_fetch;
+  new_fetch.answer = "new";
+  new_fetch.gate.set_value();
+  auto first = std::async(std::launch::async, [&] {
+    return collapser.read(&backend_a, "/a", 0, 10, old_fetch.fetch());
+  });
+  while (old_fetch.runs.load() == 0) std::this_thread::sleep_for(1ms);
+  collapser.detach(&backend_a, "/a");  // a write to /a begins
+  auto second = collapser.read(&backend_a, "/a", 0, 10, new_fetch.fetch());
+  ASSERT_TRUE(second);
+  EXPECT_EQ(*second, "new");
+  old_fetch.gate.set_value();
+  ASSERT_TRUE(first.get());
+  EXPECT_EQ(new_fetch.runs.load(), 1);
+}
+
+TEST(ReadCollapser, ErrorIsSharedByEveryoneWhoWaited) {
+  ReadCollapser collapser;
+  GatedFetch f;
+  f.error = EIO;
+  auto a = std::async(std::launch::async,
+                      [&] { return collapser.read(&backend_a, "/a", 0, 10, f.fetch()); });
+  while (f.runs.load() == 0) std::this_thread::sleep_for(1ms);
+  auto b = std::async(std::launch::async,
+                      [&] { return collapser.read(&backend_a, "/a", 0, 10, f.fetch()); });
+  while (collapser.collapsed() < 1) std::this_thread::sleep_for(1ms);
+  f.gate.set_value();
+  EXPECT_EQ(a.get().error(), EIO);
+  EXPECT_EQ(b.get().error(), EIO);
+  EXPECT_EQ(f.runs.load(), 1);
+}
+
+}  // namespace
+}  // namespace skein

@@ -1,0 +1,336 @@
+// WriteBehind: writes return before the gateway has them, gathered into large requests, several
+// in flight; overlapping writes keep their order, appends go one at a time, writers wait when the
+// file holds too much, and every error of an acknowledged write reaches its writer once, with its
+// own errno, at the next write or at settle.
+#include "write_behind.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <deque>
+#include <future>
+#include <thread>
+#include <vector>
+
+namespace skein::client {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr std::uint64_t kMiB = 1 << 20;
+constexpr std::uint64_t kKiB = 1 << 10;
+
+// A pretend gateway that holds every request until the test answers it.
+class FakeGateway {
+ public:
+  struct Request {
+    std::uint64_t offset;
+    std::string data;
+    bool append;
+    WriteBehind::SendDone done;
+  };
+
+  WriteBehind::Send send() {
+    return [this](const FileRef& file, std::uint64_t offset, std::string data,
+                  WriteBehind::SendDone done) {
+      std::lock_guard lock(mu_);
+      sent_.push_back({offset, data, (file.flags & O_APPEND) != 0, nullptr});
+      pending_.push_back({offset, std::move(data), (file.flags & O_APPEND) != 0, std::move(done)});
+      cv_.notify_all();
+    };
+  }
+
+  // Answers the oldest request still pending with `result` (default: all of it written).
+  void answer(std::optional<Result<std::uint32_t>> result = std::nullopt) {
+    std::unique_lock lock(mu_);
+    ASSERT_FALSE(pending_.empty());
+    Request r = std::move(pending_.front());
+    pending_.pop_front();
+    lock.unlock();
+    r.done(result ? *result : Result<std::uint32_t>(static_cast<std::uint32_t>(r.data.size())));
+  }
+  void answer_all() {
+    while (pending()) answer();
+  }
+  // Answers everything, now and later, from a thread of its own until stopped.
+  void keep_answering() {
+    answerer_ = std::jthread([this](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        if (pending())
+          answer();
+        else
+          std::this_thread::sleep_for(100us);
+      }
+    });
+  }
+  void stop_answering() {
+    if (answerer_.joinable()) {
+      answerer_.request_stop();
+      answerer_.join();
+    }
+  }
+
+  std::size_t pending() {
+    std::lock_guard lock(mu_);
+    return pending_.size();
+  }
+  std::vector<Request> sent() {
+    std::lock_guard lock(mu_);
+    return sent_;
+  }
+  bool wait_for_sent(std::size_t n, std::chrono::milliseconds within = 2s) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, within, [&] { return sent_.size() >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Request> pending_;
+  std::vector<Request> sent_;
+  std::jthread answerer_;
+};
+
+struct WriteBehindTest : ::testing::Test {
+  FakeGateway gw;
+  std::shared_ptr<ByteBudget> budget = std::make_shared<ByteBudget>(64 * kMiB);
+  std::atomic<int> changes{0};
+  WriteBehind::Limits limits{.request = kMiB, .file_bytes = 8 * kMiB, .file_requests = 16};
+
+  std::unique_ptr<WriteBehind> make() {
+    return std::make_unique<WriteBehind>(gw.send(), budget, limits, [this] { ++changes; });
+  }
+  static FileRef file(std::uint32_t flags = O_WRONLY) { return FileRef{"/f", 7, flags}; }
+  ~WriteBehindTest() override { gw.stop_answering(); }
+};
+
+TEST_F(WriteBehindTest, WriteReturnsBeforeTheGatewayAnswers) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  std::string data(kMiB, 'a');
+  ASSERT_TRUE(wb->write(w, file(), 0, data));
+  EXPECT_EQ(gw.pending(), 1u);
+  EXPECT_FALSE(wb->idle());
+  gw.answer_all();
+  EXPECT_TRUE(wb->idle());
+}
+
+TEST_F(WriteBehindTest, SmallSequentialWritesAreGatheredWhileTheGatewayIsBusy) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  std::string chunk(4 * kKiB, 'x');
+  // The first goes at once (nothing was in flight); the next ones gather behind it.
+  for (std::uint64_t off = 0; off < kMiB; off += chunk.size())
+    ASSERT_TRUE(wb->write(w, file(), off, chunk));
+  ASSERT_EQ(gw.sent().size(), 1u);
+  EXPECT_EQ(gw.sent()[0].data.size(), 4 * kKiB);
+  gw.answer();  // the gateway is idle again: what was gathered goes as one request
+  ASSERT_EQ(gw.sent().size(), 2u);
+  EXPECT_EQ(gw.sent()[1].offset, 4 * kKiB);
+  EXPECT_EQ(gw.sent()[1].data.size(), kMiB - 4 * kKiB);
+  gw.answer_all();
+  wb->settle();
+  EXPECT_TRUE(wb->idle());
+}
+
+TEST_F(WriteBehindTest, GatheredRequestIsSentWhenFull) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  std::string chunk(64 * kKiB, 'x');
+  for (std::uint64_t off = 0; off < 3 * kMiB; off += chunk.size())
+    ASSERT_TRUE(wb->write(w, file(), off, chunk));
+  // First 64 KiB at once, then full 1 MiB requests without waiting for an answer.
+  auto sent = gw.sent();
+  ASSERT_GE(sent.size(), 3u);
+  EXPECT_EQ(sent[1].data.size(), kMiB);
+  EXPECT_EQ(sent[2].data.size(), kMiB);
+  gw.answer_all();
+  wb->settle();
+  std::uint64_t total = 0;
+  for (const auto& r : gw.sent()) total += r.data.size();
+  EXPECT_EQ(total, 3 * kMiB);
+}
+
+TEST_F(WriteBehindTest, SeveralRequestsAreInFlightAtOnce) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  std::string data(kMiB, 'b');
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(wb->write(w, file(), i * kMiB, data));
+  EXPECT_EQ(gw.pending(), 6u);
+  gw.answer_all();
+}
+
+TEST_F(WriteBehindTest, WriterWaitsOnlyWhenTheFileHoldsItsLimit) {
+  limits.file_bytes = 4 * kMiB;
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  std::string data(kMiB, 'c');
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(wb->write(w, file(), i * kMiB, data));
+  auto fifth = std::async(std::launch::async, [&] { return wb->write(w, file(), 4 * kMiB, data); });
+  EXPECT_EQ(fifth.wait_for(100ms), std::future_status::timeout) << "the fifth MiB should wait";
+  gw.answer();
+  ASSERT_EQ(fifth.wait_for(2s), std::future_status::ready);
+  EXPECT_TRUE(fifth.get());
+  gw.answer_all();
+}
+
+TEST_F(WriteBehindTest, MountBudgetMakesWritersWait) {
+  budget = std::make_shared<ByteBudget>(2 * kMiB);
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  std::string data(kMiB, 'c');
+  ASSERT_TRUE(wb->write(w, file(), 0, data));
+  ASSERT_TRUE(wb->write(w, file(), kMiB, data));
+  auto third = std::async(std::launch::async, [&] { return wb->write(w, file(), 2 * kMiB, data); });
+  EXPECT_EQ(third.wait_for(100ms), std::future_status::timeout);
+  gw.answer();
+  ASSERT_EQ(third.wait_for(2s), std::future_status::ready);
+  EXPECT_TRUE(third.get());
+  gw.answer_all();
+  wb->settle();
+  EXPECT_EQ(budget->used(), 0u);
+}
+
+TEST_F(WriteBehindTest, OverlappingWriteWaitsForTheOneInFlight) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  ASSERT_TRUE(wb->write(w, file(), 0, std::string(kMiB, '1')));
+  // Overlaps the first: must not reach the gateway before the first is answered.
+  ASSERT_TRUE(wb->write(w, file(), kMiB / 2, std::string(kMiB, '2')));
+  // Does not overlap either: may go at once.
+  ASSERT_TRUE(wb->write(w, file(), 8 * kMiB, std::string(kMiB, '3')));
+  ASSERT_EQ(gw.sent().size(), 1u) << "the overlapping write went before the first was answered";
+  gw.answer();
+  ASSERT_TRUE(gw.wait_for_sent(3));
+  auto sent = gw.sent();
+  EXPECT_EQ(sent[1].offset, kMiB / 2);
+  EXPECT_EQ(sent[1].data[0], '2');
+  EXPECT_EQ(sent[2].offset, 8 * kMiB);
+  gw.answer_all();
+}
+
+TEST_F(WriteBehindTest, RewritesOfTheSameRangeReachTheGatewayInOrder) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  gw.keep_answering();
+  for (char c = 'a'; c <= 'z'; ++c) ASSERT_TRUE(wb->write(w, file(), 100, std::string(kMiB, c)));
+  wb->settle();
+  gw.stop_answering();
+  auto sent = gw.sent();
+  ASSERT_EQ(sent.size(), 26u);
+  for (std::size_t i = 0; i < sent.size(); ++i) EXPECT_EQ(sent[i].data[0], char('a' + i));
+}
+
+TEST_F(WriteBehindTest, AppendsGoOneAtATimeInOrder) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(true);
+  ASSERT_TRUE(wb->write(w, file(O_WRONLY | O_APPEND), 0, std::string(kMiB, 'a')));
+  ASSERT_TRUE(wb->write(w, file(O_WRONLY | O_APPEND), 0, std::string(kMiB, 'b')));
+  ASSERT_TRUE(wb->write(w, file(O_WRONLY | O_APPEND), 0, std::string(kMiB, 'c')));
+  for (char expected : {'a', 'b', 'c'}) {
+    ASSERT_EQ(gw.pending(), 1u) << "more than one append in flight";
+    EXPECT_EQ(gw.sent().back().data[0], expected);
+    gw.answer();
+  }
+  wb->settle();
+}
+
+TEST_F(WriteBehindTest, ErrorOfAnAcknowledgedWriteComesBackAtTheNextWrite) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  ASSERT_TRUE(wb->write(w, file(), 0, std::string(kMiB, 'a')));
+  gw.answer(Result<std::uint32_t>::failure(ENOSPC));
+  Status next = wb->write(w, file(), kMiB, std::string(kMiB, 'b'));
+  ASSERT_FALSE(next);
+  EXPECT_EQ(next.error(), ENOSPC);
+  EXPECT_EQ(gw.sent().size(), 1u) << "a failed write queued its data";
+  // Reported once: the writer may carry on.
+  EXPECT_TRUE(wb->write(w, file(), kMiB, std::string(kMiB, 'b')));
+  gw.answer_all();
+  EXPECT_TRUE(wb->settle(*w));
+}
+
+TEST_F(WriteBehindTest, ErrorComesBackAtSettleWithItsErrnoOnce) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  ASSERT_TRUE(wb->write(w, file(), 0, std::string(kMiB, 'a')));
+  ASSERT_TRUE(wb->write(w, file(), kMiB, std::string(kMiB, 'b')));
+  gw.answer();
+  gw.answer(Result<std::uint32_t>::failure(EDQUOT));
+  Status flushed = wb->settle(*w);
+  ASSERT_FALSE(flushed);
+  EXPECT_EQ(flushed.error(), EDQUOT);
+  EXPECT_TRUE(wb->settle(*w));
+}
+
+TEST_F(WriteBehindTest, ErrorGoesToTheWriterWhoseWriteFailed) {
+  auto wb = make();
+  auto mine = std::make_shared<WriteBehind::Writer>(false);
+  auto other = std::make_shared<WriteBehind::Writer>(false);
+  ASSERT_TRUE(wb->write(mine, file(), 0, std::string(kMiB, 'a')));
+  ASSERT_TRUE(wb->write(other, file(), 4 * kMiB, std::string(kMiB, 'b')));
+  gw.answer(Result<std::uint32_t>::failure(ENOSPC));
+  gw.answer();
+  EXPECT_TRUE(wb->settle(*other));
+  EXPECT_EQ(wb->settle(*mine).error(), ENOSPC);
+}
+
+TEST_F(WriteBehindTest, ShortWriteIsAnError) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  ASSERT_TRUE(wb->write(w, file(), 0, std::string(kMiB, 'a')));
+  gw.answer(Result<std::uint32_t>(std::uint32_t{100}));
+  EXPECT_EQ(wb->settle(*w).error(), EIO);
+}
+
+TEST_F(WriteBehindTest, SettleWaitsForEveryEarlierWrite) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(wb->write(w, file(), i * 4 * kKiB, std::string(4 * kKiB, 'a')));
+  auto settled = std::async(std::launch::async, [&] { wb->settle(); });
+  EXPECT_EQ(settled.wait_for(100ms), std::future_status::timeout);
+  gw.keep_answering();
+  ASSERT_EQ(settled.wait_for(2s), std::future_status::ready);
+  gw.stop_answering();
+  EXPECT_TRUE(wb->idle());
+  std::uint64_t total = 0;
+  for (const auto& r : gw.sent()) total += r.data.size();
+  EXPECT_EQ(total, 16 * kKiB);
+}
+
+TEST_F(WriteBehindTest, ChangeIsSignalledWhenQueuedAndWhenAcknowledged) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  ASSERT_TRUE(wb->write(w, file(), 0, std::string(kMiB, 'a')));
+  EXPECT_EQ(changes.load(), 1);
+  gw.answer();
+  EXPECT_EQ(changes.load(), 2);
+}
+
+TEST_F(WriteBehindTest, ManyConcurrentWritersLoseNothing) {
+  auto wb = make();
+  gw.keep_answering();
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      auto w = std::make_shared<WriteBehind::Writer>(false);
+      for (int i = 0; i < 64; ++i)
+        ASSERT_TRUE(
+            wb->write(w, file(), (t * 64 + i) * 64 * kKiB, std::string(64 * kKiB, char('a' + t))));
+      EXPECT_TRUE(wb->settle(*w));
+    });
+  }
+  for (auto& t : writers) t.join();
+  wb->settle();
+  gw.stop_answering();
+  std::uint64_t total = 0;
+  for (const auto& r : gw.sent()) total += r.data.size();
+  EXPECT_EQ(total, 4 * 64 * 64 * kKiB);
+  EXPECT_EQ(budget->used(), 0u);
+}
+
+}  // namespace
+}  // namespace skein::client
