@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <vector>
 
 #include "kernel_readahead.hpp"
@@ -106,23 +107,21 @@ Result<ReadData> DataPath::read(File& file, const FileRef& ref, std::uint64_t of
       });
 }
 
-Result<std::uint32_t> DataPath::write(File& file, const FileRef& ref, std::uint64_t offset,
-                                      std::string_view data) {
+Status DataPath::write(File& file, const FileRef& ref, std::uint64_t offset, std::string_view data,
+                       const std::function<void()>& taken) {
   Inode& inode = *file.inode_;
-  if (!inode.writes) {
+  // Without write-behind, and for a write the kernel sends through a file not open for writing
+  // (pages of a shared mapping): through to the gateway, after any writes queued before it.
+  if (!inode.writes || !file.writer_) {
+    if (inode.writes) inode.writes->settle();
     auto written = file.gateway_.write(ref, offset, data);
     inode.generation.fetch_add(1, std::memory_order_acq_rel);
-    return written;
+    if (!written) return Status::failure(written.error());
+    if (*written != data.size()) return Status::failure(EIO);
+    taken();
+    return ok_status();
   }
-  if (!file.writer_) {  // the kernel writes pages of a shared mapping through any open file
-    inode.writes->settle();
-    auto written = file.gateway_.write(ref, offset, data);
-    inode.generation.fetch_add(1, std::memory_order_acq_rel);
-    return written;
-  }
-  Status queued = inode.writes->write(file.writer_, ref, offset, data);
-  if (!queued) return Result<std::uint32_t>::failure(queued.error());
-  return static_cast<std::uint32_t>(data.size());
+  return inode.writes->write(file.writer_, ref, offset, data, taken);
 }
 
 Status DataPath::flush(File& file) {

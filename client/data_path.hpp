@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,8 +73,10 @@ class DataPath {
   // The file's bytes at [offset, offset + size), fewer only at end of file.
   Result<ReadData> read(File& file, const FileRef& ref, std::uint64_t offset, std::uint32_t size);
   // Takes the write (the bytes are copied); an earlier write's error may come back instead.
-  Result<std::uint32_t> write(File& file, const FileRef& ref, std::uint64_t offset,
-                              std::string_view data);
+  // On success `taken` has run, exactly once, as soon as the bytes were safe here: before they
+  // went to the gateway, with write-behind.
+  Status write(File& file, const FileRef& ref, std::uint64_t offset, std::string_view data,
+               const std::function<void()>& taken);
   // Every write to the file acknowledged by the gateway; then the error of one of this open
   // file's writes not reported yet, if any. For flush, fsync and release.
   Status flush(File& file);

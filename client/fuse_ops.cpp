@@ -460,11 +460,11 @@ void skein_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
 
 void skein_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
                  fuse_file_info* fi) {
-  auto written =
-      mount_of(req).data->write(*open_file(fi).data, file_ref(req, ino, fi),
-                                static_cast<std::uint64_t>(off), std::string_view(buf, size));
-  if (!written) return (void)fuse_reply_err(req, written.error());
-  fuse_reply_write(req, *written);
+  // The reply goes as soon as the bytes are taken, before they are sent on.
+  Status written = mount_of(req).data->write(
+      *open_file(fi).data, file_ref(req, ino, fi), static_cast<std::uint64_t>(off),
+      std::string_view(buf, size), [req, size] { fuse_reply_write(req, size); });
+  if (!written) fuse_reply_err(req, written.error());
 }
 
 void skein_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

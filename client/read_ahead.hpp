@@ -72,7 +72,7 @@ class ReadAhead {
   struct Options {
     // Read-ahead fetches whole blocks at multiples of this size, so that readers of one file,
     // from this mount or others, ask the gateway for the same ranges and it can collapse them.
-    std::uint32_t block = 1044480;
+    std::uint32_t block = 1 << 20;
     ReadWindow::Limits window;
   };
 

@@ -134,7 +134,8 @@ WriteBehind::WriteBehind(Send send, std::shared_ptr<ByteBudget> budget, Limits l
 WriteBehind::~WriteBehind() { settle(); }
 
 Status WriteBehind::write(const std::shared_ptr<Writer>& writer, const FileRef& file,
-                          std::uint64_t offset, std::string_view data) {
+                          std::uint64_t offset, std::string_view data,
+                          const std::function<void()>& taken) {
   State& s = *state_;
   {
     std::lock_guard lock(s.mu);
@@ -144,9 +145,16 @@ Status WriteBehind::write(const std::shared_ptr<Writer>& writer, const FileRef& 
       return Status::failure(error);
     }
   }
-  if (data.empty()) return ok_status();
+  if (data.empty()) {
+    if (taken) taken();
+    return ok_status();
+  }
   s.budget->acquire(data.size());
   if (s.changed) s.changed();
+  // A write that fills a request by itself is copied before the lock is taken: completions
+  // need the lock, and a MiB takes a while to copy.
+  std::string whole;
+  if (data.size() >= s.limits.request) whole.assign(data);
   std::vector<Request> sendable;
   {
     std::unique_lock lock(s.mu);
@@ -161,15 +169,19 @@ Status WriteBehind::write(const std::shared_ptr<Writer>& writer, const FileRef& 
       if (!continues) s.close_gathering();
     }
     if (!s.gathering) {
-      s.gathering = Request{writer, file, writer->append_, offset, {}, s.next_seq++};
+      s.gathering = Request{writer, file, writer->append_, offset, std::move(whole), s.next_seq++};
+      if (s.gathering->data.empty()) s.gathering->data.assign(data);
+    } else {
+      s.gathering->data.append(data);
     }
     s.gathering->file = file;  // the file's latest path, should it have been renamed
-    s.gathering->data.append(data);
     s.held_bytes += data.size();
     if (s.gathering->data.size() >= s.limits.request || (s.in_flight.empty() && s.queued.empty()))
       s.close_gathering();
     sendable = s.take_sendable();
   }
+  // The writer may go on before the requests are on their way.
+  if (taken) taken();
   State::send_all(state_, std::move(sendable));
   return ok_status();
 }

@@ -59,9 +59,10 @@ class WriteBehind {
 
   // Queues `data` for `offset` of `file` on behalf of `writer`, waiting while this file or the
   // mount holds too much. Fails instead, queueing nothing, with an error of this writer's earlier
-  // writes that it has not heard of yet.
+  // writes that it has not heard of yet. `taken`, if given, runs once the data is queued and
+  // before any request is sent, so the caller can let its writer go on as early as possible.
   Status write(const std::shared_ptr<Writer>& writer, const FileRef& file, std::uint64_t offset,
-               std::string_view data);
+               std::string_view data, const std::function<void()>& taken = nullptr);
   // Sends what is gathered and waits until every write queued before the call is acknowledged.
   void settle();
   // settle(), then the error of `writer` not reported yet, if any (reported only once).

@@ -117,6 +117,17 @@ TEST_F(WriteBehindTest, WriteReturnsBeforeTheGatewayAnswers) {
   EXPECT_TRUE(wb->idle());
 }
 
+TEST_F(WriteBehindTest, WriterIsLetGoBeforeItsRequestIsSent) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  std::size_t sent_when_taken = 99;
+  ASSERT_TRUE(
+      wb->write(w, file(), 0, std::string(kMiB, 'a'), [&] { sent_when_taken = gw.sent().size(); }));
+  EXPECT_EQ(sent_when_taken, 0u);
+  EXPECT_EQ(gw.sent().size(), 1u);
+  gw.answer_all();
+}
+
 TEST_F(WriteBehindTest, SmallSequentialWritesAreGatheredWhileTheGatewayIsBusy) {
   auto wb = make();
   auto w = std::make_shared<WriteBehind::Writer>(false);
