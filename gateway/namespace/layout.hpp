@@ -4,6 +4,7 @@
 // Layouts: UnionLayout (one backend, or a union of branches) and StripedLayout.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -77,6 +78,34 @@ class Layout {
   virtual std::vector<std::shared_ptr<Backend>> backends() const = 0;
   // "union(a, b)" or "striped(4 MiB x 3: a, b, c)", for admins.
   virtual std::string describe() const = 0;
+};
+
+// The space of several servers added up, in 4 KiB fragments, for statfs of unions, stripes and
+// the directories above mount points.
+class SpaceTotal {
+ public:
+  SpaceTotal() {
+    sum_.bsize = sum_.frsize = 4096;
+    sum_.namemax = 255;
+  }
+  // Adds one server's statvfs; without `available`, its free space is not offered for new files.
+  void add(const sftp::StatVfs& v, bool available = true) {
+    any_ = true;
+    double scale = double(v.frsize ? v.frsize : v.bsize) / double(sum_.frsize);
+    sum_.blocks += uint64_t(double(v.blocks) * scale);
+    sum_.bfree += uint64_t(double(v.bfree) * scale);
+    if (available) sum_.bavail += uint64_t(double(v.bavail) * scale);
+    sum_.files += v.files;
+    sum_.ffree += v.ffree;
+    sum_.favail += v.favail;
+    if (v.namemax) sum_.namemax = std::min(sum_.namemax, v.namemax);
+  }
+  bool any() const { return any_; }
+  const sftp::StatVfs& sum() const { return sum_; }
+
+ private:
+  sftp::StatVfs sum_{};
+  bool any_ = false;
 };
 
 // Ranks errors across backends: the most telling one wins. A specific answer (EACCES, ENOSPC,

@@ -177,28 +177,17 @@ Result<sftp::StatVfs> NamespaceFs::statfs(const std::string& vpath) {
   if (t.mount && !t.table->is_synthetic_dir(vpath)) return t.mount->layout->statfs(t.rel);
   // Above the mount points: the sum over every backend below, each counted once.
   std::set<Backend*> done;
-  sftp::StatVfs sum{};
-  sum.bsize = sum.frsize = 4096;
-  sum.namemax = 255;
-  bool any = false;
+  SpaceTotal total;
   for (auto& m : t.table->mounts()) {
     if (!path_is_under(m.path, vpath)) continue;
     for (auto& b : m.layout->backends()) {
       if (!done.insert(b.get()).second) continue;
       auto v = b->statvfs("/");
-      if (!v) continue;
-      any = true;
-      double scale = double(v->frsize ? v->frsize : v->bsize) / double(sum.frsize);
-      sum.blocks += uint64_t(double(v->blocks) * scale);
-      sum.bfree += uint64_t(double(v->bfree) * scale);
-      sum.bavail += uint64_t(double(v->bavail) * scale);
-      sum.files += v->files;
-      sum.ffree += v->ffree;
-      sum.favail += v->favail;
+      if (v) total.add(*v);
     }
   }
-  if (!any) return R::failure(EIO);
-  return sum;
+  if (!total.any()) return R::failure(EIO);
+  return total.sum();
 }
 
 uint64_t NamespaceFs::register_file(std::shared_ptr<OpenFile> file) {

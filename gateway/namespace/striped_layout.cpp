@@ -385,21 +385,12 @@ Result<sftp::StatVfs> StripedLayout::statfs(const std::string& rel) {
   for (size_t b = 0; b < width(); ++b)
     if (seen.insert(backends_[b].get()).second) unique.push_back(b);
   auto answers = fan_out(unique, [&](size_t b) { return backends_[b]->statvfs("/"); });
-  sftp::StatVfs sum{};
-  sum.bsize = sum.frsize = 4096;
-  sum.namemax = 255;
+  SpaceTotal total;
   for (auto& v : answers) {
     if (!v) return R::failure(v.error());  // a part backend that cannot answer: so can't we
-    double scale = double(v->frsize ? v->frsize : v->bsize) / double(sum.frsize);
-    sum.blocks += uint64_t(double(v->blocks) * scale);
-    sum.bfree += uint64_t(double(v->bfree) * scale);
-    sum.bavail += uint64_t(double(v->bavail) * scale);
-    sum.files += v->files;
-    sum.ffree += v->ffree;
-    sum.favail += v->favail;
-    sum.namemax = std::min(sum.namemax, v->namemax ? v->namemax : 255);
+    total.add(*v);
   }
-  return sum;
+  return total.sum();
 }
 
 Result<std::shared_ptr<OpenFile>> StripedLayout::open(const std::string& rel, int flags) {

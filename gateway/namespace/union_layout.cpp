@@ -323,25 +323,14 @@ Result<sftp::StatVfs> UnionLayout::statfs(const std::string& rel) {
   if (branches_.size() == 1) return branches_[0].backend->statvfs(rel);
   // A union holds the space of all its branches (each server counted once).
   std::set<Backend*> done;
-  sftp::StatVfs sum{};
-  sum.bsize = sum.frsize = 4096;
-  sum.namemax = 255;
-  bool any = false;
+  SpaceTotal total;
   for (auto& b : branches_) {
     if (!done.insert(b.backend.get()).second) continue;
     auto v = b.backend->statvfs("/");
-    if (!v) continue;
-    any = true;
-    double scale = double(v->frsize ? v->frsize : v->bsize) / double(sum.frsize);
-    sum.blocks += uint64_t(double(v->blocks) * scale);
-    sum.bfree += uint64_t(double(v->bfree) * scale);
-    if (b.takes_new_files()) sum.bavail += uint64_t(double(v->bavail) * scale);
-    sum.files += v->files;
-    sum.ffree += v->ffree;
-    sum.favail += v->favail;
+    if (v) total.add(*v, b.takes_new_files());
   }
-  if (!any) return R::failure(EIO);
-  return sum;
+  if (!total.any()) return R::failure(EIO);
+  return total.sum();
 }
 
 Result<std::shared_ptr<OpenFile>> UnionLayout::open(const std::string& rel, int flags) {
