@@ -30,7 +30,7 @@ class DataPath {
   struct Options {
     bool read_ahead = true;
     ReadAhead::Options read;
-    std::uint64_t read_budget = 64 << 20;  // bytes read ahead, across the mount
+    std::uint64_t read_budget = 48 << 20;  // bytes read ahead, across the mount
     bool write_behind = true;
     WriteBehind::Limits write;
     std::uint64_t write_budget = 32 << 20;  // bytes written but not yet acknowledged, ditto

@@ -128,9 +128,11 @@ Result<std::string> RemoteFile::fetch(uint64_t offset, uint32_t size) {
   std::vector<Piece> pieces;
   pieces.reserve(nchunks);
   // A large read goes to the connection that owns its run of the file, so each server process
-  // reads runs of the file in order and its kernel's read-ahead works; a stream's reads in flight
-  // (the mount keeps several MiB of them) spread over the pool run by run.
-  constexpr uint64_t kRun = 2 << 20;
+  // reads runs of the file in order and its kernel's read-ahead works, and the replies of one
+  // read come back on one connection together; a stream's reads in flight (the mount keeps
+  // several MiB of them) spread over the pool run by run. Spread chunk by chunk over the pool
+  // instead, one stream read ~40% slower at ~20% more gateway CPU (1 GiB dd, one sshd, 2 cores).
+  constexpr uint64_t kRun = 4 << 20;
   auto own = nchunks == 1 ? first : handle_on(size_t(offset / kRun % backend_->slot_count()));
   if (!own) own = first;  // a slot that cannot connect: use the one we have
   for (size_t i = 0; i < nchunks; ++i) {
