@@ -39,6 +39,22 @@ CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, std::in
   return decision;
 }
 
+void CachePolicy::listed(Ticket t, InodeNumber ino) {
+  // The state is read under the lock: an invalidation of `ino` bumps it before it takes the lock
+  // to forget `ino`, so either this sees the bump or the invalidation comes after and clears it.
+  std::lock_guard lock(mu_);
+  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  if ((now & 1) == 0 || now != t.word_) return;  // not healthy throughout: no basis to keep it
+  known_[ino].listed = true;
+}
+
+bool CachePolicy::keep_listing(InodeNumber ino) const {
+  if (!healthy()) return false;
+  std::lock_guard lock(mu_);
+  auto it = known_.find(ino);
+  return it != known_.end() && it->second.listed;
+}
+
 void CachePolicy::forget(InodeNumber ino) {
   std::lock_guard lock(mu_);
   known_.erase(ino);

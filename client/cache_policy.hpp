@@ -16,8 +16,8 @@ namespace skein::client {
 class CachePolicy {
  public:
   struct Options {
-    double cache_ttl = 60.0;  // seconds, while the Watch stream is healthy
-    double safe_ttl = 1.0;    // seconds, while it is not
+    double cache_ttl = 3600.0;  // seconds, while the Watch stream is healthy
+    double safe_ttl = 1.0;      // seconds, while it is not
   };
 
   // The cache's state when an operation started, taken before it asks the gateway. A reply may be
@@ -65,6 +65,17 @@ class CachePolicy {
   // of it; asks for an attribute refresh when they differ from what the kernel was last told.
   OpenDecision opened(Ticket t, InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size);
 
+  // Directory listings. The kernel keeps a directory's listing in its page cache (FUSE's
+  // cache_readdir) between opens when the open says keep_cache. `listed` records that this mount
+  // fetched the listing of `ino` for an operation that took `t`; it counts only if the stream was
+  // healthy throughout. `keep_listing` says whether an opendir may keep the kernel's copy: the
+  // listing was fetched that way and no invalidation touched the directory since (an invalidation
+  // of one of its entries counts: see invalidating(ino)).
+  void listed(Ticket t, InodeNumber ino);
+  bool keep_listing(InodeNumber ino) const;
+  // Whether a listing fetched now may go into the kernel's cache at all (healthy stream).
+  bool may_cache_listing() const { return healthy(); }
+
   // The kernel forgot `ino`: drop what is remembered of it.
   void forget(InodeNumber ino);
 
@@ -86,6 +97,7 @@ class CachePolicy {
     bool opened = false;  // open_* below are what this mount's last open of it saw
     std::int64_t open_mtime_ns = 0;
     std::uint64_t open_size = 0;
+    bool listed = false;  // the kernel may hold this directory's listing as this mount served it
   };
 
   // Bumps the epoch, keeping the healthy bit.

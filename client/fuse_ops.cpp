@@ -35,15 +35,19 @@ struct OpenFile {
   std::unique_ptr<DataPath::File> data = nullptr;  // its read-ahead and write-behind
 };
 
-// An open directory: its whole listing, fetched at opendir; entry i has offset i + 1.
+// An open directory: its whole listing, fetched at the first readdir that reaches this mount;
+// entry i has offset i + 1. When the kernel still holds the listing (cache_readdir, kept across
+// opens while nothing changed), no readdir comes and nothing is fetched.
 struct DirHandle {
   // Serialises readdir calls on one handle (the kernel already does; this makes it certain).
-  // Acquire before InodeTable's lock; may be held across the gateway call of a rewind, never
+  // Acquire before InodeTable's lock; may be held across the gateway call of a fetch, never
   // across a fuse_reply_*.
   std::mutex mu;
   std::vector<DirEntry> entries;  // guarded by mu; starts with "." and ".."
   CachePolicy::Ticket ticket;     // guarded by mu; taken before `entries` were fetched
+  bool fetched = false;           // guarded by mu
   bool served = false;            // guarded by mu; a rewind to 0 after this fetches anew
+  bool cache_readdir = false;     // set at opendir: the kernel keeps what readdir returns
 };
 
 Mount& mount_of(fuse_req_t req) { return *static_cast<Mount*>(fuse_req_userdata(req)); }
@@ -190,12 +194,13 @@ void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   Mount& mount = mount_of(req);
   DirHandle& dir = dir_handle(fi);
   std::unique_lock lock(dir.mu);
-  if (off == 0 && dir.served) {  // rewinddir: show what is there now
+  if (!dir.fetched || (off == 0 && dir.served)) {  // first call, or rewinddir: what is there now
     CachePolicy::Ticket ticket = mount.cache.ticket();
     auto fresh = fetch_listing(req, ino);
     if (!fresh) return (void)fuse_reply_err(req, fresh.error());
     dir.entries = fresh.take();
     dir.ticket = ticket;
+    dir.fetched = true;
   }
   dir.served = true;
   // readdirplus needs the directory's path to name entries; plain readdir only for their d_ino.
@@ -238,9 +243,15 @@ void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
     if (needed > room) break;
     used += needed;
   }
+  // The end of the listing: the kernel now holds all of it (when cache_readdir is on), as
+  // fetched under the handle's ticket.
+  const bool complete = used == 0;
+  const CachePolicy::Ticket ticket = dir.ticket;
   lock.unlock();
   if (fuse_reply_buf(req, buf.data(), used) != 0) {
     for (fuse_ino_t counted_ino : counted) forget_lookups(mount, counted_ino, 1);
+  } else if (complete && dir.cache_readdir) {
+    mount.cache.listed(ticket, ino);
   }
 }
 
@@ -491,17 +502,29 @@ void skein_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* f
   reply_status(req, gateway_of(req).fsync(file_ref(req, ino, fi), datasync != 0));
 }
 
+// While the Watch stream is healthy the kernel caches listings (cache_readdir) and keeps them
+// across opens as long as no invalidation touched the directory since this mount served it
+// whole; such an opendir asks the gateway nothing (a readdir that still comes fetches). Any
+// other opendir fetches the listing at once, so that its errors (EACCES, ENOENT) come from it.
 void skein_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  CachePolicy::Ticket ticket = mount_of(req).cache.ticket();
-  auto listing = fetch_listing(req, ino);
-  if (!listing) return (void)fuse_reply_err(req, listing.error());
-  auto* dir = new DirHandle;
-  dir->entries = listing.take();
-  dir->ticket = ticket;
-  fi->fh = reinterpret_cast<std::uint64_t>(dir);
-  fi->keep_cache = 0;
-  fi->cache_readdir = 0;
-  if (fuse_reply_open(req, fi) != 0) delete dir;  // interrupted: no releasedir will come
+  Mount& mount = mount_of(req);
+  auto path = path_of(req, ino);
+  if (!path) return (void)fuse_reply_err(req, path.error());
+  auto dir = std::make_unique<DirHandle>();
+  dir->cache_readdir = mount.cache.may_cache_listing();
+  const bool keep = dir->cache_readdir && mount.cache.keep_listing(ino);
+  if (!keep) {
+    dir->ticket = mount.cache.ticket();
+    auto listing = fetch_listing(req, ino);
+    if (!listing) return (void)fuse_reply_err(req, listing.error());
+    dir->entries = listing.take();
+    dir->fetched = true;
+  }
+  fi->cache_readdir = dir->cache_readdir ? 1 : 0;
+  fi->keep_cache = keep ? 1 : 0;
+  fi->fh = reinterpret_cast<std::uint64_t>(dir.get());
+  if (fuse_reply_open(req, fi) == 0)
+    (void)dir.release();  // else interrupted: no releasedir will come
 }
 
 void skein_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {

@@ -73,7 +73,10 @@ void KernelCache::drop_tree(const std::string& path) {
   for (const auto& n : names) policy_.invalidating(n.ino);
   for (const auto& n : names) inval_entry(n.parent, n.name);
   for (const auto& n : names) inval_inode(n.ino);
-  if (auto parent = inodes_.find(parent_path(path))) inval_inode(*parent);
+  if (auto parent = inodes_.find(parent_path(path))) {
+    policy_.invalidating(*parent);
+    inval_inode(*parent);
+  }
 }
 
 void KernelCache::invalidate(const std::vector<Invalidation>& items) {
@@ -93,7 +96,11 @@ void KernelCache::invalidate(const std::vector<Invalidation>& items) {
         // (failed lookups are not cached), so only known names need the directory's lock.
         if (item.path == "/") break;
         if (auto name = inodes_.name_at(item.path)) inval_entry(name->parent, name->name);
-        if (auto parent = inodes_.find(parent_path(item.path))) inval_inode(*parent);
+        // The directory's attributes and its cached listing (kept in its pages) go too.
+        if (auto parent = inodes_.find(parent_path(item.path))) {
+          policy_.invalidating(*parent);
+          inval_inode(*parent);
+        }
         break;
       }
       case Invalidation::Kind::kTree:

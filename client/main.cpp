@@ -60,9 +60,9 @@ struct MountArgs {
   unsigned read_ahead_mb = 8;
   unsigned write_behind_mb = 8;
   unsigned kernel_readahead_kb = 4096;
-  double cache_ttl = 60.0;  // entry/attribute lifetime while the Watch stream is healthy
-  double safe_ttl = 1.0;    // and while it is not
-  std::string control_dir;  // where the control socket goes; empty: ControlSocket::default_dir()
+  double cache_ttl = 3600.0;  // entry/attribute lifetime while the Watch stream is healthy
+  double safe_ttl = 1.0;      // and while it is not
+  std::string control_dir;    // where the control socket goes; empty: ControlSocket::default_dir()
   // Control commands to a running mount instead of mounting: the mount point to send them to.
   std::string drop_caches;
   std::string status;

@@ -1,4 +1,4 @@
-// Coherent caching across mounts: mounts cache with 60 s kernel lifetimes while their Watch
+// Coherent caching across mounts: mounts cache with long (3600 s) kernel lifetimes while their Watch
 // stream is healthy, yet a change made through one mount is seen by the others on their very next
 // access; changes made directly on a server arrive through revalidation or the remote inotify
 // watcher; a gateway that dies puts mounts in safe mode, and a mount that stops answering loses
@@ -206,15 +206,22 @@ TEST_F(Coherence, MountsCacheLongerThanTheSafeTtlWhileHealthy) {
   ASSERT_TRUE(write_file(m(A, "pages"), "old pages"));
   EXPECT_EQ(size_of(m(B, "attrs")), 5);
   EXPECT_EQ(read_file(m(B, "pages")), "old pages");
+  const std::set<std::string> listed = list(m(B, ""));
+  EXPECT_EQ(listed.count("attrs"), 1u);
   // Behind the gateway's back (it watches nothing here): only an expired cache would notice.
   ASSERT_TRUE(write_file(s("attrs"), "1234567890"));
   rewrite_keeping_size_and_mtime(s("pages"), "new pages");
+  ASSERT_TRUE(write_file(s("unseen"), "made on the server"));
   std::this_thread::sleep_for(1500ms);  // longer than the safe TTL of 1 s
   EXPECT_EQ(size_of(m(B, "attrs")), 5) << "attributes were not cached for long";
   EXPECT_EQ(read_file(m(B, "pages")), "old pages") << "page cache was not kept across opens";
+  EXPECT_EQ(list(m(B, "")), listed) << "the listing was not kept across opendirs";
+  // A change through the gateway drops the listing on the other mounts at once.
+  ASSERT_TRUE(write_file(m(A, "through-a"), "x"));
+  EXPECT_EQ(list(m(B, "")).count("through-a"), 1u) << "a cached listing survived an invalidation";
   std::string status = status_of(main_->mount(B));
-  EXPECT_NE(status.find("entry ttl: 60 s"), std::string::npos) << status;
-  EXPECT_NE(status.find("attr ttl: 60 s"), std::string::npos) << status;
+  EXPECT_NE(status.find("entry ttl: 3600 s"), std::string::npos) << status;
+  EXPECT_NE(status.find("attr ttl: 3600 s"), std::string::npos) << status;
 }
 
 TEST_F(Coherence, ChangesThroughOneMountAreSeenAtOnceByMountsThatCachedTheOldState) {
@@ -338,7 +345,7 @@ TEST_F(Coherence, StatusShowsGatewayNamespaceWatchAndTtls) {
   EXPECT_NE(status.find("namespace: default"), std::string::npos) << status;
   EXPECT_NE(status.find("watch: healthy"), std::string::npos) << status;
   EXPECT_NE(status.find("lease: 500 ms"), std::string::npos) << status;
-  EXPECT_NE(status.find("entry ttl: 60 s"), std::string::npos) << status;
+  EXPECT_NE(status.find("entry ttl: 3600 s"), std::string::npos) << status;
   EXPECT_GT(status_number(status, "inodes"), 0) << status;
 }
 
@@ -449,7 +456,7 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinThePollInterval) {
   ASSERT_GE(wait_until([&] { return healthy(g->mount(0)); }, 10s), 0);
   const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/polled";
   ASSERT_TRUE(write_file(s("polled"), "1"));
-  EXPECT_EQ(size_of(mounted), 1);      // cached, for 60 s unless invalidated
+  EXPECT_EQ(size_of(mounted), 1);      // cached, for 3600 s unless invalidated
   std::this_thread::sleep_for(600ms);  // one round sees it as it is
   ASSERT_TRUE(write_file(s("polled"), "12345"));
   double took = wait_until([&] { return size_of(mounted) == 5; }, 5s);
@@ -502,7 +509,7 @@ TEST_F(Coherence, SkeinLocalStopAndStartGatewaySwitchesMountsToSafeModeAndBack) 
   ASSERT_EQ(run_command(script + " start-gateway --state '" + cluster_->state() + "'", &out), 0)
       << out;
   EXPECT_GE(wait_until([&] { return healthy(mount0); }, 15s), 0) << status_of(mount0);
-  EXPECT_NE(status_of(mount0).find("entry ttl: 60 s"), std::string::npos) << status_of(mount0);
+  EXPECT_NE(status_of(mount0).find("entry ttl: 3600 s"), std::string::npos) << status_of(mount0);
   ASSERT_TRUE(write_file(mount0 + "/srv0/after-restart", "ok"));
   EXPECT_EQ(read_file(cluster_->mount(1) + "/srv0/after-restart"), "ok");
 }
