@@ -55,9 +55,39 @@ bool CachePolicy::keep_listing(InodeNumber ino) const {
   return it != known_.end() && it->second.listed;
 }
 
+CachePolicy::Mutation CachePolicy::begin_mutation() {
+  Mutation m;
+  m.ticket = ticket();
+  m.number = mutations_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  return m;
+}
+
+void CachePolicy::post_op_attrs(InodeNumber dir, const FileAttr& attr, const Mutation& m) {
+  std::lock_guard lock(mu_);
+  post_op_.erase(dir);
+  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  if ((now & 1) == 0 || now != m.ticket.word_) return;
+  if (mutations_.load(std::memory_order_acquire) != m.number) return;  // another change began
+  if (post_op_.size() >= 16) post_op_.clear();  // never grows: stale ones are useless anyway
+  post_op_[dir] = PostOp{attr, m};
+}
+
+std::optional<std::pair<FileAttr, double>> CachePolicy::take_post_op_attrs(InodeNumber dir) {
+  std::lock_guard lock(mu_);
+  auto it = post_op_.find(dir);
+  if (it == post_op_.end()) return std::nullopt;
+  PostOp kept = it->second;
+  post_op_.erase(it);
+  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  if ((now & 1) == 0 || now != kept.made_by.ticket.word_) return std::nullopt;
+  if (mutations_.load(std::memory_order_acquire) != kept.made_by.number) return std::nullopt;
+  return std::make_pair(kept.attr, options_.cache_ttl);
+}
+
 void CachePolicy::forget(InodeNumber ino) {
   std::lock_guard lock(mu_);
   known_.erase(ino);
+  post_op_.erase(ino);
 }
 
 void CachePolicy::bump() { state_.fetch_add(2, std::memory_order_acq_rel); }

@@ -7,8 +7,10 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
+#include "file_attr.hpp"
 #include "inode_table.hpp"
 
 namespace skein::client {
@@ -45,6 +47,13 @@ class CachePolicy {
   CachePolicy(const CachePolicy&) = delete;
   CachePolicy& operator=(const CachePolicy&) = delete;
 
+  // A metadata change this mount is about to make (create, mkdir, unlink, rename, setattr...):
+  // the cache state, and which of this mount's changes it is.
+  struct Mutation {
+    Ticket ticket;
+    std::uint64_t number = 0;
+  };
+
   // Set before the session starts; not synchronised.
   void set_options(Options options) { options_ = options; }
   const Options& options() const { return options_; }
@@ -76,6 +85,16 @@ class CachePolicy {
   // Whether a listing fetched now may go into the kernel's cache at all (healthy stream).
   bool may_cache_listing() const { return healthy(); }
 
+  // Post-op attributes (as NFS has them). The kernel drops its copy of a directory's attributes
+  // whenever it creates or removes an entry in it, and asks again at the next path walk. A reply
+  // that brought the directory's attributes as they were right after the change is kept for that
+  // one getattr, if nothing could have changed the directory since: no invalidation and no other
+  // metadata change by this mount since `m` began, and none before it is handed out.
+  Mutation begin_mutation();
+  void post_op_attrs(InodeNumber dir, const FileAttr& attr, const Mutation& m);
+  // The kept attributes of `dir` with the lifetime they may be cached for, once; or nothing.
+  std::optional<std::pair<FileAttr, double>> take_post_op_attrs(InodeNumber dir);
+
   // The kernel forgot `ino`: drop what is remembered of it.
   void forget(InodeNumber ino);
 
@@ -106,6 +125,12 @@ class CachePolicy {
   Options options_;
   // Bit 0: healthy. Bits 1..63: an epoch, bumped by every invalidation and every state change.
   std::atomic<std::uint64_t> state_{0};
+  std::atomic<std::uint64_t> mutations_{0};  // this mount's metadata changes begun so far
+  struct PostOp {
+    FileAttr attr;
+    Mutation made_by;
+  };
+  std::unordered_map<InodeNumber, PostOp> post_op_;  // guarded by mu_; a few entries at most
   // Lock order: a leaf; never held across a gateway call, a notify or a fuse_reply_*.
   mutable std::mutex mu_;
   std::unordered_map<InodeNumber, Known> known_;  // guarded by mu_

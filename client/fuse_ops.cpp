@@ -140,6 +140,7 @@ void reply_status(fuse_req_t req, Status status) { fuse_reply_err(req, status.er
 
 // Removes a silly-renamed file whose last open on this mount has been closed.
 void remove_hidden(Mount& mount, const std::string& hidden) {
+  (void)mount.cache.begin_mutation();
   Status removed = mount.gateway->unlink(hidden);
   if (!removed && removed.error() != ENOENT) {
     spdlog::warn("cannot remove {} (deleted while open): errno {}", hidden, removed.error());
@@ -291,6 +292,12 @@ void skein_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
 
 void skein_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
   Mount& mount = mount_of(req);
+  // A directory this mount just changed: the change's reply said what it looks like now.
+  if (auto kept = mount.cache.take_post_op_attrs(ino)) {
+    struct stat st = to_stat(kept->first, ino);
+    mount.cache.sent_attrs(ino, kept->first.mtime_ns, kept->first.size);
+    return (void)fuse_reply_attr(req, &st, kept->second);
+  }
   auto path = path_of(req, ino);
   if (path) mount.data->settle(ino);  // the size and mtime of writes acknowledged to the kernel
   CachePolicy& cache = mount.cache;
@@ -349,7 +356,7 @@ void skein_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set
   if (fi) change.handle = open_file(fi).gw_handle;
   mount_of(req).data->settle(ino);  // writes acknowledged before must not land after (or undo) it
   CachePolicy& cache = mount_of(req).cache;
-  CachePolicy::Ticket ticket = cache.ticket();
+  CachePolicy::Ticket ticket = cache.begin_mutation().ticket;
   auto changed = gateway_of(req).setattr(*path, change);
   if (to_set & FUSE_SET_ATTR_SIZE) mount_of(req).data->changed(ino);
   if (!changed) return (void)fuse_reply_err(req, changed.error());
@@ -369,7 +376,7 @@ void skein_readlink(fuse_req_t req, fuse_ino_t ino) {
 void skein_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   auto path = child_path(req, parent, name);
   if (!path) return (void)fuse_reply_err(req, path.error());
-  CachePolicy::Ticket ticket = mount_of(req).cache.ticket();
+  CachePolicy::Ticket ticket = mount_of(req).cache.begin_mutation().ticket;
   auto attr = gateway_of(req).mkdir(*path, mode & 07777);
   if (!attr) return (void)fuse_reply_err(req, attr.error());
   reply_entry(req, *path, *attr, ticket);
@@ -378,6 +385,7 @@ void skein_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mod
 void skein_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto path = child_path(req, parent, name);
   if (!path) return (void)fuse_reply_err(req, path.error());
+  (void)mount_of(req).cache.begin_mutation();
   auto hidden = hide_if_open(mount_of(req), *path);
   if (!hidden) return (void)fuse_reply_err(req, hidden.error());
   if (*hidden) return (void)fuse_reply_err(req, 0);
@@ -389,6 +397,7 @@ void skein_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void skein_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto path = child_path(req, parent, name);
   if (!path) return (void)fuse_reply_err(req, path.error());
+  (void)mount_of(req).cache.begin_mutation();
   Status removed = gateway_of(req).rmdir(*path);
   if (removed) mount_of(req).inodes.unlink(*path);
   reply_status(req, removed);
@@ -397,7 +406,7 @@ void skein_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void skein_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
   auto path = child_path(req, parent, name);
   if (!path) return (void)fuse_reply_err(req, path.error());
-  CachePolicy::Ticket ticket = mount_of(req).cache.ticket();
+  CachePolicy::Ticket ticket = mount_of(req).cache.begin_mutation().ticket;
   auto attr = gateway_of(req).symlink(*path, target);
   if (!attr) return (void)fuse_reply_err(req, attr.error());
   reply_entry(req, *path, *attr, ticket);
@@ -410,6 +419,7 @@ void skein_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_
   if (!from) return (void)fuse_reply_err(req, from.error());
   auto to = child_path(req, newparent, newname);
   if (!to) return (void)fuse_reply_err(req, to.error());
+  (void)mount_of(req).cache.begin_mutation();
   Status renamed = gateway_of(req).rename(*from, *to, flags);
   if (renamed && (flags & RENAME_EXCHANGE)) mount_of(req).inodes.exchange(*from, *to);
   if (renamed && !(flags & RENAME_EXCHANGE)) mount_of(req).inodes.rename(*from, *to);
@@ -423,7 +433,7 @@ void skein_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
   if (!existing) return (void)fuse_reply_err(req, existing.error());
   auto path = child_path(req, newparent, newname);
   if (!path) return (void)fuse_reply_err(req, path.error());
-  CachePolicy::Ticket ticket = mount_of(req).cache.ticket();
+  CachePolicy::Ticket ticket = mount_of(req).cache.begin_mutation().ticket;
   auto attr = gateway_of(req).link(*existing, *path);
   if (!attr) return (void)fuse_reply_err(req, attr.error());
   reply_entry(req, *path, *attr, ticket);
@@ -478,19 +488,22 @@ void skein_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, o
   if (!written) fuse_reply_err(req, written.error());
 }
 
-void skein_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  Status written = mount_of(req).data->flush(*open_file(fi).data);
-  if (!written) return reply_status(req, written);
-  reply_status(req, gateway_of(req).flush(file_ref(req, ino, fi)));
+// close(2): what matters is that every write reached the server, and the gateway acknowledges a
+// write only once the server has it; so waiting for write-behind is all, and its error is
+// close's. No gateway call.
+void skein_flush(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
+  reply_status(req, mount_of(req).data->flush(*open_file(fi).data));
 }
 
+// The gateway's handle is released without waiting for its answer: the kernel ignores release
+// errors, and the data is on the server already (see flush). The GatewayClient waits for
+// releases still on their way when the mount goes.
 void skein_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   FileRef file = file_ref(req, ino, fi);
   Status written = mount_of(req).data->flush(*open_file(fi).data);
   if (!written)
     spdlog::warn("{}: a write failed after the last flush: errno {}", file.path, written.error());
-  Status released = gateway_of(req).release(file);
-  if (!released) spdlog::warn("release {}: errno {} (ignored)", file.path, released.error());
+  gateway_of(req).release_async(file);
   closed(mount_of(req), ino);
   delete &open_file(fi);
   fuse_reply_err(req, 0);  // the kernel does not look at release errors
@@ -559,9 +572,11 @@ void skein_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mo
   if (!path) return (void)fuse_reply_err(req, path.error());
   const auto flags = static_cast<std::uint32_t>(fi->flags);
   Mount& mount = mount_of(req);
-  CachePolicy::Ticket ticket = mount.cache.ticket();
+  const CachePolicy::Mutation mutation = mount.cache.begin_mutation();
+  const CachePolicy::Ticket ticket = mutation.ticket;
   auto created = gateway_of(req).create(*path, flags, mode & 07777);
   if (!created) return (void)fuse_reply_err(req, created.error());
+  if (created->parent_attr) mount.cache.post_op_attrs(parent, *created->parent_attr, mutation);
   fuse_entry_param e = to_entry(mount, mount.inodes.lookup_add(*path), created->attr, ticket);
   auto* file = new OpenFile{created->handle, flags, *path};
   file->data = mount.data->open(e.ino, gateway_of(req), flags, created->attr.size);

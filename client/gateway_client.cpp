@@ -419,7 +419,9 @@ Result<OpenedFile> GatewayClient::create(const std::string& path, std::uint32_t 
     return stubs_->data->Create(ctx, req, out);
   });
   if (!reply) return Result<OpenedFile>::failure(reply.error());
-  return OpenedFile{reply->handle(), from_proto(reply->attr())};
+  OpenedFile opened{reply->handle(), from_proto(reply->attr())};
+  if (reply->has_parent_attr()) opened.parent_attr = from_proto(reply->parent_attr());
+  return opened;
 }
 
 Result<std::string> GatewayClient::read(const FileRef& file, std::uint64_t offset,
@@ -448,15 +450,6 @@ Result<std::uint32_t> GatewayClient::write(const FileRef& file, std::uint64_t of
   return reply->written();
 }
 
-Status GatewayClient::flush(const FileRef& file) const {
-  pb::FileRef req;
-  to_proto(options_.ns, file, &req);
-  auto reply = stubs_->call<pb::ErrorReply>(
-      options_, "Flush", file.path,
-      [&](auto* ctx, auto* out) { return stubs_->data->Flush(ctx, req, out); });
-  return reply ? ok_status() : Status::failure(reply.error());
-}
-
 Status GatewayClient::fsync(const FileRef& file, bool datasync) const {
   pb::FsyncRequest req;
   to_proto(options_.ns, file, req.mutable_file());
@@ -474,6 +467,27 @@ Status GatewayClient::release(const FileRef& file) const {
       options_, "Release", file.path,
       [&](auto* ctx, auto* out) { return stubs_->data->Release(ctx, req, out); });
   return reply ? ok_status() : Status::failure(reply.error());
+}
+
+void GatewayClient::release_async(const FileRef& file) const {
+  using Call = Stubs::AsyncCall<pb::FileRef, pb::ErrorReply>;
+  auto* call = new Call;
+  Stubs::prepare(options_, options_.timeout, &call->context);
+  to_proto(options_.ns, file, &call->request);
+  Stubs* stubs = stubs_.get();
+  stubs->async_started();
+  stubs->data->async()->Release(&call->context, &call->request, &call->reply,
+                                [stubs, call](grpc::Status status) {
+                                  std::unique_ptr<Call> owned(call);
+                                  if (!status.ok()) {
+                                    Stubs::log_failure("Release", owned->request.path(), status);
+                                  } else if (owned->reply.error() != 0) {
+                                    spdlog::warn("release {}: errno {} (ignored)",
+                                                 owned->request.path(), owned->reply.error());
+                                  }
+                                  owned.reset();
+                                  stubs->async_finished();
+                                });
 }
 
 void GatewayClient::read_async(const FileRef& file, std::uint64_t offset, std::uint32_t size,

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "file_attr.hpp"
 #include "skein/result.hpp"
 
 namespace grpc {
@@ -19,24 +21,6 @@ class Channel;
 }
 
 namespace skein::client {
-
-// Attributes of one file as the gateway reports them (it has no inode numbers: the mount's own).
-struct FileAttr {
-  std::uint32_t mode = 0;  // type and permission bits
-  std::uint32_t nlink = 0;
-  std::uint32_t uid = 0;
-  std::uint32_t gid = 0;
-  std::uint64_t size = 0;
-  std::uint64_t blocks = 0;  // 512-byte blocks
-  std::int64_t atime_ns = 0;
-  std::int64_t mtime_ns = 0;
-  std::int64_t ctime_ns = 0;
-};
-
-struct DirEntry {
-  std::string name;
-  FileAttr attr;
-};
 
 struct FsStats {
   std::uint64_t block_size = 0;
@@ -83,6 +67,7 @@ struct FileRef {
 struct OpenedFile {
   std::uint64_t handle = 0;
   FileAttr attr;
+  std::optional<FileAttr> parent_attr;  // create: the directory right after, when the gateway knew
 };
 
 // What the mount-time check found, so the caller can word the message for its user.
@@ -139,13 +124,14 @@ class GatewayClient {
   Result<std::string> read(const FileRef& file, std::uint64_t offset, std::uint32_t size) const;
   Result<std::uint32_t> write(const FileRef& file, std::uint64_t offset,
                               std::string_view data) const;
-  Status flush(const FileRef& file) const;
   Status fsync(const FileRef& file, bool datasync) const;
   Status release(const FileRef& file) const;
 
   // Read and Write without waiting, for read-ahead and write-behind: `done` runs exactly once, on
   // a gRPC thread (so it must not block), with what read() or write() would have returned. The
   // destructor waits for every call still in flight.
+  // Release without waiting for the answer; a failure is logged.
+  void release_async(const FileRef& file) const;
   using ReadDone = std::function<void(Result<std::string>)>;
   using WriteDone = std::function<void(Result<std::uint32_t>)>;
   void read_async(const FileRef& file, std::uint64_t offset, std::uint32_t size,

@@ -10,6 +10,7 @@
 
 #include "backend/read_collapser.hpp"
 #include "backend/reply_parsing.hpp"
+#include "skein/path.hpp"
 
 namespace skein {
 using namespace sftp;
@@ -46,8 +47,27 @@ Status RemoteFile::open_first(uint32_t mode) {
     path = backend_->remote_path(rel_);
   }
   ++backend_->ops;
-  auto r = (*conn)->call(
+  auto opened = (*conn)->send(
       PacketWriter(FXP_OPEN).str(path).u32(open_flags_to_pflags(flags_)).attrs(a).take());
+  // A create's reply needs the new file's attributes, and the mount wants its directory's (they
+  // changed): asked at once, behind the OPEN on the same connection, so one round trip does all.
+  std::future<Result<Reply>> file_attrs, dir_attrs;
+  if (flags_ & O_CREAT) {
+    std::string dir;
+    {
+      std::lock_guard lock(mu_);
+      dir = backend_->remote_path(parent_path(rel_));
+    }
+    file_attrs = (*conn)->send(PacketWriter(FXP_LSTAT).str(path).take());
+    dir_attrs = (*conn)->send(PacketWriter(FXP_LSTAT).str(dir).take());
+  }
+  auto r = opened.get();
+  if (file_attrs.valid()) {
+    auto fa = expect_attrs(file_attrs.get());
+    auto da = expect_attrs(dir_attrs.get());
+    if (r && r->type == FXP_HANDLE && fa) attrs_at_open_ = *fa;
+    if (r && r->type == FXP_HANDLE && da) parent_attrs_at_open_ = *da;
+  }
   auto code = status_code(r);
   if (code && *code == FX_FAILURE) {
     if ((flags_ & O_CREAT) && (flags_ & O_EXCL) && backend_->lstat(rel_))
@@ -62,7 +82,13 @@ Status RemoteFile::open_first(uint32_t mode) {
   }
   // A new file gets the caller's mode even where the server's umask would take bits away.
   if ((flags_ & O_CREAT) && (mode & 07022)) {
-    (void)(*conn)->call(PacketWriter(FXP_FSETSTAT).str(*h).attrs(a).take());
+    auto fixed =
+        backend_->expect_status((*conn)->call(PacketWriter(FXP_FSETSTAT).str(*h).attrs(a).take()));
+    if (fixed && attrs_at_open_) {
+      attrs_at_open_->permissions = (attrs_at_open_->permissions & ~07777u) | (mode & 07777);
+    } else {
+      attrs_at_open_.reset();
+    }
   }
   return ok_status();
 }

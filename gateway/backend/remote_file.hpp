@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,14 @@ class RemoteFile final : public OpenFile {
   Backend& backend() { return *backend_; }
   int flags() const { return flags_; }
 
-  // Opens the first handle with the caller's flags; errors are the caller's.
+  // Opens the first handle with the caller's flags; errors are the caller's. With O_CREAT, the
+  // file's and its directory's attributes are asked for in the same round trip (see below).
   Status open_first(uint32_t mode);
+  // After an open_first with O_CREAT: the file's attributes and its parent directory's, as the
+  // server saw them right after the open (requests on one connection are served in order).
+  // Empty when the server did not give them.
+  const std::optional<sftp::Attrs>& attrs_at_open() const { return attrs_at_open_; }
+  const std::optional<sftp::Attrs>& parent_attrs_at_open() const { return parent_attrs_at_open_; }
   // Reads up to `size` bytes; shorter only at end of file. Requests are kept in flight over
   // several connections and short server replies are continued. Concurrent reads of the same
   // range of the same file share one fetch (ReadCollapser).
@@ -55,7 +62,8 @@ class RemoteFile final : public OpenFile {
   Status truncate_now(uint64_t size);
 
   std::shared_ptr<Backend> backend_;
-  mutable std::mutex mu_;  // guards rel_ and handles_
+  std::optional<sftp::Attrs> attrs_at_open_, parent_attrs_at_open_;  // set by open_first
+  mutable std::mutex mu_;                                            // guards rel_ and handles_
   std::string rel_;
   int flags_;
   std::vector<Handle> handles_;  // by slot; empty handle string = not open

@@ -8,7 +8,7 @@ namespace skein {
 Coherence::Coherence(CoherenceOptions options, const NamespaceRegistry& registry)
     : options_(options),
       registry_(registry),
-      broker_({options.lease, options.interest_limit}),
+      broker_({.lease = options.lease, .interest_limit = options.interest_limit}),
       service_(broker_, registry) {
   revalidator_ = std::make_unique<Revalidator>(broker_, registry_, options_.revalidate_interval,
                                                options_.revalidate_batch);
@@ -46,7 +46,8 @@ void Coherence::changed_on_server(const std::string& backend, const std::string&
       std::string vpath = m.path == "/" ? rel : (rel == "/" ? m.path : m.path + rel);
       broker_.changed_elsewhere(ns->name(),
                                 {InvalidationBroker::item(v1::Invalidation::INODE, vpath),
-                                 InvalidationBroker::item(v1::Invalidation::ENTRY, vpath)});
+                                 InvalidationBroker::item(v1::Invalidation::ENTRY, vpath)},
+                                /*maybe_echo=*/true);
     }
   }
 }

@@ -142,6 +142,9 @@ void InvalidationBroker::changed(const std::string& ns, const std::vector<v1::In
   std::unique_lock lock(mu_);
   auto origin = by_mount_.find(origin_mount);
   SessionId origin_id = origin == by_mount_.end() ? 0 : origin->second;
+  if (origin_id) {
+    for (auto& i : items) note_recent_locked(ns, i.path(), origin_id);
+  }
   std::vector<std::pair<SessionId, uint64_t>> waits;
   for (SessionId id : targets(ns, items)) {
     if (id == origin_id) continue;
@@ -172,12 +175,42 @@ void InvalidationBroker::changed(const std::string& ns, const std::vector<v1::In
 }
 
 void InvalidationBroker::changed_elsewhere(const std::string& ns,
-                                           const std::vector<v1::Invalidation>& items) {
+                                           const std::vector<v1::Invalidation>& items,
+                                           bool maybe_echo) {
   std::lock_guard lock(mu_);
   for (SessionId id : targets(ns, items)) {
     auto it = sessions_.find(id);
-    if (it != sessions_.end()) send_locked(it->second, items);
+    if (it == sessions_.end()) continue;
+    if (!maybe_echo) {
+      send_locked(it->second, items);
+      continue;
+    }
+    std::vector<v1::Invalidation> news;
+    for (auto& i : items)
+      if (!is_echo_locked(ns, i.path(), id)) news.push_back(i);
+    if (!news.empty()) send_locked(it->second, news);
   }
+}
+
+void InvalidationBroker::note_recent_locked(const std::string& ns, const std::string& path,
+                                            SessionId origin) {
+  const auto now = std::chrono::steady_clock::now();
+  std::string key = ns + '\0' + path;
+  recent_[key] = Recent{origin, now};
+  recent_order_.emplace_back(now, std::move(key));
+  while (!recent_order_.empty() && now - recent_order_.front().first > options_.echo_window) {
+    auto it = recent_.find(recent_order_.front().second);
+    // A newer note of the same path stays.
+    if (it != recent_.end() && it->second.at == recent_order_.front().first) recent_.erase(it);
+    recent_order_.pop_front();
+  }
+}
+
+bool InvalidationBroker::is_echo_locked(const std::string& ns, const std::string& path,
+                                        SessionId session) {
+  auto it = recent_.find(ns + '\0' + path);
+  return it != recent_.end() && it->second.origin == session &&
+         std::chrono::steady_clock::now() - it->second.at <= options_.echo_window;
 }
 
 std::vector<std::string> InvalidationBroker::namespaces() const {

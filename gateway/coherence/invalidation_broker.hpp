@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,10 @@ class InvalidationBroker {
   struct Options {
     std::chrono::milliseconds lease{1000};
     size_t interest_limit = 200000;  // paths per namespace
+    // A server's remote watcher reports changes made through the gateway too (it cannot tell who
+    // made them). For this long after a mount changed a path, the watcher's report of that path
+    // is not sent back to that mount: it knows, and it would drop what it just cached.
+    std::chrono::milliseconds echo_window{1000};
   };
   explicit InvalidationBroker(Options options);
 
@@ -53,7 +58,10 @@ class InvalidationBroker {
   void changed(const std::string& ns, const std::vector<v1::Invalidation>& items,
                const std::string& origin_mount);
   // A change found behind the gateway's back: invalidate every interested mount; nobody waits.
-  void changed_elsewhere(const std::string& ns, const std::vector<v1::Invalidation>& items);
+  // With `maybe_echo` (the remote watcher's reports), a mount that changed one of these paths
+  // through the gateway within the echo window is not told of that path.
+  void changed_elsewhere(const std::string& ns, const std::vector<v1::Invalidation>& items,
+                         bool maybe_echo = false);
 
   // For revalidation.
   std::vector<std::string> namespaces() const;
@@ -81,6 +89,9 @@ class InvalidationBroker {
   // Sends `items` to a session; returns the seq to wait for, or 0 when it has no stream.
   uint64_t send_locked(Session& s, const std::vector<v1::Invalidation>& items);
   void drop_locked(SessionId id, const std::string& why);
+  // Remembers that `origin` changed `path` now; forgets what is older than the echo window.
+  void note_recent_locked(const std::string& ns, const std::string& path, SessionId origin);
+  bool is_echo_locked(const std::string& ns, const std::string& path, SessionId session);
 
   Options options_;
   mutable std::mutex mu_;
@@ -89,6 +100,12 @@ class InvalidationBroker {
   std::unordered_map<SessionId, Session> sessions_;
   std::unordered_map<std::string, SessionId> by_mount_;
   std::map<std::string, InterestSet> interest_;
+  struct Recent {
+    SessionId origin;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::unordered_map<std::string, Recent> recent_;  // key: namespace '\0' path
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> recent_order_;
 };
 
 }  // namespace skein

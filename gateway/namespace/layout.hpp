@@ -52,6 +52,7 @@ class OpenFile {
 struct Created {
   std::shared_ptr<OpenFile> file;
   sftp::Attrs attrs;
+  std::optional<sftp::Attrs> parent_attrs;  // the directory right after the create, when known
 };
 
 class Layout {

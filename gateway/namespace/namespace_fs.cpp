@@ -209,7 +209,7 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
   auto f = t.mount->layout->open(t.rel, flags);
   if (!f) return R::failure(f.error());
   if (flags & O_TRUNC) attrs->size = 0;
-  return Opened{register_file(*f), *attrs};
+  return Opened{register_file(*f), *attrs, std::nullopt};
 }
 
 Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int flags,
@@ -220,7 +220,7 @@ Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int fl
   if (!t.mount) return R::failure(EACCES);
   auto c = t.mount->layout->create(t.rel, flags, mode);
   if (!c) return R::failure(c.error());
-  return Opened{register_file(c->file), c->attrs};
+  return Opened{register_file(c->file), c->attrs, c->parent_attrs};
 }
 
 Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::string& vpath,

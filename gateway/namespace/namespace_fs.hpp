@@ -48,6 +48,7 @@ class NamespaceFs {
   struct Opened {
     uint64_t handle;
     sftp::Attrs attrs;
+    std::optional<sftp::Attrs> parent_attrs;  // create: the directory right after, when known
   };
   Result<Opened> open(const std::string& vpath, int flags);
   Result<Opened> create(const std::string& vpath, int flags, uint32_t mode);

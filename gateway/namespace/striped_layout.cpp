@@ -432,7 +432,7 @@ Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_
     if (!f) return R::failure(f.error());
     auto a = (*f)->fstat();
     if (!a) return R::failure(a.error());
-    return Created{*f, *a};
+    return Created{*f, *a, std::nullopt};
   };
   auto existing = primary().lstat(rel);
   if (existing) {
@@ -470,7 +470,8 @@ Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_
   std::vector<std::shared_ptr<RemoteFile>> parts{*p0};
   for (auto& p : opened) parts.push_back(*p);
   attrs->size = 0;
-  return Created{std::make_shared<StripedFile>(map_, std::move(parts), rel, flags), *attrs};
+  return Created{std::make_shared<StripedFile>(map_, std::move(parts), rel, flags), *attrs,
+                 std::nullopt};
 }
 
 }  // namespace skein

@@ -350,12 +350,15 @@ Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t 
   using R = Result<Created>;
   if (branches_.size() == 1 && branches_[0].mode == BranchMode::read_write &&
       branches_[0].backend->accepts_new_files()) {
-    // One branch that takes new files: a single OPEN with O_CREAT does it all on the server.
+    // One branch that takes new files: a single OPEN with O_CREAT does it all on the server, and
+    // the attributes of the file and of its directory come in the same round trip.
     auto f = branches_[0].backend->open(rel, flags | O_CREAT, mode);
     if (!f) return R::failure(f.error());
+    if (auto& known = (*f)->attrs_at_open())
+      return Created{*f, *known, (*f)->parent_attrs_at_open()};
     auto attrs = (*f)->fstat();
     if (!attrs) return R::failure(attrs.error());
-    return Created{*f, *attrs};
+    return Created{*f, *attrs, std::nullopt};
   }
   const Branch* where = nullptr;
   auto existing = find(rel);
@@ -373,9 +376,11 @@ Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t 
   }
   auto f = where->backend->open(rel, flags | O_CREAT, mode);
   if (!f) return R::failure(f.error());
+  // The directory's attributes are those of one branch's copy only: not the merged directory.
+  if (auto& known = (*f)->attrs_at_open()) return Created{*f, *known, std::nullopt};
   auto attrs = (*f)->fstat();
   if (!attrs) return R::failure(attrs.error());
-  return Created{*f, *attrs};
+  return Created{*f, *attrs, std::nullopt};
 }
 
 }  // namespace skein

@@ -307,6 +307,10 @@ grpc::Status DataService::Create(ServerContext* ctx, const v1::OpenRequest* req,
   served(broker_, ctx, *t, t->path, r->attrs, true);
   reply->set_handle(r->handle);
   fill_attr(r->attrs, reply->mutable_attr());
+  if (r->parent_attrs) {
+    served(broker_, ctx, *t, parent_path(t->path), *r->parent_attrs, false);
+    fill_attr(*r->parent_attrs, reply->mutable_parent_attr());
+  }
   return grpc::Status::OK;
 }
 

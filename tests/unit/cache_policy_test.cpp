@@ -49,6 +49,65 @@ TEST(CachePolicy, ReplyOverlappingTheLossOfTheStreamGetsTheShortLifetime) {
   EXPECT_EQ(policy.timeout(ticket), 1);
 }
 
+TEST(CachePolicy, ListingKeptUntilAnInvalidationTouchesTheDirectory) {
+  HealthyPolicy policy;
+  EXPECT_FALSE(policy.keep_listing(5));  // never listed
+  policy.listed(policy.ticket(), 5);
+  policy.listed(policy.ticket(), 6);
+  EXPECT_TRUE(policy.keep_listing(5));
+  policy.invalidating(5);  // an entry in it, or the directory itself
+  EXPECT_FALSE(policy.keep_listing(5));
+  EXPECT_TRUE(policy.keep_listing(6));
+  policy.invalidating_all();
+  EXPECT_FALSE(policy.keep_listing(6));
+}
+
+TEST(CachePolicy, ListingFetchedAcrossAnInvalidationOrInSafeModeIsNotKept) {
+  HealthyPolicy policy;
+  auto ticket = policy.ticket();
+  policy.invalidating();
+  policy.listed(ticket, 5);
+  EXPECT_FALSE(policy.keep_listing(5));
+  policy.listed(policy.ticket(), 5);
+  policy.set_healthy(false);
+  EXPECT_FALSE(policy.keep_listing(5));
+  EXPECT_FALSE(policy.may_cache_listing());
+}
+
+TEST(CachePolicy, PostOpAttributesServeOneGetattrWhileNothingElseChanged) {
+  HealthyPolicy policy;
+  FileAttr dir{.mode = 040755, .size = 4096, .mtime_ns = 42};
+  auto create = policy.begin_mutation();
+  policy.post_op_attrs(3, dir, create);
+  auto kept = policy.take_post_op_attrs(3);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->first.mtime_ns, 42);
+  EXPECT_EQ(kept->second, 60);
+  EXPECT_FALSE(policy.take_post_op_attrs(3).has_value()) << "one getattr only";
+}
+
+TEST(CachePolicy, PostOpAttributesAreDroppedByLaterChangesAndInvalidations) {
+  HealthyPolicy policy;
+  FileAttr dir{.mode = 040755};
+  // Another change of this mount began while the create was on its way: its reply may predate it.
+  auto create = policy.begin_mutation();
+  (void)policy.begin_mutation();
+  policy.post_op_attrs(3, dir, create);
+  EXPECT_FALSE(policy.take_post_op_attrs(3).has_value());
+  // A change after it was kept (an unlink in the same directory, say).
+  policy.post_op_attrs(3, dir, create = policy.begin_mutation());
+  (void)policy.begin_mutation();
+  EXPECT_FALSE(policy.take_post_op_attrs(3).has_value());
+  // An invalidation (another mount changed something).
+  policy.post_op_attrs(3, dir, create = policy.begin_mutation());
+  policy.invalidating();
+  EXPECT_FALSE(policy.take_post_op_attrs(3).has_value());
+  // Safe mode.
+  policy.post_op_attrs(3, dir, create = policy.begin_mutation());
+  policy.set_healthy(false);
+  EXPECT_FALSE(policy.take_post_op_attrs(3).has_value());
+}
+
 TEST(CachePolicy, PagesKeptOnlyWhenTheFileIsAsTheLastOpenSawIt) {
   HealthyPolicy policy;
   EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 10).keep_cache);  // first open

@@ -93,7 +93,7 @@ class FakeStream : public InvalidationBroker::Stream {
 };
 
 TEST(InvalidationBroker, TellsOtherInterestedMountsButNotTheOrigin) {
-  InvalidationBroker broker({std::chrono::milliseconds(2000), 100});
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
   FakeStream a(broker, true), b(broker, true), c(broker, true);
   a.id = broker.attach("ns", "A", &a);
   b.id = broker.attach("ns", "B", &b);
@@ -112,8 +112,42 @@ TEST(InvalidationBroker, TellsOtherInterestedMountsButNotTheOrigin) {
   broker.detach(c.id);
 }
 
+TEST(InvalidationBroker, TheWatchersEchoOfAChangeSkipsTheMountThatMadeItForAWhile) {
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000),
+                             .interest_limit = 100,
+                             .echo_window = std::chrono::milliseconds(300)});
+  FakeStream a(broker, true), b(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);
+  broker.served("ns", "A", "/d/f", std::nullopt, true);
+  broker.served("ns", "B", "/d/f", std::nullopt, true);
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/d/f")}, "A");
+  b.join();
+  ASSERT_EQ(b.events.size(), 1u);
+  const std::vector<v1::Invalidation> report{InvalidationBroker::item(Kind::INODE, "/d/f"),
+                                             InvalidationBroker::item(Kind::INODE, "/d/g")};
+  // The server's watcher reports /d/f (A's own change) and /d/g (made by someone else).
+  broker.served("ns", "A", "/d/g", std::nullopt, true);
+  broker.changed_elsewhere("ns", report, /*maybe_echo=*/true);
+  ASSERT_EQ(a.events.size(), 1u) << "A still hears of /d/g";
+  ASSERT_EQ(a.events[0].invalidations_size(), 1);
+  EXPECT_EQ(a.events[0].invalidations(0).path(), "/d/g");
+  ASSERT_EQ(b.events.size(), 2u) << "B did not make the change: it hears of it again";
+  // Not from the watcher (revalidation found it): everyone hears of everything.
+  broker.changed_elsewhere("ns", report);
+  ASSERT_EQ(a.events.size(), 2u);
+  EXPECT_EQ(a.events[1].invalidations_size(), 2);
+  // After the window, a report of /d/f is news to A too.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  broker.changed_elsewhere("ns", report, /*maybe_echo=*/true);
+  ASSERT_EQ(a.events.size(), 3u);
+  EXPECT_EQ(a.events[2].invalidations_size(), 2);
+  broker.detach(a.id);
+  broker.detach(b.id);
+}
+
 TEST(InvalidationBroker, EntryChangeReachesMountsThatListedTheParent) {
-  InvalidationBroker broker({std::chrono::milliseconds(2000), 100});
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
   FakeStream a(broker, true), b(broker, true);
   a.id = broker.attach("ns", "A", &a);
   b.id = broker.attach("ns", "B", &b);
@@ -126,7 +160,7 @@ TEST(InvalidationBroker, EntryChangeReachesMountsThatListedTheParent) {
 }
 
 TEST(InvalidationBroker, SilentMountLosesItsLeaseWithinTheTimeoutAndOthersGoOn) {
-  InvalidationBroker broker({std::chrono::milliseconds(200), 100});
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(200), .interest_limit = 100});
   FakeStream good(broker, true), silent(broker, false);
   good.id = broker.attach("ns", "good", &good);
   silent.id = broker.attach("ns", "silent", &silent);
@@ -149,7 +183,7 @@ TEST(InvalidationBroker, SilentMountLosesItsLeaseWithinTheTimeoutAndOthersGoOn) 
 }
 
 TEST(InvalidationBroker, EvictedInterestIsInvalidatedNotForgotten) {
-  InvalidationBroker broker({std::chrono::milliseconds(2000), 2});
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 2});
   FakeStream a(broker, true);
   a.id = broker.attach("ns", "A", &a);
   broker.served("ns", "A", "/1", std::nullopt, false);
@@ -163,7 +197,7 @@ TEST(InvalidationBroker, EvictedInterestIsInvalidatedNotForgotten) {
 }
 
 TEST(InvalidationBroker, UnsubscribedMountsAreNotTracked) {
-  InvalidationBroker broker({std::chrono::milliseconds(2000), 2});
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 2});
   broker.served("ns", "nobody", "/x", std::nullopt, false);
   auto start = std::chrono::steady_clock::now();
   broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/x")}, "");

@@ -1,0 +1,27 @@
+// Attributes of a file as the mount gets them from the gateway, which has no inode numbers (the
+// mount hands out its own).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace skein::client {
+
+struct FileAttr {
+  std::uint32_t mode = 0;  // type and permission bits
+  std::uint32_t nlink = 0;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::uint64_t size = 0;
+  std::uint64_t blocks = 0;  // 512-byte blocks
+  std::int64_t atime_ns = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;
+};
+
+struct DirEntry {
+  std::string name;
+  FileAttr attr;
+};
+
+}  // namespace skein::client
