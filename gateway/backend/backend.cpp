@@ -107,6 +107,20 @@ void Backend::mark_down(const std::string& why) {
   prober_ = std::thread([this] { probe_until_up(); });
 }
 
+std::unique_ptr<Connection> Backend::connect(std::string& error) {
+  // The connection calls back on the thread that saw the deadline go by; the Backend outlives
+  // its connections (it owns them, and every RemoteFile holding one holds the Backend too).
+  return Connection::connect(cfg_.endpoint, error, [this](const std::string& why) { hung(why); });
+}
+
+void Backend::hung(const std::string& why) {
+  mark_down(why);
+  for (auto& slot : slots_) {
+    std::unique_lock lock(slot->mu, std::try_to_lock);  // a slot reconnecting fails on its own
+    if (lock && slot->conn) slot->conn->shutdown("backend " + cfg_.name + " is down: " + why);
+  }
+}
+
 void Backend::probe_until_up() {
   // Callers never wait for a server that is down: they get EIO at once while this thread
   // reconnects, backing off exponentially with jitter.
@@ -119,7 +133,7 @@ void Backend::probe_until_up() {
       }
     }
     std::string error;
-    auto c = Connection::connect(cfg_.endpoint, error);
+    auto c = connect(error);
     if (!c) {
       spdlog::debug("backend {}: reconnect attempt {} failed: {}", cfg_.name, failures + 1, error);
       continue;
@@ -153,7 +167,7 @@ Result<std::shared_ptr<Connection>> Backend::connection(size_t slot) {
   std::lock_guard lock(s.mu);
   if (s.conn && s.conn->alive()) return s.conn;  // another caller did it meanwhile
   std::string error;
-  auto c = Connection::connect(cfg_.endpoint, error);
+  auto c = connect(error);
   if (!c) {
     mark_down(error);
     return R::failure(EIO);

@@ -106,6 +106,10 @@ class Backend : public std::enable_shared_from_this<Backend> {
   };
 
   void mark_down(const std::string& why);
+  // A connection missed a deadline: the server is hung. Down at once, and every connection to it
+  // shut down, so that no caller waits for another deadline on a sibling connection.
+  void hung(const std::string& why);
+  std::unique_ptr<sftp::Connection> connect(std::string& error);
   void probe_until_up();
 
   BackendConfig cfg_;

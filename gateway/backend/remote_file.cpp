@@ -47,26 +47,25 @@ Status RemoteFile::open_first(uint32_t mode) {
     path = backend_->remote_path(rel_);
   }
   ++backend_->ops;
-  auto opened = (*conn)->send(
+  std::vector<std::string> requests;
+  requests.push_back(
       PacketWriter(FXP_OPEN).str(path).u32(open_flags_to_pflags(flags_)).attrs(a).take());
   // A create's reply needs the new file's attributes, and the mount wants its directory's (they
   // changed): asked at once, behind the OPEN on the same connection, so one round trip does all.
-  std::future<Result<Reply>> file_attrs, dir_attrs;
   if (flags_ & O_CREAT) {
     std::string dir;
     {
       std::lock_guard lock(mu_);
       dir = backend_->remote_path(parent_path(rel_));
     }
-    file_attrs = (*conn)->send(PacketWriter(FXP_LSTAT).str(path).take());
-    dir_attrs = (*conn)->send(PacketWriter(FXP_LSTAT).str(dir).take());
+    requests.push_back(PacketWriter(FXP_LSTAT).str(path).take());
+    requests.push_back(PacketWriter(FXP_LSTAT).str(dir).take());
   }
-  auto r = opened.get();
-  if (file_attrs.valid()) {
-    auto fa = expect_attrs(file_attrs.get());
-    auto da = expect_attrs(dir_attrs.get());
-    if (r && r->type == FXP_HANDLE && fa) attrs_at_open_ = *fa;
-    if (r && r->type == FXP_HANDLE && da) parent_attrs_at_open_ = *da;
+  auto replies = (*conn)->call_all(std::move(requests));
+  auto r = std::move(replies[0]);
+  if (replies.size() == 3 && r && r->type == FXP_HANDLE) {
+    if (auto fa = expect_attrs(std::move(replies[1]))) attrs_at_open_ = *fa;
+    if (auto da = expect_attrs(std::move(replies[2]))) parent_attrs_at_open_ = *da;
   }
   auto code = status_code(r);
   if (code && *code == FX_FAILURE) {
@@ -325,6 +324,11 @@ Status RemoteFile::close() {
       if (!h.handle.empty()) open.push_back(std::move(h));
       h = {};
     }
+  }
+  if (open.size() == 1) {  // the usual case: in this thread when the connection is idle
+    if (!open[0].conn->alive()) return ok_status();
+    return backend_->expect_status(
+        open[0].conn->call(PacketWriter(FXP_CLOSE).str(open[0].handle).take()));
   }
   std::vector<std::future<Result<Reply>>> replies;
   for (auto& h : open)

@@ -1,8 +1,11 @@
 // SFTP connection over libssh with an I/O thread; see connection.hpp.
 //
-// libssh sessions are not thread-safe, so only the I/O thread touches the session once it runs.
-// It sleeps in poll() on the session socket and an eventfd that send() signals; on wake-up it
-// writes queued requests and drains every reply libssh has buffered.
+// libssh sessions are not thread-safe: whoever touches the session holds ssh_mu_. That is the I/O
+// thread, which sleeps in poll() on the session socket and an eventfd that send() signals, and on
+// wake-up writes queued requests and drains every reply libssh has buffered; or a caller of
+// call() on an idle connection, which writes its request and polls for its reply itself, so that
+// no thread hand-off is paid. While nothing is pending the I/O thread watches the socket only for
+// a hang-up, so it does not wake for replies that are a direct caller's.
 #include "sftp/connection.hpp"
 
 #include <libssh/libssh.h>
@@ -11,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace skein::sftp {
@@ -41,12 +45,15 @@ bool read_exact(ssh_channel ch, std::string& out, size_t n, int timeout_ms) {
 }
 }  // namespace
 
-std::unique_ptr<Connection> Connection::connect(const Endpoint& ep, std::string& error) {
+std::unique_ptr<Connection> Connection::connect(const Endpoint& ep, std::string& error,
+                                                OnHung on_hung) {
   std::unique_ptr<Connection> c(new Connection());
   c->endpoint_ = ep;
+  c->on_hung_ = std::move(on_hung);
   if (!c->handshake(error)) return nullptr;
   c->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (c->wake_fd_ < 0) {
+  c->abort_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->wake_fd_ < 0 || c->abort_fd_ < 0) {
     error = "eventfd failed";
     return nullptr;
   }
@@ -185,7 +192,10 @@ Connection::~Connection() {
     (void)!write(wake_fd_, &one, sizeof one);
   }
   if (io_thread_.joinable()) io_thread_.join();
-  fail_all("connection closed");
+  {
+    std::lock_guard ssh(ssh_mu_);
+    fail_all("connection closed");
+  }
   if (channel_) {
     ssh_channel_free(channel_);
   }
@@ -194,6 +204,11 @@ Connection::~Connection() {
     ssh_free(session_);
   }
   if (wake_fd_ >= 0) close(wake_fd_);
+  if (abort_fd_ >= 0) close(abort_fd_);
+}
+
+void Connection::report_hung(const std::string& why) {
+  if (on_hung_ && !hung_reported_.exchange(true)) on_hung_(why);
 }
 
 std::string Connection::failure() const {
@@ -221,6 +236,7 @@ std::future<Result<Reply>> Connection::send(std::string framed) {
       release_read_bytes(p.read_bytes);
       return ready_failure(EIO);
     }
+    if (next_id_ == 0) next_id_ = 1;  // 0 is the handshake's
     patch_request_id(framed, next_id_++);
     queue_.emplace_back(std::move(framed), std::move(p));
     ++in_flight_;
@@ -228,6 +244,114 @@ std::future<Result<Reply>> Connection::send(std::string framed) {
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
   return fut;
+}
+
+Result<Reply> Connection::call(std::string framed) {
+  std::vector<std::string> one;
+  one.push_back(std::move(framed));
+  return std::move(call_all(std::move(one)).front());
+}
+
+std::vector<Result<Reply>> Connection::call_all(std::vector<std::string> framed) {
+  // READs keep to the I/O thread: they are counted against the read window.
+  bool any_read = false;
+  for (auto& f : framed) any_read |= uint8_t(f[4]) == FXP_READ;
+  uint32_t first_id = 0;
+  if (!any_read && !framed.empty()) {
+    std::lock_guard lock(mu_);
+    if (alive_ && !direct_ && queue_.empty() && in_flight_ == 0 &&
+        uint64_t(next_id_) + framed.size() <= UINT32_MAX) {  // ids do not wrap within it
+      direct_ = true;
+      if (next_id_ == 0) next_id_ = 1;
+      first_id = next_id_;
+      for (auto& f : framed) patch_request_id(f, next_id_++);
+      in_flight_ += framed.size();
+    }
+  }
+  if (first_id != 0) {
+    auto replies = call_direct(framed, first_id);
+    bool queued;
+    {
+      std::lock_guard lock(mu_);
+      direct_ = false;
+      in_flight_ -= framed.size();
+      queued = !queue_.empty();
+    }
+    if (queued) {  // requests that came meanwhile wait for the I/O thread
+      uint64_t one = 1;
+      (void)!write(wake_fd_, &one, sizeof one);
+    }
+    return replies;
+  }
+  std::vector<std::future<Result<Reply>>> futures;
+  for (auto& f : framed) futures.push_back(send(std::move(f)));
+  std::vector<Result<Reply>> replies;
+  for (auto& f : futures) replies.push_back(f.get());
+  return replies;
+}
+
+std::vector<Result<Reply>> Connection::call_direct(const std::vector<std::string>& framed,
+                                                   uint32_t first_id) {
+  const std::string who = describe(endpoint_);
+  const auto deadline = std::chrono::steady_clock::now() + endpoint_.timeout;
+  std::vector<std::optional<Reply>> got(framed.size());
+  auto finish = [&] {
+    std::vector<Result<Reply>> out;
+    for (auto& g : got)
+      out.push_back(g ? Result<Reply>(std::move(*g)) : Result<Reply>::failure(EIO));
+    return out;
+  };
+  std::lock_guard ssh(ssh_mu_);
+  if (!alive_) return finish();
+  for (auto& f : framed) {
+    if (ssh_channel_write(channel_, f.data(), uint32_t(f.size())) != int(f.size())) {
+      mark_dead(who + ": write failed: " + ssh_get_error(session_));
+      return finish();
+    }
+  }
+  bool hangup = false;
+  for (;;) {
+    if (!drain_replies(hangup, first_id, &got) || !ssh_is_connected(session_)) {
+      mark_dead(who + ": connection lost" +
+                (ssh_get_error(session_)[0] ? std::string(": ") + ssh_get_error(session_) : ""));
+      return finish();
+    }
+    if (std::all_of(got.begin(), got.end(), [](auto& g) { return g.has_value(); })) {
+      return finish();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      const std::string why =
+          who + ": no reply within " + std::to_string(endpoint_.timeout.count()) + " ms";
+      mark_dead(why);
+      report_hung(why);
+      return finish();
+    }
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    pollfd fds[2] = {{ssh_get_fd(session_), POLLIN, 0}, {abort_fd_, POLLIN, 0}};
+    if (poll(fds, 2, int(ms)) < 0 && errno != EINTR) {
+      mark_dead(who + ": poll failed");
+      return finish();
+    }
+    if (fds[1].revents & POLLIN) return finish();  // shut down by its owner meanwhile
+    hangup = fds[0].revents & (POLLHUP | POLLERR);
+  }
+}
+
+void Connection::mark_dead(const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (alive_ || failure_.empty()) failure_ = why;
+    alive_ = false;
+  }
+  {
+    std::lock_guard lock(window_mu_);  // no sender may miss this between its check and its wait
+  }
+  window_cv_.notify_all();
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);   // the I/O thread fails the rest and stops
+  (void)!write(abort_fd_, &one, sizeof one);  // a direct caller stops waiting
 }
 
 void Connection::release_read_bytes(size_t n) {
@@ -263,12 +387,45 @@ void Connection::fail_all(const std::string& why) {
   pending_.clear();
 }
 
+bool Connection::drain_replies(bool hangup, uint32_t first_id,
+                               std::vector<std::optional<Reply>>* wanted) {
+  if (chunk_.empty()) chunk_.resize(256 * 1024);
+  std::string body;
+  for (;;) {
+    int n = ssh_channel_read_nonblocking(channel_, chunk_.data(), uint32_t(chunk_.size()), 0);
+    if (n == SSH_ERROR || (n == 0 && ssh_channel_is_eof(channel_))) return false;
+    if (n == 0 && hangup) return false;  // the socket hung up and libssh has nothing more for us
+    if (n <= 0) return true;
+    hangup = false;
+    inbuf_.append(chunk_.data(), size_t(n));
+    uint8_t type;
+    uint32_t id;
+    bool bad;
+    while (take_packet(inbuf_, type, id, body, bad)) {
+      if (wanted && id - first_id < wanted->size()) {
+        (*wanted)[id - first_id] = Reply{type, std::move(body)};
+        continue;
+      }
+      auto it = pending_.find(id);
+      if (it == pending_.end()) continue;  // e.g. a reply to a request that timed out
+      release_read_bytes(it->second.read_bytes);
+      it->second.promise.set_value(Reply{type, std::move(body)});
+      pending_.erase(it);
+      --in_flight_;
+    }
+    if (bad) return false;
+  }
+}
+
 void Connection::io_loop() {
   const std::string who = describe(endpoint_);
-  std::string chunk(256 * 1024, '\0');
-  std::string body;
   bool hangup = false;
   while (!stopping_) {
+    std::unique_lock ssh(ssh_mu_);
+    if (!alive_) {  // a direct call found the connection dead
+      fail_all(failure());
+      return;
+    }
     // 1. Write what callers queued.
     std::deque<std::pair<std::string, Pending>> batch;
     {
@@ -293,73 +450,53 @@ void Connection::io_loop() {
     }
     if (write_failed || !ssh_is_connected(session_)) {
       fail_all(who + ": write failed: " + ssh_get_error(session_));
-      break;
+      return;
     }
 
     // 2. Drain every reply that has arrived.
-    bool broken = false;
-    for (;;) {
-      int n = ssh_channel_read_nonblocking(channel_, chunk.data(), uint32_t(chunk.size()), 0);
-      if (n == SSH_ERROR || (n == 0 && ssh_channel_is_eof(channel_))) {
-        broken = true;
-        break;
-      }
-      if (n == 0 && hangup) {
-        broken = true;  // the socket hung up and libssh has nothing more for us
-        break;
-      }
-      if (n <= 0) break;
-      hangup = false;
-      inbuf_.append(chunk.data(), size_t(n));
-      uint8_t type;
-      uint32_t id;
-      bool bad;
-      while (take_packet(inbuf_, type, id, body, bad)) {
-        auto it = pending_.find(id);
-        if (it == pending_.end()) continue;  // e.g. a reply to a request that timed out
-        release_read_bytes(it->second.read_bytes);
-        it->second.promise.set_value(Reply{type, std::move(body)});
-        pending_.erase(it);
-        --in_flight_;
-      }
-      if (bad) {
-        broken = true;
-        break;
-      }
-    }
-    if (broken || !ssh_is_connected(session_)) {
+    if (!drain_replies(hangup) || !ssh_is_connected(session_)) {
       fail_all(who + ": connection lost" +
                (ssh_get_error(session_)[0] ? std::string(": ") + ssh_get_error(session_) : ""));
-      break;
+      return;
     }
 
-    // 3. Sleep until the socket or a caller wakes us, or the oldest request's deadline.
+    // 3. Sleep until the socket or a caller wakes us, or the oldest request's deadline. With
+    // nothing pending, only a hang-up of the socket matters: replies to direct calls are their
+    // callers' to read.
     auto now = std::chrono::steady_clock::now();
     int timeout_ms = -1;
     for (auto& [_, p] : pending_) {
       if (p.deadline <= now) {
-        fail_all(who + ": no reply within " + std::to_string(endpoint_.timeout.count()) + " ms");
+        const std::string why =
+            who + ": no reply within " + std::to_string(endpoint_.timeout.count()) + " ms";
+        fail_all(why);
+        ssh.unlock();
+        report_hung(why);
         return;
       }
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now).count() + 1;
       if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = int(ms);
     }
-    pollfd fds[2] = {{ssh_get_fd(session_), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    const short socket_events = pending_.empty() ? POLLRDHUP : POLLIN;
+    pollfd fds[2] = {{ssh_get_fd(session_), socket_events, 0}, {wake_fd_, POLLIN, 0}};
+    ssh.unlock();
     {
       std::lock_guard lock(mu_);
       if (!queue_.empty()) continue;
     }
     if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
+      std::lock_guard relock(ssh_mu_);
       fail_all(who + ": poll failed");
-      break;
+      return;
     }
     if (fds[1].revents & POLLIN) {
       uint64_t v;
       (void)!read(wake_fd_, &v, sizeof v);
     }
     // A hang-up is reported by the next drain, after what libssh buffered has been read.
-    hangup = fds[0].revents & (POLLHUP | POLLERR);
+    hangup = fds[0].revents & (POLLHUP | POLLERR | POLLRDHUP);
   }
+  std::lock_guard ssh(ssh_mu_);
   if (alive_) fail_all(who + ": connection closed");
 }
 

@@ -2,6 +2,10 @@
 // are queued, written in order and matched to replies by id, so many stay in flight at once
 // (reads and writes alike). Every request has a deadline; a connection that misses one, or whose
 // transport fails, is dead: every waiter gets EIO and the owner replaces it.
+//
+// A synchronous call() on an idle connection skips the I/O thread: the caller writes its request
+// and reads the reply itself. On this kind of machine a thread hand-off costs about as much as the
+// server's work, and a metadata call would otherwise pay four of them.
 #pragma once
 
 #include <atomic>
@@ -13,10 +17,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "sftp/protocol.hpp"
 #include "skein/result.hpp"
@@ -45,14 +51,22 @@ class Connection {
   // Connects, checks the host key against the endpoint's known_hosts (an unknown or changed key is
   // refused), authenticates with the identity file and starts SFTP. On failure returns null and
   // sets `error` to a message naming the endpoint and the cause.
-  static std::unique_ptr<Connection> connect(const Endpoint& ep, std::string& error);
+  // `on_hung` is called once if a request misses its deadline (the server stopped answering),
+  // from the thread that noticed; it must not call back into this connection except shutdown().
+  using OnHung = std::function<void(const std::string& why)>;
+  static std::unique_ptr<Connection> connect(const Endpoint& ep, std::string& error,
+                                             OnHung on_hung = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   // Queues a packet built by PacketWriter; the future yields its reply or EIO.
   std::future<Result<Reply>> send(std::string framed);
-  Result<Reply> call(std::string framed) { return send(std::move(framed)).get(); }
+  // send() and wait; on an idle connection, in the calling thread (see above).
+  Result<Reply> call(std::string framed);
+  // Several requests at once, all in flight together, replies in the same order; on an idle
+  // connection, in the calling thread.
+  std::vector<Result<Reply>> call_all(std::vector<std::string> framed);
 
   bool alive() const { return alive_.load(); }
   size_t in_flight() const { return in_flight_.load(); }
@@ -60,12 +74,25 @@ class Connection {
   bool has_extension(const std::string& name) const { return extensions_.count(name) > 0; }
   // Why the connection died, for logs.
   std::string failure() const;
+  // Declares the connection dead: every waiter, queued, pending or in a direct call, gets EIO now.
+  void shutdown(const std::string& why) { mark_dead(why); }
 
  private:
   Connection() = default;
   void io_loop();
+  // Fails every queued and pending request; the caller holds ssh_mu_.
   void fail_all(const std::string& why);
   bool handshake(std::string& error);
+  // call_all() in the calling thread; framed[i] carries id first_id + i. A connection that dies
+  // meanwhile is marked dead (the I/O thread is told) and every reply not yet read is EIO.
+  std::vector<Result<Reply>> call_direct(const std::vector<std::string>& framed, uint32_t first_id);
+  // Marks the connection dead from a caller's thread; the I/O thread fails the rest and stops.
+  void mark_dead(const std::string& why);
+  // Reads what libssh has and hands out complete replies: those with ids first_id..first_id +
+  // wanted->size() - 1 (if any) go to *wanted, others to their pending requests. Returns false when
+  // the channel is broken. Caller holds ssh_mu_.
+  bool drain_replies(bool hangup, uint32_t first_id = 0,
+                     std::vector<std::optional<Reply>>* wanted = nullptr);
 
   struct Pending {
     std::promise<Result<Reply>> promise;
@@ -74,6 +101,11 @@ class Connection {
   };
   void release_read_bytes(size_t n);
 
+  void report_hung(const std::string& why);
+
+  OnHung on_hung_;
+  std::atomic<bool> hung_reported_{false};
+  int abort_fd_ = -1;  // readable once the connection is dead: wakes a direct caller's poll
   ssh_session_struct* session_ = nullptr;
   ssh_channel_struct* channel_ = nullptr;
   Endpoint endpoint_;
@@ -86,10 +118,14 @@ class Connection {
   std::deque<std::pair<std::string, Pending>> queue_;
   std::string failure_;
   uint32_t next_id_ = 1;
+  bool direct_ = false;  // a call() is being served in its caller's thread
 
-  // Owned by the I/O thread alone.
-  std::unordered_map<uint32_t, Pending> pending_;
+  // The libssh session and what is read from it: used by the I/O thread and by a direct call(),
+  // one at a time. Lock order: ssh_mu_ before mu_ and window_mu_.
+  std::mutex ssh_mu_;
+  std::unordered_map<uint32_t, Pending> pending_;  // written, waiting for their replies
   std::string inbuf_;
+  std::string chunk_;
 
   // Bytes that outstanding READs may bring back. Kept under libssh's channel window (1.28 MB), so
   // replies always fit it: the server then never stalls writing a reply while we are blocked

@@ -94,6 +94,43 @@ TEST_F(BackendFailure, ServerKilledDuringReadFailsFastAndComesBackWithoutRemount
   ::close(held);
 }
 
+TEST_F(BackendFailure, HungServerFailsMetadataCallsWithinTheDeadlineAndComesBack) {
+  // A server that stops answering with its connections open: the case where sshfs hangs. Calls
+  // made in the caller's thread (lookups, creates) must give up at the deadline like the rest.
+  ASSERT_TRUE(write_file(m("before-freeze"), "x"));
+  ASSERT_TRUE(cluster_->freeze_server(0));
+  struct Thaw {
+    LocalCluster* c;
+    ~Thaw() { c->thaw_server(0); }
+  } thaw{cluster_.get()};
+  auto start = Clock::now();
+  struct stat st;
+  EXPECT_NE(::stat(m("never-looked-up").c_str(), &st), 0);
+  EXPECT_EQ(errno, EIO) << strerror(errno);
+  const double failed_after = seconds_since(start);
+  EXPECT_LT(failed_after, 15.0 + 5.0) << "the lookup outlived the 15 s deadline";
+  // Meanwhile the other server answers at once.
+  start = Clock::now();
+  ASSERT_TRUE(write_file(cluster_->mount() + "/srv1/during-freeze", "yes"));
+  EXPECT_LT(seconds_since(start), 2.0);
+  // The server is marked down: further calls fail fast instead of waiting again.
+  start = Clock::now();
+  int fd = ::open(m("created-while-down").c_str(), O_CREAT | O_WRONLY, 0644);
+  EXPECT_LT(fd, 0) << "created on a frozen server";
+  if (fd >= 0) ::close(fd);
+  EXPECT_LT(seconds_since(start), 2.0) << "a down backend made a create wait";
+
+  ASSERT_TRUE(cluster_->thaw_server(0));
+  start = Clock::now();
+  bool back = false;
+  while (seconds_since(start) < 30 && !back) {
+    back = write_file(m("after-thaw"), "again");
+    if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(back) << "not writable " << seconds_since(start) << " s after the thaw";
+  EXPECT_EQ(read_file(m("after-thaw")), "again");
+}
+
 class GatewayFailure : public ClusterSuite<1, 1> {};
 
 TEST_F(GatewayFailure, StoppedGatewayFailsOperationsWithinDeadlineThenRecovers) {

@@ -189,6 +189,16 @@ bool LocalCluster::start_server(int i) {
                      "'") == 0;
 }
 
+bool LocalCluster::freeze_server(int i) {
+  return run_command(skein_local() + " freeze-server " + std::to_string(i) + " --state '" + state_ +
+                     "'") == 0;
+}
+
+bool LocalCluster::thaw_server(int i) {
+  return run_command(skein_local() + " thaw-server " + std::to_string(i) + " --state '" + state_ +
+                     "'") == 0;
+}
+
 int LocalCluster::gateway_pid() const {
   std::ifstream in(state_ + "/gateway.pid");
   int pid = 0;

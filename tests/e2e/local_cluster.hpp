@@ -73,6 +73,9 @@ class LocalCluster {
   // Kills storage server i with all its sessions / starts it again on the same port.
   bool stop_server(int i);
   bool start_server(int i);
+  // Freezes storage server i (SIGSTOP: a hung server, connections open) / lets it go on.
+  bool freeze_server(int i);
+  bool thaw_server(int i);
   // The gateway's process id, from its pid file.
   int gateway_pid() const;
 
