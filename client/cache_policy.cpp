@@ -1,6 +1,8 @@
 // Kernel cache lifetimes and page-cache keeping; see cache_policy.hpp.
 #include "cache_policy.hpp"
 
+#include <sys/stat.h>
+
 namespace skein::client {
 
 double CachePolicy::timeout(Ticket t) const {
@@ -13,12 +15,19 @@ double CachePolicy::current_timeout() const {
   return healthy() ? options_.cache_ttl : options_.safe_ttl;
 }
 
-void CachePolicy::sent_attrs(InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size) {
+void CachePolicy::sent_attrs(InodeNumber ino, const FileAttr& attr, Ticket t) {
   std::lock_guard lock(mu_);
   Known& k = known_[ino];
   k.sent = true;
-  k.sent_mtime_ns = mtime_ns;
-  k.sent_size = size;
+  k.sent_mtime_ns = attr.mtime_ns;
+  k.sent_size = attr.size;
+  // Read under the lock: an invalidation bumps the state before it takes the lock to forget.
+  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  if ((attr.mode & S_IFMT) == S_IFDIR && (now & 1) != 0 && now == t.word_) {
+    k.dir_attrs = attr;
+  } else {
+    k.dir_attrs.reset();
+  }
 }
 
 CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, std::int64_t mtime_ns,
@@ -62,32 +71,34 @@ CachePolicy::Mutation CachePolicy::begin_mutation() {
   return m;
 }
 
+void CachePolicy::dir_changed(InodeNumber dir) {
+  std::lock_guard lock(mu_);
+  auto it = known_.find(dir);
+  if (it != known_.end()) it->second.dir_attrs.reset();
+}
+
 void CachePolicy::post_op_attrs(InodeNumber dir, const FileAttr& attr, const Mutation& m) {
   std::lock_guard lock(mu_);
-  post_op_.erase(dir);
+  auto it = known_.find(dir);
+  if (it == known_.end()) return;  // the kernel holds nothing of it
+  it->second.dir_attrs.reset();
   const std::uint64_t now = state_.load(std::memory_order_acquire);
   if ((now & 1) == 0 || now != m.ticket.word_) return;
   if (mutations_.load(std::memory_order_acquire) != m.number) return;  // another change began
-  if (post_op_.size() >= 16) post_op_.clear();  // never grows: stale ones are useless anyway
-  post_op_[dir] = PostOp{attr, m};
+  it->second.dir_attrs = attr;
 }
 
-std::optional<std::pair<FileAttr, double>> CachePolicy::take_post_op_attrs(InodeNumber dir) {
+std::optional<std::pair<FileAttr, double>> CachePolicy::dir_attrs(InodeNumber dir) const {
+  if (!healthy()) return std::nullopt;
   std::lock_guard lock(mu_);
-  auto it = post_op_.find(dir);
-  if (it == post_op_.end()) return std::nullopt;
-  PostOp kept = it->second;
-  post_op_.erase(it);
-  const std::uint64_t now = state_.load(std::memory_order_acquire);
-  if ((now & 1) == 0 || now != kept.made_by.ticket.word_) return std::nullopt;
-  if (mutations_.load(std::memory_order_acquire) != kept.made_by.number) return std::nullopt;
-  return std::make_pair(kept.attr, options_.cache_ttl);
+  auto it = known_.find(dir);
+  if (it == known_.end() || !it->second.dir_attrs) return std::nullopt;
+  return std::make_pair(*it->second.dir_attrs, options_.cache_ttl);
 }
 
 void CachePolicy::forget(InodeNumber ino) {
   std::lock_guard lock(mu_);
   known_.erase(ino);
-  post_op_.erase(ino);
 }
 
 void CachePolicy::bump() { state_.fetch_add(2, std::memory_order_acq_rel); }

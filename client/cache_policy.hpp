@@ -67,8 +67,10 @@ class CachePolicy {
   // The lifetime a reply gets right now (for status output).
   double current_timeout() const;
 
-  // The attributes this mount hands the kernel for `ino` (entry and attribute replies).
-  void sent_attrs(InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size);
+  // The attributes this mount hands the kernel for `ino` (entry and attribute replies), fetched by
+  // an operation that took `t`. A directory's are also kept to answer the kernel's getattrs (see
+  // dir_attrs) if the stream was healthy throughout.
+  void sent_attrs(InodeNumber ino, const FileAttr& attr, Ticket t);
   // An open of `ino` (begun at `t`) got these attributes from the gateway. Keeps the page cache
   // when healthy throughout and the file's mtime and size are those of this mount's previous open
   // of it; asks for an attribute refresh when they differ from what the kernel was last told.
@@ -85,15 +87,19 @@ class CachePolicy {
   // Whether a listing fetched now may go into the kernel's cache at all (healthy stream).
   bool may_cache_listing() const { return healthy(); }
 
-  // Post-op attributes (as NFS has them). The kernel drops its copy of a directory's attributes
-  // whenever it creates or removes an entry in it, and asks again at the next path walk. A reply
-  // that brought the directory's attributes as they were right after the change is kept for that
-  // one getattr, if nothing could have changed the directory since: no invalidation and no other
-  // metadata change by this mount since `m` began, and none before it is handed out.
+  // Directory attributes kept by the mount. The kernel asks for a directory's attributes again
+  // after every readdir (it marks atime stale) and after every change of an entry in it; a scan of
+  // a tree would pay a gateway round trip per directory. The mount answers from what it last told
+  // the kernel, until an invalidation touches the directory (invalidating(ino), which an entry's
+  // invalidation also does) or this mount changes an entry in it (dir_changed). After a change of
+  // its own, a reply that brought the directory's attributes as they were right after the change
+  // (NFS's post-op attributes) is kept instead, if no other metadata change of this mount began
+  // since `m` (its reply might predate that change).
   Mutation begin_mutation();
+  void dir_changed(InodeNumber dir);
   void post_op_attrs(InodeNumber dir, const FileAttr& attr, const Mutation& m);
-  // The kept attributes of `dir` with the lifetime they may be cached for, once; or nothing.
-  std::optional<std::pair<FileAttr, double>> take_post_op_attrs(InodeNumber dir);
+  // The kept attributes of `dir` with the lifetime they may be cached for; or nothing.
+  std::optional<std::pair<FileAttr, double>> dir_attrs(InodeNumber dir) const;
 
   // The kernel forgot `ino`: drop what is remembered of it.
   void forget(InodeNumber ino);
@@ -117,6 +123,7 @@ class CachePolicy {
     std::int64_t open_mtime_ns = 0;
     std::uint64_t open_size = 0;
     bool listed = false;  // the kernel may hold this directory's listing as this mount served it
+    std::optional<FileAttr> dir_attrs;  // a directory's attributes, still current
   };
 
   // Bumps the epoch, keeping the healthy bit.
@@ -126,11 +133,6 @@ class CachePolicy {
   // Bit 0: healthy. Bits 1..63: an epoch, bumped by every invalidation and every state change.
   std::atomic<std::uint64_t> state_{0};
   std::atomic<std::uint64_t> mutations_{0};  // this mount's metadata changes begun so far
-  struct PostOp {
-    FileAttr attr;
-    Mutation made_by;
-  };
-  std::unordered_map<InodeNumber, PostOp> post_op_;  // guarded by mu_; a few entries at most
   // Lock order: a leaf; never held across a gateway call, a notify or a fuse_reply_*.
   mutable std::mutex mu_;
   std::unordered_map<InodeNumber, Known> known_;  // guarded by mu_

@@ -96,7 +96,7 @@ fuse_entry_param to_entry(Mount& mount, InodeRef ref, const FileAttr& attr,
   e.generation = ref.generation;
   e.attr = to_stat(attr, ref.ino);
   e.attr_timeout = e.entry_timeout = mount.cache.timeout(ticket);
-  mount.cache.sent_attrs(ref.ino, attr.mtime_ns, attr.size);
+  mount.cache.sent_attrs(ref.ino, attr, ticket);
   return e;
 }
 
@@ -142,6 +142,7 @@ void reply_status(fuse_req_t req, Status status) { fuse_reply_err(req, status.er
 void remove_hidden(Mount& mount, const std::string& hidden) {
   (void)mount.cache.begin_mutation();
   Status removed = mount.gateway->unlink(hidden);
+  if (auto dir = mount.inodes.find(parent_path(hidden))) mount.cache.dir_changed(*dir);
   if (!removed && removed.error() != ENOENT) {
     spdlog::warn("cannot remove {} (deleted while open): errno {}", hidden, removed.error());
   }
@@ -292,10 +293,10 @@ void skein_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
 
 void skein_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
   Mount& mount = mount_of(req);
-  // A directory this mount just changed: the change's reply said what it looks like now.
-  if (auto kept = mount.cache.take_post_op_attrs(ino)) {
+  // A directory whose attributes nothing changed since the mount last told the kernel (which
+  // asks again after every readdir and every change of an entry in it).
+  if (auto kept = mount.cache.dir_attrs(ino)) {
     struct stat st = to_stat(kept->first, ino);
-    mount.cache.sent_attrs(ino, kept->first.mtime_ns, kept->first.size);
     return (void)fuse_reply_attr(req, &st, kept->second);
   }
   auto path = path_of(req, ino);
@@ -313,7 +314,7 @@ void skein_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
   }
   if (!attr) return (void)fuse_reply_err(req, attr.error());
   struct stat st = to_stat(*attr, ino);
-  cache.sent_attrs(ino, attr->mtime_ns, attr->size);
+  cache.sent_attrs(ino, *attr, ticket);
   mount.open_inodes.seen(ino, *attr);
   fuse_reply_attr(req, &st, cache.timeout(ticket));
 }
@@ -361,7 +362,7 @@ void skein_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set
   if (to_set & FUSE_SET_ATTR_SIZE) mount_of(req).data->changed(ino);
   if (!changed) return (void)fuse_reply_err(req, changed.error());
   struct stat st = to_stat(*changed, ino);
-  cache.sent_attrs(ino, changed->mtime_ns, changed->size);
+  cache.sent_attrs(ino, *changed, ticket);
   fuse_reply_attr(req, &st, cache.timeout(ticket));
 }
 
@@ -378,6 +379,7 @@ void skein_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mod
   if (!path) return (void)fuse_reply_err(req, path.error());
   CachePolicy::Ticket ticket = mount_of(req).cache.begin_mutation().ticket;
   auto attr = gateway_of(req).mkdir(*path, mode & 07777);
+  mount_of(req).cache.dir_changed(parent);
   if (!attr) return (void)fuse_reply_err(req, attr.error());
   reply_entry(req, *path, *attr, ticket);
 }
@@ -387,9 +389,11 @@ void skein_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (!path) return (void)fuse_reply_err(req, path.error());
   (void)mount_of(req).cache.begin_mutation();
   auto hidden = hide_if_open(mount_of(req), *path);
+  mount_of(req).cache.dir_changed(parent);
   if (!hidden) return (void)fuse_reply_err(req, hidden.error());
   if (*hidden) return (void)fuse_reply_err(req, 0);
   Status removed = gateway_of(req).unlink(*path);
+  mount_of(req).cache.dir_changed(parent);
   if (removed) mount_of(req).inodes.unlink(*path);
   reply_status(req, removed);
 }
@@ -399,6 +403,7 @@ void skein_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (!path) return (void)fuse_reply_err(req, path.error());
   (void)mount_of(req).cache.begin_mutation();
   Status removed = gateway_of(req).rmdir(*path);
+  mount_of(req).cache.dir_changed(parent);
   if (removed) mount_of(req).inodes.unlink(*path);
   reply_status(req, removed);
 }
@@ -408,6 +413,7 @@ void skein_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const 
   if (!path) return (void)fuse_reply_err(req, path.error());
   CachePolicy::Ticket ticket = mount_of(req).cache.begin_mutation().ticket;
   auto attr = gateway_of(req).symlink(*path, target);
+  mount_of(req).cache.dir_changed(parent);
   if (!attr) return (void)fuse_reply_err(req, attr.error());
   reply_entry(req, *path, *attr, ticket);
 }
@@ -421,8 +427,14 @@ void skein_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_
   if (!to) return (void)fuse_reply_err(req, to.error());
   (void)mount_of(req).cache.begin_mutation();
   Status renamed = gateway_of(req).rename(*from, *to, flags);
+  CachePolicy& cache = mount_of(req).cache;
+  cache.dir_changed(parent);
+  cache.dir_changed(newparent);
   if (renamed && (flags & RENAME_EXCHANGE)) mount_of(req).inodes.exchange(*from, *to);
   if (renamed && !(flags & RENAME_EXCHANGE)) mount_of(req).inodes.rename(*from, *to);
+  for (const std::string* moved : {&*from, &*to}) {  // a moved directory's ".." changed
+    if (auto ino = mount_of(req).inodes.find(*moved)) cache.dir_changed(*ino);
+  }
   reply_status(req, renamed);
 }
 
@@ -435,6 +447,7 @@ void skein_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
   if (!path) return (void)fuse_reply_err(req, path.error());
   CachePolicy::Ticket ticket = mount_of(req).cache.begin_mutation().ticket;
   auto attr = gateway_of(req).link(*existing, *path);
+  mount_of(req).cache.dir_changed(newparent);
   if (!attr) return (void)fuse_reply_err(req, attr.error());
   reply_entry(req, *path, *attr, ticket);
 }
@@ -576,7 +589,11 @@ void skein_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mo
   const CachePolicy::Ticket ticket = mutation.ticket;
   auto created = gateway_of(req).create(*path, flags, mode & 07777);
   if (!created) return (void)fuse_reply_err(req, created.error());
-  if (created->parent_attr) mount.cache.post_op_attrs(parent, *created->parent_attr, mutation);
+  if (created->parent_attr) {
+    mount.cache.post_op_attrs(parent, *created->parent_attr, mutation);
+  } else {
+    mount.cache.dir_changed(parent);
+  }
   fuse_entry_param e = to_entry(mount, mount.inodes.lookup_add(*path), created->attr, ticket);
   auto* file = new OpenFile{created->handle, flags, *path};
   file->data = mount.data->open(e.ino, gateway_of(req), flags, created->attr.size);

@@ -1,6 +1,6 @@
-// Coherent caching across mounts: mounts cache with long (3600 s) kernel lifetimes while their Watch
-// stream is healthy, yet a change made through one mount is seen by the others on their very next
-// access; changes made directly on a server arrive through revalidation or the remote inotify
+// Coherent caching across mounts: mounts cache with long (3600 s) kernel lifetimes while their
+// Watch stream is healthy, yet a change made through one mount is seen by the others on their very
+// next access; changes made directly on a server arrive through revalidation or the remote inotify
 // watcher; a gateway that dies puts mounts in safe mode, and a mount that stops answering loses
 // its lease without stalling the others. Each test first shows that the old state really was
 // cached, so that it fails without the invalidation it is about.
@@ -216,6 +216,15 @@ TEST_F(Coherence, MountsCacheLongerThanTheSafeTtlWhileHealthy) {
   EXPECT_EQ(size_of(m(B, "attrs")), 5) << "attributes were not cached for long";
   EXPECT_EQ(read_file(m(B, "pages")), "old pages") << "page cache was not kept across opens";
   EXPECT_EQ(list(m(B, "")), listed) << "the listing was not kept across opendirs";
+  struct stat dir_st;
+  ASSERT_EQ(::stat(m(B, "").c_str(), &dir_st), 0);
+  EXPECT_EQ(dir_st.st_mode & 07777, 0755u);
+  ASSERT_EQ(::chmod(s("").c_str(), 0711), 0);  // behind the gateway's back
+  std::this_thread::sleep_for(1500ms);
+  (void)list(m(B, ""));  // the kernel asks for the directory's attributes again after a listing
+  ASSERT_EQ(::stat(m(B, "").c_str(), &dir_st), 0);
+  EXPECT_EQ(dir_st.st_mode & 07777, 0755u) << "directory attributes were not kept";
+  ASSERT_EQ(::chmod(s("").c_str(), 0755), 0);
   // A change through the gateway drops the listing on the other mounts at once.
   ASSERT_TRUE(write_file(m(A, "through-a"), "x"));
   EXPECT_EQ(list(m(B, "")).count("through-a"), 1u) << "a cached listing survived an invalidation";
@@ -290,6 +299,22 @@ TEST_F(Coherence, ChangesThroughOneMountAreSeenAtOnceByMountsThatCachedTheOldSta
     EXPECT_TRUE(S_ISDIR(st.st_mode));
     EXPECT_EQ(list(m(i, "")).count("newdir"), 1u);
   });
+
+  // Directory attributes: the mounts keep them (the kernel asks again after every listing), and
+  // a change through any mount replaces them at once.
+  ASSERT_EQ(::chmod(m(A, "newdir").c_str(), 0700), 0);
+  seen_by_b_and_c("chmod of a directory", [&](size_t i) {
+    EXPECT_EQ(list(m(i, "newdir")).size(), 2u);  // "." and ".."
+    struct stat st;
+    ASSERT_EQ(::stat(m(i, "newdir").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0700u);
+  });
+  ASSERT_EQ(::chmod(m(B, "newdir").c_str(), 0750), 0);  // B's own change, seen by B too
+  for (size_t i : {A, B, C}) {
+    struct stat st;
+    ASSERT_EQ(::stat(m(i, "newdir").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0750u) << "mount " << i;
+  }
 }
 
 TEST_F(Coherence, AppendByOneMountIsReadWholeByAnother) {

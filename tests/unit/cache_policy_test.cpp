@@ -74,38 +74,57 @@ TEST(CachePolicy, ListingFetchedAcrossAnInvalidationOrInSafeModeIsNotKept) {
   EXPECT_FALSE(policy.may_cache_listing());
 }
 
-TEST(CachePolicy, PostOpAttributesServeOneGetattrWhileNothingElseChanged) {
+TEST(CachePolicy, DirectoryAttributesAreKeptUntilSomethingTouchesTheDirectory) {
   HealthyPolicy policy;
-  FileAttr dir{.mode = 040755, .size = 4096, .mtime_ns = 42};
-  auto create = policy.begin_mutation();
-  policy.post_op_attrs(3, dir, create);
-  auto kept = policy.take_post_op_attrs(3);
+  const FileAttr dir{.mode = 040755, .size = 4096, .mtime_ns = 42};
+  const FileAttr file{.mode = 0100644, .size = 10, .mtime_ns = 42};
+  policy.sent_attrs(3, dir, policy.ticket());
+  policy.sent_attrs(4, file, policy.ticket());
+  auto kept = policy.dir_attrs(3);
   ASSERT_TRUE(kept.has_value());
   EXPECT_EQ(kept->first.mtime_ns, 42);
   EXPECT_EQ(kept->second, 60);
-  EXPECT_FALSE(policy.take_post_op_attrs(3).has_value()) << "one getattr only";
+  EXPECT_TRUE(policy.dir_attrs(3).has_value()) << "kept for every getattr, not just one";
+  EXPECT_FALSE(policy.dir_attrs(4).has_value()) << "files are always asked (writes change them)";
+  policy.dir_changed(3);  // this mount created or removed an entry in it
+  EXPECT_FALSE(policy.dir_attrs(3).has_value());
+  policy.sent_attrs(3, dir, policy.ticket());
+  policy.invalidating(3);  // another mount changed it, or an entry in it
+  EXPECT_FALSE(policy.dir_attrs(3).has_value());
+  policy.sent_attrs(3, dir, policy.ticket());
+  policy.set_healthy(false);
+  EXPECT_FALSE(policy.dir_attrs(3).has_value()) << "never in safe mode";
 }
 
-TEST(CachePolicy, PostOpAttributesAreDroppedByLaterChangesAndInvalidations) {
+TEST(CachePolicy, DirectoryAttributesFetchedAcrossAnInvalidationAreNotKept) {
   HealthyPolicy policy;
-  FileAttr dir{.mode = 040755};
-  // Another change of this mount began while the create was on its way: its reply may predate it.
-  auto create = policy.begin_mutation();
-  (void)policy.begin_mutation();
-  policy.post_op_attrs(3, dir, create);
-  EXPECT_FALSE(policy.take_post_op_attrs(3).has_value());
-  // A change after it was kept (an unlink in the same directory, say).
-  policy.post_op_attrs(3, dir, create = policy.begin_mutation());
-  (void)policy.begin_mutation();
-  EXPECT_FALSE(policy.take_post_op_attrs(3).has_value());
-  // An invalidation (another mount changed something).
-  policy.post_op_attrs(3, dir, create = policy.begin_mutation());
+  const FileAttr dir{.mode = 040755};
+  auto ticket = policy.ticket();
   policy.invalidating();
-  EXPECT_FALSE(policy.take_post_op_attrs(3).has_value());
-  // Safe mode.
-  policy.post_op_attrs(3, dir, create = policy.begin_mutation());
-  policy.set_healthy(false);
-  EXPECT_FALSE(policy.take_post_op_attrs(3).has_value());
+  policy.sent_attrs(3, dir, ticket);
+  EXPECT_FALSE(policy.dir_attrs(3).has_value());
+}
+
+TEST(CachePolicy, PostOpAttributesReplaceTheKeptOnesUnlessAnotherChangeBegan) {
+  HealthyPolicy policy;
+  const FileAttr before{.mode = 040755, .mtime_ns = 1};
+  const FileAttr after{.mode = 040755, .mtime_ns = 2};
+  policy.sent_attrs(3, before, policy.ticket());
+  auto create = policy.begin_mutation();
+  policy.post_op_attrs(3, after, create);
+  ASSERT_TRUE(policy.dir_attrs(3).has_value());
+  EXPECT_EQ(policy.dir_attrs(3)->first.mtime_ns, 2);
+  // Two creates in flight at once: the first reply may predate the second create.
+  auto first = policy.begin_mutation();
+  (void)policy.begin_mutation();
+  policy.post_op_attrs(3, after, first);
+  EXPECT_FALSE(policy.dir_attrs(3).has_value());
+  // An invalidation while the create was on its way.
+  policy.sent_attrs(3, before, policy.ticket());
+  create = policy.begin_mutation();
+  policy.invalidating();
+  policy.post_op_attrs(3, after, create);
+  EXPECT_FALSE(policy.dir_attrs(3).has_value());
 }
 
 TEST(CachePolicy, PagesKeptOnlyWhenTheFileIsAsTheLastOpenSawIt) {
@@ -143,12 +162,12 @@ TEST(CachePolicy, OpenOverlappingAnInvalidationKeepsNothingNowOrNextTime) {
 
 TEST(CachePolicy, OpenAsksForAttributeRefreshWhenTheKernelWasToldOtherwise) {
   HealthyPolicy policy;
-  policy.sent_attrs(7, 1000, 10);
+  policy.sent_attrs(7, FileAttr{.size = 10, .mtime_ns = 1000}, policy.ticket());
   EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 10).refresh_attrs);
   EXPECT_TRUE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);  // changed on a server
   // Until the kernel is told again, every open asks.
   EXPECT_TRUE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);
-  policy.sent_attrs(7, 1000, 12);
+  policy.sent_attrs(7, FileAttr{.size = 12, .mtime_ns = 1000}, policy.ticket());
   EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);
   policy.forget(7);
   EXPECT_TRUE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);
