@@ -32,11 +32,14 @@ void Coherence::watch_backends(const BackendMap& backends) {
   for (auto& [name, backend] : backends) {
     if (watchers_.count(name)) continue;
     watchers_[name] = std::make_unique<RemoteWatcher>(
-        backend, [this, name = name](const std::string& rel) { changed_on_server(name, rel); });
+        backend, [this, name = name](const std::string& rel, bool new_dir) {
+          changed_on_server(name, rel, new_dir);
+        });
   }
 }
 
-void Coherence::changed_on_server(const std::string& backend, const std::string& rel) {
+void Coherence::changed_on_server(const std::string& backend, const std::string& rel,
+                                  bool new_dir) {
   for (auto& ns : registry_.all()) {
     auto table = ns->table();
     for (auto& m : table->mounts()) {
@@ -47,7 +50,11 @@ void Coherence::changed_on_server(const std::string& backend, const std::string&
       broker_.changed_elsewhere(ns->name(),
                                 {InvalidationBroker::item(v1::Invalidation::INODE, vpath),
                                  InvalidationBroker::item(v1::Invalidation::ENTRY, vpath)},
-                                /*maybe_echo=*/true);
+                                // A new directory is never taken for an echo: inotifywait
+                                // watches it only once it has seen it appear, and what was
+                                // made in it before then is reported by nobody. Every mount
+                                // that caches it (its maker too) drops what it holds of it.
+                                /*maybe_echo=*/!new_dir);
     }
   }
 }

@@ -37,7 +37,7 @@ class Coherence {
 
  private:
   // A path changed on `backend`'s server: invalidate it wherever a namespace shows it.
-  void changed_on_server(const std::string& backend, const std::string& rel);
+  void changed_on_server(const std::string& backend, const std::string& rel, bool new_dir);
 
   CoherenceOptions options_;
   const NamespaceRegistry& registry_;

@@ -49,6 +49,11 @@ void InterestSet::set_seen(const std::string& path, SeenAttrs seen) {
   if (it != entries_.end()) it->second.seen = seen;
 }
 
+std::optional<SeenAttrs> InterestSet::seen_of(const std::string& path) const {
+  auto it = entries_.find(path);
+  return it == entries_.end() ? std::nullopt : it->second.seen;
+}
+
 void InterestSet::forget_session(SessionId session) {
   for (auto it = entries_.begin(); it != entries_.end();) {
     auto& s = it->second.sessions;

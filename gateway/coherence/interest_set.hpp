@@ -47,6 +47,8 @@ class InterestSet {
   // Forgets what was seen of `path` (after the gateway changed it), keeping who caches it.
   void clear_seen(const std::string& path);
   void set_seen(const std::string& path, SeenAttrs seen);
+  // What was last seen of `path` (nothing if it is not in the set or nothing was seen).
+  std::optional<SeenAttrs> seen_of(const std::string& path) const;
   // Drops a session from every path (its stream ended); paths nobody caches go.
   void forget_session(SessionId session);
 

@@ -206,6 +206,37 @@ void InvalidationBroker::note_recent_locked(const std::string& ns, const std::st
   }
 }
 
+bool InvalidationBroker::recently_changed_locked(const std::string& ns, const std::string& path) {
+  auto it = recent_.find(ns + '\0' + path);
+  return it != recent_.end() &&
+         std::chrono::steady_clock::now() - it->second.at <= options_.echo_window;
+}
+
+bool InvalidationBroker::recently_changed(const std::string& ns, const std::string& path) {
+  std::lock_guard lock(mu_);
+  return recently_changed_locked(ns, path);
+}
+
+bool InvalidationBroker::revalidated(const std::string& ns, const std::string& path,
+                                     const std::optional<SeenAttrs>& before, const SeenAttrs& now) {
+  std::lock_guard lock(mu_);
+  if (recently_changed_locked(ns, path)) return false;
+  auto& set = interest(ns);
+  if (set.seen_of(path) != before) return false;  // seen anew meanwhile: that is fresher
+  if (!before || *before == now) {
+    set.set_seen(path, now);
+    return false;
+  }
+  std::vector<v1::Invalidation> items{item(v1::Invalidation::INODE, path),
+                                      item(v1::Invalidation::ENTRY, path)};
+  for (SessionId id : targets(ns, items)) {  // (which forgets what was seen of path and parent)
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) send_locked(it->second, items);
+  }
+  set.set_seen(path, now);
+  return true;
+}
+
 bool InvalidationBroker::is_echo_locked(const std::string& ns, const std::string& path,
                                         SessionId session) {
   auto it = recent_.find(ns + '\0' + path);

@@ -68,6 +68,15 @@ class InvalidationBroker {
   std::vector<std::pair<std::string, std::optional<SeenAttrs>>> next_batch(const std::string& ns,
                                                                            size_t max);
   void set_seen(const std::string& ns, const std::string& path, SeenAttrs seen);
+  // Revalidation read `now` for `path`, which had been seen as `before`. Records it and, when it
+  // differs, invalidates every interested mount. Does neither when the path changed meanwhile
+  // (what was seen is no longer `before`) or was changed through the gateway within the echo
+  // window: the gateway knows better, and its own change may be what the server shows. Returns
+  // whether it invalidated.
+  bool revalidated(const std::string& ns, const std::string& path,
+                   const std::optional<SeenAttrs>& before, const SeenAttrs& now);
+  // Whether `path` was changed through the gateway within the echo window.
+  bool recently_changed(const std::string& ns, const std::string& path);
 
   size_t session_count() const;
   std::chrono::milliseconds lease() const { return options_.lease; }
@@ -92,6 +101,7 @@ class InvalidationBroker {
   // Remembers that `origin` changed `path` now; forgets what is older than the echo window.
   void note_recent_locked(const std::string& ns, const std::string& path, SessionId origin);
   bool is_echo_locked(const std::string& ns, const std::string& path, SessionId session);
+  bool recently_changed_locked(const std::string& ns, const std::string& path);
 
   Options options_;
   mutable std::mutex mu_;

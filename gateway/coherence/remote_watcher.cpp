@@ -4,8 +4,11 @@
 #include <libssh/libssh.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
 #include <thread>
+#include <unordered_set>
 
 #include "sftp/connection.hpp"
 
@@ -60,7 +63,7 @@ bool RemoteWatcher::watch_once() {
   // close, so the watcher dies with the connection even when no event ever comes to end it.
   std::string cmd = "command -v inotifywait >/dev/null 2>&1 || { echo " + std::string(kNoInotify) +
                     "; exit 0; }; inotifywait -m -r -e close_write,attrib,create,delete,moved_from,"
-                    "moved_to,delete_self --format '%w%f' " +
+                    "moved_to,delete_self --format '%e %w%f' " +
                     shell_quote(root) + " </dev/null & w=$!; cat >/dev/null; kill $w";
   ssh_channel ch = ssh_channel_new(session);
   bool have_inotify = true;
@@ -68,8 +71,22 @@ bool RemoteWatcher::watch_once() {
       ssh_channel_request_exec(ch, cmd.c_str()) == SSH_OK) {
     std::string out, err;
     char buf[8192];
+    // Reports are held kSettle before they go out, merged by path meanwhile. The gateway notes a
+    // change it made only once the server has answered, and the server's inotify event for it can
+    // come first; held a moment, the broker recognises it as an echo (InvalidationBroker).
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kSettle = std::chrono::milliseconds(50);
+    std::deque<std::pair<Clock::time_point, std::string>> held;
+    std::unordered_set<std::string> held_paths;
     while (!stopping_) {
-      int n = ssh_channel_read_timeout(ch, buf, sizeof buf, 0, 200);
+      int wait_ms = 200;
+      if (!held.empty()) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(held.front().first +
+                                                                          kSettle - Clock::now())
+                        .count();
+        wait_ms = int(std::clamp<long long>(left, 1, 200));
+      }
+      int n = ssh_channel_read_timeout(ch, buf, sizeof buf, 0, wait_ms);
       if (n == SSH_ERROR || (n == 0 && ssh_channel_is_eof(ch))) break;
       if (n > 0) out.append(buf, size_t(n));
       int m = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 1);
@@ -93,12 +110,29 @@ bool RemoteWatcher::watch_once() {
               backend_->name());
           break;
         }
-        if (line.compare(0, root.size(), root) != 0) continue;
-        std::string rel = line.substr(root.size());
+        // "EVENTS PATH": events are comma-separated names without spaces; the path may have some.
+        const size_t space = line.find(' ');
+        if (space == std::string::npos) continue;
+        const std::string events = "," + line.substr(0, space) + ",";
+        std::string path = line.substr(space + 1);
+        if (path.compare(0, root.size(), root) != 0) continue;
+        std::string rel = path.substr(root.size());
         while (rel.size() > 1 && rel.back() == '/') rel.pop_back();
         if (rel.empty()) rel = "/";
         if (rel.front() != '/') continue;  // a sibling of root with the same prefix
-        on_change_(rel);
+        const bool new_dir = events.find(",ISDIR,") != std::string::npos &&
+                             (events.find(",CREATE,") != std::string::npos ||
+                              events.find(",MOVED_TO,") != std::string::npos);
+        if (new_dir) rel.push_back('\n');  // held apart from reports of the same path
+        if (held_paths.insert(rel).second) held.emplace_back(Clock::now(), std::move(rel));
+      }
+      while (!held.empty() && Clock::now() - held.front().first >= kSettle) {
+        std::string rel = std::move(held.front().second);
+        held_paths.erase(rel);
+        held.pop_front();
+        const bool new_dir = !rel.empty() && rel.back() == '\n';
+        if (new_dir) rel.pop_back();
+        on_change_(rel, new_dir);
       }
       if (!have_inotify) break;
     }

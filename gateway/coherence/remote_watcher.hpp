@@ -15,8 +15,9 @@ namespace skein {
 
 class RemoteWatcher {
  public:
-  // Called from the watcher's thread with a backend-relative path that changed.
-  using OnChange = std::function<void(const std::string& rel)>;
+  // Called from the watcher's thread with a backend-relative path that changed; `new_dir` when it
+  // is a directory that appeared (created or moved in).
+  using OnChange = std::function<void(const std::string& rel, bool new_dir)>;
   RemoteWatcher(std::shared_ptr<Backend> backend, OnChange on_change);
   ~RemoteWatcher();
   // True while inotifywait runs and its watches are set up.

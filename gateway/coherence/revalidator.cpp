@@ -43,16 +43,14 @@ void Revalidator::round() {
       workers.push_back(std::async(std::launch::async, [&, w] {
         for (size_t i = w; i < batch.size(); i += kWorkers) {
           auto& [path, seen] = batch[i];
+          // Just changed through the gateway: it told everyone, and will note what it made.
+          if (broker_.recently_changed(ns_name, path)) continue;
           auto a = ns->getattr(path);
           if (!a && a.error() != ENOENT) continue;  // a server that is down tells us nothing
           SeenAttrs now = a ? SeenAttrs::of(*a) : SeenAttrs::missing();
-          if (seen && !(*seen == now)) {
+          if (broker_.revalidated(ns_name, path, seen, now)) {
             spdlog::debug("revalidate: {}:{} changed on the server", ns_name, path);
-            broker_.changed_elsewhere(ns_name,
-                                      {InvalidationBroker::item(v1::Invalidation::INODE, path),
-                                       InvalidationBroker::item(v1::Invalidation::ENTRY, path)});
           }
-          broker_.set_seen(ns_name, path, now);
         }
       }));
     }

@@ -517,6 +517,22 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
     EXPECT_GE(took, 0) << "never seen";
     EXPECT_LT(took, 1.0) << "slower than a second";
   }
+
+  // A directory made through this very mount, listed (so its listing is cached), and a file made
+  // in it on the server at once: inotifywait may watch the directory only after the file came,
+  // so the report of the new directory itself must reach the mount that made it.
+  for (int round = 0; round < 3; ++round) {
+    const std::string dir = "fresh" + std::to_string(round);
+    const std::string mounted_dir = g->mount(0) + "/srv0/" + name_ + "/" + dir;
+    ASSERT_EQ(::mkdir(mounted_dir.c_str(), 0755), 0);
+    EXPECT_EQ(list(mounted_dir).size(), 2u);
+    ASSERT_TRUE(write_file(s(dir + "/made-on-server"), "x"));
+    double took = wait_until([&] { return list(mounted_dir).count("made-on-server") == 1; }, 5s);
+    std::printf("[ coherence ] file made on the server in a new directory listed after %.3f s\n",
+                took);
+    EXPECT_GE(took, 0) << "never listed";
+    EXPECT_LT(took, 1.0) << "slower than a second";
+  }
 }
 
 // skein-local's own gateway: stop-gateway and start-gateway, as an admin would.

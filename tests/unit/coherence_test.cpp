@@ -146,6 +146,41 @@ TEST(InvalidationBroker, TheWatchersEchoOfAChangeSkipsTheMountThatMadeItForAWhil
   broker.detach(b.id);
 }
 
+TEST(InvalidationBroker, RevalidationInvalidatesOnlyWhatChangedBehindTheGatewaysBack) {
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000),
+                             .interest_limit = 100,
+                             .echo_window = std::chrono::milliseconds(300)});
+  FakeStream a(broker, true), b(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);
+  const SeenAttrs s1{true, 0100644, 0, 0, 100, 5}, s2{true, 0100644, 0, 0, 101, 6},
+      s3{true, 0100644, 0, 0, 102, 7};
+  broker.served("ns", "A", "/f", s1, true);
+  broker.served("ns", "B", "/f", s1, true);
+  // Unchanged: nothing to say.
+  EXPECT_FALSE(broker.revalidated("ns", "/f", s1, s1));
+  // Changed on the server: both mounts hear of it, and the new state is the new baseline.
+  EXPECT_TRUE(broker.revalidated("ns", "/f", s1, s2));
+  EXPECT_EQ(a.events.size(), 1u);
+  EXPECT_EQ(b.events.size(), 1u);
+  EXPECT_FALSE(broker.revalidated("ns", "/f", s2, s2));
+  // Served anew while revalidation was reading: the newer record wins, nobody is told.
+  broker.served("ns", "A", "/f", s3, true);
+  EXPECT_FALSE(broker.revalidated("ns", "/f", s2, s1));
+  // Changed through the gateway a moment ago: revalidation keeps out of it for the echo window.
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/f")}, "A");
+  b.join();
+  const size_t a_before = a.events.size(), b_before = b.events.size();
+  EXPECT_TRUE(broker.recently_changed("ns", "/f"));
+  EXPECT_FALSE(broker.revalidated("ns", "/f", std::nullopt, s1));
+  EXPECT_EQ(a.events.size(), a_before);
+  EXPECT_EQ(b.events.size(), b_before);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_FALSE(broker.recently_changed("ns", "/f"));
+  broker.detach(a.id);
+  broker.detach(b.id);
+}
+
 TEST(InvalidationBroker, EntryChangeReachesMountsThatListedTheParent) {
   InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
   FakeStream a(broker, true), b(broker, true);
