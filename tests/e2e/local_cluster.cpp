@@ -179,25 +179,15 @@ std::vector<std::string> LocalCluster::list(const std::string& key) const {
   return out;
 }
 
-bool LocalCluster::stop_server(int i) {
-  return run_command(skein_local() + " stop-server " + std::to_string(i) + " --state '" + state_ +
-                     "'") == 0;
+bool LocalCluster::server_command(const char* command, int i) {
+  return run_command(skein_local() + " " + command + " " + std::to_string(i) + " --state '" +
+                     state_ + "'") == 0;
 }
 
-bool LocalCluster::start_server(int i) {
-  return run_command(skein_local() + " start-server " + std::to_string(i) + " --state '" + state_ +
-                     "'") == 0;
-}
-
-bool LocalCluster::freeze_server(int i) {
-  return run_command(skein_local() + " freeze-server " + std::to_string(i) + " --state '" + state_ +
-                     "'") == 0;
-}
-
-bool LocalCluster::thaw_server(int i) {
-  return run_command(skein_local() + " thaw-server " + std::to_string(i) + " --state '" + state_ +
-                     "'") == 0;
-}
+bool LocalCluster::stop_server(int i) { return server_command("stop-server", i); }
+bool LocalCluster::start_server(int i) { return server_command("start-server", i); }
+bool LocalCluster::freeze_server(int i) { return server_command("freeze-server", i); }
+bool LocalCluster::thaw_server(int i) { return server_command("thaw-server", i); }
 
 int LocalCluster::gateway_pid() const {
   std::ifstream in(state_ + "/gateway.pid");

@@ -80,6 +80,8 @@ class LocalCluster {
   int gateway_pid() const;
 
  private:
+  // `skein-local COMMAND I --state STATE`; true when it succeeded.
+  bool server_command(const char* command, int i);
   std::string state_;
   std::map<std::string, std::string> env_;
 };

@@ -112,10 +112,13 @@ TEST(InvalidationBroker, TellsOtherInterestedMountsButNotTheOrigin) {
   broker.detach(c.id);
 }
 
+// Brokers whose echo window a test can wait out.
+const InvalidationBroker::Options kShortEchoWindow{.lease = std::chrono::milliseconds(2000),
+                                                   .interest_limit = 100,
+                                                   .echo_window = std::chrono::milliseconds(300)};
+
 TEST(InvalidationBroker, TheWatchersEchoOfAChangeSkipsTheMountThatMadeItForAWhile) {
-  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000),
-                             .interest_limit = 100,
-                             .echo_window = std::chrono::milliseconds(300)});
+  InvalidationBroker broker(kShortEchoWindow);
   FakeStream a(broker, true), b(broker, true);
   a.id = broker.attach("ns", "A", &a);
   b.id = broker.attach("ns", "B", &b);
@@ -147,9 +150,7 @@ TEST(InvalidationBroker, TheWatchersEchoOfAChangeSkipsTheMountThatMadeItForAWhil
 }
 
 TEST(InvalidationBroker, RevalidationInvalidatesOnlyWhatChangedBehindTheGatewaysBack) {
-  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000),
-                             .interest_limit = 100,
-                             .echo_window = std::chrono::milliseconds(300)});
+  InvalidationBroker broker(kShortEchoWindow);
   FakeStream a(broker, true), b(broker, true);
   a.id = broker.attach("ns", "A", &a);
   b.id = broker.attach("ns", "B", &b);
