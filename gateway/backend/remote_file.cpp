@@ -231,33 +231,27 @@ Result<uint32_t> RemoteFile::write(uint64_t offset, std::string_view data) {
 
 Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, std::string_view data) {
   using R = Result<uint32_t>;
-  auto first = any_handle();
-  if (!first) return R::failure(first.error());
+  // One connection, the least busy, takes the whole write: on an idle one the calling thread
+  // writes every chunk and reads the answers itself (Connection::call_all), with no hand-off to
+  // an I/O thread. The mount keeps several writes in flight, and each goes to a connection of
+  // its own, so the pool still works in parallel. Appends stay on one connection, in order.
+  auto h = (flags_ & O_APPEND) ? any_handle() : handle_on(backend_->pick_slot());
+  if (!h) h = any_handle();
+  if (!h) return R::failure(h.error());
   const uint64_t chunk =
-      std::max<uint64_t>(4096, std::min<uint64_t>(first->conn->limits().max_write, 1 << 20));
-  size_t nchunks = size_t((data.size() + chunk - 1) / chunk);
-  // Appends land wherever the end of file is when they arrive: keep them on one connection, in
-  // order. Other writes spread over the pool.
-  bool spread = !(flags_ & O_APPEND) && nchunks > 1;
-  std::vector<std::future<Result<Reply>>> replies;
-  size_t start_slot = backend_->pick_slot();
-  for (size_t i = 0; i < nchunks; ++i) {
-    uint64_t off = i * chunk;
+      std::max<uint64_t>(4096, std::min<uint64_t>(h->conn->limits().max_write, 1 << 20));
+  std::vector<std::string> requests;
+  for (uint64_t off = 0; off < data.size(); off += chunk) {
     auto len = std::min<uint64_t>(chunk, data.size() - off);
-    auto h = spread ? handle_on((start_slot + i) % backend_->slot_count()) : first;
-    if (!h) h = first;
-    replies.push_back(h->conn->send(PacketWriter(FXP_WRITE)
-                                        .str(h->handle)
-                                        .u64(offset + off)
-                                        .str(data.substr(off, len))
-                                        .take()));
+    requests.push_back(
+        PacketWriter(FXP_WRITE).str(h->handle).u64(offset + off).str(data.substr(off, len)).take());
   }
   ++backend_->ops;
+  auto replies = h->conn->call_all(std::move(requests));
   int err = 0;
   bool failure = false;
-  for (auto& f : replies) {
-    auto r = f.get();
-    if (err) continue;
+  for (auto& r : replies) {
+    if (err) break;
     if (!r) {
       err = r.error();
       continue;
