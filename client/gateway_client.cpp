@@ -405,7 +405,7 @@ Result<OpenedFile> GatewayClient::open(const std::string& path, std::uint32_t fl
     return stubs_->data->Open(ctx, req, out);
   });
   if (!reply) return Result<OpenedFile>::failure(reply.error());
-  return OpenedFile{reply->handle(), from_proto(reply->attr())};
+  return OpenedFile{reply->handle(), from_proto(reply->attr()), std::nullopt};
 }
 
 Result<OpenedFile> GatewayClient::create(const std::string& path, std::uint32_t flags,
@@ -419,7 +419,7 @@ Result<OpenedFile> GatewayClient::create(const std::string& path, std::uint32_t 
     return stubs_->data->Create(ctx, req, out);
   });
   if (!reply) return Result<OpenedFile>::failure(reply.error());
-  OpenedFile opened{reply->handle(), from_proto(reply->attr())};
+  OpenedFile opened{reply->handle(), from_proto(reply->attr()), std::nullopt};
   if (reply->has_parent_attr()) opened.parent_attr = from_proto(reply->parent_attr());
   return opened;
 }
