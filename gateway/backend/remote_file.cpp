@@ -231,11 +231,14 @@ Result<uint32_t> RemoteFile::write(uint64_t offset, std::string_view data) {
 
 Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, std::string_view data) {
   using R = Result<uint32_t>;
-  // One connection, the least busy, takes the whole write: on an idle one the calling thread
-  // writes every chunk and reads the answers itself (Connection::call_all), with no hand-off to
-  // an I/O thread. The mount keeps several writes in flight, and each goes to a connection of
-  // its own, so the pool still works in parallel. Appends stay on one connection, in order.
-  auto h = (flags_ & O_APPEND) ? any_handle() : handle_on(backend_->pick_slot());
+  // One connection takes the whole write: on an idle one the calling thread writes every chunk
+  // and reads the answers itself (Connection::call_all), with no hand-off to an I/O thread. A
+  // large write goes to the least busy connection: the mount keeps several in flight, each on a
+  // connection of its own, so the pool works in parallel (a handle is opened there once per
+  // file). A small one stays on a connection the file is open on already: an extra OPEN would
+  // cost more than it saves. Appends stay on one connection, in order.
+  const bool large = data.size() > (256u << 10);
+  auto h = (flags_ & O_APPEND) || !large ? any_handle() : handle_on(backend_->pick_slot());
   if (!h) h = any_handle();
   if (!h) return R::failure(h.error());
   const uint64_t chunk =
