@@ -30,6 +30,27 @@ struct AttrChange {
   std::optional<uint32_t> uid, gid;
   std::optional<uint64_t> size;
   std::optional<int64_t> atime_s, mtime_s;  // seconds; SFTP v3 keeps no finer times
+
+  // The SETSTAT attributes for mode, owner and times (not the size: layouts truncate their own
+  // way), the half of a pair that is not changed taken from `current`.
+  sftp::Attrs setstat_attrs(const sftp::Attrs& current) const {
+    sftp::Attrs a;
+    if (mode) {
+      a.flags |= sftp::ATTR_PERMISSIONS;
+      a.permissions = *mode & 07777;
+    }
+    if (uid || gid) {
+      a.flags |= sftp::ATTR_UIDGID;
+      a.uid = uid.value_or(current.uid);
+      a.gid = gid.value_or(current.gid);
+    }
+    if (atime_s || mtime_s) {
+      a.flags |= sftp::ATTR_ACMODTIME;
+      a.atime = uint32_t(atime_s.value_or(current.atime));
+      a.mtime = uint32_t(mtime_s.value_or(current.mtime));
+    }
+    return a;
+  }
 };
 
 // An open file, whatever the layout behind it.

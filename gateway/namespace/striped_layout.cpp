@@ -157,21 +157,7 @@ Result<sftp::Attrs> StripedLayout::setattr(const std::string& rel, const AttrCha
   auto cur = getattr(rel);
   if (!cur) return R::failure(cur.error());
   bool reg = S_ISREG(cur->permissions), dir = S_ISDIR(cur->permissions);
-  sftp::Attrs a;
-  if (ch.mode) {
-    a.flags |= sftp::ATTR_PERMISSIONS;
-    a.permissions = *ch.mode & 07777;
-  }
-  if (ch.uid || ch.gid) {
-    a.flags |= sftp::ATTR_UIDGID;
-    a.uid = ch.uid.value_or(cur->uid);
-    a.gid = ch.gid.value_or(cur->gid);
-  }
-  if (ch.atime_s || ch.mtime_s) {
-    a.flags |= sftp::ATTR_ACMODTIME;
-    a.atime = uint32_t(ch.atime_s.value_or(cur->atime));
-    a.mtime = uint32_t(ch.mtime_s.value_or(cur->mtime));
-  }
+  sftp::Attrs a = ch.setstat_attrs(*cur);
   if ((ch.size || a.flags) && (reg || dir)) {
     auto st = all_up();
     if (!st) return R::failure(st.error());

@@ -137,21 +137,7 @@ Result<sftp::Attrs> UnionLayout::setattr(const std::string& rel, const AttrChang
   using R = Result<sftp::Attrs>;
   auto first = find(rel);
   if (!first) return R::failure(first.error());
-  sftp::Attrs a;
-  if (ch.mode) {
-    a.flags |= sftp::ATTR_PERMISSIONS;
-    a.permissions = *ch.mode & 07777;
-  }
-  if (ch.uid || ch.gid) {
-    a.flags |= sftp::ATTR_UIDGID;
-    a.uid = ch.uid.value_or(first->attrs.uid);
-    a.gid = ch.gid.value_or(first->attrs.gid);
-  }
-  if (ch.atime_s || ch.mtime_s) {
-    a.flags |= sftp::ATTR_ACMODTIME;
-    a.atime = uint32_t(ch.atime_s.value_or(first->attrs.atime));
-    a.mtime = uint32_t(ch.mtime_s.value_or(first->attrs.mtime));
-  }
+  sftp::Attrs a = ch.setstat_attrs(first->attrs);
   if (ch.size && open && branches_.size() == 1) {
     // Through the caller's handle: works even where the path itself no longer allows writing.
     if (!first->branch->writable()) return R::failure(EROFS);
