@@ -162,6 +162,36 @@ struct GatewayClient::Stubs {
     async_cv.wait(lock, [&] { return async_calls == 0; });
   }
 
+  // Starts one asynchronous call: `fill(request)` writes the request, `issue(context, request,
+  // reply, callback)` starts it on the stub, and `finish` gets, exactly once and on a gRPC thread
+  // (so it must not block), the reply or the errno: of the call (its gRPC status, logged here)
+  // or of the reply's `error`. The destructor waits for calls still in flight.
+  template <typename Request, typename Reply, typename Fill, typename Issue, typename Finish>
+  void start_async(const GatewayOptions& options, const char* method, std::string path, Fill&& fill,
+                   Issue&& issue, Finish finish) {
+    using Call = AsyncCall<Request, Reply>;
+    auto* call = new Call;
+    prepare(options, options.timeout, &call->context);
+    fill(call->request);
+    async_started();
+    issue(&call->context, &call->request, &call->reply,
+          [this, call, method, path = std::move(path),
+           finish = std::move(finish)](grpc::Status status) mutable {
+            std::unique_ptr<Call> owned(call);
+            if (!status.ok()) {
+              log_failure(method, path, status);
+              finish(Result<Reply*>::failure(errno_from_status(status)));
+            } else if (owned->reply.error() != 0) {
+              spdlog::debug("gateway {} {}: errno {}", method, path, owned->reply.error());
+              finish(Result<Reply*>::failure(errno_from_reply(owned->reply.error())));
+            } else {
+              finish(&owned->reply);
+            }
+            owned.reset();
+            async_finished();
+          });
+  }
+
   // One unary call: a fresh context with deadline and token, the gRPC status and the reply's
   // `error` both turned into the Result.
   template <typename Reply, typename Invoke>
@@ -470,79 +500,43 @@ Status GatewayClient::release(const FileRef& file) const {
 }
 
 void GatewayClient::release_async(const FileRef& file) const {
-  using Call = Stubs::AsyncCall<pb::FileRef, pb::ErrorReply>;
-  auto* call = new Call;
-  Stubs::prepare(options_, options_.timeout, &call->context);
-  to_proto(options_.ns, file, &call->request);
-  Stubs* stubs = stubs_.get();
-  stubs->async_started();
-  stubs->data->async()->Release(&call->context, &call->request, &call->reply,
-                                [stubs, call](grpc::Status status) {
-                                  std::unique_ptr<Call> owned(call);
-                                  if (!status.ok()) {
-                                    Stubs::log_failure("Release", owned->request.path(), status);
-                                  } else if (owned->reply.error() != 0) {
-                                    spdlog::warn("release {}: errno {} (ignored)",
-                                                 owned->request.path(), owned->reply.error());
-                                  }
-                                  owned.reset();
-                                  stubs->async_finished();
-                                });
+  stubs_->start_async<pb::FileRef, pb::ErrorReply>(
+      options_, "Release", file.path, [&](pb::FileRef& req) { to_proto(options_.ns, file, &req); },
+      [&](auto... args) { stubs_->data->async()->Release(args...); },
+      [path = file.path](Result<pb::ErrorReply*> reply) {
+        if (!reply) spdlog::warn("release {}: errno {} (ignored)", path, reply.error());
+      });
 }
 
 void GatewayClient::read_async(const FileRef& file, std::uint64_t offset, std::uint32_t size,
                                ReadDone done) const {
-  using Call = Stubs::AsyncCall<pb::ReadRequest, pb::ReadReply>;
-  auto* call = new Call;
-  Stubs::prepare(options_, options_.timeout, &call->context);
-  to_proto(options_.ns, file, call->request.mutable_file());
-  call->request.set_offset(offset);
-  call->request.set_size(size);
-  Stubs* stubs = stubs_.get();
-  stubs->async_started();
-  stubs->data->async()->Read(
-      &call->context, &call->request, &call->reply,
-      [stubs, call, done = std::move(done)](grpc::Status status) {
-        std::unique_ptr<Call> owned(call);
-        if (!status.ok()) {
-          Stubs::log_failure("Read", owned->request.file().path(), status);
-          done(Result<std::string>::failure(errno_from_status(status)));
-        } else if (owned->reply.error() != 0) {
-          done(Result<std::string>::failure(errno_from_reply(owned->reply.error())));
-        } else {
-          done(std::move(*owned->reply.mutable_data()));
-        }
-        owned.reset();
-        stubs->async_finished();
+  stubs_->start_async<pb::ReadRequest, pb::ReadReply>(
+      options_, "Read", file.path,
+      [&](pb::ReadRequest& req) {
+        to_proto(options_.ns, file, req.mutable_file());
+        req.set_offset(offset);
+        req.set_size(size);
+      },
+      [&](auto... args) { stubs_->data->async()->Read(args...); },
+      [done = std::move(done)](Result<pb::ReadReply*> reply) {
+        if (!reply) return done(Result<std::string>::failure(reply.error()));
+        done(std::move(*(*reply)->mutable_data()));
       });
 }
 
 void GatewayClient::write_async(const FileRef& file, std::uint64_t offset, std::string data,
                                 WriteDone done) const {
-  using Call = Stubs::AsyncCall<pb::WriteRequest, pb::WriteReply>;
-  auto* call = new Call;
-  Stubs::prepare(options_, options_.timeout, &call->context);
-  to_proto(options_.ns, file, call->request.mutable_file());
-  call->request.set_offset(offset);
-  call->request.set_data(std::move(data));
-  Stubs* stubs = stubs_.get();
-  stubs->async_started();
-  stubs->data->async()->Write(
-      &call->context, &call->request, &call->reply,
-      [stubs, call, done = std::move(done)](grpc::Status status) {
-        std::unique_ptr<Call> owned(call);
-        if (!status.ok()) {
-          Stubs::log_failure("Write", owned->request.file().path(), status);
-          done(Result<std::uint32_t>::failure(errno_from_status(status)));
-        } else if (owned->reply.error() != 0) {
-          spdlog::debug("gateway Write {}: errno {}", owned->request.file().path(),
-                        owned->reply.error());
-          done(Result<std::uint32_t>::failure(errno_from_reply(owned->reply.error())));
-        } else {
-          done(owned->reply.written());
-        }
-        owned.reset();
-        stubs->async_finished();
+  stubs_->start_async<pb::WriteRequest, pb::WriteReply>(
+      options_, "Write", file.path,
+      [&](pb::WriteRequest& req) {
+        to_proto(options_.ns, file, req.mutable_file());
+        req.set_offset(offset);
+        req.set_data(std::move(data));
+      },
+      [&](auto... args) { stubs_->data->async()->Write(args...); },
+      [done = std::move(done)](Result<pb::WriteReply*> reply) {
+        if (!reply) return done(Result<std::uint32_t>::failure(reply.error()));
+        done((*reply)->written());
       });
 }
 
