@@ -38,7 +38,8 @@ class RemoteFile final : public OpenFile {
   // several connections and short server replies are continued. Concurrent reads of the same
   // range of the same file share one fetch (ReadCollapser).
   Result<std::string> read(uint64_t offset, uint32_t size) override;
-  // Writes all of `data`, pipelined over several connections; the first error is returned.
+  // Writes all of `data`, its chunks pipelined on one connection (see write_pipelined); the
+  // first error is returned.
   Result<uint32_t> write(uint64_t offset, std::string_view data) override;
   Status fsync() override;
   Status truncate(uint64_t size) override;

@@ -207,6 +207,16 @@ Connection::~Connection() {
   if (abort_fd_ >= 0) close(abort_fd_);
 }
 
+std::string Connection::why(const char* what) const {
+  const char* detail = ssh_get_error(session_);
+  return describe(endpoint_) + ": " + what + (detail[0] ? std::string(": ") + detail : "");
+}
+
+std::string Connection::deadline_missed() const {
+  return describe(endpoint_) + ": no reply within " + std::to_string(endpoint_.timeout.count()) +
+         " ms";
+}
+
 void Connection::report_hung(const std::string& why) {
   if (on_hung_ && !hung_reported_.exchange(true)) on_hung_(why);
 }
@@ -292,7 +302,6 @@ std::vector<Result<Reply>> Connection::call_all(std::vector<std::string> framed)
 
 std::vector<Result<Reply>> Connection::call_direct(const std::vector<std::string>& framed,
                                                    uint32_t first_id) {
-  const std::string who = describe(endpoint_);
   const auto deadline = std::chrono::steady_clock::now() + endpoint_.timeout;
   std::vector<std::optional<Reply>> got(framed.size());
   auto finish = [&] {
@@ -305,15 +314,14 @@ std::vector<Result<Reply>> Connection::call_direct(const std::vector<std::string
   if (!alive_) return finish();
   for (auto& f : framed) {
     if (ssh_channel_write(channel_, f.data(), uint32_t(f.size())) != int(f.size())) {
-      mark_dead(who + ": write failed: " + ssh_get_error(session_));
+      mark_dead(why("write failed"));
       return finish();
     }
   }
   bool hangup = false;
   for (;;) {
     if (!drain_replies(hangup, first_id, &got) || !ssh_is_connected(session_)) {
-      mark_dead(who + ": connection lost" +
-                (ssh_get_error(session_)[0] ? std::string(": ") + ssh_get_error(session_) : ""));
+      mark_dead(why("connection lost"));
       return finish();
     }
     if (std::all_of(got.begin(), got.end(), [](auto& g) { return g.has_value(); })) {
@@ -321,17 +329,16 @@ std::vector<Result<Reply>> Connection::call_direct(const std::vector<std::string
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      const std::string why =
-          who + ": no reply within " + std::to_string(endpoint_.timeout.count()) + " ms";
-      mark_dead(why);
-      report_hung(why);
+      const std::string reason = deadline_missed();
+      mark_dead(reason);
+      report_hung(reason);
       return finish();
     }
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     pollfd fds[2] = {{ssh_get_fd(session_), POLLIN, 0}, {abort_fd_, POLLIN, 0}};
     if (poll(fds, 2, int(ms)) < 0 && errno != EINTR) {
-      mark_dead(who + ": poll failed");
+      mark_dead(describe(endpoint_) + ": poll failed");
       return finish();
     }
     if (fds[1].revents & POLLIN) return finish();  // shut down by its owner meanwhile
@@ -418,7 +425,6 @@ bool Connection::drain_replies(bool hangup, uint32_t first_id,
 }
 
 void Connection::io_loop() {
-  const std::string who = describe(endpoint_);
   bool hangup = false;
   while (!stopping_) {
     std::unique_lock ssh(ssh_mu_);
@@ -449,14 +455,13 @@ void Connection::io_loop() {
       framed.clear();
     }
     if (write_failed || !ssh_is_connected(session_)) {
-      fail_all(who + ": write failed: " + ssh_get_error(session_));
+      fail_all(why("write failed"));
       return;
     }
 
     // 2. Drain every reply that has arrived.
     if (!drain_replies(hangup) || !ssh_is_connected(session_)) {
-      fail_all(who + ": connection lost" +
-               (ssh_get_error(session_)[0] ? std::string(": ") + ssh_get_error(session_) : ""));
+      fail_all(why("connection lost"));
       return;
     }
 
@@ -467,11 +472,10 @@ void Connection::io_loop() {
     int timeout_ms = -1;
     for (auto& [_, p] : pending_) {
       if (p.deadline <= now) {
-        const std::string why =
-            who + ": no reply within " + std::to_string(endpoint_.timeout.count()) + " ms";
-        fail_all(why);
+        const std::string reason = deadline_missed();
+        fail_all(reason);
         ssh.unlock();
-        report_hung(why);
+        report_hung(reason);
         return;
       }
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now).count() + 1;
@@ -486,7 +490,7 @@ void Connection::io_loop() {
     }
     if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
       std::lock_guard relock(ssh_mu_);
-      fail_all(who + ": poll failed");
+      fail_all(describe(endpoint_) + ": poll failed");
       return;
     }
     if (fds[1].revents & POLLIN) {
@@ -497,7 +501,7 @@ void Connection::io_loop() {
     hangup = fds[0].revents & (POLLHUP | POLLERR | POLLRDHUP);
   }
   std::lock_guard ssh(ssh_mu_);
-  if (alive_) fail_all(who + ": connection closed");
+  if (alive_) fail_all(describe(endpoint_) + ": connection closed");
 }
 
 }  // namespace skein::sftp

@@ -102,6 +102,10 @@ class Connection {
   void release_read_bytes(size_t n);
 
   void report_hung(const std::string& why);
+  // Why the connection died, naming it: "user@host:port: WHAT[: libssh's error]", and the
+  // message of a missed deadline.
+  std::string why(const char* what) const;
+  std::string deadline_missed() const;
 
   OnHung on_hung_;
   std::atomic<bool> hung_reported_{false};
