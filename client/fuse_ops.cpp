@@ -190,6 +190,18 @@ Result<std::vector<DirEntry>> fetch_listing(fuse_req_t req, fuse_ino_t ino) {
   return entries;
 }
 
+// Fetches `dir`'s listing afresh, under a ticket taken before; the caller holds dir.mu (or owns
+// a handle nobody else sees yet).
+Status fetch_into(fuse_req_t req, fuse_ino_t ino, DirHandle& dir) {
+  CachePolicy::Ticket ticket = mount_of(req).cache.ticket();
+  auto fresh = fetch_listing(req, ino);
+  if (!fresh) return Status::failure(fresh.error());
+  dir.entries = fresh.take();
+  dir.ticket = ticket;
+  dir.fetched = true;
+  return ok_status();
+}
+
 // readdir and readdirplus: entries from `off` on, as many as fit in `size` bytes.
 void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
                    bool plus) {
@@ -197,12 +209,7 @@ void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   DirHandle& dir = dir_handle(fi);
   std::unique_lock lock(dir.mu);
   if (!dir.fetched || (off == 0 && dir.served)) {  // first call, or rewinddir: what is there now
-    CachePolicy::Ticket ticket = mount.cache.ticket();
-    auto fresh = fetch_listing(req, ino);
-    if (!fresh) return (void)fuse_reply_err(req, fresh.error());
-    dir.entries = fresh.take();
-    dir.ticket = ticket;
-    dir.fetched = true;
+    if (Status fetched = fetch_into(req, ino, dir); !fetched) return reply_status(req, fetched);
   }
   dir.served = true;
   // readdirplus needs the directory's path to name entries; plain readdir only for their d_ino.
@@ -540,11 +547,7 @@ void skein_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   dir->cache_readdir = mount.cache.may_cache_listing();
   const bool keep = dir->cache_readdir && mount.cache.keep_listing(ino);
   if (!keep) {
-    dir->ticket = mount.cache.ticket();
-    auto listing = fetch_listing(req, ino);
-    if (!listing) return (void)fuse_reply_err(req, listing.error());
-    dir->entries = listing.take();
-    dir->fetched = true;
+    if (Status fetched = fetch_into(req, ino, *dir); !fetched) return reply_status(req, fetched);
   }
   fi->cache_readdir = dir->cache_readdir ? 1 : 0;
   fi->keep_cache = keep ? 1 : 0;
