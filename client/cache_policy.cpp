@@ -23,7 +23,7 @@ void CachePolicy::sent_attrs(InodeNumber ino, const FileAttr& attr, Ticket t) {
   k.sent_size = attr.size;
   // Read under the lock: an invalidation bumps the state before it takes the lock to forget.
   const std::uint64_t now = state_.load(std::memory_order_acquire);
-  if ((attr.mode & S_IFMT) == S_IFDIR && (now & 1) != 0 && now == t.word_) {
+  if ((attr.mode & S_IFMT) == S_IFDIR && healthy_throughout(now, t)) {
     k.dir_attrs = attr;
   } else {
     k.dir_attrs.reset();
@@ -33,15 +33,14 @@ void CachePolicy::sent_attrs(InodeNumber ino, const FileAttr& attr, Ticket t) {
 CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, std::int64_t mtime_ns,
                                               std::uint64_t size) {
   const std::uint64_t now = state_.load(std::memory_order_acquire);
-  const bool healthy_throughout = (now & 1) != 0 && now == t.word_;
+  const bool kept = healthy_throughout(now, t);
   OpenDecision decision;
   std::lock_guard lock(mu_);
   Known& k = known_[ino];
   decision.refresh_attrs = !k.sent || k.sent_mtime_ns != mtime_ns || k.sent_size != size;
-  decision.keep_cache =
-      healthy_throughout && k.opened && k.open_mtime_ns == mtime_ns && k.open_size == size;
+  decision.keep_cache = kept && k.opened && k.open_mtime_ns == mtime_ns && k.open_size == size;
   // Attributes that may predate an invalidation are no basis for keeping pages next time.
-  k.opened = healthy_throughout;
+  k.opened = kept;
   k.open_mtime_ns = mtime_ns;
   k.open_size = size;
   if (decision.refresh_attrs) k.sent = false;  // the kernel will ask again
@@ -53,7 +52,7 @@ void CachePolicy::listed(Ticket t, InodeNumber ino) {
   // to forget `ino`, so either this sees the bump or the invalidation comes after and clears it.
   std::lock_guard lock(mu_);
   const std::uint64_t now = state_.load(std::memory_order_acquire);
-  if ((now & 1) == 0 || now != t.word_) return;  // not healthy throughout: no basis to keep it
+  if (!healthy_throughout(now, t)) return;  // no basis to keep it
   known_[ino].listed = true;
 }
 
@@ -83,7 +82,7 @@ void CachePolicy::post_op_attrs(InodeNumber dir, const FileAttr& attr, const Mut
   if (it == known_.end()) return;  // the kernel holds nothing of it
   it->second.dir_attrs.reset();
   const std::uint64_t now = state_.load(std::memory_order_acquire);
-  if ((now & 1) == 0 || now != m.ticket.word_) return;
+  if (!healthy_throughout(now, m.ticket)) return;
   if (mutations_.load(std::memory_order_acquire) != m.number) return;  // another change began
   it->second.dir_attrs = attr;
 }

@@ -128,6 +128,11 @@ class CachePolicy {
 
   // Bumps the epoch, keeping the healthy bit.
   void bump();
+  // Whether state `now` is the one ticket `t` was taken in, healthy: no invalidation, loss or
+  // renewal of the stream since.
+  static bool healthy_throughout(std::uint64_t now, Ticket t) {
+    return (now & 1) != 0 && now == t.word_;
+  }
 
   Options options_;
   // Bit 0: healthy. Bits 1..63: an epoch, bumped by every invalidation and every state change.

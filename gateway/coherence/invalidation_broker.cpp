@@ -187,7 +187,7 @@ void InvalidationBroker::changed_elsewhere(const std::string& ns,
     }
     std::vector<v1::Invalidation> news;
     for (auto& i : items)
-      if (!is_echo_locked(ns, i.path(), id)) news.push_back(i);
+      if (auto* r = recent_locked(ns, i.path()); !r || r->origin != id) news.push_back(i);
     if (!news.empty()) send_locked(it->second, news);
   }
 }
@@ -206,21 +206,24 @@ void InvalidationBroker::note_recent_locked(const std::string& ns, const std::st
   }
 }
 
-bool InvalidationBroker::recently_changed_locked(const std::string& ns, const std::string& path) {
+const InvalidationBroker::Recent* InvalidationBroker::recent_locked(const std::string& ns,
+                                                                    const std::string& path) const {
   auto it = recent_.find(ns + '\0' + path);
-  return it != recent_.end() &&
-         std::chrono::steady_clock::now() - it->second.at <= options_.echo_window;
+  if (it == recent_.end() ||
+      std::chrono::steady_clock::now() - it->second.at > options_.echo_window)
+    return nullptr;
+  return &it->second;
 }
 
 bool InvalidationBroker::recently_changed(const std::string& ns, const std::string& path) {
   std::lock_guard lock(mu_);
-  return recently_changed_locked(ns, path);
+  return recent_locked(ns, path) != nullptr;
 }
 
 bool InvalidationBroker::revalidated(const std::string& ns, const std::string& path,
                                      const std::optional<SeenAttrs>& before, const SeenAttrs& now) {
   std::lock_guard lock(mu_);
-  if (recently_changed_locked(ns, path)) return false;
+  if (recent_locked(ns, path)) return false;
   auto& set = interest(ns);
   if (set.seen_of(path) != before) return false;  // seen anew meanwhile: that is fresher
   if (!before || *before == now) {
@@ -235,13 +238,6 @@ bool InvalidationBroker::revalidated(const std::string& ns, const std::string& p
   }
   set.set_seen(path, now);
   return true;
-}
-
-bool InvalidationBroker::is_echo_locked(const std::string& ns, const std::string& path,
-                                        SessionId session) {
-  auto it = recent_.find(ns + '\0' + path);
-  return it != recent_.end() && it->second.origin == session &&
-         std::chrono::steady_clock::now() - it->second.at <= options_.echo_window;
 }
 
 std::vector<std::string> InvalidationBroker::namespaces() const {

@@ -100,8 +100,6 @@ class InvalidationBroker {
   void drop_locked(SessionId id, const std::string& why);
   // Remembers that `origin` changed `path` now; forgets what is older than the echo window.
   void note_recent_locked(const std::string& ns, const std::string& path, SessionId origin);
-  bool is_echo_locked(const std::string& ns, const std::string& path, SessionId session);
-  bool recently_changed_locked(const std::string& ns, const std::string& path);
 
   Options options_;
   mutable std::mutex mu_;
@@ -114,6 +112,8 @@ class InvalidationBroker {
     SessionId origin;
     std::chrono::steady_clock::time_point at;
   };
+  // Who changed `path` through the gateway within the echo window, if anybody.
+  const Recent* recent_locked(const std::string& ns, const std::string& path) const;
   std::unordered_map<std::string, Recent> recent_;  // key: namespace '\0' path
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> recent_order_;
 };
