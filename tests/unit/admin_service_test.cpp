@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "gateway.hpp"
+#include "temp_key_dir.hpp"
 
 namespace {
 
@@ -18,17 +19,8 @@ using skein::v1::Admin;
 
 class AdminServiceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/skein-admin-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    key_ = dir_ + "/id";
-    kh_ = dir_ + "/known_hosts";
-    std::ofstream(key_) << "key";
-    std::ofstream(kh_) << "";
-  }
   void TearDown() override {
     if (server_) server_->Shutdown();
-    std::system(("rm -rf '" + dir_ + "'").c_str());
   }
 
   // Backends a, b, c on a port where nothing listens; namespace "ns" with /a = a and
@@ -92,7 +84,8 @@ class AdminServiceTest : public ::testing::Test {
     return "";
   }
 
-  std::string dir_, key_, kh_;
+  skein::test::TempKeyDir files_{"skein-admin-test"};
+  const std::string &dir_ = files_.dir, &key_ = files_.key, &kh_ = files_.known_hosts;
   std::unique_ptr<skein::Gateway> gateway_;
   std::unique_ptr<skein::AdminService> service_;
   std::unique_ptr<grpc::Server> server_;

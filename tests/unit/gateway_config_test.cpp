@@ -6,23 +6,12 @@
 #include <cstdio>
 #include <fstream>
 
+#include "temp_key_dir.hpp"
+
 namespace {
 
 class GatewayConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/skein-config-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    key_ = dir_ + "/id";
-    kh_ = dir_ + "/known_hosts";
-    std::ofstream(key_) << "key";
-    std::ofstream(kh_) << "";
-  }
-  void TearDown() override {
-    std::remove(key_.c_str());
-    std::remove(kh_.c_str());
-    std::remove(dir_.c_str());
-  }
   std::string backend(const std::string& name = "a") {
     return "[[backend]]\nname = \"" + name +
            "\"\nhost = \"127.0.0.1\"\nport = 2222\nuser = \"root\"\n" + "identity_file = \"" +
@@ -41,7 +30,8 @@ class GatewayConfigTest : public ::testing::Test {
     }
     return "";
   }
-  std::string dir_, key_, kh_;
+  skein::test::TempKeyDir files_{"skein-config-test"};
+  const std::string &dir_ = files_.dir, &key_ = files_.key, &kh_ = files_.known_hosts;
 };
 
 }  // namespace
