@@ -551,8 +551,11 @@ TEST_F(Coherence, SkeinLocalStopAndStartGatewaySwitchesMountsToSafeModeAndBack) 
       << out;
   EXPECT_GE(wait_until([&] { return healthy(mount0); }, 15s), 0) << status_of(mount0);
   EXPECT_NE(status_of(mount0).find("entry ttl: 3600 s"), std::string::npos) << status_of(mount0);
+  // The other mount reconnects on its own schedule: wait for it too before reading through it.
+  const std::string mount1 = cluster_->mount(1);
+  EXPECT_GE(wait_until([&] { return healthy(mount1); }, 15s), 0) << status_of(mount1);
   ASSERT_TRUE(write_file(mount0 + "/srv0/after-restart", "ok"));
-  EXPECT_EQ(read_file(cluster_->mount(1) + "/srv0/after-restart"), "ok");
+  EXPECT_EQ(read_file(mount1 + "/srv0/after-restart"), "ok");
 }
 
 }  // namespace
