@@ -4,6 +4,7 @@
 // said no: passed through as it is).
 #include "gateway_client.hpp"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "skein/v1/fs.grpc.pb.h"
+#include "wire/bulk_message.hpp"
 
 namespace skein::client {
 namespace {
@@ -134,6 +136,8 @@ void watch_connection(std::stop_token stop, std::shared_ptr<grpc::Channel> chann
 struct GatewayClient::Stubs {
   std::unique_ptr<pb::Namespace::Stub> names;
   std::unique_ptr<pb::Data::Stub> data;
+  // Read and Write, whose contents are framed by hand (wire/bulk_message.hpp).
+  std::unique_ptr<grpc::GenericStub> bulk;
   // Asynchronous calls not yet finished; the client is not destroyed while there are any.
   std::mutex async_mu;
   std::condition_variable async_cv;
@@ -192,6 +196,45 @@ struct GatewayClient::Stubs {
           });
   }
 
+  // start_async() for the Data calls that carry file contents, through the generic stub: the
+  // request goes as it was framed, and `finish` gets the reply with the contents of its
+  // `bytes_field` (0: none) apart, as views of the received message.
+  template <typename Reply, typename Finish>
+  void start_bulk(const GatewayOptions& options, const char* method, const char* rpc,
+                  std::string path, grpc::ByteBuffer request, int bytes_field, Finish finish) {
+    struct Call {
+      grpc::ClientContext context;
+      grpc::ByteBuffer request;
+      grpc::ByteBuffer reply;
+    };
+    auto* call = new Call;
+    call->request = std::move(request);
+    prepare(options, options.timeout, &call->context);
+    async_started();
+    bulk->UnaryCall(
+        &call->context, rpc, grpc::StubOptions(), &call->request, &call->reply,
+        [this, call, method, bytes_field, path = std::move(path),
+         finish = std::move(finish)](grpc::Status status) mutable {
+          std::unique_ptr<Call> owned(call);
+          Reply reply;
+          SharedBytes bytes;
+          if (!status.ok()) {
+            log_failure(method, path, status);
+            finish(Result<Reply*>::failure(errno_from_status(status)), std::move(bytes));
+          } else if (!wire::parse_with_bytes(owned->reply, bytes_field, reply, bytes)) {
+            spdlog::warn("gateway {} {}: malformed reply", method, path);
+            finish(Result<Reply*>::failure(EIO), SharedBytes());
+          } else if (reply.error() != 0) {
+            spdlog::debug("gateway {} {}: errno {}", method, path, reply.error());
+            finish(Result<Reply*>::failure(errno_from_reply(reply.error())), SharedBytes());
+          } else {
+            finish(&reply, std::move(bytes));
+          }
+          owned.reset();
+          async_finished();
+        });
+  }
+
   // One unary call: a fresh context with deadline and token, the gRPC status and the reply's
   // `error` both turned into the Result.
   template <typename Reply, typename Invoke>
@@ -243,6 +286,7 @@ GatewayClient::GatewayClient(std::shared_ptr<grpc::Channel> channel, GatewayOpti
     : options_(std::move(options)), stubs_(std::make_unique<Stubs>()) {
   stubs_->names = pb::Namespace::NewStub(channel);
   stubs_->data = pb::Data::NewStub(channel);
+  stubs_->bulk = std::make_unique<grpc::GenericStub>(channel);
   if (options_.watch_connection) stubs_->connection_watch = std::jthread(watch_connection, channel);
 }
 
@@ -510,31 +554,31 @@ void GatewayClient::release_async(const FileRef& file) const {
 
 void GatewayClient::read_async(const FileRef& file, std::uint64_t offset, std::uint32_t size,
                                ReadDone done) const {
-  stubs_->start_async<pb::ReadRequest, pb::ReadReply>(
-      options_, "Read", file.path,
-      [&](pb::ReadRequest& req) {
-        to_proto(options_.ns, file, req.mutable_file());
-        req.set_offset(offset);
-        req.set_size(size);
-      },
-      [&](auto... args) { stubs_->data->async()->Read(args...); },
-      [done = std::move(done)](Result<pb::ReadReply*> reply) {
-        if (!reply) return done(Result<std::string>::failure(reply.error()));
-        done(std::move(*(*reply)->mutable_data()));
+  pb::ReadRequest req;
+  to_proto(options_.ns, file, req.mutable_file());
+  req.set_offset(offset);
+  req.set_size(size);
+  grpc::ByteBuffer request;
+  bool own;
+  grpc::SerializationTraits<pb::ReadRequest>::Serialize(req, &request, &own);
+  stubs_->start_bulk<pb::ReadReply>(
+      options_, "Read", "/skein.v1.Data/Read", file.path, std::move(request),
+      pb::ReadReply::kDataFieldNumber,
+      [done = std::move(done)](Result<pb::ReadReply*> reply, SharedBytes data) {
+        if (!reply) return done(Result<SharedBytes>::failure(reply.error()));
+        done(std::move(data));
       });
 }
 
 void GatewayClient::write_async(const FileRef& file, std::uint64_t offset, std::string data,
                                 WriteDone done) const {
-  stubs_->start_async<pb::WriteRequest, pb::WriteReply>(
-      options_, "Write", file.path,
-      [&](pb::WriteRequest& req) {
-        to_proto(options_.ns, file, req.mutable_file());
-        req.set_offset(offset);
-        req.set_data(std::move(data));
-      },
-      [&](auto... args) { stubs_->data->async()->Write(args...); },
-      [done = std::move(done)](Result<pb::WriteReply*> reply) {
+  pb::WriteRequest head;
+  to_proto(options_.ns, file, head.mutable_file());
+  head.set_offset(offset);
+  stubs_->start_bulk<pb::WriteReply>(
+      options_, "Write", "/skein.v1.Data/Write", file.path,
+      wire::serialize_with_bytes(head, pb::WriteRequest::kDataFieldNumber, std::move(data)), 0,
+      [done = std::move(done)](Result<pb::WriteReply*> reply, SharedBytes) {
         if (!reply) return done(Result<std::uint32_t>::failure(reply.error()));
         done((*reply)->written());
       });

@@ -15,6 +15,7 @@
 
 #include "file_attr.hpp"
 #include "skein/result.hpp"
+#include "skein/shared_bytes.hpp"
 
 namespace grpc {
 class Channel;
@@ -127,12 +128,13 @@ class GatewayClient {
   Status fsync(const FileRef& file, bool datasync) const;
   Status release(const FileRef& file) const;
 
-  // Read and Write without waiting, for read-ahead and write-behind: `done` runs exactly once, on
-  // a gRPC thread (so it must not block), with what read() or write() would have returned. The
-  // destructor waits for every call still in flight.
   // Release without waiting for the answer; a failure is logged.
   void release_async(const FileRef& file) const;
-  using ReadDone = std::function<void(Result<std::string>)>;
+  // Read and Write without waiting, for read-ahead and write-behind: `done` runs exactly once, on
+  // a gRPC thread (so it must not block), with what read() or write() would have returned. The
+  // destructor waits for every call still in flight. Neither copies the contents on the way:
+  // read_async's come as views of the received message, write_async's go from `data` itself.
+  using ReadDone = std::function<void(Result<SharedBytes>)>;
   using WriteDone = std::function<void(Result<std::uint32_t>)>;
   void read_async(const FileRef& file, std::uint64_t offset, std::uint32_t size,
                   ReadDone done) const;

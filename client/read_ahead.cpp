@@ -44,7 +44,7 @@ struct ReadAhead::Block {
   // Guarded by Shared::mu until `done`; `data` and `error` never change after it.
   bool done = false;
   int error = 0;
-  std::string data;
+  SharedBytes data;
   std::uint64_t served = 0;  // bytes handed to readers; guarded by Shared::mu
 };
 
@@ -79,7 +79,7 @@ std::size_t ReadAhead::blocks() const {
 
 void ReadAhead::start(const std::shared_ptr<Shared>& shared, const std::shared_ptr<Block>& block,
                       const Fetch& fetch) {
-  fetch(block->offset, block->asked, [shared, block](Result<std::string> got) {
+  fetch(block->offset, block->asked, [shared, block](Result<SharedBytes> got) {
     {
       std::lock_guard lock(shared->mu);
       if (got)
@@ -163,7 +163,7 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
       break;
     }
     const std::uint64_t n = std::min<std::uint64_t>(b->data.size() - in_block, end - pos);
-    out.pieces.emplace_back(b->data.data() + in_block, n);
+    b->data.view(in_block, n, out.pieces);
     out.held.push_back(b);
     out.size += n;
     pos += n;
@@ -186,7 +186,7 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
   if (direct->error != 0) return Result<ReadData>::failure(direct->error);
   size_hint_ = std::max(size_hint_, pos + direct->data.size());
   if (!direct->data.empty()) {
-    out.pieces.emplace_back(direct->data);
+    direct->data.view(0, direct->data.size(), out.pieces);
     out.held.push_back(direct);
     out.size += direct->data.size();
   }

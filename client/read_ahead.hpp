@@ -18,6 +18,7 @@
 
 #include "byte_budget.hpp"
 #include "skein/result.hpp"
+#include "skein/shared_bytes.hpp"
 
 namespace skein::client {
 
@@ -64,7 +65,7 @@ struct ReadData {
 
 class ReadAhead {
  public:
-  using FetchDone = std::function<void(Result<std::string>)>;
+  using FetchDone = std::function<void(Result<SharedBytes>)>;
   // Starts one gateway read of [offset, offset + size); `done` runs once, on any thread, with the
   // bytes (fewer only at end of file) or the errno.
   using Fetch = std::function<void(std::uint64_t offset, std::uint32_t size, FetchDone done)>;

@@ -113,10 +113,17 @@ class FakeFile {
     std::uint32_t size;
     ReadAhead::FetchDone done;
   };
-  Result<std::string> answer_for(std::uint64_t offset, std::uint32_t size) {
-    if (error_) return Result<std::string>::failure(error_);
-    if (offset >= size_) return std::string();
-    return bytes_of(offset, std::min<std::uint64_t>(size, size_ - offset), version_);
+  // The bytes come in uneven pieces of one buffer, as a received gRPC message's slices do.
+  Result<SharedBytes> answer_for(std::uint64_t offset, std::uint32_t size) {
+    if (error_) return Result<SharedBytes>::failure(error_);
+    if (offset >= size_) return SharedBytes();
+    auto whole = std::make_shared<const std::string>(
+        bytes_of(offset, std::min<std::uint64_t>(size, size_ - offset), version_));
+    std::vector<std::string_view> pieces;
+    const std::string_view all(*whole);
+    for (std::size_t at = 0, n = 1000; at < all.size(); at += n, n = n * 3 % 7919 + 1)
+      pieces.push_back(all.substr(at, n));
+    return SharedBytes(std::move(pieces), whole);
   }
 
   std::mutex mu_;
