@@ -3,7 +3,6 @@
 // fails the command, leaving no mount behind), and the gRPC channel the mount uses is created only
 // after the daemon has forked, because gRPC's threads do not survive a fork.
 #include <fuse_lowlevel.h>
-#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +24,7 @@
 #include "fuse_ops.hpp"
 #include "gateway_client.hpp"
 #include "log_file.hpp"
+#include "skein/heap.hpp"
 #include "skein/logging.hpp"
 
 namespace {
@@ -266,14 +266,7 @@ skein::client::DataPath::Options data_path_options(const MountArgs& args) {
 }
 
 int run(const MountArgs& args, const std::string& token) {
-  // Read-ahead blocks and write requests are MiB-sized buffers made and freed all the time; past
-  // its mmap threshold glibc maps and unmaps each one, and every reuse pays a page fault per
-  // 4 KiB (a tenth of the mount's CPU when streaming). Keep them on the heap instead, in a few
-  // arenas that give back what they do not reuse: four readers at once peaked at 149 MiB RSS with
-  // a 64 MiB trim threshold and an arena per thread, 110 MiB like this.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 8 << 20);
-  mallopt(M_ARENA_MAX, 4);
+  skein::keep_large_buffers_on_heap();
   skein::client::Mount mount;
   const std::string mount_id = new_mount_id();
   mount.cache.set_options({args.cache_ttl, args.safe_ttl});

@@ -16,6 +16,7 @@
 #include "gateway.hpp"
 #include "service/admin_service.hpp"
 #include "service/fs_services.hpp"
+#include "skein/heap.hpp"
 #include "skein/logging.hpp"
 
 int main(int argc, char** argv) {
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
             (log_level.empty() ? cfg.log_level : log_level).c_str());
     return 2;
   }
+
+  skein::keep_large_buffers_on_heap();
 
   // Block SIGTERM/SIGINT before any thread starts, so that every thread inherits the mask and
   // only the waiter below receives them.

@@ -396,27 +396,26 @@ void Connection::fail_all(const std::string& why) {
 
 bool Connection::drain_replies(bool hangup, uint32_t first_id,
                                std::vector<std::optional<Reply>>* wanted) {
-  if (chunk_.empty()) chunk_.resize(256 * 1024);
-  std::string body;
+  Reply reply;
   for (;;) {
-    int n = ssh_channel_read_nonblocking(channel_, chunk_.data(), uint32_t(chunk_.size()), 0);
+    auto space = in_.want();
+    int n = ssh_channel_read_nonblocking(channel_, space.data, uint32_t(space.size), 0);
     if (n == SSH_ERROR || (n == 0 && ssh_channel_is_eof(channel_))) return false;
     if (n == 0 && hangup) return false;  // the socket hung up and libssh has nothing more for us
     if (n <= 0) return true;
     hangup = false;
-    inbuf_.append(chunk_.data(), size_t(n));
-    uint8_t type;
+    in_.got(size_t(n));
     uint32_t id;
     bool bad;
-    while (take_packet(inbuf_, type, id, body, bad)) {
+    while (in_.take(reply, id, bad)) {
       if (wanted && id - first_id < wanted->size()) {
-        (*wanted)[id - first_id] = Reply{type, std::move(body)};
+        (*wanted)[id - first_id] = std::move(reply);
         continue;
       }
       auto it = pending_.find(id);
       if (it == pending_.end()) continue;  // e.g. a reply to a request that timed out
       release_read_bytes(it->second.read_bytes);
-      it->second.promise.set_value(Reply{type, std::move(body)});
+      it->second.promise.set_value(std::move(reply));
       pending_.erase(it);
       --in_flight_;
     }

@@ -128,8 +128,7 @@ class Connection {
   // one at a time. Lock order: ssh_mu_ before mu_ and window_mu_.
   std::mutex ssh_mu_;
   std::unordered_map<uint32_t, Pending> pending_;  // written, waiting for their replies
-  std::string inbuf_;
-  std::string chunk_;
+  PacketAssembler in_;
 
   // Bytes that outstanding READs may bring back. Kept under libssh's channel window (1.28 MB), so
   // replies always fit it: the server then never stalls writing a reply while we are blocked

@@ -126,29 +126,72 @@ std::optional<Attrs> PacketReader::attrs() {
   return a;
 }
 
-bool take_packet(std::string& buf, uint8_t& type, uint32_t& id, std::string& body, bool& bad) {
+Body::Body(size_t n) : data_(n ? std::make_unique_for_overwrite<char[]>(n) : nullptr), size_(n) {}
+
+Body::Body(std::string_view s) : Body(s.size()) {
+  if (!s.empty()) memcpy(data_.get(), s.data(), s.size());
+}
+
+PacketAssembler::PacketAssembler() : stage_(std::make_unique_for_overwrite<char[]>(kStage)) {}
+
+PacketAssembler::Space PacketAssembler::want() {
+  if (filling_) return {big_.body.data() + big_filled_, big_.body.size() - big_filled_};
+  if (begin_ == end_) {
+    begin_ = end_ = 0;
+  } else if (kStage - end_ < kDirect) {  // a small reply must still fit: move the rest down
+    memmove(stage_.get(), stage_.get() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  return {stage_.get() + end_, kStage - end_};
+}
+
+void PacketAssembler::got(size_t n) {
+  if (filling_)
+    big_filled_ += n;
+  else
+    end_ += n;
+}
+
+bool PacketAssembler::take(Reply& reply, uint32_t& id, bool& bad) {
   bad = false;
-  if (buf.size() < 4) return false;
-  uint32_t len = get_u32(buf.data());
-  if (len < 1 || len > kMaxPacket) {
+  if (filling_) {
+    if (big_filled_ < big_.body.size()) return false;
+    filling_ = false;
+    reply = std::move(big_);
+    id = big_id_;
+    return true;
+  }
+  const char* p = stage_.get() + begin_;
+  const size_t avail = end_ - begin_;
+  if (avail < 5) return false;
+  const uint32_t len = get_u32(p);
+  const uint8_t type = uint8_t(p[4]);
+  const size_t header = type == FXP_VERSION ? 5 : 9;
+  if (len < 1 || len > kMaxPacket || 4 + size_t(len) < header) {
     bad = true;
     return false;
   }
-  if (buf.size() < 4 + size_t(len)) return false;
-  type = uint8_t(buf[4]);
-  size_t header = 5;
-  id = 0;
-  if (type != FXP_VERSION) {
-    if (len < 5) {
-      bad = true;
-      return false;
-    }
-    id = get_u32(buf.data() + 5);
-    header = 9;
+  if (avail < header) return false;
+  const uint32_t packet_id = type == FXP_VERSION ? 0 : get_u32(p + 5);
+  const size_t total = 4 + size_t(len);
+  if (avail >= total) {
+    reply.type = type;
+    reply.body = Body(std::string_view(p + header, total - header));
+    id = packet_id;
+    begin_ += total;
+    return true;
   }
-  body.assign(buf.data() + header, 4 + len - header);
-  buf.erase(0, 4 + size_t(len));
-  return true;
+  if (total <= kDirect) return false;  // it fits the stage: wait for the rest there
+  // Large: give it its own body, move what is staged into it, and read the rest straight in.
+  big_.type = type;
+  big_.body = Body(total - header);
+  big_id_ = packet_id;
+  big_filled_ = avail - header;
+  memcpy(big_.body.data(), p + header, big_filled_);
+  begin_ = end_ = 0;
+  filling_ = true;
+  return false;
 }
 
 int status_to_errno(uint32_t code) {

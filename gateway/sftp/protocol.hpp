@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -133,15 +134,57 @@ class PacketReader {
   size_t pos_ = 0;
 };
 
+// Bytes allocated once at their final size and filled in place (not zeroed first).
+class Body {
+ public:
+  Body() = default;
+  explicit Body(size_t n);
+  explicit Body(std::string_view s);
+  char* data() { return data_.get(); }
+  const char* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  operator std::string_view() const { return {data_.get(), size_}; }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+};
+
 // One reply as received: its type and its body after the request id.
 struct Reply {
   uint8_t type = 0;
-  std::string body;
+  Body body;
 };
 
-// Splits complete packets off the front of a receive buffer. Returns false when `buf` does not yet
-// hold a whole packet; sets `bad` when the stream is malformed (length 0 or over the limit).
-bool take_packet(std::string& buf, uint8_t& type, uint32_t& id, std::string& body, bool& bad);
+// Cuts the byte stream of a channel into replies, with as few copies as it can: small replies
+// are read into a staging buffer and copied out whole; the rest of a large one (a READ's data)
+// is read straight into its own body. Use: read at most want().size() bytes into want().data(),
+// report them with got(), then take() replies until it returns false.
+class PacketAssembler {
+ public:
+  PacketAssembler();
+  struct Space {
+    char* data;
+    size_t size;
+  };
+  Space want();
+  void got(size_t n);
+  // The next whole reply, if there is one. Sets `bad` when the stream is malformed (length 0 or
+  // over the limit); nothing can be taken after that.
+  bool take(Reply& reply, uint32_t& id, bool& bad);
+
+ private:
+  static constexpr size_t kStage = 64 * 1024;
+  // A reply larger than this is read into its own body; smaller ones always fit the stage.
+  static constexpr size_t kDirect = 16 * 1024;
+  std::unique_ptr<char[]> stage_;
+  size_t begin_ = 0, end_ = 0;  // unconsumed staged bytes
+  // The large reply being filled, if any.
+  bool filling_ = false;
+  Reply big_;
+  uint32_t big_id_ = 0;
+  size_t big_filled_ = 0;
+};
 
 // Maps an SFTP status code to a POSIX errno (0 for FX_OK). FX_FAILURE has no single meaning in
 // OpenSSH (it is every errno it cannot name), so callers refine it where they can.

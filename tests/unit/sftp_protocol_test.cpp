@@ -2,7 +2,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <vector>
 
 #include "sftp/protocol.hpp"
 
@@ -18,36 +21,71 @@ TEST(SftpCodec, FramesRequestWithLengthTypeAndId) {
   EXPECT_EQ(p.substr(9), std::string("\0\0\0\x02/x", 6));
 }
 
-TEST(SftpCodec, TakePacketSplitsStreamAndWaitsForWholePackets) {
-  std::string a = PacketWriter(FXP_STATUS).u32(FX_EOF).take();
-  patch_request_id(a, 7);
-  std::string b = PacketWriter(FXP_DATA).str("hello").take();
-  patch_request_id(b, 8);
-  std::string buf = a + b.substr(0, 6);
-  uint8_t type;
-  uint32_t id;
-  std::string body;
-  bool bad;
-  ASSERT_TRUE(take_packet(buf, type, id, body, bad));
-  EXPECT_EQ(type, FXP_STATUS);
-  EXPECT_EQ(id, 7u);
-  EXPECT_EQ(PacketReader(body).u32(), FX_EOF);
-  EXPECT_FALSE(take_packet(buf, type, id, body, bad));
-  EXPECT_FALSE(bad);
-  buf += b.substr(6);
-  ASSERT_TRUE(take_packet(buf, type, id, body, bad));
-  EXPECT_EQ(id, 8u);
-  EXPECT_EQ(PacketReader(body).str(), "hello");
-  EXPECT_TRUE(buf.empty());
+// Feeds `stream` to an assembler in reads of at most `step` bytes (as libssh hands them out) and
+// returns every reply taken, in order.
+std::vector<std::pair<uint32_t, Reply>> assemble(const std::string& stream, size_t step,
+                                                 bool* bad_out = nullptr) {
+  PacketAssembler in;
+  std::vector<std::pair<uint32_t, Reply>> out;
+  size_t at = 0;
+  bool bad = false;
+  while (at < stream.size() && !bad) {
+    auto space = in.want();
+    size_t n = std::min({step, space.size, stream.size() - at});
+    memcpy(space.data, stream.data() + at, n);
+    at += n;
+    in.got(n);
+    Reply r;
+    uint32_t id;
+    while (in.take(r, id, bad)) out.emplace_back(id, std::move(r));
+  }
+  if (bad_out) *bad_out = bad;
+  return out;
+}
+
+TEST(SftpCodec, AssemblerSplitsStreamAtAnyReadSize) {
+  std::string stream;
+  std::vector<std::string> datas;
+  // Small and large replies mixed: status, data of every size class around the thresholds.
+  for (size_t size : {size_t{0}, size_t{5}, size_t{16000}, size_t{16384}, size_t{70000},
+                      size_t{261120}, size_t{3}, size_t{65536}}) {
+    std::string data(size, '\0');
+    for (size_t i = 0; i < size; ++i) data[i] = char(i * 7 + size);
+    std::string a = PacketWriter(FXP_STATUS).u32(FX_EOF).take();
+    patch_request_id(a, uint32_t(100 + datas.size()));
+    std::string b = PacketWriter(FXP_DATA).str(data).take();
+    patch_request_id(b, uint32_t(200 + datas.size()));
+    stream += a + b;
+    datas.push_back(data);
+  }
+  for (size_t step : {size_t{1}, size_t{7}, size_t{4096}, size_t{32768}, size_t{1} << 20}) {
+    auto got = assemble(stream, step);
+    ASSERT_EQ(got.size(), 2 * datas.size()) << step;
+    for (size_t k = 0; k < datas.size(); ++k) {
+      EXPECT_EQ(got[2 * k].first, 100 + k);
+      EXPECT_EQ(got[2 * k].second.type, FXP_STATUS);
+      EXPECT_EQ(PacketReader(got[2 * k].second.body).u32(), FX_EOF);
+      EXPECT_EQ(got[2 * k + 1].first, 200 + k);
+      EXPECT_EQ(got[2 * k + 1].second.type, FXP_DATA);
+      EXPECT_EQ(PacketReader(got[2 * k + 1].second.body).str(), datas[k]) << step << " " << k;
+    }
+  }
+}
+
+TEST(SftpCodec, AssemblerWaitsForWholePackets) {
+  std::string a = PacketWriter(FXP_DATA).str("hello").take();
+  patch_request_id(a, 8);
+  EXPECT_TRUE(assemble(a.substr(0, a.size() - 1), 1).empty());
+  auto got = assemble(a, 3);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].first, 8u);
 }
 
 TEST(SftpCodec, RejectsAbsurdLength) {
-  std::string buf("\x7f\0\0\0\x65", 5);
-  uint8_t type;
-  uint32_t id;
-  std::string body;
-  bool bad;
-  EXPECT_FALSE(take_packet(buf, type, id, body, bad));
+  bool bad = false;
+  EXPECT_TRUE(assemble(std::string("\x7f\0\0\0\x65", 5), 5, &bad).empty());
+  EXPECT_TRUE(bad);
+  EXPECT_TRUE(assemble(std::string("\0\0\0\0\x65", 5), 5, &bad).empty());
   EXPECT_TRUE(bad);
 }
 
