@@ -47,7 +47,7 @@ Status RemoteFile::open_first(uint32_t mode) {
     path = backend_->remote_path(rel_);
   }
   ++backend_->ops;
-  std::vector<std::string> requests;
+  std::vector<Request> requests;
   requests.push_back(
       PacketWriter(FXP_OPEN).str(path).u32(open_flags_to_pflags(flags_)).attrs(a).take());
   // A create's reply needs the new file's attributes, and the mount wants its directory's (they
@@ -243,11 +243,14 @@ Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, std::string_view d
   if (!h) return R::failure(h.error());
   const uint64_t chunk =
       std::max<uint64_t>(4096, std::min<uint64_t>(h->conn->limits().max_write, 1 << 20));
-  std::vector<std::string> requests;
+  // Each request's data is sent from `data` itself: call_all returns only once all are answered.
+  std::vector<Request> requests;
   for (uint64_t off = 0; off < data.size(); off += chunk) {
     auto len = std::min<uint64_t>(chunk, data.size() - off);
-    requests.push_back(
-        PacketWriter(FXP_WRITE).str(h->handle).u64(offset + off).str(data.substr(off, len)).take());
+    requests.push_back(PacketWriter(FXP_WRITE)
+                           .str(h->handle)
+                           .u64(offset + off)
+                           .take_with_str(data.substr(off, len)));
   }
   ++backend_->ops;
   auto replies = h->conn->call_all(std::move(requests));

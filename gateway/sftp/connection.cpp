@@ -226,9 +226,10 @@ std::string Connection::failure() const {
   return failure_;
 }
 
-std::future<Result<Reply>> Connection::send(std::string framed) {
+std::future<Result<Reply>> Connection::send(Request request) {
   Pending p;
-  if (uint8_t(framed[4]) == FXP_READ && framed.size() >= 13) {
+  std::string& framed = request.framed;
+  if (request.type() == FXP_READ && request.tail.empty() && framed.size() >= 13) {
     const auto* b = reinterpret_cast<const unsigned char*>(framed.data() + framed.size() - 4);
     p.read_bytes = size_t(b[0]) << 24 | size_t(b[1]) << 16 | size_t(b[2]) << 8 | b[3];
     std::unique_lock lock(window_mu_);
@@ -248,7 +249,7 @@ std::future<Result<Reply>> Connection::send(std::string framed) {
     }
     if (next_id_ == 0) next_id_ = 1;  // 0 is the handshake's
     patch_request_id(framed, next_id_++);
-    queue_.emplace_back(std::move(framed), std::move(p));
+    queue_.emplace_back(std::move(request), std::move(p));
     ++in_flight_;
   }
   uint64_t one = 1;
@@ -256,16 +257,16 @@ std::future<Result<Reply>> Connection::send(std::string framed) {
   return fut;
 }
 
-Result<Reply> Connection::call(std::string framed) {
-  std::vector<std::string> one;
-  one.push_back(std::move(framed));
+Result<Reply> Connection::call(Request request) {
+  std::vector<Request> one;
+  one.push_back(std::move(request));
   return std::move(call_all(std::move(one)).front());
 }
 
-std::vector<Result<Reply>> Connection::call_all(std::vector<std::string> framed) {
+std::vector<Result<Reply>> Connection::call_all(std::vector<Request> framed) {
   // READs keep to the I/O thread: they are counted against the read window.
   bool any_read = false;
-  for (auto& f : framed) any_read |= uint8_t(f[4]) == FXP_READ;
+  for (auto& f : framed) any_read |= f.type() == FXP_READ;
   uint32_t first_id = 0;
   if (!any_read && !framed.empty()) {
     std::lock_guard lock(mu_);
@@ -274,7 +275,7 @@ std::vector<Result<Reply>> Connection::call_all(std::vector<std::string> framed)
       direct_ = true;
       if (next_id_ == 0) next_id_ = 1;
       first_id = next_id_;
-      for (auto& f : framed) patch_request_id(f, next_id_++);
+      for (auto& f : framed) patch_request_id(f.framed, next_id_++);
       in_flight_ += framed.size();
     }
   }
@@ -300,7 +301,15 @@ std::vector<Result<Reply>> Connection::call_all(std::vector<std::string> framed)
   return replies;
 }
 
-std::vector<Result<Reply>> Connection::call_direct(const std::vector<std::string>& framed,
+bool Connection::write_request(const Request& r) {
+  if (ssh_channel_write(channel_, r.framed.data(), uint32_t(r.framed.size())) !=
+      int(r.framed.size()))
+    return false;
+  return r.tail.empty() ||
+         ssh_channel_write(channel_, r.tail.data(), uint32_t(r.tail.size())) == int(r.tail.size());
+}
+
+std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& framed,
                                                    uint32_t first_id) {
   const auto deadline = std::chrono::steady_clock::now() + endpoint_.timeout;
   std::vector<std::optional<Reply>> got(framed.size());
@@ -313,7 +322,7 @@ std::vector<Result<Reply>> Connection::call_direct(const std::vector<std::string
   std::lock_guard ssh(ssh_mu_);
   if (!alive_) return finish();
   for (auto& f : framed) {
-    if (ssh_channel_write(channel_, f.data(), uint32_t(f.size())) != int(f.size())) {
+    if (!write_request(f)) {
       mark_dead(why("write failed"));
       return finish();
     }
@@ -371,7 +380,7 @@ void Connection::release_read_bytes(size_t n) {
 }
 
 void Connection::fail_all(const std::string& why) {
-  std::deque<std::pair<std::string, Pending>> queued;
+  std::deque<std::pair<Request, Pending>> queued;
   {
     std::lock_guard lock(mu_);
     if (alive_ || failure_.empty()) failure_ = why;
@@ -432,26 +441,28 @@ void Connection::io_loop() {
       return;
     }
     // 1. Write what callers queued.
-    std::deque<std::pair<std::string, Pending>> batch;
+    std::deque<std::pair<Request, Pending>> batch;
     {
       std::lock_guard lock(mu_);
       batch.swap(queue_);
     }
     bool write_failed = false;
-    for (auto& [framed, p] : batch) {
+    for (auto& [request, p] : batch) {
+      const std::string& framed = request.framed;
       uint32_t id = uint32_t(uint8_t(framed[5])) << 24 | uint32_t(uint8_t(framed[6])) << 16 |
                     uint32_t(uint8_t(framed[7])) << 8 | uint8_t(framed[8]);
       pending_.emplace(id, std::move(p));
-      if (ssh_channel_write(channel_, framed.data(), uint32_t(framed.size())) !=
-          int(framed.size())) {
+      if (!write_request(request)) {
         // Requests of this batch not yet registered still need an answer.
         std::lock_guard lock(mu_);
         for (auto& rest : batch)
-          if (!rest.first.empty() && &rest.first != &framed) queue_.push_back(std::move(rest));
+          if (!rest.first.framed.empty() && &rest.first != &request)
+            queue_.push_back(std::move(rest));
         write_failed = true;
         break;
       }
-      framed.clear();
+      request.framed.clear();  // written
+      request.tail = {};
     }
     if (write_failed || !ssh_is_connected(session_)) {
       fail_all(why("write failed"));

@@ -61,12 +61,12 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // Queues a packet built by PacketWriter; the future yields its reply or EIO.
-  std::future<Result<Reply>> send(std::string framed);
+  std::future<Result<Reply>> send(Request request);
   // send() and wait; on an idle connection, in the calling thread (see above).
-  Result<Reply> call(std::string framed);
+  Result<Reply> call(Request request);
   // Several requests at once, all in flight together, replies in the same order; on an idle
   // connection, in the calling thread.
-  std::vector<Result<Reply>> call_all(std::vector<std::string> framed);
+  std::vector<Result<Reply>> call_all(std::vector<Request> requests);
 
   bool alive() const { return alive_.load(); }
   size_t in_flight() const { return in_flight_.load(); }
@@ -85,7 +85,9 @@ class Connection {
   bool handshake(std::string& error);
   // call_all() in the calling thread; framed[i] carries id first_id + i. A connection that dies
   // meanwhile is marked dead (the I/O thread is told) and every reply not yet read is EIO.
-  std::vector<Result<Reply>> call_direct(const std::vector<std::string>& framed, uint32_t first_id);
+  std::vector<Result<Reply>> call_direct(const std::vector<Request>& requests, uint32_t first_id);
+  // Writes one request to the channel; false if the channel failed. Caller holds ssh_mu_.
+  bool write_request(const Request& request);
   // Marks the connection dead from a caller's thread; the I/O thread fails the rest and stops.
   void mark_dead(const std::string& why);
   // Reads what libssh has and hands out complete replies: those with ids first_id..first_id +
@@ -119,7 +121,7 @@ class Connection {
 
   // Queue of framed requests not yet written; guarded by mu_.
   mutable std::mutex mu_;
-  std::deque<std::pair<std::string, Pending>> queue_;
+  std::deque<std::pair<Request, Pending>> queue_;
   std::string failure_;
   uint32_t next_id_ = 1;
   bool direct_ = false;  // a call() is being served in its caller's thread

@@ -60,6 +60,14 @@ std::string PacketWriter::take() {
   return std::move(buf_);
 }
 
+Request PacketWriter::take_with_str(std::string_view s) {
+  put_u32(buf_, uint32_t(s.size()));
+  uint32_t len = uint32_t(buf_.size() - 4 + s.size());
+  char c[4] = {char(len >> 24), char(len >> 16), char(len >> 8), char(len)};
+  std::memcpy(buf_.data(), c, 4);
+  return Request(std::move(buf_), s);
+}
+
 void patch_request_id(std::string& framed, uint32_t id) {
   char c[4] = {char(id >> 24), char(id >> 16), char(id >> 8), char(id)};
   std::memcpy(framed.data() + 5, c, 4);

@@ -97,6 +97,18 @@ struct Limits {
   uint64_t max_packet = 0, max_read = 0, max_write = 0, max_handles = 0;
 };
 
+// A request ready to send: its framed packet, except that the bytes of its last field may be left
+// out of it and sent from the caller's buffer (`tail`), which must then stay valid until the
+// request is answered.
+struct Request {
+  Request(std::string f) : framed(std::move(f)) {}  // NOLINT: a whole packet is a request
+  Request(std::string f, std::string_view t) : framed(std::move(f)), tail(t) {}
+  uint8_t type() const { return framed.size() > 4 ? uint8_t(framed[4]) : 0; }
+  size_t size() const { return framed.size() + tail.size(); }
+  std::string framed;
+  std::string_view tail;
+};
+
 // Builds the body of one packet (everything after the 4-byte length); the request id, when the
 // packet has one, is patched in by the connection that sends it.
 class PacketWriter {
@@ -110,6 +122,9 @@ class PacketWriter {
   PacketWriter& attrs(const Attrs& a);
   // The framed packet: length prefix, type, id placeholder, fields.
   std::string take();
+  // The request whose last field is the string `s`, sent from `s` itself rather than copied
+  // (a WRITE's data): `s` must stay valid until the request is answered.
+  Request take_with_str(std::string_view s);
 
  private:
   std::string buf_;

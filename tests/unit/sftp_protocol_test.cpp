@@ -72,6 +72,16 @@ TEST(SftpCodec, AssemblerSplitsStreamAtAnyReadSize) {
   }
 }
 
+TEST(SftpCodec, RequestWithTailIsTheSamePacketAsACopy) {
+  const std::string data(70000, 'x');
+  std::string whole = PacketWriter(FXP_WRITE).str("h1").u64(1 << 20).str(data).take();
+  Request r = PacketWriter(FXP_WRITE).str("h1").u64(1 << 20).take_with_str(data);
+  EXPECT_EQ(r.type(), FXP_WRITE);
+  EXPECT_EQ(r.tail.data(), data.data());  // not copied
+  EXPECT_EQ(r.size(), whole.size());
+  EXPECT_EQ(r.framed + std::string(r.tail), whole);
+}
+
 TEST(SftpCodec, AssemblerWaitsForWholePackets) {
   std::string a = PacketWriter(FXP_DATA).str("hello").take();
   patch_request_id(a, 8);
