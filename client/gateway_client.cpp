@@ -18,6 +18,7 @@
 
 #include "skein/v1/fs.grpc.pb.h"
 #include "wire/bulk_message.hpp"
+#include "wire/transport.hpp"
 
 namespace skein::client {
 namespace {
@@ -276,6 +277,7 @@ std::shared_ptr<grpc::Channel> GatewayClient::connect(const std::string& target)
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // keep pinging an idle connection
+  wire::tune_bulk_transport([&](const char* name, int value) { args.SetInt(name, value); });
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kInitialReconnectBackoffMs);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kConnectTimeoutMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);

@@ -18,6 +18,7 @@
 #include "service/fs_services.hpp"
 #include "skein/heap.hpp"
 #include "skein/logging.hpp"
+#include "wire/transport.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"skein-gateway: one namespace over many SFTP storage servers"};
@@ -106,6 +107,8 @@ int main(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  skein::wire::tune_bulk_transport(
+      [&](const char* name, int value) { builder.AddChannelArgument(name, value); });
   builder.RegisterService(&ns_service);
   builder.RegisterService(&data_service);
   builder.RegisterService(&admin_service);
