@@ -123,8 +123,12 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
       if (blocks_.count(at)) continue;
       const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(block, limit - at));
       if (len < block && at + len < size_hint_) break;  // partial block: wait until it can be whole
-      if (!budget_->try_acquire(len)) break;
-      auto b = std::make_shared<Block>(at, len, generation, budget_);
+      // Without room, a block this read needs is still fetched whole, uncharged: the read would
+      // fetch its part directly anyway, and the block serves the reads after it too (fetching
+      // the part, then the block, moved 7% more bytes with four readers sharing the budget).
+      const bool room = budget_->try_acquire(len);
+      if (!room && at >= end) break;
+      auto b = std::make_shared<Block>(at, len, generation, room ? budget_ : nullptr);
       blocks_.emplace(at, b);
       starting.push_back(std::move(b));
     }

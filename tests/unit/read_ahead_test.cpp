@@ -316,6 +316,24 @@ TEST_F(ReadAheadTest, BudgetBoundsWhatIsReadAhead) {
   }
 }
 
+TEST_F(ReadAheadTest, WithoutRoomAStreamIsStillFetchedInWholeBlocksOnce) {
+  auto full = std::make_shared<ByteBudget>(kMiB);
+  full->acquire(kMiB);  // other files hold it all
+  FakeFile file(8 * kMiB);
+  {
+    ReadAhead ra(full, generation, 8 * kMiB, {});
+    for (std::uint64_t off = 0; off < 8 * kMiB; off += 128 * kKiB) {
+      auto got = ra.read(off, 128 * kKiB, file.fetch());
+      ASSERT_TRUE(got);
+      ASSERT_EQ(joined(*got), bytes_of(off, 128 * kKiB));
+    }
+    EXPECT_EQ(full->used(), kMiB);  // nothing charged beyond the limit
+  }
+  EXPECT_EQ(file.bytes_asked(), 8 * kMiB);  // every byte once
+  EXPECT_EQ(file.calls().size(), 8u);       // in aligned 1 MiB blocks, not 128 KiB pieces
+  full->release(kMiB);
+}
+
 TEST_F(ReadAheadTest, BudgetIsReturnedWhenTheFileCloses) {
   FakeFile file(64 * kMiB);
   {
