@@ -93,11 +93,10 @@ grpc::ByteBuffer serialize_with_bytes(const google::protobuf::MessageLite& head,
     return grpc::ByteBuffer(&one, 1);
   }
   auto* owned = new std::string(std::move(data));
-  grpc::Slice slices[2] = {
-      grpc::Slice(prefix),
-      grpc::Slice(
-          owned->data(), owned->size(),
-          [](void* p) { delete static_cast<std::string*>(p); }, owned)};
+  grpc::Slice slices[2] = {grpc::Slice(prefix),
+                           grpc::Slice(
+                               owned->data(), owned->size(),
+                               [](void* p) { delete static_cast<std::string*>(p); }, owned)};
   return grpc::ByteBuffer(slices, 2);
 }
 

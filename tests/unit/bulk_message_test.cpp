@@ -65,8 +65,8 @@ TEST(BulkMessage, ParsesProtobufEncodingAcrossAnySlicing) {
   reply.set_error(0);
   reply.set_data(pattern(300000));
   const std::string encoded = reply.SerializeAsString();
-  for (std::size_t slice : {std::size_t{1}, std::size_t{7}, std::size_t{4096},
-                            std::size_t{65536}, encoded.size()}) {
+  for (std::size_t slice :
+       {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{65536}, encoded.size()}) {
     pb::ReadReply rest;
     SharedBytes data;
     ASSERT_TRUE(parse_with_bytes(cut(encoded, slice), pb::ReadReply::kDataFieldNumber, rest, data))
@@ -82,9 +82,8 @@ TEST(BulkMessage, OtherFieldsGoToTheHead) {
   w.set_data(pattern(70000));
   SharedBytes data;
   pb::WriteRequest rest;
-  ASSERT_TRUE(
-      parse_with_bytes(cut(w.SerializeAsString(), 1000), pb::WriteRequest::kDataFieldNumber, rest,
-                       data));
+  ASSERT_TRUE(parse_with_bytes(cut(w.SerializeAsString(), 1000), pb::WriteRequest::kDataFieldNumber,
+                               rest, data));
   EXPECT_EQ(rest.file().ns(), "scratch");
   EXPECT_EQ(rest.offset(), std::uint64_t{5} << 33);
   EXPECT_EQ(data.flatten(), w.data());
@@ -105,8 +104,8 @@ TEST(BulkMessage, TruncatedMessageIsRefused) {
   pb::ReadReply rest;
   SharedBytes data;
   EXPECT_FALSE(parse_with_bytes(cut(encoded, 512), pb::ReadReply::kDataFieldNumber, rest, data));
-  EXPECT_FALSE(parse_with_bytes(cut(std::string("\x12\xff", 2), 1),
-                                pb::ReadReply::kDataFieldNumber, rest, data));
+  EXPECT_FALSE(parse_with_bytes(cut(std::string("\x12\xff", 2), 1), pb::ReadReply::kDataFieldNumber,
+                                rest, data));
 }
 
 TEST(SharedBytes, ViewsAcrossPieces) {
