@@ -125,7 +125,7 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
       if (len < block && at + len < size_hint_) break;  // partial block: wait until it can be whole
       // Without room, a block this read needs is still fetched whole, uncharged: the read would
       // fetch its part directly anyway, and the block serves the reads after it too (fetching
-      // the part, then the block, moved 7% more bytes with four readers sharing the budget).
+      // the part, then the block once there is room, fetched those bytes twice).
       const bool room = budget_->try_acquire(len);
       if (!room && at >= end) break;
       auto b = std::make_shared<Block>(at, len, generation, room ? budget_ : nullptr);
