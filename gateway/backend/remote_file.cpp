@@ -220,16 +220,29 @@ Result<std::string> RemoteFile::fetch(uint64_t offset, uint32_t size) {
 }
 
 Result<uint32_t> RemoteFile::write(uint64_t offset, std::string_view data) {
-  if (data.empty()) return uint32_t(0);
+  return write_pieces(offset, {data});
+}
+
+Result<uint32_t> RemoteFile::write(uint64_t offset, const SharedBytes& data) {
+  return write_pieces(offset, data.pieces());
+}
+
+Result<uint32_t> RemoteFile::write_pieces(uint64_t offset,
+                                          const std::vector<std::string_view>& pieces) {
+  uint64_t size = 0;
+  for (auto piece : pieces) size += piece.size();
+  if (size == 0) return uint32_t(0);
   // Reads that start from now on, and those after the write is acknowledged, fetch afresh.
   const std::string rel = rel_path();
   ReadCollapser::shared().detach(backend_.get(), rel);
-  auto written = write_pipelined(offset, data);
+  auto written = write_pipelined(offset, pieces, size);
   ReadCollapser::shared().detach(backend_.get(), rel);
   return written;
 }
 
-Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, std::string_view data) {
+Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset,
+                                             const std::vector<std::string_view>& pieces,
+                                             uint64_t size) {
   using R = Result<uint32_t>;
   // One connection takes the whole write: on an idle one the calling thread writes every chunk
   // and reads the answers itself (Connection::call_all), with no hand-off to an I/O thread. A
@@ -237,20 +250,31 @@ Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, std::string_view d
   // connection of its own, so the pool works in parallel (a handle is opened there once per
   // file). A small one stays on a connection the file is open on already: an extra OPEN would
   // cost more than it saves. Appends stay on one connection, in order.
-  const bool large = data.size() > (256u << 10);
+  const bool large = size > (256u << 10);
   auto h = (flags_ & O_APPEND) || !large ? any_handle() : handle_on(backend_->pick_slot());
   if (!h) h = any_handle();
   if (!h) return R::failure(h.error());
   const uint64_t chunk =
       std::max<uint64_t>(4096, std::min<uint64_t>(h->conn->limits().max_write, 1 << 20));
-  // Each request's data is sent from `data` itself: call_all returns only once all are answered.
+  // Each request's data is sent from the pieces themselves, never joined: call_all returns only
+  // once every request is answered.
   std::vector<Request> requests;
-  for (uint64_t off = 0; off < data.size(); off += chunk) {
-    auto len = std::min<uint64_t>(chunk, data.size() - off);
-    requests.push_back(PacketWriter(FXP_WRITE)
-                           .str(h->handle)
-                           .u64(offset + off)
-                           .take_with_str(data.substr(off, len)));
+  size_t piece = 0, in_piece = 0;
+  for (uint64_t off = 0; off < size; off += chunk) {
+    uint64_t want = std::min<uint64_t>(chunk, size - off);
+    std::vector<std::string_view> parts;
+    while (want > 0) {
+      auto part = pieces[piece].substr(in_piece, want);
+      if (!part.empty()) parts.push_back(part);
+      want -= part.size();
+      in_piece += part.size();
+      if (in_piece == pieces[piece].size()) {
+        ++piece;
+        in_piece = 0;
+      }
+    }
+    requests.push_back(
+        PacketWriter(FXP_WRITE).str(h->handle).u64(offset + off).take_with_str(std::move(parts)));
   }
   ++backend_->ops;
   auto replies = h->conn->call_all(std::move(requests));
@@ -274,8 +298,8 @@ Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, std::string_view d
   }
   if (failure) err = backend_->diagnose_failure("write", rel_);
   if (err) return R::failure(err);
-  backend_->bytes_written += data.size();
-  return uint32_t(data.size());
+  backend_->bytes_written += size;
+  return uint32_t(size);
 }
 
 Status RemoteFile::fsync() {

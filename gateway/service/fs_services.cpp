@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "skein/path.hpp"
+#include "wire/bulk_message.hpp"
 
 namespace skein {
 namespace {
@@ -21,7 +22,7 @@ struct Target {
   std::string path;
 };
 
-std::optional<Target> resolve(const NamespaceRegistry& reg, ServerContext* ctx,
+std::optional<Target> resolve(const NamespaceRegistry& reg, grpc::ServerContextBase* ctx,
                               const std::string& ns, const std::string& path,
                               grpc::Status& status) {
   auto fs = reg.authorize(ctx, ns, status);
@@ -68,7 +69,7 @@ int64_t now_s() {
 }
 
 // The calling mount's id (`x-skein-mount` metadata), or "".
-std::string mount_of(const ServerContext* ctx) {
+std::string mount_of(const grpc::ServerContextBase* ctx) {
   auto& md = ctx->client_metadata();
   auto it = md.find("x-skein-mount");
   return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
@@ -316,7 +317,7 @@ grpc::Status DataService::Create(ServerContext* ctx, const v1::OpenRequest* req,
 
 namespace {
 // The open file a FileRef names, re-opened by path when the gateway no longer has it.
-std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, ServerContext* ctx,
+std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, grpc::ServerContextBase* ctx,
                                     const v1::FileRef& ref, grpc::Status& s, int& err) {
   auto t = resolve(reg, ctx, ref.ns(), ref.path(), s);
   if (!t) return nullptr;
@@ -329,48 +330,92 @@ std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, ServerContext*
 }
 }  // namespace
 
-grpc::Status DataService::Read(ServerContext* ctx, const v1::ReadRequest* req,
-                               v1::ReadReply* reply) {
-  if (req->size() > kMaxIoSize)
+grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) {
+  auto* reactor = ctx->DefaultReactor();
+  v1::ReadRequest req;
+  grpc::ByteBuffer copy(*request);  // shares the slices
+  if (!grpc::SerializationTraits<v1::ReadRequest>::Deserialize(&copy, &req).ok()) {
+    reactor->Finish(grpc::Status(StatusCode::INVALID_ARGUMENT, "malformed ReadRequest"));
+    return reactor;
+  }
+  pool_.run([this, ctx, reactor, response, req = std::move(req)] {
+    v1::ReadReply head;
+    std::string data;
+    grpc::Status s = read(ctx, req, head, data);
+    if (s.ok())
+      *response =
+          wire::serialize_with_bytes(head, v1::ReadReply::kDataFieldNumber, std::move(data));
+    reactor->Finish(s);
+  });
+  return reactor;
+}
+
+grpc::Status DataService::read(grpc::ServerContextBase* ctx, const v1::ReadRequest& req,
+                               v1::ReadReply& reply, std::string& data) {
+  if (req.size() > kMaxIoSize)
     return grpc::Status(StatusCode::INVALID_ARGUMENT, "read size over 1 MiB");
   grpc::Status s;
   int err = 0;
-  auto f = open_file(registry_, ctx, req->file(), s, err);
+  auto f = open_file(registry_, ctx, req.file(), s, err);
   if (!f) {
     if (!s.ok()) return s;
-    reply->set_error(err);
+    reply.set_error(err);
     return grpc::Status::OK;
   }
-  auto r = f->read(req->offset(), req->size());
+  auto r = f->read(req.offset(), req.size());
   if (r)
-    reply->set_data(r.take());
+    data = r.take();
   else
-    reply->set_error(r.error());
+    reply.set_error(r.error());
   return grpc::Status::OK;
 }
 
-grpc::Status DataService::Write(ServerContext* ctx, const v1::WriteRequest* req,
-                                v1::WriteReply* reply) {
-  if (req->data().size() > kMaxIoSize)
+grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) {
+  auto* reactor = ctx->DefaultReactor();
+  v1::WriteRequest req;
+  SharedBytes data;  // views of the request's own slices, which it keeps alive
+  if (!wire::parse_with_bytes(*request, v1::WriteRequest::kDataFieldNumber, req, data)) {
+    reactor->Finish(grpc::Status(StatusCode::INVALID_ARGUMENT, "malformed WriteRequest"));
+    return reactor;
+  }
+  pool_.run([this, ctx, reactor, response, req = std::move(req), data = std::move(data)] {
+    v1::WriteReply reply;
+    grpc::Status s = write(ctx, req, data, reply);
+    if (s.ok()) {
+      bool own;
+      s = grpc::SerializationTraits<v1::WriteReply>::Serialize(reply, response, &own);
+    }
+    reactor->Finish(s);
+  });
+  return reactor;
+}
+
+grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteRequest& req,
+                                const SharedBytes& data, v1::WriteReply& reply) {
+  if (data.size() > kMaxIoSize)
     return grpc::Status(StatusCode::INVALID_ARGUMENT, "write over 1 MiB");
   grpc::Status s;
   int err = 0;
-  auto f = open_file(registry_, ctx, req->file(), s, err);
+  auto f = open_file(registry_, ctx, req.file(), s, err);
   if (!f) {
     if (!s.ok()) return s;
-    reply->set_error(err);
+    reply.set_error(err);
     return grpc::Status::OK;
   }
-  auto r = f->write(req->offset(), req->data());
+  auto r = f->write(req.offset(), data);
   if (r) {
-    reply->set_written(*r);
+    reply.set_written(*r);
     // Every other mount that caches this file hears of it before the writer does.
     if (broker_)
-      broker_->changed(req->file().ns(),
-                       {inval(Inval::INODE, *normalize_virtual_path(req->file().path()))},
+      broker_->changed(req.file().ns(),
+                       {inval(Inval::INODE, *normalize_virtual_path(req.file().path()))},
                        mount_of(ctx));
   } else {
-    reply->set_error(r.error());
+    reply.set_error(r.error());
   }
   return grpc::Status::OK;
 }

@@ -4,7 +4,9 @@
 #pragma once
 
 #include "coherence/invalidation_broker.hpp"
+#include "service/blocking_pool.hpp"
 #include "service/namespace_registry.hpp"
+#include "skein/shared_bytes.hpp"
 #include "skein/v1/fs.grpc.pb.h"
 
 namespace skein {
@@ -33,22 +35,38 @@ class NamespaceService final : public skein::v1::Namespace::Service {
   InvalidationBroker* broker_;
 };
 
-class DataService final : public skein::v1::Data::Service {
+// Read and Write are raw callback methods: their contents are framed by hand (as the mount does,
+// proto/wire/bulk_message), so that a Read's reply is sent from the fetched buffer and a Write's
+// contents go to the SFTP server from the received slices, neither copied by gRPC or protobuf.
+// Their work blocks on SFTP round trips, so it runs on a pool of its own, never on gRPC's threads.
+class DataService final
+    : public skein::v1::Data::WithRawCallbackMethod_Read<
+          skein::v1::Data::WithRawCallbackMethod_Write<skein::v1::Data::Service>> {
  public:
   explicit DataService(const NamespaceRegistry& registry, InvalidationBroker* broker = nullptr)
-      : registry_(registry), broker_(broker) {}
+      : registry_(registry), broker_(broker), pool_(kMaxBlockingThreads) {}
 
   grpc::Status Open(grpc::ServerContext*, const v1::OpenRequest*, v1::OpenReply*) override;
   grpc::Status Create(grpc::ServerContext*, const v1::OpenRequest*, v1::OpenReply*) override;
-  grpc::Status Read(grpc::ServerContext*, const v1::ReadRequest*, v1::ReadReply*) override;
-  grpc::Status Write(grpc::ServerContext*, const v1::WriteRequest*, v1::WriteReply*) override;
+  grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext*, const grpc::ByteBuffer*,
+                                 grpc::ByteBuffer*) override;
+  grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext*, const grpc::ByteBuffer*,
+                                  grpc::ByteBuffer*) override;
   grpc::Status Flush(grpc::ServerContext*, const v1::FileRef*, v1::ErrorReply*) override;
   grpc::Status Fsync(grpc::ServerContext*, const v1::FsyncRequest*, v1::ErrorReply*) override;
   grpc::Status Release(grpc::ServerContext*, const v1::FileRef*, v1::ErrorReply*) override;
 
  private:
+  // Reads and writes in progress at once, at most; more wait for a thread.
+  static constexpr std::size_t kMaxBlockingThreads = 64;
+  grpc::Status read(grpc::ServerContextBase* ctx, const v1::ReadRequest& req, v1::ReadReply& reply,
+                    std::string& data);
+  grpc::Status write(grpc::ServerContextBase* ctx, const v1::WriteRequest& req,
+                     const SharedBytes& data, v1::WriteReply& reply);
+
   const NamespaceRegistry& registry_;
   InvalidationBroker* broker_;
+  BlockingPool pool_;
 };
 
 // Largest Read or Write payload accepted.

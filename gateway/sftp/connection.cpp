@@ -305,8 +305,12 @@ bool Connection::write_request(const Request& r) {
   if (ssh_channel_write(channel_, r.framed.data(), uint32_t(r.framed.size())) !=
       int(r.framed.size()))
     return false;
-  return r.tail.empty() ||
-         ssh_channel_write(channel_, r.tail.data(), uint32_t(r.tail.size())) == int(r.tail.size());
+  for (auto piece : r.tail) {
+    if (!piece.empty() &&
+        ssh_channel_write(channel_, piece.data(), uint32_t(piece.size())) != int(piece.size()))
+      return false;
+  }
+  return true;
 }
 
 std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& framed,
@@ -462,7 +466,7 @@ void Connection::io_loop() {
         break;
       }
       request.framed.clear();  // written
-      request.tail = {};
+      request.tail.clear();
     }
     if (write_failed || !ssh_is_connected(session_)) {
       fail_all(why("write failed"));

@@ -60,12 +60,14 @@ std::string PacketWriter::take() {
   return std::move(buf_);
 }
 
-Request PacketWriter::take_with_str(std::string_view s) {
-  put_u32(buf_, uint32_t(s.size()));
-  uint32_t len = uint32_t(buf_.size() - 4 + s.size());
+Request PacketWriter::take_with_str(std::vector<std::string_view> pieces) {
+  size_t n = 0;
+  for (auto piece : pieces) n += piece.size();
+  put_u32(buf_, uint32_t(n));
+  uint32_t len = uint32_t(buf_.size() - 4 + n);
   char c[4] = {char(len >> 24), char(len >> 16), char(len >> 8), char(len)};
   std::memcpy(buf_.data(), c, 4);
-  return Request(std::move(buf_), s);
+  return Request(std::move(buf_), std::move(pieces));
 }
 
 void patch_request_id(std::string& framed, uint32_t id) {

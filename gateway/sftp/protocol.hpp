@@ -98,15 +98,20 @@ struct Limits {
 };
 
 // A request ready to send: its framed packet, except that the bytes of its last field may be left
-// out of it and sent from the caller's buffer (`tail`), which must then stay valid until the
-// request is answered.
+// out of it and sent from the caller's buffers (`tail`, in order), which must then stay valid
+// until the request is answered.
 struct Request {
   Request(std::string f) : framed(std::move(f)) {}  // NOLINT: a whole packet is a request
-  Request(std::string f, std::string_view t) : framed(std::move(f)), tail(t) {}
+  Request(std::string f, std::vector<std::string_view> t)
+      : framed(std::move(f)), tail(std::move(t)) {}
   uint8_t type() const { return framed.size() > 4 ? uint8_t(framed[4]) : 0; }
-  size_t size() const { return framed.size() + tail.size(); }
+  size_t size() const {
+    size_t n = framed.size();
+    for (auto piece : tail) n += piece.size();
+    return n;
+  }
   std::string framed;
-  std::string_view tail;
+  std::vector<std::string_view> tail;
 };
 
 // Builds the body of one packet (everything after the 4-byte length); the request id, when the
@@ -124,7 +129,9 @@ class PacketWriter {
   std::string take();
   // The request whose last field is the string `s`, sent from `s` itself rather than copied
   // (a WRITE's data): `s` must stay valid until the request is answered.
-  Request take_with_str(std::string_view s);
+  Request take_with_str(std::string_view s) { return take_with_str(std::vector{s}); }
+  // The same with the string in pieces, sent one after the other.
+  Request take_with_str(std::vector<std::string_view> pieces);
 
  private:
   std::string buf_;
