@@ -57,8 +57,10 @@ class DataService final
   grpc::Status Release(grpc::ServerContext*, const v1::FileRef*, v1::ErrorReply*) override;
 
  private:
-  // Reads and writes in progress at once, at most; more wait for a thread.
-  static constexpr std::size_t kMaxBlockingThreads = 64;
+  // Reads and writes in progress at once, at most; more wait for a thread. Generous: a server that
+  // hangs holds a thread per request to it until the first deadline marks it down, and requests
+  // to healthy servers must not queue behind those meanwhile.
+  static constexpr std::size_t kMaxBlockingThreads = 256;
   grpc::Status read(grpc::ServerContextBase* ctx, const v1::ReadRequest& req, v1::ReadReply& reply,
                     std::string& data);
   grpc::Status write(grpc::ServerContextBase* ctx, const v1::WriteRequest& req,
