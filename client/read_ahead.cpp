@@ -117,10 +117,18 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
 
   // Keep the window full: every block from the one holding `offset` to `ahead` past the read,
   // but nothing beyond what is known to exist. Without room in the budget, read less ahead.
+  if (!sequential || generation != fetched_generation_) {
+    fetched_to_ = 0;
+    fetched_generation_ = generation;
+  }
   if (sequential) {
     const std::uint64_t limit = std::min(end + window_.ahead(), size_hint_);
     for (std::uint64_t at = offset / block * block; at < limit; at += block) {
       if (blocks_.count(at)) continue;
+      // The kernel's reads come on several threads, out of order: one may arrive after reads
+      // beyond it have used up and let go the blocks ahead of it. Those are not fetched again
+      // (they were: 3% of a stream's bytes fetched twice).
+      if (at >= end && at < fetched_to_) continue;
       const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(block, limit - at));
       if (len < block && at + len < size_hint_) break;  // partial block: wait until it can be whole
       // Without room, a block this read needs is still fetched whole, uncharged: the read would
@@ -131,6 +139,7 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
       auto b = std::make_shared<Block>(at, len, generation, room ? budget_ : nullptr);
       blocks_.emplace(at, b);
       starting.push_back(std::move(b));
+      fetched_to_ = std::max(fetched_to_, at + len);
     }
   }
   if (!starting.empty()) {

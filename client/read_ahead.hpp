@@ -108,6 +108,10 @@ class ReadAhead {
   ReadWindow window_;
   std::uint64_t size_hint_;
   std::map<std::uint64_t, std::shared_ptr<Block>> blocks_;  // by offset
+  // Where the blocks fetched ahead for this stream end, and under which generation: a block
+  // below it that is gone was served and let go, and is not fetched again for a read behind it.
+  std::uint64_t fetched_to_ = 0;
+  std::uint64_t fetched_generation_ = 0;
 };
 
 }  // namespace skein::client

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <algorithm>
 #include <cerrno>
 #include <deque>
@@ -332,6 +334,26 @@ TEST_F(ReadAheadTest, WithoutRoomAStreamIsStillFetchedInWholeBlocksOnce) {
   EXPECT_EQ(file.bytes_asked(), 8 * kMiB);  // every byte once
   EXPECT_EQ(file.calls().size(), 8u);       // in aligned 1 MiB blocks, not 128 KiB pieces
   full->release(kMiB);
+}
+
+TEST_F(ReadAheadTest, ReadsArrivingOutOfOrderFetchEveryBlockOnce) {
+  // As the kernel's read-ahead does on several FUSE threads: a read now and then arrives after
+  // reads beyond it, whose blocks are used up and let go by then.
+  FakeFile file(32 * kMiB);
+  ReadAhead ra(budget, generation, 32 * kMiB, {});
+  std::vector<std::uint64_t> order;
+  for (std::uint64_t m = 0; m < 32; m += 4) {
+    for (std::uint64_t k : {m + 1, m + 2, m, m + 3}) order.push_back(k);
+  }
+  for (std::uint64_t m : order) {
+    auto got = ra.read(m * kMiB, kMiB, file.fetch());
+    ASSERT_TRUE(got);
+    ASSERT_EQ(joined(*got), bytes_of(m * kMiB, kMiB));
+  }
+  std::map<std::uint64_t, int> fetched;
+  for (const auto& c : file.calls()) ++fetched[c.offset];
+  for (const auto& [offset, times] : fetched) EXPECT_EQ(times, 1) << "block at " << offset;
+  EXPECT_EQ(file.bytes_asked(), 32 * kMiB);
 }
 
 TEST_F(ReadAheadTest, BudgetIsReturnedWhenTheFileCloses) {
