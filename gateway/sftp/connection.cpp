@@ -302,15 +302,30 @@ std::vector<Result<Reply>> Connection::call_all(std::vector<Request> framed) {
 }
 
 bool Connection::write_request(const Request& r) {
-  if (ssh_channel_write(channel_, r.framed.data(), uint32_t(r.framed.size())) !=
-      int(r.framed.size()))
-    return false;
-  for (auto piece : r.tail) {
-    if (!piece.empty() &&
-        ssh_channel_write(channel_, piece.data(), uint32_t(piece.size())) != int(piece.size()))
-      return false;
+  // libssh makes at least one SSH packet of every write, and sshd takes at most 32 KiB in one.
+  // So the pieces go in writes of whole 32 KiB multiples, and what straddles a boundary between
+  // them (the packet's header first) is gathered in a small buffer: a request in pieces costs no
+  // more packets than the same bytes in one buffer.
+  auto write = [&](const char* p, size_t n) {
+    return ssh_channel_write(channel_, p, uint32_t(n)) == int(n);
+  };
+  if (r.tail.empty()) return write(r.framed.data(), r.framed.size());
+  std::string& gather = gather_;
+  gather.assign(r.framed);
+  for (std::string_view piece : r.tail) {
+    if (!gather.empty()) {
+      const size_t take = std::min(piece.size(), kSshPacket - gather.size());
+      gather.append(piece.substr(0, take));
+      piece.remove_prefix(take);
+      if (gather.size() < kSshPacket) continue;  // the piece is used up
+      if (!write(gather.data(), gather.size())) return false;
+      gather.clear();
+    }
+    const size_t whole = piece.size() / kSshPacket * kSshPacket;
+    if (whole > 0 && !write(piece.data(), whole)) return false;
+    gather.assign(piece.substr(whole));
   }
-  return true;
+  return gather.empty() || write(gather.data(), gather.size());
 }
 
 std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& framed,

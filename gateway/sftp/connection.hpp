@@ -131,6 +131,9 @@ class Connection {
   std::mutex ssh_mu_;
   std::unordered_map<uint32_t, Pending> pending_;  // written, waiting for their replies
   PacketAssembler in_;
+  // What write_request() gathers between SSH packet boundaries.
+  static constexpr size_t kSshPacket = 32 * 1024;
+  std::string gather_;
 
   // Bytes that outstanding READs may bring back. Kept under libssh's channel window (1.28 MB), so
   // replies always fit it: the server then never stalls writing a reply while we are blocked
