@@ -71,6 +71,10 @@ Result<std::string> StripedFile::read(uint64_t offset, uint32_t size) {
 }
 
 Result<uint32_t> StripedFile::write(uint64_t offset, std::string_view data) {
+  return write(offset, SharedBytes({data}, nullptr));
+}
+
+Result<uint32_t> StripedFile::write(uint64_t offset, const SharedBytes& data) {
   using R = Result<uint32_t>;
   if (data.empty()) return uint32_t(0);
   std::unique_lock<std::mutex> append_lock;
@@ -82,30 +86,17 @@ Result<uint32_t> StripedFile::write(uint64_t offset, std::string_view data) {
     offset = *size;
   }
   auto ext = map_.extents(offset, data.size());
-  auto segments = map_.segments(offset, data.size());
-  // A backend's share is contiguous in its part; gather it where it comes from several stripes.
-  std::vector<std::string_view> share(map_.width());
-  std::vector<std::string> gathered(map_.width());
-  std::vector<int> pieces(map_.width(), 0);
-  for (auto& s : segments) ++pieces[s.backend];
-  for (auto& s : segments) {
-    auto piece = data.substr(s.logical_offset - offset, s.length);
-    if (pieces[s.backend] == 1) {
-      share[s.backend] = piece;
-      continue;
-    }
-    std::string& g = gathered[s.backend];
-    if (g.empty()) g.resize(ext[s.backend].length);
-    std::memcpy(g.data() + (s.local_offset - ext[s.backend].local_offset), piece.data(),
-                piece.size());
-    share[s.backend] = g;
-  }
+  // A backend's share is contiguous in its part, and its stripes come in order: it is the views
+  // of its segments, one after the other, never gathered into a copy.
+  std::vector<std::vector<std::string_view>> share(map_.width());
+  for (auto& s : map_.segments(offset, data.size()))
+    data.view(s.logical_offset - offset, s.length, share[s.backend]);
   std::vector<size_t> touched;
   for (size_t b = 0; b < ext.size(); ++b)
     if (ext[b].length) touched.push_back(b);
   auto done = fan_out(touched, [&](size_t b) -> Status {
     if (!parts_[b]) return Status::failure(EBADF);
-    auto r = parts_[b]->write(ext[b].local_offset, share[b]);
+    auto r = parts_[b]->write(ext[b].local_offset, SharedBytes(std::move(share[b]), nullptr));
     return r ? ok_status() : Status::failure(r.error());
   });
   if (int err = worst_error(done)) return R::failure(err);
