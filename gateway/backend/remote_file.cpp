@@ -219,30 +219,17 @@ Result<std::string> RemoteFile::fetch(uint64_t offset, uint32_t size) {
   return out;
 }
 
-Result<uint32_t> RemoteFile::write(uint64_t offset, std::string_view data) {
-  return write_pieces(offset, {data});
-}
-
 Result<uint32_t> RemoteFile::write(uint64_t offset, const SharedBytes& data) {
-  return write_pieces(offset, data.pieces());
-}
-
-Result<uint32_t> RemoteFile::write_pieces(uint64_t offset,
-                                          const std::vector<std::string_view>& pieces) {
-  uint64_t size = 0;
-  for (auto piece : pieces) size += piece.size();
-  if (size == 0) return uint32_t(0);
+  if (data.empty()) return uint32_t(0);
   // Reads that start from now on, and those after the write is acknowledged, fetch afresh.
   const std::string rel = rel_path();
   ReadCollapser::shared().detach(backend_.get(), rel);
-  auto written = write_pipelined(offset, pieces, size);
+  auto written = write_pipelined(offset, data);
   ReadCollapser::shared().detach(backend_.get(), rel);
   return written;
 }
 
-Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset,
-                                             const std::vector<std::string_view>& pieces,
-                                             uint64_t size) {
+Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, const SharedBytes& data) {
   using R = Result<uint32_t>;
   // One connection takes the whole write: on an idle one the calling thread writes every chunk
   // and reads the answers itself (Connection::call_all), with no hand-off to an I/O thread. A
@@ -250,7 +237,7 @@ Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset,
   // connection of its own, so the pool works in parallel (a handle is opened there once per
   // file). A small one stays on a connection the file is open on already: an extra OPEN would
   // cost more than it saves. Appends stay on one connection, in order.
-  const bool large = size > (256u << 10);
+  const bool large = data.size() > (256u << 10);
   auto h = (flags_ & O_APPEND) || !large ? any_handle() : handle_on(backend_->pick_slot());
   if (!h) h = any_handle();
   if (!h) return R::failure(h.error());
@@ -259,20 +246,9 @@ Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset,
   // Each request's data is sent from the pieces themselves, never joined: call_all returns only
   // once every request is answered.
   std::vector<Request> requests;
-  size_t piece = 0, in_piece = 0;
-  for (uint64_t off = 0; off < size; off += chunk) {
-    uint64_t want = std::min<uint64_t>(chunk, size - off);
+  for (uint64_t off = 0; off < data.size(); off += chunk) {
     std::vector<std::string_view> parts;
-    while (want > 0) {
-      auto part = pieces[piece].substr(in_piece, want);
-      if (!part.empty()) parts.push_back(part);
-      want -= part.size();
-      in_piece += part.size();
-      if (in_piece == pieces[piece].size()) {
-        ++piece;
-        in_piece = 0;
-      }
-    }
+    data.view(off, chunk, parts);
     requests.push_back(
         PacketWriter(FXP_WRITE).str(h->handle).u64(offset + off).take_with_str(std::move(parts)));
   }
@@ -298,8 +274,8 @@ Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset,
   }
   if (failure) err = backend_->diagnose_failure("write", rel_);
   if (err) return R::failure(err);
-  backend_->bytes_written += size;
-  return uint32_t(size);
+  backend_->bytes_written += data.size();
+  return uint32_t(data.size());
 }
 
 Status RemoteFile::fsync() {

@@ -39,9 +39,7 @@ class RemoteFile final : public OpenFile {
   // range of the same file share one fetch (ReadCollapser).
   Result<std::string> read(uint64_t offset, uint32_t size) override;
   // Writes all of `data`, its chunks pipelined on one connection (see write_pipelined); the
-  // first error is returned.
-  Result<uint32_t> write(uint64_t offset, std::string_view data) override;
-  // The pieces go to libssh as they are, never joined.
+  // first error is returned. The pieces go to libssh as they are, never joined.
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override;
   Status fsync() override;
   Status truncate(uint64_t size) override;
@@ -61,9 +59,7 @@ class RemoteFile final : public OpenFile {
   Result<Handle> any_handle();
   // The SFTP requests behind read(), write() and truncate().
   Result<std::string> fetch(uint64_t offset, uint32_t size);
-  Result<uint32_t> write_pieces(uint64_t offset, const std::vector<std::string_view>& pieces);
-  Result<uint32_t> write_pipelined(uint64_t offset, const std::vector<std::string_view>& pieces,
-                                   uint64_t size);
+  Result<uint32_t> write_pipelined(uint64_t offset, const SharedBytes& data);
   Status truncate_now(uint64_t size);
 
   std::shared_ptr<Backend> backend_;

@@ -60,15 +60,9 @@ class OpenFile {
   virtual ~OpenFile() = default;
   // Up to `size` bytes; shorter only at end of file.
   virtual Result<std::string> read(uint64_t offset, uint32_t size) = 0;
-  // All of `data`, or an error with the real errno.
-  virtual Result<uint32_t> write(uint64_t offset, std::string_view data) = 0;
-  // The same with the data in pieces (a received gRPC message's slices). By default they are
-  // joined first; a file that can send them as they are overrides this.
-  virtual Result<uint32_t> write(uint64_t offset, const SharedBytes& data) {
-    if (data.pieces().size() <= 1)
-      return write(offset, data.empty() ? std::string_view() : data.pieces().front());
-    return write(offset, std::string_view(data.flatten()));
-  }
+  // All of `data`, or an error with the real errno. The data comes in pieces (a received gRPC
+  // message's slices), which are sent as they are, never joined.
+  virtual Result<uint32_t> write(uint64_t offset, const SharedBytes& data) = 0;
   virtual Status fsync() = 0;
   virtual Status truncate(uint64_t size) = 0;
   virtual Result<sftp::Attrs> fstat() = 0;

@@ -70,10 +70,6 @@ Result<std::string> StripedFile::read(uint64_t offset, uint32_t size) {
   return out;
 }
 
-Result<uint32_t> StripedFile::write(uint64_t offset, std::string_view data) {
-  return write(offset, SharedBytes({data}, nullptr));
-}
-
 Result<uint32_t> StripedFile::write(uint64_t offset, const SharedBytes& data) {
   using R = Result<uint32_t>;
   if (data.empty()) return uint32_t(0);

@@ -74,9 +74,8 @@ class StripedFile final : public OpenFile {
 
   // Up to `size` bytes; shorter only at the logical end of file.
   Result<std::string> read(uint64_t offset, uint32_t size) override;
-  // All of `data` on every backend it touches, or the most telling error among them.
-  Result<uint32_t> write(uint64_t offset, std::string_view data) override;
-  // Each backend's share goes to it as views of `data`, never gathered.
+  // All of `data` on every backend it touches, or the most telling error among them. Each
+  // backend's share goes to it as views of `data`, never gathered.
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override;
   Status fsync() override;
   // Cuts or extends every part to its share of `size`.
