@@ -124,7 +124,7 @@ TEST(SharedBytes, ViewsAcrossPieces) {
   EXPECT_EQ(out[0], "ij");
   out.clear();
   EXPECT_EQ(b.view(10, 1, out), 0u);
-  EXPECT_EQ(SharedBytes::of("xyz").flatten(), "xyz");
+  EXPECT_EQ(b.flatten(), "abcdefghij");
 }
 
 }  // namespace

@@ -14,15 +14,6 @@ namespace skein {
 class SharedBytes {
  public:
   SharedBytes() = default;
-  // Owns `s`.
-  static SharedBytes of(std::string s) {
-    auto owned = std::make_shared<const std::string>(std::move(s));
-    SharedBytes b;
-    if (!owned->empty()) b.pieces_.emplace_back(*owned);
-    b.size_ = owned->size();
-    b.owner_ = std::move(owned);
-    return b;
-  }
   // Views into buffers that `owner` keeps alive.
   SharedBytes(std::vector<std::string_view> pieces, std::shared_ptr<const void> owner)
       : pieces_(std::move(pieces)), owner_(std::move(owner)) {
@@ -32,7 +23,6 @@ class SharedBytes {
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   const std::vector<std::string_view>& pieces() const { return pieces_; }
-  const std::shared_ptr<const void>& owner() const { return owner_; }
 
   // Appends views of bytes [from, from + n) (clipped to the end) to `out`; returns how many.
   std::size_t view(std::size_t from, std::size_t n, std::vector<std::string_view>& out) const {
