@@ -310,7 +310,7 @@ bool Connection::write_request(const Request& r) {
     return ssh_channel_write(channel_, p, uint32_t(n)) == int(n);
   };
   if (r.tail.empty()) return write(r.framed.data(), r.framed.size());
-  std::string& gather = gather_;
+  std::string& gather = gather_;  // kept between calls: no allocation per request
   gather.assign(r.framed);
   for (std::string_view piece : r.tail) {
     if (!gather.empty()) {

@@ -10,9 +10,13 @@ namespace skein::sftp {
 namespace {
 constexpr uint32_t kMaxPacket = 4u * 1024 * 1024;
 
-void put_u32(std::string& b, uint32_t v) {
+void set_u32(char* at, uint32_t v) {
   char c[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-  b.append(c, 4);
+  std::memcpy(at, c, 4);
+}
+void put_u32(std::string& b, uint32_t v) {
+  b.append(4, '\0');
+  set_u32(b.data() + b.size() - 4, v);
 }
 uint32_t get_u32(const char* p) {
   auto u = reinterpret_cast<const unsigned char*>(p);
@@ -54,9 +58,7 @@ PacketWriter& PacketWriter::attrs(const Attrs& a) {
   return *this;
 }
 std::string PacketWriter::take() {
-  uint32_t len = uint32_t(buf_.size() - 4);
-  char c[4] = {char(len >> 24), char(len >> 16), char(len >> 8), char(len)};
-  std::memcpy(buf_.data(), c, 4);
+  set_u32(buf_.data(), uint32_t(buf_.size() - 4));
   return std::move(buf_);
 }
 
@@ -64,16 +66,11 @@ Request PacketWriter::take_with_str(std::vector<std::string_view> pieces) {
   size_t n = 0;
   for (auto piece : pieces) n += piece.size();
   put_u32(buf_, uint32_t(n));
-  uint32_t len = uint32_t(buf_.size() - 4 + n);
-  char c[4] = {char(len >> 24), char(len >> 16), char(len >> 8), char(len)};
-  std::memcpy(buf_.data(), c, 4);
+  set_u32(buf_.data(), uint32_t(buf_.size() - 4 + n));
   return Request(std::move(buf_), std::move(pieces));
 }
 
-void patch_request_id(std::string& framed, uint32_t id) {
-  char c[4] = {char(id >> 24), char(id >> 16), char(id >> 8), char(id)};
-  std::memcpy(framed.data() + 5, c, 4);
-}
+void patch_request_id(std::string& framed, uint32_t id) { set_u32(framed.data() + 5, id); }
 
 std::optional<uint8_t> PacketReader::u8() {
   if (remaining() < 1) return std::nullopt;

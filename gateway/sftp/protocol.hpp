@@ -127,10 +127,9 @@ class PacketWriter {
   PacketWriter& attrs(const Attrs& a);
   // The framed packet: length prefix, type, id placeholder, fields.
   std::string take();
-  // The request whose last field is the string `s`, sent from `s` itself rather than copied
-  // (a WRITE's data): `s` must stay valid until the request is answered.
-  Request take_with_str(std::string_view s) { return take_with_str(std::vector{s}); }
-  // The same with the string in pieces, sent one after the other.
+  // The request whose last field is a string, given in pieces that are sent one after the other
+  // from where they are rather than copied (a WRITE's data): they must stay valid until the
+  // request is answered.
   Request take_with_str(std::vector<std::string_view> pieces);
 
  private:

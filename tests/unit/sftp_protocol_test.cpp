@@ -75,7 +75,7 @@ TEST(SftpCodec, AssemblerSplitsStreamAtAnyReadSize) {
 TEST(SftpCodec, RequestWithTailIsTheSamePacketAsACopy) {
   const std::string data(70000, 'x');
   std::string whole = PacketWriter(FXP_WRITE).str("h1").u64(1 << 20).str(data).take();
-  Request r = PacketWriter(FXP_WRITE).str("h1").u64(1 << 20).take_with_str(data);
+  Request r = PacketWriter(FXP_WRITE).str("h1").u64(1 << 20).take_with_str({data});
   EXPECT_EQ(r.type(), FXP_WRITE);
   ASSERT_EQ(r.tail.size(), 1u);
   EXPECT_EQ(r.tail[0].data(), data.data());  // not copied
