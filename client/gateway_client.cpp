@@ -132,27 +132,28 @@ void watch_connection(std::stop_token stop, std::shared_ptr<grpc::Channel> chann
   }
 }
 
+// A message as the generic stub sends it.
+template <typename Message>
+grpc::ByteBuffer framed(const Message& message) {
+  grpc::ByteBuffer buffer;
+  bool own;
+  grpc::SerializationTraits<Message>::Serialize(message, &buffer, &own);
+  return buffer;
+}
+
 }  // namespace
 
 struct GatewayClient::Stubs {
   std::unique_ptr<pb::Namespace::Stub> names;
   std::unique_ptr<pb::Data::Stub> data;
-  // Read and Write, whose contents are framed by hand (wire/bulk_message.hpp).
+  // The asynchronous calls (Read, Write, Release), whose requests and replies are framed here:
+  // Read's and Write's contents by hand (wire/bulk_message.hpp).
   std::unique_ptr<grpc::GenericStub> bulk;
   // Asynchronous calls not yet finished; the client is not destroyed while there are any.
   std::mutex async_mu;
   std::condition_variable async_cv;
   int async_calls = 0;            // guarded by async_mu
   std::jthread connection_watch;  // declared last: stopped and joined first
-
-  // One asynchronous unary call through the stub's callback API: owns its context, request and
-  // reply until gRPC is done with them, then hands the reply (or the errno) to `finish`.
-  template <typename Request, typename Reply>
-  struct AsyncCall {
-    grpc::ClientContext context;
-    Request request;
-    Reply reply;
-  };
 
   void async_started() {
     std::lock_guard lock(async_mu);
@@ -167,42 +168,15 @@ struct GatewayClient::Stubs {
     async_cv.wait(lock, [&] { return async_calls == 0; });
   }
 
-  // Starts one asynchronous call: `fill(request)` writes the request, `issue(context, request,
-  // reply, callback)` starts it on the stub, and `finish` gets, exactly once and on a gRPC thread
-  // (so it must not block), the reply or the errno: of the call (its gRPC status, logged here)
-  // or of the reply's `error`. The destructor waits for calls still in flight.
-  template <typename Request, typename Reply, typename Fill, typename Issue, typename Finish>
-  void start_async(const GatewayOptions& options, const char* method, std::string path, Fill&& fill,
-                   Issue&& issue, Finish finish) {
-    using Call = AsyncCall<Request, Reply>;
-    auto* call = new Call;
-    prepare(options, options.timeout, &call->context);
-    fill(call->request);
-    async_started();
-    issue(&call->context, &call->request, &call->reply,
-          [this, call, method, path = std::move(path),
-           finish = std::move(finish)](grpc::Status status) mutable {
-            std::unique_ptr<Call> owned(call);
-            if (!status.ok()) {
-              log_failure(method, path, status);
-              finish(Result<Reply*>::failure(errno_from_status(status)));
-            } else if (owned->reply.error() != 0) {
-              spdlog::debug("gateway {} {}: errno {}", method, path, owned->reply.error());
-              finish(Result<Reply*>::failure(errno_from_reply(owned->reply.error())));
-            } else {
-              finish(&owned->reply);
-            }
-            owned.reset();
-            async_finished();
-          });
-  }
-
-  // start_async() for the Data calls that carry file contents, through the generic stub: the
-  // request goes as it was framed, and `finish` gets the reply with the contents of its
-  // `bytes_field` (0: none) apart, as views of the received message.
+  // Starts one asynchronous unary call `rpc` through the generic stub, with `request` as it was
+  // framed (wire/bulk_message.hpp for Write, `framed()` otherwise). `finish` gets, exactly once
+  // and on a gRPC thread (so it must not block), the reply or the errno: of the call (its gRPC
+  // status, logged here) or of the reply's `error`; and the contents of the reply's
+  // `bytes_field` (0: none) apart, as views of the received message. The destructor waits for
+  // calls still in flight.
   template <typename Reply, typename Finish>
-  void start_bulk(const GatewayOptions& options, const char* method, const char* rpc,
-                  std::string path, grpc::ByteBuffer request, int bytes_field, Finish finish) {
+  void start_async(const GatewayOptions& options, const char* method, const char* rpc,
+                   std::string path, grpc::ByteBuffer request, int bytes_field, Finish finish) {
     struct Call {
       grpc::ClientContext context;
       grpc::ByteBuffer request;
@@ -546,10 +520,11 @@ Status GatewayClient::release(const FileRef& file) const {
 }
 
 void GatewayClient::release_async(const FileRef& file) const {
-  stubs_->start_async<pb::FileRef, pb::ErrorReply>(
-      options_, "Release", file.path, [&](pb::FileRef& req) { to_proto(options_.ns, file, &req); },
-      [&](auto... args) { stubs_->data->async()->Release(args...); },
-      [path = file.path](Result<pb::ErrorReply*> reply) {
+  pb::FileRef req;
+  to_proto(options_.ns, file, &req);
+  stubs_->start_async<pb::ErrorReply>(
+      options_, "Release", "/skein.v1.Data/Release", file.path, framed(req), 0,
+      [path = file.path](Result<pb::ErrorReply*> reply, SharedBytes) {
         if (!reply) spdlog::warn("release {}: errno {} (ignored)", path, reply.error());
       });
 }
@@ -560,11 +535,8 @@ void GatewayClient::read_async(const FileRef& file, std::uint64_t offset, std::u
   to_proto(options_.ns, file, req.mutable_file());
   req.set_offset(offset);
   req.set_size(size);
-  grpc::ByteBuffer request;
-  bool own;
-  grpc::SerializationTraits<pb::ReadRequest>::Serialize(req, &request, &own);
-  stubs_->start_bulk<pb::ReadReply>(
-      options_, "Read", "/skein.v1.Data/Read", file.path, std::move(request),
+  stubs_->start_async<pb::ReadReply>(
+      options_, "Read", "/skein.v1.Data/Read", file.path, framed(req),
       pb::ReadReply::kDataFieldNumber,
       [done = std::move(done)](Result<pb::ReadReply*> reply, SharedBytes data) {
         if (!reply) return done(Result<SharedBytes>::failure(reply.error()));
@@ -577,7 +549,7 @@ void GatewayClient::write_async(const FileRef& file, std::uint64_t offset, std::
   pb::WriteRequest head;
   to_proto(options_.ns, file, head.mutable_file());
   head.set_offset(offset);
-  stubs_->start_bulk<pb::WriteReply>(
+  stubs_->start_async<pb::WriteReply>(
       options_, "Write", "/skein.v1.Data/Write", file.path,
       wire::serialize_with_bytes(head, pb::WriteRequest::kDataFieldNumber, std::move(data)), 0,
       [done = std::move(done)](Result<pb::WriteReply*> reply, SharedBytes) {
