@@ -6,11 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include <map>
-
 #include <algorithm>
 #include <cerrno>
 #include <deque>
+#include <map>
 #include <random>
 #include <thread>
 #include <vector>
