@@ -1,0 +1,103 @@
+// SSH binary packets; see packet_codec.hpp.
+#include "ssh/packet_codec.hpp"
+
+#include <cstring>
+
+#include "ssh/wire.hpp"
+
+namespace skein::ssh {
+namespace {
+constexpr size_t kClearBlock = 8;
+constexpr size_t kGcmBlock = 16;
+}  // namespace
+
+bool PacketSealer::set_gcm(std::string_view key, std::string_view iv) {
+  auto c = std::make_unique<GcmCipher>(true, key, iv);
+  if (!c->ok()) return false;
+  gcm_ = std::move(c);
+  return true;
+}
+
+bool PacketSealer::seal(std::string& out, std::string_view head,
+                        std::span<const std::string_view> pieces) {
+  size_t payload = head.size();
+  for (auto p : pieces) payload += p.size();
+  // Padding: at least 4 bytes, so that what is encrypted is a multiple of the block size; under
+  // GCM the 4 length bytes are not encrypted and do not count.
+  const size_t block = gcm_ ? kGcmBlock : kClearBlock;
+  const size_t counted = (gcm_ ? 0 : 4) + 1 + payload;
+  size_t pad = block - counted % block;
+  if (pad < 4) pad += block;
+  const uint32_t packet_length = uint32_t(1 + payload + pad);
+
+  const size_t start = out.size();
+  const size_t tag = gcm_ ? GcmCipher::kTagSize : 0;
+  out.resize(start + 4 + packet_length + tag);
+  char* p = out.data() + start;
+  put_u32(p, packet_length);
+  p[4] = char(pad);
+  ++sequence_;
+  if (!gcm_) {
+    char* q = p + 5;
+    std::memcpy(q, head.data(), head.size());
+    q += head.size();
+    for (auto piece : pieces) {
+      std::memcpy(q, piece.data(), piece.size());
+      q += piece.size();
+    }
+    if (!random_pad_filled_) {
+      random_bytes(random_pad_, sizeof random_pad_);
+      random_pad_filled_ = true;
+    }
+    std::memcpy(q, random_pad_, pad);
+    return true;
+  }
+  // Encrypted from where the bytes are: the padding-length byte with the head (copied next to
+  // it, encrypted in place), the pieces, then zero padding; each byte written once.
+  static const char zeros[2 * kGcmBlock] = {};
+  std::memcpy(p + 5, head.data(), head.size());
+  std::string_view stack_parts[16];
+  std::unique_ptr<std::string_view[]> heap_parts;
+  const size_t nparts = 1 + pieces.size() + 1;
+  std::string_view* parts = stack_parts;
+  if (nparts > std::size(stack_parts)) {
+    heap_parts = std::make_unique<std::string_view[]>(nparts);
+    parts = heap_parts.get();
+  }
+  parts[0] = std::string_view(p + 4, 1 + head.size());
+  for (size_t i = 0; i < pieces.size(); ++i) parts[1 + i] = pieces[i];
+  parts[nparts - 1] = std::string_view(zeros, pad);
+  const std::string_view aad(p, 4);
+  return gcm_->seal(aad, std::span(parts, nparts), p + 4, p + 4 + packet_length);
+}
+
+bool PacketOpener::set_gcm(std::string_view key, std::string_view iv) {
+  auto c = std::make_unique<GcmCipher>(false, key, iv);
+  if (!c->ok()) return false;
+  gcm_ = std::move(c);
+  return true;
+}
+
+PacketOpener::Status PacketOpener::open(char* data, size_t avail, std::string_view& payload,
+                                        size_t& consumed) {
+  consumed = 0;
+  if (avail < 4) return Status::need_more;
+  const uint32_t len = get_u32(data);
+  const size_t block = gcm_ ? kGcmBlock : kClearBlock;
+  const size_t counted = gcm_ ? len : len + 4;
+  if (len < 5 || len > kMaxPacket || counted % block != 0) return Status::bad;
+  const size_t tag = gcm_ ? GcmCipher::kTagSize : 0;
+  const size_t total = 4 + size_t(len) + tag;
+  consumed = total;
+  if (avail < total) return Status::need_more;
+  if (gcm_ && !gcm_->open(std::string_view(data, 4), data + 4, len, data + 4 + len)) {
+    return Status::bad;
+  }
+  const uint8_t pad = uint8_t(data[4]);
+  if (pad < 4 || size_t(pad) + 1 >= len) return Status::bad;
+  payload = std::string_view(data + 5, len - 1 - pad);
+  ++sequence_;
+  return Status::packet;
+}
+
+}  // namespace skein::ssh

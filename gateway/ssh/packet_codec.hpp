@@ -1,0 +1,58 @@
+// The binary packet protocol of RFC 4253 section 6: frames payloads into packets and cuts received
+// bytes into payloads, in the clear (the first key exchange) or with AES-GCM as OpenSSH frames it
+// (aes128-gcm@openssh.com, aes256-gcm@openssh.com: the length in the clear as associated data,
+// a 16-byte tag). Pure logic over buffers, no I/O, so it is unit-tested on its own.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "ssh/crypto.hpp"
+
+namespace skein::ssh {
+
+// The largest packet either side accepts: OpenSSH's limit (PACKET_MAX_SIZE) for a whole packet.
+constexpr size_t kMaxPacket = 256 * 1024;
+
+class PacketSealer {
+ public:
+  // Appends one packet whose payload is `head` followed by `pieces` to `out`. False only if
+  // libcrypto failed.
+  bool seal(std::string& out, std::string_view head, std::span<const std::string_view> pieces = {});
+  // From now on packets are encrypted with this key and IV (after NEWKEYS).
+  bool set_gcm(std::string_view key, std::string_view iv);
+  bool encrypted() const { return bool(gcm_); }
+  uint32_t sequence() const { return sequence_; }
+  void reset_sequence() { sequence_ = 0; }
+
+ private:
+  std::unique_ptr<GcmCipher> gcm_;
+  uint32_t sequence_ = 0;
+  // Random bytes for the padding of clear packets (encrypted ones are padded with zeros: under
+  // AEAD the padding is secret and authenticated, so its value does not matter).
+  char random_pad_[255] = {};
+  bool random_pad_filled_ = false;
+};
+
+class PacketOpener {
+ public:
+  enum class Status { packet, need_more, bad };
+  // Looks at the `avail` bytes at `data`. With a whole packet there: decrypts it in place, points
+  // `payload` at its payload and sets `consumed` to its size on the wire. `need_more`: a packet
+  // has begun but is not all there (`consumed` then says how many bytes it needs in all, once
+  // its length is known). `bad`: a malformed length or padding, or a tag that does not match.
+  Status open(char* data, size_t avail, std::string_view& payload, size_t& consumed);
+  bool set_gcm(std::string_view key, std::string_view iv);
+  bool encrypted() const { return bool(gcm_); }
+  uint32_t sequence() const { return sequence_; }
+  void reset_sequence() { sequence_ = 0; }
+
+ private:
+  std::unique_ptr<GcmCipher> gcm_;
+  uint32_t sequence_ = 0;
+};
+
+}  // namespace skein::ssh
