@@ -10,7 +10,7 @@
 #include <thread>
 #include <unordered_set>
 
-#include "sftp/connection.hpp"
+#include "sftp/libssh_channel.hpp"
 
 namespace skein {
 namespace {

@@ -149,7 +149,7 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       std::string where = "[[backend]]";
       c.only_keys(t,
                   {"name", "host", "port", "user", "identity_file", "known_hosts", "root",
-                   "connections", "min_free_space"},
+                   "connections", "min_free_space", "ssh_transport"},
                   where);
       BackendConfig b;
       b.name = c.string(t, "name", where, true);
@@ -168,6 +168,12 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       b.endpoint.known_hosts = c.string(t, "known_hosts", where, true);
       c.readable_file(t, "known_hosts", b.endpoint.known_hosts, where);
       b.endpoint.timeout = cfg.timeout;
+      const std::string stack = c.string(t, "ssh_transport", where, false, "auto");
+      if (!sftp::parse_ssh_stack(stack, b.endpoint.stack))
+        c.fail(t.get("ssh_transport"), "'ssh_transport' in " + where +
+                                           " must be \"auto\", "
+                                           "\"native\" or \"libssh\", not \"" +
+                                           stack + "\"");
       b.root = c.string(t, "root", where, true);
       if (b.root.empty() || b.root.front() != '/')
         c.fail(t.get("root"), "'root' in " + where + " must be an absolute path");

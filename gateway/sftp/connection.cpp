@@ -1,14 +1,14 @@
-// SFTP connection over libssh with an I/O thread; see connection.hpp.
+// SFTP connection over an SSH channel with an I/O thread; see connection.hpp.
 //
-// libssh sessions are not thread-safe: whoever touches the session holds ssh_mu_. That is the I/O
+// The channel (ssh::SessionChannel, or libssh's) is not thread-safe: whoever touches it holds
+// ssh_mu_. That is the I/O
 // thread, which sleeps in poll() on the session socket and an eventfd that send() signals, and on
-// wake-up writes queued requests and drains every reply libssh has buffered; or a caller of
+// wake-up writes queued requests and drains every reply the channel has; or a caller of
 // call() on an idle connection, which writes its request and polls for its reply itself, so that
 // no thread hand-off is paid. While nothing is pending the I/O thread watches the socket only for
 // a hang-up, so it does not wake for replies that are a direct caller's.
 #include "sftp/connection.hpp"
 
-#include <libssh/libssh.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -17,11 +17,11 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "sftp/libssh_channel.hpp"
+#include "ssh/session_channel.hpp"
+
 namespace skein::sftp {
 namespace {
-constexpr const char* kCiphers =
-    "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr";
-
 std::string describe(const Endpoint& ep) {
   return ep.user + "@" + ep.host + ":" + std::to_string(ep.port);
 }
@@ -32,17 +32,6 @@ std::future<Result<Reply>> ready_failure(int err) {
   return p.get_future();
 }
 
-// Blocking read of exactly `n` bytes during the handshake, bounded by the session timeout.
-bool read_exact(ssh_channel ch, std::string& out, size_t n, int timeout_ms) {
-  out.resize(n);
-  size_t got = 0;
-  while (got < n) {
-    int r = ssh_channel_read_timeout(ch, out.data() + got, uint32_t(n - got), 0, timeout_ms);
-    if (r <= 0) return false;
-    got += size_t(r);
-  }
-  return true;
-}
 }  // namespace
 
 std::unique_ptr<Connection> Connection::connect(const Endpoint& ep, std::string& error,
@@ -62,93 +51,50 @@ std::unique_ptr<Connection> Connection::connect(const Endpoint& ep, std::string&
   return c;
 }
 
-ssh_session open_ssh_session(const Endpoint& ep, std::string& error) {
-  const std::string who = describe(ep);
-  ssh_session session = ssh_new();
-  if (!session) {
-    error = who + ": cannot allocate an SSH session";
-    return nullptr;
-  }
-  auto fail = [&](std::string message) {
-    error = std::move(message);
-    ssh_free(session);
-    return nullptr;
-  };
-  int port = ep.port;
-  int yes = 1;
-  long timeout_s = std::max<long>(1, long(ep.timeout.count() / 1000));
-  bool no = false;
-  ssh_options_set(session, SSH_OPTIONS_PROCESS_CONFIG, &no);
-  ssh_options_set(session, SSH_OPTIONS_HOST, ep.host.c_str());
-  ssh_options_set(session, SSH_OPTIONS_PORT, &port);
-  ssh_options_set(session, SSH_OPTIONS_USER, ep.user.c_str());
-  ssh_options_set(session, SSH_OPTIONS_NODELAY, &yes);
-  ssh_options_set(session, SSH_OPTIONS_TIMEOUT, &timeout_s);
-  ssh_options_set(session, SSH_OPTIONS_KNOWNHOSTS, ep.known_hosts.c_str());
-  ssh_options_set(session, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
-  ssh_options_set(session, SSH_OPTIONS_CIPHERS_C_S, kCiphers);
-  ssh_options_set(session, SSH_OPTIONS_CIPHERS_S_C, kCiphers);
-  ssh_options_set(session, SSH_OPTIONS_COMPRESSION, "no");
-
-  if (ssh_connect(session) != SSH_OK) {
-    return fail(who + ": cannot connect: " + ssh_get_error(session));
-  }
-  switch (ssh_session_is_known_server(session)) {
-    case SSH_KNOWN_HOSTS_OK:
-      break;
-    case SSH_KNOWN_HOSTS_CHANGED:
-      return fail(who + ": host key CHANGED from the one in " + ep.known_hosts +
-                  " (possible man-in-the-middle); refusing to connect");
-    case SSH_KNOWN_HOSTS_OTHER:
-      return fail(who + ": host key type differs from the one in " + ep.known_hosts +
-                  "; refusing to connect");
-    case SSH_KNOWN_HOSTS_UNKNOWN:
-    case SSH_KNOWN_HOSTS_NOT_FOUND:
-      return fail(who + ": host key is not in " + ep.known_hosts +
-                  " (unknown server); refusing to connect");
-    default:
-      return fail(who + ": cannot check the host key: " + ssh_get_error(session));
-  }
-
-  ssh_key key = nullptr;
-  if (ssh_pki_import_privkey_file(ep.identity_file.c_str(), nullptr, nullptr, nullptr, &key) !=
-      SSH_OK) {
-    return fail(who + ": cannot read identity file " + ep.identity_file);
-  }
-  int auth = ssh_userauth_publickey(session, nullptr, key);
-  ssh_key_free(key);
-  if (auth != SSH_AUTH_SUCCESS) {
-    return fail(who + ": public key authentication failed: " + ssh_get_error(session));
-  }
-
-  return session;
-}
-
 bool Connection::handshake(std::string& error) {
   const std::string who = describe(endpoint_);
-  session_ = open_ssh_session(endpoint_, error);
-  if (!session_) return false;
-  channel_ = ssh_channel_new(session_);
-  if (!channel_ || ssh_channel_open_session(channel_) != SSH_OK ||
-      ssh_channel_request_subsystem(channel_, "sftp") != SSH_OK) {
-    error = who + ": cannot start the sftp subsystem: " + ssh_get_error(session_);
-    return false;
+  if (endpoint_.stack != SshStack::libssh) {
+    ssh::TransportOptions options;
+    options.host = endpoint_.host;
+    options.port = endpoint_.port;
+    options.user = endpoint_.user;
+    options.identity_file = endpoint_.identity_file;
+    options.known_hosts = endpoint_.known_hosts;
+    options.timeout = endpoint_.timeout;
+    ssh::ConnectFailure why;
+    channel_ = ssh::SessionChannel::subsystem(options, "sftp", error, why);
+    if (!channel_) {
+      // Only a server that speaks nothing of ours goes to libssh: a refused host key or login
+      // is never retried elsewhere.
+      if (endpoint_.stack == SshStack::native || why != ssh::ConnectFailure::unsupported) {
+        return false;
+      }
+      spdlog::info("{}: using libssh: {}", who, error);
+    }
+    stack_ = SshStack::native;
+    read_window_ = kNativeReadWindow;
+  }
+  if (!channel_) {
+    channel_ = LibsshChannel::open_sftp(endpoint_, error);
+    if (!channel_) return false;
+    stack_ = SshStack::libssh;
+    read_window_ = kLibsshReadWindow;
   }
 
   std::string init = PacketWriter(FXP_INIT, false).u32(3).take();
-  if (ssh_channel_write(channel_, init.data(), uint32_t(init.size())) != int(init.size())) {
-    error = who + ": sftp init failed: " + ssh_get_error(session_);
+  const auto deadline = std::chrono::steady_clock::now() + endpoint_.timeout;
+  if (!channel_->write(init, {}, deadline)) {
+    error = who + ": sftp init failed: " + channel_->error();
     return false;
   }
-  const int tmo = int(endpoint_.timeout.count());
   std::string hdr, body;
-  if (!read_exact(channel_, hdr, 4, tmo)) {
+  if (!read_exact(hdr, 4)) {
     error = who + ": no sftp version reply";
     return false;
   }
   uint32_t len = uint32_t(uint8_t(hdr[0])) << 24 | uint32_t(uint8_t(hdr[1])) << 16 |
                  uint32_t(uint8_t(hdr[2])) << 8 | uint8_t(hdr[3]);
-  if (len < 5 || len > 65536 || !read_exact(channel_, body, len, tmo) || body[0] != FXP_VERSION) {
+  if (len < 5 || len > 65536 || !read_exact(body, len) || body[0] != FXP_VERSION) {
     error = who + ": bad sftp version reply";
     return false;
   }
@@ -170,17 +116,35 @@ bool Connection::handshake(std::string& error) {
   if (has_extension("limits@openssh.com")) {
     std::string req = PacketWriter(FXP_EXTENDED).str("limits@openssh.com").take();
     patch_request_id(req, 0);
-    if (ssh_channel_write(channel_, req.data(), uint32_t(req.size())) == int(req.size()) &&
-        read_exact(channel_, hdr, 4, tmo)) {
+    if (channel_->write(req, {}, deadline) && read_exact(hdr, 4)) {
       len = uint32_t(uint8_t(hdr[0])) << 24 | uint32_t(uint8_t(hdr[1])) << 16 |
             uint32_t(uint8_t(hdr[2])) << 8 | uint8_t(hdr[3]);
-      if (len >= 5 && len < 65536 && read_exact(channel_, body, len, tmo) &&
+      if (len >= 5 && len < 65536 && read_exact(body, len) &&
           uint8_t(body[0]) == FXP_EXTENDED_REPLY) {
         PacketReader lr(std::string_view(body).substr(5));
         auto mp = lr.u64(), mr = lr.u64(), mw = lr.u64(), mh = lr.u64();
         if (mp && mr && mw && mh) limits_ = {*mp, *mr, *mw, *mh};
       }
     }
+  }
+  return true;
+}
+
+bool Connection::read_exact(std::string& out, size_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + endpoint_.timeout;
+  out.resize(n);
+  size_t got = 0;
+  while (got < n) {
+    const long r = channel_->read(out.data() + got, n - got);
+    if (r < 0) return false;
+    got += size_t(r);
+    if (r > 0) continue;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now())
+                        .count();
+    pollfd p{channel_->fd(), short(POLLIN | (channel_->wants_write() ? POLLOUT : 0)), 0};
+    if (ms <= 0 || poll(&p, 1, int(ms) + 1) == 0) return false;
+    if ((p.revents & POLLOUT) && !channel_->flush()) return false;
   }
   return true;
 }
@@ -196,20 +160,17 @@ Connection::~Connection() {
     std::lock_guard ssh(ssh_mu_);
     fail_all("connection closed");
   }
-  if (channel_) {
-    ssh_channel_free(channel_);
-  }
-  if (session_) {
-    ssh_disconnect(session_);
-    ssh_free(session_);
-  }
+  channel_.reset();
   if (wake_fd_ >= 0) close(wake_fd_);
   if (abort_fd_ >= 0) close(abort_fd_);
 }
 
 std::string Connection::why(const char* what) const {
-  const char* detail = ssh_get_error(session_);
-  return describe(endpoint_) + ": " + what + (detail[0] ? std::string(": ") + detail : "");
+  std::string detail = channel_ ? channel_->error() : "";
+  // skein's transport names the server itself.
+  const std::string who = describe(endpoint_);
+  if (detail.starts_with(who + ": ")) detail.erase(0, who.size() + 2);
+  return who + ": " + what + (detail.empty() ? "" : ": " + detail);
 }
 
 std::string Connection::deadline_missed() const {
@@ -235,7 +196,7 @@ std::future<Result<Reply>> Connection::send(Request request) {
     std::unique_lock lock(window_mu_);
     window_cv_.wait(lock, [&] {
       return !alive_ || read_bytes_in_flight_ == 0 ||
-             read_bytes_in_flight_ + p.read_bytes <= kReadWindow;
+             read_bytes_in_flight_ + p.read_bytes <= read_window_;
     });
     read_bytes_in_flight_ += p.read_bytes;
   }
@@ -302,30 +263,7 @@ std::vector<Result<Reply>> Connection::call_all(std::vector<Request> framed) {
 }
 
 bool Connection::write_request(const Request& r) {
-  // libssh makes at least one SSH packet of every write, and sshd takes at most 32 KiB in one.
-  // So the pieces go in writes of whole 32 KiB multiples, and what straddles a boundary between
-  // them (the packet's header first) is gathered in a small buffer: a request in pieces costs no
-  // more packets than the same bytes in one buffer.
-  auto write = [&](const char* p, size_t n) {
-    return ssh_channel_write(channel_, p, uint32_t(n)) == int(n);
-  };
-  if (r.tail.empty()) return write(r.framed.data(), r.framed.size());
-  std::string& gather = gather_;  // kept between calls: no allocation per request
-  gather.assign(r.framed);
-  for (std::string_view piece : r.tail) {
-    if (!gather.empty()) {
-      const size_t take = std::min(piece.size(), kSshPacket - gather.size());
-      gather.append(piece.substr(0, take));
-      piece.remove_prefix(take);
-      if (gather.size() < kSshPacket) continue;  // the piece is used up
-      if (!write(gather.data(), gather.size())) return false;
-      gather.clear();
-    }
-    const size_t whole = piece.size() / kSshPacket * kSshPacket;
-    if (whole > 0 && !write(piece.data(), whole)) return false;
-    gather.assign(piece.substr(whole));
-  }
-  return gather.empty() || write(gather.data(), gather.size());
+  return channel_->write(r.framed, r.tail, std::chrono::steady_clock::now() + endpoint_.timeout);
 }
 
 std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& framed,
@@ -348,7 +286,7 @@ std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& f
   }
   bool hangup = false;
   for (;;) {
-    if (!drain_replies(hangup, first_id, &got) || !ssh_is_connected(session_)) {
+    if (!drain_replies(hangup, first_id, &got)) {
       mark_dead(why("connection lost"));
       return finish();
     }
@@ -364,12 +302,17 @@ std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& f
     }
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
-    pollfd fds[2] = {{ssh_get_fd(session_), POLLIN, 0}, {abort_fd_, POLLIN, 0}};
+    pollfd fds[2] = {{channel_->fd(), short(POLLIN | (channel_->wants_write() ? POLLOUT : 0)), 0},
+                     {abort_fd_, POLLIN, 0}};
     if (poll(fds, 2, int(ms)) < 0 && errno != EINTR) {
       mark_dead(describe(endpoint_) + ": poll failed");
       return finish();
     }
     if (fds[1].revents & POLLIN) return finish();  // shut down by its owner meanwhile
+    if ((fds[0].revents & POLLOUT) && !channel_->flush()) {
+      mark_dead(why("write failed"));
+      return finish();
+    }
     hangup = fds[0].revents & (POLLHUP | POLLERR);
   }
 }
@@ -427,10 +370,10 @@ bool Connection::drain_replies(bool hangup, uint32_t first_id,
   Reply reply;
   for (;;) {
     auto space = in_.want();
-    int n = ssh_channel_read_nonblocking(channel_, space.data, uint32_t(space.size), 0);
-    if (n == SSH_ERROR || (n == 0 && ssh_channel_is_eof(channel_))) return false;
-    if (n == 0 && hangup) return false;  // the socket hung up and libssh has nothing more for us
-    if (n <= 0) return true;
+    const long n = channel_->read(space.data, space.size);
+    if (n < 0) return false;
+    if (n == 0 && hangup) return false;  // the socket hung up and the channel has nothing more
+    if (n == 0) return true;
     hangup = false;
     in_.got(size_t(n));
     uint32_t id;
@@ -483,13 +426,13 @@ void Connection::io_loop() {
       request.framed.clear();  // written
       request.tail.clear();
     }
-    if (write_failed || !ssh_is_connected(session_)) {
+    if (write_failed) {
       fail_all(why("write failed"));
       return;
     }
 
     // 2. Drain every reply that has arrived.
-    if (!drain_replies(hangup) || !ssh_is_connected(session_)) {
+    if (!drain_replies(hangup)) {
       fail_all(why("connection lost"));
       return;
     }
@@ -510,8 +453,9 @@ void Connection::io_loop() {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now).count() + 1;
       if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = int(ms);
     }
-    const short socket_events = pending_.empty() ? POLLRDHUP : POLLIN;
-    pollfd fds[2] = {{ssh_get_fd(session_), socket_events, 0}, {wake_fd_, POLLIN, 0}};
+    const short socket_events =
+        short((pending_.empty() ? POLLRDHUP : POLLIN) | (channel_->wants_write() ? POLLOUT : 0));
+    pollfd fds[2] = {{channel_->fd(), socket_events, 0}, {wake_fd_, POLLIN, 0}};
     ssh.unlock();
     {
       std::lock_guard lock(mu_);
@@ -526,8 +470,15 @@ void Connection::io_loop() {
       uint64_t v;
       (void)!read(wake_fd_, &v, sizeof v);
     }
-    // A hang-up is reported by the next drain, after what libssh buffered has been read.
+    // A hang-up is reported by the next drain, after what the channel buffered has been read.
     hangup = fds[0].revents & (POLLHUP | POLLERR | POLLRDHUP);
+    if (fds[0].revents & POLLOUT) {
+      std::lock_guard relock(ssh_mu_);
+      if (!channel_->flush()) {
+        fail_all(why("write failed"));
+        return;
+      }
+    }
   }
   std::lock_guard ssh(ssh_mu_);
   if (alive_) fail_all(describe(endpoint_) + ": connection closed");

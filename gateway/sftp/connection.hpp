@@ -24,33 +24,20 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sftp/endpoint.hpp"
 #include "sftp/protocol.hpp"
 #include "skein/result.hpp"
-
-struct ssh_session_struct;
-struct ssh_channel_struct;
+#include "ssh/byte_channel.hpp"
 
 namespace skein::sftp {
-
-struct Endpoint {
-  std::string host;
-  int port = 22;
-  std::string user;
-  std::string identity_file;
-  std::string known_hosts;
-  std::chrono::milliseconds timeout{15000};
-};
-
-// Connects to `endpoint`, verifies its host key against the endpoint's known_hosts (an unknown or
-// changed key is refused) and authenticates with its identity file. Returns null with a message
-// naming the endpoint and the cause in `error`. The caller owns the session (ssh_free).
-ssh_session_struct* open_ssh_session(const Endpoint& endpoint, std::string& error);
 
 class Connection {
  public:
   // Connects, checks the host key against the endpoint's known_hosts (an unknown or changed key is
-  // refused), authenticates with the identity file and starts SFTP. On failure returns null and
-  // sets `error` to a message naming the endpoint and the cause.
+  // refused), authenticates with the identity file and starts SFTP, on the endpoint's SSH stack
+  // (skein's own transport unless it says libssh; with "auto", libssh when the server offers
+  // none of the algorithms of skein's). On failure returns null and sets `error` to a message
+  // naming the endpoint and the cause.
   // `on_hung` is called once if a request misses its deadline (the server stopped answering),
   // from the thread that noticed; it must not call back into this connection except shutdown().
   using OnHung = std::function<void(const std::string& why)>;
@@ -72,6 +59,8 @@ class Connection {
   size_t in_flight() const { return in_flight_.load(); }
   const Limits& limits() const { return limits_; }
   bool has_extension(const std::string& name) const { return extensions_.count(name) > 0; }
+  // "native" or "libssh": the SSH implementation this connection runs on.
+  const char* stack() const { return ssh_stack_name(stack_); }
   // Why the connection died, for logs.
   std::string failure() const;
   // Declares the connection dead: every waiter, queued, pending or in a direct call, gets EIO now.
@@ -86,6 +75,8 @@ class Connection {
   // call_all() in the calling thread; framed[i] carries id first_id + i. A connection that dies
   // meanwhile is marked dead (the I/O thread is told) and every reply not yet read is EIO.
   std::vector<Result<Reply>> call_direct(const std::vector<Request>& requests, uint32_t first_id);
+  // Reads exactly n bytes (the handshake's replies), bounded by the timeout.
+  bool read_exact(std::string& out, size_t n);
   // Writes one request to the channel; false if the channel failed. Caller holds ssh_mu_.
   bool write_request(const Request& request);
   // Marks the connection dead from a caller's thread; the I/O thread fails the rest and stops.
@@ -104,7 +95,7 @@ class Connection {
   void release_read_bytes(size_t n);
 
   void report_hung(const std::string& why);
-  // Why the connection died, naming it: "user@host:port: WHAT[: libssh's error]", and the
+  // Why the connection died, naming it: "user@host:port: WHAT[: the channel's error]", and the
   // message of a missed deadline.
   std::string why(const char* what) const;
   std::string deadline_missed() const;
@@ -112,8 +103,8 @@ class Connection {
   OnHung on_hung_;
   std::atomic<bool> hung_reported_{false};
   int abort_fd_ = -1;  // readable once the connection is dead: wakes a direct caller's poll
-  ssh_session_struct* session_ = nullptr;
-  ssh_channel_struct* channel_ = nullptr;
+  std::unique_ptr<ssh::ByteChannel> channel_;
+  SshStack stack_ = SshStack::native;
   Endpoint endpoint_;
   Limits limits_;
   std::set<std::string> extensions_;
@@ -126,19 +117,19 @@ class Connection {
   uint32_t next_id_ = 1;
   bool direct_ = false;  // a call() is being served in its caller's thread
 
-  // The libssh session and what is read from it: used by the I/O thread and by a direct call(),
+  // The channel and what is read from it: used by the I/O thread and by a direct call(),
   // one at a time. Lock order: ssh_mu_ before mu_ and window_mu_.
   std::mutex ssh_mu_;
   std::unordered_map<uint32_t, Pending> pending_;  // written, waiting for their replies
   PacketAssembler in_;
-  // What write_request() gathers between SSH packet boundaries.
-  static constexpr size_t kSshPacket = 32 * 1024;
-  std::string gather_;
 
   // Bytes that outstanding READs may bring back. Kept under libssh's channel window (1.28 MB), so
   // replies always fit it: the server then never stalls writing a reply while we are blocked
-  // writing a request to it, which would deadlock the channel until the deadline.
-  static constexpr size_t kReadWindow = 1000000;
+  // writing a request to it, which would deadlock the channel until the deadline. (skein's own
+  // transport reads while it waits to write, and its window is larger.)
+  static constexpr size_t kLibsshReadWindow = 1000000;
+  static constexpr size_t kNativeReadWindow = 3000000;  // under ssh::SessionChannel's 4 MiB
+  size_t read_window_ = kLibsshReadWindow;
   std::mutex window_mu_;
   std::condition_variable window_cv_;
   size_t read_bytes_in_flight_ = 0;

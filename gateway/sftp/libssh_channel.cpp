@@ -1,0 +1,168 @@
+// The SFTP subsystem over libssh; see libssh_channel.hpp.
+#include "sftp/libssh_channel.hpp"
+
+#include <libssh/libssh.h>
+
+#include <algorithm>
+
+namespace skein::sftp {
+namespace {
+constexpr const char* kCiphers =
+    "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr";
+
+std::string describe(const Endpoint& ep) {
+  return ep.user + "@" + ep.host + ":" + std::to_string(ep.port);
+}
+}  // namespace
+
+bool parse_ssh_stack(const std::string& word, SshStack& out) {
+  if (word == "auto") {
+    out = SshStack::automatic;
+  } else if (word == "native") {
+    out = SshStack::native;
+  } else if (word == "libssh") {
+    out = SshStack::libssh;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+const char* ssh_stack_name(SshStack s) {
+  switch (s) {
+    case SshStack::native:
+      return "native";
+    case SshStack::libssh:
+      return "libssh";
+    case SshStack::automatic:
+      break;
+  }
+  return "auto";
+}
+
+ssh_session open_ssh_session(const Endpoint& ep, std::string& error) {
+  const std::string who = describe(ep);
+  ssh_session session = ssh_new();
+  if (!session) {
+    error = who + ": cannot allocate an SSH session";
+    return nullptr;
+  }
+  auto fail = [&](std::string message) {
+    error = std::move(message);
+    ssh_free(session);
+    return nullptr;
+  };
+  int port = ep.port;
+  int yes = 1;
+  long timeout_s = std::max<long>(1, long(ep.timeout.count() / 1000));
+  bool no = false;
+  ssh_options_set(session, SSH_OPTIONS_PROCESS_CONFIG, &no);
+  ssh_options_set(session, SSH_OPTIONS_HOST, ep.host.c_str());
+  ssh_options_set(session, SSH_OPTIONS_PORT, &port);
+  ssh_options_set(session, SSH_OPTIONS_USER, ep.user.c_str());
+  ssh_options_set(session, SSH_OPTIONS_NODELAY, &yes);
+  ssh_options_set(session, SSH_OPTIONS_TIMEOUT, &timeout_s);
+  ssh_options_set(session, SSH_OPTIONS_KNOWNHOSTS, ep.known_hosts.c_str());
+  ssh_options_set(session, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
+  ssh_options_set(session, SSH_OPTIONS_CIPHERS_C_S, kCiphers);
+  ssh_options_set(session, SSH_OPTIONS_CIPHERS_S_C, kCiphers);
+  ssh_options_set(session, SSH_OPTIONS_COMPRESSION, "no");
+
+  if (ssh_connect(session) != SSH_OK) {
+    return fail(who + ": cannot connect: " + ssh_get_error(session));
+  }
+  switch (ssh_session_is_known_server(session)) {
+    case SSH_KNOWN_HOSTS_OK:
+      break;
+    case SSH_KNOWN_HOSTS_CHANGED:
+      return fail(who + ": host key CHANGED from the one in " + ep.known_hosts +
+                  " (possible man-in-the-middle); refusing to connect");
+    case SSH_KNOWN_HOSTS_OTHER:
+      return fail(who + ": host key type differs from the one in " + ep.known_hosts +
+                  "; refusing to connect");
+    case SSH_KNOWN_HOSTS_UNKNOWN:
+    case SSH_KNOWN_HOSTS_NOT_FOUND:
+      return fail(who + ": host key is not in " + ep.known_hosts +
+                  " (unknown server); refusing to connect");
+    default:
+      return fail(who + ": cannot check the host key: " + ssh_get_error(session));
+  }
+
+  ssh_key key = nullptr;
+  if (ssh_pki_import_privkey_file(ep.identity_file.c_str(), nullptr, nullptr, nullptr, &key) !=
+      SSH_OK) {
+    return fail(who + ": cannot read identity file " + ep.identity_file);
+  }
+  int auth = ssh_userauth_publickey(session, nullptr, key);
+  ssh_key_free(key);
+  if (auth != SSH_AUTH_SUCCESS) {
+    return fail(who + ": public key authentication failed: " + ssh_get_error(session));
+  }
+
+  return session;
+}
+
+std::unique_ptr<LibsshChannel> LibsshChannel::open_sftp(const Endpoint& ep, std::string& error) {
+  std::unique_ptr<LibsshChannel> c(new LibsshChannel());
+  c->session_ = open_ssh_session(ep, error);
+  if (!c->session_) return nullptr;
+  c->channel_ = ssh_channel_new(c->session_);
+  if (!c->channel_ || ssh_channel_open_session(c->channel_) != SSH_OK ||
+      ssh_channel_request_subsystem(c->channel_, "sftp") != SSH_OK) {
+    error = describe(ep) + ": cannot start the sftp subsystem: " + ssh_get_error(c->session_);
+    return nullptr;
+  }
+  return c;
+}
+
+LibsshChannel::~LibsshChannel() {
+  if (channel_) ssh_channel_free(channel_);
+  if (session_) {
+    ssh_disconnect(session_);
+    ssh_free(session_);
+  }
+}
+
+int LibsshChannel::fd() const { return ssh_get_fd(session_); }
+
+std::string LibsshChannel::error() const {
+  const char* detail = ssh_get_error(session_);
+  return detail ? detail : "";
+}
+
+bool LibsshChannel::write(std::string_view head, std::span<const std::string_view> pieces,
+                          ssh::Deadline) {
+  // libssh makes at least one SSH packet of every write, and sshd takes at most 32 KiB in one.
+  // So the pieces go in writes of whole 32 KiB multiples, and what straddles a boundary between
+  // them (the packet's header first) is gathered in a small buffer: a request in pieces costs no
+  // more packets than the same bytes in one buffer. libssh's own timeout bounds the write.
+  auto put = [&](const char* p, size_t n) {
+    return ssh_channel_write(channel_, p, uint32_t(n)) == int(n);
+  };
+  if (pieces.empty()) return put(head.data(), head.size()) && ssh_is_connected(session_);
+  std::string& gather = gather_;  // kept between calls: no allocation per request
+  gather.assign(head);
+  for (std::string_view piece : pieces) {
+    if (!gather.empty()) {
+      const size_t take = std::min(piece.size(), kSshPacket - gather.size());
+      gather.append(piece.substr(0, take));
+      piece.remove_prefix(take);
+      if (gather.size() < kSshPacket) continue;  // the piece is used up
+      if (!put(gather.data(), gather.size())) return false;
+      gather.clear();
+    }
+    const size_t whole = piece.size() / kSshPacket * kSshPacket;
+    if (whole > 0 && !put(piece.data(), whole)) return false;
+    gather.assign(piece.substr(whole));
+  }
+  return (gather.empty() || put(gather.data(), gather.size())) && ssh_is_connected(session_);
+}
+
+long LibsshChannel::read(char* dst, size_t n) {
+  const int r = ssh_channel_read_nonblocking(channel_, dst, uint32_t(n), 0);
+  if (r == SSH_ERROR || (r == 0 && ssh_channel_is_eof(channel_))) return -1;
+  if (r == 0 && !ssh_is_connected(session_)) return -1;
+  return r < 0 ? 0 : r;
+}
+
+}  // namespace skein::sftp
