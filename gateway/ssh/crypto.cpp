@@ -132,17 +132,30 @@ bool GcmCipher::seal(std::string_view aad, std::span<const std::string_view> par
          EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, int(kTagSize), tag) == 1;
 }
 
-bool GcmCipher::open(std::string_view aad, char* data, size_t n, const char* tag) {
-  if (!ok_ || encrypt_ || !next_iv()) return false;
-  int out = 0;
-  auto d = reinterpret_cast<unsigned char*>(data);
+bool GcmCipher::begin(std::string_view aad) {
+  int n = 0;
+  return ok_ && !encrypt_ && next_iv() &&
+         EVP_DecryptUpdate(ctx_, nullptr, &n, reinterpret_cast<const unsigned char*>(aad.data()),
+                           int(aad.size())) == 1;
+}
+
+bool GcmCipher::update(const char* in, char* out, size_t n) {
+  int outl = 0;
+  return n == 0 || EVP_DecryptUpdate(ctx_, reinterpret_cast<unsigned char*>(out), &outl,
+                                     reinterpret_cast<const unsigned char*>(in), int(n)) == 1;
+}
+
+bool GcmCipher::finish(const char* tag) {
   unsigned char t[kTagSize];
   std::copy(tag, tag + kTagSize, reinterpret_cast<char*>(t));
-  return EVP_DecryptUpdate(ctx_, nullptr, &out, reinterpret_cast<const unsigned char*>(aad.data()),
-                           int(aad.size())) == 1 &&
-         EVP_DecryptUpdate(ctx_, d, &out, d, int(n)) == 1 &&
-         EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, int(kTagSize), t) == 1 &&
-         EVP_DecryptFinal_ex(ctx_, d + out, &out) == 1;
+  unsigned char last[16];
+  int outl = 0;
+  return EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, int(kTagSize), t) == 1 &&
+         EVP_DecryptFinal_ex(ctx_, last, &outl) == 1;
+}
+
+bool GcmCipher::open(std::string_view aad, char* data, size_t n, const char* tag) {
+  return begin(aad) && update(data, data, n) && finish(tag);
 }
 
 }  // namespace skein::ssh

@@ -65,6 +65,13 @@ class GcmCipher {
   // (the bytes are then garbage and must not be used).
   bool open(std::string_view aad, char* data, size_t n, const char* tag);
 
+  // open() in steps, so that parts of a packet can be decrypted to different places: begin,
+  // then update() over the ciphertext in order (out may equal in), then finish() with the tag;
+  // nothing decrypted may be used unless finish() returns true.
+  bool begin(std::string_view aad);
+  bool update(const char* in, char* out, size_t n);
+  bool finish(const char* tag);
+
  private:
   bool next_iv();
   evp_cipher_ctx_st* ctx_ = nullptr;

@@ -71,6 +71,27 @@ bool PacketSealer::seal(std::string& out, std::string_view head,
   return gcm_->seal(aad, std::span(parts, nparts), p + 4, p + 4 + packet_length);
 }
 
+bool PacketOpener::open_routed(char* data, uint32_t len, DataTarget& target) {
+  // Encrypted: padding length (1), message number (1), recipient channel (4), data length (4),
+  // data, padding. The first 10 bytes say whether and where the data goes.
+  constexpr size_t kHead = 10;
+  char* enc = data + 4;
+  if (!gcm_->begin(std::string_view(data, 4)) || !gcm_->update(enc, enc, kHead)) return false;
+  size_t direct = 0;
+  if (uint8_t(enc[1]) == 94 /* CHANNEL_DATA */) {
+    const size_t pad = uint8_t(enc[0]);
+    const size_t data_len = get_u32(enc + 6);
+    if (kHead + data_len + pad == len) direct = std::min(data_len, target.room);
+  }
+  if (!gcm_->update(enc + kHead, target.dst, direct) ||
+      !gcm_->update(enc + kHead + direct, enc + kHead + direct, len - kHead - direct) ||
+      !gcm_->finish(data + 4 + len)) {
+    return false;
+  }
+  target.delivered = direct;
+  return true;
+}
+
 bool PacketOpener::set_gcm(std::string_view key, std::string_view iv) {
   auto c = std::make_unique<GcmCipher>(false, key, iv);
   if (!c->ok()) return false;
@@ -79,8 +100,9 @@ bool PacketOpener::set_gcm(std::string_view key, std::string_view iv) {
 }
 
 PacketOpener::Status PacketOpener::open(char* data, size_t avail, std::string_view& payload,
-                                        size_t& consumed) {
+                                        size_t& consumed, DataTarget* target) {
   consumed = 0;
+  if (target) target->delivered = 0;
   if (avail < 4) return Status::need_more;
   const uint32_t len = get_u32(data);
   const size_t block = gcm_ ? kGcmBlock : kClearBlock;
@@ -90,7 +112,9 @@ PacketOpener::Status PacketOpener::open(char* data, size_t avail, std::string_vi
   const size_t total = 4 + size_t(len) + tag;
   consumed = total;
   if (avail < total) return Status::need_more;
-  if (gcm_ && !gcm_->open(std::string_view(data, 4), data + 4, len, data + 4 + len)) {
+  if (gcm_ && target && target->room > 0 && len >= 16) {
+    if (!open_routed(data, len, *target)) return Status::bad;
+  } else if (gcm_ && !gcm_->open(std::string_view(data, 4), data + 4, len, data + 4 + len)) {
     return Status::bad;
   }
   const uint8_t pad = uint8_t(data[4]);

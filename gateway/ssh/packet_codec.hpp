@@ -37,6 +37,14 @@ class PacketSealer {
   bool random_pad_filled_ = false;
 };
 
+// Where open() may put the data of a CHANNEL_DATA packet instead of decrypting it in place: the
+// reader's own buffer, so that the bytes are written once, by the decryption.
+struct DataTarget {
+  char* dst = nullptr;
+  size_t room = 0;
+  size_t delivered = 0;  // set by open(): leading data bytes now at dst (the payload has garbage)
+};
+
 class PacketOpener {
  public:
   enum class Status { packet, need_more, bad };
@@ -44,13 +52,17 @@ class PacketOpener {
   // `payload` at its payload and sets `consumed` to its size on the wire. `need_more`: a packet
   // has begun but is not all there (`consumed` then says how many bytes it needs in all, once
   // its length is known). `bad`: a malformed length or padding, or a tag that does not match.
-  Status open(char* data, size_t avail, std::string_view& payload, size_t& consumed);
+  // With a `target` that has room, an encrypted CHANNEL_DATA packet's data goes there, up to its
+  // room; target->delivered says how much.
+  Status open(char* data, size_t avail, std::string_view& payload, size_t& consumed,
+              DataTarget* target = nullptr);
   bool set_gcm(std::string_view key, std::string_view iv);
   bool encrypted() const { return bool(gcm_); }
   uint32_t sequence() const { return sequence_; }
   void reset_sequence() { sequence_ = 0; }
 
  private:
+  bool open_routed(char* data, uint32_t len, DataTarget& target);
   std::unique_ptr<GcmCipher> gcm_;
   uint32_t sequence_ = 0;
 };

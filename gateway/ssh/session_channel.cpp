@@ -37,7 +37,9 @@ std::unique_ptr<SessionChannel> SessionChannel::start(const TransportOptions& op
   std::unique_ptr<SessionChannel> c(new SessionChannel());
   c->transport_ = std::move(transport);
   Transport& t = *c->transport_;
-  t.set_handler([raw = c.get()](std::string_view payload) { return raw->on_message(payload); });
+  t.set_handler([raw = c.get()](std::string_view payload, size_t direct) {
+    return raw->on_message(payload, direct);
+  });
   why = ConnectFailure::failed;
   const Deadline deadline = std::chrono::steady_clock::now() + options.timeout;
   const uint32_t local_id = 0;
@@ -78,13 +80,18 @@ std::unique_ptr<SessionChannel> SessionChannel::start(const TransportOptions& op
   return c;
 }
 
-void SessionChannel::deliver(std::string_view data) {
+void SessionChannel::deliver(std::string_view data, size_t direct) {
+  // The first `direct` bytes were decrypted into the target already.
+  target_filled_ += direct;
+  data.remove_prefix(direct);
   if (target_ && target_filled_ < target_size_) {
     const size_t n = std::min(data.size(), target_size_ - target_filled_);
     std::memcpy(target_ + target_filled_, data.data(), n);
     target_filled_ += n;
     data.remove_prefix(n);
   }
+  direct_.dst = target_ ? target_ + target_filled_ : nullptr;
+  direct_.room = target_ ? target_size_ - target_filled_ : 0;
   if (data.empty()) return;
   if (inbox_pos_ == inbox_.size()) {
     inbox_.clear();
@@ -96,7 +103,7 @@ void SessionChannel::deliver(std::string_view data) {
   inbox_.append(data);
 }
 
-bool SessionChannel::on_message(std::string_view payload) {
+bool SessionChannel::on_message(std::string_view payload, size_t direct) {
   const uint8_t type = uint8_t(payload[0]);
   Reader r(payload.substr(1));
   uint32_t recipient = 0;
@@ -134,7 +141,7 @@ bool SessionChannel::on_message(std::string_view payload) {
       }
       local_window_ -= uint32_t(data.size());
       if (type == MSG_CHANNEL_DATA) {
-        deliver(data);
+        deliver(data, direct);
       } else {
         stderr_.append(data);
         if (stderr_.size() > kStderrKept) stderr_.erase(0, stderr_.size() - kStderrKept);
@@ -253,7 +260,10 @@ long SessionChannel::read(char* dst, size_t n) {
     target_ = dst + got;
     target_size_ = n - got;
     target_filled_ = 0;
+    direct_ = DataTarget{target_, target_size_, 0};
+    transport_->set_data_target(&direct_);
     ok = transport_->pump([&] { return target_filled_ < target_size_; });
+    transport_->set_data_target(nullptr);
     got += target_filled_;
     target_ = nullptr;
   }

@@ -51,8 +51,8 @@ class SessionChannel : public ByteChannel {
   static std::unique_ptr<SessionChannel> start(const TransportOptions& options,
                                                std::string_view type, std::string_view argument,
                                                std::string& error, ConnectFailure& why);
-  bool on_message(std::string_view payload);
-  void deliver(std::string_view data);
+  bool on_message(std::string_view payload, size_t direct);
+  void deliver(std::string_view data, size_t direct);
 
   std::unique_ptr<Transport> transport_;
   uint32_t remote_id_ = 0;
@@ -66,9 +66,10 @@ class SessionChannel : public ByteChannel {
   // Data received but not yet read: [inbox_pos_, size).
   std::string inbox_;
   size_t inbox_pos_ = 0;
-  // read()'s buffer while it pumps the transport.
+  // read()'s buffer while it pumps the transport, where the transport decrypts data to.
   char* target_ = nullptr;
   size_t target_size_ = 0, target_filled_ = 0;
+  DataTarget direct_;
 };
 
 }  // namespace skein::ssh

@@ -238,7 +238,7 @@ bool Transport::pump(const std::function<bool()>& more) {
   while (more()) {
     std::string_view payload;
     size_t consumed = 0;
-    auto st = opener_.open(rx_.get() + rx_begin_, rx_end_ - rx_begin_, payload, consumed);
+    auto st = opener_.open(rx_.get() + rx_begin_, rx_end_ - rx_begin_, payload, consumed, target_);
     if (st == PacketOpener::Status::bad) {
       return fail("corrupt packet from the server (bad length, padding or authentication tag)");
     }
@@ -555,7 +555,8 @@ bool Transport::dispatch(std::string_view payload) {
       break;
   }
   if (type >= MSG_CHANNEL_OPEN && type <= 127) {
-    if (!handler_ || !handler_(payload)) {
+    const size_t direct = target_ && type == MSG_CHANNEL_DATA ? target_->delivered : 0;
+    if (!handler_ || !handler_(payload, direct)) {
       return failed_ ? false : fail("protocol error in channel message " + std::to_string(type));
     }
     return true;

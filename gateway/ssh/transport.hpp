@@ -87,8 +87,10 @@ enum Message : uint8_t {
 class Transport {
  public:
   // Gets each connection-protocol message (channel messages); the payload, message number first,
-  // is valid during the call only. Returns false for a protocol violation (the transport fails).
-  using Handler = std::function<bool(std::string_view payload)>;
+  // is valid during the call only. `direct`: for CHANNEL_DATA, how many leading bytes of its
+  // data were decrypted straight to the data target (their place in the payload holds garbage).
+  // Returns false for a protocol violation (the transport fails).
+  using Handler = std::function<bool(std::string_view payload, size_t direct)>;
 
   // Connects, exchanges keys, checks the host key and authenticates. On failure returns null,
   // `error` names the server and the cause, and `why` says what kind of failure it was.
@@ -100,6 +102,9 @@ class Transport {
 
   int fd() const { return fd_; }
   void set_handler(Handler h) { handler_ = std::move(h); }
+  // Where channel data may be decrypted to while pump() runs (null: in place); the handler keeps
+  // it up to date as it fills.
+  void set_data_target(DataTarget* target) { target_ = target; }
 
   // Queues one message (`head`, then `pieces`), encrypted into the output buffer straight from
   // where the bytes are. During a key exchange it is copied and sent once the new keys are in use.
@@ -149,6 +154,7 @@ class Transport {
   std::string error_;
   ConnectFailure failure_kind_ = ConnectFailure::failed;
   Handler handler_;
+  DataTarget* target_ = nullptr;
 
   std::string version_ours_, version_theirs_;
   PacketSealer sealer_;
