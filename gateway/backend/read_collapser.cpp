@@ -6,7 +6,7 @@ namespace skein {
 struct ReadCollapser::Flight {
   // Guarded by ReadCollapser::mu_.
   int waiters = 0;
-  std::shared_ptr<const Result<std::string>> result;  // set when done, only if someone waits
+  std::shared_ptr<const Result<SharedBytes>> result;  // set when done, only if someone waits
 };
 
 ReadCollapser& ReadCollapser::shared() {
@@ -14,7 +14,7 @@ ReadCollapser& ReadCollapser::shared() {
   return collapser;
 }
 
-Result<std::string> ReadCollapser::read(const void* backend, const std::string& path,
+Result<SharedBytes> ReadCollapser::read(const void* backend, const std::string& path,
                                         std::uint64_t offset, std::uint32_t size,
                                         const Fetch& fetch) {
   Key key{reinterpret_cast<std::uintptr_t>(backend), path, offset, size};
@@ -32,7 +32,7 @@ Result<std::string> ReadCollapser::read(const void* backend, const std::string& 
     flight = std::make_shared<Flight>();
     in_flight_.emplace(key, flight);
   }
-  Result<std::string> got = fetch();
+  Result<SharedBytes> got = fetch();
   int waiters = 0;
   {
     std::lock_guard lock(mu_);
@@ -42,7 +42,7 @@ Result<std::string> ReadCollapser::read(const void* backend, const std::string& 
     waiters = flight->waiters;
   }
   if (waiters > 0) {
-    auto shared = std::make_shared<const Result<std::string>>(got);  // copied outside the lock
+    auto shared = std::make_shared<const Result<SharedBytes>>(got);  // views, not the bytes
     {
       std::lock_guard lock(mu_);
       flight->result = std::move(shared);

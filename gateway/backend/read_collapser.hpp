@@ -4,7 +4,8 @@
 // whether they come from one mount or several. Only reads in flight together are joined: nothing
 // is kept once a fetch is done. A write or truncate through the gateway detaches the file's
 // fetches in flight when it starts and when it ends, so a read that starts after a write was
-// acknowledged never joins a fetch that might have missed it.
+// acknowledged never joins a fetch that might have missed it. The readers share the fetched
+// buffers themselves (SharedBytes), not copies.
 #pragma once
 
 #include <compare>
@@ -17,19 +18,20 @@
 #include <string>
 
 #include "skein/result.hpp"
+#include "skein/shared_bytes.hpp"
 
 namespace skein {
 
 class ReadCollapser {
  public:
-  using Fetch = std::function<Result<std::string>()>;
+  using Fetch = std::function<Result<SharedBytes>()>;
 
   // The one the gateway's backends share.
   static ReadCollapser& shared();
 
   // The bytes of `size` at `offset` of `path` on `backend`: from `fetch`, or from the identical
   // fetch another caller has in flight.
-  Result<std::string> read(const void* backend, const std::string& path, std::uint64_t offset,
+  Result<SharedBytes> read(const void* backend, const std::string& path, std::uint64_t offset,
                            std::uint32_t size, const Fetch& fetch);
   // `path` on `backend` is changing: later reads do not join its fetches in flight.
   void detach(const void* backend, const std::string& path);

@@ -130,14 +130,14 @@ Result<RemoteFile::Handle> RemoteFile::any_handle() {
   return handle_on(backend_->pick_slot());
 }
 
-Result<std::string> RemoteFile::read(uint64_t offset, uint32_t size) {
+Result<SharedBytes> RemoteFile::read(uint64_t offset, uint32_t size) {
   return ReadCollapser::shared().read(backend_.get(), rel_path(), offset, size,
                                       [&] { return fetch(offset, size); });
 }
 
-Result<std::string> RemoteFile::fetch(uint64_t offset, uint32_t size) {
-  using R = Result<std::string>;
-  if (size == 0) return std::string();
+Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
+  using R = Result<SharedBytes>;
+  if (size == 0) return SharedBytes();
   auto first = any_handle();
   if (!first) return R::failure(first.error());
   const uint64_t chunk =
@@ -169,8 +169,11 @@ Result<std::string> RemoteFile::fetch(uint64_t offset, uint32_t size) {
   }
   ++backend_->ops;
 
-  std::string out;
-  out.reserve(size);
+  // The result is views of the replies' data, which it keeps: nothing is gathered.
+  auto replies = std::make_shared<std::vector<Reply>>();
+  replies->reserve(nchunks);
+  std::vector<std::string_view> views;
+  size_t total = 0;
   bool at_eof = false;
   int err = 0;
   for (auto& p : pieces) {
@@ -198,8 +201,10 @@ Result<std::string> RemoteFile::fetch(uint64_t offset, uint32_t size) {
         err = EIO;
         break;
       }
-      out.append(*data);
+      if (!data->empty()) views.push_back(*data);
       got += data->size();
+      total += data->size();
+      replies->push_back(std::move(*r));  // the body's bytes stay where they are
       if (got == p.len || data->empty()) break;
       r = p.handle.conn->call(PacketWriter(FXP_READ)
                                   .str(p.handle.handle)
@@ -208,15 +213,15 @@ Result<std::string> RemoteFile::fetch(uint64_t offset, uint32_t size) {
                                   .take());
     }
   }
-  if (err && out.empty()) {
+  if (err && total == 0) {
     if (err == EIO && !first->conn->alive())
       spdlog::warn("backend {}: read of {} failed: {}", backend_->name(), rel_,
                    first->conn->failure());
     return R::failure(err);
   }
   if (err) return R::failure(err);
-  backend_->bytes_read += out.size();
-  return out;
+  backend_->bytes_read += total;
+  return SharedBytes(std::move(views), std::move(replies));
 }
 
 Result<uint32_t> RemoteFile::write(uint64_t offset, const SharedBytes& data) {

@@ -37,7 +37,7 @@ class RemoteFile final : public OpenFile {
   // Reads up to `size` bytes; shorter only at end of file. Requests are kept in flight over
   // several connections and short server replies are continued. Concurrent reads of the same
   // range of the same file share one fetch (ReadCollapser).
-  Result<std::string> read(uint64_t offset, uint32_t size) override;
+  Result<SharedBytes> read(uint64_t offset, uint32_t size) override;
   // Writes all of `data`, its chunks pipelined on one connection (see write_pipelined); the
   // first error is returned. The pieces go to libssh as they are, never joined.
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override;
@@ -58,7 +58,7 @@ class RemoteFile final : public OpenFile {
   Result<Handle> handle_on(size_t slot);
   Result<Handle> any_handle();
   // The SFTP requests behind read(), write() and truncate().
-  Result<std::string> fetch(uint64_t offset, uint32_t size);
+  Result<SharedBytes> fetch(uint64_t offset, uint32_t size);
   Result<uint32_t> write_pipelined(uint64_t offset, const SharedBytes& data);
   Status truncate_now(uint64_t size);
 

@@ -58,8 +58,9 @@ struct AttrChange {
 class OpenFile {
  public:
   virtual ~OpenFile() = default;
-  // Up to `size` bytes; shorter only at end of file.
-  virtual Result<std::string> read(uint64_t offset, uint32_t size) = 0;
+  // Up to `size` bytes; shorter only at end of file. The bytes are views of the buffers they
+  // arrived in (the SFTP replies'), which the result keeps alive: nothing is gathered.
+  virtual Result<SharedBytes> read(uint64_t offset, uint32_t size) = 0;
   // All of `data`, or an error with the real errno. The data comes in pieces (a received gRPC
   // message's slices), which are sent as they are, never joined.
   virtual Result<uint32_t> write(uint64_t offset, const SharedBytes& data) = 0;

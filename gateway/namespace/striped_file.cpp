@@ -24,9 +24,9 @@ void StripedFile::renamed(std::string new_rel) {
   rel_ = std::move(new_rel);
 }
 
-Result<std::string> StripedFile::read(uint64_t offset, uint32_t size) {
-  using R = Result<std::string>;
-  if (size == 0) return std::string();
+Result<SharedBytes> StripedFile::read(uint64_t offset, uint32_t size) {
+  using R = Result<SharedBytes>;
+  if (size == 0) return SharedBytes();
   auto ext = map_.extents(offset, size);
   std::vector<size_t> touched;
   std::vector<size_t> index_of(map_.width(), 0);
@@ -36,7 +36,7 @@ Result<std::string> StripedFile::read(uint64_t offset, uint32_t size) {
     touched.push_back(b);
   }
   auto got = fan_out(touched, [&](size_t b) -> R {
-    if (!parts_[b]) return std::string();  // no part on this backend: all holes
+    if (!parts_[b]) return SharedBytes();  // no part on this backend: all holes
     return parts_[b]->read(ext[b].local_offset, uint32_t(ext[b].length));
   });
   if (int err = worst_error(got)) return R::failure(err);
@@ -59,15 +59,24 @@ Result<std::string> StripedFile::read(uint64_t offset, uint32_t size) {
     uint64_t end = std::max(*total, known_size);
     length = end <= offset ? 0 : std::min<uint64_t>(size, end - offset);
   }
-  std::string out(length, '\0');
+  // The parts' bytes in logical order, zeros for holes, as views: nothing is copied.
+  static const char zeros[64 * 1024] = {};
+  auto add_zeros = [](std::vector<std::string_view>& views, uint64_t n) {
+    for (; n > 0; n -= std::min<uint64_t>(n, sizeof zeros))
+      views.emplace_back(zeros, size_t(std::min<uint64_t>(n, sizeof zeros)));
+  };
+  auto keep = std::make_shared<std::vector<SharedBytes>>();
+  std::vector<std::string_view> views;
   for (auto& s : map_.segments(offset, length)) {
-    const std::string& data = *got[index_of[s.backend]];
-    uint64_t within = s.local_offset - ext[s.backend].local_offset;
-    if (within >= data.size()) continue;
-    uint64_t n = std::min<uint64_t>(s.length, data.size() - within);
-    std::memcpy(out.data() + (s.logical_offset - offset), data.data() + within, n);
+    const SharedBytes& data = *got[index_of[s.backend]];
+    const uint64_t within = s.local_offset - ext[s.backend].local_offset;
+    const uint64_t n =
+        within >= data.size() ? 0 : std::min<uint64_t>(s.length, data.size() - within);
+    data.view(size_t(within), size_t(n), views);
+    add_zeros(views, s.length - n);
   }
-  return out;
+  for (auto& g : got) keep->push_back(g.take());
+  return SharedBytes(std::move(views), std::move(keep));
 }
 
 Result<uint32_t> StripedFile::write(uint64_t offset, const SharedBytes& data) {

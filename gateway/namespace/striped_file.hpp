@@ -73,7 +73,7 @@ class StripedFile final : public OpenFile {
   StripedFile& operator=(const StripedFile&) = delete;
 
   // Up to `size` bytes; shorter only at the logical end of file.
-  Result<std::string> read(uint64_t offset, uint32_t size) override;
+  Result<SharedBytes> read(uint64_t offset, uint32_t size) override;
   // All of `data` on every backend it touches, or the most telling error among them. Each
   // backend's share goes to it as views of `data`, never gathered.
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override;

@@ -342,7 +342,7 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
   }
   pool_.run([this, ctx, reactor, response, req = std::move(req)] {
     v1::ReadReply head;
-    std::string data;
+    SharedBytes data;
     grpc::Status s = read(ctx, req, head, data);
     if (s.ok())
       *response =
@@ -353,7 +353,7 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
 }
 
 grpc::Status DataService::read(grpc::ServerContextBase* ctx, const v1::ReadRequest& req,
-                               v1::ReadReply& reply, std::string& data) {
+                               v1::ReadReply& reply, SharedBytes& data) {
   if (req.size() > kMaxIoSize)
     return grpc::Status(StatusCode::INVALID_ARGUMENT, "read size over 1 MiB");
   grpc::Status s;

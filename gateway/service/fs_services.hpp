@@ -62,7 +62,7 @@ class DataService final
   // to healthy servers must not queue behind those meanwhile.
   static constexpr std::size_t kMaxBlockingThreads = 256;
   grpc::Status read(grpc::ServerContextBase* ctx, const v1::ReadRequest& req, v1::ReadReply& reply,
-                    std::string& data);
+                    SharedBytes& data);
   grpc::Status write(grpc::ServerContextBase* ctx, const v1::WriteRequest& req,
                      const SharedBytes& data, v1::WriteReply& reply);
 

@@ -100,6 +100,27 @@ grpc::ByteBuffer serialize_with_bytes(const google::protobuf::MessageLite& head,
   return grpc::ByteBuffer(slices, 2);
 }
 
+grpc::ByteBuffer serialize_with_bytes(const google::protobuf::MessageLite& head, int field,
+                                      const SharedBytes& data) {
+  if (data.size() < kCopyBelow || !data.owner()) {
+    return serialize_with_bytes(head, field, data.flatten());
+  }
+  std::string prefix;
+  head.AppendToString(&prefix);
+  append_varint(prefix, (std::uint64_t(field) << 3) | kLengthDelimited);
+  append_varint(prefix, data.size());
+  std::vector<grpc::Slice> slices;
+  slices.reserve(1 + data.pieces().size());
+  slices.emplace_back(prefix);
+  for (std::string_view piece : data.pieces()) {
+    auto* keep = new std::shared_ptr<const void>(data.owner());
+    slices.emplace_back(
+        const_cast<char*>(piece.data()), piece.size(),
+        [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); }, keep);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
 bool parse_with_bytes(const grpc::ByteBuffer& message, int field,
                       google::protobuf::MessageLite& head, SharedBytes& bytes) {
   auto slices = std::make_shared<std::vector<grpc::Slice>>();

@@ -23,6 +23,10 @@ namespace skein::wire {
 // `data`. gRPC sends `data` from the buffer itself, which it frees when it is done.
 grpc::ByteBuffer serialize_with_bytes(const google::protobuf::MessageLite& head, int field,
                                       std::string data);
+// The same with `data` in pieces: gRPC sends each from where it is, and the slices keep the
+// pieces' owner alive until it is done.
+grpc::ByteBuffer serialize_with_bytes(const google::protobuf::MessageLite& head, int field,
+                                      const SharedBytes& data);
 
 // Splits a received message: field `field` (of type bytes) goes to `bytes`, as views of the
 // message's own slices (the last occurrence, as protobuf would); everything else is parsed into

@@ -163,7 +163,7 @@ std::string write_then_read(Backend& backend, const std::string& rel, const std:
   for (size_t at = 0; at < data.size(); at += 1 << 20) {
     auto r = (*f)->read(at, 1 << 20);
     if (!r.ok()) return "read failed at " + std::to_string(at);
-    back += *r;
+    back += r->flatten();
   }
   (void)(*f)->close();
   return back;

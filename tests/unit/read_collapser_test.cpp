@@ -26,11 +26,11 @@ struct GatedFetch {
   int error = 0;
 
   ReadCollapser::Fetch fetch() {
-    return [this]() -> Result<std::string> {
+    return [this]() -> Result<SharedBytes> {
       ++runs;
       opened.wait();
-      if (error) return Result<std::string>::failure(error);
-      return answer;
+      if (error) return Result<SharedBytes>::failure(error);
+      return SharedBytes::own(answer);
     };
   }
 };
@@ -41,7 +41,7 @@ int backend_b = 2;
 TEST(ReadCollapser, ConcurrentReadsOfTheSameRangeShareOneFetch) {
   ReadCollapser collapser;
   GatedFetch f;
-  std::vector<std::future<Result<std::string>>> readers;
+  std::vector<std::future<Result<SharedBytes>>> readers;
   for (int i = 0; i < 5; ++i) {
     readers.push_back(std::async(std::launch::async, [&] {
       return collapser.read(&backend_a, "/a", 4096, 1 << 20, f.fetch());
@@ -52,7 +52,7 @@ TEST(ReadCollapser, ConcurrentReadsOfTheSameRangeShareOneFetch) {
   for (auto& r : readers) {
     auto got = r.get();
     ASSERT_TRUE(got);
-    EXPECT_EQ(*got, "bytes");
+    EXPECT_EQ(got->flatten(), "bytes");
   }
   EXPECT_EQ(f.runs.load(), 1);
 }
@@ -95,7 +95,7 @@ TEST(ReadCollapser, ReadStartingAfterAWriteBeganDoesNotJoinAnOlderFetch) {
   collapser.detach(&backend_a, "/a");  // a write to /a begins
   auto second = collapser.read(&backend_a, "/a", 0, 10, new_fetch.fetch());
   ASSERT_TRUE(second);
-  EXPECT_EQ(*second, "new");
+  EXPECT_EQ(second->flatten(), "new");
   old_fetch.gate.set_value();
   ASSERT_TRUE(first.get());
   EXPECT_EQ(new_fetch.runs.load(), 1);

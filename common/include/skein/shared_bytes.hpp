@@ -2,6 +2,7 @@
 // received gRPC message, whose contents are then never copied on their way to the kernel.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -20,6 +21,14 @@ class SharedBytes {
     for (auto p : pieces_) size_ += p.size();
   }
 
+  // Takes `s` over: one piece, owned by the result.
+  static SharedBytes own(std::string s) {
+    auto owner = std::make_shared<const std::string>(std::move(s));
+    std::vector<std::string_view> one;
+    if (!owner->empty()) one.push_back(*owner);
+    return SharedBytes(std::move(one), owner);
+  }
+
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   const std::vector<std::string_view>& pieces() const { return pieces_; }
@@ -35,6 +44,26 @@ class SharedBytes {
       }
       auto part = p.substr(from, n - done);
       out.push_back(part);
+      done += part.size();
+      from = 0;
+    }
+    return done;
+  }
+
+  // What keeps the pieces alive (for handing them to another owner, e.g. gRPC slices).
+  const std::shared_ptr<const void>& owner() const { return owner_; }
+
+  // Copies bytes [from, from + n) (clipped to the end) to `out`; returns how many.
+  std::size_t copy_to(std::size_t from, std::size_t n, char* out) const {
+    std::size_t done = 0;
+    for (auto p : pieces_) {
+      if (done == n) break;
+      if (from >= p.size()) {
+        from -= p.size();
+        continue;
+      }
+      auto part = p.substr(from, n - done);
+      std::copy(part.begin(), part.end(), out + done);
       done += part.size();
       from = 0;
     }
