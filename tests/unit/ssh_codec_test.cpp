@@ -257,5 +257,69 @@ TEST(SshPackets, ImpossibleLengthsAreRefusedBeforeWaitingForThem) {
   EXPECT_EQ(consumed, 32u);  // tells how much it needs
 }
 
+// A CHANNEL_DATA packet: message 94, recipient channel, data.
+std::string channel_data(std::string_view data) { return Writer(94).u32(0).str(data).take(); }
+
+TEST(SshPackets, ChannelDataIsDecryptedStraightIntoTheTargetAsFarAsItHasRoom) {
+  std::mt19937 rng(6);
+  const std::string key = random_string(rng, 16), iv = random_string(rng, 12);
+  const std::string data = random_string(rng, 30000);
+  for (size_t room : {size_t(0), size_t(1), size_t(1000), size_t(30000), size_t(40000)}) {
+    PacketSealer sealer;
+    PacketOpener opener;
+    ASSERT_TRUE(sealer.set_gcm(key, iv));
+    ASSERT_TRUE(opener.set_gcm(key, iv));
+    std::string wire;
+    ASSERT_TRUE(sealer.seal(wire, channel_data(data)));
+    std::string buffer(room, '\0');
+    DataTarget target{buffer.data(), room, 0};
+    std::string_view payload;
+    size_t consumed;
+    ASSERT_EQ(opener.open(wire.data(), wire.size(), payload, consumed, &target),
+              PacketOpener::Status::packet);
+    const size_t direct = std::min(room, data.size());
+    EXPECT_EQ(target.delivered, direct) << "room " << room;
+    EXPECT_TRUE(buffer.substr(0, direct) == data.substr(0, direct)) << "room " << room;
+    // The rest of the data is in the payload, after the 9 header bytes, where it always was.
+    ASSERT_EQ(payload.size(), 9 + data.size());
+    EXPECT_TRUE(payload.substr(9 + direct) == std::string_view(data).substr(direct));
+  }
+}
+
+TEST(SshPackets, OtherMessagesAndTamperedDataNeverCountAsDelivered) {
+  std::mt19937 rng(7);
+  const std::string key = random_string(rng, 16), iv = random_string(rng, 12);
+  std::string buffer(1 << 16, '\0');
+  {
+    PacketSealer sealer;
+    PacketOpener opener;
+    ASSERT_TRUE(sealer.set_gcm(key, iv));
+    ASSERT_TRUE(opener.set_gcm(key, iv));
+    std::string wire;
+    const std::string adjust = Writer(93).u32(0).u32(12345).take();  // WINDOW_ADJUST
+    ASSERT_TRUE(sealer.seal(wire, adjust));
+    DataTarget target{buffer.data(), buffer.size(), 7};
+    std::string_view payload;
+    size_t consumed;
+    ASSERT_EQ(opener.open(wire.data(), wire.size(), payload, consumed, &target),
+              PacketOpener::Status::packet);
+    EXPECT_EQ(target.delivered, 0u);
+    EXPECT_EQ(payload, adjust);
+  }
+  PacketSealer sealer;
+  PacketOpener opener;
+  ASSERT_TRUE(sealer.set_gcm(key, iv));
+  ASSERT_TRUE(opener.set_gcm(key, iv));
+  std::string wire;
+  ASSERT_TRUE(sealer.seal(wire, channel_data(random_string(rng, 5000))));
+  wire[wire.size() - 100] ^= 1;  // in the data
+  DataTarget target{buffer.data(), buffer.size(), 0};
+  std::string_view payload;
+  size_t consumed;
+  EXPECT_EQ(opener.open(wire.data(), wire.size(), payload, consumed, &target),
+            PacketOpener::Status::bad);
+  EXPECT_EQ(target.delivered, 0u);
+}
+
 }  // namespace
 }  // namespace skein::ssh
