@@ -98,6 +98,16 @@ size_t Backend::live_connections() const {
   return n;
 }
 
+std::string Backend::ssh_stacks() const {
+  bool native = false, libssh = false;
+  for (auto& s : slots_) {
+    std::lock_guard lock(s->mu);
+    if (!s->conn || !s->conn->alive()) continue;
+    (std::string_view(s->conn->stack()) == "libssh" ? libssh : native) = true;
+  }
+  return native && libssh ? "native,libssh" : native ? "native" : libssh ? "libssh" : "";
+}
+
 void Backend::mark_down(const std::string& why) {
   std::lock_guard lock(probe_mu_);
   if (up_.exchange(false)) spdlog::warn("backend {} is down: {}", cfg_.name, why);

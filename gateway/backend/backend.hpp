@@ -45,6 +45,8 @@ class Backend : public std::enable_shared_from_this<Backend> {
   void set_draining(bool d) { draining_ = d; }
   // Live connections in the pool.
   size_t live_connections() const;
+  // What the live connections run on: "native", "libssh", "native,libssh", or "" with none.
+  std::string ssh_stacks() const;
   // Opens the rest of the pool's connections in the background, so the first large transfer
   // does not pay for SSH handshakes.
   void warm_up();

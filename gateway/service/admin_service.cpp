@@ -84,6 +84,7 @@ void fill_spec(const BackendConfig& c, v1::BackendSpec* out) {
   out->set_root(c.root);
   out->set_connections(uint32_t(c.connections));
   out->set_min_free_bytes(c.min_free_bytes);
+  out->set_ssh_transport(sftp::ssh_stack_name(c.endpoint.stack));
 }
 
 void fill_info(const Gateway::BackendView& v, const std::optional<sftp::StatVfs>& space,
@@ -97,6 +98,7 @@ void fill_info(const Gateway::BackendView& v, const std::optional<sftp::StatVfs>
                  : draining ? v1::BackendInfo::DRAINING
                             : v1::BackendInfo::UP);
   out->set_live_connections(uint32_t(b.live_connections()));
+  out->set_ssh_stack(b.ssh_stacks());
   if (space) {
     uint64_t unit = space->frsize ? space->frsize : space->bsize;
     out->set_free_space_known(true);
@@ -169,6 +171,11 @@ grpc::Status AdminService::AddBackend(grpc::ServerContext* ctx, const v1::AddBac
   if (req->mount_path().empty())
     return {StatusCode::INVALID_ARGUMENT, "name the mount path to add it at"};
 
+  sftp::SshStack stack = sftp::SshStack::automatic;
+  if (!spec.ssh_transport().empty() && !sftp::parse_ssh_stack(spec.ssh_transport(), stack))
+    return {StatusCode::INVALID_ARGUMENT,
+            "ssh_transport must be auto, native or libssh, not '" + spec.ssh_transport() + "'"};
+
   Gateway::AddBackendRequest add;
   add.backend.name = spec.name();
   add.backend.endpoint.host = spec.host();
@@ -179,6 +186,7 @@ grpc::Status AdminService::AddBackend(grpc::ServerContext* ctx, const v1::AddBac
   add.backend.root = spec.root();
   add.backend.connections = int(spec.connections());
   add.backend.min_free_bytes = spec.min_free_bytes();
+  add.backend.endpoint.stack = stack;
   add.ns = req->ns();
   add.mount_path = req->mount_path();
   add.mode = *mode;

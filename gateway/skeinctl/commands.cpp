@@ -77,6 +77,8 @@ Json backend_json(const v1::BackendInfo& b) {
   j["up"] = b.up();
   j["draining"] = b.draining();
   j["live_connections"] = b.live_connections();
+  j["ssh_transport"] = s.ssh_transport().empty() ? "auto" : s.ssh_transport();
+  j["ssh_stack"] = b.ssh_stack();
   j["connections"] = s.connections();
   j["free_bytes"] = b.free_space_known() ? Json(b.free_bytes()) : Json(nullptr);
   j["total_bytes"] = b.free_space_known() ? Json(b.total_bytes()) : Json(nullptr);
@@ -138,6 +140,7 @@ int backends_add(AdminSession& s, const Output& out, const AddBackendArgs& a) {
   spec->set_root(a.root);
   spec->set_connections(uint32_t(a.connections));
   spec->set_min_free_bytes(a.min_free_bytes);
+  spec->set_ssh_transport(a.ssh_transport);
   req.set_ns(a.ns);
   req.set_mount_path(a.mount_path);
   req.set_mode(a.mode == "RO"   ? v1::BRANCH_MODE_RO

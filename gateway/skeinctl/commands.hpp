@@ -21,6 +21,7 @@ struct AddBackendArgs {
   uint64_t min_free_bytes = 0;
   std::string ns, mount_path;
   std::string mode = "RW";
+  std::string ssh_transport = "auto";
   bool no_check = false;
 };
 

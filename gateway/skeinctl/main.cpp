@@ -74,6 +74,12 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   add_cmd->add_option("--min-free", min_free,
                       "below this much free space no new files go there (4096, 64K, 4M, 2G, 1T)");
+  add_cmd
+      ->add_option("--ssh-transport", add.ssh_transport,
+                   "SSH implementation: auto (skein's own; libssh for a server without its "
+                   "algorithms), native or libssh")
+      ->check(CLI::IsMember({"auto", "native", "libssh"}))
+      ->capture_default_str();
   add_cmd->add_option("--namespace", add.ns, "namespace to add it to")->required();
   add_cmd
       ->add_option("--path", add.mount_path,

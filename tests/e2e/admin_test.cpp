@@ -153,6 +153,8 @@ TEST_F(Skeinctl, BackendsListShowsAddressStateConnectionsSpaceAndTraffic) {
   EXPECT_EQ(b["draining"], false);
   EXPECT_EQ(b["connections"], 4);
   EXPECT_GE(b["live_connections"].get<int>(), 1);
+  EXPECT_EQ(b["ssh_transport"], "auto");
+  EXPECT_EQ(b["ssh_stack"], "native");  // skein-local's sshd speaks what skein's transport does
   ASSERT_TRUE(b["free_bytes"].is_number()) << b.dump();
   EXPECT_GT(b["total_bytes"].get<uint64_t>(), 0u);
   EXPECT_GE(b["bytes_written"].get<uint64_t>(), 100000u);

@@ -208,6 +208,8 @@ TEST_F(AdminServiceTest, AddBackendRefusesBadInputWithClearMessages) {
        StatusCode::INVALID_ARGUMENT, "without '..'"},
       {"bad mode", [](auto& r) { r.set_mode(skein::v1::BranchMode(9)); },
        StatusCode::INVALID_ARGUMENT, "unknown branch mode"},
+      {"bad ssh transport", [](auto& r) { r.mutable_backend()->set_ssh_transport("openssh"); },
+       StatusCode::INVALID_ARGUMENT, "ssh_transport must be auto, native or libssh, not 'openssh'"},
   };
   for (auto& c : cases) {
     auto req = add_request("d", "ns", "/d");

@@ -87,3 +87,15 @@ TEST_F(GatewayConfigTest, NeedsBackendsAndNamespaces) {
   EXPECT_NE(error_of(ns()).find("no [[backend]]"), std::string::npos);
   EXPECT_NE(error_of(backend()).find("no [[namespace]]"), std::string::npos);
 }
+
+TEST_F(GatewayConfigTest, TheSshTransportIsAutoUnlessABackendNamesOne) {
+  auto cfg = skein::parse_gateway_config(backend() + ns(), "gw.toml");
+  EXPECT_EQ(cfg.backends[0].endpoint.stack, skein::sftp::SshStack::automatic);
+  cfg = skein::parse_gateway_config(backend() + "ssh_transport = \"libssh\"\n" + ns(), "gw.toml");
+  EXPECT_EQ(cfg.backends[0].endpoint.stack, skein::sftp::SshStack::libssh);
+  auto e = error_of(backend() + "ssh_transport = \"openssh\"\n" + ns());
+  EXPECT_NE(e.find("gw.toml:9:"), std::string::npos) << e;
+  EXPECT_NE(e.find("'ssh_transport' in backend 'a' must be \"auto\", \"native\" or \"libssh\""),
+            std::string::npos)
+      << e;
+}
