@@ -60,6 +60,35 @@ TEST(BulkMessage, SerializedIsWhatProtobufParses) {
   }
 }
 
+TEST(BulkMessage, BytesInPiecesAreSentFromWhereTheyAreAndKeptAliveUntilSent) {
+  for (std::size_t size : {std::size_t{100}, std::size_t{300000}}) {
+    auto owner = std::make_shared<const std::string>(pattern(size));
+    std::vector<std::string_view> pieces;
+    for (std::size_t at = 0; at < size; at += 70000)
+      pieces.push_back(std::string_view(*owner).substr(at, 70000));
+    std::weak_ptr<const std::string> watch = owner;
+    grpc::ByteBuffer message;
+    {
+      SharedBytes bytes(pieces, owner);
+      owner.reset();
+      pb::ReadReply head;
+      head.set_error(0);
+      message = serialize_with_bytes(head, pb::ReadReply::kDataFieldNumber, bytes);
+    }
+    pb::ReadReply parsed;
+    ASSERT_TRUE(parsed.ParseFromString(flatten(message))) << size;
+    EXPECT_EQ(parsed.data(), pattern(size)) << size;
+    if (size >= 16384) {
+      std::vector<grpc::Slice> slices;
+      ASSERT_TRUE(message.Dump(&slices).ok());
+      EXPECT_EQ(slices.size(), 1 + pieces.size());  // the head, then each piece as it was
+      EXPECT_FALSE(watch.expired());                // the slices hold the owner
+    }
+    message.Clear();
+    EXPECT_TRUE(watch.expired()) << size;
+  }
+}
+
 TEST(BulkMessage, ParsesProtobufEncodingAcrossAnySlicing) {
   pb::ReadReply reply;
   reply.set_error(0);

@@ -30,7 +30,8 @@ struct GatedFetch {
       ++runs;
       opened.wait();
       if (error) return Result<SharedBytes>::failure(error);
-      return SharedBytes::own(answer);
+      auto bytes = std::make_shared<const std::string>(answer);
+      return SharedBytes({*bytes}, bytes);
     };
   }
 };

@@ -2,7 +2,6 @@
 // received gRPC message, whose contents are then never copied on their way to the kernel.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -19,14 +18,6 @@ class SharedBytes {
   SharedBytes(std::vector<std::string_view> pieces, std::shared_ptr<const void> owner)
       : pieces_(std::move(pieces)), owner_(std::move(owner)) {
     for (auto p : pieces_) size_ += p.size();
-  }
-
-  // Takes `s` over: one piece, owned by the result.
-  static SharedBytes own(std::string s) {
-    auto owner = std::make_shared<const std::string>(std::move(s));
-    std::vector<std::string_view> one;
-    if (!owner->empty()) one.push_back(*owner);
-    return SharedBytes(std::move(one), owner);
   }
 
   std::size_t size() const { return size_; }
@@ -52,23 +43,6 @@ class SharedBytes {
 
   // What keeps the pieces alive (for handing them to another owner, e.g. gRPC slices).
   const std::shared_ptr<const void>& owner() const { return owner_; }
-
-  // Copies bytes [from, from + n) (clipped to the end) to `out`; returns how many.
-  std::size_t copy_to(std::size_t from, std::size_t n, char* out) const {
-    std::size_t done = 0;
-    for (auto p : pieces_) {
-      if (done == n) break;
-      if (from >= p.size()) {
-        from -= p.size();
-        continue;
-      }
-      auto part = p.substr(from, n - done);
-      std::copy(part.begin(), part.end(), out + done);
-      done += part.size();
-      from = 0;
-    }
-    return done;
-  }
 
   // A copy in one string.
   std::string flatten() const {
