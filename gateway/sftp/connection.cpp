@@ -54,15 +54,8 @@ std::unique_ptr<Connection> Connection::connect(const Endpoint& ep, std::string&
 bool Connection::handshake(std::string& error) {
   const std::string who = describe(endpoint_);
   if (endpoint_.stack != SshStack::libssh) {
-    ssh::TransportOptions options;
-    options.host = endpoint_.host;
-    options.port = endpoint_.port;
-    options.user = endpoint_.user;
-    options.identity_file = endpoint_.identity_file;
-    options.known_hosts = endpoint_.known_hosts;
-    options.timeout = endpoint_.timeout;
     ssh::ConnectFailure why;
-    channel_ = ssh::SessionChannel::subsystem(options, "sftp", error, why);
+    channel_ = ssh::SessionChannel::subsystem(endpoint_, "sftp", error, why);
     if (!channel_) {
       // Only a server that speaks nothing of ours goes to libssh: a refused host key or login
       // is never retried elsewhere.

@@ -1,8 +1,9 @@
 // Where a backend's SFTP server is and how to reach it.
 #pragma once
 
-#include <chrono>
 #include <string>
+
+#include "ssh/transport_options.hpp"
 
 namespace skein::sftp {
 
@@ -13,13 +14,9 @@ enum class SshStack {
   libssh,     // libssh only
 };
 
-struct Endpoint {
-  std::string host;
-  int port = 22;
-  std::string user;
-  std::string identity_file;
-  std::string known_hosts;
-  std::chrono::milliseconds timeout{15000};
+// host, port, user, identity file, known_hosts and timeout, as the SSH transport takes them,
+// and which implementation to use.
+struct Endpoint : ssh::TransportOptions {
   SshStack stack = SshStack::automatic;
 };
 

@@ -571,29 +571,19 @@ bool Transport::authenticate(Deadline deadline) {
           deadline, [&] { return service_accepted_; }, "the ssh-userauth service")) {
     return false;
   }
+  // RFC 4252 section 7: the request is signed together with the session id.
   const std::string& alg = identity_->algorithm();
-  const std::string& blob = identity_->public_blob();
-  const std::string to_sign = Writer()
-                                  .str(session_id_)
-                                  .byte(MSG_USERAUTH_REQUEST)
+  const std::string request = Writer(MSG_USERAUTH_REQUEST)
                                   .str(options_.user)
                                   .str("ssh-connection")
                                   .str("publickey")
                                   .boolean(true)
                                   .str(alg)
-                                  .str(blob)
+                                  .str(identity_->public_blob())
                                   .take();
-  const std::string signature = identity_->sign(to_sign);
+  const std::string signature = identity_->sign(Writer().str(session_id_).raw(request).data());
   if (signature.empty()) return fail("libcrypto could not sign with the identity key");
-  if (!send(Writer(MSG_USERAUTH_REQUEST)
-                .str(options_.user)
-                .str("ssh-connection")
-                .str("publickey")
-                .boolean(true)
-                .str(alg)
-                .str(blob)
-                .str(signature)
-                .data()) ||
+  if (!send(request + Writer().str(signature).data()) ||
       !wait(
           deadline, [&] { return auth_result_ != 0; }, "user authentication")) {
     return false;

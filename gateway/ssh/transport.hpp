@@ -27,21 +27,9 @@
 #include "ssh/crypto.hpp"
 #include "ssh/keys.hpp"
 #include "ssh/packet_codec.hpp"
+#include "ssh/transport_options.hpp"
 
 namespace skein::ssh {
-
-struct TransportOptions {
-  std::string host;
-  int port = 22;
-  std::string user;
-  std::string identity_file;
-  std::string known_hosts;
-  // Bounds the whole handshake, and every later wait of the transport's own.
-  std::chrono::milliseconds timeout{15000};
-  // A new key exchange after this many bytes either way under one key (OpenSSH's own default
-  // for AES-GCM is 64 GiB; RFC 4253 suggests rekeying after each gigabyte).
-  uint64_t rekey_bytes = uint64_t(4) << 30;
-};
 
 // Why connect() failed.
 enum class ConnectFailure {

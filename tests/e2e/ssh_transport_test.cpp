@@ -115,17 +115,7 @@ class SshServer {
     ep.stack = stack;
     return ep;
   }
-  ssh::TransportOptions transport_options() const {
-    auto ep = endpoint();
-    ssh::TransportOptions o;
-    o.host = ep.host;
-    o.port = ep.port;
-    o.user = ep.user;
-    o.identity_file = ep.identity_file;
-    o.known_hosts = ep.known_hosts;
-    o.timeout = ep.timeout;
-    return o;
-  }
+  ssh::TransportOptions transport_options() const { return endpoint(); }
   std::string known_hosts() const { return dir_ + "/known_hosts"; }
   const std::string& export_dir() const { return export_; }
   const std::string& dir() const { return dir_; }
