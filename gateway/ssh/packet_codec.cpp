@@ -1,6 +1,7 @@
 // SSH binary packets; see packet_codec.hpp.
 #include "ssh/packet_codec.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ssh/wire.hpp"
@@ -18,7 +19,24 @@ bool PacketSealer::set_gcm(std::string_view key, std::string_view iv) {
   return true;
 }
 
-bool PacketSealer::seal(std::string& out, std::string_view head,
+char* OutputBuffer::extend(size_t n) {
+  if (size_ + n > capacity_) {
+    const size_t capacity = std::max(size_ + n, std::max<size_t>(2 * capacity_, 64 * 1024));
+    auto bigger = std::make_unique_for_overwrite<char[]>(capacity);
+    if (size_) std::memcpy(bigger.get(), data_.get(), size_);
+    data_ = std::move(bigger);
+    capacity_ = capacity;
+  }
+  char* at = data_.get() + size_;
+  size_ += n;
+  return at;
+}
+
+void OutputBuffer::append(std::string_view s) {
+  if (!s.empty()) std::memcpy(extend(s.size()), s.data(), s.size());
+}
+
+bool PacketSealer::seal(OutputBuffer& out, std::string_view head,
                         std::span<const std::string_view> pieces) {
   size_t payload = head.size();
   for (auto p : pieces) payload += p.size();
@@ -30,10 +48,8 @@ bool PacketSealer::seal(std::string& out, std::string_view head,
   if (pad < 4) pad += block;
   const uint32_t packet_length = uint32_t(1 + payload + pad);
 
-  const size_t start = out.size();
   const size_t tag = gcm_ ? GcmCipher::kTagSize : 0;
-  out.resize(start + 4 + packet_length + tag);
-  char* p = out.data() + start;
+  char* p = out.extend(4 + packet_length + tag);
   put_u32(p, packet_length);
   p[4] = char(pad);
   ++sequence_;

@@ -17,11 +17,29 @@ namespace skein::ssh {
 // The largest packet either side accepts: OpenSSH's limit (PACKET_MAX_SIZE) for a whole packet.
 constexpr size_t kMaxPacket = 256 * 1024;
 
+// Bytes for the socket. It grows without zeroing what it adds (a std::string would write every
+// byte of a packet twice: zeros, then the ciphertext).
+class OutputBuffer {
+ public:
+  // `n` more bytes at the end, not initialised; where they start.
+  char* extend(size_t n);
+  void append(std::string_view s);
+  void clear() { size_ = 0; }
+  const char* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  std::string_view view() const { return {data_.get(), size_}; }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0, capacity_ = 0;
+};
+
 class PacketSealer {
  public:
   // Appends one packet whose payload is `head` followed by `pieces` to `out`. False only if
   // libcrypto failed.
-  bool seal(std::string& out, std::string_view head, std::span<const std::string_view> pieces = {});
+  bool seal(OutputBuffer& out, std::string_view head,
+            std::span<const std::string_view> pieces = {});
   // From now on packets are encrypted with this key and IV (after NEWKEYS).
   bool set_gcm(std::string_view key, std::string_view iv);
   bool encrypted() const { return bool(gcm_); }

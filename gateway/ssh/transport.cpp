@@ -172,7 +172,7 @@ bool Transport::open_socket(Deadline deadline, std::string& error) {
 
 bool Transport::exchange_versions(Deadline deadline) {
   version_ours_ = "SSH-2.0-skein_" SKEIN_VERSION;
-  tx_ = version_ours_ + "\r\n";
+  tx_.append(version_ours_ + "\r\n");
   // Lines before the version are allowed (RFC 4253 section 4.2); at most 64 KiB of them.
   for (;;) {
     const std::string_view have(rx_.get() + rx_begin_, rx_end_ - rx_begin_);

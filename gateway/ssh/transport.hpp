@@ -167,7 +167,7 @@ class Transport {
   std::unique_ptr<char[]> rx_;
   size_t rx_cap_ = 0, rx_begin_ = 0, rx_end_ = 0, rx_need_ = 0;
   // Encrypted bytes for the socket: [tx_sent_, size) not yet written.
-  std::string tx_;
+  OutputBuffer tx_;
   size_t tx_sent_ = 0;
 };
 

@@ -86,12 +86,21 @@ TEST(SshWire, Base64RoundTripsAndRejectsGarbage) {
   EXPECT_FALSE(ok);
 }
 
+// One packet of `head` (and `pieces`), as bytes the test may change.
+std::string sealed(PacketSealer& sealer, std::string_view head,
+                   std::span<const std::string_view> pieces = {}) {
+  OutputBuffer out;
+  EXPECT_TRUE(sealer.seal(out, head, pieces));
+  return std::string(out.view());
+}
+
 // Seals `payloads` one after the other and opens the stream again in reads of `step` bytes.
 std::vector<std::string> round_trip(PacketSealer& sealer, PacketOpener& opener,
                                     const std::vector<std::string>& payloads, size_t step,
                                     std::string* wire = nullptr) {
-  std::string stream;
-  for (auto& p : payloads) EXPECT_TRUE(sealer.seal(stream, p));
+  OutputBuffer sealed_bytes;
+  for (auto& p : payloads) EXPECT_TRUE(sealer.seal(sealed_bytes, p));
+  const std::string stream(sealed_bytes.view());
   if (wire) *wire = stream;
   std::vector<std::string> out;
   std::string buf;
@@ -180,8 +189,7 @@ TEST(SshPackets, AWrongKeyFailsTheTag) {
   PacketOpener opener;
   ASSERT_TRUE(sealer.set_gcm(std::string(16, 'a'), std::string(12, 'n')));
   ASSERT_TRUE(opener.set_gcm(std::string(16, 'b'), std::string(12, 'n')));
-  std::string wire;
-  ASSERT_TRUE(sealer.seal(wire, "secret"));
+  std::string wire = sealed(sealer, "secret");
   std::string_view payload;
   size_t consumed;
   EXPECT_EQ(opener.open(wire.data(), wire.size(), payload, consumed), PacketOpener::Status::bad);
@@ -201,18 +209,14 @@ TEST(SshPackets, SealingFromPiecesGivesTheSameBytesAsFromOneBuffer) {
   PacketSealer whole, in_pieces;
   ASSERT_TRUE(whole.set_gcm(key, iv));
   ASSERT_TRUE(in_pieces.set_gcm(key, iv));
-  std::string a, b;
-  ASSERT_TRUE(whole.seal(a, head + data));
-  ASSERT_TRUE(in_pieces.seal(b, head, pieces));
+  const std::string a = sealed(whole, head + data), b = sealed(in_pieces, head, pieces);
   EXPECT_EQ(a, b);
 }
 
 TEST(SshPackets, TheNoncesAdvanceSoEqualPayloadsEncryptDifferently) {
   PacketSealer sealer;
   ASSERT_TRUE(sealer.set_gcm(std::string(16, 'k'), std::string(12, 'n')));
-  std::string a, b;
-  ASSERT_TRUE(sealer.seal(a, "same payload"));
-  ASSERT_TRUE(sealer.seal(b, "same payload"));
+  std::string a = sealed(sealer, "same payload"), b = sealed(sealer, "same payload");
   EXPECT_EQ(a.size(), b.size());
   EXPECT_NE(a, b);
   // Out of order, the second packet does not open as the first.
@@ -228,8 +232,7 @@ TEST(SshPackets, AnyFlippedBitIsRefused) {
   const std::string key = random_string(rng, 16), iv = random_string(rng, 12);
   PacketSealer sealer;
   ASSERT_TRUE(sealer.set_gcm(key, iv));
-  std::string wire;
-  ASSERT_TRUE(sealer.seal(wire, random_string(rng, 300)));
+  std::string wire = sealed(sealer, random_string(rng, 300));
   for (size_t i = 0; i < wire.size(); ++i) {
     std::string bad = wire;
     bad[i] ^= 0x04;
@@ -269,8 +272,7 @@ TEST(SshPackets, ChannelDataIsDecryptedStraightIntoTheTargetAsFarAsItHasRoom) {
     PacketOpener opener;
     ASSERT_TRUE(sealer.set_gcm(key, iv));
     ASSERT_TRUE(opener.set_gcm(key, iv));
-    std::string wire;
-    ASSERT_TRUE(sealer.seal(wire, channel_data(data)));
+    std::string wire = sealed(sealer, channel_data(data));
     std::string buffer(room, '\0');
     DataTarget target{buffer.data(), room, 0};
     std::string_view payload;
@@ -295,9 +297,8 @@ TEST(SshPackets, OtherMessagesAndTamperedDataNeverCountAsDelivered) {
     PacketOpener opener;
     ASSERT_TRUE(sealer.set_gcm(key, iv));
     ASSERT_TRUE(opener.set_gcm(key, iv));
-    std::string wire;
     const std::string adjust = Writer(93).u32(0).u32(12345).take();  // WINDOW_ADJUST
-    ASSERT_TRUE(sealer.seal(wire, adjust));
+    std::string wire = sealed(sealer, adjust);
     DataTarget target{buffer.data(), buffer.size(), 7};
     std::string_view payload;
     size_t consumed;
@@ -310,8 +311,7 @@ TEST(SshPackets, OtherMessagesAndTamperedDataNeverCountAsDelivered) {
   PacketOpener opener;
   ASSERT_TRUE(sealer.set_gcm(key, iv));
   ASSERT_TRUE(opener.set_gcm(key, iv));
-  std::string wire;
-  ASSERT_TRUE(sealer.seal(wire, channel_data(random_string(rng, 5000))));
+  std::string wire = sealed(sealer, channel_data(random_string(rng, 5000)));
   wire[wire.size() - 100] ^= 1;  // in the data
   DataTarget target{buffer.data(), buffer.size(), 0};
   std::string_view payload;
