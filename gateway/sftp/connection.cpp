@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -121,6 +122,19 @@ bool Connection::handshake(std::string& error) {
     }
   }
   return true;
+}
+
+bool Connection::batch_reads(bool on) {
+  // Only on skein's transport: libssh polls the socket itself, and would see nothing until the
+  // batch is in.
+  on = on && stack_ == SshStack::native;
+  if (on != batching_) {
+    const int lowat = on ? int(kReadBatch) : 1;
+    if (setsockopt(channel_->fd(), SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) == 0) {
+      batching_ = on;
+    }
+  }
+  return batching_;
 }
 
 bool Connection::read_exact(std::string& out, size_t n) {
@@ -271,6 +285,7 @@ std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& f
   };
   std::lock_guard ssh(ssh_mu_);
   if (!alive_) return finish();
+  batch_reads(false);  // a direct call waits for small replies
   for (auto& f : framed) {
     if (!write_request(f)) {
       mark_dead(why("write failed"));
@@ -435,7 +450,9 @@ void Connection::io_loop() {
     // callers' to read.
     auto now = std::chrono::steady_clock::now();
     int timeout_ms = -1;
+    size_t reads_pending = 0;
     for (auto& [_, p] : pending_) {
+      reads_pending += p.read_bytes;
       if (p.deadline <= now) {
         const std::string reason = deadline_missed();
         fail_all(reason);
@@ -445,6 +462,10 @@ void Connection::io_loop() {
       }
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now).count() + 1;
       if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = int(ms);
+    }
+    // While a lot of READ data is on its way, wake for it in batches, not SSH packet by packet.
+    if (batch_reads(reads_pending >= kBatchReadsAbove)) {
+      timeout_ms = timeout_ms < 0 ? kBatchWaitMs : std::min(timeout_ms, kBatchWaitMs);
     }
     const short socket_events =
         short((pending_.empty() ? POLLRDHUP : POLLIN) | (channel_->wants_write() ? POLLOUT : 0));

@@ -75,6 +75,16 @@ class Connection {
   // call_all() in the calling thread; framed[i] carries id first_id + i. A connection that dies
   // meanwhile is marked dead (the I/O thread is told) and every reply not yet read is EIO.
   std::vector<Result<Reply>> call_direct(const std::vector<Request>& requests, uint32_t first_id);
+  // Whether poll() reports the socket readable only once kReadBatch bytes are in (SO_RCVLOWAT):
+  // turned on while at least kBatchReadsAbove bytes of READ replies are outstanding, so the I/O
+  // thread wakes every 128 KiB rather than for every 32 KiB SSH packet (a wake-up costs about
+  // as much as handling the packet); its poll then also ends after kBatchWaitMs, should fewer
+  // bytes come (a short read at the end of a file). True if it is on. Caller holds ssh_mu_.
+  bool batch_reads(bool on);
+  static constexpr size_t kReadBatch = 128 * 1024;
+  static constexpr size_t kBatchReadsAbove = 512 * 1024;
+  static constexpr int kBatchWaitMs = 2;
+  bool batching_ = false;
   // Reads exactly n bytes (the handshake's replies), bounded by the timeout.
   bool read_exact(std::string& out, size_t n);
   // Writes one request to the channel; false if the channel failed. Caller holds ssh_mu_.

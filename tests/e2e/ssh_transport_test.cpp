@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -182,6 +183,35 @@ TEST(SshTransport, SftpDataCrossesIntactBothWays) {
   const std::string data = random_bytes(24 << 20, 1);
   EXPECT_TRUE(write_then_read(*backend, "/data", data) == data);
   EXPECT_TRUE(slurp(server.export_dir() + "/data") == data);
+}
+
+TEST(SshTransport, ReadsPastTheEndOfAFileDoNotWaitForBytesThatNeverCome) {
+  // Many MiB of READs outstanding make the connection wake only for 128 KiB batches; short
+  // replies (a file's end) must still come back at once, not at a deadline.
+  SshServer server("ssh-short-reads", {"ed25519"});
+  ASSERT_TRUE(server.running());
+  const std::string data = random_bytes(100000, 5);
+  std::ofstream(server.export_dir() + "/small") << data;
+  auto backend = backend_on(server, sftp::SshStack::native);
+  auto f = backend->open("/small", O_RDONLY, 0);
+  ASSERT_TRUE(f.ok());
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::future<Result<SharedBytes>>> reads;
+  for (int round = 0; round < 20; ++round) {
+    for (uint64_t off : {uint64_t(0), uint64_t(1) << 20, uint64_t(2) << 20})
+      reads.push_back(
+          std::async(std::launch::async, [&, off] { return (*f)->read(off, 1 << 20); }));
+    for (size_t i = reads.size() - 3; i < reads.size(); ++i) {
+      auto r = reads[i].get();
+      ASSERT_TRUE(r.ok());
+      if (i % 3 == 0) {
+        EXPECT_TRUE(r->flatten() == data);
+      } else {
+        EXPECT_EQ(r->size(), 0u);
+      }
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
 TEST(SshTransport, KeysAreRenewedWhenTheServerAsksMidTransfer) {
