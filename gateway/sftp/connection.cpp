@@ -270,6 +270,9 @@ std::vector<Result<Reply>> Connection::call_all(std::vector<Request> framed) {
 }
 
 bool Connection::write_request(const Request& r) {
+  // A write may wait for small messages (the server's window, a key exchange), which a socket
+  // that wakes only for batches would not report.
+  batch_reads(false);
   return channel_->write(r.framed, r.tail, std::chrono::steady_clock::now() + endpoint_.timeout);
 }
 
@@ -285,7 +288,6 @@ std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& f
   };
   std::lock_guard ssh(ssh_mu_);
   if (!alive_) return finish();
-  batch_reads(false);  // a direct call waits for small replies
   for (auto& f : framed) {
     if (!write_request(f)) {
       mark_dead(why("write failed"));

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -212,6 +213,47 @@ TEST(SshTransport, ReadsPastTheEndOfAFileDoNotWaitForBytesThatNeverCome) {
     }
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST(SshTransport, WritesBeyondTheServersWindowGoOnWhileReadsAreBatched) {
+  // One connection carries a stream of reads (batched wake-ups) and writes larger than sshd's
+  // 2 MiB channel window, which wait for its WINDOW_ADJUST: a small message that must wake the
+  // writer even while the socket is set to wake only for 128 KiB batches.
+  SshServer server("ssh-write-under-batch", {"ed25519"});
+  ASSERT_TRUE(server.running());
+  const std::string big = random_bytes(16 << 20, 6);
+  std::ofstream(server.export_dir() + "/big") << big;
+  BackendConfig cfg;
+  cfg.name = "b";
+  cfg.endpoint = server.endpoint(sftp::SshStack::native);
+  cfg.root = server.export_dir();
+  cfg.connections = 1;
+  auto backend = std::make_shared<Backend>(cfg);
+  auto in = backend->open("/big", O_RDONLY, 0);
+  auto out = backend->open("/out", O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ASSERT_TRUE(in.ok() && out.ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> read_errors{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&, t] {
+      for (uint64_t off = uint64_t(t) << 20; !stop; off = (off + (3 << 20)) % big.size())
+        if (!(*in)->read(off, 1 << 20).ok()) ++read_errors;
+    });
+  }
+  auto owner = std::make_shared<std::string>(random_bytes(6 << 20, 7));
+  const auto start = std::chrono::steady_clock::now();
+  int write_errors = 0;
+  for (int i = 0; i < 6; ++i) {
+    auto w = (*out)->write(uint64_t(i) * owner->size(), SharedBytes({*owner}, owner));
+    if (!w.ok() || *w != owner->size()) ++write_errors;
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  stop = true;
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(write_errors, 0);
+  EXPECT_EQ(read_errors.load(), 0);
+  EXPECT_LT(took, std::chrono::seconds(4));  // a stalled wait would last the 5 s timeout
 }
 
 TEST(SshTransport, KeysAreRenewedWhenTheServerAsksMidTransfer) {
