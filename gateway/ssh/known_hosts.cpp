@@ -56,7 +56,11 @@ bool hashed_match(std::string_view pattern, const std::string& name) {
 }  // namespace
 
 std::string KnownHosts::host_name(const std::string& host, int port) {
-  return port == 22 ? host : "[" + host + "]:" + std::to_string(port);
+  // ssh compares, and hashes, host names in lower case.
+  std::string lower = host;
+  for (char& c : lower)
+    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+  return port == 22 ? lower : "[" + lower + "]:" + std::to_string(port);
 }
 
 bool KnownHosts::matches(std::string_view patterns, const std::string& name) {

@@ -61,11 +61,7 @@ bool PacketSealer::seal(OutputBuffer& out, std::string_view head,
       std::memcpy(q, piece.data(), piece.size());
       q += piece.size();
     }
-    if (!random_pad_filled_) {
-      random_bytes(random_pad_, sizeof random_pad_);
-      random_pad_filled_ = true;
-    }
-    std::memcpy(q, random_pad_, pad);
+    random_bytes(q, pad);  // only the key exchange's few packets go in the clear
     return true;
   }
   // Encrypted from where the bytes are: the padding-length byte with the head (copied next to

@@ -49,10 +49,6 @@ class PacketSealer {
  private:
   std::unique_ptr<GcmCipher> gcm_;
   uint32_t sequence_ = 0;
-  // Random bytes for the padding of clear packets (encrypted ones are padded with zeros: under
-  // AEAD the padding is secret and authenticated, so its value does not matter).
-  char random_pad_[255] = {};
-  bool random_pad_filled_ = false;
 };
 
 // Where open() may put the data of a CHANNEL_DATA packet instead of decrypting it in place: the

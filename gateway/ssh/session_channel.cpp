@@ -14,6 +14,9 @@ namespace {
 // Output kept in the transport's buffer before a write waits for the socket.
 constexpr size_t kFlushAt = 256 * 1024;
 constexpr size_t kStderrKept = 4096;
+// Data received while nobody reads (during a write) is kept up to this much. A server sends only
+// replies to what was asked, far less than this; one that sends more is broken or hostile.
+constexpr size_t kInboxLimit = 64 << 20;
 }  // namespace
 
 std::unique_ptr<SessionChannel> SessionChannel::subsystem(const TransportOptions& options,
@@ -80,7 +83,7 @@ std::unique_ptr<SessionChannel> SessionChannel::start(const TransportOptions& op
   return c;
 }
 
-void SessionChannel::deliver(std::string_view data, size_t direct) {
+bool SessionChannel::deliver(std::string_view data, size_t direct) {
   // The first `direct` bytes were decrypted into the target already.
   target_filled_ += direct;
   data.remove_prefix(direct);
@@ -92,7 +95,10 @@ void SessionChannel::deliver(std::string_view data, size_t direct) {
   }
   direct_.dst = target_ ? target_ + target_filled_ : nullptr;
   direct_.room = target_ ? target_size_ - target_filled_ : 0;
-  if (data.empty()) return;
+  if (data.empty()) return true;
+  if (inbox_.size() - inbox_pos_ + data.size() > kInboxLimit) {
+    return transport_->fail("the server sent more than 64 MiB that nobody asked to read yet");
+  }
   if (inbox_pos_ == inbox_.size()) {
     inbox_.clear();
     inbox_pos_ = 0;
@@ -101,17 +107,32 @@ void SessionChannel::deliver(std::string_view data, size_t direct) {
     inbox_pos_ = 0;
   }
   inbox_.append(data);
+  return true;
 }
 
 bool SessionChannel::on_message(std::string_view payload, size_t direct) {
   const uint8_t type = uint8_t(payload[0]);
   Reader r(payload.substr(1));
+  if (type == MSG_CHANNEL_OPEN) {  // the server asks to open one (forwarding): we offer none
+    std::string_view kind;
+    uint32_t sender = 0;
+    if (!r.str(kind) || !r.u32(sender)) return false;
+    constexpr uint32_t kAdministrativelyProhibited = 1;
+    return transport_->send(Writer(MSG_CHANNEL_OPEN_FAILURE)
+                                .u32(sender)
+                                .u32(kAdministrativelyProhibited)
+                                .str("skein opens no channels for the server")
+                                .str("")
+                                .data());
+  }
   uint32_t recipient = 0;
   if (!r.u32(recipient) || recipient != 0) return false;  // our one channel is number 0
   switch (type) {
     case MSG_CHANNEL_OPEN_CONFIRMATION: {
       uint32_t sender, window, max_packet;
-      if (!r.u32(sender) || !r.u32(window) || !r.u32(max_packet) || max_packet == 0) return false;
+      if (confirmed_ || !r.u32(sender) || !r.u32(window) || !r.u32(max_packet) || max_packet == 0) {
+        return false;
+      }
       remote_id_ = sender;
       remote_window_ = window;
       remote_max_packet_ = std::min<uint32_t>(max_packet, kLocalMaxPacket);
@@ -141,7 +162,7 @@ bool SessionChannel::on_message(std::string_view payload, size_t direct) {
       }
       local_window_ -= uint32_t(data.size());
       if (type == MSG_CHANNEL_DATA) {
-        deliver(data, direct);
+        if (!deliver(data, direct)) return false;
       } else {
         stderr_.append(data);
         if (stderr_.size() > kStderrKept) stderr_.erase(0, stderr_.size() - kStderrKept);
@@ -189,7 +210,7 @@ bool SessionChannel::write(std::string_view head, std::span<const std::string_vi
                            Deadline deadline) {
   Transport& t = *transport_;
   if (t.failed()) return false;
-  if (closed_ || eof_) return t.fail("the server closed the channel");
+  if (closed_) return t.fail("the server closed the channel");  // EOF ends its half only
   auto sendable = [&] { return t.sendable(); };
   std::vector<std::string_view> all;
   all.reserve(1 + pieces.size());

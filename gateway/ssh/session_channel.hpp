@@ -52,7 +52,7 @@ class SessionChannel : public ByteChannel {
                                                std::string_view type, std::string_view argument,
                                                std::string& error, ConnectFailure& why);
   bool on_message(std::string_view payload, size_t direct);
-  void deliver(std::string_view data, size_t direct);
+  bool deliver(std::string_view data, size_t direct);
 
   std::unique_ptr<Transport> transport_;
   uint32_t remote_id_ = 0;

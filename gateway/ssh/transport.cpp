@@ -65,8 +65,7 @@ std::string hostkey_preference(const std::vector<std::string>& known_types) {
 // One key exchange in progress (RFC 4253 section 7, curve25519-sha256 of RFC 8731).
 struct Transport::Kex {
   bool sent_kexinit = false, got_kexinit = false, sent_newkeys = false, got_newkeys = false;
-  bool ignore_guess = false;  // the server guessed its first kex packet wrong: drop it
-  std::string ours, theirs;   // the KEXINIT payloads, for the exchange hash
+  std::string ours, theirs;  // the KEXINIT payloads, for the exchange hash
   std::string kex, hostkey, cipher_out, cipher_in;
   X25519 ecdh;
   std::string key_in, iv_in;      // taken into use at the server's NEWKEYS
@@ -174,12 +173,18 @@ bool Transport::exchange_versions(Deadline deadline) {
   version_ours_ = "SSH-2.0-skein_" SKEIN_VERSION;
   tx_.append(version_ours_ + "\r\n");
   // Lines before the version are allowed (RFC 4253 section 4.2); at most 64 KiB of them.
+  size_t before_version = 0;
   for (;;) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return fail("no SSH version line within " + std::to_string(options_.timeout.count()) + " ms");
+    }
     const std::string_view have(rx_.get() + rx_begin_, rx_end_ - rx_begin_);
     const size_t nl = have.find('\n');
     if (nl != std::string_view::npos) {
       std::string_view line = have.substr(0, nl);
       rx_begin_ += nl + 1;
+      before_version += nl + 1;
+      if (before_version > 64 * 1024) return fail("no SSH version line from the server");
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       if (line.starts_with("SSH-")) {
         if (!line.starts_with("SSH-2.0-") && !line.starts_with("SSH-1.99-")) {
@@ -190,7 +195,9 @@ bool Transport::exchange_versions(Deadline deadline) {
       }
       continue;
     }
-    if (rx_end_ >= 64 * 1024) return fail("no SSH version line from the server");
+    if (before_version + have.size() > 64 * 1024) {
+      return fail("no SSH version line from the server");
+    }
     bool would_block = false;
     if (!flush() || !receive_more(would_block)) return false;
     if (!would_block) continue;
@@ -235,7 +242,9 @@ bool Transport::receive_more(bool& would_block) {
 
 bool Transport::pump(const std::function<bool()>& more) {
   if (failed_) return false;
-  while (more()) {
+  // A bounded number of packets per call, so that a stream of them (IGNOREs, say) cannot keep a
+  // caller past its deadline.
+  for (int budget = 4096; more() && budget > 0; --budget) {
     std::string_view payload;
     size_t consumed = 0;
     auto st = opener_.open(rx_.get() + rx_begin_, rx_end_ - rx_begin_, payload, consumed, target_);
@@ -370,6 +379,10 @@ bool Transport::on_kexinit(std::string_view payload) {
 
   if (!initial_kex_done_) {
     for (auto n : split_name_list(lists[0])) strict_kex_ |= n == kStrictKexServer;
+    // Strict kex: the server's KEXINIT is its first packet (sequence number 0).
+    if (strict_kex_ && opener_.sequence() != 1) {
+      return fail("strict key exchange violated: KEXINIT was not the server's first packet");
+    }
   }
   Reader ours(std::string_view(kex_->ours).substr(17));
   std::string_view our_lists[10];
@@ -388,11 +401,8 @@ bool Transport::on_kexinit(std::string_view payload) {
         std::string(lists[0]) + "; host keys " + std::string(lists[1]) + "; ciphers " +
         std::string(lists[3]) + ")");
   }
-  if (follows) {
-    const auto their_kex = split_name_list(lists[0]), their_hk = split_name_list(lists[1]);
-    kex_->ignore_guess = their_kex.empty() || their_kex.front() != kex_->kex || their_hk.empty() ||
-                         their_hk.front() != kex_->hostkey;
-  }
+  // In curve25519-sha256 the client speaks first: a server has no key exchange packet to guess.
+  if (follows) return fail("the server sent first_kex_packet_follows, which curve25519 has not");
   return send_packet(Writer(MSG_KEX_ECDH_INIT).str(kex_->ecdh.public_key()).data());
 }
 
@@ -479,7 +489,9 @@ bool Transport::on_ecdh_reply(std::string_view payload) {
 }
 
 bool Transport::on_newkeys() {
-  if (!kex_ || !kex_->got_kexinit) return fail("unexpected NEWKEYS");
+  if (!kex_ || !kex_->got_kexinit || kex_->key_in.empty()) {
+    return fail("NEWKEYS before the key exchange was done");
+  }
   if (!kex_->got_newkeys) {
     kex_->got_newkeys = true;
     if (!opener_.set_gcm(kex_->key_in, kex_->iv_in)) return fail("libcrypto rejected the new keys");
@@ -497,10 +509,16 @@ bool Transport::on_newkeys() {
 bool Transport::dispatch(std::string_view payload) {
   if (payload.empty()) return fail("empty packet from the server");
   const uint8_t type = uint8_t(payload[0]);
-  // During the first key exchange under strict kex, nothing else may come (Terrapin).
-  if (!initial_kex_done_ && strict_kex_ && type != MSG_KEXINIT && type != MSG_KEX_ECDH_REPLY &&
-      type != MSG_NEWKEYS) {
+  // During the first key exchange under strict kex, nothing else may come (Terrapin); during
+  // any other, from the server's KEXINIT to its NEWKEYS, only transport messages (RFC 4253
+  // section 7.1).
+  const bool kex_message = type == MSG_KEXINIT || type == MSG_KEX_ECDH_REPLY || type == MSG_NEWKEYS;
+  if (!initial_kex_done_ && strict_kex_ && !kex_message) {
     return fail("unexpected message " + std::to_string(type) + " during the key exchange");
+  }
+  const bool in_exchange = !initial_kex_done_ || (kex_ && kex_->got_kexinit && !kex_->got_newkeys);
+  if (in_exchange && type >= 50) {
+    return fail("message " + std::to_string(type) + " in the middle of a key exchange");
   }
   switch (type) {
     case MSG_DISCONNECT: {
@@ -523,20 +541,19 @@ bool Transport::dispatch(std::string_view payload) {
     case MSG_KEXINIT:
       return on_kexinit(payload);
     case MSG_KEX_ECDH_REPLY:
-      if (kex_ && kex_->ignore_guess) {
-        kex_->ignore_guess = false;
-        return true;
-      }
       return on_ecdh_reply(payload);
     case MSG_NEWKEYS:
       return on_newkeys();
     case MSG_SERVICE_ACCEPT:
+      if (!service_requested_ || service_accepted_) return fail("unexpected SERVICE_ACCEPT");
       service_accepted_ = true;
       return true;
     case MSG_USERAUTH_SUCCESS:
+      if (!auth_requested_ || auth_result_ != 0) return fail("unexpected USERAUTH_SUCCESS");
       auth_result_ = 1;
       return true;
     case MSG_USERAUTH_FAILURE: {
+      if (!auth_requested_ || auth_result_ != 0) return fail("unexpected USERAUTH_FAILURE");
       Reader r(payload.substr(1));
       std::string_view methods;
       r.str(methods);
@@ -566,6 +583,7 @@ bool Transport::dispatch(std::string_view payload) {
 }
 
 bool Transport::authenticate(Deadline deadline) {
+  service_requested_ = true;
   if (!send(Writer(MSG_SERVICE_REQUEST).str("ssh-userauth").data()) ||
       !wait(
           deadline, [&] { return service_accepted_; }, "the ssh-userauth service")) {
@@ -583,6 +601,7 @@ bool Transport::authenticate(Deadline deadline) {
                                   .take();
   const std::string signature = identity_->sign(Writer().str(session_id_).raw(request).data());
   if (signature.empty()) return fail("libcrypto could not sign with the identity key");
+  auth_requested_ = true;
   if (!send(request + Writer().str(signature).data()) ||
       !wait(
           deadline, [&] { return auth_result_ != 0; }, "user authentication")) {

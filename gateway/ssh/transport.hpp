@@ -158,7 +158,8 @@ class Transport {
   std::string cipher_in_;
 
   // Set during connect(): the answers the handshake waits for.
-  bool service_accepted_ = false;
+  bool service_requested_ = false, service_accepted_ = false;
+  bool auth_requested_ = false;
   int auth_result_ = 0;  // 0 pending, 1 success, -1 failure
   std::string auth_methods_;
 

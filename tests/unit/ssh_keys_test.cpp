@@ -179,6 +179,8 @@ TEST_F(KnownHostsTest, HashedNamesFromSshKeygenMatch) {
   EXPECT_EQ(kh.check("127.0.0.1", 2222, "ssh-ed25519", blob(ed2)), V::changed);
   EXPECT_EQ(kh.check("127.0.0.2", 2222, "ssh-ed25519", blob(ed)), V::unknown);
   EXPECT_EQ(kh.check("other.example.org", 22, "ecdsa-sha2-nistp256", blob(ec)), V::ok);
+  // ssh hashes names in lower case: so is the host looked up.
+  EXPECT_EQ(kh.check("Other.Example.ORG", 22, "ecdsa-sha2-nistp256", blob(ec)), V::ok);
 }
 
 TEST_F(KnownHostsTest, RevokedKeysAreRefusedWhateverElseMatches) {
