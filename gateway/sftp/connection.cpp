@@ -1,12 +1,11 @@
 // SFTP connection over an SSH channel with an I/O thread; see connection.hpp.
 //
 // The channel (ssh::SessionChannel, or libssh's) is not thread-safe: whoever touches it holds
-// ssh_mu_. That is the I/O
-// thread, which sleeps in poll() on the session socket and an eventfd that send() signals, and on
-// wake-up writes queued requests and drains every reply the channel has; or a caller of
-// call() on an idle connection, which writes its request and polls for its reply itself, so that
-// no thread hand-off is paid. While nothing is pending the I/O thread watches the socket only for
-// a hang-up, so it does not wake for replies that are a direct caller's.
+// ssh_mu_. That is the I/O thread, which sleeps in poll() on the session socket and an eventfd
+// that send() signals, and on wake-up writes queued requests and drains every reply the channel
+// has; or a caller of call() on an idle connection, which writes its request and polls for its
+// reply itself, so that no thread hand-off is paid. While nothing is pending the I/O thread watches
+// the socket only for a hang-up, so it does not wake for replies that are a direct caller's.
 #include "sftp/connection.hpp"
 
 #include <poll.h>
@@ -23,10 +22,6 @@
 
 namespace skein::sftp {
 namespace {
-std::string describe(const Endpoint& ep) {
-  return ep.user + "@" + ep.host + ":" + std::to_string(ep.port);
-}
-
 std::future<Result<Reply>> ready_failure(int err) {
   std::promise<Result<Reply>> p;
   p.set_value(Result<Reply>::failure(err));
@@ -53,7 +48,7 @@ std::unique_ptr<Connection> Connection::connect(const Endpoint& ep, std::string&
 }
 
 bool Connection::handshake(std::string& error) {
-  const std::string who = describe(endpoint_);
+  const std::string who = endpoint_.who();
   if (endpoint_.stack != SshStack::libssh) {
     ssh::ConnectFailure why;
     channel_ = ssh::SessionChannel::subsystem(endpoint_, "sftp", error, why);
@@ -146,11 +141,9 @@ bool Connection::read_exact(std::string& out, size_t n) {
     if (r < 0) return false;
     got += size_t(r);
     if (r > 0) continue;
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now())
-                        .count();
+    const int ms = ssh::ms_left(deadline);
     pollfd p{channel_->fd(), short(POLLIN | (channel_->wants_write() ? POLLOUT : 0)), 0};
-    if (ms <= 0 || poll(&p, 1, int(ms) + 1) == 0) return false;
+    if (ms == 0 || poll(&p, 1, ms) == 0) return false;
     if ((p.revents & POLLOUT) && !channel_->flush()) return false;
   }
   return true;
@@ -173,16 +166,12 @@ Connection::~Connection() {
 }
 
 std::string Connection::why(const char* what) const {
-  std::string detail = channel_ ? channel_->error() : "";
-  // skein's transport names the server itself.
-  const std::string who = describe(endpoint_);
-  if (detail.starts_with(who + ": ")) detail.erase(0, who.size() + 2);
-  return who + ": " + what + (detail.empty() ? "" : ": " + detail);
+  const std::string detail = channel_ ? channel_->error() : "";
+  return endpoint_.who() + ": " + what + (detail.empty() ? "" : ": " + detail);
 }
 
 std::string Connection::deadline_missed() const {
-  return describe(endpoint_) + ": no reply within " + std::to_string(endpoint_.timeout.count()) +
-         " ms";
+  return endpoint_.who() + ": no reply within " + std::to_string(endpoint_.timeout.count()) + " ms";
 }
 
 void Connection::report_hung(const std::string& why) {
@@ -315,7 +304,7 @@ std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& f
     pollfd fds[2] = {{channel_->fd(), short(POLLIN | (channel_->wants_write() ? POLLOUT : 0)), 0},
                      {abort_fd_, POLLIN, 0}};
     if (poll(fds, 2, int(ms)) < 0 && errno != EINTR) {
-      mark_dead(describe(endpoint_) + ": poll failed");
+      mark_dead(endpoint_.who() + ": poll failed");
       return finish();
     }
     if (fds[1].revents & POLLIN) return finish();  // shut down by its owner meanwhile
@@ -479,7 +468,7 @@ void Connection::io_loop() {
     }
     if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
       std::lock_guard relock(ssh_mu_);
-      fail_all(describe(endpoint_) + ": poll failed");
+      fail_all(endpoint_.who() + ": poll failed");
       return;
     }
     if (fds[1].revents & POLLIN) {
@@ -497,7 +486,7 @@ void Connection::io_loop() {
     }
   }
   std::lock_guard ssh(ssh_mu_);
-  if (alive_) fail_all(describe(endpoint_) + ": connection closed");
+  if (alive_) fail_all(endpoint_.who() + ": connection closed");
 }
 
 }  // namespace skein::sftp

@@ -10,9 +10,6 @@ namespace {
 constexpr const char* kCiphers =
     "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr";
 
-std::string describe(const Endpoint& ep) {
-  return ep.user + "@" + ep.host + ":" + std::to_string(ep.port);
-}
 }  // namespace
 
 bool parse_ssh_stack(const std::string& word, SshStack& out) {
@@ -41,7 +38,7 @@ const char* ssh_stack_name(SshStack s) {
 }
 
 ssh_session open_ssh_session(const Endpoint& ep, std::string& error) {
-  const std::string who = describe(ep);
+  const std::string who = ep.who();
   ssh_session session = ssh_new();
   if (!session) {
     error = who + ": cannot allocate an SSH session";
@@ -109,7 +106,7 @@ std::unique_ptr<LibsshChannel> LibsshChannel::open_sftp(const Endpoint& ep, std:
   c->channel_ = ssh_channel_new(c->session_);
   if (!c->channel_ || ssh_channel_open_session(c->channel_) != SSH_OK ||
       ssh_channel_request_subsystem(c->channel_, "sftp") != SSH_OK) {
-    error = describe(ep) + ": cannot start the sftp subsystem: " + ssh_get_error(c->session_);
+    error = ep.who() + ": cannot start the sftp subsystem: " + ssh_get_error(c->session_);
     return nullptr;
   }
   return c;

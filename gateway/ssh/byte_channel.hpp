@@ -3,6 +3,7 @@
 // transport) and the libssh one in sftp/libssh_channel.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <span>
 #include <string>
@@ -11,6 +12,14 @@
 namespace skein::ssh {
 
 using Deadline = std::chrono::steady_clock::time_point;
+
+// Milliseconds from now to `deadline` (0 once it has passed), for poll().
+inline int ms_left(Deadline deadline) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now())
+                      .count();
+  return ms <= 0 ? 0 : int(std::min<long long>(ms, 1 << 30));
+}
 
 class ByteChannel {
  public:
@@ -30,7 +39,8 @@ class ByteChannel {
   // POLLOUT too and call flush() when it is writable.
   virtual bool wants_write() const { return false; }
   virtual bool flush() { return true; }
-  // Why the channel failed, for logs; "" while it works.
+  // Why the channel failed, for logs (the cause only: callers name the server); "" while it
+  // works.
   virtual std::string error() const = 0;
 };
 

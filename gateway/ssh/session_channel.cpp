@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "skein/shared_bytes.hpp"
 #include "ssh/wire.hpp"
 
 namespace skein::ssh {
@@ -55,7 +56,7 @@ std::unique_ptr<SessionChannel> SessionChannel::start(const TransportOptions& op
       !t.wait(
           deadline, [&] { return c->confirmed_ || !c->open_failure_.empty(); },
           "a session channel")) {
-    error = t.error();
+    error = t.who() + ": " + t.error();
     return nullptr;
   }
   if (!c->confirmed_) {
@@ -71,7 +72,7 @@ std::unique_ptr<SessionChannel> SessionChannel::start(const TransportOptions& op
       !t.wait(
           deadline, [&] { return c->request_result_ != 0 || c->closed_; },
           type == "exec" ? "the command to start" : "the subsystem to start")) {
-    error = t.error();
+    error = t.who() + ": " + t.error();
     return nullptr;
   }
   if (c->request_result_ != 1) {
@@ -216,14 +217,9 @@ bool SessionChannel::write(std::string_view head, std::span<const std::string_vi
   all.reserve(1 + pieces.size());
   all.push_back(head);
   all.insert(all.end(), pieces.begin(), pieces.end());
+  const SharedBytes bytes(std::move(all), nullptr);  // views: the caller keeps them alive
   std::vector<std::string_view> parts;
-  size_t i = 0, off = 0;
-  while (i < all.size()) {
-    if (off == all[i].size()) {
-      ++i;
-      off = 0;
-      continue;
-    }
+  for (size_t at = 0; at < bytes.size();) {
     if (remote_window_ == 0 && !t.wait(
                                    deadline, [&] { return remote_window_ > 0 || closed_; },
                                    "the server's channel window")) {
@@ -233,19 +229,9 @@ bool SessionChannel::write(std::string_view head, std::span<const std::string_vi
     if (!t.sendable() && !t.wait(deadline, sendable, "a key exchange")) return false;
     // One CHANNEL_DATA packet: as much as the window and the server's packet size allow, as
     // views of the caller's buffers.
-    const size_t chunk = std::min(remote_window_, remote_max_packet_);
     parts.clear();
-    size_t n = 0;
-    while (n < chunk && i < all.size()) {
-      const size_t take = std::min(chunk - n, all[i].size() - off);
-      if (take > 0) parts.push_back(all[i].substr(off, take));
-      n += take;
-      off += take;
-      if (off == all[i].size()) {
-        ++i;
-        off = 0;
-      }
-    }
+    const size_t n = bytes.view(at, std::min(remote_window_, remote_max_packet_), parts);
+    at += n;
     char header[9];
     header[0] = char(MSG_CHANNEL_DATA);
     put_u32(header + 1, remote_id_);

@@ -15,7 +15,6 @@
 #include <cstring>
 #include <vector>
 
-#include "ssh/known_hosts.hpp"
 #include "ssh/wire.hpp"
 
 #ifndef SKEIN_VERSION
@@ -37,6 +36,18 @@ constexpr std::string_view kMacs = "hmac-sha2-256-etm@openssh.com,hmac-sha2-256"
 constexpr size_t kRxCapacity = 2 * kMaxPacket + 64 * 1024;
 constexpr size_t kMinRead = 64 * 1024;
 constexpr uint32_t kDisconnectByApplication = 11;
+
+// The ten name-lists of a KEXINIT payload (RFC 4253 section 7.1) and its
+// first_kex_packet_follows; false if it is malformed.
+bool parse_kexinit(std::string_view payload, std::string_view (&lists)[10], bool& follows) {
+  constexpr size_t kHead = 1 + 16;  // message number, cookie
+  if (payload.size() < kHead) return false;
+  Reader r(payload.substr(kHead));
+  uint32_t reserved = 0;
+  for (auto& l : lists)
+    if (!r.str(l)) return false;
+  return r.boolean(follows) && r.u32(reserved);
+}
 
 size_t key_length(std::string_view cipher) { return cipher.starts_with("aes256") ? 32 : 16; }
 
@@ -76,7 +87,8 @@ std::unique_ptr<Transport> Transport::connect(const TransportOptions& options, s
                                               ConnectFailure& why) {
   std::unique_ptr<Transport> t(new Transport());
   t->options_ = options;
-  t->who_ = options.user + "@" + options.host + ":" + std::to_string(options.port);
+  t->who_ = options.who();
+  t->known_hosts_ = KnownHosts::load(options.known_hosts);
   t->rx_cap_ = kRxCapacity;
   t->rx_ = std::make_unique_for_overwrite<char[]>(t->rx_cap_);
   const Deadline deadline = std::chrono::steady_clock::now() + options.timeout;
@@ -95,7 +107,7 @@ std::unique_ptr<Transport> Transport::connect(const TransportOptions& options, s
       !t->wait(
           deadline, [&] { return t->initial_kex_done_; }, "the key exchange") ||
       !t->authenticate(deadline)) {
-    error = t->error_;
+    error = t->who_ + ": " + t->error_;
     why = t->failure_kind_;
     return nullptr;
   }
@@ -115,7 +127,7 @@ Transport::~Transport() {
 bool Transport::fail(std::string why) {
   if (!failed_) {
     failed_ = true;
-    error_ = who_ + ": " + why;
+    error_ = std::move(why);
   }
   return false;
 }
@@ -140,11 +152,9 @@ bool Transport::open_socket(Deadline deadline, std::string& error) {
     int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
     if (rc < 0 && errno == EINPROGRESS) {
       pollfd p{fd, POLLOUT, 0};
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
+      const int ms = ms_left(deadline);
       int err = ETIMEDOUT;
-      if (ms > 0 && poll(&p, 1, int(ms)) == 1) {
+      if (ms > 0 && poll(&p, 1, ms) == 1) {
         socklen_t len = sizeof err;
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
       }
@@ -201,13 +211,8 @@ bool Transport::exchange_versions(Deadline deadline) {
     bool would_block = false;
     if (!flush() || !receive_more(would_block)) return false;
     if (!would_block) continue;
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now())
-                        .count();
     pollfd p{fd_, short(POLLIN | (unsent() ? POLLOUT : 0)), 0};
-    if (ms <= 0 || poll(&p, 1, int(ms)) == 0) {
-      return fail("no SSH version line within " + std::to_string(options_.timeout.count()) + " ms");
-    }
+    poll(&p, 1, ms_left(deadline));  // the deadline is checked above
   }
 }
 
@@ -261,10 +266,7 @@ bool Transport::pump(const std::function<bool()>& more) {
     rx_begin_ += consumed;
     rx_need_ = 0;
     bytes_in_ += consumed;
-    if (!dispatch(payload)) return false;
-    if (!kex_ && initial_kex_done_ && bytes_in_ > options_.rekey_bytes && !start_kex()) {
-      return false;
-    }
+    if (!dispatch(payload) || (rekey_due() && !start_kex())) return false;
   }
   return !failed_;
 }
@@ -292,18 +294,21 @@ bool Transport::wait(Deadline deadline, const std::function<bool()>& done, const
   for (;;) {
     if (!pump(more) || !flush()) return false;
     if (done()) return true;
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now())
-                        .count();
-    if (ms <= 0) {
+    const int ms = ms_left(deadline);
+    if (ms == 0) {
       return fail(std::string("no reply within ") + std::to_string(options_.timeout.count()) +
                   " ms (waiting for " + what + ")");
     }
     pollfd p{fd_, short(POLLIN | (unsent() ? POLLOUT : 0)), 0};
-    if (poll(&p, 1, int(std::min<long>(ms, 1 << 30))) < 0 && errno != EINTR) {
+    if (poll(&p, 1, ms) < 0 && errno != EINTR) {
       return fail(std::string("poll failed: ") + std::strerror(errno));
     }
   }
+}
+
+bool Transport::rekey_due() const {
+  return !kex_ && initial_kex_done_ &&
+         (bytes_in_ > options_.rekey_bytes || bytes_out_ > options_.rekey_bytes);
 }
 
 bool Transport::sendable() const { return !kex_ || !kex_->sent_kexinit || kex_->sent_newkeys; }
@@ -324,9 +329,7 @@ bool Transport::send(std::string_view head, std::span<const std::string_view> pi
     kex_->held.push_back(std::move(copy));
     return true;
   }
-  if (!send_packet(head, pieces)) return false;
-  if (!kex_ && initial_kex_done_ && bytes_out_ > options_.rekey_bytes) return start_kex();
-  return true;
+  return send_packet(head, pieces) && (!rekey_due() || start_kex());
 }
 
 bool Transport::start_kex() {
@@ -337,8 +340,8 @@ bool Transport::start_kex() {
   random_bytes(cookie, sizeof cookie);
   std::string kex_list(kKexAlgorithms);
   if (!initial_kex_done_) kex_list += "," + std::string(kStrictKexClient);
-  const std::string hostkeys = hostkey_preference(
-      KnownHosts::load(options_.known_hosts).key_types(options_.host, options_.port));
+  const std::string hostkeys =
+      hostkey_preference(known_hosts_.key_types(options_.host, options_.port));
   Writer w(MSG_KEXINIT);
   w.raw(std::string_view(cookie, sizeof cookie))
       .str(kex_list)
@@ -365,17 +368,10 @@ bool Transport::on_kexinit(std::string_view payload) {
   if (kex_->got_kexinit) return fail("a second KEXINIT during one key exchange");
   kex_->got_kexinit = true;
   kex_->theirs = std::string(payload);
-  Reader r(payload.substr(1));
-  std::string_view cookie, lists[10];
-  bool follows = false;
-  uint32_t reserved = 0;
-  if (r.remaining() < 16) return fail("malformed KEXINIT");
-  cookie = r.rest().substr(0, 16);
-  r = Reader(r.rest().substr(16));
-  for (auto& l : lists)
-    if (!r.str(l)) return fail("malformed KEXINIT");
-  if (!r.boolean(follows) || !r.u32(reserved)) return fail("malformed KEXINIT");
-  (void)cookie;
+  std::string_view lists[10], our_lists[10];
+  bool follows = false, ours_follow = false;
+  if (!parse_kexinit(payload, lists, follows)) return fail("malformed KEXINIT");
+  parse_kexinit(kex_->ours, our_lists, ours_follow);
 
   if (!initial_kex_done_) {
     for (auto n : split_name_list(lists[0])) strict_kex_ |= n == kStrictKexServer;
@@ -384,9 +380,6 @@ bool Transport::on_kexinit(std::string_view payload) {
       return fail("strict key exchange violated: KEXINIT was not the server's first packet");
     }
   }
-  Reader ours(std::string_view(kex_->ours).substr(17));
-  std::string_view our_lists[10];
-  for (auto& l : our_lists) ours.str(l);
   kex_->kex = std::string(first_common(our_lists[0], lists[0]));
   kex_->hostkey = std::string(first_common(our_lists[1], lists[1]));
   kex_->cipher_out = std::string(first_common(our_lists[2], lists[2]));
@@ -417,30 +410,33 @@ bool Transport::on_ecdh_reply(std::string_view payload) {
   auto key = PublicKey::parse(host_blob, parse_error);
   if (!key) return fail("server host key: " + parse_error);
   if (!host_key_) {
-    auto verdict = KnownHosts::load(options_.known_hosts)
-                       .check(options_.host, options_.port, key->type(), key->blob());
     const std::string& kh = options_.known_hosts;
-    switch (verdict) {
+    const std::string its = key->type() + " key is " + key->fingerprint();
+    std::string refused;
+    switch (known_hosts_.check(options_.host, options_.port, key->type(), key->blob())) {
       case KnownHosts::Verdict::ok:
         break;
       case KnownHosts::Verdict::changed:
-        failure_kind_ = ConnectFailure::refused;
-        return fail("host key CHANGED from the one in " + kh +
-                    " (possible man-in-the-middle); refusing to connect (the server's " +
-                    key->type() + " key is " + key->fingerprint() + ")");
+        refused = "host key CHANGED from the one in " + kh +
+                  " (possible man-in-the-middle); refusing to connect (the server's " + its + ")";
+        break;
       case KnownHosts::Verdict::other:
-        failure_kind_ = ConnectFailure::refused;
-        return fail("host key type differs from the one in " + kh + "; refusing to connect");
+        refused = "host key type differs from the one in " + kh + "; refusing to connect";
+        break;
       case KnownHosts::Verdict::revoked:
-        failure_kind_ = ConnectFailure::refused;
-        return fail("host key is marked @revoked in " + kh + "; refusing to connect");
+        refused = "host key is marked @revoked in " + kh + "; refusing to connect";
+        break;
       case KnownHosts::Verdict::unknown:
-        failure_kind_ = ConnectFailure::refused;
-        return fail("host key is not in " + kh + " (unknown server); refusing to connect (its " +
-                    key->type() + " key is " + key->fingerprint() + ")");
+        refused =
+            "host key is not in " + kh + " (unknown server); refusing to connect (its " + its + ")";
+        break;
       case KnownHosts::Verdict::not_found:
-        failure_kind_ = ConnectFailure::refused;
-        return fail("host key is not in " + kh + " (the file cannot be read); refusing to connect");
+        refused = "host key is not in " + kh + " (the file cannot be read); refusing to connect";
+        break;
+    }
+    if (!refused.empty()) {
+      failure_kind_ = ConnectFailure::refused;
+      return fail(refused);
     }
   } else if (host_key_->blob() != key->blob()) {
     return fail("the server changed its host key during a key exchange; refusing to go on");

@@ -26,6 +26,7 @@
 #include "ssh/byte_channel.hpp"
 #include "ssh/crypto.hpp"
 #include "ssh/keys.hpp"
+#include "ssh/known_hosts.hpp"
 #include "ssh/packet_codec.hpp"
 #include "ssh/transport_options.hpp"
 
@@ -111,6 +112,7 @@ class Transport {
   bool wait(Deadline deadline, const std::function<bool()>& done, const char* what);
 
   bool failed() const { return failed_; }
+  // Why it failed (the cause; who() names the server).
   const std::string& error() const { return error_; }
   // user@host:port, for messages.
   const std::string& who() const { return who_; }
@@ -134,6 +136,8 @@ class Transport {
   bool on_ecdh_reply(std::string_view payload);
   bool on_newkeys();
   bool receive_more(bool& would_block);
+  // Enough bytes either way under the current keys: time for new ones.
+  bool rekey_due() const;
 
   TransportOptions options_;
   std::string who_;
@@ -151,6 +155,7 @@ class Transport {
   std::string session_id_;
   std::optional<PublicKey> host_key_;
   std::optional<PrivateKey> identity_;
+  KnownHosts known_hosts_;  // read once, at connect
   bool strict_kex_ = false;
   bool initial_kex_done_ = false;
   int key_exchanges_ = 0;

@@ -19,6 +19,9 @@ struct TransportOptions {
   // A new key exchange after this many bytes either way under one key (OpenSSH's own default
   // for AES-GCM is 64 GiB; RFC 4253 suggests rekeying after each gigabyte).
   uint64_t rekey_bytes = uint64_t(4) << 30;
+
+  // user@host:port, as messages name the server.
+  std::string who() const { return user + "@" + host + ":" + std::to_string(port); }
 };
 
 }  // namespace skein::ssh

@@ -79,14 +79,22 @@ class Cursor {
   std::size_t offset_ = 0;
 };
 
+// `head` serialized, then the tag and length of a bytes field `field` of `size` bytes: all of a
+// message but the bytes themselves.
+std::string head_and_field_prefix(const google::protobuf::MessageLite& head, int field,
+                                  std::size_t size) {
+  std::string prefix;
+  head.AppendToString(&prefix);
+  append_varint(prefix, (std::uint64_t(field) << 3) | kLengthDelimited);
+  append_varint(prefix, size);
+  return prefix;
+}
+
 }  // namespace
 
 grpc::ByteBuffer serialize_with_bytes(const google::protobuf::MessageLite& head, int field,
                                       std::string data) {
-  std::string prefix;
-  head.AppendToString(&prefix);
-  append_varint(prefix, (std::uint64_t(field) << 3) | kLengthDelimited);
-  append_varint(prefix, data.size());
+  std::string prefix = head_and_field_prefix(head, field, data.size());
   if (data.size() < kCopyBelow) {
     prefix += data;
     grpc::Slice one(prefix);
@@ -105,13 +113,9 @@ grpc::ByteBuffer serialize_with_bytes(const google::protobuf::MessageLite& head,
   if (data.size() < kCopyBelow || !data.owner()) {
     return serialize_with_bytes(head, field, data.flatten());
   }
-  std::string prefix;
-  head.AppendToString(&prefix);
-  append_varint(prefix, (std::uint64_t(field) << 3) | kLengthDelimited);
-  append_varint(prefix, data.size());
   std::vector<grpc::Slice> slices;
   slices.reserve(1 + data.pieces().size());
-  slices.emplace_back(prefix);
+  slices.emplace_back(head_and_field_prefix(head, field, data.size()));
   for (std::string_view piece : data.pieces()) {
     auto* keep = new std::shared_ptr<const void>(data.owner());
     slices.emplace_back(
