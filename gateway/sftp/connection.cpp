@@ -5,7 +5,8 @@
 // that send() signals, and on wake-up writes queued requests and drains every reply the channel
 // has; or a caller of call() on an idle connection, which writes its request and polls for its
 // reply itself, so that no thread hand-off is paid. While nothing is pending the I/O thread watches
-// the socket only for a hang-up, so it does not wake for replies that are a direct caller's.
+// the socket only for a hang-up, so it does not wake for replies that are a direct caller's; once
+// a second it reads what came meanwhile, which answers the server's keepalives.
 #include "sftp/connection.hpp"
 
 #include <poll.h>
@@ -437,10 +438,10 @@ void Connection::io_loop() {
     }
 
     // 3. Sleep until the socket or a caller wakes us, or the oldest request's deadline. With
-    // nothing pending, only a hang-up of the socket matters: replies to direct calls are their
-    // callers' to read.
+    // nothing pending, only a hang-up of the socket matters (replies to direct calls are their
+    // callers' to read), and a look at what came meanwhile every kIdleServiceMs (keepalives).
     auto now = std::chrono::steady_clock::now();
-    int timeout_ms = -1;
+    int timeout_ms = pending_.empty() ? kIdleServiceMs : -1;
     size_t reads_pending = 0;
     for (auto& [_, p] : pending_) {
       reads_pending += p.read_bytes;

@@ -85,6 +85,11 @@ class Connection {
   static constexpr size_t kBatchReadsAbove = 512 * 1024;
   static constexpr int kBatchWaitMs = 2;
   bool batching_ = false;
+  // With nothing pending the I/O thread watches the socket for a hang-up only, so that replies to
+  // direct calls do not wake it; every kIdleServiceMs it still reads what came meanwhile, which
+  // answers the server's keepalives (an sshd with ClientAliveInterval drops a client that leaves
+  // them unanswered).
+  static constexpr int kIdleServiceMs = 1000;
   // Reads exactly n bytes (the handshake's replies), bounded by the timeout.
   bool read_exact(std::string& out, size_t n);
   // Writes one request to the channel; false if the channel failed. Caller holds ssh_mu_.

@@ -435,5 +435,33 @@ TEST(SshTransport, AServerThatDiesMidStreamEndsTheReadAtOnce) {
   EXPECT_NE(ch->error().find("connection"), std::string::npos) << ch->error();
 }
 
+class IdleConnection : public ::testing::TestWithParam<sftp::SshStack> {};
+
+TEST_P(IdleConnection, AnswersTheServersKeepalivesAndStaysUp) {
+  // An sshd with ClientAliveInterval drops a client that leaves its keepalives unanswered, here
+  // after about 4 s (sshd checks every other second). A pooled connection with nothing to do must
+  // still answer them.
+  SshServer server("ssh-keepalive", {"ed25519"}, "ClientAliveInterval 1\nClientAliveCountMax 1");
+  ASSERT_TRUE(server.running());
+  std::string error;
+  auto conn = sftp::Connection::connect(server.endpoint(GetParam()), error);
+  ASSERT_TRUE(conn) << error;
+  auto lstat = [&] {
+    return conn->call(sftp::PacketWriter(sftp::FXP_LSTAT).str(server.export_dir()).take());
+  };
+  ASSERT_TRUE(lstat().ok());
+  std::this_thread::sleep_for(std::chrono::seconds(7));
+  EXPECT_TRUE(conn->alive()) << conn->failure();
+  auto r = lstat();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->type, sftp::FXP_ATTRS);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothStacks, IdleConnection,
+                         ::testing::Values(sftp::SshStack::native, sftp::SshStack::libssh),
+                         [](const auto& info) {
+                           return std::string(sftp::ssh_stack_name(info.param));
+                         });
+
 }  // namespace
 }  // namespace skein::test
