@@ -1,7 +1,7 @@
 // inotifywait over SSH; see remote_watcher.hpp.
 #include "coherence/remote_watcher.hpp"
 
-#include <libssh/libssh.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include <thread>
 #include <unordered_set>
 
-#include "sftp/libssh_channel.hpp"
+#include "sftp/endpoint.hpp"
 
 namespace skein {
 namespace {
@@ -51,99 +51,103 @@ void RemoteWatcher::run() {
 }
 
 bool RemoteWatcher::watch_once() {
+  const std::string root = backend_->config().root;
+  // close_write rather than modify: one event per writer, not one per write. inotifywait's
+  // messages (stderr) come in the same stream as its events. It runs in the background of a
+  // shell that waits for its stdin (the channel) to close, so the watcher dies with the connection
+  // even when no event ever comes to end it.
+  const std::string cmd =
+      "command -v inotifywait >/dev/null 2>&1 || { echo " + std::string(kNoInotify) +
+      "; exit 0; }; inotifywait -m -r -e close_write,attrib,create,delete,moved_from,"
+      "moved_to,delete_self --format '%e %w%f' " +
+      shell_quote(root) + " </dev/null 2>&1 & w=$!; cat >/dev/null; kill $w";
   std::string error;
-  ssh_session session = sftp::open_ssh_session(backend_->config().endpoint, error);
-  if (!session) {
+  sftp::SshStack stack;
+  auto ch = sftp::open_channel(backend_->config().endpoint, {sftp::ChannelService::exec, cmd},
+                               error, stack);
+  if (!ch) {
     spdlog::debug("backend {}: remote watcher cannot connect: {}", backend_->name(), error);
     return true;
   }
-  const std::string root = backend_->config().root;
-  // close_write rather than modify: one event per writer, not one per write.
-  // inotifywait runs in the background of a shell that waits for its stdin (the channel) to
-  // close, so the watcher dies with the connection even when no event ever comes to end it.
-  std::string cmd = "command -v inotifywait >/dev/null 2>&1 || { echo " + std::string(kNoInotify) +
-                    "; exit 0; }; inotifywait -m -r -e close_write,attrib,create,delete,moved_from,"
-                    "moved_to,delete_self --format '%e %w%f' " +
-                    shell_quote(root) + " </dev/null & w=$!; cat >/dev/null; kill $w";
-  ssh_channel ch = ssh_channel_new(session);
   bool have_inotify = true;
-  if (ch && ssh_channel_open_session(ch) == SSH_OK &&
-      ssh_channel_request_exec(ch, cmd.c_str()) == SSH_OK) {
-    std::string out, err;
-    char buf[8192];
-    // Reports are held kSettle before they go out, merged by path meanwhile. The gateway notes a
-    // change it made only once the server has answered, and the server's inotify event for it can
-    // come first; held a moment, the broker recognises it as an echo (InvalidationBroker).
-    using Clock = std::chrono::steady_clock;
-    constexpr auto kSettle = std::chrono::milliseconds(50);
-    std::deque<std::pair<Clock::time_point, std::string>> held;
-    std::unordered_set<std::string> held_paths;
-    while (!stopping_) {
-      int wait_ms = 200;
-      if (!held.empty()) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(held.front().first +
-                                                                          kSettle - Clock::now())
-                        .count();
-        wait_ms = int(std::clamp<long long>(left, 1, 200));
+  std::string out;
+  char buf[8192];
+  // Reports are held kSettle before they go out, merged by path meanwhile. The gateway notes a
+  // change it made only once the server has answered, and the server's inotify event for it can
+  // come first; held a moment, the broker recognises it as an echo (InvalidationBroker).
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kSettle = std::chrono::milliseconds(50);
+  std::deque<std::pair<Clock::time_point, std::string>> held;
+  std::unordered_set<std::string> held_paths;
+  bool ended = false;
+  while (!stopping_ && !ended && have_inotify) {
+    long n;
+    while ((n = ch->read(buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+    ended = n < 0;
+    size_t nl;
+    while ((nl = out.find('\n')) != std::string::npos) {
+      std::string line = out.substr(0, nl);
+      out.erase(0, nl + 1);
+      if (line == kNoInotify) {
+        have_inotify = false;
+        spdlog::info(
+            "backend {}: no inotifywait on the server; changes made there are found by "
+            "revalidation only",
+            backend_->name());
+        break;
       }
-      int n = ssh_channel_read_timeout(ch, buf, sizeof buf, 0, wait_ms);
-      if (n == SSH_ERROR || (n == 0 && ssh_channel_is_eof(ch))) break;
-      if (n > 0) out.append(buf, size_t(n));
-      int m = ssh_channel_read_nonblocking(ch, buf, sizeof buf, 1);
-      if (m > 0) {
-        err.append(buf, size_t(m));
-        if (err.find("Watches established") != std::string::npos && !watching_) {
+      // "EVENTS PATH": events are comma-separated upper-case names; the path may have spaces.
+      // Anything else is one of inotifywait's messages.
+      const size_t space = line.find(' ');
+      const std::string first = line.substr(0, space);
+      if (space == std::string::npos ||
+          first.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_,") != std::string::npos) {
+        if (line.starts_with("Watches established")) {
           watching_ = true;
-          spdlog::info("backend {}: watching {} with inotifywait", backend_->name(), root);
+          spdlog::info("backend {}: watching {} with inotifywait ({})", backend_->name(), root,
+                       sftp::ssh_stack_name(stack));
+        } else if (!line.starts_with("Setting up watches")) {
+          spdlog::warn("backend {}: inotifywait: {}", backend_->name(), line);
         }
-        if (err.size() > 65536) err.erase(0, err.size() - 1024);
+        continue;
       }
-      size_t nl;
-      while ((nl = out.find('\n')) != std::string::npos) {
-        std::string line = out.substr(0, nl);
-        out.erase(0, nl + 1);
-        if (line == kNoInotify) {
-          have_inotify = false;
-          spdlog::info(
-              "backend {}: no inotifywait on the server; changes made there are found by "
-              "revalidation only",
-              backend_->name());
-          break;
-        }
-        // "EVENTS PATH": events are comma-separated names without spaces; the path may have some.
-        const size_t space = line.find(' ');
-        if (space == std::string::npos) continue;
-        const std::string events = "," + line.substr(0, space) + ",";
-        std::string path = line.substr(space + 1);
-        if (path.compare(0, root.size(), root) != 0) continue;
-        std::string rel = path.substr(root.size());
-        while (rel.size() > 1 && rel.back() == '/') rel.pop_back();
-        if (rel.empty()) rel = "/";
-        if (rel.front() != '/') continue;  // a sibling of root with the same prefix
-        const bool new_dir = events.find(",ISDIR,") != std::string::npos &&
-                             (events.find(",CREATE,") != std::string::npos ||
-                              events.find(",MOVED_TO,") != std::string::npos);
-        if (new_dir) rel.push_back('\n');  // held apart from reports of the same path
-        if (held_paths.insert(rel).second) held.emplace_back(Clock::now(), std::move(rel));
-      }
-      while (!held.empty() && Clock::now() - held.front().first >= kSettle) {
-        std::string rel = std::move(held.front().second);
-        held_paths.erase(rel);
-        held.pop_front();
-        const bool new_dir = !rel.empty() && rel.back() == '\n';
-        if (new_dir) rel.pop_back();
-        on_change_(rel, new_dir);
-      }
-      if (!have_inotify) break;
+      const std::string events = "," + first + ",";
+      std::string path = line.substr(space + 1);
+      if (path.compare(0, root.size(), root) != 0) continue;
+      std::string rel = path.substr(root.size());
+      while (rel.size() > 1 && rel.back() == '/') rel.pop_back();
+      if (rel.empty()) rel = "/";
+      if (rel.front() != '/') continue;  // a sibling of root with the same prefix
+      const bool new_dir = events.find(",ISDIR,") != std::string::npos &&
+                           (events.find(",CREATE,") != std::string::npos ||
+                            events.find(",MOVED_TO,") != std::string::npos);
+      if (new_dir) rel.push_back('\n');  // held apart from reports of the same path
+      if (held_paths.insert(rel).second) held.emplace_back(Clock::now(), std::move(rel));
     }
+    if (out.size() > 65536) out.erase(0, out.size() - 1024);  // a line without end
+    while (!held.empty() && (ended || Clock::now() - held.front().first >= kSettle)) {
+      std::string rel = std::move(held.front().second);
+      held_paths.erase(rel);
+      held.pop_front();
+      const bool new_dir = !rel.empty() && rel.back() == '\n';
+      if (new_dir) rel.pop_back();
+      on_change_(rel, new_dir);
+    }
+    if (ended || !have_inotify) break;
+    int wait_ms = 200;
+    if (!held.empty()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(held.front().first +
+                                                                        kSettle - Clock::now())
+                      .count();
+      wait_ms = int(std::clamp<long long>(left, 1, 200));
+    }
+    pollfd p{ch->fd(), short(POLLIN | (ch->wants_write() ? POLLOUT : 0)), 0};
+    if (poll(&p, 1, wait_ms) > 0 && (p.revents & POLLOUT) && !ch->flush()) break;
+  }
+  if (ended && have_inotify && !stopping_) {
+    spdlog::debug("backend {}: remote watcher's session ended: {}", backend_->name(), ch->error());
   }
   watching_ = false;
-  if (ch) {
-    ssh_channel_close(ch);
-    ssh_channel_free(ch);
-  }
-  ssh_disconnect(session);
-  ssh_free(session);
   return have_inotify;
 }
 

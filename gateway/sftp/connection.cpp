@@ -18,9 +18,6 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "sftp/libssh_channel.hpp"
-#include "ssh/session_channel.hpp"
-
 namespace skein::sftp {
 namespace {
 std::future<Result<Reply>> ready_failure(int err) {
@@ -50,26 +47,9 @@ std::unique_ptr<Connection> Connection::connect(const Endpoint& ep, std::string&
 
 bool Connection::handshake(std::string& error) {
   const std::string who = endpoint_.who();
-  if (endpoint_.stack != SshStack::libssh) {
-    ssh::ConnectFailure why;
-    channel_ = ssh::SessionChannel::subsystem(endpoint_, "sftp", error, why);
-    if (!channel_) {
-      // Only a server that speaks nothing of ours goes to libssh: a refused host key or login
-      // is never retried elsewhere.
-      if (endpoint_.stack == SshStack::native || why != ssh::ConnectFailure::unsupported) {
-        return false;
-      }
-      spdlog::info("{}: using libssh: {}", who, error);
-    }
-    stack_ = SshStack::native;
-    read_window_ = kNativeReadWindow;
-  }
-  if (!channel_) {
-    channel_ = LibsshChannel::open_sftp(endpoint_, error);
-    if (!channel_) return false;
-    stack_ = SshStack::libssh;
-    read_window_ = kLibsshReadWindow;
-  }
+  channel_ = open_channel(endpoint_, {ChannelService::subsystem, "sftp"}, error, stack_);
+  if (!channel_) return false;
+  read_window_ = stack_ == SshStack::native ? kNativeReadWindow : kLibsshReadWindow;
 
   std::string init = PacketWriter(FXP_INIT, false).u32(3).take();
   const auto deadline = std::chrono::steady_clock::now() + endpoint_.timeout;

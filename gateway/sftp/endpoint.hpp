@@ -1,8 +1,10 @@
 // Where a backend's SFTP server is and how to reach it.
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "ssh/byte_channel.hpp"
 #include "ssh/transport_options.hpp"
 
 namespace skein::sftp {
@@ -23,5 +25,20 @@ struct Endpoint : ssh::TransportOptions {
 // "auto", "native" or "libssh" as the configuration spells them; false for another word.
 bool parse_ssh_stack(const std::string& word, SshStack& out);
 const char* ssh_stack_name(SshStack s);
+
+// What a session channel runs: a subsystem ("sftp") or a command.
+struct ChannelService {
+  enum Kind { subsystem, exec } kind;
+  std::string what;
+};
+
+// Connects to the endpoint (its host key checked against its known_hosts, logged in with its
+// identity file) and starts `service` on a session channel, on the endpoint's SSH stack: skein's
+// own transport, or libssh for "libssh" and, under "auto", for a server that offers none of the
+// own transport's algorithms (logged). A refused host key or login is never retried on libssh.
+// Returns null with `error` naming the endpoint and the cause; `used` is the stack it runs on.
+std::unique_ptr<ssh::ByteChannel> open_channel(const Endpoint& endpoint,
+                                               const ChannelService& service, std::string& error,
+                                               SshStack& used);
 
 }  // namespace skein::sftp

@@ -1,4 +1,4 @@
-// The SFTP subsystem over libssh; see libssh_channel.hpp.
+// A session channel over libssh; see libssh_channel.hpp.
 #include "sftp/libssh_channel.hpp"
 
 #include <libssh/libssh.h>
@@ -9,33 +9,6 @@ namespace skein::sftp {
 namespace {
 constexpr const char* kCiphers =
     "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr";
-
-}  // namespace
-
-bool parse_ssh_stack(const std::string& word, SshStack& out) {
-  if (word == "auto") {
-    out = SshStack::automatic;
-  } else if (word == "native") {
-    out = SshStack::native;
-  } else if (word == "libssh") {
-    out = SshStack::libssh;
-  } else {
-    return false;
-  }
-  return true;
-}
-
-const char* ssh_stack_name(SshStack s) {
-  switch (s) {
-    case SshStack::native:
-      return "native";
-    case SshStack::libssh:
-      return "libssh";
-    case SshStack::automatic:
-      break;
-  }
-  return "auto";
-}
 
 ssh_session open_ssh_session(const Endpoint& ep, std::string& error) {
   const std::string who = ep.who();
@@ -99,14 +72,22 @@ ssh_session open_ssh_session(const Endpoint& ep, std::string& error) {
   return session;
 }
 
-std::unique_ptr<LibsshChannel> LibsshChannel::open_sftp(const Endpoint& ep, std::string& error) {
+}  // namespace
+
+std::unique_ptr<LibsshChannel> LibsshChannel::open(const Endpoint& ep,
+                                                   const ChannelService& service,
+                                                   std::string& error) {
   std::unique_ptr<LibsshChannel> c(new LibsshChannel());
   c->session_ = open_ssh_session(ep, error);
   if (!c->session_) return nullptr;
   c->channel_ = ssh_channel_new(c->session_);
+  const bool sub = service.kind == ChannelService::subsystem;
   if (!c->channel_ || ssh_channel_open_session(c->channel_) != SSH_OK ||
-      ssh_channel_request_subsystem(c->channel_, "sftp") != SSH_OK) {
-    error = ep.who() + ": cannot start the sftp subsystem: " + ssh_get_error(c->session_);
+      (sub ? ssh_channel_request_subsystem(c->channel_, service.what.c_str())
+           : ssh_channel_request_exec(c->channel_, service.what.c_str())) != SSH_OK) {
+    error = ep.who() + ": cannot start " +
+            (sub ? "the " + service.what + " subsystem" : std::string("a command")) + ": " +
+            ssh_get_error(c->session_);
     return nullptr;
   }
   return c;
@@ -157,9 +138,10 @@ bool LibsshChannel::write(std::string_view head, std::span<const std::string_vie
 
 long LibsshChannel::read(char* dst, size_t n) {
   const int r = ssh_channel_read_nonblocking(channel_, dst, uint32_t(n), 0);
-  if (r == SSH_ERROR || (r == 0 && ssh_channel_is_eof(channel_))) return -1;
+  if (r == SSH_AGAIN) return 0;
+  if (r < 0 || (r == 0 && ssh_channel_is_eof(channel_))) return -1;  // SSH_ERROR, SSH_EOF
   if (r == 0 && !ssh_is_connected(session_)) return -1;
-  return r < 0 ? 0 : r;
+  return r;
 }
 
 }  // namespace skein::sftp

@@ -1,5 +1,5 @@
-// The SFTP subsystem over libssh: the fallback for servers that offer none of the algorithms of
-// skein's own transport (ssh::Transport), and the session the remote watcher runs its command on.
+// A session channel over libssh: the fallback for servers that offer none of the algorithms of
+// skein's own transport (ssh::Transport). open_channel (endpoint.hpp) chooses.
 #pragma once
 
 #include <memory>
@@ -13,15 +13,13 @@ struct ssh_channel_struct;
 
 namespace skein::sftp {
 
-// Connects to `endpoint`, verifies its host key against the endpoint's known_hosts (an unknown or
-// changed key is refused) and authenticates with its identity file. Returns null with a message
-// naming the endpoint and the cause in `error`. The caller owns the session (ssh_free).
-ssh_session_struct* open_ssh_session(const Endpoint& endpoint, std::string& error);
-
 class LibsshChannel : public ssh::ByteChannel {
  public:
-  // A session (open_ssh_session) with the sftp subsystem started on a channel.
-  static std::unique_ptr<LibsshChannel> open_sftp(const Endpoint& endpoint, std::string& error);
+  // Connects to `endpoint`, verifies its host key against the endpoint's known_hosts (an unknown
+  // or changed key is refused), authenticates with its identity file and starts `service` on a
+  // session channel. Returns null with a message naming the endpoint and the cause in `error`.
+  static std::unique_ptr<LibsshChannel> open(const Endpoint& endpoint,
+                                             const ChannelService& service, std::string& error);
   ~LibsshChannel() override;
 
   int fd() const override;

@@ -496,16 +496,18 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
       start_gateway("inotify", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1, error);
   ASSERT_TRUE(g) << error;
   ASSERT_GE(wait_until([&] { return healthy(g->mount(0)); }, 10s), 0);
-  // The watcher is up once inotifywait has set its watches.
+  // The watcher is up once inotifywait has set its watches; it runs on skein's own transport.
+  std::string log;
   ASSERT_GE(wait_until(
                 [&] {
                   std::ifstream in(g->log);
-                  std::string log((std::istreambuf_iterator<char>(in)), {});
+                  log.assign(std::istreambuf_iterator<char>(in), {});
                   return log.find("with inotifywait") != std::string::npos;
                 },
                 10s),
             0)
       << "the remote watcher never started (is inotify-tools installed?)";
+  EXPECT_NE(log.find("with inotifywait (native)"), std::string::npos) << log;
   const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/watched";
   ASSERT_TRUE(write_file(s("watched"), "1"));
   EXPECT_EQ(size_of(mounted), 1);

@@ -435,9 +435,9 @@ TEST(SshTransport, AServerThatDiesMidStreamEndsTheReadAtOnce) {
   EXPECT_NE(ch->error().find("connection"), std::string::npos) << ch->error();
 }
 
-class IdleConnection : public ::testing::TestWithParam<sftp::SshStack> {};
+class OnEachStack : public ::testing::TestWithParam<sftp::SshStack> {};
 
-TEST_P(IdleConnection, AnswersTheServersKeepalivesAndStaysUp) {
+TEST_P(OnEachStack, AnIdleConnectionAnswersTheServersKeepalives) {
   // An sshd with ClientAliveInterval drops a client that leaves its keepalives unanswered, here
   // after about 4 s (sshd checks every other second). A pooled connection with nothing to do must
   // still answer them.
@@ -457,7 +457,34 @@ TEST_P(IdleConnection, AnswersTheServersKeepalivesAndStaysUp) {
   EXPECT_EQ(r->type, sftp::FXP_ATTRS);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothStacks, IdleConnection,
+TEST_P(OnEachStack, ACommandRunsAndItsOutputEndsWithTheChannel) {
+  // The remote watcher's kind of channel: a command whose output is read until it ends.
+  SshServer server("ssh-exec", {"ed25519"});
+  ASSERT_TRUE(server.running());
+  std::string error;
+  sftp::SshStack used;
+  auto ch = sftp::open_channel(server.endpoint(GetParam()),
+                               {sftp::ChannelService::exec, "echo out; echo err >&2; seq 1 20000"},
+                               error, used);
+  ASSERT_TRUE(ch) << error;
+  EXPECT_EQ(used, GetParam());
+  std::string out;
+  char buf[4096];
+  long n = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    while ((n = ch->read(buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+    if (n < 0) break;
+    pollfd p{ch->fd(), POLLIN, 0};
+    poll(&p, 1, 100);
+  }
+  EXPECT_LT(n, 0) << "the channel did not end with the command";
+  std::string expected = "out\n";
+  for (int i = 1; i <= 20000; ++i) expected += std::to_string(i) + "\n";
+  EXPECT_TRUE(out == expected) << out.size() << " bytes: " << out.substr(0, 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(SshStacks, OnEachStack,
                          ::testing::Values(sftp::SshStack::native, sftp::SshStack::libssh),
                          [](const auto& info) {
                            return std::string(sftp::ssh_stack_name(info.param));
