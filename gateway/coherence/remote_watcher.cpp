@@ -42,32 +42,46 @@ RemoteWatcher::~RemoteWatcher() {
 }
 
 void RemoteWatcher::run() {
+  // After a session that never got its watches set up (no connection, or inotifywait failing at
+  // once: the server's inotify watch limit, an unreadable root), wait twice as long as before
+  // the next try, up to kRetryMax: every try walks the whole tree.
+  constexpr std::chrono::milliseconds kRetryMin(2000), kRetryMax(30000);
+  std::chrono::milliseconds delay = kRetryMin;
   while (!stopping_) {
-    if (backend_->up() && !watch_once()) return;
+    if (backend_->up()) {
+      const Ended how = watch_once();
+      if (how == Ended::no_inotify) return;
+      delay = how == Ended::after_watching ? kRetryMin : std::min(delay * 2, kRetryMax);
+    }
     watching_ = false;
-    for (int i = 0; i < 20 && !stopping_; ++i)
+    for (auto slept = std::chrono::milliseconds(0); slept < delay && !stopping_;
+         slept += std::chrono::milliseconds(100))
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
-bool RemoteWatcher::watch_once() {
+RemoteWatcher::Ended RemoteWatcher::watch_once() {
   const std::string root = backend_->config().root;
   // close_write rather than modify: one event per writer, not one per write. inotifywait's
-  // messages (stderr) come in the same stream as its events. It runs in the background of a
-  // shell that waits for its stdin (the channel) to close, so the watcher dies with the connection
-  // even when no event ever comes to end it.
+  // messages (stderr) come in the same stream as its events. The shell waits for inotifywait,
+  // and a background `cat` of the channel kills it when the channel closes, so inotifywait ends
+  // with the connection even when no event ever comes to end it, and the session ends with
+  // inotifywait (the watcher then starts another). A background list reads /dev/null unless told
+  // otherwise: hence the channel on fd 3.
   const std::string cmd =
       "command -v inotifywait >/dev/null 2>&1 || { echo " + std::string(kNoInotify) +
       "; exit 0; }; inotifywait -m -r -e close_write,attrib,create,delete,moved_from,"
       "moved_to,delete_self --format '%e %w%f' " +
-      shell_quote(root) + " </dev/null 2>&1 & w=$!; cat >/dev/null; kill $w";
+      shell_quote(root) +
+      " </dev/null 2>&1 & w=$!; exec 3<&0; { cat <&3; kill $w; } >/dev/null 2>&1 & exec 3<&-; "
+      "wait $w";
   std::string error;
   sftp::SshStack stack;
   auto ch = sftp::open_channel(backend_->config().endpoint, {sftp::ChannelService::exec, cmd},
                                error, stack);
   if (!ch) {
     spdlog::debug("backend {}: remote watcher cannot connect: {}", backend_->name(), error);
-    return true;
+    return Ended::before_watching;
   }
   bool have_inotify = true;
   std::string out;
@@ -144,11 +158,20 @@ bool RemoteWatcher::watch_once() {
     pollfd p{ch->fd(), short(POLLIN | (ch->wants_write() ? POLLOUT : 0)), 0};
     if (poll(&p, 1, wait_ms) > 0 && (p.revents & POLLOUT) && !ch->flush()) break;
   }
-  if (ended && have_inotify && !stopping_) {
-    spdlog::debug("backend {}: remote watcher's session ended: {}", backend_->name(), ch->error());
-  }
+  const bool watched = watching_;
   watching_ = false;
-  return have_inotify;
+  if (!have_inotify) return Ended::no_inotify;
+  if (ended && !stopping_) {
+    const std::string why = ch->error().empty() ? "inotifywait stopped" : ch->error();
+    if (watched) {
+      spdlog::warn("backend {}: remote watcher ended ({}); starting it again", backend_->name(),
+                   why);
+    } else {
+      spdlog::debug("backend {}: remote watcher ended before its watches were set ({})",
+                    backend_->name(), why);
+    }
+  }
+  return watched ? Ended::after_watching : Ended::before_watching;
 }
 
 }  // namespace skein

@@ -1,6 +1,8 @@
 // RemoteWatcher: runs `inotifywait` on a storage server over an SSH exec channel, so that changes
 // made directly in the export arrive within a moment instead of at the next revalidation round.
-// A server without inotifywait is noted once and left to revalidation.
+// A server without inotifywait is noted once and left to revalidation. A session that ends
+// (connection lost, inotifywait stopped) is started again, backing off while none gets as far as
+// setting its watches.
 #pragma once
 
 #include <atomic>
@@ -24,9 +26,11 @@ class RemoteWatcher {
   bool watching() const { return watching_.load(); }
 
  private:
+  // How a session ended: the server has no inotifywait (stop trying), or it ended after or
+  // before inotifywait had set its watches.
+  enum class Ended { no_inotify, after_watching, before_watching };
   void run();
-  // One session: returns false when the server has no inotifywait (stop trying).
-  bool watch_once();
+  Ended watch_once();
 
   std::shared_ptr<Backend> backend_;
   OnChange on_change_;

@@ -535,6 +535,26 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
     EXPECT_GE(took, 0) << "never listed";
     EXPECT_LT(took, 1.0) << "slower than a second";
   }
+
+  // inotifywait stops on the server (killed, or out of inotify watches): the watcher starts it
+  // again, and changes arrive through it as before.
+  auto watch_starts = [&] {
+    std::ifstream in(g->log);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    size_t n = 0;
+    for (size_t at = text.find("with inotifywait"); at != std::string::npos;
+         at = text.find("with inotifywait", at + 1))
+      ++n;
+    return n;
+  };
+  ASSERT_EQ(watch_starts(), 1u);
+  ASSERT_EQ(run_command("pkill -f '^inotifywait .*" + cluster_->export_dir(0) + "'"), 0);
+  EXPECT_GE(wait_until([&] { return watch_starts() == 2; }, 10s), 0)
+      << "inotifywait was not started again";
+  ASSERT_TRUE(write_file(s("watched"), "after restart"));
+  double took = wait_until([&] { return size_of(mounted) == off_t(13); }, 5s);
+  EXPECT_GE(took, 0) << "change after the restart never seen";
+  EXPECT_LT(took, 1.0) << "change after the restart slower than a second";
 }
 
 // skein-local's own gateway: stop-gateway and start-gateway, as an admin would.
