@@ -103,7 +103,7 @@ std::string Backend::ssh_stacks() const {
   for (auto& s : slots_) {
     std::lock_guard lock(s->mu);
     if (!s->conn || !s->conn->alive()) continue;
-    (std::string_view(s->conn->stack()) == "libssh" ? libssh : native) = true;
+    (s->conn->stack() == sftp::SshStack::libssh ? libssh : native) = true;
   }
   return native && libssh ? "native,libssh" : native ? "native" : libssh ? "libssh" : "";
 }

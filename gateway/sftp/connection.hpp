@@ -59,8 +59,8 @@ class Connection {
   size_t in_flight() const { return in_flight_.load(); }
   const Limits& limits() const { return limits_; }
   bool has_extension(const std::string& name) const { return extensions_.count(name) > 0; }
-  // "native" or "libssh": the SSH implementation this connection runs on.
-  const char* stack() const { return ssh_stack_name(stack_); }
+  // The SSH implementation this connection runs on: native or libssh.
+  SshStack stack() const { return stack_; }
   // Why the connection died, for logs.
   std::string failure() const;
   // Declares the connection dead: every waiter, queued, pending or in a direct call, gets EIO now.

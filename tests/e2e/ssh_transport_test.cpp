@@ -176,7 +176,7 @@ TEST(SshTransport, SftpDataCrossesIntactBothWays) {
   std::string error;
   auto conn = sftp::Connection::connect(server.endpoint(), error);
   ASSERT_TRUE(conn) << error;
-  EXPECT_STREQ(conn->stack(), "native");
+  EXPECT_EQ(conn->stack(), sftp::SshStack::native);
   EXPECT_TRUE(conn->has_extension("posix-rename@openssh.com"));
   EXPECT_GT(conn->limits().max_read, 32768u);
 
@@ -328,7 +328,7 @@ TEST_P(HostKeyTypes, AKnownHostKeyOfEachTypeIsAccepted) {
   std::string error;
   auto conn = sftp::Connection::connect(server.endpoint(), error);
   ASSERT_TRUE(conn) << error;
-  EXPECT_STREQ(conn->stack(), "native");
+  EXPECT_EQ(conn->stack(), sftp::SshStack::native);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryType, HostKeyTypes, ::testing::Values("ed25519", "ecdsa", "rsa"));
@@ -392,7 +392,7 @@ TEST(SshTransport, AServerWithoutAesGcmIsServedByLibsshUnlessNativeIsRequired) {
   std::string error;
   auto conn = sftp::Connection::connect(server.endpoint(sftp::SshStack::automatic), error);
   ASSERT_TRUE(conn) << error;
-  EXPECT_STREQ(conn->stack(), "libssh");
+  EXPECT_EQ(conn->stack(), sftp::SshStack::libssh);
   auto backend = backend_on(server, sftp::SshStack::automatic);
   const std::string data = random_bytes(3 << 20, 4);
   EXPECT_TRUE(write_then_read(*backend, "/via-libssh", data) == data);
