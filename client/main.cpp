@@ -26,6 +26,7 @@
 #include "log_file.hpp"
 #include "skein/heap.hpp"
 #include "skein/logging.hpp"
+#include "wire/transport.hpp"
 
 namespace {
 
@@ -359,6 +360,7 @@ int run(const MountArgs& args, const std::string& token) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  skein::wire::tune_grpc_process();
   MountArgs args;
   CLI::App app{"skein-mount: mounts a namespace of a skein gateway through FUSE."};
   app.add_option("gateway", args.gateway, "Gateway address, host:port");

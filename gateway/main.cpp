@@ -21,6 +21,7 @@
 #include "wire/transport.hpp"
 
 int main(int argc, char** argv) {
+  skein::wire::tune_grpc_process();
   CLI::App app{"skein-gateway: one namespace over many SFTP storage servers"};
   std::string config_path, log_level;
   bool check_only = false;
