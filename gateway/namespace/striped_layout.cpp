@@ -29,19 +29,14 @@ uint32_t link_count(const std::string& longname) {
   return uint32_t(std::max(1l, std::atol(longname.c_str() + start)));
 }
 
-std::string size_text(uint64_t n) {
-  if (n % (1 << 20) == 0) return std::to_string(n >> 20) + " MiB";
-  if (n % (1 << 10) == 0) return std::to_string(n >> 10) + " KiB";
-  return std::to_string(n) + " B";
-}
-
 }  // namespace
 
 StripedLayout::StripedLayout(std::vector<std::shared_ptr<Backend>> backends, uint64_t stripe_size)
     : backends_(std::move(backends)), map_(stripe_size, uint32_t(backends_.size())) {}
 
 std::string StripedLayout::describe() const {
-  std::string out = "striped(" + size_text(map_.stripe_size()) + " x " + std::to_string(width());
+  std::string out =
+      "striped(" + stripe_size_text(map_.stripe_size()) + " x " + std::to_string(width());
   for (size_t b = 0; b < width(); ++b) out += (b ? ", " : ": ") + backends_[b]->name();
   return out + ")";
 }
@@ -59,7 +54,110 @@ std::vector<size_t> part_backends(size_t n) {
   for (size_t b = 1; b < n; ++b) out.push_back(b);
   return out;
 }
+
+constexpr auto kRecheckAfterRefusal = std::chrono::seconds(2);
+constexpr uint32_t kRecordMaxBytes = 64 << 10;
+
+bool is_record_name(const std::string& rel) {
+  std::string_view r(rel);
+  if (r.empty() || r[0] != '/') return false;
+  r.remove_prefix(1);
+  return r == kStripeRecordName || r == kStripeRecordTemp;
+}
 }  // namespace
+
+Status StripedLayout::ready(const std::string& rel, int reserved_err) {
+  if (is_record_name(rel)) return Status::failure(reserved_err);
+  if (records_ok_.load(std::memory_order_acquire)) return ok_status();
+  return check_records();
+}
+
+Result<FoundRecord> StripedLayout::read_record(size_t b) {
+  using R = Result<FoundRecord>;
+  const std::string path = "/" + std::string(kStripeRecordName);
+  FoundRecord found;
+  auto f = backends_[b]->open(path, O_RDONLY, 0);
+  if (!f) return f.error() == ENOENT ? R(found) : R::failure(f.error());
+  found.present = true;
+  auto text = (*f)->read(0, kRecordMaxBytes);
+  (void)(*f)->close();
+  if (!text) return R::failure(text.error());
+  found.record = parse_stripe_record(text->flatten(), found.error);
+  return found;
+}
+
+Status StripedLayout::write_record(size_t b, const StripeRecord& record) {
+  Backend& be = *backends_[b];
+  const std::string temp = "/" + std::string(kStripeRecordTemp);
+  auto text = std::make_shared<std::string>(format_stripe_record(record));
+  auto f = be.open(temp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!f) return Status::failure(f.error());
+  auto wrote = (*f)->write(0, SharedBytes({std::string_view(*text)}, text));
+  auto synced = wrote ? (*f)->fsync() : Status::failure(wrote.error());
+  auto closed = (*f)->close();
+  if (!synced) return synced;
+  if (!closed) return closed;
+  return be.rename(temp, "/" + std::string(kStripeRecordName), 0);
+}
+
+Status StripedLayout::check_records() {
+  std::lock_guard lock(check_mu_);
+  if (records_ok_.load(std::memory_order_acquire)) return ok_status();
+  const auto now = std::chrono::steady_clock::now();
+  if (!refused_.empty() && now - refused_at_ < kRecheckAfterRefusal) return Status::failure(EIO);
+  if (auto st = all_up(); !st) return st;
+
+  std::vector<std::string> names;
+  for (auto& b : backends_) names.push_back(b->name());
+  auto reads = fan_out(width(), [&](size_t b) { return read_record(b); });
+  std::vector<FoundRecord> found;
+  for (size_t b = 0; b < width(); ++b) {
+    if (!reads[b]) {
+      spdlog::warn("{}: cannot read the stripe record on {}: {}", describe(), names[b],
+                   std::strerror(reads[b].error()));
+      return Status::failure(EIO);
+    }
+    found.push_back(std::move(*reads[b]));
+  }
+  auto verdict = check_stripe_records(found, map_.stripe_size(), names);
+  if (verdict.outcome == StripeCheck::Outcome::refuse) {
+    if (verdict.reason != refused_)
+      spdlog::error(
+          "{}: {}. Its files would be read and written at the wrong offsets, so it answers EIO "
+          "until the configuration matches them again (docs/striping.md)",
+          describe(), verdict.reason);
+    refused_ = verdict.reason;
+    refused_at_ = now;
+    return Status::failure(EIO);
+  }
+  if (verdict.outcome == StripeCheck::Outcome::record_anew) {
+    StripeRecord record;
+    record.layout = verdict.layout.empty() ? new_stripe_layout_id() : verdict.layout;
+    record.stripe_size = map_.stripe_size();
+    record.width = uint32_t(width());
+    record.backends = names;
+    // Backend 0 last: its record says that every other backend has one.
+    auto done = fan_out(part_backends(width()), [&](size_t b) {
+      StripeRecord mine = record;
+      mine.part = uint32_t(b);
+      return write_record(b, mine);
+    });
+    Status st = status_of(worst_error(done));
+    if (st) st = write_record(0, record);
+    if (!st) {
+      spdlog::warn("{}: cannot write its stripe records: {}", describe(),
+                   std::strerror(st.error()));
+      return Status::failure(EIO);
+    }
+    spdlog::info("{}: stripe records written (layout {})", describe(), record.layout);
+  } else {
+    spdlog::info("{}: stripe records match (layout {})", describe(), verdict.layout);
+  }
+  if (!refused_.empty()) spdlog::info("{}: serving again", describe());
+  refused_.clear();
+  records_ok_.store(true, std::memory_order_release);
+  return ok_status();
+}
 
 void StripedLayout::remove_orphan(size_t b, const std::string& rel) {
   Backend& be = *backends_[b];
@@ -126,6 +224,8 @@ Status StripedLayout::truncate_parts(const std::string& rel, uint64_t size, uint
 }
 
 Result<sftp::Attrs> StripedLayout::getattr(const std::string& rel) {
+  if (auto ready_st = ready(rel, ENOENT); !ready_st)
+    return Result<sftp::Attrs>::failure(ready_st.error());
   using R = Result<sftp::Attrs>;
   // Ask every backend at once: a regular file's size needs all its parts.
   std::vector<std::future<Result<sftp::Reply>>> asks;
@@ -153,6 +253,8 @@ Result<sftp::Attrs> StripedLayout::getattr(const std::string& rel) {
 
 Result<sftp::Attrs> StripedLayout::setattr(const std::string& rel, const AttrChange& ch,
                                            OpenFile* open) {
+  if (auto ready_st = ready(rel, ENOENT); !ready_st)
+    return Result<sftp::Attrs>::failure(ready_st.error());
   using R = Result<sftp::Attrs>;
   auto cur = getattr(rel);
   if (!cur) return R::failure(cur.error());
@@ -187,6 +289,8 @@ Result<sftp::Attrs> StripedLayout::setattr(const std::string& rel, const AttrCha
 }
 
 Result<std::vector<DirEntryAttrs>> StripedLayout::readdir(const std::string& rel) {
+  if (auto ready_st = ready(rel, ENOENT); !ready_st)
+    return Result<std::vector<DirEntryAttrs>>::failure(ready_st.error());
   using R = Result<std::vector<DirEntryAttrs>>;
   auto lists = fan_out(width(), [&](size_t b) { return backends_[b]->list_dir(rel); });
   if (!lists[0]) return R::failure(lists[0].error());
@@ -204,6 +308,7 @@ Result<std::vector<DirEntryAttrs>> StripedLayout::readdir(const std::string& rel
   out.reserve(lists[0]->size());
   std::vector<uint64_t> sizes(width());
   for (auto& e : *lists[0]) {
+    if (rel == "/" && is_record_name("/" + e.filename)) continue;
     DirEntryAttrs d{e.filename, e.attrs, link_count(e.longname)};
     if (S_ISREG(e.attrs.permissions)) {
       sizes.assign(width(), 0);
@@ -223,6 +328,8 @@ Result<std::vector<DirEntryAttrs>> StripedLayout::readdir(const std::string& rel
 }
 
 Result<sftp::Attrs> StripedLayout::mkdir(const std::string& rel, uint32_t mode) {
+  if (auto ready_st = ready(rel, EACCES); !ready_st)
+    return Result<sftp::Attrs>::failure(ready_st.error());
   using R = Result<sftp::Attrs>;
   auto st = all_up();
   if (!st) return R::failure(st.error());
@@ -240,6 +347,7 @@ Result<sftp::Attrs> StripedLayout::mkdir(const std::string& rel, uint32_t mode) 
 }
 
 Status StripedLayout::rmdir(const std::string& rel) {
+  if (auto ready_st = ready(rel, ENOENT); !ready_st) return ready_st;
   auto st = all_up();
   if (!st) return st;
   st = primary().rmdir(rel);  // backend 0 decides: ENOTEMPTY, ENOTDIR...
@@ -258,6 +366,7 @@ Status StripedLayout::rmdir(const std::string& rel) {
 }
 
 Status StripedLayout::unlink(const std::string& rel) {
+  if (auto ready_st = ready(rel, ENOENT); !ready_st) return ready_st;
   auto st = all_up();
   if (!st) return st;
   st = primary().unlink(rel);  // backend 0 decides: ENOENT, EISDIR...
@@ -273,6 +382,8 @@ Status StripedLayout::unlink(const std::string& rel) {
 }
 
 Status StripedLayout::rename(const std::string& from, const std::string& to, unsigned flags) {
+  if (auto ready_st = ready(from, ENOENT); !ready_st) return ready_st;
+  if (auto ready_st = ready(to, EACCES); !ready_st) return ready_st;
   auto st = all_up();
   if (!st) return st;
   bool target_existed = bool(primary().lstat(to));
@@ -314,6 +425,8 @@ Status StripedLayout::rename(const std::string& from, const std::string& to, uns
 }
 
 Result<sftp::Attrs> StripedLayout::symlink(const std::string& rel, const std::string& target) {
+  if (auto ready_st = ready(rel, EACCES); !ready_st)
+    return Result<sftp::Attrs>::failure(ready_st.error());
   // On backend 0 only: a symlink has no data to stripe.
   auto st = primary().symlink(target, rel);
   if (!st) return Result<sftp::Attrs>::failure(st.error());
@@ -321,10 +434,16 @@ Result<sftp::Attrs> StripedLayout::symlink(const std::string& rel, const std::st
 }
 
 Result<std::string> StripedLayout::readlink(const std::string& rel) {
+  if (auto ready_st = ready(rel, ENOENT); !ready_st)
+    return Result<std::string>::failure(ready_st.error());
   return primary().readlink(rel);
 }
 
 Result<sftp::Attrs> StripedLayout::link(const std::string& existing, const std::string& rel) {
+  if (auto ready_st = ready(existing, ENOENT); !ready_st)
+    return Result<sftp::Attrs>::failure(ready_st.error());
+  if (auto ready_st = ready(rel, EACCES); !ready_st)
+    return Result<sftp::Attrs>::failure(ready_st.error());
   using R = Result<sftp::Attrs>;
   auto st = all_up();
   if (!st) return R::failure(st.error());
@@ -380,6 +499,8 @@ Result<sftp::StatVfs> StripedLayout::statfs(const std::string& rel) {
 }
 
 Result<std::shared_ptr<OpenFile>> StripedLayout::open(const std::string& rel, int flags) {
+  if (auto ready_st = ready(rel, ENOENT); !ready_st)
+    return Result<std::shared_ptr<OpenFile>>::failure(ready_st.error());
   using R = Result<std::shared_ptr<OpenFile>>;
   flags &= ~(O_CREAT | O_EXCL);
   auto first = primary().lstat(rel);
@@ -410,6 +531,8 @@ Result<std::shared_ptr<OpenFile>> StripedLayout::open(const std::string& rel, in
 }
 
 Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_t mode) {
+  if (auto ready_st = ready(rel, EACCES); !ready_st)
+    return Result<Created>::failure(ready_st.error());
   using R = Result<Created>;
   auto st = all_up();
   if (!st) return R::failure(st.error());

@@ -8,15 +8,22 @@
 // - Directories exist on every backend; one missing on a backend is created when needed.
 // - Symlinks live on backend 0 only; hard links are made on every backend.
 // - Every change needs every backend: one that is down fails it at once with EIO.
+// - Each backend holds a stripe record (stripe_record.hpp) at its root. Nothing is served until
+//   the records match the configuration; a configuration that no longer fits the files gets EIO
+//   and an error in the log, never reads or writes at the wrong offsets.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backend/remote_file.hpp"
 #include "namespace/layout.hpp"
 #include "namespace/stripe_map.hpp"
+#include "namespace/stripe_record.hpp"
 
 namespace skein {
 
@@ -49,6 +56,14 @@ class StripedLayout final : public Layout {
   size_t width() const { return backends_.size(); }
   // EIO when any backend is down: a change must reach every part, and must not wait for one.
   Status all_up() const;
+  // Every operation starts here. `rel` naming the stripe record (or its temporary) fails with
+  // `reserved_err`; otherwise EIO until the backends' records have been found to match (checked
+  // once, then trusted while the layout lives).
+  Status ready(const std::string& rel, int reserved_err);
+  // Reads every backend's record and judges them; writes them where none was finished.
+  Status check_records();
+  Result<FoundRecord> read_record(size_t b);
+  Status write_record(size_t b, const StripeRecord& record);
   // Opens backend b's part of `rel`; a part (or its directory) missing on b > 0 is created with
   // `mode`. With `missing_ok`, a part that cannot be created is null (it reads as holes).
   Result<std::shared_ptr<RemoteFile>> open_part(size_t b, const std::string& rel, int flags,
@@ -63,6 +78,11 @@ class StripedLayout final : public Layout {
 
   std::vector<std::shared_ptr<Backend>> backends_;
   StripeMap map_;
+
+  std::atomic<bool> records_ok_{false};
+  std::mutex check_mu_;  // one check at a time; guards the fields below
+  std::chrono::steady_clock::time_point refused_at_{};
+  std::string refused_;  // why the last check refused; empty: it did not
 };
 
 }  // namespace skein
