@@ -34,11 +34,16 @@ uint32_t link_count(const std::string& longname) {
 StripedLayout::StripedLayout(std::vector<std::shared_ptr<Backend>> backends, uint64_t stripe_size)
     : backends_(std::move(backends)), map_(stripe_size, uint32_t(backends_.size())) {}
 
-std::string StripedLayout::describe() const {
+std::string StripedLayout::shape() const {
   std::string out =
       "striped(" + stripe_size_text(map_.stripe_size()) + " x " + std::to_string(width());
   for (size_t b = 0; b < width(); ++b) out += (b ? ", " : ": ") + backends_[b]->name();
   return out + ")";
+}
+
+std::string StripedLayout::describe() const {
+  std::lock_guard lock(refusal_mu_);
+  return refusal_.empty() ? shape() : shape() + " refused: " + refusal_;
 }
 
 Status StripedLayout::all_up() const {
@@ -113,7 +118,7 @@ Status StripedLayout::check_records() {
   std::vector<FoundRecord> found;
   for (size_t b = 0; b < width(); ++b) {
     if (!reads[b]) {
-      spdlog::warn("{}: cannot read the stripe record on {}: {}", describe(), names[b],
+      spdlog::warn("{}: cannot read the stripe record on {}: {}", shape(), names[b],
                    std::strerror(reads[b].error()));
       return Status::failure(EIO);
     }
@@ -125,9 +130,11 @@ Status StripedLayout::check_records() {
       spdlog::error(
           "{}: {}. Its files would be read and written at the wrong offsets, so it answers EIO "
           "until the configuration matches them again (docs/striping.md)",
-          describe(), verdict.reason);
+          shape(), verdict.reason);
     refused_ = verdict.reason;
     refused_at_ = now;
+    std::lock_guard refusal_lock(refusal_mu_);
+    refusal_ = refused_;
     return Status::failure(EIO);
   }
   if (verdict.outcome == StripeCheck::Outcome::record_anew) {
@@ -145,16 +152,19 @@ Status StripedLayout::check_records() {
     Status st = status_of(worst_error(done));
     if (st) st = write_record(0, record);
     if (!st) {
-      spdlog::warn("{}: cannot write its stripe records: {}", describe(),
-                   std::strerror(st.error()));
+      spdlog::warn("{}: cannot write its stripe records: {}", shape(), std::strerror(st.error()));
       return Status::failure(EIO);
     }
-    spdlog::info("{}: stripe records written (layout {})", describe(), record.layout);
+    spdlog::info("{}: stripe records written (layout {})", shape(), record.layout);
   } else {
-    spdlog::info("{}: stripe records match (layout {})", describe(), verdict.layout);
+    spdlog::info("{}: stripe records match (layout {})", shape(), verdict.layout);
   }
-  if (!refused_.empty()) spdlog::info("{}: serving again", describe());
+  if (!refused_.empty()) spdlog::info("{}: serving again", shape());
   refused_.clear();
+  {
+    std::lock_guard refusal_lock(refusal_mu_);
+    refusal_.clear();
+  }
   records_ok_.store(true, std::memory_order_release);
   return ok_status();
 }

@@ -47,6 +47,8 @@ class StripedLayout final : public Layout {
   Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) override;
   Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
   std::vector<std::shared_ptr<Backend>> backends() const override { return backends_; }
+  // "striped(1 MiB x 3: a, b, c)", followed by " refused: WHY" while its stripe records do not
+  // fit the configuration.
   std::string describe() const override;
 
   const StripeMap& map() const { return map_; }
@@ -82,7 +84,11 @@ class StripedLayout final : public Layout {
   std::atomic<bool> records_ok_{false};
   std::mutex check_mu_;  // one check at a time; guards the fields below
   std::chrono::steady_clock::time_point refused_at_{};
-  std::string refused_;  // why the last check refused; empty: it did not
+  std::string refused_;            // why the last check refused; empty: it did not
+  mutable std::mutex refusal_mu_;  // a leaf; guards refusal_, refused_'s copy for describe()
+  std::string refusal_;
+  // describe() without the refusal, for the log.
+  std::string shape() const;
 };
 
 }  // namespace skein

@@ -45,7 +45,10 @@ class StripeRecords : public ::testing::Test {
     stop();
     auto ports = cluster_->list("SKEIN_SSH_PORTS");
     const std::string address = "127.0.0.1:" + std::to_string(free_port());
-    std::string t = "[gateway]\nlisten = \"" + address + "\"\ntimeout_ms = 5000\n";
+    address_ = address;
+    std::string t = "[gateway]\nlisten = \"" + address +
+                    "\"\ntimeout_ms = 5000\nadmin_token_file = \"" +
+                    cluster_->env("SKEIN_ADMIN_TOKEN_FILE") + "\"\n";
     auto backend = [&](const std::string& name, int server, const std::string& dir) {
       t += "[[backend]]\nname = \"" + name +
            "\"\nhost = \"127.0.0.1\"\nport = " + ports.at(size_t(server)) + "\nuser = \"" +
@@ -71,6 +74,14 @@ class StripeRecords : public ::testing::Test {
     gateway_.reset();
   }
   std::string m(const std::string& rel) const { return mount_->path() + "/" + rel; }
+  // `skeinctl namespaces list` of the running gateway: what an admin sees.
+  std::string namespaces_list() const {
+    std::string out;
+    run_command(build_dir() + "/gateway/skeinctl --gateway " + address_ + " --token-file " +
+                    cluster_->env("SKEIN_ADMIN_TOKEN_FILE") + " namespaces list 2>&1",
+                &out);
+    return out;
+  }
 
   // Every file below the servers' roots (parts and records), with its contents.
   static std::map<std::string, std::string> on_servers() {
@@ -101,6 +112,7 @@ class StripeRecords : public ::testing::Test {
   std::unique_ptr<GatewayProcess> gateway_;
   std::unique_ptr<FuseMount> mount_;
   std::string log_;
+  std::string address_;
 };
 
 const char* const kThree = "\"b0\", \"b1\", \"b2\"";
@@ -162,6 +174,9 @@ TEST_F(StripeRecords, AConfigurationThatNoLongerFitsIsRefusedAndChangesNothing) 
     EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("new").c_str(), O_WRONLY | O_CREAT, 0644)), EIO);
     EXPECT_EQ(SKEIN_ERRNO_OF(::unlink(m("kept").c_str())), EIO);
     EXPECT_EQ(SKEIN_ERRNO_OF(::mkdir(m("d").c_str(), 0755)), EIO);
+    std::string listed = namespaces_list();
+    EXPECT_NE(listed.find(std::string(" refused: ")), std::string::npos) << listed;
+    EXPECT_NE(listed.find(w.in_log), std::string::npos) << listed;
     stop();
     std::string log = read_file(log_);
     EXPECT_NE(log.find(w.in_log), std::string::npos) << log;
@@ -171,6 +186,7 @@ TEST_F(StripeRecords, AConfigurationThatNoLongerFitsIsRefusedAndChangesNothing) 
 
   ASSERT_TRUE(start("1M", kThree, error)) << error;
   EXPECT_EQ(read_file(m("kept")), data);
+  EXPECT_EQ(namespaces_list().find("refused"), std::string::npos) << namespaces_list();
   EXPECT_EQ(::unlink(m("kept").c_str()), 0);
 }
 
