@@ -74,6 +74,16 @@ int main(int argc, char** argv) {
     spdlog::warn("no admin_token_file in [gateway]: the Admin service refuses every call");
   gateway->connect_backends();
   for (auto& view : gateway->backends()) view.backend->warm_up();
+  // Layouts check what they must before serving (a striped one its stripe records), in the
+  // background: a server that hangs must not hold up the start.
+  std::thread preparer([layouts = [&] {
+    std::vector<std::shared_ptr<skein::Layout>> out;
+    for (auto& ns : gateway->namespaces())
+      for (auto& mount : ns.table->mounts()) out.push_back(mount.layout);
+    return out;
+  }()] {
+    for (auto& layout : layouts) layout->prepare();
+  });
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -117,6 +127,7 @@ int main(int argc, char** argv) {
   auto server = builder.BuildAndStart();
   if (!server || port == 0) {
     spdlog::critical("cannot listen on {}", cfg.listen);
+    preparer.join();
     return 1;
   }
   spdlog::info("listening on {} (port {}; {} backends, {} namespaces)", cfg.listen, port,
@@ -131,5 +142,6 @@ int main(int argc, char** argv) {
   });
   server->Wait();
   waiter.join();
+  preparer.join();
   return 0;
 }

@@ -103,6 +103,9 @@ class Layout {
   virtual std::vector<std::shared_ptr<Backend>> backends() const = 0;
   // "union(a, b)" or "striped(4 MiB x 3: a, b, c)", for admins.
   virtual std::string describe() const = 0;
+  // Called once the gateway has connected its backends, on a thread of its own, so that what a
+  // layout checks before it serves is checked (and logged) at start, not at the first call.
+  virtual void prepare() {}
 };
 
 // The space of several servers added up, in 4 KiB fragments, for statfs of unions, stripes and

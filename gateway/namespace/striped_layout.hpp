@@ -50,6 +50,8 @@ class StripedLayout final : public Layout {
   // "striped(1 MiB x 3: a, b, c)", followed by " refused: WHY" while its stripe records do not
   // fit the configuration.
   std::string describe() const override;
+  // Checks (or writes) the stripe records.
+  void prepare() override { (void)check_records(); }
 
   const StripeMap& map() const { return map_; }
 

@@ -1,16 +1,18 @@
 // Stripe records end to end: a striped namespace over three real sshd servers records its layout
 // on each of them, and a gateway started with a configuration that no longer fits the files
 // (another stripe size, the backends reordered, one fewer, one replaced by an empty server)
-// refuses to serve them with EIO and says why in its log, changing nothing on the servers; the
-// right configuration serves the same bytes again. Files striped before records existed are
-// adopted.
+// refuses to serve them with EIO and says why, in its log and to skeinctl, changing nothing on
+// the servers; the right configuration serves the same bytes again. Files striped before records
+// existed are adopted.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "fs_test_support.hpp"
 
@@ -169,14 +171,19 @@ TEST_F(StripeRecords, AConfigurationThatNoLongerFitsIsRefusedAndChangesNothing) 
   for (const Wrong& w : wrongs) {
     SCOPED_TRACE(w.what);
     ASSERT_TRUE(start(w.stripe, w.backends, error)) << error;
+    // The gateway checks at start: an admin sees the refusal before anyone touches a file.
+    std::string listed;
+    for (int i = 0; i < 50 && listed.find(" refused: ") == std::string::npos; ++i) {
+      if (i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      listed = namespaces_list();
+    }
+    EXPECT_NE(listed.find(" refused: "), std::string::npos) << listed;
+    EXPECT_NE(listed.find(w.in_log), std::string::npos) << listed;
     EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("kept").c_str(), O_RDONLY)), EIO);
     EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("kept").c_str(), O_WRONLY)), EIO);
     EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("new").c_str(), O_WRONLY | O_CREAT, 0644)), EIO);
     EXPECT_EQ(SKEIN_ERRNO_OF(::unlink(m("kept").c_str())), EIO);
     EXPECT_EQ(SKEIN_ERRNO_OF(::mkdir(m("d").c_str(), 0755)), EIO);
-    std::string listed = namespaces_list();
-    EXPECT_NE(listed.find(std::string(" refused: ")), std::string::npos) << listed;
-    EXPECT_NE(listed.find(w.in_log), std::string::npos) << listed;
     stop();
     std::string log = read_file(log_);
     EXPECT_NE(log.find(w.in_log), std::string::npos) << log;
