@@ -50,14 +50,7 @@ bool exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-std::set<std::string> list(const std::string& dir) {
-  std::set<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return {"<opendir failed>"};
-  while (auto* e = ::readdir(d)) names.insert(e->d_name);
-  ::closedir(d);
-  return names;
-}
+std::set<std::string> list(const std::string& dir) { return list_names(dir); }
 
 std::string skein_mount_bin() { return build_dir() + "/client/skein-mount"; }
 

@@ -25,14 +25,7 @@ class FilesystemOps : public ClusterSuite<2, 1> {
   }
   std::string m(const std::string& rel) { return dir_ + "/" + rel; }
   std::string s(const std::string& rel) { return server_dir_ + "/" + rel; }
-  std::set<std::string> list(const std::string& path) {
-    std::set<std::string> names;
-    DIR* d = opendir(path.c_str());
-    if (!d) return {"<opendir failed>"};
-    while (auto* e = readdir(d)) names.insert(e->d_name);
-    closedir(d);
-    return names;
-  }
+  std::set<std::string> list(const std::string& path) { return list_names(path); }
   std::string name_, dir_, server_dir_;
 };
 

@@ -2,6 +2,7 @@
 // suite fixture that shares one LocalCluster among the tests of a suite.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 
 #include "local_cluster.hpp"
@@ -41,6 +43,16 @@ inline std::string read_file(const std::string& path) {
   while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, size_t(n));
   ::close(fd);
   return out;
+}
+
+// The names in a directory, "." and ".." included; "<opendir failed>" when it cannot be listed.
+inline std::set<std::string> list_names(const std::string& path) {
+  std::set<std::string> names;
+  DIR* d = ::opendir(path.c_str());
+  if (!d) return {"<opendir failed>"};
+  while (auto* e = ::readdir(d)) names.insert(e->d_name);
+  ::closedir(d);
+  return names;
 }
 
 // errno of a call that must fail, or 0 when it did not fail.

@@ -99,14 +99,6 @@ class StripeRecords : public ::testing::Test {
     }
     return out;
   }
-  std::set<std::string> listing(const std::string& path) const {
-    std::set<std::string> names;
-    DIR* d = opendir(path.c_str());
-    if (!d) return {"<opendir failed>"};
-    while (auto* e = readdir(d)) names.insert(e->d_name);
-    closedir(d);
-    return names;
-  }
 
   static inline std::unique_ptr<LocalCluster> cluster_;
   static inline std::string setup_error_;
@@ -137,7 +129,7 @@ TEST_F(StripeRecords, EachBackendRecordsItsPartAndTheRecordIsHidden) {
     if (i == 0) layout = id;
     EXPECT_EQ(id, layout) << "one layout id on every backend";
   }
-  EXPECT_EQ(listing(mount_->path()).count(".skein-stripes"), 0u);
+  EXPECT_EQ(list_names(mount_->path()).count(".skein-stripes"), 0u);
   struct stat st;
   EXPECT_EQ(SKEIN_ERRNO_OF(::stat(m(".skein-stripes").c_str(), &st)), ENOENT);
   EXPECT_EQ(SKEIN_ERRNO_OF(::open(m(".skein-stripes").c_str(), O_WRONLY | O_CREAT, 0644)), EACCES);
