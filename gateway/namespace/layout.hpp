@@ -106,6 +106,9 @@ class Layout {
   // Called once the gateway has connected its backends, on a thread of its own, so that what a
   // layout checks before it serves is checked (and logged) at start, not at the first call.
   virtual void prepare() {}
+  // Why the layout serves nothing now although its backends may be up (a striped layout whose
+  // stripe records do not fit); empty when there is no such reason.
+  virtual std::string problem() const { return {}; }
 };
 
 // The space of several servers added up, in 4 KiB fragments, for statfs of unions, stripes and

@@ -41,9 +41,14 @@ std::string StripedLayout::shape() const {
   return out + ")";
 }
 
-std::string StripedLayout::describe() const {
+std::string StripedLayout::problem() const {
   std::lock_guard lock(refusal_mu_);
-  return refusal_.empty() ? shape() : shape() + " refused: " + refusal_;
+  return refusal_.empty() ? std::string() : "refused: " + refusal_;
+}
+
+std::string StripedLayout::describe() const {
+  auto why = problem();
+  return why.empty() ? shape() : shape() + " " + why;
 }
 
 Status StripedLayout::all_up() const {

@@ -52,6 +52,8 @@ class StripedLayout final : public Layout {
   std::string describe() const override;
   // Checks (or writes) the stripe records.
   void prepare() override { (void)check_records(); }
+  // "refused: WHY" while the stripe records do not fit.
+  std::string problem() const override;
 
   const StripeMap& map() const { return map_; }
 

@@ -272,7 +272,12 @@ grpc::Status AdminService::Health(grpc::ServerContext* ctx, const v1::HealthRequ
   for (auto& v : backends) up += v.backend->up() ? 1 : 0;
   reply->set_backends_up(up);
   reply->set_backends_total(uint32_t(backends.size()));
-  for (auto& n : gateway_.namespaces()) reply->add_namespaces(n.config.name);
+  for (auto& n : gateway_.namespaces()) {
+    reply->add_namespaces(n.config.name);
+    for (auto& m : n.table->mounts())
+      if (auto why = m.layout->problem(); !why.empty())
+        reply->add_problems(n.config.name + ":" + m.path + ": " + why);
+  }
   reply->set_listen(gateway_.config().listen);
   return grpc::Status::OK;
 }

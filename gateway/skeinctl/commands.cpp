@@ -261,17 +261,20 @@ int health(AdminSession& s, const Output& out) {
   v1::HealthReply reply;
   auto st = s.call(&v1::Admin::Stub::Health, v1::HealthRequest(), &reply);
   if (!st.ok()) return failed(s, out, st);
-  std::string status = reply.backends_up() == reply.backends_total() ? "ok" : "degraded";
+  std::string status =
+      reply.backends_up() == reply.backends_total() && reply.problems().empty() ? "ok" : "degraded";
   if (out.json) {
-    Json names = Json::array();
+    Json names = Json::array(), problems = Json::array();
     for (auto& n : reply.namespaces()) names.push_back(n);
+    for (auto& p : reply.problems()) problems.push_back(p);
     print_json({{"status", status},
                 {"version", reply.version()},
                 {"listen", reply.listen()},
                 {"uptime_s", reply.uptime_s()},
                 {"backends_up", reply.backends_up()},
                 {"backends_total", reply.backends_total()},
-                {"namespaces", names}});
+                {"namespaces", names},
+                {"problems", problems}});
     return kExitOk;
   }
   Table t({{""}, {""}});
@@ -284,6 +287,7 @@ int health(AdminSession& s, const Output& out) {
   t.add_row({"namespaces",
              std::to_string(reply.namespaces_size()) +
                  (reply.namespaces().empty() ? "" : " (" + joined(reply.namespaces()) + ")")});
+  for (auto& p : reply.problems()) t.add_row({"problem", p});
   t.print(std::cout);
   return kExitOk;
 }

@@ -76,14 +76,15 @@ class StripeRecords : public ::testing::Test {
     gateway_.reset();
   }
   std::string m(const std::string& rel) const { return mount_->path() + "/" + rel; }
-  // `skeinctl namespaces list` of the running gateway: what an admin sees.
-  std::string namespaces_list() const {
+  // `skeinctl COMMAND` against the running gateway: what an admin sees.
+  std::string skeinctl(const std::string& command) const {
     std::string out;
     run_command(build_dir() + "/gateway/skeinctl --gateway " + address_ + " --token-file " +
-                    cluster_->env("SKEIN_ADMIN_TOKEN_FILE") + " namespaces list 2>&1",
+                    cluster_->env("SKEIN_ADMIN_TOKEN_FILE") + " " + command + " 2>&1",
                 &out);
     return out;
   }
+  std::string namespaces_list() const { return skeinctl("namespaces list"); }
 
   // Every file below the servers' roots (parts and records), with its contents.
   static std::map<std::string, std::string> on_servers() {
@@ -171,6 +172,9 @@ TEST_F(StripeRecords, AConfigurationThatNoLongerFitsIsRefusedAndChangesNothing) 
     }
     EXPECT_NE(listed.find(" refused: "), std::string::npos) << listed;
     EXPECT_NE(listed.find(w.in_log), std::string::npos) << listed;
+    std::string health = skeinctl("health");
+    EXPECT_NE(health.find("degraded"), std::string::npos) << health;
+    EXPECT_NE(health.find("s:/: refused: "), std::string::npos) << health;
     EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("kept").c_str(), O_RDONLY)), EIO);
     EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("kept").c_str(), O_WRONLY)), EIO);
     EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("new").c_str(), O_WRONLY | O_CREAT, 0644)), EIO);
@@ -186,6 +190,8 @@ TEST_F(StripeRecords, AConfigurationThatNoLongerFitsIsRefusedAndChangesNothing) 
   ASSERT_TRUE(start("1M", kThree, error)) << error;
   EXPECT_EQ(read_file(m("kept")), data);
   EXPECT_EQ(namespaces_list().find("refused"), std::string::npos) << namespaces_list();
+  std::string health = skeinctl("health");
+  EXPECT_NE(health.find("status      ok"), std::string::npos) << health;
   EXPECT_EQ(::unlink(m("kept").c_str()), 0);
 }
 
