@@ -76,12 +76,10 @@ int main(int argc, char** argv) {
   for (auto& view : gateway->backends()) view.backend->warm_up();
   // Layouts check what they must before serving (a striped one its stripe records), in the
   // background: a server that hangs must not hold up the start.
-  std::thread preparer([layouts = [&] {
-    std::vector<std::shared_ptr<skein::Layout>> out;
-    for (auto& ns : gateway->namespaces())
-      for (auto& mount : ns.table->mounts()) out.push_back(mount.layout);
-    return out;
-  }()] {
+  std::vector<std::shared_ptr<skein::Layout>> layouts;
+  for (auto& ns : gateway->namespaces())
+    for (auto& mount : ns.table->mounts()) layouts.push_back(mount.layout);
+  std::thread preparer([layouts] {
     for (auto& layout : layouts) layout->prepare();
   });
 

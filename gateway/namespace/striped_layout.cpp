@@ -41,9 +41,19 @@ std::string StripedLayout::shape() const {
   return out + ")";
 }
 
-std::string StripedLayout::problem() const {
+std::string StripedLayout::refusal() const {
   std::lock_guard lock(refusal_mu_);
-  return refusal_.empty() ? std::string() : "refused: " + refusal_;
+  return refusal_;
+}
+
+void StripedLayout::set_refusal(std::string why) {
+  std::lock_guard lock(refusal_mu_);
+  refusal_ = std::move(why);
+}
+
+std::string StripedLayout::problem() const {
+  auto why = refusal();
+  return why.empty() ? why : "refused: " + why;
 }
 
 std::string StripedLayout::describe() const {
@@ -68,25 +78,26 @@ std::vector<size_t> part_backends(size_t n) {
 constexpr auto kRecheckAfterRefusal = std::chrono::seconds(2);
 constexpr uint32_t kRecordMaxBytes = 64 << 10;
 
-bool is_record_name(const std::string& rel) {
-  std::string_view r(rel);
-  if (r.empty() || r[0] != '/') return false;
-  r.remove_prefix(1);
-  return r == kStripeRecordName || r == kStripeRecordTemp;
+// A name in the layout's root that the stripe records take.
+bool is_record_name(std::string_view name) {
+  return name == kStripeRecordName || name == kStripeRecordTemp;
 }
+bool is_record_path(std::string_view rel) {
+  return rel.starts_with('/') && is_record_name(rel.substr(1));
+}
+std::string root_path(std::string_view name) { return "/" + std::string(name); }
 }  // namespace
 
 Status StripedLayout::ready(const std::string& rel, int reserved_err) {
-  if (is_record_name(rel)) return Status::failure(reserved_err);
+  if (is_record_path(rel)) return Status::failure(reserved_err);
   if (records_ok_.load(std::memory_order_acquire)) return ok_status();
   return check_records();
 }
 
 Result<FoundRecord> StripedLayout::read_record(size_t b) {
   using R = Result<FoundRecord>;
-  const std::string path = "/" + std::string(kStripeRecordName);
   FoundRecord found;
-  auto f = backends_[b]->open(path, O_RDONLY, 0);
+  auto f = backends_[b]->open(root_path(kStripeRecordName), O_RDONLY, 0);
   if (!f) return f.error() == ENOENT ? R(found) : R::failure(f.error());
   found.present = true;
   auto text = (*f)->read(0, kRecordMaxBytes);
@@ -98,7 +109,7 @@ Result<FoundRecord> StripedLayout::read_record(size_t b) {
 
 Status StripedLayout::write_record(size_t b, const StripeRecord& record) {
   Backend& be = *backends_[b];
-  const std::string temp = "/" + std::string(kStripeRecordTemp);
+  const std::string temp = root_path(kStripeRecordTemp);
   auto text = std::make_shared<std::string>(format_stripe_record(record));
   auto f = be.open(temp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (!f) return Status::failure(f.error());
@@ -107,14 +118,15 @@ Status StripedLayout::write_record(size_t b, const StripeRecord& record) {
   auto closed = (*f)->close();
   if (!synced) return synced;
   if (!closed) return closed;
-  return be.rename(temp, "/" + std::string(kStripeRecordName), 0);
+  return be.rename(temp, root_path(kStripeRecordName), 0);
 }
 
 Status StripedLayout::check_records() {
   std::lock_guard lock(check_mu_);
   if (records_ok_.load(std::memory_order_acquire)) return ok_status();
   const auto now = std::chrono::steady_clock::now();
-  if (!refused_.empty() && now - refused_at_ < kRecheckAfterRefusal) return Status::failure(EIO);
+  const std::string before = refusal();
+  if (!before.empty() && now - refused_at_ < kRecheckAfterRefusal) return Status::failure(EIO);
   if (auto st = all_up(); !st) return st;
 
   std::vector<std::string> names;
@@ -131,15 +143,13 @@ Status StripedLayout::check_records() {
   }
   auto verdict = check_stripe_records(found, map_.stripe_size(), names);
   if (verdict.outcome == StripeCheck::Outcome::refuse) {
-    if (verdict.reason != refused_)
+    if (verdict.reason != before)
       spdlog::error(
           "{}: {}. Its files would be read and written at the wrong offsets, so it answers EIO "
           "until the configuration matches them again (docs/striping.md)",
           shape(), verdict.reason);
-    refused_ = verdict.reason;
     refused_at_ = now;
-    std::lock_guard refusal_lock(refusal_mu_);
-    refusal_ = refused_;
+    set_refusal(std::move(verdict.reason));
     return Status::failure(EIO);
   }
   if (verdict.outcome == StripeCheck::Outcome::record_anew) {
@@ -164,12 +174,8 @@ Status StripedLayout::check_records() {
   } else {
     spdlog::info("{}: stripe records match (layout {})", shape(), verdict.layout);
   }
-  if (!refused_.empty()) spdlog::info("{}: serving again", shape());
-  refused_.clear();
-  {
-    std::lock_guard refusal_lock(refusal_mu_);
-    refusal_.clear();
-  }
+  if (!before.empty()) spdlog::info("{}: serving again", shape());
+  set_refusal({});
   records_ok_.store(true, std::memory_order_release);
   return ok_status();
 }
@@ -239,9 +245,8 @@ Status StripedLayout::truncate_parts(const std::string& rel, uint64_t size, uint
 }
 
 Result<sftp::Attrs> StripedLayout::getattr(const std::string& rel) {
-  if (auto ready_st = ready(rel, ENOENT); !ready_st)
-    return Result<sftp::Attrs>::failure(ready_st.error());
   using R = Result<sftp::Attrs>;
+  if (auto ready_st = ready(rel, ENOENT); !ready_st) return R::failure(ready_st.error());
   // Ask every backend at once: a regular file's size needs all its parts.
   std::vector<std::future<Result<sftp::Reply>>> asks;
   for (auto& b : backends_) asks.push_back(b->start_lstat(rel));
@@ -268,9 +273,8 @@ Result<sftp::Attrs> StripedLayout::getattr(const std::string& rel) {
 
 Result<sftp::Attrs> StripedLayout::setattr(const std::string& rel, const AttrChange& ch,
                                            OpenFile* open) {
-  if (auto ready_st = ready(rel, ENOENT); !ready_st)
-    return Result<sftp::Attrs>::failure(ready_st.error());
   using R = Result<sftp::Attrs>;
+  if (auto ready_st = ready(rel, ENOENT); !ready_st) return R::failure(ready_st.error());
   auto cur = getattr(rel);
   if (!cur) return R::failure(cur.error());
   bool reg = S_ISREG(cur->permissions), dir = S_ISDIR(cur->permissions);
@@ -304,9 +308,8 @@ Result<sftp::Attrs> StripedLayout::setattr(const std::string& rel, const AttrCha
 }
 
 Result<std::vector<DirEntryAttrs>> StripedLayout::readdir(const std::string& rel) {
-  if (auto ready_st = ready(rel, ENOENT); !ready_st)
-    return Result<std::vector<DirEntryAttrs>>::failure(ready_st.error());
   using R = Result<std::vector<DirEntryAttrs>>;
+  if (auto ready_st = ready(rel, ENOENT); !ready_st) return R::failure(ready_st.error());
   auto lists = fan_out(width(), [&](size_t b) { return backends_[b]->list_dir(rel); });
   if (!lists[0]) return R::failure(lists[0].error());
   // Names come from backend 0; the other listings give the sizes of the parts.
@@ -323,7 +326,7 @@ Result<std::vector<DirEntryAttrs>> StripedLayout::readdir(const std::string& rel
   out.reserve(lists[0]->size());
   std::vector<uint64_t> sizes(width());
   for (auto& e : *lists[0]) {
-    if (rel == "/" && is_record_name("/" + e.filename)) continue;
+    if (rel == "/" && is_record_name(e.filename)) continue;
     DirEntryAttrs d{e.filename, e.attrs, link_count(e.longname)};
     if (S_ISREG(e.attrs.permissions)) {
       sizes.assign(width(), 0);
@@ -343,9 +346,8 @@ Result<std::vector<DirEntryAttrs>> StripedLayout::readdir(const std::string& rel
 }
 
 Result<sftp::Attrs> StripedLayout::mkdir(const std::string& rel, uint32_t mode) {
-  if (auto ready_st = ready(rel, EACCES); !ready_st)
-    return Result<sftp::Attrs>::failure(ready_st.error());
   using R = Result<sftp::Attrs>;
+  if (auto ready_st = ready(rel, EACCES); !ready_st) return R::failure(ready_st.error());
   auto st = all_up();
   if (!st) return R::failure(st.error());
   st = primary().mkdir(rel, mode);
@@ -455,11 +457,9 @@ Result<std::string> StripedLayout::readlink(const std::string& rel) {
 }
 
 Result<sftp::Attrs> StripedLayout::link(const std::string& existing, const std::string& rel) {
-  if (auto ready_st = ready(existing, ENOENT); !ready_st)
-    return Result<sftp::Attrs>::failure(ready_st.error());
-  if (auto ready_st = ready(rel, EACCES); !ready_st)
-    return Result<sftp::Attrs>::failure(ready_st.error());
   using R = Result<sftp::Attrs>;
+  if (auto ready_st = ready(existing, ENOENT); !ready_st) return R::failure(ready_st.error());
+  if (auto ready_st = ready(rel, EACCES); !ready_st) return R::failure(ready_st.error());
   auto st = all_up();
   if (!st) return R::failure(st.error());
   auto src = primary().lstat(existing);
@@ -514,9 +514,8 @@ Result<sftp::StatVfs> StripedLayout::statfs(const std::string& rel) {
 }
 
 Result<std::shared_ptr<OpenFile>> StripedLayout::open(const std::string& rel, int flags) {
-  if (auto ready_st = ready(rel, ENOENT); !ready_st)
-    return Result<std::shared_ptr<OpenFile>>::failure(ready_st.error());
   using R = Result<std::shared_ptr<OpenFile>>;
+  if (auto ready_st = ready(rel, ENOENT); !ready_st) return R::failure(ready_st.error());
   flags &= ~(O_CREAT | O_EXCL);
   auto first = primary().lstat(rel);
   if (!first) return R::failure(first.error());
@@ -546,9 +545,8 @@ Result<std::shared_ptr<OpenFile>> StripedLayout::open(const std::string& rel, in
 }
 
 Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_t mode) {
-  if (auto ready_st = ready(rel, EACCES); !ready_st)
-    return Result<Created>::failure(ready_st.error());
   using R = Result<Created>;
+  if (auto ready_st = ready(rel, EACCES); !ready_st) return R::failure(ready_st.error());
   auto st = all_up();
   if (!st) return R::failure(st.error());
   auto open_existing = [&]() -> R {

@@ -86,11 +86,12 @@ class StripedLayout final : public Layout {
   StripeMap map_;
 
   std::atomic<bool> records_ok_{false};
-  std::mutex check_mu_;  // one check at a time; guards the fields below
-  std::chrono::steady_clock::time_point refused_at_{};
-  std::string refused_;            // why the last check refused; empty: it did not
-  mutable std::mutex refusal_mu_;  // a leaf; guards refusal_, refused_'s copy for describe()
-  std::string refusal_;
+  std::mutex check_mu_;                               // one check at a time
+  std::chrono::steady_clock::time_point refused_at_;  // guarded by check_mu_
+  mutable std::mutex refusal_mu_;                     // a leaf
+  std::string refusal_;  // why the last check refused; empty: it did not (refusal_mu_)
+  std::string refusal() const;
+  void set_refusal(std::string why);
   // describe() without the refusal, for the log.
   std::string shape() const;
 };
