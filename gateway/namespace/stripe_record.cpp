@@ -79,13 +79,13 @@ std::string describe_stripe_record(const StripeRecord& r) {
 namespace {
 
 // Why `r`, found on backend `b` of a configuration with `stripe_size` over `width`, does not fit
-// it; empty if it does. `layout`: the id the others hold (empty: any).
+// it; empty if it does. `layout`: the id that backend `holder` holds (empty: any).
 std::string misfit(const StripeRecord& r, size_t b, uint64_t stripe_size, size_t width,
-                   const std::string& layout, const std::vector<std::string>& names) {
-  const std::string& name = names[b];
-  const std::string held = name + " holds " + describe_stripe_record(r);
+                   const std::string& layout, size_t holder,
+                   const std::vector<std::string>& names) {
+  const std::string held = names[b] + " holds " + describe_stripe_record(r);
   if (!layout.empty() && r.layout != layout)
-    return held + ", but " + names[0] + " holds layout " + layout.substr(0, 8) +
+    return held + ", but " + names[holder] + " holds layout " + layout.substr(0, 8) +
            ": the two were striped separately";
   if (r.stripe_size != stripe_size)
     return held + ", but the configuration says " + stripe_size_text(stripe_size) + " stripes";
@@ -111,12 +111,14 @@ StripeCheck check_stripe_records(const std::vector<FoundRecord>& found, uint64_t
   if (!found[0].present) {
     // No layout was finished here: whatever the others hold must fit this configuration.
     std::string layout;
+    size_t holder = 0;
     for (size_t b = 1; b < found.size(); ++b) {
       if (!found[b].present) continue;
-      if (auto why = misfit(*found[b].record, b, stripe_size, found.size(), layout, names);
+      if (auto why = misfit(*found[b].record, b, stripe_size, found.size(), layout, holder, names);
           !why.empty())
         return refuse(why + "; " + names[0] + " holds no record");
       layout = found[b].record->layout;
+      holder = b;
     }
     return StripeCheck{Outcome::record_anew, layout, {}};
   }
@@ -128,7 +130,7 @@ StripeCheck check_stripe_records(const std::vector<FoundRecord>& found, uint64_t
           names[b] + " holds no part of layout " + layout.substr(0, 8) + ", which " + names[0] +
           " holds (" + describe_stripe_record(*found[0].record) +
           "): it is not a server that layout was striped over, or its record was removed");
-    if (auto why = misfit(*found[b].record, b, stripe_size, found.size(), layout, names);
+    if (auto why = misfit(*found[b].record, b, stripe_size, found.size(), layout, 0, names);
         !why.empty())
       return refuse(why);
   }

@@ -125,6 +125,13 @@ TEST(StripeCheck, PartsOfAnotherLayoutAreRefused) {
   auto c = check_stripe_records(found, MiB, kNames);
   EXPECT_EQ(c.outcome, StripeCheck::Outcome::refuse);
   EXPECT_NE(c.reason.find("striped separately"), std::string::npos) << c.reason;
+  // Without backend 0's record, the layout compared with is the first other backend's.
+  found[0] = none();
+  found[1] = held(record(1));
+  found[2] = held(record(2, MiB, 3, "ffffffffffffffffffffffffffffffff"));
+  c = check_stripe_records(found, MiB, kNames);
+  EXPECT_EQ(c.outcome, StripeCheck::Outcome::refuse);
+  EXPECT_NE(c.reason.find("but srv1 holds layout 01234567"), std::string::npos) << c.reason;
 }
 
 TEST(StripeCheck, AnUnreadableRecordIsRefused) {
