@@ -50,8 +50,6 @@ bool exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-std::set<std::string> list(const std::string& dir) { return list_names(dir); }
-
 std::string skein_mount_bin() { return build_dir() + "/client/skein-mount"; }
 
 // `skein-mount --status MOUNTPOINT`.
@@ -199,7 +197,7 @@ TEST_F(Coherence, MountsCacheLongerThanTheSafeTtlWhileHealthy) {
   ASSERT_TRUE(write_file(m(A, "pages"), "old pages"));
   EXPECT_EQ(size_of(m(B, "attrs")), 5);
   EXPECT_EQ(read_file(m(B, "pages")), "old pages");
-  const std::set<std::string> listed = list(m(B, ""));
+  const std::set<std::string> listed = list_names(m(B, ""));
   EXPECT_EQ(listed.count("attrs"), 1u);
   // Behind the gateway's back (it watches nothing here): only an expired cache would notice.
   ASSERT_TRUE(write_file(s("attrs"), "1234567890"));
@@ -208,19 +206,21 @@ TEST_F(Coherence, MountsCacheLongerThanTheSafeTtlWhileHealthy) {
   std::this_thread::sleep_for(1500ms);  // longer than the safe TTL of 1 s
   EXPECT_EQ(size_of(m(B, "attrs")), 5) << "attributes were not cached for long";
   EXPECT_EQ(read_file(m(B, "pages")), "old pages") << "page cache was not kept across opens";
-  EXPECT_EQ(list(m(B, "")), listed) << "the listing was not kept across opendirs";
+  EXPECT_EQ(list_names(m(B, "")), listed) << "the listing was not kept across opendirs";
   struct stat dir_st;
   ASSERT_EQ(::stat(m(B, "").c_str(), &dir_st), 0);
   EXPECT_EQ(dir_st.st_mode & 07777, 0755u);
   ASSERT_EQ(::chmod(s("").c_str(), 0711), 0);  // behind the gateway's back
   std::this_thread::sleep_for(1500ms);
-  (void)list(m(B, ""));  // the kernel asks for the directory's attributes again after a listing
+  // The kernel asks for the directory's attributes again after a listing.
+  (void)list_names(m(B, ""));
   ASSERT_EQ(::stat(m(B, "").c_str(), &dir_st), 0);
   EXPECT_EQ(dir_st.st_mode & 07777, 0755u) << "directory attributes were not kept";
   ASSERT_EQ(::chmod(s("").c_str(), 0755), 0);
   // A change through the gateway drops the listing on the other mounts at once.
   ASSERT_TRUE(write_file(m(A, "through-a"), "x"));
-  EXPECT_EQ(list(m(B, "")).count("through-a"), 1u) << "a cached listing survived an invalidation";
+  EXPECT_EQ(list_names(m(B, "")).count("through-a"), 1u)
+      << "a cached listing survived an invalidation";
   std::string status = status_of(main_->mount(B));
   EXPECT_NE(status.find("entry ttl: 3600 s"), std::string::npos) << status;
   EXPECT_NE(status.find("attr ttl: 3600 s"), std::string::npos) << status;
@@ -275,7 +275,7 @@ TEST_F(Coherence, ChangesThroughOneMountAreSeenAtOnceByMountsThatCachedTheOldSta
   ASSERT_EQ(::unlink(m(A, "gone").c_str()), 0);
   seen_by_b_and_c("unlink", [&](size_t i) {
     EXPECT_FALSE(exists(m(i, "gone")));
-    EXPECT_EQ(list(m(i, "")).count("gone"), 0u);
+    EXPECT_EQ(list_names(m(i, "")).count("gone"), 0u);
   });
 
   ASSERT_EQ(::chmod(m(A, "mode").c_str(), 0600), 0);
@@ -290,14 +290,14 @@ TEST_F(Coherence, ChangesThroughOneMountAreSeenAtOnceByMountsThatCachedTheOldSta
     struct stat st;
     ASSERT_EQ(::stat(m(i, "newdir").c_str(), &st), 0);
     EXPECT_TRUE(S_ISDIR(st.st_mode));
-    EXPECT_EQ(list(m(i, "")).count("newdir"), 1u);
+    EXPECT_EQ(list_names(m(i, "")).count("newdir"), 1u);
   });
 
   // Directory attributes: the mounts keep them (the kernel asks again after every listing), and
   // a change through any mount replaces them at once.
   ASSERT_EQ(::chmod(m(A, "newdir").c_str(), 0700), 0);
   seen_by_b_and_c("chmod of a directory", [&](size_t i) {
-    EXPECT_EQ(list(m(i, "newdir")).size(), 2u);  // "." and ".."
+    EXPECT_EQ(list_names(m(i, "newdir")).size(), 2u);  // "." and ".."
     struct stat st;
     ASSERT_EQ(::stat(m(i, "newdir").c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 07777, 0700u);
@@ -375,11 +375,11 @@ TEST_F(Coherence, FileDeletedWhileOpenStaysUsableUntilItsLastClose) {
 
   EXPECT_FALSE(exists(m(A, "doomed")));
   for (size_t i : {A, B}) {
-    auto names = list(m(i, ""));
+    auto names = list_names(m(i, ""));
     EXPECT_EQ(names, (std::set<std::string>{".", ".."})) << "mount " << i;
   }
   // On the server it lives on under a hidden name, until the last close.
-  std::set<std::string> on_server = list(s(""));
+  std::set<std::string> on_server = list_names(s(""));
   ASSERT_EQ(on_server.size(), 3u);
   EXPECT_EQ(on_server.rbegin()->rfind(".skein-deleted-", 0), 0u) << *on_server.rbegin();
 
@@ -393,8 +393,8 @@ TEST_F(Coherence, FileDeletedWhileOpenStaysUsableUntilItsLastClose) {
   ASSERT_EQ(::close(fd), 0);
 
   // Release is asynchronous: the hidden file goes shortly after close returns.
-  EXPECT_GE(wait_until([&] { return list(s("")).size() == 2; }, 5s), 0)
-      << "left on the server: " << *list(s("")).rbegin();
+  EXPECT_GE(wait_until([&] { return list_names(s("")).size() == 2; }, 5s), 0)
+      << "left on the server: " << *list_names(s("")).rbegin();
   EXPECT_FALSE(exists(m(A, "doomed")));
 }
 
@@ -520,9 +520,10 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
     const std::string dir = "fresh" + std::to_string(round);
     const std::string mounted_dir = g->mount(0) + "/srv0/" + name_ + "/" + dir;
     ASSERT_EQ(::mkdir(mounted_dir.c_str(), 0755), 0);
-    EXPECT_EQ(list(mounted_dir).size(), 2u);
+    EXPECT_EQ(list_names(mounted_dir).size(), 2u);
     ASSERT_TRUE(write_file(s(dir + "/made-on-server"), "x"));
-    double took = wait_until([&] { return list(mounted_dir).count("made-on-server") == 1; }, 5s);
+    double took =
+        wait_until([&] { return list_names(mounted_dir).count("made-on-server") == 1; }, 5s);
     std::printf("[ coherence ] file made on the server in a new directory listed after %.3f s\n",
                 took);
     EXPECT_GE(took, 0) << "never listed";

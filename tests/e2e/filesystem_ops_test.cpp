@@ -25,12 +25,11 @@ class FilesystemOps : public ClusterSuite<2, 1> {
   }
   std::string m(const std::string& rel) { return dir_ + "/" + rel; }
   std::string s(const std::string& rel) { return server_dir_ + "/" + rel; }
-  std::set<std::string> list(const std::string& path) { return list_names(path); }
   std::string name_, dir_, server_dir_;
 };
 
 TEST_F(FilesystemOps, RootListsEveryServerExport) {
-  auto names = list(cluster_->mount());
+  auto names = list_names(cluster_->mount());
   EXPECT_TRUE(names.count("srv0"));
   EXPECT_TRUE(names.count("srv1"));
   struct stat st;
@@ -55,7 +54,7 @@ TEST_F(FilesystemOps, FileMadeOnServerIsVisibleWithAttributes) {
   ASSERT_EQ(::stat(m("made-on-server").c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 5000);
   EXPECT_EQ(st.st_mode & 07777, 0640u);
-  EXPECT_EQ(list(dir_), (std::set<std::string>{".", "..", "made-on-server"}));
+  EXPECT_EQ(list_names(dir_), (std::set<std::string>{".", "..", "made-on-server"}));
 }
 
 TEST_F(FilesystemOps, ReaddirCarriesAttributes) {
