@@ -164,7 +164,7 @@ TEST_F(StripeRecords, AConfigurationThatNoLongerFitsIsRefusedAndChangesNothing) 
   for (const Wrong& w : wrongs) {
     SCOPED_TRACE(w.what);
     ASSERT_TRUE(start(w.stripe, w.backends, error)) << error;
-    // The gateway checks at start: an admin sees the refusal before anyone touches a file.
+    // An admin sees the refusal before any file is touched (the mount's start aside).
     std::string listed;
     for (int i = 0; i < 50 && listed.find(" refused: ") == std::string::npos; ++i) {
       if (i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
