@@ -62,7 +62,8 @@ class RandomIo : public ::testing::TestWithParam<Place> {
   std::vector<std::string> exports() const {
     std::vector<std::string> out;
     for (int i = 0; i < (GetParam().striped ? kServers : 1); ++i)
-      out.push_back(cluster_->export_dir(i) + "/" + rel_dir_);
+      out.push_back((GetParam().striped ? cluster_->stripe_dir(i) : cluster_->export_dir(i)) + "/" +
+                    rel_dir_);
     return out;
   }
   // The file's contents as the servers hold them: the file itself, or the striped file put back
