@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   }
   if (admin_token.empty())
     spdlog::warn("no admin_token_file in [gateway]: the Admin service refuses every call");
+  for (auto& w : skein::shared_root_warnings(cfg)) spdlog::warn("{}: {}", config_path, w);
   gateway->connect_backends();
   for (auto& view : gateway->backends()) view.backend->warm_up();
   // Layouts check what they must before serving (a striped one its stripe records), in the

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "namespace/create_policy.hpp"
 #include "skein/path.hpp"
@@ -81,6 +82,30 @@ class Checker {
  private:
   std::string source_;
 };
+
+// The backend's directory as host:port:root, the root without a trailing '/'.
+std::string place_of(const BackendConfig& b) {
+  std::string root = b.root;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  std::string host = b.endpoint.host;
+  for (auto& ch : host) ch = char(tolower((unsigned char)ch));
+  return host + ":" + std::to_string(b.endpoint.port) + ":" + root;
+}
+
+// Whether two backends reach the same files: the same server, and one root is the other or
+// lies below it.
+bool same_files(const BackendConfig& a, const BackendConfig& b) {
+  const std::string x = place_of(a), y = place_of(b);
+  if (x == y) return true;
+  const auto& [shorter, longer] = x.size() < y.size() ? std::tie(x, y) : std::tie(y, x);
+  return longer.starts_with(shorter) && (shorter.back() == '/' || longer[shorter.size()] == '/');
+}
+
+const BackendConfig* find_backend(const GatewayConfig& cfg, const std::string& name) {
+  for (auto& b : cfg.backends)
+    if (b.name == name) return &b;
+  return nullptr;
+}
 
 }  // namespace
 
@@ -257,6 +282,18 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
           for (auto& br : m.branches)
             if (br.mode != BranchMode::read_write)
               c.fail(bl, "striped mount '" + m.path + "' takes only read-write backends");
+          // Two parts of one file in one directory would be one file: each overwrites the other.
+          for (size_t i = 0; i < m.branches.size(); ++i) {
+            for (size_t j = i + 1; j < m.branches.size(); ++j) {
+              auto* a = find_backend(cfg, m.branches[i].backend);
+              auto* b = find_backend(cfg, m.branches[j].backend);
+              if (same_files(*a, *b))
+                c.fail(bl, "striped mount '" + m.path + "': backends '" + a->name + "' (" +
+                               place_of(*a) + ") and '" + b->name + "' (" + place_of(*b) +
+                               ") reach the same directory, so their parts of a file would "
+                               "overwrite each other; give each backend a directory of its own");
+            }
+          }
         } else if (layout != "union") {
           c.fail(mt.get("layout"), "layout of mount '" + m.path +
                                        "' must be \"union\" or \"striped\", not '" + layout + "'");
@@ -270,6 +307,45 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
   }
   if (cfg.namespaces.empty()) c.fail(nullptr, "no [[namespace]] defined");
   return cfg;
+}
+
+std::vector<std::string> shared_root_warnings(const GatewayConfig& cfg) {
+  struct Use {
+    const NamespaceConfig* ns;
+    const MountConfig* mount;
+  };
+  std::vector<Use> uses;
+  for (auto& ns : cfg.namespaces)
+    for (auto& m : ns.mounts) uses.push_back({&ns, &m});
+  std::vector<std::string> out;
+  for (size_t i = 0; i < uses.size(); ++i) {
+    for (size_t j = 0; j < uses.size(); ++j) {
+      const auto& striped = uses[i];
+      const auto& other = uses[j];
+      if (i == j || striped.mount->layout != LayoutKind::striped) continue;
+      // Two striped mounts: say it once.
+      if (other.mount->layout == LayoutKind::striped && j < i) continue;
+      bool said = false;
+      for (auto& sb : striped.mount->branches) {
+        for (auto& ob : other.mount->branches) {
+          auto* a = find_backend(cfg, sb.backend);
+          auto* b = find_backend(cfg, ob.backend);
+          if (said || !a || !b || !same_files(*a, *b)) continue;
+          said = true;
+          out.push_back("striped mount " + striped.ns->name + ":" + striped.mount->path +
+                        " and mount " + other.ns->name + ":" + other.mount->path +
+                        " reach the same files (" +
+                        (a == b ? "both use backend '" + a->name + "' at " + place_of(*a)
+                                : "backend '" + a->name + "' at " + place_of(*a) + ", backend '" +
+                                      b->name + "' at " + place_of(*b)) +
+                        "): a file made through one shows through the other, as a part or "
+                        "whole, and a write through one overwrites the other's data; give the "
+                        "striped mount directories no other mount uses");
+        }
+      }
+    }
+  }
+  return out;
 }
 
 std::optional<uint64_t> parse_size(std::string_view text) {

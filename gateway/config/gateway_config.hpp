@@ -66,6 +66,11 @@ GatewayConfig load_gateway_config(const std::string& path);
 // Same, from text (for tests); `source` names it in messages.
 GatewayConfig parse_gateway_config(std::string_view text, const std::string& source);
 
+// Warnings for striped mounts whose backends reach the same files as another mount does (the
+// same host and port, as written, and one root at or below the other): each such pair once. Two
+// backends of one striped mount in the same directory are an error of the file instead.
+std::vector<std::string> shared_root_warnings(const GatewayConfig& cfg);
+
 // "4096", "64K", "4M", "2G", "1T" (powers of 1024) to bytes; nullopt when it is not a size.
 std::optional<uint64_t> parse_size(std::string_view text);
 

@@ -99,3 +99,73 @@ TEST_F(GatewayConfigTest, TheSshTransportIsAutoUnlessABackendNamesOne) {
             std::string::npos)
       << e;
 }
+
+namespace {
+// A backend named `name` at host:port:root.
+std::string backend_at(const std::string& name, const std::string& host, int port,
+                       const std::string& root, const std::string& key, const std::string& kh) {
+  return "[[backend]]\nname = \"" + name + "\"\nhost = \"" + host +
+         "\"\nport = " + std::to_string(port) + "\nidentity_file = \"" + key +
+         "\"\nknown_hosts = \"" + kh + "\"\nroot = \"" + root + "\"\n";
+}
+std::string striped_mount(const std::string& path, const std::string& backends) {
+  return "[[namespace.mount]]\npath = \"" + path +
+         "\"\nlayout = \"striped\"\nbackends = " + backends + "\n";
+}
+}  // namespace
+
+TEST_F(GatewayConfigTest, StripedBackendsInOneDirectoryAreRefused) {
+  auto with_roots = [&](const std::string& host_b, int port_b, const std::string& root_a,
+                        const std::string& root_b) {
+    return error_of(backend_at("p", "h", 22, root_a, key_, kh_) +
+                    backend_at("q", host_b, port_b, root_b, key_, kh_) +
+                    "[[namespace]]\nname = \"default\"\n" + striped_mount("/s", "[\"p\", \"q\"]"));
+  };
+  auto e = with_roots("h", 22, "/data/s", "/data/s/");
+  EXPECT_NE(e.find("striped mount '/s': backends 'p' (h:22:/data/s) and 'q' (h:22:/data/s) "
+                   "reach the same directory"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("gw.toml:"), std::string::npos) << e;
+  EXPECT_NE(with_roots("H", 22, "/data", "/data/s").find("reach the same directory"),
+            std::string::npos);
+  EXPECT_NE(with_roots("h", 22, "/", "/data").find("reach the same directory"), std::string::npos);
+  // Apart: other directories, a name that only starts alike, another port or host.
+  EXPECT_EQ(with_roots("h", 22, "/data/s0", "/data/s1"), "");
+  EXPECT_EQ(with_roots("h", 22, "/data/s", "/data/s2"), "");
+  EXPECT_EQ(with_roots("h", 2222, "/data/s", "/data/s"), "");
+  EXPECT_EQ(with_roots("other", 22, "/data/s", "/data/s"), "");
+}
+
+TEST_F(GatewayConfigTest, AStripedMountOverAnotherMountsFilesIsWarnedOncePerPair) {
+  const std::string backends = backend_at("plain", "h", 22, "/export", key_, kh_) +
+                               backend_at("s0", "h", 22, "/export/striped", key_, kh_) +
+                               backend_at("s1", "h2", 22, "/export", key_, kh_) +
+                               backend_at("apart", "h", 22, "/scratch", key_, kh_);
+  auto warnings = [&](const std::string& mounts) {
+    return skein::shared_root_warnings(skein::parse_gateway_config(
+        backends + "[[namespace]]\nname = \"default\"\n" + mounts, "gw.toml"));
+  };
+  // /striped's part on h lies below /plain's root: one warning, naming both mounts and places.
+  auto w = warnings("[[namespace.mount]]\npath = \"/plain\"\nbackends = [\"plain\"]\n" +
+                    striped_mount("/striped", "[\"s0\", \"s1\"]"));
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0],
+            "striped mount default:/striped and mount default:/plain reach the same files "
+            "(backend 's0' at h:22:/export/striped, backend 'plain' at h:22:/export): a file made "
+            "through one shows through the other, as a part or whole, and a write through one "
+            "overwrites the other's data; give the striped mount directories no other mount uses");
+  // The same backend in two striped mounts: once, not once from each side.
+  w = warnings(striped_mount("/x", "[\"s0\", \"s1\"]") +
+               striped_mount("/y", "[\"apart\", \"s1\"]"));
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("striped mount default:/x and mount default:/y reach the same files (both "
+                      "use backend 's1' at h2:22:/export)"),
+            std::string::npos)
+      << w[0];
+  // Apart, and plain mounts sharing a root with each other (no parts involved): nothing.
+  EXPECT_TRUE(warnings("[[namespace.mount]]\npath = \"/plain\"\nbackends = [\"plain\"]\n"
+                       "[[namespace.mount]]\npath = \"/again\"\nbackends = [\"plain\"]\n" +
+                       striped_mount("/striped", "[\"apart\", \"s1\"]"))
+                  .empty());
+}
