@@ -143,7 +143,10 @@ class Connection {
   // writing a request to it, which would deadlock the channel until the deadline. (skein's own
   // transport reads while it waits to write, and its window is larger.)
   static constexpr size_t kLibsshReadWindow = 1000000;
-  static constexpr size_t kNativeReadWindow = 3000000;  // under ssh::SessionChannel's 4 MiB
+  // Under ssh::SessionChannel's 8 MiB. A whole 4 MiB run of a file (RemoteFile::fetch) fits with
+  // room for the next; at half of it, four readers of one backend cost the gateway more CPU per
+  // GiB waiting for room and the servers' sshd more per GiB (docs/benchmarks.md, session 7).
+  static constexpr size_t kNativeReadWindow = 6000000;
   size_t read_window_ = kLibsshReadWindow;
   std::mutex window_mu_;
   std::condition_variable window_cv_;

@@ -43,7 +43,7 @@ class SessionChannel : public ByteChannel {
   const Transport& transport() const { return *transport_; }
 
   // Our window and largest packet for the server's data.
-  static constexpr uint32_t kLocalWindow = 4 * 1024 * 1024;
+  static constexpr uint32_t kLocalWindow = 8 * 1024 * 1024;
   static constexpr uint32_t kLocalMaxPacket = kMaxPacket - 1024;
 
  private:
