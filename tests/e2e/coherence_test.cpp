@@ -489,18 +489,21 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
       start_gateway("inotify", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1, error);
   ASSERT_TRUE(g) << error;
   ASSERT_GE(wait_until([&] { return healthy(g->mount(0)); }, 10s), 0);
-  // The watcher is up once inotifywait has set its watches; it runs on skein's own transport.
+  // srv0's watcher is up once inotifywait has set its watches; it runs on skein's own transport.
+  // (Server 0 has a second backend, stripe0, another directory with a watcher of its own.)
+  const std::string watching =
+      "backend srv0: watching " + cluster_->export_dir(0) + " with inotifywait";
   std::string log;
   ASSERT_GE(wait_until(
                 [&] {
                   std::ifstream in(g->log);
                   log.assign(std::istreambuf_iterator<char>(in), {});
-                  return log.find("with inotifywait") != std::string::npos;
+                  return log.find(watching) != std::string::npos;
                 },
                 10s),
             0)
       << "the remote watcher never started (is inotify-tools installed?)";
-  EXPECT_NE(log.find("with inotifywait (native)"), std::string::npos) << log;
+  EXPECT_NE(log.find(watching + " (native)"), std::string::npos) << log;
   const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/watched";
   ASSERT_TRUE(write_file(s("watched"), "1"));
   EXPECT_EQ(size_of(mounted), 1);
@@ -536,8 +539,7 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
     std::ifstream in(g->log);
     const std::string text((std::istreambuf_iterator<char>(in)), {});
     size_t n = 0;
-    for (size_t at = text.find("with inotifywait"); at != std::string::npos;
-         at = text.find("with inotifywait", at + 1))
+    for (size_t at = text.find(watching); at != std::string::npos; at = text.find(watching, at + 1))
       ++n;
     return n;
   };
