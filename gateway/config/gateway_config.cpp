@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include "namespace/create_policy.hpp"
 #include "skein/path.hpp"
@@ -317,32 +318,37 @@ std::vector<std::string> shared_root_warnings(const GatewayConfig& cfg) {
   std::vector<Use> uses;
   for (auto& ns : cfg.namespaces)
     for (auto& m : ns.mounts) uses.push_back({&ns, &m});
+  // The first pair of backends, one of each mount, that reach the same files.
+  auto first_shared =
+      [&](const MountConfig& x,
+          const MountConfig& y) -> std::pair<const BackendConfig*, const BackendConfig*> {
+    for (auto& xb : x.branches)
+      for (auto& yb : y.branches) {
+        auto* a = find_backend(cfg, xb.backend);
+        auto* b = find_backend(cfg, yb.backend);
+        if (a && b && same_files(*a, *b)) return {a, b};
+      }
+    return {nullptr, nullptr};
+  };
   std::vector<std::string> out;
   for (size_t i = 0; i < uses.size(); ++i) {
+    const auto& striped = uses[i];
+    if (striped.mount->layout != LayoutKind::striped) continue;
     for (size_t j = 0; j < uses.size(); ++j) {
-      const auto& striped = uses[i];
       const auto& other = uses[j];
-      if (i == j || striped.mount->layout != LayoutKind::striped) continue;
       // Two striped mounts: say it once.
-      if (other.mount->layout == LayoutKind::striped && j < i) continue;
-      bool said = false;
-      for (auto& sb : striped.mount->branches) {
-        for (auto& ob : other.mount->branches) {
-          auto* a = find_backend(cfg, sb.backend);
-          auto* b = find_backend(cfg, ob.backend);
-          if (said || !a || !b || !same_files(*a, *b)) continue;
-          said = true;
-          out.push_back("striped mount " + striped.ns->name + ":" + striped.mount->path +
-                        " and mount " + other.ns->name + ":" + other.mount->path +
-                        " reach the same files (" +
-                        (a == b ? "both use backend '" + a->name + "' at " + place_of(*a)
-                                : "backend '" + a->name + "' at " + place_of(*a) + ", backend '" +
-                                      b->name + "' at " + place_of(*b)) +
-                        "): a file made through one shows through the other, as a part or "
-                        "whole, and a write through one overwrites the other's data; give the "
-                        "striped mount directories no other mount uses");
-        }
-      }
+      if (i == j || (other.mount->layout == LayoutKind::striped && j < i)) continue;
+      auto [a, b] = first_shared(*striped.mount, *other.mount);
+      if (!a) continue;
+      out.push_back("striped mount " + striped.ns->name + ":" + striped.mount->path +
+                    " and mount " + other.ns->name + ":" + other.mount->path +
+                    " reach the same files (" +
+                    (a == b ? "both use backend '" + a->name + "' at " + place_of(*a)
+                            : "backend '" + a->name + "' at " + place_of(*a) + ", backend '" +
+                                  b->name + "' at " + place_of(*b)) +
+                    "): a file made through one shows through the other, as a part or whole, "
+                    "and a write through one overwrites the other's data; give the striped "
+                    "mount directories no other mount uses");
     }
   }
   return out;
