@@ -79,7 +79,7 @@ class StripeRecords : public ::testing::Test {
   // `skeinctl COMMAND` against the running gateway: what an admin sees.
   std::string skeinctl(const std::string& command) const {
     std::string out;
-    run_command(build_dir() + "/gateway/skeinctl --gateway " + address_ + " --token-file " +
+    run_command(build_dir() + "/client/skeinctl --gateway " + address_ + " --token-file " +
                     cluster_->env("SKEIN_ADMIN_TOKEN_FILE") + " " + command + " 2>&1",
                 &out);
     return out;
