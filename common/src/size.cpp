@@ -35,4 +35,26 @@ std::optional<uint64_t> parse_size(std::string_view text) {
   return v << shift;
 }
 
+std::optional<std::chrono::seconds> parse_duration(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  int64_t v = 0;
+  size_t i = 0;
+  for (; i < text.size() && isdigit((unsigned char)text[i]); ++i) {
+    if (v > (INT64_MAX - 9) / 10 / 86400) return std::nullopt;
+    v = v * 10 + (text[i] - '0');
+  }
+  if (i == 0 || i + 1 < text.size()) return std::nullopt;
+  int64_t unit = 1;
+  if (i < text.size()) {
+    switch (text[i]) {
+      case 's': unit = 1; break;
+      case 'm': unit = 60; break;
+      case 'h': unit = 3600; break;
+      case 'd': unit = 86400; break;
+      default: return std::nullopt;
+    }
+  }
+  return std::chrono::seconds(v * unit);
+}
+
 }  // namespace skein

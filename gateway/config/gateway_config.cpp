@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -169,6 +170,85 @@ TlsConfig parse_tls(Checker& c, const toml::node* node) {
   return tls;
 }
 
+std::chrono::seconds duration(Checker& c, const toml::table& t, const char* key,
+                              const std::string& where, std::chrono::seconds def) {
+  const toml::node* n = t.get(key);
+  if (!n) return def;
+  if (n->is_integer() && *n->value<int64_t>() > 0) return std::chrono::seconds(*n->value<int64_t>());
+  if (n->is_string()) {
+    auto v = parse_duration(*n->value<std::string>());
+    if (v && v->count() > 0) return *v;
+  }
+  c.fail(n, "'" + std::string(key) + "' in " + where +
+                " must be a duration such as 3600, \"90s\", \"30m\", \"24h\", \"7d\"");
+}
+
+JobsConfig parse_jobs(Checker& c, const toml::node* node, const GatewayConfig& cfg) {
+  auto* t = node->as_table();
+  const std::string where = "[jobs]";
+  if (!t) c.fail(node, where + " must be a table");
+  c.only_keys(*t,
+              {"database", "default_pool", "pool", "default_quota_inodes", "default_lifetime",
+               "max_lifetime", "allow_root_owner", "orphan_grace"},
+              where);
+  JobsConfig jobs;
+  jobs.database = c.string(*t, "database", where, true);
+  if (jobs.database.empty() || jobs.database.front() != '/')
+    c.fail(t->get("database"), "'database' in [jobs] must be an absolute path");
+  jobs.default_quota_inodes =
+      uint64_t(c.integer(*t, "default_quota_inodes", where, 1000000, 1, INT64_MAX));
+  jobs.default_lifetime = duration(c, *t, "default_lifetime", where, jobs.default_lifetime);
+  jobs.max_lifetime = duration(c, *t, "max_lifetime", where, jobs.max_lifetime);
+  if (jobs.default_lifetime > jobs.max_lifetime)
+    c.fail(t->get("default_lifetime"), "'default_lifetime' in [jobs] is longer than max_lifetime");
+  jobs.orphan_grace = duration(c, *t, "orphan_grace", where, jobs.orphan_grace);
+  if (auto* r = t->get("allow_root_owner")) {
+    if (!r->is_boolean()) c.fail(r, "'allow_root_owner' in [jobs] must be true or false");
+    jobs.allow_root_owner = *r->value<bool>();
+  }
+  // Which static mounts use which backend: a pool's backends must serve none, or the job
+  // directories would show in them (and their files could overwrite a job's).
+  std::map<std::string, std::string> used_by;
+  for (auto& n : cfg.namespaces)
+    for (auto& m : n.mounts)
+      for (auto& b : m.branches) used_by.emplace(b.backend, n.name + ":" + m.path);
+  std::set<std::string> in_pools;
+  auto* pools = t->get("pool");
+  if (!pools) c.fail(t, "[jobs] needs at least one [[jobs.pool]] of backends");
+  auto* arr = pools->as_array();
+  if (!arr || !arr->is_array_of_tables()) c.fail(pools, "'pool' in [jobs] must be [[jobs.pool]] tables");
+  for (auto& pnode : *arr) {
+    auto& pt = *pnode.as_table();
+    c.only_keys(pt, {"name", "backends", "stripe_size"}, "[[jobs.pool]]");
+    PoolConfig pool;
+    pool.name = c.string(pt, "name", "[[jobs.pool]]", true);
+    if (pool.name.empty() || pool.name.find_first_of("/ \t") != std::string::npos)
+      c.fail(pt.get("name"), "pool name '" + pool.name + "' must be non-empty, without '/' or spaces");
+    if (jobs.pool(pool.name)) c.fail(&pt, "pool '" + pool.name + "' is defined twice");
+    const std::string pwhere = "pool '" + pool.name + "'";
+    for (auto& name : c.strings(pt, "backends", pwhere)) {
+      if (!find_backend(cfg, name))
+        c.fail(pt.get("backends"), pwhere + " names unknown backend '" + name + "'");
+      if (auto u = used_by.find(name); u != used_by.end())
+        c.fail(pt.get("backends"), "backend '" + name + "' of " + pwhere +
+                                       " is also a branch of mount " + u->second +
+                                       ": a pool's backends must serve no other namespace");
+      if (!in_pools.insert(name).second)
+        c.fail(pt.get("backends"), "backend '" + name + "' is in two pools (or twice in one)");
+      pool.backends.push_back(name);
+    }
+    if (pool.backends.empty()) c.fail(&pt, pwhere + " needs a non-empty list 'backends'");
+    pool.stripe_size = c.size(pt, "stripe_size", pwhere, pool.stripe_size);
+    if (pool.stripe_size < 4096 || pool.stripe_size % 4096 != 0)
+      c.fail(pt.get("stripe_size"), "stripe_size of " + pwhere + " must be a multiple of 4K");
+    jobs.pools.push_back(std::move(pool));
+  }
+  jobs.default_pool = c.string(*t, "default_pool", where, false, jobs.pools.front().name);
+  if (!jobs.pool(jobs.default_pool))
+    c.fail(t->get("default_pool"), "default_pool '" + jobs.default_pool + "' is not a [[jobs.pool]]");
+  return jobs;
+}
+
 }  // namespace
 
 GatewayConfig parse_gateway_config(std::string_view text, const std::string& source) {
@@ -181,7 +261,7 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
     os << source << ":" << e.source().begin.line << ": " << e.description();
     throw ConfigError(os.str());
   }
-  c.only_keys(root, {"gateway", "backend", "namespace"}, "the file");
+  c.only_keys(root, {"gateway", "backend", "namespace", "jobs"}, "the file");
 
   GatewayConfig cfg;
   cfg.source = source;
@@ -380,7 +460,8 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       cfg.namespaces.push_back(std::move(n));
     }
   }
-  if (cfg.namespaces.empty()) c.fail(nullptr, "no [[namespace]] defined");
+  if (cfg.namespaces.empty() && !root.get("jobs")) c.fail(nullptr, "no [[namespace]] defined");
+  if (auto* jobs = root.get("jobs")) cfg.jobs = parse_jobs(c, jobs, cfg);
   return cfg;
 }
 

@@ -50,6 +50,32 @@ struct TlsConfig {
   int reload_interval_s = 60;  // how often the files are read again (rotation)
 };
 
+// A pool of backends that job namespaces are made on ([[jobs.pool]]): each job gets a directory
+// "job-<id>" below each backend's root. Pool backends serve no static namespace.
+struct PoolConfig {
+  std::string name;
+  std::vector<std::string> backends;
+  uint64_t stripe_size = 1 << 20;
+};
+
+// Job namespaces ([jobs]); absent: the gateway makes none.
+struct JobsConfig {
+  std::string database;  // SQLite file: namespaces, credential digests, usage, pending removals
+  std::string default_pool;
+  std::vector<PoolConfig> pools;
+  uint64_t default_quota_inodes = 1000000;
+  std::chrono::seconds default_lifetime{24 * 3600};
+  std::chrono::seconds max_lifetime{30 * 24 * 3600};
+  bool allow_root_owner = false;
+  // A directory on a pool's backend that no job namespace claims is removed after this long.
+  std::chrono::seconds orphan_grace{3600};
+  const PoolConfig* pool(const std::string& name) const {
+    for (auto& p : pools)
+      if (p.name == name) return &p;
+    return nullptr;
+  }
+};
+
 struct GatewayConfig {
   std::string source;  // the file it came from
   std::string listen = "127.0.0.1:7070";
@@ -73,6 +99,7 @@ struct GatewayConfig {
   bool remote_watch = true;
   std::vector<BackendConfig> backends;
   std::vector<NamespaceConfig> namespaces;
+  std::optional<JobsConfig> jobs;
 };
 
 class ConfigError : public std::runtime_error {

@@ -47,3 +47,18 @@ TEST(Version, IsTheProjectsVersion) { EXPECT_STRNE(version(), "unknown"); }
 
 }  // namespace
 }  // namespace skein
+
+namespace skein {
+namespace {
+TEST(ParseDuration, TakesSecondsMinutesHoursAndDays) {
+  using std::chrono::seconds;
+  EXPECT_EQ(parse_duration("90"), seconds(90));
+  EXPECT_EQ(parse_duration("90s"), seconds(90));
+  EXPECT_EQ(parse_duration("30m"), seconds(1800));
+  EXPECT_EQ(parse_duration("24h"), seconds(86400));
+  EXPECT_EQ(parse_duration("7d"), seconds(7 * 86400));
+  for (const char* bad : {"", "h", "1x", "1hh", "-1", "1.5h", " 1h"})
+    EXPECT_FALSE(parse_duration(bad)) << bad;
+}
+}  // namespace
+}  // namespace skein

@@ -1,0 +1,288 @@
+// Job namespaces' ownership and quota over another layout; see job_layout.hpp.
+#include "jobs/job_layout.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+namespace skein {
+namespace {
+
+// A handle open for writing: what its writes add to the file's size, and what its truncations
+// add or give back, is counted against the quota before the request goes out.
+class CountedFile final : public OpenFile {
+ public:
+  CountedFile(std::shared_ptr<OpenFile> inner, std::shared_ptr<OpenSizes::Cell> cell,
+              std::shared_ptr<Quota> quota)
+      : inner_(std::move(inner)), cell_(std::move(cell)), quota_(std::move(quota)) {}
+
+  const std::shared_ptr<OpenFile>& inner() const { return inner_; }
+  const std::shared_ptr<OpenSizes::Cell>& cell() const { return cell_; }
+
+  Result<SharedBytes> read(uint64_t offset, uint32_t size) override {
+    return inner_->read(offset, size);
+  }
+
+  Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override {
+    const uint64_t end = offset + data.size();
+    {
+      std::lock_guard lock(cell_->mu);
+      if (auto st = know_size(); !st) return Result<uint32_t>::failure(st.error());
+      if (end > cell_->size) {
+        if (!quota_->take_bytes(end - cell_->size)) return Result<uint32_t>::failure(EDQUOT);
+        cell_->size = end;
+      }
+    }
+    // Should the write fail, the count stays (it can only be high, never let usage pass the
+    // quota); the namespace's next recount corrects it.
+    return inner_->write(offset, data);
+  }
+
+  Status truncate(uint64_t size) override {
+    {
+      std::lock_guard lock(cell_->mu);
+      if (auto st = know_size(); !st) return st;
+      if (size > cell_->size && !quota_->take_bytes(size - cell_->size))
+        return Status::failure(EDQUOT);
+      if (size < cell_->size) quota_->give_bytes(cell_->size - size);
+      cell_->size = size;
+    }
+    return inner_->truncate(size);
+  }
+
+  Status fsync() override { return inner_->fsync(); }
+  Result<sftp::Attrs> fstat() override { return inner_->fstat(); }
+  Status close() override { return inner_->close(); }
+  std::string rel_path() const override { return inner_->rel_path(); }
+  void renamed(std::string new_rel) override { inner_->renamed(std::move(new_rel)); }
+
+ private:
+  // Caller holds cell_->mu.
+  Status know_size() {
+    if (cell_->known) return ok_status();
+    auto a = inner_->fstat();
+    if (!a) return Status::failure(a.error());
+    cell_->size = a->size;
+    cell_->known = true;
+    return ok_status();
+  }
+
+  std::shared_ptr<OpenFile> inner_;
+  std::shared_ptr<OpenSizes::Cell> cell_;
+  std::shared_ptr<Quota> quota_;
+};
+
+bool writes(int flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC); }
+
+}  // namespace
+
+JobLayout::JobLayout(std::shared_ptr<Layout> inner, uint32_t uid, uint32_t gid,
+                     std::shared_ptr<Quota> quota)
+    : inner_(std::move(inner)), uid_(uid), gid_(gid), quota_(std::move(quota)) {}
+
+sftp::Attrs JobLayout::owned(sftp::Attrs a) const {
+  a.flags |= sftp::ATTR_UIDGID;
+  a.uid = uid_;
+  a.gid = gid_;
+  return a;
+}
+
+Result<sftp::Attrs> JobLayout::owned(Result<sftp::Attrs> r) const {
+  if (!r) return r;
+  return owned(*r);
+}
+
+void JobLayout::give_back(const sftp::Attrs& a) {
+  if (S_ISREG(a.permissions)) quota_->give_bytes(a.size);
+  quota_->give_inodes(1);
+}
+
+std::shared_ptr<OpenFile> JobLayout::counted(std::shared_ptr<OpenFile> file, const std::string& rel,
+                                             std::optional<uint64_t> size) {
+  auto cell = sizes_.acquire(rel);
+  if (size) {
+    std::lock_guard lock(cell->mu);
+    cell->size = *size;
+    cell->known = true;
+  }
+  return std::make_shared<CountedFile>(std::move(file), std::move(cell), quota_);
+}
+
+Result<sftp::Attrs> JobLayout::getattr(const std::string& rel) {
+  return owned(inner_->getattr(rel));
+}
+
+Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange& change,
+                                       OpenFile* open) {
+  using R = Result<sftp::Attrs>;
+  // The servers see one service account: a file can only ever be the job's.
+  if ((change.uid && *change.uid != uid_) || (change.gid && *change.gid != gid_))
+    return R::failure(EPERM);
+  AttrChange rest = change;
+  rest.uid.reset();
+  rest.gid.reset();
+  auto* counted_file = dynamic_cast<CountedFile*>(open);
+  OpenFile* inner_open = counted_file ? counted_file->inner().get() : open;
+  int64_t taken = 0;  // bytes taken for a growing truncation, given back if it fails
+  if (rest.size) {
+    auto cell = counted_file ? counted_file->cell() : sizes_.find(rel);
+    uint64_t old = 0;
+    std::unique_lock<std::mutex> lock;
+    if (cell) lock = std::unique_lock(cell->mu);
+    if (cell && cell->known) {
+      old = cell->size;
+    } else {
+      auto a = inner_->getattr(rel);
+      if (!a) return R::failure(a.error());
+      if (S_ISLNK(a->permissions)) return R::failure(ELOOP);
+      old = a->size;
+    }
+    if (*rest.size > old) {
+      if (!quota_->take_bytes(*rest.size - old)) return R::failure(EDQUOT);
+      taken = int64_t(*rest.size - old);
+    } else {
+      quota_->give_bytes(old - *rest.size);
+    }
+    if (cell) {
+      cell->size = *rest.size;
+      cell->known = true;
+    }
+  }
+  if (!rest.mode && !rest.size && !rest.atime_s && !rest.mtime_s) return getattr(rel);
+  auto r = inner_->setattr(rel, rest, inner_open);
+  if (!r && taken) quota_->give_bytes(uint64_t(taken));
+  return owned(r);
+}
+
+Result<std::vector<DirEntryAttrs>> JobLayout::readdir(const std::string& rel) {
+  auto r = inner_->readdir(rel);
+  if (r)
+    for (auto& e : *r) e.attrs = owned(e.attrs);
+  return r;
+}
+
+Result<sftp::Attrs> JobLayout::mkdir(const std::string& rel, uint32_t mode) {
+  if (!quota_->take_inodes(1)) return Result<sftp::Attrs>::failure(EDQUOT);
+  auto r = inner_->mkdir(rel, mode);
+  if (!r) quota_->give_inodes(1);
+  return owned(r);
+}
+
+Status JobLayout::rmdir(const std::string& rel) {
+  auto st = inner_->rmdir(rel);
+  if (st) quota_->give_inodes(1);
+  return st;
+}
+
+Status JobLayout::unlink(const std::string& rel) {
+  auto a = inner_->getattr(rel);
+  if (!a) return Status::failure(a.error());
+  auto st = inner_->unlink(rel);
+  if (st) {
+    give_back(*a);
+    sizes_.removed(rel);
+  }
+  return st;
+}
+
+Status JobLayout::rename(const std::string& from, const std::string& to, unsigned flags) {
+  std::optional<sftp::Attrs> replaced;
+  if (!(flags & 1) && from != to) {  // without RENAME_NOREPLACE, an old `to` goes
+    if (auto a = inner_->getattr(to)) replaced = *a;
+  }
+  auto st = inner_->rename(from, to, flags);
+  if (st && from != to) {
+    if (replaced) give_back(*replaced);
+    sizes_.renamed(from, to);
+  }
+  return st;
+}
+
+Result<sftp::Attrs> JobLayout::symlink(const std::string& rel, const std::string& target) {
+  if (!quota_->take_inodes(1)) return Result<sftp::Attrs>::failure(EDQUOT);
+  auto r = inner_->symlink(rel, target);
+  if (!r) quota_->give_inodes(1);
+  return owned(r);
+}
+
+Result<std::string> JobLayout::readlink(const std::string& rel) { return inner_->readlink(rel); }
+
+Result<sftp::Attrs> JobLayout::link(const std::string& existing, const std::string& rel) {
+  using R = Result<sftp::Attrs>;
+  // Usage counts names: a second name of a file counts as much as a copy would.
+  auto a = inner_->getattr(existing);
+  if (!a) return R::failure(a.error());
+  const uint64_t bytes = S_ISREG(a->permissions) ? a->size : 0;
+  if (!quota_->take_inodes(1)) return R::failure(EDQUOT);
+  if (!quota_->take_bytes(bytes)) {
+    quota_->give_inodes(1);
+    return R::failure(EDQUOT);
+  }
+  auto r = inner_->link(existing, rel);
+  if (!r) {
+    quota_->give_inodes(1);
+    quota_->give_bytes(bytes);
+  }
+  return owned(r);
+}
+
+Result<sftp::StatVfs> JobLayout::statfs(const std::string&) {
+  // df shows the quota: its size, what is used, what is left.
+  auto u = quota_->usage();
+  sftp::StatVfs v{};
+  v.bsize = v.frsize = 4096;
+  v.blocks = u.bytes_limit / 4096;
+  uint64_t used_blocks = (u.bytes + 4095) / 4096;
+  v.bfree = v.bavail = used_blocks >= v.blocks ? 0 : v.blocks - used_blocks;
+  v.files = u.inodes_limit;
+  v.ffree = v.favail = u.inodes >= u.inodes_limit ? 0 : u.inodes_limit - u.inodes;
+  v.namemax = 255;
+  return v;
+}
+
+Result<std::shared_ptr<OpenFile>> JobLayout::open(const std::string& rel, int flags) {
+  using R = Result<std::shared_ptr<OpenFile>>;
+  std::optional<uint64_t> truncated_from;
+  if (flags & O_TRUNC) {
+    auto cell = sizes_.find(rel);
+    std::optional<uint64_t> known;
+    if (cell) {
+      std::lock_guard lock(cell->mu);
+      if (cell->known) known = cell->size;
+    }
+    if (!known) {
+      auto a = inner_->getattr(rel);
+      if (!a) return R::failure(a.error());
+      known = S_ISREG(a->permissions) ? a->size : 0;
+    }
+    truncated_from = known;
+  }
+  auto f = inner_->open(rel, flags);
+  if (!f) return f;
+  if (truncated_from) quota_->give_bytes(*truncated_from);
+  if (!writes(flags)) return f;
+  return counted(*f, rel, truncated_from ? std::optional<uint64_t>(0) : std::nullopt);
+}
+
+Result<Created> JobLayout::create(const std::string& rel, int flags, uint32_t mode) {
+  using R = Result<Created>;
+  if (!quota_->take_inodes(1)) return R::failure(EDQUOT);
+  // Always exclusive below: a name that exists takes no inode, and is opened as by open().
+  auto c = inner_->create(rel, flags | O_EXCL, mode);
+  if (!c) {
+    quota_->give_inodes(1);
+    if (c.error() != EEXIST || (flags & O_EXCL)) return R::failure(c.error());
+    auto f = open(rel, flags & ~(O_CREAT | O_EXCL));
+    if (!f) return R::failure(f.error());
+    auto a = (*f)->fstat();
+    if (!a) return R::failure(a.error());
+    return Created{*f, owned(*a), std::nullopt};
+  }
+  c->attrs = owned(c->attrs);
+  if (c->parent_attrs) c->parent_attrs = owned(*c->parent_attrs);
+  c->file = counted(c->file, rel, uint64_t(0));
+  return c;
+}
+
+}  // namespace skein

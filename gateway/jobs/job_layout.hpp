@@ -1,0 +1,56 @@
+// What makes a layout a job's scratch namespace: every file shows the job's owner (the storage
+// servers see one service account), a chown to anybody else is EPERM, and the quota is counted and
+// enforced here, over all backends, before anything is sent: EDQUOT when a write, a truncate or a
+// new name would pass it. `df` shows the quota as the size and the usage as used.
+#pragma once
+
+#include <memory>
+
+#include "jobs/quota.hpp"
+#include "namespace/layout.hpp"
+
+namespace skein {
+
+class JobLayout final : public Layout {
+ public:
+  JobLayout(std::shared_ptr<Layout> inner, uint32_t uid, uint32_t gid,
+            std::shared_ptr<Quota> quota);
+
+  const std::shared_ptr<Quota>& quota() const { return quota_; }
+  const std::shared_ptr<Layout>& inner() const { return inner_; }
+
+  Result<sftp::Attrs> getattr(const std::string& rel) override;
+  Result<sftp::Attrs> setattr(const std::string& rel, const AttrChange& change,
+                              OpenFile* open) override;
+  Result<std::vector<DirEntryAttrs>> readdir(const std::string& rel) override;
+  Result<sftp::Attrs> mkdir(const std::string& rel, uint32_t mode) override;
+  Status rmdir(const std::string& rel) override;
+  Status unlink(const std::string& rel) override;
+  Status rename(const std::string& from, const std::string& to, unsigned flags) override;
+  Result<sftp::Attrs> symlink(const std::string& rel, const std::string& target) override;
+  Result<std::string> readlink(const std::string& rel) override;
+  Result<sftp::Attrs> link(const std::string& existing, const std::string& rel) override;
+  Result<sftp::StatVfs> statfs(const std::string& rel) override;
+  Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) override;
+  Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
+  std::vector<std::shared_ptr<Backend>> backends() const override { return inner_->backends(); }
+  std::string describe() const override { return inner_->describe(); }
+  void prepare() override { inner_->prepare(); }
+  std::string problem() const override { return inner_->problem(); }
+
+ private:
+  sftp::Attrs owned(sftp::Attrs a) const;
+  Result<sftp::Attrs> owned(Result<sftp::Attrs> r) const;
+  // A writable handle that counts what its writes and truncations add or take away.
+  std::shared_ptr<OpenFile> counted(std::shared_ptr<OpenFile> file, const std::string& rel,
+                                    std::optional<uint64_t> size);
+  // What removing `a` (a name that goes) gives back.
+  void give_back(const sftp::Attrs& a);
+
+  std::shared_ptr<Layout> inner_;
+  uint32_t uid_, gid_;
+  std::shared_ptr<Quota> quota_;
+  OpenSizes sizes_;
+};
+
+}  // namespace skein
