@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "sftp/connection.hpp"
+#include "skein/credential_file.hpp"
 #include "skein/path.hpp"
 #include "skein/version.hpp"
 
@@ -37,6 +38,21 @@ bool has_control_or_space(std::string_view s) {
                      [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; });
 }
 
+// Whether `file`, with every symlink resolved, lies below the directory `dir`.
+bool file_is_below(const std::string& file, const std::string& dir) {
+  char* f = ::realpath(file.c_str(), nullptr);
+  char* d = ::realpath(dir.c_str(), nullptr);
+  bool below = false;
+  if (f && d) {
+    std::string fs(f), ds(d);
+    if (ds.back() != '/') ds += '/';
+    below = fs.size() > ds.size() && fs.compare(0, ds.size(), ds) == 0;
+  }
+  free(f);
+  free(d);
+  return below;
+}
+
 NamespaceConfig* find_namespace(GatewayConfig& cfg, const std::string& name) {
   for (auto& n : cfg.namespaces)
     if (n.name == name) return &n;
@@ -46,21 +62,19 @@ NamespaceConfig* find_namespace(GatewayConfig& cfg, const std::string& name) {
 }  // namespace
 
 std::string read_token_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(what + " " + path + ": cannot read the file");
-  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!token.empty() && isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  if (token.empty()) throw ConfigError(what + " " + path + " is empty");
-  return token;
+  try {
+    return read_credential_file(path, what);
+  } catch (const CredentialError& e) {
+    throw ConfigError(e.what());
+  }
 }
 
 Gateway::Gateway(GatewayConfig cfg) : config_(std::move(cfg)) {
   for (auto& b : config_.backends) backends_[b.name] = std::make_shared<Backend>(b);
   for (auto& n : config_.namespaces) {
-    std::string token = n.token_file.empty()
-                            ? ""
-                            : read_token_file(n.token_file, "token file of namespace " + n.name);
-    auto fs = std::make_shared<NamespaceFs>(n.name, token, build_mount_table(n, backends_));
+    auto tokens =
+        TokenSet::of_lines(read_token_file(n.token_file, "token_file of namespace " + n.name));
+    auto fs = std::make_shared<NamespaceFs>(n.name, tokens, build_mount_table(n, backends_));
     namespaces_[n.name] = fs;
     registry_.add(std::move(fs));
   }
@@ -116,8 +130,14 @@ std::vector<Gateway::NamespaceView> Gateway::namespaces() const {
   return out;
 }
 
-void Gateway::check_backend_config(BackendConfig& b, std::chrono::milliseconds timeout) {
+void Gateway::check_backend_config(BackendConfig& b, std::chrono::milliseconds timeout,
+                                   const std::string& files_dir) {
   auto bad = [](const std::string& what) { throw AdminError(Kind::invalid_argument, what); };
+  if (files_dir.empty())
+    throw AdminError(Kind::failed_precondition,
+                     "adding backends at runtime is off on this gateway: set backend_files_dir in "
+                     "its [gateway] section to the directory of the identity and known_hosts files "
+                     "that such backends may use");
   if (b.name.empty()) bad("the backend needs a name");
   if (b.name.find_first_of("/=") != std::string::npos || has_control_or_space(b.name))
     bad("backend name '" + b.name + "' may not contain '/', '=', spaces or control characters");
@@ -140,6 +160,10 @@ void Gateway::check_backend_config(BackendConfig& b, std::chrono::milliseconds t
       bad("the gateway cannot read the " + std::string(key) + " " + *file + ": " +
           std::strerror(errno));
     if (!S_ISREG(st.st_mode)) bad(std::string(key) + " " + *file + " is not a regular file");
+    if (!file_is_below(*file, files_dir))
+      bad(std::string(key) + " " + *file + " is not below " + files_dir +
+          " (backend_files_dir in the gateway's [gateway] section): runtime backends may only use "
+          "the identity and known_hosts files kept there");
   }
   auto root =
       b.root.empty() || b.root.front() != '/' ? std::nullopt : normalize_virtual_path(b.root);
@@ -187,7 +211,10 @@ std::map<std::string, std::shared_ptr<const MountTable>> Gateway::build_tables(
 
 Gateway::AddedBackend Gateway::add_backend(AddBackendRequest req) {
   auto& b = req.backend;
-  check_backend_config(b, config().timeout);
+  {
+    auto cfg = config();
+    check_backend_config(b, cfg.timeout, cfg.backend_files_dir);
+  }
   auto path = normalize_virtual_path(req.mount_path);
   if (!path)
     throw AdminError(Kind::invalid_argument,

@@ -97,8 +97,11 @@ class Gateway {
   std::shared_ptr<Backend> drain_backend(const std::string& name, bool drain);
 
  private:
-  // Checks a new backend's settings and fills in defaults; throws AdminError.
-  static void check_backend_config(BackendConfig& b, std::chrono::milliseconds timeout);
+  // Checks a new backend's settings and fills in defaults; throws AdminError. Its identity and
+  // known_hosts files must lie below `files_dir` (the config's backend_files_dir), symlinks
+  // resolved: an admin call must not make the gateway read a key it was not meant to use.
+  static void check_backend_config(BackendConfig& b, std::chrono::milliseconds timeout,
+                                   const std::string& files_dir);
   // Logs in to a new backend and checks that its root is a directory; throws AdminError.
   static void check_reachable(const BackendConfig& b);
   // The mount tables of the namespaces named, built from `cfg` over `backends`.
@@ -116,8 +119,9 @@ class Gateway {
   TablesChanged tables_changed_;
 };
 
-// A token file's contents without trailing whitespace; throws ConfigError when the file cannot be
-// read or holds no token (an empty token file must not open a namespace to everyone).
+// A token file's contents without surrounding whitespace; throws ConfigError when the file cannot
+// be read, is readable by group or others, or holds no token (an empty token file must not open a
+// namespace to everyone).
 std::string read_token_file(const std::string& path, const std::string& what);
 
 }  // namespace skein

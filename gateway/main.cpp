@@ -11,6 +11,8 @@
 #include <memory>
 #include <thread>
 
+#include "auth/server_tls.hpp"
+#include "backend/path_guard.hpp"
 #include "coherence/coherence.hpp"
 #include "config/gateway_config.hpp"
 #include "gateway.hpp"
@@ -39,6 +41,15 @@ int main(int argc, char** argv) {
     fprintf(stderr, "skein-gateway: %s\n", e.what());
     return 2;
   }
+  // The TLS files are checked before anything starts: a bad one would only show as failed
+  // handshakes later.
+  std::string tls_error;
+  auto credentials = skein::server_credentials(cfg, tls_error);
+  if (!credentials) {
+    fprintf(stderr, "skein-gateway: %s: [gateway.tls]: %s\n", config_path.c_str(),
+            tls_error.c_str());
+    return 2;
+  }
   if (check_only) {
     printf("%s: OK (%zu backends, %zu namespaces)\n", config_path.c_str(), cfg.backends.size(),
            cfg.namespaces.size());
@@ -50,7 +61,14 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (!cfg.tls)
+    spdlog::warn(
+        "{}: insecure = true: gRPC is plaintext, so tokens and file contents cross the network "
+        "unencrypted; use [gateway.tls] on any network you do not fully trust",
+        config_path);
   skein::keep_large_buffers_on_heap();
+  // Directories verified on the servers are looked at again as often as cached paths are.
+  skein::PathGuard::set_ttl(cfg.revalidate_interval);
 
   // Block SIGTERM/SIGINT before any thread starts, so that every thread inherits the mask and
   // only the waiter below receives them.
@@ -105,12 +123,19 @@ int main(int argc, char** argv) {
             ns, {skein::InvalidationBroker::item(skein::v1::Invalidation::ALL, "")});
         coherence.watch_backends(backends);
       });
+  const skein::ClientRoles roles = skein::client_roles(cfg);
+  if (roles.mutual_tls() && cfg.tls->admin_clients.empty() && !admin_token.empty())
+    spdlog::warn(
+        "{}: mutual TLS without admin_clients in [gateway.tls]: the Admin service "
+        "refuses every call",
+        config_path);
+  gateway->registry().set_client_roles(roles);
   skein::NamespaceService ns_service(gateway->registry(), &coherence.broker());
   skein::DataService data_service(gateway->registry(), &coherence.broker());
-  skein::AdminService admin_service(*gateway, admin_token);
+  skein::AdminService admin_service(*gateway, admin_token, roles);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(cfg.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(cfg.listen, credentials, &port);
   builder.SetMaxReceiveMessageSize(8 << 20);
   builder.SetMaxSendMessageSize(8 << 20);
   // Mounts ping every 10 s to notice a dead gateway; allow it, even between calls.
@@ -129,7 +154,10 @@ int main(int argc, char** argv) {
     preparer.join();
     return 1;
   }
-  spdlog::info("listening on {} (port {}; {} backends, {} namespaces)", cfg.listen, port,
+  spdlog::info("listening on {} (port {}; {}; {} backends, {} namespaces)", cfg.listen, port,
+               !cfg.tls                          ? "plaintext"
+               : cfg.tls->client_ca_file.empty() ? "TLS"
+                                                 : "mutual TLS",
                cfg.backends.size(), cfg.namespaces.size());
 
   // Shut down cleanly on SIGTERM/SIGINT: a thread waits for the signal, then stops the server.

@@ -243,8 +243,13 @@ struct GatewayClient::Stubs {
   }
 };
 
-std::shared_ptr<grpc::Channel> GatewayClient::connect(const std::string& target) {
+std::shared_ptr<grpc::Channel> GatewayClient::connect(const std::string& target,
+                                                      const wire::ClientTls& tls,
+                                                      std::string& error) {
+  auto credentials = wire::channel_credentials(tls, error);
+  if (!credentials) return nullptr;
   grpc::ChannelArguments args;
+  wire::add_channel_arguments(tls, args);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
@@ -255,7 +260,7 @@ std::shared_ptr<grpc::Channel> GatewayClient::connect(const std::string& target)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kInitialReconnectBackoffMs);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kConnectTimeoutMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(target, credentials, args);
 }
 
 GatewayClient::GatewayClient(std::shared_ptr<grpc::Channel> channel, GatewayOptions options)

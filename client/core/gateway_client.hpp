@@ -16,6 +16,7 @@
 #include "file_attr.hpp"
 #include "skein/result.hpp"
 #include "skein/shared_bytes.hpp"
+#include "wire/tls.hpp"
 
 namespace grpc {
 class Channel;
@@ -91,9 +92,11 @@ struct GatewayOptions {
 
 class GatewayClient {
  public:
-  // A channel to `target` ("host:port") tuned for the mount: 8 MiB messages, keepalive pings so a
-  // vanished gateway is noticed between calls, quick reconnects once it is back.
-  static std::shared_ptr<grpc::Channel> connect(const std::string& target);
+  // A channel to `target` ("host:port") tuned for the mount: TLS as `tls` says, 8 MiB messages,
+  // keepalive pings so a vanished gateway is noticed between calls, quick reconnects once it is
+  // back. Null with `error` when the TLS files are not usable.
+  static std::shared_ptr<grpc::Channel> connect(const std::string& target,
+                                                const wire::ClientTls& tls, std::string& error);
 
   GatewayClient(std::shared_ptr<grpc::Channel> channel, GatewayOptions options);
   ~GatewayClient();

@@ -1,12 +1,7 @@
 // Admin channel, token file and exit codes; see admin_session.hpp.
 #include "admin_session.hpp"
 
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <iterator>
+#include "skein/credential_file.hpp"
 
 namespace skein::ctl {
 
@@ -23,28 +18,26 @@ void check_gateway_address(const std::string& address) {
 }
 
 std::string read_admin_token(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    throw UsageError("cannot read the admin token file " + path + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    throw UsageError("the admin token file " + path + " is not a regular file");
-  std::ifstream in(path);
-  if (!in)
-    throw UsageError("cannot read the admin token file " + path + ": " + std::strerror(errno));
-  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!token.empty() && isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  if (token.empty()) throw UsageError("the admin token file " + path + " is empty");
-  if (st.st_mode & 077)
-    fprintf(stderr,
-            "skeinctl: warning: the admin token file %s may be read by others (chmod 600)\n",
-            path.c_str());
-  return token;
+  try {
+    return read_credential_file(path, "the admin token file");
+  } catch (const CredentialError& e) {
+    throw UsageError(e.what());
+  }
 }
 
-AdminSession::AdminSession(const std::string& address, std::string token)
-    : address_(address),
-      token_(std::move(token)),
-      stub_(v1::Admin::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+namespace {
+std::unique_ptr<v1::Admin::Stub> admin_stub(const std::string& address,
+                                            const wire::ClientTls& tls) {
+  std::string error;
+  auto channel = wire::secure_channel(address, tls, error);
+  if (!channel) throw UsageError(error);
+  return v1::Admin::NewStub(channel);
+}
+}  // namespace
+
+AdminSession::AdminSession(const std::string& address, std::string token,
+                           const wire::ClientTls& tls)
+    : address_(address), token_(std::move(token)), stub_(admin_stub(address, tls)) {}
 
 int exit_code_of(const grpc::Status& status) {
   switch (status.error_code()) {

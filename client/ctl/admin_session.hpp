@@ -11,6 +11,7 @@
 #include <string>
 
 #include "skein/v1/admin.grpc.pb.h"
+#include "wire/tls.hpp"
 
 namespace skein::ctl {
 
@@ -31,15 +32,16 @@ class UsageError : public std::runtime_error {
 // Checks that `address` is HOST:PORT; throws UsageError.
 void check_gateway_address(const std::string& address);
 
-// The token in `path` (trailing whitespace dropped); throws UsageError naming the file and the
-// problem when it is missing, unreadable or empty. Warns on stderr when others may read it.
+// The token in `path` (surrounding whitespace dropped); throws UsageError naming the file and the
+// problem when it is missing, unreadable, empty or readable by group or others.
 std::string read_admin_token(const std::string& path);
 
 class AdminSession {
  public:
   static constexpr std::chrono::seconds kDeadline{5};
 
-  AdminSession(const std::string& address, std::string token);
+  // Throws UsageError when the TLS files are not usable.
+  AdminSession(const std::string& address, std::string token, const wire::ClientTls& tls);
   const std::string& address() const { return address_; }
 
   // Calls one Admin RPC with the token and the deadline.

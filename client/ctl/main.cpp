@@ -40,6 +40,23 @@ int run(int argc, char** argv) {
                  "file holding the admin token (default: $SKEIN_ADMIN_TOKEN_FILE)")
       ->envname("SKEIN_ADMIN_TOKEN_FILE");
   app.add_flag("--json", out.json, "print JSON (stable; see docs/skeinctl.md)");
+  skein::wire::ClientTls tls;
+  app.add_option("--ca-file", tls.ca_file,
+                 "CA certificate (PEM) that signed the gateway's (default: $SKEIN_CA_FILE)")
+      ->envname("SKEIN_CA_FILE");
+  app.add_option("--cert-file", tls.cert_file,
+                 "admin client certificate (PEM), for mutual TLS (default: $SKEIN_ADMIN_CERT)")
+      ->envname("SKEIN_ADMIN_CERT");
+  app.add_option("--key-file", tls.key_file,
+                 "its private key (PEM, mode 0600; default: $SKEIN_ADMIN_KEY)")
+      ->envname("SKEIN_ADMIN_KEY");
+  app.add_option("--tls-server-name", tls.server_name,
+                 "name to expect in the gateway's certificate (default: $SKEIN_TLS_SERVER_NAME, "
+                 "else the host dialled)")
+      ->envname("SKEIN_TLS_SERVER_NAME");
+  app.add_flag("--insecure", tls.insecure,
+               "plaintext gRPC, for a gateway with insecure = true (default: $SKEIN_INSECURE)")
+      ->envname("SKEIN_INSECURE");
 
   // The command to run once the arguments are parsed and the session is set up.
   std::function<int(AdminSession&)> command;
@@ -153,7 +170,9 @@ int run(int argc, char** argv) {
       throw UsageError(
           "no admin token: give --token-file FILE or set SKEIN_ADMIN_TOKEN_FILE (the file named "
           "by admin_token_file in the gateway's configuration)");
-    AdminSession session(gateway, read_admin_token(token_file));
+    if (tls.insecure && !tls.ca_file.empty())
+      throw UsageError("--insecure and --ca-file contradict each other: choose TLS or plaintext");
+    AdminSession session(gateway, read_admin_token(token_file), tls);
     return command(session);
   } catch (const UsageError& e) {
     fprintf(stderr, "skeinctl: %s\n", e.what());

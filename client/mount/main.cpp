@@ -24,6 +24,7 @@
 #include "fuse_ops.hpp"
 #include "gateway_client.hpp"
 #include "log_file.hpp"
+#include "skein/credential_file.hpp"
 #include "skein/heap.hpp"
 #include "skein/logging.hpp"
 #include "wire/transport.hpp"
@@ -48,6 +49,7 @@ struct MountArgs {
   bool foreground = false;
   std::vector<std::string> options;  // each a -o argument, comma-separated
   std::string token_file;
+  skein::wire::ClientTls tls;
   std::string log_file;
   std::string log_level = "info";
   int timeout_ms = 15000;
@@ -73,27 +75,13 @@ void fail(const std::string& message) {
   std::fprintf(stderr, "%s: %s\n", kProgram, message.c_str());
 }
 
-std::string trim(const std::string& s) {
-  const char* space = " \t\r\n";
-  auto begin = s.find_first_not_of(space);
-  if (begin == std::string::npos) return {};
-  return s.substr(begin, s.find_last_not_of(space) - begin + 1);
-}
-
 std::optional<std::string> read_token(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    fail("cannot read token file " + path + ": " + std::strerror(errno));
+  try {
+    return skein::read_credential_file(path, "token file");
+  } catch (const skein::CredentialError& e) {
+    fail(e.what());
     return std::nullopt;
   }
-  std::stringstream content;
-  content << in.rdbuf();
-  std::string token = trim(content.str());
-  if (token.empty()) {
-    fail("token file " + path + " is empty");
-    return std::nullopt;
-  }
-  return token;
 }
 
 // The user's words for what the mount-time check found.
@@ -109,7 +97,8 @@ std::string describe(const NamespaceCheck& check, const MountArgs& args) {
              check.detail + ")";
     case Outcome::kDenied:
       return "gateway " + args.gateway + " refused access to namespace '" + args.ns +
-             "' (check --token-file): " + check.detail;
+             "' (check --namespace, --token-file and, with mutual TLS, --cert-file): " +
+             check.detail;
     case Outcome::kFailed:
       break;
   }
@@ -126,8 +115,14 @@ bool gateway_serves_namespace(const MountArgs& args, const std::string& token) {
     return false;
   }
   if (pid == 0) {
-    GatewayClient client(GatewayClient::connect(args.gateway),
-                         GatewayOptions{args.ns, token, kMountCheckDeadline});
+    std::string error;
+    auto channel = GatewayClient::connect(args.gateway, args.tls, error);
+    if (!channel) {
+      fail(error);
+      std::fflush(nullptr);
+      _exit(1);
+    }
+    GatewayClient client(channel, GatewayOptions{args.ns, token, kMountCheckDeadline});
     NamespaceCheck check = client.check_namespace(kMountCheckDeadline);
     if (check.outcome != NamespaceCheck::Outcome::kOk) fail(describe(check, args));
     std::fflush(nullptr);
@@ -331,7 +326,12 @@ int run(const MountArgs& args, const std::string& token) {
     fail("cannot become a daemon");
     return 1;
   }
-  auto channel = GatewayClient::connect(args.gateway);
+  std::string channel_error;
+  auto channel = GatewayClient::connect(args.gateway, args.tls, channel_error);
+  if (!channel) {  // checked before the fork; files changed since
+    spdlog::error("cannot connect to gateway {}: {}", args.gateway, channel_error);
+    return 1;
+  }
   mount.gateway = std::make_unique<GatewayClient>(
       channel, GatewayOptions{args.ns, token, std::chrono::milliseconds(args.timeout_ms),
                               /*watch_connection=*/true, mount_id});
@@ -371,8 +371,19 @@ int main(int argc, char** argv) {
   app.add_flag("-f,--foreground", args.foreground, "Stay in the foreground");
   app.add_option("-o", args.options, "Mount options, comma-separated (FUSE's, e.g. allow_other)")
       ->allow_extra_args(false);
-  app.add_option("--token-file", args.token_file, "File holding the namespace token")
-      ->check(CLI::ExistingFile);
+  app.add_option("--token-file", args.token_file,
+                 "File holding the namespace's token (mode 0600; needed)");
+  app.add_option("--ca-file", args.tls.ca_file,
+                 "CA certificate (PEM) that signed the gateway's certificate");
+  app.add_option("--cert-file", args.tls.cert_file,
+                 "This node's client certificate (PEM), for a gateway with mutual TLS");
+  app.add_option("--key-file", args.tls.key_file,
+                 "The client certificate's private key (PEM, mode 0600)");
+  app.add_option("--tls-server-name", args.tls.server_name,
+                 "Name to expect in the gateway's certificate (default: the host dialled)");
+  app.add_flag("--insecure", args.tls.insecure,
+               "Plaintext gRPC, for a gateway with insecure = true (never across an untrusted "
+               "network)");
   app.add_option("--log-file", args.log_file, "Log here (needed to see logs once daemonized)");
   app.add_option("--log-level", args.log_level, "trace, debug, info, warn, error, critical, off")
       ->capture_default_str();
@@ -429,11 +440,20 @@ int main(int argc, char** argv) {
   }
   // The daemon runs from "/": keep paths absolute.
   args.mountpoint = std::filesystem::absolute(args.mountpoint).lexically_normal().string();
-  std::string token;
-  if (!args.token_file.empty()) {
-    auto read = read_token(args.token_file);
-    if (!read) return 1;
-    token = std::move(*read);
+  if (args.token_file.empty()) {
+    fail("a token file is needed (--token-file FILE): every namespace has a token");
+    return 2;
+  }
+  auto token_read = read_token(args.token_file);
+  if (!token_read) return 1;
+  const std::string token = std::move(*token_read);
+  if (auto problem = skein::wire::client_tls_problem(args.tls)) {
+    fail(*problem);
+    return 1;
+  }
+  if (args.tls.insecure && !args.tls.ca_file.empty()) {
+    fail("--insecure and --ca-file contradict each other: choose TLS or plaintext");
+    return 2;
   }
   if (!args.log_file.empty()) {
     args.log_file = std::filesystem::absolute(args.log_file).string();

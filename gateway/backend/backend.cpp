@@ -12,6 +12,7 @@
 
 #include "backend/remote_file.hpp"
 #include "backend/reply_parsing.hpp"
+#include "skein/path.hpp"
 
 namespace skein {
 using namespace sftp;
@@ -30,7 +31,8 @@ std::chrono::milliseconds backoff_delay(int failures) {
 
 }  // namespace
 
-Backend::Backend(BackendConfig cfg) : cfg_(std::move(cfg)) {
+Backend::Backend(BackendConfig cfg)
+    : cfg_(std::move(cfg)), paths_(PathGuard::of(cfg_.endpoint.host, cfg_.endpoint.port)) {
   int n = std::max(1, cfg_.connections);
   for (int i = 0; i < n; ++i) slots_.push_back(std::make_unique<Slot>());
 }
@@ -207,11 +209,109 @@ std::future<Result<Reply>> Backend::start(std::string framed) {
   return (*conn)->send(std::move(framed));
 }
 
-std::future<Result<Reply>> Backend::start_lstat(std::string_view rel) {
-  return start(PacketWriter(FXP_LSTAT).str(remote_path(rel)).take());
+Backend::PendingLstat Backend::start_lstat(std::string_view rel) {
+  PendingLstat p;
+  p.hold_ = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) {
+    p.done_ = Result<Attrs>::failure(st.error());
+    return p;
+  }
+  p.reply_ = start(PacketWriter(FXP_LSTAT).str(remote_path(rel)).take());
+  return p;
+}
+
+Result<Attrs> Backend::PendingLstat::attrs() {
+  if (!done_) done_ = expect_attrs(reply_.get());
+  hold_ = PathGuard::Hold();
+  return *done_;
+}
+
+std::vector<PathGuard::Hold> Backend::hold_paths(
+    const std::vector<std::shared_ptr<Backend>>& backends) {
+  std::vector<PathGuard*> guards;
+  for (auto& b : backends) guards.push_back(b->paths_.get());
+  return PathGuard::hold_all(std::move(guards));
 }
 
 Result<Attrs> Backend::attrs_of(Result<Reply> reply) { return expect_attrs(std::move(reply)); }
+
+void Backend::changed_on_server(std::string_view rel) { paths_->forget_tree(remote_path(rel)); }
+
+Status Backend::confine(std::string_view rel, Confine what) {
+  // The directories to look at, from the top: each prefix of `rel` ending before a '/', and
+  // `rel` itself for Confine::self.
+  std::vector<std::string> unknown;
+  for (size_t pos = rel.find('/', 1); pos != std::string_view::npos; pos = rel.find('/', pos + 1)) {
+    std::string dir = remote_path(rel.substr(0, pos));
+    if (!paths_->verified(dir)) unknown.push_back(std::move(dir));
+  }
+  if (what == Confine::self && rel.size() > 1) {
+    std::string dir = remote_path(rel);
+    if (!paths_->verified(dir)) unknown.push_back(std::move(dir));
+  }
+  if (unknown.empty()) return ok_status();
+  std::vector<Result<Reply>> replies;
+  for (int attempt = 0;; ++attempt) {
+    auto conn = connection(pick_slot());
+    if (!conn) return Status::failure(conn.error());
+    std::vector<Request> asks;
+    for (auto& dir : unknown) asks.push_back(PacketWriter(FXP_LSTAT).str(dir).take());
+    ops += asks.size();
+    replies = (*conn)->call_all(std::move(asks));
+    // A connection that died (the server restarted): once more on a fresh one, as call() does.
+    if (replies[0] || (*conn)->alive() || attempt > 0) break;
+  }
+  // In order: a later LSTAT went through whatever an earlier one found, so only the answers up
+  // to the first that is not a directory count.
+  for (size_t i = 0; i < unknown.size(); ++i) {
+    auto a = expect_attrs(std::move(replies[i]));
+    if (!a) return Status::failure(a.error());
+    if (S_ISLNK(a->permissions)) {
+      spdlog::debug("backend {}: {} is a symlink: not followed (ELOOP)", cfg_.name, unknown[i]);
+      return Status::failure(ELOOP);
+    }
+    if (!S_ISDIR(a->permissions)) return Status::failure(ENOTDIR);
+    paths_->mark_verified(unknown[i]);
+  }
+  return ok_status();
+}
+
+Result<Attrs> Backend::lstat_confined(std::string_view rel) {
+  auto a = expect_attrs(call(PacketWriter(FXP_LSTAT).str(remote_path(rel)).take(), true));
+  if (a && S_ISDIR(a->permissions) && rel.size() > 1) paths_->mark_verified(remote_path(rel));
+  return a;
+}
+
+Result<Reply> Backend::open_confined(Connection& conn, const std::string& rel, int flags,
+                                     const Attrs& attrs, std::optional<Attrs>* lstat) {
+  const std::string path = remote_path(rel);
+  const std::string open = PacketWriter(FXP_OPEN)
+                               .str(path)
+                               .u32(open_flags_to_pflags(flags & ~(O_CREAT | O_EXCL)))
+                               .attrs(attrs)
+                               .take();
+  const std::string look = PacketWriter(FXP_LSTAT).str(path).take();
+  ops += 2;
+  if (flags & O_TRUNC) {
+    // Truncating through a symlink would already have changed its target: look first.
+    auto a = expect_attrs(conn.call(look));
+    if (!a) return Result<Reply>::failure(a.error());
+    if (S_ISLNK(a->permissions)) return Result<Reply>::failure(ELOOP);
+    if (lstat) *lstat = *a;
+    return conn.call(open);
+  }
+  // A plain open does nothing until the handle is used: ask both at once, and drop the handle
+  // of a symlink unused.
+  auto replies = conn.call_all({look, open});
+  auto a = expect_attrs(std::move(replies[0]));
+  if (a && S_ISLNK(a->permissions)) {
+    if (auto h = expect_handle(std::move(replies[1])))
+      conn.send(PacketWriter(FXP_CLOSE).str(*h).take());
+    return Result<Reply>::failure(ELOOP);
+  }
+  if (a && lstat) *lstat = *a;
+  return std::move(replies[1]);
+}
 
 Result<StatVfs> Backend::free_space() {
   {
@@ -289,19 +389,25 @@ int Backend::diagnose_failure(std::string_view op, std::string_view rel, std::st
 }
 
 Result<Attrs> Backend::lstat(std::string_view rel) {
-  return expect_attrs(call(PacketWriter(FXP_LSTAT).str(remote_path(rel)).take(), true));
-}
-
-Result<Attrs> Backend::stat(std::string_view rel) {
-  return expect_attrs(call(PacketWriter(FXP_STAT).str(remote_path(rel)).take(), true));
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return Result<Attrs>::failure(st.error());
+  return lstat_confined(rel);
 }
 
 Status Backend::setstat(std::string_view rel, const Attrs& attrs) {
-  // Times on a symlink must not follow it; lsetstat does that where offered.
-  // (OpenSSH's lsetstat cannot change the size.)
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return st;
+  // SETSTAT follows a symlink; lsetstat does not, but OpenSSH's cannot change the size. Where
+  // the plain one must be used, look first: under the hold nothing can swap the file for a
+  // symlink through the gateway meanwhile.
   auto conn = connection(pick_slot());
   if (!conn) return Status::failure(conn.error());
   bool use_l = !(attrs.flags & ATTR_SIZE) && (*conn)->has_extension("lsetstat@openssh.com");
+  if (!use_l) {
+    auto a = lstat_confined(rel);
+    if (!a) return Status::failure(a.error());
+    if (S_ISLNK(a->permissions)) return Status::failure(ELOOP);
+  }
   std::string pkt = use_l ? PacketWriter(FXP_EXTENDED)
                                 .str("lsetstat@openssh.com")
                                 .str(remote_path(rel))
@@ -316,6 +422,9 @@ Status Backend::setstat(std::string_view rel, const Attrs& attrs) {
 
 Result<std::vector<NameEntry>> Backend::list_dir(std::string_view rel) {
   using R = Result<std::vector<NameEntry>>;
+  // OPENDIR follows a symlink at the end too: the directory itself must be a verified one.
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel, Confine::self); !st) return R::failure(st.error());
   for (int attempt = 0;; ++attempt) {
     auto conn = connection(pick_slot());
     if (!conn) return R::failure(conn.error());
@@ -374,11 +483,17 @@ Result<std::vector<NameEntry>> Backend::list_dir(std::string_view rel) {
       if (!(*conn)->alive() && attempt == 0) continue;
       return R::failure(err);
     }
+    // The server lists with lstat: a directory here is a real one.
+    for (auto& e : out)
+      if (S_ISDIR(e.attrs.permissions) && is_valid_entry_name(e.filename))
+        paths_->mark_verified(remote_path(join_path(rel, e.filename)));
     return out;
   }
 }
 
 Status Backend::mkdir(std::string_view rel, uint32_t mode) {
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return st;
   Attrs a;
   a.flags = ATTR_PERMISSIONS;
   a.permissions = mode & 07777;
@@ -386,13 +501,17 @@ Status Backend::mkdir(std::string_view rel, uint32_t mode) {
   auto code = status_code(r);
   if (code && *code == FX_FAILURE) return Status::failure(diagnose_failure("mkdir", rel));
   auto st = expect_status(std::move(r));
+  if (st) paths_->mark_verified(remote_path(rel));
   // The server's umask may have taken bits the caller asked for (the client applied its own).
   if (st && (mode & 07022)) (void)setstat(rel, a);
   return st;
 }
 
 Status Backend::rmdir(std::string_view rel) {
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return st;
   auto r = call(PacketWriter(FXP_RMDIR).str(remote_path(rel)).take(), false);
+  if (status_code(r) == FX_OK) paths_->forget_tree(remote_path(rel));
   auto code = status_code(r);
   if (code && *code == FX_FAILURE) return Status::failure(diagnose_failure("rmdir", rel));
   if (code && *code == FX_NO_SUCH_FILE) {
@@ -404,6 +523,8 @@ Status Backend::rmdir(std::string_view rel) {
 }
 
 Status Backend::unlink(std::string_view rel) {
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return st;
   auto r = call(PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(), false);
   auto code = status_code(r);
   if (code && *code == FX_FAILURE) return Status::failure(diagnose_failure("unlink", rel));
@@ -411,6 +532,19 @@ Status Backend::unlink(std::string_view rel) {
 }
 
 Status Backend::rename(std::string_view from, std::string_view to, unsigned flags) {
+  // It can put a symlink (or a tree holding one) where a directory was: nothing else runs on
+  // this server's paths meanwhile, and what was verified at either name is looked at again.
+  auto hold = paths_->hold(PathGuard::Mode::exclusive);
+  if (auto st = confine(from); !st) return st;
+  if (auto st = confine(to); !st) return st;
+  struct Forget {
+    Backend& b;
+    std::string_view from, to;
+    ~Forget() {
+      b.paths_->forget_tree(b.remote_path(from));
+      b.paths_->forget_tree(b.remote_path(to));
+    }
+  } forget{*this, from, to};
   auto conn = connection(pick_slot());
   if (!conn) return Status::failure(conn.error());
   bool posix = (*conn)->has_extension("posix-rename@openssh.com");
@@ -437,6 +571,11 @@ Status Backend::rename(std::string_view from, std::string_view to, unsigned flag
 }
 
 Status Backend::symlink(std::string_view target, std::string_view rel) {
+  // The target is stored as it is (a mount's kernel resolves it, on its own side); the new link
+  // must not appear under an operation that has just checked that name as a directory.
+  auto hold = paths_->hold(PathGuard::Mode::exclusive);
+  if (auto st = confine(rel); !st) return st;
+  paths_->forget_tree(remote_path(rel));
   // OpenSSH takes the target first and the new link second (the reverse of the draft).
   auto r = call(PacketWriter(FXP_SYMLINK).str(target).str(remote_path(rel)).take(), false);
   auto code = status_code(r);
@@ -446,6 +585,8 @@ Status Backend::symlink(std::string_view target, std::string_view rel) {
 
 Result<std::string> Backend::readlink(std::string_view rel) {
   using R = Result<std::string>;
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return R::failure(st.error());
   auto r = call(PacketWriter(FXP_READLINK).str(remote_path(rel)).take(), true);
   if (!r) return R::failure(r.error());
   if (r->type == FXP_STATUS) {
@@ -462,6 +603,11 @@ Result<std::string> Backend::readlink(std::string_view rel) {
 }
 
 Status Backend::link(std::string_view existing, std::string_view rel) {
+  // A hard link of a symlink is a symlink: exclusive, as for symlink().
+  auto hold = paths_->hold(PathGuard::Mode::exclusive);
+  if (auto st = confine(existing); !st) return st;
+  if (auto st = confine(rel); !st) return st;
+  paths_->forget_tree(remote_path(rel));
   auto conn = connection(pick_slot());
   if (!conn) return Status::failure(conn.error());
   if (!(*conn)->has_extension("hardlink@openssh.com")) return Status::failure(ENOTSUP);
@@ -478,6 +624,12 @@ Status Backend::link(std::string_view existing, std::string_view rel) {
 
 Result<StatVfs> Backend::statvfs(std::string_view rel) {
   using R = Result<StatVfs>;
+  // statvfs follows a symlink at the end: ask for a directory known to be one.
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return R::failure(st.error());
+  std::string asked(rel);
+  if (asked.size() > 1 && !paths_->verified(remote_path(asked))) asked = parent_path(asked);
+  rel = asked;
   auto conn = connection(pick_slot());
   if (!conn) return R::failure(conn.error());
   if (!(*conn)->has_extension("statvfs@openssh.com")) return R::failure(ENOTSUP);

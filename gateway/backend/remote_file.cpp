@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -33,6 +34,15 @@ void RemoteFile::renamed(std::string new_rel) {
 }
 
 Status RemoteFile::open_first(uint32_t mode) {
+  std::string rel;
+  {
+    std::lock_guard lock(mu_);
+    rel = rel_;
+  }
+  // Held until the handle is open: nothing can put a symlink on the path through the gateway
+  // between its checks and the OPEN.
+  auto hold = backend_->paths_->hold(PathGuard::Mode::shared);
+  if (auto st = backend_->confine(rel); !st) return st;
   size_t slot = backend_->pick_slot();
   auto conn = backend_->connection(slot);
   if (!conn) return Status::failure(conn.error());
@@ -41,38 +51,41 @@ Status RemoteFile::open_first(uint32_t mode) {
     a.flags = ATTR_PERMISSIONS;
     a.permissions = mode & 07777;
   }
-  std::string path;
-  {
-    std::lock_guard lock(mu_);
-    path = backend_->remote_path(rel_);
-  }
-  ++backend_->ops;
-  std::vector<Request> requests;
-  requests.push_back(
-      PacketWriter(FXP_OPEN).str(path).u32(open_flags_to_pflags(flags_)).attrs(a).take());
-  // A create's reply needs the new file's attributes, and the mount wants its directory's (they
-  // changed): asked at once, behind the OPEN on the same connection, so one round trip does all.
+  Result<Reply> r = Result<Reply>::failure(EIO);
   if (flags_ & O_CREAT) {
-    std::string dir;
-    {
-      std::lock_guard lock(mu_);
-      dir = backend_->remote_path(parent_path(rel_));
-    }
+    // Always O_EXCL on the server: O_CREAT alone would follow a symlink left at the name and
+    // create its target. A create's reply needs the new file's attributes, and the mount wants
+    // its directory's (they changed): asked at once, behind the OPEN on the same connection, so
+    // one round trip does all.
+    const std::string path = backend_->remote_path(rel);
+    backend_->ops += 3;
+    std::vector<Request> requests;
+    requests.push_back(PacketWriter(FXP_OPEN)
+                           .str(path)
+                           .u32(open_flags_to_pflags(flags_ | O_EXCL))
+                           .attrs(a)
+                           .take());
     requests.push_back(PacketWriter(FXP_LSTAT).str(path).take());
-    requests.push_back(PacketWriter(FXP_LSTAT).str(dir).take());
+    requests.push_back(PacketWriter(FXP_LSTAT).str(backend_->remote_path(parent_path(rel))).take());
+    auto replies = (*conn)->call_all(std::move(requests));
+    r = std::move(replies[0]);
+    auto there = expect_attrs(std::move(replies[1]));
+    if (r && r->type == FXP_HANDLE) {
+      if (there) attrs_at_open_ = *there;
+      if (auto da = expect_attrs(std::move(replies[2]))) parent_attrs_at_open_ = *da;
+    } else if (status_code(r) == FX_FAILURE && there) {
+      // The name exists: EEXIST for O_EXCL; otherwise it is opened, unless it is a symlink.
+      if (flags_ & O_EXCL) return Status::failure(EEXIST);
+      if (S_ISLNK(there->permissions)) return Status::failure(ELOOP);
+      if (S_ISDIR(there->permissions)) return Status::failure(EISDIR);
+      r = backend_->open_confined(**conn, rel, flags_ & ~(O_CREAT | O_EXCL), {}, nullptr);
+    }
+  } else {
+    r = backend_->open_confined(**conn, rel, flags_, a, nullptr);
   }
-  auto replies = (*conn)->call_all(std::move(requests));
-  auto r = std::move(replies[0]);
-  if (replies.size() == 3 && r && r->type == FXP_HANDLE) {
-    if (auto fa = expect_attrs(std::move(replies[1]))) attrs_at_open_ = *fa;
-    if (auto da = expect_attrs(std::move(replies[2]))) parent_attrs_at_open_ = *da;
-  }
+  if (!r) return Status::failure(r.error());
   auto code = status_code(r);
-  if (code && *code == FX_FAILURE) {
-    if ((flags_ & O_CREAT) && (flags_ & O_EXCL) && backend_->lstat(rel_))
-      return Status::failure(EEXIST);
-    return Status::failure(backend_->diagnose_failure("open", rel_));
-  }
+  if (code && *code == FX_FAILURE) return Status::failure(backend_->diagnose_failure("open", rel));
   auto h = expect_handle(std::move(r));
   if (!h) return Status::failure(h.error());
   {
@@ -96,19 +109,19 @@ Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
   using R = Result<Handle>;
   auto conn = backend_->connection(slot);
   if (!conn) return R::failure(conn.error());
-  std::string path;
+  std::string rel;
   {
     std::lock_guard lock(mu_);
     Handle& h = handles_[slot];
     if (!h.handle.empty() && h.conn == *conn) return h;
-    path = backend_->remote_path(rel_);
+    rel = rel_;
   }
-  // Re-open by path: the caller's access mode, never creating or truncating again.
+  // Re-open by path, confined as the first open was: the caller's access mode, never creating
+  // or truncating again.
   int again = flags_ & ~(O_CREAT | O_EXCL | O_TRUNC);
-  ++backend_->ops;
-  auto r = (*conn)->call(
-      PacketWriter(FXP_OPEN).str(path).u32(open_flags_to_pflags(again)).attrs({}).take());
-  auto h = expect_handle(std::move(r));
+  auto hold = backend_->paths_->hold(PathGuard::Mode::shared);
+  if (auto st = backend_->confine(rel); !st) return R::failure(st.error());
+  auto h = expect_handle(backend_->open_confined(**conn, rel, again, {}, nullptr));
   if (!h) return R::failure(h.error());
   std::lock_guard lock(mu_);
   Handle& slot_handle = handles_[slot];

@@ -32,7 +32,10 @@ void Coherence::watch_backends(const BackendMap& backends) {
   for (auto& [name, backend] : backends) {
     if (watchers_.count(name)) continue;
     watchers_[name] = std::make_unique<RemoteWatcher>(
-        backend, [this, name = name](const std::string& rel, bool new_dir) {
+        backend, [this, name = name, b = std::weak_ptr<Backend>(backend)](const std::string& rel,
+                                                                          bool new_dir) {
+          // A directory may now be a symlink: the backend looks at it again before it trusts it.
+          if (auto live = b.lock()) live->changed_on_server(rel);
           changed_on_server(name, rel, new_dir);
         });
   }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "namespace/create_policy.hpp"
+#include "skein/credential_file.hpp"
 #include "skein/path.hpp"
 #include "skein/size.hpp"
 
@@ -81,6 +82,28 @@ class Checker {
       fail(t.get(key), "'" + std::string(key) + "' in " + where + ": cannot read " + value);
   }
 
+  // A file holding a secret: readable, and by its owner only.
+  void private_file(const toml::table& t, const char* key, const std::string& value,
+                    const std::string& what) {
+    if (auto problem = private_file_problem(value, what)) fail(t.get(key), *problem);
+  }
+
+  std::vector<std::string> strings(const toml::table& t, const char* key,
+                                   const std::string& where) {
+    std::vector<std::string> out;
+    const toml::node* n = t.get(key);
+    if (!n) return out;
+    auto* arr = n->as_array();
+    if (!arr) fail(n, "'" + std::string(key) + "' in " + where + " must be a list of strings");
+    for (auto& item : *arr) {
+      auto v = item.value<std::string>();
+      if (!v || !item.is_string())
+        fail(&item, "'" + std::string(key) + "' in " + where + " must be a list of strings");
+      out.push_back(*v);
+    }
+    return out;
+  }
+
  private:
   std::string source_;
 };
@@ -109,6 +132,43 @@ const BackendConfig* find_backend(const GatewayConfig& cfg, const std::string& n
   return nullptr;
 }
 
+TlsConfig parse_tls(Checker& c, const toml::node* node) {
+  auto* t = node->as_table();
+  const std::string where = "[gateway.tls]";
+  if (!t) c.fail(node, where + " must be a table");
+  c.only_keys(*t,
+              {"cert_file", "key_file", "client_ca_file", "crl_dir", "node_clients",
+               "admin_clients", "reload_interval_s"},
+              where);
+  TlsConfig tls;
+  tls.cert_file = c.string(*t, "cert_file", where, true);
+  c.readable_file(*t, "cert_file", tls.cert_file, where);
+  tls.key_file = c.string(*t, "key_file", where, true);
+  c.private_file(*t, "key_file", tls.key_file, "'key_file' in " + where);
+  tls.client_ca_file = c.string(*t, "client_ca_file", where, false);
+  if (t->get("client_ca_file")) c.readable_file(*t, "client_ca_file", tls.client_ca_file, where);
+  tls.crl_dir = c.string(*t, "crl_dir", where, false);
+  tls.reload_interval_s = int(c.integer(*t, "reload_interval_s", where, 60, 1, 86400));
+  for (auto [key, list] : {std::pair{"node_clients", &tls.node_clients},
+                           std::pair{"admin_clients", &tls.admin_clients}}) {
+    if (!t->get(key)) continue;
+    if (tls.client_ca_file.empty())
+      c.fail(t->get(key), std::string("'") + key + "' in " + where +
+                              " maps client certificates to roles: it needs 'client_ca_file' "
+                              "(mutual TLS)");
+    list->clear();
+    for (auto& text : c.strings(*t, key, where)) {
+      auto p = CertificatePattern::parse(text);
+      if (!p)
+        c.fail(t->get(key), std::string("'") + key + "' in " + where + ": '" + text +
+                                "' must be \"CN=PATTERN\" (the certificate's common name) or "
+                                "\"SAN=PATTERN\" (a subject alternative name), * and ? allowed");
+      list->push_back(*p);
+    }
+  }
+  return tls;
+}
+
 }  // namespace
 
 GatewayConfig parse_gateway_config(std::string_view text, const std::string& source) {
@@ -130,7 +190,8 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
     if (!t) c.fail(gw, "[gateway] must be a table");
     c.only_keys(*t,
                 {"listen", "log_level", "timeout_ms", "admin_token_file", "lease_timeout_ms",
-                 "revalidate_interval_ms", "revalidate_batch", "interest_limit", "remote_watch"},
+                 "revalidate_interval_ms", "revalidate_batch", "interest_limit", "remote_watch",
+                 "insecure", "tls", "backend_files_dir"},
                 "[gateway]");
     cfg.lease_timeout =
         std::chrono::milliseconds(c.integer(*t, "lease_timeout_ms", "[gateway]", 1000, 10, 600000));
@@ -150,21 +211,28 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
     cfg.timeout =
         std::chrono::milliseconds(c.integer(*t, "timeout_ms", "[gateway]", 15000, 100, 3600000));
     cfg.admin_token_file = c.string(*t, "admin_token_file", "[gateway]", false);
-    if (t->get("admin_token_file")) {
-      // The token grants everything: like an SSH key, only its owner may read it.
-      const std::string& f = cfg.admin_token_file;
-      struct stat st {};
-      if (::stat(f.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(f.c_str(), R_OK) != 0)
-        c.fail(t->get("admin_token_file"), "'admin_token_file': cannot read " + f);
-      if (st.st_mode & 077) {
-        char mode[8];
-        snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
-        c.fail(t->get("admin_token_file"),
-               "'admin_token_file' " + f + " is accessible by group or others (mode " + mode +
-                   "); it must be readable by its owner only: chmod 600 " + f);
-      }
+    // The token grants everything: like an SSH key, only its owner may read it.
+    if (t->get("admin_token_file"))
+      c.private_file(*t, "admin_token_file", cfg.admin_token_file, "'admin_token_file'");
+    if (auto* in = t->get("insecure")) {
+      if (!in->is_boolean()) c.fail(in, "'insecure' in [gateway] must be true or false");
+      cfg.insecure = *in->value<bool>();
     }
+    cfg.backend_files_dir = c.string(*t, "backend_files_dir", "[gateway]", false);
+    if (t->get("backend_files_dir")) {
+      struct stat st {};
+      if (cfg.backend_files_dir.empty() || cfg.backend_files_dir.front() != '/' ||
+          ::stat(cfg.backend_files_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        c.fail(t->get("backend_files_dir"),
+               "'backend_files_dir' must be an existing directory, as an absolute path");
+    }
+    if (auto* tls = t->get("tls")) cfg.tls = parse_tls(c, tls);
   }
+  if (!cfg.tls && !cfg.insecure)
+    c.fail(root.get("gateway"),
+           "[gateway] needs a [gateway.tls] table (cert_file, key_file) so that gRPC is "
+           "encrypted; plaintext only with 'insecure = true' in [gateway] (never across a "
+           "network you do not trust)");
 
   std::set<std::string> backend_names;
   if (auto* bs = root.get("backend")) {
@@ -227,11 +295,16 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       if (!ns_names.insert(n.name).second)
         c.fail(&t, "namespace '" + n.name + "' is defined twice");
       n.token_file = c.string(t, "token_file", where, false);
+      if (!t.get("token_file"))
+        c.fail(&t, where +
+                       " needs 'token_file': every call names a namespace and carries its "
+                       "token (a file of mode 0600 holding a random string, e.g. from "
+                       "`openssl rand -hex 32`)");
+      c.private_file(t, "token_file", n.token_file, "token_file of " + where);
       n.create_policy = c.string(t, "create_policy", where, false, "ff");
       if (!make_create_policy(n.create_policy))
         c.fail(t.get("create_policy"), "unknown create_policy '" + n.create_policy + "' in " +
                                            where + "; known: " + create_policy_names());
-      if (!n.token_file.empty()) c.readable_file(t, "token_file", n.token_file, where);
       auto* mounts = t.get("mount");
       if (!mounts) c.fail(&t, where + " needs at least one [[namespace.mount]]");
       auto* marr = mounts->as_array();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "auth/client_roles.hpp"
 #include "backend/backend.hpp"
 #include "namespace/branch.hpp"
 
@@ -32,14 +33,32 @@ struct MountConfig {
 
 struct NamespaceConfig {
   std::string name;
-  std::string token_file;  // empty: no token needed
+  std::string token_file;  // the namespace's token (mode 0600); every namespace has one
   std::string create_policy = "ff";
   std::vector<MountConfig> mounts;
+};
+
+// gRPC over TLS ([gateway.tls]): the gateway's certificate and key, and with `client_ca_file`
+// mutual TLS, every client presenting a certificate signed by that CA, mapped to roles.
+struct TlsConfig {
+  std::string cert_file;
+  std::string key_file;        // mode 0600
+  std::string client_ca_file;  // empty: no client certificates (tokens alone decide)
+  std::string crl_dir;         // revoked client certificates (OpenSSL hashed CRL directory)
+  std::vector<CertificatePattern> node_clients = {{CertificatePattern::Field::common_name, "*"}};
+  std::vector<CertificatePattern> admin_clients;
+  int reload_interval_s = 60;  // how often the files are read again (rotation)
 };
 
 struct GatewayConfig {
   std::string source;  // the file it came from
   std::string listen = "127.0.0.1:7070";
+  // Plaintext gRPC: only when `insecure = true` is written out; otherwise `tls` is required.
+  bool insecure = false;
+  std::optional<TlsConfig> tls;
+  // AddBackend may only name identity and known_hosts files below this directory (empty: it may
+  // name none, so backends cannot be added at runtime).
+  std::string backend_files_dir;
   std::string log_level = "info";
   std::chrono::milliseconds timeout{15000};
   // File holding the admin token (mode 0600); empty: the Admin service refuses every call.

@@ -19,22 +19,13 @@ int64_t now_s() {
 }
 }  // namespace
 
-NamespaceFs::NamespaceFs(std::string name, std::string token,
+NamespaceFs::NamespaceFs(std::string name, TokenSet credential,
                          std::shared_ptr<const MountTable> table)
     : name_(std::move(name)),
-      token_(std::move(token)),
+      credential_(std::move(credential)),
       started_s_(now_s()),
       table_(std::move(table)),
       rng_(std::random_device{}()) {}
-
-bool NamespaceFs::token_ok(std::string_view token) const {
-  if (token_.empty()) return true;
-  // Constant-time compare: the token is a secret.
-  if (token.size() != token_.size()) return false;
-  unsigned diff = 0;
-  for (size_t i = 0; i < token.size(); ++i) diff |= unsigned(token[i] ^ token_[i]);
-  return diff == 0;
-}
 
 std::shared_ptr<const MountTable> NamespaceFs::table() const {
   std::lock_guard lock(table_mu_);

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "auth/token_digest.hpp"
 #include "namespace/layout.hpp"
 #include "namespace/mount_table.hpp"
 #include "skein/result.hpp"
@@ -22,10 +23,10 @@ namespace skein {
 
 class NamespaceFs {
  public:
-  NamespaceFs(std::string name, std::string token, std::shared_ptr<const MountTable> table);
+  NamespaceFs(std::string name, TokenSet credential, std::shared_ptr<const MountTable> table);
   const std::string& name() const { return name_; }
-  // True when `token` grants this namespace (always, when it has none).
-  bool token_ok(std::string_view token) const;
+  // True when `token` is one of this namespace's tokens (compared in constant time).
+  bool credential_ok(std::string_view token) const { return credential_.matches(token); }
 
   std::shared_ptr<const MountTable> table() const;
   void set_table(std::shared_ptr<const MountTable> table);
@@ -67,7 +68,7 @@ class NamespaceFs {
   uint64_t register_file(std::shared_ptr<OpenFile> file);
 
   std::string name_;
-  std::string token_;
+  TokenSet credential_;
   int64_t started_s_;
 
   mutable std::mutex table_mu_;  // guards table_ (the pointer, not the table)

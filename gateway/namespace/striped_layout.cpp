@@ -248,16 +248,17 @@ Result<sftp::Attrs> StripedLayout::getattr(const std::string& rel) {
   using R = Result<sftp::Attrs>;
   if (auto ready_st = ready(rel, ENOENT); !ready_st) return R::failure(ready_st.error());
   // Ask every backend at once: a regular file's size needs all its parts.
-  std::vector<std::future<Result<sftp::Reply>>> asks;
+  auto holds = Backend::hold_paths(backends_);
+  std::vector<Backend::PendingLstat> asks;
   for (auto& b : backends_) asks.push_back(b->start_lstat(rel));
-  auto first = Backend::attrs_of(asks[0].get());
+  auto first = asks[0].attrs();
   if (!first) return R::failure(first.error());
   if (!S_ISREG(first->permissions)) return first;
   std::vector<uint64_t> sizes(width(), 0);
   sizes[0] = first->size;
   sftp::Attrs out = *first;
   for (size_t b = 1; b < width(); ++b) {
-    auto a = Backend::attrs_of(asks[b].get());
+    auto a = asks[b].attrs();
     if (!a) {
       if (a.error() == ENOENT) continue;  // no part here yet: all holes
       return R::failure(a.error());
@@ -277,6 +278,7 @@ Result<sftp::Attrs> StripedLayout::setattr(const std::string& rel, const AttrCha
   if (auto ready_st = ready(rel, ENOENT); !ready_st) return R::failure(ready_st.error());
   auto cur = getattr(rel);
   if (!cur) return R::failure(cur.error());
+  if (S_ISLNK(cur->permissions)) return R::failure(ELOOP);  // never changed through a symlink
   bool reg = S_ISREG(cur->permissions), dir = S_ISDIR(cur->permissions);
   sftp::Attrs a = ch.setstat_attrs(*cur);
   if ((ch.size || a.flags) && (reg || dir)) {

@@ -51,12 +51,13 @@ std::string UnionLayout::describe() const {
 }
 
 UnionLayout::Lookup UnionLayout::lookup_all(const std::string& rel) {
-  std::vector<std::future<Result<sftp::Reply>>> asks;
+  auto holds = Backend::hold_paths(backends());
+  std::vector<Backend::PendingLstat> asks;
   for (auto& b : branches_) asks.push_back(b.backend->start_lstat(rel));
   Lookup out;
   int err = 0;
   for (size_t i = 0; i < asks.size(); ++i) {
-    auto a = Backend::attrs_of(asks[i].get());
+    auto a = asks[i].attrs();
     if (a)
       out.copies.push_back({&branches_[i], *a});
     else
@@ -85,6 +86,7 @@ Result<const Branch*> UnionLayout::branch_for_new(const std::string& rel) {
   std::string parent = parent_path(rel);
   auto model = find(parent);
   if (!model) return R::failure(model.error());
+  if (S_ISLNK(model->attrs.permissions)) return R::failure(ELOOP);  // never followed
   if (!S_ISDIR(model->attrs.permissions)) return R::failure(ENOTDIR);
   std::vector<const Branch*> candidates;
   bool any_rw = false;
@@ -137,6 +139,7 @@ Result<sftp::Attrs> UnionLayout::setattr(const std::string& rel, const AttrChang
   using R = Result<sftp::Attrs>;
   auto first = find(rel);
   if (!first) return R::failure(first.error());
+  if (S_ISLNK(first->attrs.permissions)) return R::failure(ELOOP);  // never through a symlink
   sftp::Attrs a = ch.setstat_attrs(first->attrs);
   if (ch.size && open && branches_.size() == 1) {
     // Through the caller's handle: works even where the path itself no longer allows writing.

@@ -125,21 +125,22 @@ std::optional<Gateway::BackendView> view_of(Gateway& gw, const std::string& name
 }  // namespace
 
 grpc::Status AdminService::authorize(grpc::ServerContext* ctx) const {
-  if (token_.empty())
+  if (!enabled_)
     return {StatusCode::UNAUTHENTICATED,
             "admin is disabled on this gateway: set admin_token_file in the [gateway] section of "
             "its configuration"};
+  if (!roles_.allows(*ctx, ClientRole::admin)) {
+    refusals_.note(ctx->peer(), ClientRoles::common_name(*ctx));
+    return {StatusCode::PERMISSION_DENIED,
+            "admin calls need a client certificate listed in admin_clients of the gateway's "
+            "[gateway.tls]"};
+  }
   auto& md = ctx->client_metadata();
   auto it = md.find("x-skein-admin-token");
   if (it == md.end())
     return {StatusCode::UNAUTHENTICATED, "missing admin token (x-skein-admin-token)"};
-  std::string_view given(it->second.data(), it->second.size());
-  // Constant-time compare: the token is a secret.
-  unsigned diff = given.size() != token_.size();
-  for (size_t i = 0; i < given.size() && i < token_.size(); ++i)
-    diff |= unsigned(given[i] ^ token_[i]);
-  if (diff) {
-    spdlog::warn("admin: wrong admin token from {}", ctx->peer());
+  if (!tokens_.matches(std::string_view(it->second.data(), it->second.size()))) {
+    refusals_.note(ctx->peer(), ClientRoles::common_name(*ctx));
     return {StatusCode::UNAUTHENTICATED, "wrong admin token"};
   }
   return grpc::Status::OK;

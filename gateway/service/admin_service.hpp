@@ -5,6 +5,9 @@
 
 #include <string>
 
+#include "auth/client_roles.hpp"
+#include "auth/refusal_log.hpp"
+#include "auth/token_digest.hpp"
 #include "gateway.hpp"
 #include "skein/v1/admin.grpc.pb.h"
 
@@ -12,8 +15,14 @@ namespace skein {
 
 class AdminService final : public v1::Admin::Service {
  public:
-  // `token` empty: admin is disabled (no admin_token_file) and every call is refused.
-  AdminService(Gateway& gateway, std::string token) : gateway_(gateway), token_(std::move(token)) {}
+  // `token` is the admin token file's text: one token a line (two while one is rotated); empty,
+  // admin is disabled (no admin_token_file) and every call is refused. With mutual TLS
+  // (`roles`), a call also needs a certificate listed in admin_clients.
+  AdminService(Gateway& gateway, const std::string& token, ClientRoles roles = {})
+      : gateway_(gateway),
+        enabled_(!token.empty()),
+        tokens_(TokenSet::of_lines(token)),
+        roles_(std::move(roles)) {}
 
   grpc::Status ListBackends(grpc::ServerContext*, const v1::ListBackendsRequest*,
                             v1::ListBackendsReply*) override;
@@ -28,11 +37,15 @@ class AdminService final : public v1::Admin::Service {
   grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*, v1::HealthReply*) override;
 
  private:
-  // OK when the call carries the admin token; UNAUTHENTICATED otherwise.
+  // OK when the call carries the admin token (and, with mutual TLS, an admin certificate);
+  // UNAUTHENTICATED or PERMISSION_DENIED otherwise.
   grpc::Status authorize(grpc::ServerContext* ctx) const;
 
   Gateway& gateway_;
-  const std::string token_;
+  const bool enabled_;
+  const TokenSet tokens_;
+  const ClientRoles roles_;
+  RefusalLog refusals_{"an Admin call"};
 };
 
 }  // namespace skein

@@ -21,6 +21,11 @@ std::vector<std::shared_ptr<NamespaceFs>> NamespaceRegistry::all() const {
   return out;
 }
 
+grpc::Status NamespaceRegistry::denied() {
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "access denied: unknown namespace, or a missing or wrong credential");
+}
+
 std::shared_ptr<NamespaceFs> NamespaceRegistry::authorize(const grpc::ServerContextBase* ctx,
                                                           const std::string& name,
                                                           grpc::Status& status) const {
@@ -30,17 +35,16 @@ std::shared_ptr<NamespaceFs> NamespaceRegistry::authorize(const grpc::ServerCont
     auto it = namespaces_.find(name);
     if (it != namespaces_.end()) ns = it->second;
   }
-  if (!ns) {
-    status = grpc::Status(grpc::StatusCode::NOT_FOUND, "no namespace '" + name + "'");
-    return nullptr;
-  }
-  std::string token;
+  std::string_view token;
   auto& md = ctx->client_metadata();
   auto it = md.find("x-skein-token");
-  if (it != md.end()) token.assign(it->second.data(), it->second.size());
-  if (!ns->token_ok(token)) {
-    status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                          "missing or wrong token for namespace '" + name + "'");
+  if (it != md.end()) token = std::string_view(it->second.data(), it->second.size());
+  // Compare even for an unknown namespace, so that it answers in the same time.
+  bool granted = ns ? ns->credential_ok(token) : nobody_.matches(token);
+  granted = granted && ns && roles_.allows(*ctx, ClientRole::node);
+  if (!granted) {
+    refusals_.note(ctx->peer(), ClientRoles::common_name(*ctx));
+    status = denied();
     return nullptr;
   }
   return ns;

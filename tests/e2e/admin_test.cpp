@@ -55,17 +55,25 @@ class Skeinctl : public ClusterSuite<3, 1> {
   static std::string bin() { return build_dir() + "/client/skeinctl"; }
   std::string gateway() const { return cluster_->env("SKEIN_GATEWAY"); }
   std::string token_file() const { return cluster_->env("SKEIN_ADMIN_TOKEN_FILE"); }
+  // `K='v' ` assignments giving skeinctl the cluster's CA and admin certificate (not the token).
+  std::string tls_env() const {
+    std::string out;
+    for (const char* key :
+         {"SKEIN_CA_FILE", "SKEIN_ADMIN_CERT", "SKEIN_ADMIN_KEY", "SKEIN_INSECURE"})
+      if (!cluster_->env(key).empty()) out += std::string(key) + "=" + q(cluster_->env(key)) + " ";
+    return out;
+  }
 
   // Runs `skeinctl --gateway G ARGS` with the cluster's admin token; stdout and stderr in `out`.
   int ctl(const std::string& args, std::string* out = nullptr) {
-    return run_command("SKEIN_ADMIN_TOKEN_FILE=" + q(token_file()) + " " + q(bin()) +
+    return run_command("SKEIN_ADMIN_TOKEN_FILE=" + q(token_file()) + " " + tls_env() + q(bin()) +
                            " --gateway " + q(gateway()) + " " + args,
                        out);
   }
   // Same with --json; parses stdout (stderr is dropped) into `json`.
   int ctl_json(const std::string& args, Json& json) {
     std::string out;
-    int rc = run_command("(SKEIN_ADMIN_TOKEN_FILE=" + q(token_file()) + " " + q(bin()) +
+    int rc = run_command("(SKEIN_ADMIN_TOKEN_FILE=" + q(token_file()) + " " + tls_env() + q(bin()) +
                              " --gateway " + q(gateway()) + " --json " + args + " 2>/dev/null)",
                          &out);
     json = Json::parse(out, nullptr, false);
@@ -170,7 +178,7 @@ TEST_F(Skeinctl, NamespacesListShowsMountsAndLayouts) {
   EXPECT_TRUE(
       std::regex_search(out, std::regex("^NAMESPACE  POLICY  TOKEN  OPEN  MOUNT +LAYOUT\n")))
       << out;
-  EXPECT_NE(out.find("default    ff      no"), std::string::npos) << out;
+  EXPECT_NE(out.find("default    ff      yes"), std::string::npos) << out;
   EXPECT_TRUE(std::regex_search(out, std::regex("\n +/srv2 +srv2\n"))) << out;
 
   Json j;
@@ -179,7 +187,7 @@ TEST_F(Skeinctl, NamespacesListShowsMountsAndLayouts) {
   auto& ns = j["namespaces"][0];
   EXPECT_EQ(ns["name"], "default");
   EXPECT_EQ(ns["create_policy"], "ff");
-  EXPECT_EQ(ns["token_required"], false);
+  EXPECT_EQ(ns["token_required"], true);
   ASSERT_GE(ns["mounts"].size(), 3u);
   auto& srv0 = ns["mounts"][0];  // sorted by path
   EXPECT_EQ(srv0["path"], "/srv0");
@@ -194,13 +202,14 @@ TEST_F(Skeinctl, WrongTokenIsRefusedWithExit4) {
   std::ofstream(bad) << "not-the-token\n";
   ::chmod(bad.c_str(), 0600);
   std::string out;
-  int rc = run_command(
-      q(bin()) + " --gateway " + q(gateway()) + " --token-file " + q(bad) + " backends list", &out);
+  int rc = run_command(tls_env() + q(bin()) + " --gateway " + q(gateway()) + " --token-file " +
+                           q(bad) + " backends list",
+                       &out);
   EXPECT_EQ(rc, 4) << out;
   EXPECT_NE(out.find("the gateway refused: wrong admin token (UNAUTHENTICATED)"), std::string::npos)
       << out;
-  rc = run_command("(" + q(bin()) + " --gateway " + q(gateway()) + " --token-file " + q(bad) +
-                       " --json health 2>/dev/null)",
+  rc = run_command("(" + tls_env() + q(bin()) + " --gateway " + q(gateway()) + " --token-file " +
+                       q(bad) + " --json health 2>/dev/null)",
                    &out);
   EXPECT_EQ(rc, 4);
   auto j = Json::parse(out, nullptr, false);
@@ -212,26 +221,28 @@ TEST_F(Skeinctl, WrongTokenIsRefusedWithExit4) {
 TEST_F(Skeinctl, MissingOrEmptyTokenFileIsAClearUsageError) {
   std::string out;
   std::string dir = make_test_dir("admin-token");
-  int rc = run_command(
-      q(bin()) + " --gateway " + q(gateway()) + " --token-file " + q(dir + "/missing") + " health",
-      &out);
+  int rc = run_command(tls_env() + q(bin()) + " --gateway " + q(gateway()) + " --token-file " +
+                           q(dir + "/missing") + " health",
+                       &out);
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(
       out.find("cannot read the admin token file " + dir + "/missing: No such file or directory"),
       std::string::npos)
       << out;
 
-  rc = run_command(
-      "env -u SKEIN_ADMIN_TOKEN_FILE " + q(bin()) + " --gateway " + q(gateway()) + " health", &out);
+  rc = run_command("env -u SKEIN_ADMIN_TOKEN_FILE " + tls_env() + q(bin()) + " --gateway " +
+                       q(gateway()) + " health",
+                   &out);
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("no admin token: give --token-file FILE or set SKEIN_ADMIN_TOKEN_FILE"),
             std::string::npos)
       << out;
 
   std::ofstream(dir + "/empty") << "\n";
-  rc = run_command(
-      q(bin()) + " --gateway " + q(gateway()) + " --token-file " + q(dir + "/empty") + " health",
-      &out);
+  ::chmod((dir + "/empty").c_str(), 0600);
+  rc = run_command(tls_env() + q(bin()) + " --gateway " + q(gateway()) + " --token-file " +
+                       q(dir + "/empty") + " health",
+                   &out);
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("is empty"), std::string::npos) << out;
 }
@@ -240,7 +251,7 @@ TEST_F(Skeinctl, UnreachableGatewayExits3) {
   std::string out;
   std::string address = "127.0.0.1:" + std::to_string(free_port());
   auto start = std::chrono::steady_clock::now();
-  int rc = run_command("SKEIN_ADMIN_TOKEN_FILE=" + q(token_file()) + " " + q(bin()) +
+  int rc = run_command("SKEIN_ADMIN_TOKEN_FILE=" + q(token_file()) + " " + tls_env() + q(bin()) +
                            " --gateway " + address + " health",
                        &out);
   EXPECT_EQ(rc, 3) << out;
@@ -275,14 +286,14 @@ TEST_F(Skeinctl, BadArgumentsExit2) {
     EXPECT_NE(out.find(c.message), std::string::npos) << c.args << ":\n" << out;
   }
   std::string out;
-  EXPECT_EQ(run_command("SKEIN_ADMIN_TOKEN_FILE=" + q(token_file()) + " " + q(bin()) +
+  EXPECT_EQ(run_command("SKEIN_ADMIN_TOKEN_FILE=" + q(token_file()) + " " + tls_env() + q(bin()) +
                             " --gateway no-port health",
                         &out),
             2);
   EXPECT_NE(out.find("gateway address 'no-port' must be HOST:PORT"), std::string::npos) << out;
-  EXPECT_EQ(run_command("env -u SKEIN_GATEWAY " + q(bin()) + " health", &out), 2);
+  EXPECT_EQ(run_command("env -u SKEIN_GATEWAY " + tls_env() + q(bin()) + " health", &out), 2);
   EXPECT_NE(out.find("no gateway"), std::string::npos) << out;
-  EXPECT_EQ(run_command(q(bin()) + " --help", &out), 0);
+  EXPECT_EQ(run_command(tls_env() + q(bin()) + " --help", &out), 0);
   EXPECT_NE(out.find("backends"), std::string::npos) << out;
 }
 
@@ -368,7 +379,7 @@ TEST_F(Skeinctl, AdminIsDisabledWithoutATokenFileAndATokenFileOthersCanReadIsRef
   std::string error;
   auto gw = GatewayProcess::start(cfg, address, dir + "/gateway.log", error);
   ASSERT_TRUE(gw) << error;
-  int rc = run_command("SKEIN_ADMIN_TOKEN_FILE=" + q(token_file()) + " " + q(bin()) +
+  int rc = run_command("SKEIN_ADMIN_TOKEN_FILE=" + q(token_file()) + " " + tls_env() + q(bin()) +
                            " --gateway " + address + " health",
                        &out);
   EXPECT_EQ(rc, 4) << out;

@@ -171,7 +171,8 @@ class Coherence : public ClusterSuite<1, 2> {
     out.close();
     if (!g->start(error)) return nullptr;
     for (int i = 0; i < mounts; ++i) {
-      auto m = FuseMount::start(g->address, dir + "/mnt-" + std::to_string(i), "default", error);
+      auto m = FuseMount::start(g->address, dir + "/mnt-" + std::to_string(i), "default", error,
+                                cluster_->mount_credentials());
       if (!m) return nullptr;
       g->mounts.push_back(std::move(m));
     }

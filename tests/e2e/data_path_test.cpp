@@ -38,7 +38,8 @@ class DataPath : public ::testing::Test {
     gateway_ =
         GatewayProcess::start(config, address, cluster_->state() + "/small-gateway.log", error);
     if (!gateway_) return fail("gateway: " + error);
-    small_mount_ = FuseMount::start(address, cluster_->state() + "/small-mnt", "small", error);
+    small_mount_ = FuseMount::start(address, cluster_->state() + "/small-mnt", "small", error,
+                                    cluster_->mount_credentials());
     if (!small_mount_) return fail("mount: " + error);
   }
   static void TearDownTestSuite() {
@@ -52,14 +53,16 @@ class DataPath : public ::testing::Test {
 
   static std::string small_dir() { return cluster_->export_dir(0) + "/small"; }
   static std::string config_text(const std::string& address) {
-    return "[gateway]\nlisten = \"" + address +
-           "\"\ntimeout_ms = 5000\n[[backend]]\nname = \"small\"\nhost = \"127.0.0.1\"\nport = " +
+    return "[gateway]\nlisten = \"" + address + "\"\ntimeout_ms = 5000\n" +
+           cluster_->gateway_tls_toml() +
+           "[[backend]]\nname = \"small\"\nhost = \"127.0.0.1\"\nport = " +
            cluster_->list("SKEIN_SSH_PORTS").at(0) + "\nuser = \"" +
            cluster_->env("SKEIN_SSH_USER") + "\"\nidentity_file = \"" +
            cluster_->env("SKEIN_SSH_KEY") + "\"\nknown_hosts = \"" +
            cluster_->env("SKEIN_KNOWN_HOSTS") + "\"\nroot = \"" + small_dir() +
-           "\"\nconnections = 2\n[[namespace]]\nname = \"small\"\n[[namespace.mount]]\npath = "
-           "\"/\"\nbackends = [\"small\"]\n";
+           "\"\nconnections = 2\n[[namespace]]\nname = \"small\"\ntoken_file = \"" +
+           cluster_->token_file() +
+           "\"\n[[namespace.mount]]\npath = \"/\"\nbackends = [\"small\"]\n";
   }
 
   // Through mount i, on the server, and through the small namespace.

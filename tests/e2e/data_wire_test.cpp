@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "fs_test_support.hpp"
+#include "grpc_test_support.hpp"
 #include "skein/v1/fs.grpc.pb.h"
 #include "wire/bulk_message.hpp"
 
@@ -31,8 +32,9 @@ class DataWire : public ::testing::Test {
   static void TearDownTestSuite() { cluster_.reset(); }
   void SetUp() override {
     ASSERT_TRUE(setup_error_.empty()) << setup_error_;
-    channel_ =
-        grpc::CreateChannel(cluster_->env("SKEIN_GATEWAY"), grpc::InsecureChannelCredentials());
+    std::string error;
+    channel_ = wire::secure_channel(cluster_->env("SKEIN_GATEWAY"), cluster_tls(*cluster_), error);
+    ASSERT_TRUE(channel_) << error;
     stub_ = std::make_unique<grpc::GenericStub>(channel_);
   }
 
@@ -40,6 +42,7 @@ class DataWire : public ::testing::Test {
   grpc::Status call(const char* method, const grpc::ByteBuffer& request, grpc::ByteBuffer& reply) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    ctx.AddMetadata("x-skein-token", read_token(cluster_->token_file()));
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
@@ -180,7 +183,8 @@ TEST_F(DataWire, MalformedOrOversizedRequestsGetAClearError) {
   w.mutable_file()->set_ns("no-such-namespace");
   w.set_data("z");
   s = call("/skein.v1.Data/Write", sliced(w.SerializeAsString(), {5}), reply);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  // An unknown namespace looks like a wrong token: no caller learns which namespaces exist.
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
   struct stat st;
   EXPECT_NE(::stat((cluster_->export_dir(0) + "/big-write").c_str(), &st), 0);
 }

@@ -179,6 +179,30 @@ std::vector<std::string> LocalCluster::list(const std::string& key) const {
   return out;
 }
 
+std::string LocalCluster::mount_credentials(const std::string& token) const {
+  std::string out = " --token-file '" + (token.empty() ? token_file() : token) + "'";
+  if (env("SKEIN_INSECURE") == "1") return out + " --insecure";
+  return out + " --ca-file '" + env("SKEIN_CA_FILE") + "' --cert-file '" + env("SKEIN_NODE_CERT") +
+         "' --key-file '" + env("SKEIN_NODE_KEY") + "'";
+}
+
+std::string LocalCluster::gateway_tls_toml() const {
+  if (env("SKEIN_INSECURE") == "1") return "insecure = true\n";
+  std::string tls = state_ + "/tls/";
+  return "[gateway.tls]\ncert_file = \"" + tls + "gateway.crt\"\nkey_file = \"" + tls +
+         "gateway.key\"\nclient_ca_file = \"" + tls +
+         "ca.crt\"\nnode_clients = [\"CN=skein-node-*\"]\nadmin_clients = [\"CN=skein-admin\"]\n";
+}
+
+std::string LocalCluster::admin_env() const {
+  std::string out;
+  for (const char* key : {"SKEIN_ADMIN_TOKEN_FILE", "SKEIN_CA_FILE", "SKEIN_ADMIN_CERT",
+                          "SKEIN_ADMIN_KEY", "SKEIN_INSECURE"}) {
+    if (!env(key).empty()) out += std::string(key) + "='" + env(key) + "' ";
+  }
+  return out;
+}
+
 bool LocalCluster::server_command(const char* command, int i) {
   return run_command(skein_local() + " " + command + " " + std::to_string(i) + " --state '" +
                      state_ + "'") == 0;

@@ -72,6 +72,17 @@ class LocalCluster {
   std::string env(const std::string& key) const;
   std::vector<std::string> list(const std::string& key) const;
 
+  // The credentials of the cluster, for tests that start gateways and mounts of their own:
+  // the token file of namespace "default" (tests reuse it for their namespaces), skein-mount's
+  // arguments for it and the node certificate, and the TOML a test's own [gateway] table needs
+  // for the cluster's TLS set-up (mutual TLS with the cluster's CA), written after its keys.
+  std::string token_file() const { return env("SKEIN_TOKEN_FILE"); }
+  std::string mount_credentials(const std::string& token_file = "") const;
+  std::string gateway_tls_toml() const;
+  // Environment assignments (`K='v' ...`, for a shell command's start) that give skeinctl the
+  // admin token file, the CA and the admin certificate.
+  std::string admin_env() const;
+
   // Kills storage server i with all its sessions / starts it again on the same port.
   bool stop_server(int i);
   bool start_server(int i);

@@ -17,6 +17,7 @@
 
 #include "fs_test_support.hpp"
 #include "gateway_client.hpp"
+#include "grpc_test_support.hpp"
 
 namespace skein::test {
 namespace {
@@ -276,7 +277,12 @@ TEST_P(RandomIo, ConcurrentRequestsOnOneGatewayHandleAllLand) {
   // then many reads of one open file at once, unaligned, each touching one to three backends.
   client::GatewayOptions opts;
   opts.ns = "default";
-  client::GatewayClient gw(client::GatewayClient::connect(cluster_->env("SKEIN_GATEWAY")), opts);
+  opts.token = read_token(cluster_->token_file());
+  std::string tls_error;
+  auto channel = client::GatewayClient::connect(cluster_->env("SKEIN_GATEWAY"),
+                                                cluster_tls(*cluster_), tls_error);
+  ASSERT_TRUE(channel) << tls_error;
+  client::GatewayClient gw(channel, opts);
   const std::string path = "/" + GetParam().mount + "/" + rel_dir_ + "/shared";
   auto opened = gw.create(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
   ASSERT_TRUE(opened) << strerror(opened.error());

@@ -14,12 +14,13 @@ std::string mount_bin() { return build_dir() + "/client/skein-mount"; }
 TEST(GatewayStartup, BadConfigNamesFileLineAndProblemAndExitsNonZero) {
   std::string dir = make_test_dir("badconfig");
   std::string cfg = dir + "/gw.toml";
-  std::ofstream(cfg)
-      << "[gateway]\nlisten = \"127.0.0.1:0\"\n\n[[backend]]\nname = \"a\"\nport = \"x\"\n";
+  std::ofstream(cfg) << "[gateway]\nlisten = \"127.0.0.1:0\"\ninsecure = true\n\n[[backend]]\nname "
+                        "= \"a\"\nport = "
+                        "\"x\"\n";
   std::string out;
   int rc = run_command("'" + gateway_bin() + "' --config '" + cfg + "'", &out);
   EXPECT_NE(rc, 0);
-  EXPECT_NE(out.find(cfg + ":4: backend 'a' needs 'host'"), std::string::npos) << out;
+  EXPECT_NE(out.find(cfg + ":5: backend 'a' needs 'host'"), std::string::npos) << out;
 
   rc = run_command("'" + gateway_bin() + "' --config '" + dir + "/missing.toml'", &out);
   EXPECT_NE(rc, 0);
@@ -77,9 +78,14 @@ TEST(MountStartup, UnreachableGatewayFailsClearlyAndMountsNothing) {
   std::string dir = make_test_dir("unreachable");
   std::string mp = dir + "/mnt";
   ::mkdir(mp.c_str(), 0755);
+  std::string token = dir + "/token";
+  std::ofstream(token) << "t\n";
+  ::chmod(token.c_str(), 0600);
   std::string out;
   auto start = std::chrono::steady_clock::now();
-  int rc = run_command("'" + mount_bin() + "' 127.0.0.1:1 '" + mp + "'", &out);
+  int rc = run_command(
+      "'" + mount_bin() + "' 127.0.0.1:1 '" + mp + "' --insecure --token-file '" + token + "'",
+      &out);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("127.0.0.1:1"), std::string::npos) << out;
@@ -97,10 +103,24 @@ TEST(MountStartup, UnknownNamespaceFailsClearly) {
   ::mkdir(mp.c_str(), 0755);
   std::string out;
   int rc = run_command("'" + mount_bin() + "' " + cluster->env("SKEIN_GATEWAY") + " '" + mp +
-                           "' --namespace no-such-namespace",
+                           "' --namespace no-such-namespace" + cluster->mount_credentials(),
                        &out);
   EXPECT_NE(rc, 0);
-  EXPECT_NE(out.find("no-such-namespace"), std::string::npos) << out;
+  EXPECT_NE(out.find("refused access to namespace 'no-such-namespace' (check --namespace"),
+            std::string::npos)
+      << out;
+
+  // Without a token file, or with no TLS set-up, the mount says what it needs before it tries.
+  rc =
+      run_command("'" + mount_bin() + "' " + cluster->env("SKEIN_GATEWAY") + " '" + mp + "'", &out);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("a token file is needed (--token-file FILE)"), std::string::npos) << out;
+  rc = run_command("'" + mount_bin() + "' " + cluster->env("SKEIN_GATEWAY") + " '" + mp +
+                       "' --token-file '" + cluster->token_file() + "'",
+                   &out);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("no CA file to check the gateway's certificate with"), std::string::npos)
+      << out;
 }
 
 }  // namespace

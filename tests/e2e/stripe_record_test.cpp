@@ -50,7 +50,7 @@ class StripeRecords : public ::testing::Test {
     address_ = address;
     std::string t = "[gateway]\nlisten = \"" + address +
                     "\"\ntimeout_ms = 5000\nadmin_token_file = \"" +
-                    cluster_->env("SKEIN_ADMIN_TOKEN_FILE") + "\"\n";
+                    cluster_->env("SKEIN_ADMIN_TOKEN_FILE") + "\"\n" + cluster_->gateway_tls_toml();
     auto backend = [&](const std::string& name, int server, const std::string& dir) {
       t += "[[backend]]\nname = \"" + name +
            "\"\nhost = \"127.0.0.1\"\nport = " + ports.at(size_t(server)) + "\nuser = \"" +
@@ -60,7 +60,8 @@ class StripeRecords : public ::testing::Test {
     };
     for (int i = 0; i < 3; ++i) backend("b" + std::to_string(i), i, root(i));
     backend("spare", 2, spare_root());
-    t += "[[namespace]]\nname = \"s\"\n[[namespace.mount]]\npath = \"/\"\nlayout = "
+    t += "[[namespace]]\nname = \"s\"\ntoken_file = \"" + cluster_->token_file() +
+         "\"\n[[namespace.mount]]\npath = \"/\"\nlayout = "
          "\"striped\"\nstripe_size = \"" +
          stripe + "\"\nbackends = [" + backends + "]\n";
     const std::string config = cluster_->state() + "/stripe-record.toml";
@@ -68,7 +69,8 @@ class StripeRecords : public ::testing::Test {
     log_ = cluster_->state() + "/stripe-record-gateway-" + std::to_string(++starts_) + ".log";
     gateway_ = GatewayProcess::start(config, address, log_, error);
     if (!gateway_) return false;
-    mount_ = FuseMount::start(address, cluster_->state() + "/stripe-record-mnt", "s", error);
+    mount_ = FuseMount::start(address, cluster_->state() + "/stripe-record-mnt", "s", error,
+                              cluster_->mount_credentials());
     return bool(mount_);
   }
   void stop() {
@@ -79,8 +81,8 @@ class StripeRecords : public ::testing::Test {
   // `skeinctl COMMAND` against the running gateway: what an admin sees.
   std::string skeinctl(const std::string& command) const {
     std::string out;
-    run_command(build_dir() + "/client/skeinctl --gateway " + address_ + " --token-file " +
-                    cluster_->env("SKEIN_ADMIN_TOKEN_FILE") + " " + command + " 2>&1",
+    run_command(cluster_->admin_env() + build_dir() + "/client/skeinctl --gateway " + address_ +
+                    " " + command + " 2>&1",
                 &out);
     return out;
   }

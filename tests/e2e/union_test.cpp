@@ -41,8 +41,8 @@ class UnionNamespaces : public ::testing::Test {
         GatewayProcess::start(config, address, cluster_->state() + "/union-gateway.log", error);
     if (!gateway_) return fail("gateway: " + error);
     for (auto ns : kNamespaces) {
-      auto m =
-          FuseMount::start(address, cluster_->state() + "/u-" + ns, ns, error, "-o allow_other");
+      auto m = FuseMount::start(address, cluster_->state() + "/u-" + ns, ns, error,
+                                "-o allow_other" + cluster_->mount_credentials());
       if (!m) return fail(std::string("mount ") + ns + ": " + error);
       mounts_[ns] = std::move(m);
     }
@@ -61,7 +61,8 @@ class UnionNamespaces : public ::testing::Test {
   static std::string config_text(const std::string& address) {
     std::string key = cluster_->env("SKEIN_SSH_KEY"), kh = cluster_->env("SKEIN_KNOWN_HOSTS");
     auto ports = cluster_->list("SKEIN_SSH_PORTS");
-    std::string t = "[gateway]\nlisten = \"" + address + "\"\ntimeout_ms = 5000\n";
+    std::string t = "[gateway]\nlisten = \"" + address + "\"\ntimeout_ms = 5000\n" +
+                    cluster_->gateway_tls_toml();
     auto backend = [&](const std::string& name, int i, const std::string& extra) {
       t += "[[backend]]\nname = \"" + name +
            "\"\nhost = \"127.0.0.1\"\nport = " + ports.at(size_t(i)) + "\nuser = \"" +
@@ -73,6 +74,7 @@ class UnionNamespaces : public ::testing::Test {
     backend("b0-needs-1g-free", 0, "min_free_space = \"1G\"\n");
     auto ns = [&](const std::string& name, const std::string& policy, const std::string& branches) {
       t += "[[namespace]]\nname = \"" + name + "\"\ncreate_policy = \"" + policy +
+           "\"\ntoken_file = \"" + cluster_->token_file() +
            "\"\n[[namespace.mount]]\npath = \"/\"\nbackends = [" + branches + "]\n";
     };
     ns("ff", "ff", "\"b0\", \"b1\", \"b2\"");

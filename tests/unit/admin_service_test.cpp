@@ -26,16 +26,20 @@ class AdminServiceTest : public ::testing::Test {
   // Backends a, b, c on a port where nothing listens; namespace "ns" with /a = a and
   // /bc = union(b, c); namespace "solo" with only /x = a.
   std::string config_text() {
-    std::string text = "[gateway]\nlisten = \"127.0.0.1:0\"\ntimeout_ms = 1000\n";
+    std::string text =
+        "[gateway]\nlisten = \"127.0.0.1:0\"\ntimeout_ms = 1000\ninsecure = true\n"
+        "backend_files_dir = \"" +
+        dir_ + "\"\n";
     for (auto name : {"a", "b", "c"})
       text += "[[backend]]\nname = \"" + std::string(name) +
               "\"\nhost = \"127.0.0.1\"\nport = 1\nuser = \"u\"\nidentity_file = \"" + key_ +
               "\"\nknown_hosts = \"" + kh_ + "\"\nroot = \"/srv/" + name + "\"\n";
-    text +=
-        "[[namespace]]\nname = \"ns\"\n[[namespace.mount]]\npath = \"/a\"\nbackends = [\"a\"]\n"
-        "[[namespace.mount]]\npath = \"/bc\"\nbackends = [\"b\", \"c=RO\"]\n"
-        "[[namespace]]\nname = \"solo\"\n[[namespace.mount]]\npath = \"/x\"\nbackends = "
-        "[\"a\"]\n";
+    const std::string token = "token_file = \"" + files_.token + "\"\n";
+    text += "[[namespace]]\nname = \"ns\"\n" + token +
+            "[[namespace.mount]]\npath = \"/a\"\nbackends = [\"a\"]\n"
+            "[[namespace.mount]]\npath = \"/bc\"\nbackends = [\"b\", \"c=RO\"]\n"
+            "[[namespace]]\nname = \"solo\"\n" +
+            token + "[[namespace.mount]]\npath = \"/x\"\nbackends = [\"a\"]\n";
     return text;
   }
 
@@ -174,6 +178,10 @@ TEST_F(AdminServiceTest, AddBackendCreatesAMountOrJoinsAUnion) {
 
 TEST_F(AdminServiceTest, AddBackendRefusesBadInputWithClearMessages) {
   start();
+  // A key outside backend_files_dir, and a symlink inside it that leads out.
+  const std::string outside = files_.dir + "-outside-key";
+  std::ofstream(outside) << "key";
+  ::symlink(outside.c_str(), (dir_ + "/leads-out").c_str());
   struct Case {
     std::string what;
     std::function<void(skein::v1::AddBackendRequest&)> change;
@@ -208,6 +216,15 @@ TEST_F(AdminServiceTest, AddBackendRefusesBadInputWithClearMessages) {
        StatusCode::INVALID_ARGUMENT, "without '..'"},
       {"bad mode", [](auto& r) { r.set_mode(skein::v1::BranchMode(9)); },
        StatusCode::INVALID_ARGUMENT, "unknown branch mode"},
+      {"key outside backend_files_dir",
+       [&](auto& r) { r.mutable_backend()->set_identity_file(outside); },
+       StatusCode::INVALID_ARGUMENT, "is not below " + dir_ + " (backend_files_dir"},
+      {"known_hosts outside backend_files_dir",
+       [](auto& r) { r.mutable_backend()->set_known_hosts("/etc/hostname"); },
+       StatusCode::INVALID_ARGUMENT, "known_hosts file /etc/hostname is not below"},
+      {"symlink leading out of backend_files_dir",
+       [this](auto& r) { r.mutable_backend()->set_identity_file(dir_ + "/leads-out"); },
+       StatusCode::INVALID_ARGUMENT, "/leads-out is not below"},
       {"bad ssh transport", [](auto& r) { r.mutable_backend()->set_ssh_transport("openssh"); },
        StatusCode::INVALID_ARGUMENT, "ssh_transport must be auto, native or libssh, not 'openssh'"},
   };
@@ -221,6 +238,26 @@ TEST_F(AdminServiceTest, AddBackendRefusesBadInputWithClearMessages) {
         << c.what << ": " << st.error_message();
   }
   EXPECT_EQ(gateway_->config().backends.size(), 3u) << "nothing was added";
+  EXPECT_EQ(layout_of("ns", "/d"), "");
+  ::unlink(outside.c_str());
+}
+
+TEST_F(AdminServiceTest, AddBackendIsOffWithoutBackendFilesDir) {
+  gateway_ = std::make_unique<skein::Gateway>(skein::parse_gateway_config(
+      std::string(config_text())
+          .replace(config_text().find("backend_files_dir"), 17, "# backend_files_dir"),
+      "t"));
+  service_ = std::make_unique<skein::AdminService>(*gateway_, "s3cret");
+  grpc::ServerBuilder builder;
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  stub_ = Admin::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+  skein::v1::AddBackendReply reply;
+  auto st = call(&Admin::Stub::AddBackend, add_request("d", "ns", "/d"), &reply);
+  EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION) << st.error_message();
+  EXPECT_NE(st.error_message().find("set backend_files_dir in its [gateway] section"),
+            std::string::npos)
+      << st.error_message();
   EXPECT_EQ(layout_of("ns", "/d"), "");
 }
 
@@ -316,7 +353,10 @@ TEST_F(AdminServiceTest, AdminTokenFileMustBeTheOwnersOnly) {
     ADD_FAILURE() << "a group-readable token file was accepted";
   } catch (const skein::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("gw.toml:2: 'admin_token_file' " + token +
-                                         " is accessible by group or others (mode 0640)"),
+                                         " is accessible by group or others (mode 0640); a file "
+                                         "holding a secret must be readable by its owner only: "
+                                         "chmod 600 " +
+                                         token),
               std::string::npos)
         << e.what();
   }

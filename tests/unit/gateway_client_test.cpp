@@ -196,8 +196,18 @@ TEST_F(GatewayClientTest, NamespaceCheckPassesWhenRootIsADirectory) {
   EXPECT_EQ(client().check_namespace(2s).outcome, NamespaceCheck::Outcome::kOk);
 }
 
+// A mount's channel without TLS (the fake gateways here listen in plaintext).
+std::shared_ptr<grpc::Channel> plaintext_channel(const std::string& address) {
+  std::string error;
+  skein::wire::ClientTls plaintext;
+  plaintext.insecure = true;
+  auto channel = GatewayClient::connect(address, plaintext, error);
+  EXPECT_NE(channel, nullptr) << error;
+  return channel;
+}
+
 TEST(GatewayClientUnreachable, CallsFailWithEioQuicklyWhenNothingListens) {
-  GatewayClient client(GatewayClient::connect("127.0.0.1:1"), GatewayOptions{"default", "", 5s});
+  GatewayClient client(plaintext_channel("127.0.0.1:1"), GatewayOptions{"default", "", 5s});
   auto start = std::chrono::steady_clock::now();
   auto attr = client.getattr("/");
   ASSERT_FALSE(attr.ok());
@@ -206,7 +216,7 @@ TEST(GatewayClientUnreachable, CallsFailWithEioQuicklyWhenNothingListens) {
 }
 
 TEST(GatewayClientUnreachable, NamespaceCheckSaysUnreachable) {
-  GatewayClient client(GatewayClient::connect("127.0.0.1:1"), GatewayOptions{"default", "", 5s});
+  GatewayClient client(plaintext_channel("127.0.0.1:1"), GatewayOptions{"default", "", 5s});
   NamespaceCheck check = client.check_namespace(2s);
   EXPECT_EQ(check.outcome, NamespaceCheck::Outcome::kUnreachable);
   EXPECT_FALSE(check.detail.empty());
@@ -225,7 +235,7 @@ TEST(GatewayClientReconnect, GatewayRestartedOnItsPortIsUsedAgainWithinTwoSecond
   auto server = serve(&first_service, "127.0.0.1:0", &port);
   ASSERT_NE(server, nullptr);
   const std::string address = "127.0.0.1:" + std::to_string(port);
-  GatewayClient client(GatewayClient::connect(address),
+  GatewayClient client(plaintext_channel(address),
                        GatewayOptions{"default", "", 2s, /*watch_connection=*/true});
   ASSERT_TRUE(client.getattr("/f").ok());
 

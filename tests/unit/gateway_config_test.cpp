@@ -18,27 +18,42 @@ class GatewayConfigTest : public ::testing::Test {
            key_ + "\"\nknown_hosts = \"" + kh_ + "\"\nroot = \"/srv\"\n";
   }
   std::string ns(const std::string& backends = "[\"a\"]") {
-    return "[[namespace]]\nname = \"default\"\n[[namespace.mount]]\npath = \"/a\"\nbackends = " +
-           backends + "\n";
+    return ns_head() + "[[namespace.mount]]\npath = \"/a\"\nbackends = " + backends + "\n";
+  }
+  // A namespace "default" with its token, before its mounts.
+  std::string ns_head() {
+    return "[[namespace]]\nname = \"default\"\ntoken_file = \"" + token_ + "\"\n";
+  }
+  // `text` with a plaintext [gateway] at its end when it has none (a gateway needs TLS or
+  // insecure = true), so that the tests of other keys keep their line numbers.
+  static std::string plaintext(const std::string& text) {
+    return text.find("[gateway]") == std::string::npos ? text + "[gateway]\ninsecure = true\n"
+                                                       : text;
+  }
+  skein::GatewayConfig parse(const std::string& text) {
+    return skein::parse_gateway_config(plaintext(text), "gw.toml");
   }
   // The message of the ConfigError that `text` raises, or "" when it loads.
-  std::string error_of(const std::string& text) {
+  std::string error_of(const std::string& text, bool add_plaintext = true) {
     try {
-      skein::parse_gateway_config(text, "gw.toml");
+      skein::parse_gateway_config(add_plaintext ? plaintext(text) : text, "gw.toml");
     } catch (const skein::ConfigError& e) {
       return e.what();
     }
     return "";
   }
   skein::test::TempKeyDir files_{"skein-config-test"};
-  const std::string &dir_ = files_.dir, &key_ = files_.key, &kh_ = files_.known_hosts;
+  const std::string &dir_ = files_.dir, &key_ = files_.key, &kh_ = files_.known_hosts,
+                    &token_ = files_.token;
 };
 
 }  // namespace
 
 TEST_F(GatewayConfigTest, LoadsAGoodFile) {
   auto cfg = skein::parse_gateway_config(
-      "[gateway]\nlisten = \"127.0.0.1:9000\"\ntimeout_ms = 2000\n" + backend() + ns(), "gw.toml");
+      "[gateway]\nlisten = \"127.0.0.1:9000\"\ntimeout_ms = 2000\ninsecure = true\n" + backend() +
+          ns(),
+      "gw.toml");
   EXPECT_EQ(cfg.listen, "127.0.0.1:9000");
   ASSERT_EQ(cfg.backends.size(), 1u);
   EXPECT_EQ(cfg.backends[0].endpoint.port, 2222);
@@ -89,9 +104,9 @@ TEST_F(GatewayConfigTest, NeedsBackendsAndNamespaces) {
 }
 
 TEST_F(GatewayConfigTest, TheSshTransportIsAutoUnlessABackendNamesOne) {
-  auto cfg = skein::parse_gateway_config(backend() + ns(), "gw.toml");
+  auto cfg = parse(backend() + ns());
   EXPECT_EQ(cfg.backends[0].endpoint.stack, skein::sftp::SshStack::automatic);
-  cfg = skein::parse_gateway_config(backend() + "ssh_transport = \"libssh\"\n" + ns(), "gw.toml");
+  cfg = parse(backend() + "ssh_transport = \"libssh\"\n" + ns());
   EXPECT_EQ(cfg.backends[0].endpoint.stack, skein::sftp::SshStack::libssh);
   auto e = error_of(backend() + "ssh_transport = \"openssh\"\n" + ns());
   EXPECT_NE(e.find("gw.toml:9:"), std::string::npos) << e;
@@ -118,8 +133,8 @@ TEST_F(GatewayConfigTest, StripedBackendsInOneDirectoryAreRefused) {
   auto with_roots = [&](const std::string& host_b, int port_b, const std::string& root_a,
                         const std::string& root_b) {
     return error_of(backend_at("p", "h", 22, root_a, key_, kh_) +
-                    backend_at("q", host_b, port_b, root_b, key_, kh_) +
-                    "[[namespace]]\nname = \"default\"\n" + striped_mount("/s", "[\"p\", \"q\"]"));
+                    backend_at("q", host_b, port_b, root_b, key_, kh_) + ns_head() +
+                    striped_mount("/s", "[\"p\", \"q\"]"));
   };
   auto e = with_roots("h", 22, "/data/s", "/data/s/");
   EXPECT_NE(e.find("striped mount '/s': backends 'p' (h:22:/data/s) and 'q' (h:22:/data/s) "
@@ -143,8 +158,7 @@ TEST_F(GatewayConfigTest, AStripedMountOverAnotherMountsFilesIsWarnedOncePerPair
                                backend_at("s1", "h2", 22, "/export", key_, kh_) +
                                backend_at("apart", "h", 22, "/scratch", key_, kh_);
   auto warnings = [&](const std::string& mounts) {
-    return skein::shared_root_warnings(skein::parse_gateway_config(
-        backends + "[[namespace]]\nname = \"default\"\n" + mounts, "gw.toml"));
+    return skein::shared_root_warnings(parse(backends + ns_head() + mounts));
   };
   // /striped's part on h lies below /plain's root: one warning, naming both mounts and places.
   auto w = warnings("[[namespace.mount]]\npath = \"/plain\"\nbackends = [\"plain\"]\n" +

@@ -1,5 +1,6 @@
-// A temporary directory holding a dummy identity file and an empty known_hosts, for tests whose
-// backend configuration must name files that exist. Removed, with all in it, when it goes.
+// A temporary directory holding a dummy identity file, an empty known_hosts and a namespace token
+// file (mode 0600), for tests whose configuration must name files that exist. Removed, with all
+// in it, when it goes.
 #pragma once
 
 #include <stdlib.h>
@@ -17,8 +18,12 @@ struct TempKeyDir {
     dir = mkdtemp(tmpl.data());
     key = dir + "/id";
     known_hosts = dir + "/known_hosts";
+    token = dir + "/ns.token";
     std::ofstream(key) << "key";
     std::ofstream(known_hosts) << "";
+    std::ofstream(token) << "s3cret\n";
+    std::filesystem::permissions(
+        token, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   }
   ~TempKeyDir() {
     std::error_code ignored;
@@ -27,7 +32,7 @@ struct TempKeyDir {
   TempKeyDir(const TempKeyDir&) = delete;
   TempKeyDir& operator=(const TempKeyDir&) = delete;
 
-  std::string dir, key, known_hosts;
+  std::string dir, key, known_hosts, token;
 };
 
 }  // namespace skein::test

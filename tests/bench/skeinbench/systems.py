@@ -216,6 +216,8 @@ class Cluster:
                "--state", self.state, "--no-build", "--log-level", "warn"]
         if self.latency_ms:
             cmd += ["--latency-ms", self.latency_ms]
+        if self.b.args.insecure:
+            cmd += ["--insecure"]
         env = dict(os.environ, SKEIN_BUILD_DIR=str(self.b.build_dir))
         log("starting cluster: " + shlex.join(map(str, cmd)))
         RES.clusters.append(self.state)
@@ -233,6 +235,14 @@ class Cluster:
         self.known_hosts = self.env["SKEIN_KNOWN_HOSTS"]
         self.user = self.env["SKEIN_SSH_USER"]
         return self
+
+    def credentials(self):
+        """skein-mount's arguments for the cluster's token and TLS files."""
+        args = ["--token-file", self.env["SKEIN_TOKEN_FILE"]]
+        if self.env.get("SKEIN_INSECURE") == "1":
+            return args + ["--insecure"]
+        return args + ["--ca-file", self.env["SKEIN_CA_FILE"], "--cert-file", self.env["SKEIN_NODE_CERT"],
+                       "--key-file", self.env["SKEIN_NODE_KEY"]]
 
     def gateway_pid(self):
         pids = find_pids("skein-gateway", self.env["SKEIN_CONFIG"])
@@ -255,7 +265,7 @@ class Cluster:
         opts = ["-o", "allow_other"] if os.geteuid() == 0 else []
         # --log-file below the state dir: `skein-local down` finds the process by it, too.
         p = spawn([self.b.mount_bin, self.gateway, mp, "--namespace", self.env.get("SKEIN_NAMESPACE", "default"),
-                   "-f", *opts, "--log-file", self.state / f"mount-{j}.bench.log", "--log-level", "warn"],
+                   *self.credentials(), "-f", *opts, "--log-file", self.state / f"mount-{j}.bench.log", "--log-level", "warn"],
                   self.state / f"mount-{j}.bench.out")
         self.remounts[j] = p
         if not wait_for(lambda: is_mounted(mp) or p.poll() is not None, 30) or not is_mounted(mp):

@@ -1,0 +1,42 @@
+// Secret files; see credential_file.hpp.
+#include "skein/credential_file.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace skein {
+
+std::optional<std::string> private_file_problem(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return "cannot read " + what + " " + path + ": " + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return what + " " + path + " is not a regular file";
+  if (st.st_mode & 077) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+    return what + " " + path + " is accessible by group or others (mode " + mode +
+           "); a file holding a secret must be readable by its owner only: chmod 600 " + path;
+  }
+  if (::access(path.c_str(), R_OK) != 0)
+    return "cannot read " + what + " " + path + ": " + std::strerror(errno);
+  return std::nullopt;
+}
+
+std::string read_credential_file(const std::string& path, const std::string& what) {
+  if (auto problem = private_file_problem(path, what)) throw CredentialError(*problem);
+  std::ifstream in(path);
+  if (!in) throw CredentialError("cannot read " + what + " " + path + ": " + std::strerror(errno));
+  std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const char* space = " \t\r\n";
+  auto begin = secret.find_first_not_of(space);
+  if (begin == std::string::npos) throw CredentialError(what + " " + path + " is empty");
+  return secret.substr(begin, secret.find_last_not_of(space) - begin + 1);
+}
+
+}  // namespace skein

@@ -1,0 +1,107 @@
+// Token digests; see token_digest.hpp.
+#include "auth/token_digest.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <stdexcept>
+
+namespace skein {
+namespace {
+
+TokenDigest::Bytes sha256(std::string_view data) {
+  TokenDigest::Bytes out{};
+  unsigned len = 0;
+  if (EVP_Digest(data.data(), data.size(), out.data(), &len, EVP_sha256(), nullptr) != 1 ||
+      len != out.size())
+    throw std::runtime_error("SHA-256 failed");
+  return out;
+}
+
+std::string to_hex(const uint8_t* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out += digits[p[i] >> 4];
+    out += digits[p[i] & 15];
+  }
+  return out;
+}
+
+void random_bytes(uint8_t* p, size_t n) {
+  if (RAND_bytes(p, int(n)) != 1) throw std::runtime_error("no random bytes from OpenSSL");
+}
+
+}  // namespace
+
+TokenDigest TokenDigest::of(std::string_view token) {
+  TokenDigest d;
+  d.bytes_ = sha256(token);
+  return d;
+}
+
+TokenDigest TokenDigest::unmatchable() {
+  TokenDigest d;
+  random_bytes(d.bytes_.data(), d.bytes_.size());
+  return d;
+}
+
+bool TokenDigest::from_hex(std::string_view hex, TokenDigest& out) {
+  if (hex.size() != 64) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < 32; ++i) {
+    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out.bytes_[i] = uint8_t(hi << 4 | lo);
+  }
+  return true;
+}
+
+bool TokenDigest::matches(std::string_view presented) const {
+  auto given = sha256(presented);
+  return CRYPTO_memcmp(given.data(), bytes_.data(), bytes_.size()) == 0;
+}
+
+std::string TokenDigest::hex() const { return to_hex(bytes_.data(), bytes_.size()); }
+
+TokenSet TokenSet::of_lines(std::string_view text) {
+  TokenSet set;
+  const char* space = " \t\r";
+  while (!text.empty()) {
+    auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    auto begin = line.find_first_not_of(space);
+    if (begin == std::string_view::npos) continue;
+    line = line.substr(begin, line.find_last_not_of(space) - begin + 1);
+    set.digests_.push_back(TokenDigest::of(line));
+  }
+  return set;
+}
+
+TokenSet TokenSet::of(std::string_view token) {
+  TokenSet set;
+  set.digests_.push_back(TokenDigest::of(token));
+  return set;
+}
+
+bool TokenSet::matches(std::string_view presented) const {
+  bool any = false;
+  for (auto& d : digests_) any |= d.matches(presented);
+  return any;
+}
+
+std::string new_random_token() {
+  uint8_t raw[32];
+  random_bytes(raw, sizeof raw);
+  return to_hex(raw, sizeof raw);
+}
+
+}  // namespace skein

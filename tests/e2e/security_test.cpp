@@ -1,0 +1,609 @@
+// Security end to end, as a hostile user on a compute node would try it: a small gRPC client of
+// its own talks to the gateway's port directly, not through a mount. No call is answered without
+// a credential; an unknown namespace and a wrong token look alike; no path leads the gateway
+// outside a backend's root, through a symlink planted on the server, one made through the API,
+// or one in the last component; TLS refuses plaintext and strangers; credential files others may
+// read are refused; runtime backends may only use keys kept for them.
+#include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <regex>
+#include <thread>
+
+#include "fs_test_support.hpp"
+#include "grpc_test_support.hpp"
+#include "skein/v1/admin.grpc.pb.h"
+#include "skein/v1/fs.grpc.pb.h"
+#include "skein/v1/watch.grpc.pb.h"
+
+namespace skein::test {
+namespace {
+
+namespace pb = ::skein::v1;
+using grpc::StatusCode;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+class Security : public ClusterSuite<1, 1> {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterSuite::SetUpTestSuite();
+    if (!cluster_) return;
+    // Beside the export, on the storage server: what no path of the namespace may reach.
+    ::mkdir(outside().c_str(), 0755);
+    write_file(outside() + "/secret", "the storage server's own file\n");
+  }
+  void SetUp() override {
+    ClusterSuite::SetUp();
+    name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ASSERT_EQ(::mkdir(server(name_).c_str(), 0755), 0) << strerror(errno);
+    std::string error;
+    channel_ = wire::secure_channel(cluster_->env("SKEIN_GATEWAY"), cluster_tls(*cluster_), error);
+    ASSERT_TRUE(channel_) << error;
+    names_ = pb::Namespace::NewStub(channel_);
+    data_ = pb::Data::NewStub(channel_);
+    token_ = read_token(cluster_->token_file());
+    ASSERT_FALSE(token_.empty());
+  }
+
+  static std::string outside() { return cluster_->state() + "/outside"; }
+  // A path in this test's directory on the server, and the same as the namespace names it.
+  std::string server(const std::string& rel) const {
+    return cluster_->export_dir(0) + "/" + (rel == name_ ? rel : name_ + "/" + rel);
+  }
+  std::string vpath(const std::string& rel) const { return "/srv0/" + name_ + "/" + rel; }
+
+  // A context with the namespace's token (or `token`) and a deadline.
+  void prepare(grpc::ClientContext& ctx, const char* token) const {
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (token) ctx.AddMetadata("x-skein-token", token);
+  }
+  pb::AttrReply getattr(const std::string& path, grpc::Status* status = nullptr,
+                        const std::string& ns = "default", const char* token = "") {
+    grpc::ClientContext ctx;
+    prepare(ctx, token && !*token ? token_.c_str() : token);
+    pb::PathRequest req;
+    req.set_ns(ns);
+    req.set_path(path);
+    pb::AttrReply reply;
+    auto st = names_->GetAttr(&ctx, req, &reply);
+    if (status) *status = st;
+    EXPECT_TRUE(status || st.ok()) << st.error_message();
+    return reply;
+  }
+  pb::OpenReply open(const std::string& path, uint32_t flags, bool create = false) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::OpenRequest req;
+    req.set_ns("default");
+    req.set_path(path);
+    req.set_flags(flags);
+    req.set_mode(0644);
+    pb::OpenReply reply;
+    auto st = create ? data_->Create(&ctx, req, &reply) : data_->Open(&ctx, req, &reply);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return reply;
+  }
+  int read_dir(const std::string& path) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::PathRequest req;
+    req.set_ns("default");
+    req.set_path(path);
+    auto reader = names_->ReadDir(&ctx, req);
+    pb::ReadDirReply batch;
+    int error = 0, entries = 0;
+    while (reader->Read(&batch)) {
+      if (batch.error()) error = batch.error();
+      entries += batch.entries_size();
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    return error ? error : (entries ? 0 : -1);
+  }
+  pb::AttrReply setattr(const std::string& path, uint32_t fields, uint32_t mode, uint64_t size) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::SetAttrRequest req;
+    req.set_ns("default");
+    req.set_path(path);
+    req.set_fields(fields);
+    req.set_mode(mode);
+    req.set_size(size);
+    pb::AttrReply reply;
+    EXPECT_TRUE(names_->SetAttr(&ctx, req, &reply).ok());
+    return reply;
+  }
+  pb::AttrReply symlink(const std::string& path, const std::string& target) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::SymlinkRequest req;
+    req.set_ns("default");
+    req.set_path(path);
+    req.set_target(target);
+    pb::AttrReply reply;
+    EXPECT_TRUE(names_->Symlink(&ctx, req, &reply).ok());
+    return reply;
+  }
+  int rename(const std::string& from, const std::string& to) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::RenameRequest req;
+    req.set_ns("default");
+    req.set_from(from);
+    req.set_to(to);
+    pb::ErrorReply reply;
+    EXPECT_TRUE(names_->Rename(&ctx, req, &reply).ok());
+    return reply.error();
+  }
+  int unlink(const std::string& path) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::PathRequest req;
+    req.set_ns("default");
+    req.set_path(path);
+    pb::ErrorReply reply;
+    EXPECT_TRUE(names_->Unlink(&ctx, req, &reply).ok());
+    return reply.error();
+  }
+  pb::AttrReply mkdir(const std::string& path) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::MkdirRequest req;
+    req.set_ns("default");
+    req.set_path(path);
+    req.set_mode(0755);
+    pb::AttrReply reply;
+    EXPECT_TRUE(names_->Mkdir(&ctx, req, &reply).ok());
+    return reply;
+  }
+
+  // A gateway config of the cluster's with `edit` applied, checked by `skein-gateway
+  // --check-config`: its exit status, and its output in `out`.
+  int check_config(const std::function<void(std::string&)>& edit, std::string& out) {
+    std::string text = slurp(cluster_->env("SKEIN_CONFIG"));
+    edit(text);
+    std::string file = cluster_->state() + "/" + name_ + ".toml";
+    std::ofstream(file) << text;
+    return run_command(
+        "'" + build_dir() + "/gateway/skein-gateway' --check-config --config '" + file + "' 2>&1",
+        &out);
+  }
+
+  std::string name_, token_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::Namespace::Stub> names_;
+  std::unique_ptr<pb::Data::Stub> data_;
+};
+
+// --- credentials ---------------------------------------------------------------------------------
+
+TEST_F(Security, NoServiceAnswersACallWithoutTheToken) {
+  grpc::Status st;
+  auto reply = getattr("/", &st, "default", nullptr);
+  EXPECT_EQ(st.error_code(), StatusCode::UNAUTHENTICATED) << st.error_message();
+  EXPECT_FALSE(reply.has_attr());
+
+  {
+    grpc::ClientContext ctx;
+    prepare(ctx, nullptr);
+    pb::OpenRequest req;
+    req.set_ns("default");
+    req.set_path("/srv0/" + name_ + "/x");
+    req.set_flags(O_RDWR | O_CREAT);
+    pb::OpenReply open_reply;
+    EXPECT_EQ(data_->Create(&ctx, req, &open_reply).error_code(), StatusCode::UNAUTHENTICATED);
+    EXPECT_FALSE(exists(server("x"))) << "a call without a token created a file";
+  }
+  {
+    grpc::ClientContext ctx;
+    prepare(ctx, nullptr);
+    pb::PathRequest req;
+    req.set_ns("default");
+    req.set_path("/srv0");
+    auto reader = names_->ReadDir(&ctx, req);
+    pb::ReadDirReply batch;
+    EXPECT_FALSE(reader->Read(&batch));
+    EXPECT_EQ(reader->Finish().error_code(), StatusCode::UNAUTHENTICATED);
+  }
+  {
+    // The Watch stream: a subscription without the token is ended, not welcomed.
+    auto watch = pb::Watch::NewStub(channel_);
+    grpc::ClientContext ctx;
+    prepare(ctx, nullptr);
+    auto stream = watch->Stream(&ctx);
+    pb::WatchRequest sub;
+    sub.mutable_subscribe()->set_ns("default");
+    sub.mutable_subscribe()->set_mount_id("intruder");
+    stream->Write(sub);
+    pb::WatchEvent event;
+    EXPECT_FALSE(stream->Read(&event)) << "a subscription without the token was welcomed";
+    stream->WritesDone();
+    EXPECT_EQ(stream->Finish().error_code(), StatusCode::UNAUTHENTICATED);
+  }
+  {
+    // Admin: neither the node certificate nor a token opens it.
+    auto admin = pb::Admin::NewStub(channel_);
+    grpc::ClientContext ctx;
+    prepare(ctx, nullptr);
+    pb::ListBackendsReply backends;
+    auto admin_st = admin->ListBackends(&ctx, pb::ListBackendsRequest(), &backends);
+    EXPECT_FALSE(admin_st.ok());
+    EXPECT_EQ(backends.backends_size(), 0);
+  }
+}
+
+TEST_F(Security, UnknownAndKnownNamespacesGetTheSameAnswerToABadToken) {
+  grpc::Status known, unknown, missing, long_token;
+  getattr("/", &known, "default", "wrong");
+  getattr("/", &unknown, "no-such-namespace", "wrong");
+  getattr("/", &missing, "no-such-namespace", nullptr);
+  std::string longer = token_ + token_;  // the right one as a prefix: length tells nothing either
+  getattr("/", &long_token, "default", longer.c_str());
+  for (auto* st : {&known, &unknown, &missing, &long_token}) {
+    EXPECT_EQ(st->error_code(), StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(st->error_message(), known.error_message());
+    EXPECT_EQ(st->error_message().find("no-such-namespace"), std::string::npos);
+  }
+  // And the token never shows in the gateway's log.
+  EXPECT_EQ(slurp(cluster_->state() + "/gateway.log").find(token_), std::string::npos);
+}
+
+TEST_F(Security, TokensAreInNoArgvAndNoLog) {
+  const std::string admin_token = read_token(cluster_->env("SKEIN_ADMIN_TOKEN_FILE"));
+  for (const std::string& log :
+       {cluster_->state() + "/gateway.log", cluster_->state() + "/mount-0.log"}) {
+    std::string text = slurp(log);
+    EXPECT_FALSE(text.empty()) << log;
+    EXPECT_EQ(text.find(token_), std::string::npos) << log;
+    EXPECT_EQ(text.find(admin_token), std::string::npos) << log;
+  }
+  for (int pid : {cluster_->gateway_pid(), std::stoi(slurp(cluster_->state() + "/mount-0.pid"))}) {
+    std::string argv = slurp("/proc/" + std::to_string(pid) + "/cmdline");
+    EXPECT_FALSE(argv.empty()) << pid;
+    EXPECT_EQ(argv.find(token_), std::string::npos);
+    EXPECT_EQ(argv.find(admin_token), std::string::npos);
+  }
+}
+
+// --- confinement -------------------------------------------------------------------------------
+
+TEST_F(Security, ASymlinkPlantedInTheExportIsNotFollowed) {
+  ASSERT_EQ(::symlink(outside().c_str(), server("escape").c_str()), 0);
+  auto opened = open(vpath("escape/secret"), O_RDONLY);
+  EXPECT_EQ(opened.error(), ELOOP);
+  EXPECT_EQ(opened.handle(), 0u) << "a file outside the export was opened";
+  EXPECT_EQ(getattr(vpath("escape/secret")).error(), ELOOP);
+  EXPECT_EQ(read_dir(vpath("escape")), ELOOP) << "the listing went through the symlink";
+  // The symlink itself is shown as one, not followed, and its target is kept verbatim.
+  auto link = getattr(vpath("escape"));
+  EXPECT_EQ(link.error(), 0);
+  EXPECT_TRUE(S_ISLNK(link.attr().mode()));
+}
+
+TEST_F(Security, ASymlinkMadeThroughTheApiIsNotFollowed) {
+  // The probe: /srv0/.../root -> /, then a file "in" it. Nothing may appear on the server.
+  auto made = symlink(vpath("root"), "/");
+  ASSERT_EQ(made.error(), 0);
+  EXPECT_TRUE(S_ISLNK(made.attr().mode()));
+  char target[64] = {};
+  ASSERT_GT(::readlink(server("root").c_str(), target, sizeof target - 1), 0);
+  EXPECT_STREQ(target, "/") << "the target is stored verbatim";
+
+  const std::string via = vpath("root" + outside() + "/planted");
+  EXPECT_EQ(open(via, O_RDWR | O_CREAT | O_TRUNC, /*create=*/true).error(), ELOOP);
+  EXPECT_FALSE(exists(outside() + "/planted")) << "a file was made outside the export";
+  EXPECT_EQ(mkdir(vpath("root" + outside() + "/dir")).error(), ELOOP);
+  EXPECT_FALSE(exists(outside() + "/dir"));
+  EXPECT_EQ(open(vpath("root" + outside() + "/secret"), O_RDONLY).error(), ELOOP);
+  EXPECT_EQ(rename(vpath("root" + outside() + "/secret"), vpath("stolen")), ELOOP);
+  EXPECT_TRUE(exists(outside() + "/secret"));
+}
+
+TEST_F(Security, ASymlinkInAMiddleComponentOnTheServerIsNotFollowed) {
+  ASSERT_EQ(::mkdir(server("d1").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(outside().c_str(), server("d1/d2").c_str()), 0);
+  const std::string secret = vpath("d1/d2/secret");
+  EXPECT_EQ(open(secret, O_RDONLY).error(), ELOOP);
+  EXPECT_EQ(open(vpath("d1/d2/new"), O_WRONLY | O_CREAT, true).error(), ELOOP);
+  EXPECT_FALSE(exists(outside() + "/new"));
+  EXPECT_EQ(setattr(secret, pb::SetAttrRequest::MODE, 0777, 0).error(), ELOOP);
+  EXPECT_EQ(unlink(secret), ELOOP);
+  EXPECT_EQ(rename(secret, vpath("stolen")), ELOOP);
+  EXPECT_EQ(symlink(vpath("d1/d2/link"), "x").error(), ELOOP);
+  struct stat st {};
+  ASSERT_EQ(::stat((outside() + "/secret").c_str(), &st), 0) << "the file outside is gone";
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  EXPECT_EQ(slurp(outside() + "/secret"), "the storage server's own file\n");
+  // A directory of the namespace that really is one still works at every depth.
+  ASSERT_EQ(mkdir(vpath("d1/real")).error(), 0);
+  EXPECT_EQ(open(vpath("d1/real/f"), O_WRONLY | O_CREAT, true).error(), 0);
+  EXPECT_TRUE(exists(server("d1/real/f")));
+}
+
+TEST_F(Security, TheLastComponentIsNeverFollowed) {
+  ASSERT_EQ(::symlink((outside() + "/secret").c_str(), server("link").c_str()), 0);
+  ASSERT_EQ(::symlink((outside() + "/made-by-create").c_str(), server("dangling").c_str()), 0);
+  EXPECT_EQ(open(vpath("link"), O_RDONLY).error(), ELOOP);
+  EXPECT_EQ(open(vpath("link"), O_WRONLY | O_TRUNC).error(), ELOOP);
+  EXPECT_EQ(setattr(vpath("link"), pb::SetAttrRequest::SIZE, 0, 0).error(), ELOOP);
+  EXPECT_EQ(setattr(vpath("link"), pb::SetAttrRequest::MODE, 0600, 0).error(), ELOOP);
+  EXPECT_EQ(slurp(outside() + "/secret"), "the storage server's own file\n") << "truncated";
+  // open(O_CREAT) alone would follow a dangling symlink and make its target.
+  EXPECT_NE(open(vpath("dangling"), O_WRONLY | O_CREAT, true).error(), 0);
+  EXPECT_FALSE(exists(outside() + "/made-by-create"));
+  auto attr = getattr(vpath("link"));
+  EXPECT_TRUE(S_ISLNK(attr.attr().mode())) << "GetAttr does not follow";
+  // Removing or renaming the symlink itself is fine and leaves its target alone.
+  EXPECT_EQ(rename(vpath("link"), vpath("link2")), 0);
+  EXPECT_EQ(unlink(vpath("link2")), 0);
+  EXPECT_TRUE(exists(outside() + "/secret"));
+}
+
+TEST_F(Security, ARaceOfRenamesAndSymlinksThroughTheApiCannotLeadOutside) {
+  // One client swaps a directory for a symlink to the outside and back, as fast as it can;
+  // another creates and opens files through the directory at the same time. The gateway must
+  // never let one of those land outside.
+  ASSERT_EQ(mkdir(vpath("d")).error(), 0);
+  std::atomic<bool> stop{false};
+  std::thread swapper([&] {
+    for (int i = 0; !stop; ++i) {
+      rename(vpath("d"), vpath("d.away"));
+      symlink(vpath("d"), outside());
+      unlink(vpath("d"));
+      rename(vpath("d.away"), vpath("d"));
+    }
+  });
+  int created = 0;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  for (int i = 0; std::chrono::steady_clock::now() < until; ++i) {
+    auto r = open(vpath("d/f" + std::to_string(i)), O_WRONLY | O_CREAT, true);
+    if (r.error() == 0) ++created;
+    open(vpath("d/secret"), O_RDONLY);
+  }
+  stop = true;
+  swapper.join();
+  EXPECT_GT(created, 0) << "no create went through while the directory was there";
+  std::set<std::string> names = list_names(outside());
+  names.erase(".");
+  names.erase("..");
+  EXPECT_EQ(names, (std::set<std::string>{"secret"})) << "something was made outside the export";
+}
+
+// --- TLS -----------------------------------------------------------------------------------------
+
+TEST_F(Security, APlaintextClientIsRefusedByATlsGateway) {
+  wire::ClientTls plaintext;
+  plaintext.insecure = true;
+  std::string error;
+  auto channel = wire::secure_channel(cluster_->env("SKEIN_GATEWAY"), plaintext, error);
+  ASSERT_TRUE(channel) << error;
+  auto stub = pb::Namespace::NewStub(channel);
+  grpc::ClientContext ctx;
+  prepare(ctx, token_.c_str());
+  pb::PathRequest req;
+  req.set_ns("default");
+  req.set_path("/");
+  pb::AttrReply reply;
+  EXPECT_EQ(stub->GetAttr(&ctx, req, &reply).error_code(), StatusCode::UNAVAILABLE);
+  EXPECT_FALSE(reply.has_attr());
+}
+
+// The status of a GetAttr of "/" (with the token) over a channel with `tls`.
+grpc::Status getattr_over(const std::string& gateway, const wire::ClientTls& tls,
+                          const std::string& token) {
+  std::string error;
+  auto channel = wire::secure_channel(gateway, tls, error);
+  if (!channel) return grpc::Status(StatusCode::INTERNAL, error);
+  auto stub = pb::Namespace::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ctx.AddMetadata("x-skein-token", token);
+  pb::PathRequest req;
+  req.set_ns("default");
+  req.set_path("/");
+  pb::AttrReply reply;
+  return stub->GetAttr(&ctx, req, &reply);
+}
+
+TEST_F(Security, ClientsOfAnotherCaAndClientsWithoutACertificateAreRefused) {
+  const std::string dir = cluster_->state() + "/" + name_ + "-pki";
+  ::mkdir(dir.c_str(), 0700);
+  // Another CA, and under it a certificate for the gateway's address and one for a client.
+  std::string out;
+  ASSERT_EQ(run_command("cd '" + dir +
+                            "' && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                            "-nodes -keyout other-ca.key -out other-ca.crt -days 2 -subj "
+                            "/CN=other-ca 2>&1",
+                        &out),
+            0)
+      << out;
+  auto tls = cluster_tls(*cluster_);
+  const std::string gateway = cluster_->env("SKEIN_GATEWAY");
+  ASSERT_TRUE(getattr_over(gateway, tls, token_).ok());
+
+  auto wrong_ca = tls;
+  wrong_ca.ca_file = dir + "/other-ca.crt";
+  EXPECT_EQ(getattr_over(gateway, wrong_ca, token_).error_code(), StatusCode::UNAVAILABLE)
+      << "the gateway's certificate was accepted under a CA that did not sign it";
+
+  auto no_cert = tls;
+  no_cert.cert_file.clear();
+  no_cert.key_file.clear();
+  EXPECT_EQ(getattr_over(gateway, no_cert, token_).error_code(), StatusCode::UNAVAILABLE)
+      << "mutual TLS let a client without a certificate in";
+
+  // A certificate of the cluster's CA whose name maps to no role: refused like a bad token.
+  const std::string ca = cluster_->state() + "/tls/ca";
+  ASSERT_EQ(run_command("cd '" + dir +
+                            "' && openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                            "-nodes -keyout intruder.key -out intruder.csr -subj /CN=intruder "
+                            "2>&1 && openssl x509 -req -in intruder.csr -CA '" +
+                            ca + ".crt' -CAkey '" + ca +
+                            ".key' -CAcreateserial -days 2 -out intruder.crt 2>&1 && chmod 600 "
+                            "intruder.key",
+                        &out),
+            0)
+      << out;
+  auto stranger = tls;
+  stranger.cert_file = dir + "/intruder.crt";
+  stranger.key_file = dir + "/intruder.key";
+  auto st = getattr_over(gateway, stranger, token_);
+  EXPECT_EQ(st.error_code(), StatusCode::UNAUTHENTICATED) << st.error_message();
+}
+
+TEST_F(Security, OnlyAnAdminCertificateWithTheAdminTokenReachesTheAdminService) {
+  const std::string admin_token = read_token(cluster_->env("SKEIN_ADMIN_TOKEN_FILE"));
+  auto health = [&](const wire::ClientTls& tls, const std::string& token) {
+    std::string error;
+    auto channel = wire::secure_channel(cluster_->env("SKEIN_GATEWAY"), tls, error);
+    auto stub = pb::Admin::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!token.empty()) ctx.AddMetadata("x-skein-admin-token", token);
+    pb::HealthReply reply;
+    return stub->Health(&ctx, pb::HealthRequest(), &reply);
+  };
+  auto node = cluster_tls(*cluster_), admin = cluster_tls(*cluster_, /*admin=*/true);
+  EXPECT_EQ(health(node, admin_token).error_code(), StatusCode::PERMISSION_DENIED)
+      << "a node certificate with the admin token reached the Admin service";
+  EXPECT_EQ(health(admin, "").error_code(), StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(health(admin, "wrong").error_code(), StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(health(admin, admin_token).ok());
+}
+
+TEST_F(Security, AddBackendOnlyTakesKeysKeptInBackendFilesDir) {
+  std::string error;
+  auto channel =
+      wire::secure_channel(cluster_->env("SKEIN_GATEWAY"), cluster_tls(*cluster_, true), error);
+  auto stub = pb::Admin::NewStub(channel);
+  auto add = [&](const std::string& identity) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ctx.AddMetadata("x-skein-admin-token", read_token(cluster_->env("SKEIN_ADMIN_TOKEN_FILE")));
+    pb::AddBackendRequest req;
+    auto* b = req.mutable_backend();
+    b->set_name("probe");
+    b->set_host("127.0.0.1");
+    b->set_port(uint32_t(std::stoi(cluster_->list("SKEIN_SSH_PORTS").at(0))));
+    b->set_user(cluster_->env("SKEIN_SSH_USER"));
+    b->set_identity_file(identity);
+    b->set_known_hosts(cluster_->env("SKEIN_KNOWN_HOSTS"));
+    b->set_root(outside());
+    req.set_ns("default");
+    req.set_mount_path("/probe");
+    req.set_skip_connect_check(true);
+    pb::AddBackendReply reply;
+    return stub->AddBackend(&ctx, req, &reply);
+  };
+  // The storage server's own host key lies outside the directory kept for backend keys.
+  const std::string host_key = cluster_->state() + "/servers/0/ssh_host_ed25519_key";
+  auto st = add(host_key);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find(host_key + " is not below"), std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(getattr("/probe", &st).error(), ENOENT) << "the backend was added";
+}
+
+// --- credential files and plaintext --------------------------------------------------------------
+
+TEST_F(Security, CredentialFilesOthersCanReadAreRefused) {
+  const std::string loose = cluster_->state() + "/" + name_ + ".token";
+  std::ofstream(loose) << token_ << "\n";
+  ::chmod(loose.c_str(), 0644);
+  std::string out;
+  int rc = check_config(
+      [&](std::string& t) {
+        t.replace(t.find(cluster_->token_file()), cluster_->token_file().size(), loose);
+      },
+      out);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find(loose + " is accessible by group or others (mode 0644)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("chmod 600 " + loose), std::string::npos) << out;
+  EXPECT_EQ(out.find(token_), std::string::npos) << "the message shows the token";
+
+  // The mount refuses such a token file too, and leaves no mount behind.
+  const std::string mnt = cluster_->state() + "/" + name_ + "-mnt";
+  std::string error;
+  auto m = FuseMount::start(cluster_->env("SKEIN_GATEWAY"), mnt, "default", error,
+                            cluster_->mount_credentials(loose));
+  EXPECT_FALSE(m) << "mounted with a token file others can read";
+  EXPECT_NE(error.find("is accessible by group or others (mode 0644)"), std::string::npos) << error;
+  EXPECT_EQ(list_names(mnt), (std::set<std::string>{".", ".."}));
+
+  // And a TLS key others can read.
+  const std::string key = cluster_->state() + "/" + name_ + ".key";
+  ASSERT_EQ(run_command("cp '" + cluster_->state() + "/tls/gateway.key' '" + key +
+                        "' && chmod 644 '" + key + "'"),
+            0);
+  rc = check_config(
+      [&](std::string& t) {
+        const std::string k = cluster_->state() + "/tls/gateway.key";
+        t.replace(t.find(k), k.size(), key);
+      },
+      out);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find(key + " is accessible by group or others (mode 0644)"), std::string::npos)
+      << out;
+}
+
+TEST_F(Security, ANamespaceWithoutATokenAndPlaintextWithoutInsecureAreRefusedAtStart) {
+  std::string out;
+  int rc = check_config(
+      [&](std::string& t) {
+        auto at = t.find("\ntoken_file = ") + 1;  // the namespace's, not admin_token_file
+        t.erase(at, t.find('\n', at) - at);
+      },
+      out);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_TRUE(
+      std::regex_search(out, std::regex(R"(\.toml:\d+: namespace 'default' needs 'token_file')")))
+      << out;
+
+  rc = check_config(
+      [&](std::string& t) {
+        auto at = t.find("[gateway.tls]");
+        t.erase(at, t.find("[[backend]]") - at);
+      },
+      out);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("[gateway] needs a [gateway.tls] table"), std::string::npos) << out;
+  EXPECT_NE(out.find("'insecure = true'"), std::string::npos) << out;
+
+  // Written out, plaintext is allowed, and said so at start.
+  std::string file = cluster_->state() + "/" + name_ + "-plain.toml";
+  std::string text = slurp(cluster_->env("SKEIN_CONFIG"));
+  auto at = text.find("[gateway.tls]");
+  text.replace(at, text.find("[[backend]]") - at, "insecure = true\n\n");
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  auto l = text.find("listen = ");
+  text.replace(l, text.find('\n', l) - l, "listen = \"" + address + "\"");
+  std::ofstream(file) << text;
+  std::string error;
+  auto gw = GatewayProcess::start(file, address, file + ".log", error);
+  ASSERT_TRUE(gw) << error;
+  EXPECT_NE(slurp(file + ".log").find("insecure = true: gRPC is plaintext"), std::string::npos);
+  wire::ClientTls plaintext;
+  plaintext.insecure = true;
+  EXPECT_TRUE(getattr_over(address, plaintext, token_).ok());
+  EXPECT_EQ(getattr_over(address, plaintext, "wrong").error_code(), StatusCode::UNAUTHENTICATED)
+      << "plaintext is no reason to skip the token";
+}
+
+}  // namespace
+}  // namespace skein::test
