@@ -1,5 +1,6 @@
-// The FUSE low-level operations of skein-mount: a thin adapter that turns each kernel request into
-// inode-table look-ups and one GatewayClient call, then exactly one fuse_reply_*.
+// The FUSE low-level operations of skein-mount: a thin adapter that converts each kernel request's
+// arguments, calls one MountSession operation, and turns its value or errno into exactly one
+// fuse_reply_*.
 #pragma once
 
 #include <fuse_lowlevel.h>
@@ -12,13 +13,14 @@
 #include "gateway_client.hpp"
 #include "inode_table.hpp"
 #include "kernel_cache.hpp"
+#include "mount_session.hpp"
 #include "open_inodes.hpp"
 #include "watch_stream.hpp"
 
 namespace skein::client {
 
-// Everything one mounted session works on; passed to fuse_session_new as its userdata.
-struct Mount {
+// Everything the running skein-mount daemon holds; passed to fuse_session_new as its userdata.
+struct MountDaemon {
   // Created only once the daemon has forked (gRPC threads do not survive a fork), and before the
   // session loop starts, so no operation ever sees it null.
   std::unique_ptr<GatewayClient> gateway;
@@ -28,6 +30,9 @@ struct Mount {
   InodeTable inodes;
   CachePolicy cache;       // kernel cache lifetimes; options set before the session starts
   OpenInodes open_inodes;  // open counts and silly renames
+  // The operations themselves, over the members above; created right after the data path, and
+  // destroyed before it.
+  std::unique_ptr<MountSession> session;
 
   // Coherence: set up by main before the session loop, started by the init operation, and
   // stopped by main (watch and control first) before the session is destroyed.
@@ -36,7 +41,7 @@ struct Mount {
   std::unique_ptr<ControlSocket> control;
 };
 
-// The operations table for fuse_session_new; the session's userdata must be a Mount.
+// The operations table for fuse_session_new; the session's userdata must be a MountDaemon.
 const fuse_lowlevel_ops& fuse_operations();
 
 }  // namespace skein::client

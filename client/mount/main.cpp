@@ -184,7 +184,7 @@ std::string seconds_text(double seconds) {
 }
 
 // The answer to `skein-mount --status`.
-std::string status_text(skein::client::Mount& mount, const MountArgs& args,
+std::string status_text(skein::client::MountDaemon& mount, const MountArgs& args,
                         const std::string& mount_id) {
   std::ostringstream out;
   out << "mountpoint: " << args.mountpoint << "\n"
@@ -216,7 +216,7 @@ std::string status_text(skein::client::Mount& mount, const MountArgs& args,
 }
 
 // Serves the control socket's commands.
-std::string control_command(skein::client::Mount& mount, const MountArgs& args,
+std::string control_command(skein::client::MountDaemon& mount, const MountArgs& args,
                             const std::string& mount_id, const std::string& command) {
   if (command == "status") return status_text(mount, args, mount_id);
   if (command == "drop-caches") {
@@ -263,7 +263,7 @@ skein::client::DataPath::Options data_path_options(const MountArgs& args) {
 
 int run(const MountArgs& args, const std::string& token) {
   skein::keep_large_buffers_on_heap();
-  skein::client::Mount mount;
+  skein::client::MountDaemon mount;
   const std::string mount_id = new_mount_id();
   mount.cache.set_options({args.cache_ttl, args.safe_ttl});
   const std::string opts = fuse_mount_options(args);
@@ -308,7 +308,7 @@ int run(const MountArgs& args, const std::string& token) {
   }
   // The watch and the control socket use the session: stop them before it is destroyed.
   struct CoherenceGuard {
-    skein::client::Mount& mount;
+    skein::client::MountDaemon& mount;
     ~CoherenceGuard() {
       mount.control.reset();
       mount.watch.reset();
@@ -336,6 +336,8 @@ int run(const MountArgs& args, const std::string& token) {
       channel, GatewayOptions{args.ns, token, std::chrono::milliseconds(args.timeout_ms),
                               /*watch_connection=*/true, mount_id});
   mount.data = std::make_unique<skein::client::DataPath>(data_path_options(args));
+  mount.session = std::make_unique<skein::client::MountSession>(
+      *mount.gateway, *mount.data, mount.inodes, mount.cache, mount.open_inodes);
   // Started by the init operation, once the kernel is there to be told.
   mount.watch = std::make_unique<skein::client::WatchStream>(
       channel, skein::client::WatchStream::Options{args.ns, mount_id, token}, *mount.kernel_cache);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 #include <vector>
@@ -58,6 +59,18 @@ class RandomIo : public ::testing::TestWithParam<Place> {
   }
 
   std::string m(const std::string& name) const { return dir_ + "/" + name; }
+
+  // What the gateway's health says: as many backends up as it has.
+  static bool all_backends_up() {
+    std::string out;
+    if (run_command(cluster_->admin_env() + build_dir() + "/client/skeinctl --gateway " +
+                        cluster_->env("SKEIN_GATEWAY") + " --json health 2>/dev/null",
+                    &out) != 0)
+      return false;
+    auto health = nlohmann::json::parse(out, nullptr, false);
+    return !health.is_discarded() && health.contains("backends_up") &&
+           health["backends_up"] == health["backends_total"];
+  }
   std::string model(const std::string& name) const { return model_dir_ + "/" + name; }
   // The servers' exports that hold (a part of) every file of this place.
   std::vector<std::string> exports() const {
@@ -440,6 +453,12 @@ TEST_P(RandomIo, AStoppedServerGivesEioAtOnceAndTheFileComesBack) {
     if (back != data) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   EXPECT_TRUE(back == data) << "the file did not come back whole";
+  // Every backend on that server reconnects on its own, with backoff (srv0 and stripe0 both live
+  // on server 0): the next test, in the other place, needs all of them back.
+  bool all_up = false;
+  for (int i = 0; i < 100 && !(all_up = all_backends_up()); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(all_up) << "not every backend came back";
 }
 
 INSTANTIATE_TEST_SUITE_P(Places, RandomIo,

@@ -58,21 +58,32 @@ TEST(ReadCollapser, ConcurrentReadsOfTheSameRangeShareOneFetch) {
   EXPECT_EQ(f.runs.load(), 1);
 }
 
+// The four reads overlap in time: each differs from the first in one part of its key (length,
+// path, backend and offset), and every fetch is held at the gate until all four have started. A
+// collapser that let any of them join another's fetch would leave fewer than four running.
 TEST(ReadCollapser, DifferentRangesFilesOrBackendsAreFetchedSeparately) {
   ReadCollapser collapser;
   GatedFetch f;
-  f.gate.set_value();
   auto a = std::async(std::launch::async,
                       [&] { return collapser.read(&backend_a, "/a", 0, 10, f.fetch()); });
+  while (f.runs.load() == 0) std::this_thread::sleep_for(1ms);  // a's fetch is in flight
   auto b = std::async(std::launch::async,
                       [&] { return collapser.read(&backend_a, "/a", 0, 11, f.fetch()); });
   auto c = std::async(std::launch::async,
                       [&] { return collapser.read(&backend_a, "/b", 0, 10, f.fetch()); });
   auto d = std::async(std::launch::async,
-                      [&] { return collapser.read(&backend_b, "/a", 5, 10, f.fetch()); });
-  EXPECT_TRUE(a.get() && b.get() && c.get() && d.get());
-  EXPECT_EQ(f.runs.load(), 4);
+                      [&] { return collapser.read(&backend_b, "/a", 0, 10, f.fetch()); });
+  auto e = std::async(std::launch::async,
+                      [&] { return collapser.read(&backend_a, "/a", 5, 10, f.fetch()); });
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (f.runs.load() < 5 && collapser.collapsed() == 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(f.runs.load(), 5) << "each read fetches on its own, while the others are in flight";
   EXPECT_EQ(collapser.collapsed(), 0u);
+  f.gate.set_value();
+  EXPECT_TRUE(a.get() && b.get() && c.get() && d.get() && e.get());
+  EXPECT_EQ(f.runs.load(), 5);
 }
 
 TEST(ReadCollapser, ReadAfterAFetchEndedFetchesAgain) {

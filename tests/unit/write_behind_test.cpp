@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -321,25 +322,52 @@ TEST_F(WriteBehindTest, ChangeIsSignalledWhenQueuedAndWhenAcknowledged) {
   EXPECT_EQ(changes.load(), 2);
 }
 
+// Four writers of one file at once, interleaved: each writes runs of two 64 KiB pieces (gathered
+// into one request) with the other writers' runs in between. What reaches the gateway, put
+// together by offset, is exactly what they wrote, every byte once, where it was written. Each
+// piece's bytes are its own (piece, position), so a piece sent at another's offset, gathered
+// across a gap, cut, doubled or mixed up shows.
 TEST_F(WriteBehindTest, ManyConcurrentWritersLoseNothing) {
+  constexpr int kWriters = 4, kRuns = 32, kRun = 2;
+  constexpr std::uint64_t kPiece = 64 * kKiB;
+  constexpr std::uint64_t kPieces = kWriters * kRuns * kRun, kTotal = kPieces * kPiece;
+  auto piece = [](std::uint64_t n) {
+    std::string data(kPiece, '\0');
+    for (std::size_t k = 0; k < data.size(); ++k) data[k] = char(n * 7 + k % 251);
+    return data;
+  };
   auto wb = make();
   gw.keep_answering();
   std::vector<std::thread> writers;
-  for (int t = 0; t < 4; ++t) {
+  for (int t = 0; t < kWriters; ++t) {
     writers.emplace_back([&, t] {
       auto w = std::make_shared<WriteBehind::Writer>(false);
-      for (int i = 0; i < 64; ++i)
-        ASSERT_TRUE(
-            wb->write(w, file(), (t * 64 + i) * 64 * kKiB, std::string(64 * kKiB, char('a' + t))));
+      for (int r = 0; r < kRuns; ++r) {
+        for (int j = 0; j < kRun; ++j) {
+          const std::uint64_t n = std::uint64_t(r * kWriters + t) * kRun + j;
+          ASSERT_TRUE(wb->write(w, file(), n * kPiece, piece(n)));
+        }
+      }
       EXPECT_TRUE(wb->settle(*w));
     });
   }
   for (auto& t : writers) t.join();
   wb->settle();
   gw.stop_answering();
-  std::uint64_t total = 0;
-  for (const auto& r : gw.sent()) total += r.data.size();
-  EXPECT_EQ(total, 4 * 64 * 64 * kKiB);
+
+  std::string image(kTotal, '\0');
+  std::vector<int> written(kTotal, 0);
+  for (const auto& r : gw.sent()) {
+    ASSERT_LE(r.offset + r.data.size(), kTotal) << "a request beyond what was written";
+    image.replace(r.offset, r.data.size(), r.data);
+    for (std::uint64_t k = r.offset; k < r.offset + r.data.size(); ++k) ++written[k];
+  }
+  EXPECT_EQ(std::count(written.begin(), written.end(), 1), std::ptrdiff_t(kTotal))
+      << "every byte must reach the gateway exactly once";
+  for (std::uint64_t n = 0; n < kPieces; ++n) {
+    ASSERT_TRUE(image.compare(n * kPiece, kPiece, piece(n)) == 0)
+        << "piece " << n << " did not land at " << n * kPiece;
+  }
   EXPECT_EQ(budget->used(), 0u);
 }
 

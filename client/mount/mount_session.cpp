@@ -1,0 +1,418 @@
+// skein-mount's operations without FUSE; see mount_session.hpp.
+// Lookup counts: every entry handed out for the kernel (lookup, mkdir, create, readdirplus, ...)
+// adds one through InodeTable::lookup_add; an entry the kernel never received is taken back.
+#include "mount_session.hpp"
+
+#include <spdlog/spdlog.h>
+#include <stdio.h>  // RENAME_NOREPLACE, RENAME_EXCHANGE
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "skein/path.hpp"
+
+namespace skein::client {
+namespace {
+
+bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
+
+}  // namespace
+
+MountSession::MountSession(const GatewayClient& gateway, DataPath& data, InodeTable& inodes,
+                           CachePolicy& cache, OpenInodes& open_inodes)
+    : gateway_(gateway), data_(data), inodes_(inodes), cache_(cache), open_inodes_(open_inodes) {}
+
+// ---- helpers ----
+
+// The current path of `ino`: ENOENT once its name was removed, ESTALE if the kernel names an inode
+// this mount never gave it.
+Result<std::string> MountSession::path_of(InodeNumber ino) const {
+  if (auto path = inodes_.path_of(ino)) return std::move(*path);
+  return Result<std::string>::failure(inodes_.last_path_of(ino) ? ENOENT : ESTALE);
+}
+
+Result<std::string> MountSession::child_path(InodeNumber parent, std::string_view name) const {
+  if (!is_valid_entry_name(name)) return Result<std::string>::failure(EINVAL);
+  auto dir = path_of(parent);
+  if (!dir) return dir;
+  return join_path(*dir, name);
+}
+
+// Names an open file for the gateway by the inode's path now: a renamed open file keeps working,
+// and one whose name was removed keeps its last path.
+FileRef MountSession::file_ref(InodeNumber ino, const FileHandle& file) const {
+  return FileRef{inodes_.last_path_of(ino).value_or(file.path), file.gw_handle, file.flags};
+}
+
+// An entry for the kernel, cached as long as the cache policy allows for an operation that took
+// `ticket` before asking the gateway.
+Entry MountSession::make_entry(InodeRef ref, const FileAttr& attr, CachePolicy::Ticket ticket) {
+  cache_.sent_attrs(ref.ino, attr, ticket);
+  return Entry{ref, attr, cache_.timeout(ticket)};
+}
+
+// The entry at `path`, counting the lookup the kernel will hold.
+Entry MountSession::add_entry(const std::string& path, const FileAttr& attr,
+                              CachePolicy::Ticket ticket) {
+  return make_entry(inodes_.lookup_add(path), attr, ticket);
+}
+
+// Takes back kernel lookups; what the cache policy knew of a dropped inode goes with it.
+void MountSession::forget_lookups(InodeNumber ino, std::uint64_t n) {
+  if (inodes_.forget(ino, n)) cache_.forget(ino);
+}
+
+// Removes a silly-renamed file whose last open on this mount has been closed.
+void MountSession::remove_hidden(const std::string& hidden) {
+  (void)cache_.begin_mutation();
+  Status removed = gateway_.unlink(hidden);
+  if (auto dir = inodes_.find(parent_path(hidden))) cache_.dir_changed(*dir);
+  if (!removed && removed.error() != ENOENT) {
+    spdlog::warn("cannot remove {} (deleted while open): errno {}", hidden, removed.error());
+  }
+  inodes_.unlink(hidden);
+}
+
+// A release (or an open the kernel never received) of `ino`: at its last close, a file deleted
+// while open goes for good.
+void MountSession::closed(InodeNumber ino) {
+  if (auto hidden = open_inodes_.closed(ino)) remove_hidden(*hidden);
+}
+
+// NFS-style silly rename: a file this mount has open is not removed but renamed to a hidden name
+// in its directory, until its last close; its open descriptors keep reading, writing and
+// fstat-ing it. Returns true when it did so (the unlink is then complete).
+Result<bool> MountSession::hide_if_open(const std::string& path) {
+  auto ino = inodes_.find(path);
+  if (!ino || !open_inodes_.is_open(*ino)) return false;
+  std::string hidden = join_path(parent_path(path), OpenInodes::hidden_name(*ino));
+  Status renamed = gateway_.rename(path, hidden, RENAME_NOREPLACE);
+  if (!renamed) return Result<bool>::failure(renamed.error());
+  inodes_.rename(path, hidden);
+  spdlog::debug("{} deleted while open: kept as {} until closed", path, hidden);
+  if (!open_inodes_.hide(*ino, hidden)) remove_hidden(hidden);  // closed meanwhile
+  return true;
+}
+
+// The listing served by readdir: ".", "..", then the gateway's entries.
+Result<std::vector<DirEntry>> MountSession::fetch_listing(InodeNumber ino) {
+  using R = Result<std::vector<DirEntry>>;
+  auto path = path_of(ino);
+  if (!path) return R::failure(path.error());
+  data_.settle_all();  // readdirplus hands out sizes
+  auto listed = gateway_.readdir(*path);
+  if (!listed) return listed;
+  std::vector<DirEntry> entries;
+  entries.reserve(listed->size() + 2);
+  entries.push_back(DirEntry{".", FileAttr{.mode = S_IFDIR}});
+  entries.push_back(DirEntry{"..", FileAttr{.mode = S_IFDIR}});
+  for (auto& e : *listed) {
+    if (!is_valid_entry_name(e.name)) continue;        // the gateway's own "." and "..", or junk
+    if (OpenInodes::is_hidden_name(e.name)) continue;  // deleted while open (silly rename)
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+// Fetches `dir`'s listing afresh, under a ticket taken before; the caller holds dir.mu (or owns
+// a handle nobody else sees yet).
+Status MountSession::fetch_into(InodeNumber ino, DirHandle& dir) {
+  CachePolicy::Ticket ticket = cache_.ticket();
+  auto fresh = fetch_listing(ino);
+  if (!fresh) return Status::failure(fresh.error());
+  dir.entries = fresh.take();
+  dir.ticket = ticket;
+  dir.fetched = true;
+  return ok_status();
+}
+
+// ---- names ----
+
+Result<Entry> MountSession::lookup(InodeNumber parent, std::string_view name) {
+  auto path = child_path(parent, name);
+  if (!path) return Result<Entry>::failure(path.error());
+  if (auto known = inodes_.find(*path)) data_.settle(*known);
+  CachePolicy::Ticket ticket = cache_.ticket();
+  auto attr = gateway_.getattr(*path);
+  if (!attr) return Result<Entry>::failure(attr.error());
+  return add_entry(*path, *attr, ticket);
+}
+
+void MountSession::forget(InodeNumber ino, std::uint64_t n) { forget_lookups(ino, n); }
+
+void MountSession::entry_not_received(const Entry& entry) { forget_lookups(entry.ref.ino, 1); }
+
+// ---- attributes ----
+
+Result<Attributes> MountSession::getattr(InodeNumber ino) {
+  // A directory whose attributes nothing changed since the mount last told the kernel (which
+  // asks again after every readdir and every change of an entry in it).
+  if (auto kept = cache_.dir_attrs(ino)) return Attributes{kept->first, kept->second};
+  auto path = path_of(ino);
+  if (path) data_.settle(ino);  // the size and mtime of writes acknowledged to the kernel
+  CachePolicy::Ticket ticket = cache_.ticket();
+  auto attr = path ? gateway_.getattr(*path) : Result<FileAttr>::failure(path.error());
+  if (!attr && attr.error() == ENOENT) {
+    // A file open here exists until its last close, even when its name is gone (removed through
+    // another mount, or on a branch that is down): reads go on through the gateway's handle.
+    if (auto seen = open_inodes_.last_seen(ino)) return Attributes{*seen, 0};
+  }
+  if (!attr) return Result<Attributes>::failure(attr.error());
+  cache_.sent_attrs(ino, *attr, ticket);
+  open_inodes_.seen(ino, *attr);
+  return Attributes{*attr, cache_.timeout(ticket)};
+}
+
+Result<Attributes> MountSession::setattr(InodeNumber ino, AttrChange change,
+                                         const FileHandle* file) {
+  // ftruncate and futimens come with the open file: use it, and its path even if unlinked.
+  Result<std::string> path = file ? Result<std::string>(file_ref(ino, *file).path) : path_of(ino);
+  if (!path) return Result<Attributes>::failure(path.error());
+  if (file) change.handle = file->gw_handle;
+  data_.settle(ino);  // writes acknowledged before must not land after (or undo) it
+  CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
+  auto changed = gateway_.setattr(*path, change);
+  if (change.fields & AttrChange::kSize) data_.changed(ino);
+  if (!changed) return Result<Attributes>::failure(changed.error());
+  cache_.sent_attrs(ino, *changed, ticket);
+  return Attributes{*changed, cache_.timeout(ticket)};
+}
+
+Result<std::string> MountSession::readlink(InodeNumber ino) {
+  auto path = path_of(ino);
+  if (!path) return path;
+  return gateway_.readlink(*path);
+}
+
+Result<FsStats> MountSession::statfs(InodeNumber ino) {
+  auto path = path_of(ino);
+  return gateway_.statfs(path ? *path : std::string("/"));
+}
+
+// ---- changes of names ----
+
+Result<Entry> MountSession::mkdir(InodeNumber parent, std::string_view name, std::uint32_t mode) {
+  auto path = child_path(parent, name);
+  if (!path) return Result<Entry>::failure(path.error());
+  CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
+  auto attr = gateway_.mkdir(*path, mode & 07777);
+  cache_.dir_changed(parent);
+  if (!attr) return Result<Entry>::failure(attr.error());
+  return add_entry(*path, *attr, ticket);
+}
+
+Result<Entry> MountSession::symlink(std::string_view target, InodeNumber parent,
+                                    std::string_view name) {
+  auto path = child_path(parent, name);
+  if (!path) return Result<Entry>::failure(path.error());
+  CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
+  auto attr = gateway_.symlink(*path, std::string(target));
+  cache_.dir_changed(parent);
+  if (!attr) return Result<Entry>::failure(attr.error());
+  return add_entry(*path, *attr, ticket);
+}
+
+Result<Entry> MountSession::link(InodeNumber ino, InodeNumber newparent, std::string_view newname) {
+  auto existing = path_of(ino);
+  if (!existing) return Result<Entry>::failure(existing.error());
+  auto path = child_path(newparent, newname);
+  if (!path) return Result<Entry>::failure(path.error());
+  CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
+  auto attr = gateway_.link(*existing, *path);
+  cache_.dir_changed(newparent);
+  if (!attr) return Result<Entry>::failure(attr.error());
+  return add_entry(*path, *attr, ticket);
+}
+
+Status MountSession::unlink(InodeNumber parent, std::string_view name) {
+  auto path = child_path(parent, name);
+  if (!path) return Status::failure(path.error());
+  (void)cache_.begin_mutation();
+  auto hidden = hide_if_open(*path);
+  cache_.dir_changed(parent);
+  if (!hidden) return Status::failure(hidden.error());
+  if (*hidden) return ok_status();
+  Status removed = gateway_.unlink(*path);
+  cache_.dir_changed(parent);
+  if (removed) inodes_.unlink(*path);
+  return removed;
+}
+
+Status MountSession::rmdir(InodeNumber parent, std::string_view name) {
+  auto path = child_path(parent, name);
+  if (!path) return Status::failure(path.error());
+  (void)cache_.begin_mutation();
+  Status removed = gateway_.rmdir(*path);
+  cache_.dir_changed(parent);
+  if (removed) inodes_.unlink(*path);
+  return removed;
+}
+
+Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumber newparent,
+                            std::string_view newname, std::uint32_t flags) {
+  if (flags & ~std::uint32_t{RENAME_NOREPLACE | RENAME_EXCHANGE}) return Status::failure(EINVAL);
+  auto from = child_path(parent, name);
+  if (!from) return Status::failure(from.error());
+  auto to = child_path(newparent, newname);
+  if (!to) return Status::failure(to.error());
+  (void)cache_.begin_mutation();
+  Status renamed = gateway_.rename(*from, *to, flags);
+  cache_.dir_changed(parent);
+  cache_.dir_changed(newparent);
+  if (renamed && (flags & RENAME_EXCHANGE)) inodes_.exchange(*from, *to);
+  if (renamed && !(flags & RENAME_EXCHANGE)) inodes_.rename(*from, *to);
+  for (const std::string* moved : {&*from, &*to}) {  // a moved directory's ".." changed
+    if (auto ino = inodes_.find(*moved)) cache_.dir_changed(*ino);
+  }
+  return renamed;
+}
+
+// ---- files ----
+
+Result<MountSession::Opened> MountSession::open(InodeNumber ino, std::uint32_t flags) {
+  auto path = path_of(ino);
+  if (!path) return Result<Opened>::failure(path.error());
+  CachePolicy::Ticket ticket = cache_.ticket();
+  auto opened = gateway_.open(*path, flags);
+  if (!opened) return Result<Opened>::failure(opened.error());
+  auto file = std::make_unique<FileHandle>(FileHandle{opened->handle, flags, *path, nullptr});
+  file->data = data_.open(ino, gateway_, flags, opened->attr.size);
+  // Close-to-open: pages survive only if the file is as this mount's last open saw it, and the
+  // kernel's attributes are dropped if the gateway's (fresh) ones differ from what it was told.
+  auto decision = cache_.opened(ticket, ino, opened->attr.mtime_ns, opened->attr.size);
+  open_inodes_.opened(ino, opened->attr);  // before the reply: a release may follow
+  return Opened{std::move(file), decision.keep_cache, decision.refresh_attrs};
+}
+
+Result<MountSession::Created> MountSession::create(InodeNumber parent, std::string_view name,
+                                                   std::uint32_t flags, std::uint32_t mode) {
+  auto path = child_path(parent, name);
+  if (!path) return Result<Created>::failure(path.error());
+  const CachePolicy::Mutation mutation = cache_.begin_mutation();
+  auto created = gateway_.create(*path, flags, mode & 07777);
+  if (!created) return Result<Created>::failure(created.error());
+  if (created->parent_attr) {
+    cache_.post_op_attrs(parent, *created->parent_attr, mutation);
+  } else {
+    cache_.dir_changed(parent);
+  }
+  Entry entry = add_entry(*path, created->attr, mutation.ticket);
+  auto file = std::make_unique<FileHandle>(FileHandle{created->handle, flags, *path, nullptr});
+  file->data = data_.open(entry.ref.ino, gateway_, flags, created->attr.size);
+  open_inodes_.opened(entry.ref.ino, created->attr);  // before the reply: a release may follow
+  return Created{entry, std::move(file)};
+}
+
+void MountSession::open_not_received(InodeNumber ino, std::unique_ptr<FileHandle> file) {
+  (void)gateway_.release(FileRef{file->path, file->gw_handle, file->flags});
+  file.reset();
+  closed(ino);
+}
+
+void MountSession::create_not_received(Created created) {
+  const InodeNumber ino = created.entry.ref.ino;
+  open_not_received(ino, std::move(created.file));
+  forget_lookups(ino, 1);
+}
+
+Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, std::uint64_t offset,
+                                    std::uint32_t size) {
+  return data_.read(*file.data, file_ref(ino, file), offset, size);
+}
+
+Status MountSession::write(InodeNumber ino, FileHandle& file, std::uint64_t offset,
+                           std::string_view data, const std::function<void()>& taken) {
+  return data_.write(*file.data, file_ref(ino, file), offset, data, taken);
+}
+
+Status MountSession::flush(FileHandle& file) { return data_.flush(*file.data); }
+
+Status MountSession::fsync(InodeNumber ino, FileHandle& file, bool datasync) {
+  Status written = data_.flush(*file.data);
+  if (!written) return written;
+  return gateway_.fsync(file_ref(ino, file), datasync);
+}
+
+void MountSession::release(InodeNumber ino, std::unique_ptr<FileHandle> file) {
+  FileRef ref = file_ref(ino, *file);
+  Status written = data_.flush(*file->data);
+  if (!written)
+    spdlog::warn("{}: a write failed after the last flush: errno {}", ref.path, written.error());
+  gateway_.release_async(ref);
+  closed(ino);
+}
+
+// ---- directories ----
+
+Result<MountSession::OpenedDir> MountSession::opendir(InodeNumber ino) {
+  auto path = path_of(ino);
+  if (!path) return Result<OpenedDir>::failure(path.error());
+  auto dir = std::make_unique<DirHandle>();
+  dir->cache_readdir = cache_.may_cache_listing();
+  const bool keep = dir->cache_readdir && cache_.keep_listing(ino);
+  if (!keep) {
+    if (Status fetched = fetch_into(ino, *dir); !fetched)
+      return Result<OpenedDir>::failure(fetched.error());
+  }
+  return OpenedDir{std::move(dir), keep};
+}
+
+Result<MountSession::Listing> MountSession::readdir(InodeNumber ino, DirHandle& dir,
+                                                    std::uint64_t offset, bool plus,
+                                                    const ListFill& fill) {
+  std::unique_lock lock(dir.mu);
+  if (!dir.fetched || (offset == 0 && dir.served)) {  // first call, or rewinddir: what is there now
+    if (Status fetched = fetch_into(ino, dir); !fetched)
+      return Result<Listing>::failure(fetched.error());
+  }
+  dir.served = true;
+  // readdirplus needs the directory's path to name entries; plain readdir only for their d_ino.
+  auto dir_path = path_of(ino);
+  if (plus && !dir_path) return Result<Listing>::failure(dir_path.error());
+
+  Listing listing;
+  listing.ticket = dir.ticket;
+  listing.cache_readdir = dir.cache_readdir;
+  bool added = false;
+  for (std::size_t i = offset; i < dir.entries.size(); ++i) {
+    const DirEntry& entry = dir.entries[i];
+    ListItem item;
+    item.name = entry.name;
+    item.mode = entry.attr.mode;
+    item.next = i + 1;
+    if (!plus) {
+      if (dir_path && !is_dot_or_dotdot(entry.name))
+        item.known = inodes_.find(join_path(*dir_path, entry.name));
+    } else if (!is_dot_or_dotdot(entry.name) && (entry.attr.mode & S_IFMT) != 0) {
+      // The kernel takes no lookup for "." and "..", nor for an entry with ino 0; an entry the
+      // gateway sent without a file type gets no inode rather than a broken one.
+      item.entry = add_entry(join_path(*dir_path, entry.name), entry.attr, dir.ticket);
+      listing.counted.push_back(item.entry->ref.ino);
+    }
+    if (!fill(item)) {  // did not fit: the kernel will not hear of it
+      if (item.entry) {
+        forget_lookups(item.entry->ref.ino, 1);
+        listing.counted.pop_back();
+      }
+      break;
+    }
+    added = true;
+  }
+  // The end of the listing: the kernel now holds all of it (when cache_readdir is on), as
+  // fetched under the handle's ticket.
+  listing.complete = !added;
+  return listing;
+}
+
+void MountSession::listing_replied(InodeNumber ino, const Listing& listing, bool received) {
+  if (!received) {
+    for (InodeNumber counted : listing.counted) forget_lookups(counted, 1);
+  } else if (listing.complete && listing.cache_readdir) {
+    cache_.listed(listing.ticket, ino);
+  }
+}
+
+void MountSession::releasedir(std::unique_ptr<DirHandle> dir) { dir.reset(); }
+
+}  // namespace skein::client

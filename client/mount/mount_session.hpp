@@ -1,0 +1,202 @@
+// MountSession: skein-mount's operations without FUSE, as Ceph's Client is under fuse_ll.cc. Each
+// operation takes inode numbers and plain values, runs its steps in order (resolve inodes to
+// paths, wait for the data path, take a cache ticket, call the gateway, update the inode table,
+// the open files and the cache policy) and returns a value or an errno. The listing cache of an
+// open directory, the lookup counts (and their rollback when a reply never reaches the kernel),
+// silly rename and the attributes of open files whose name is gone are decided here.
+// fuse_ops.cpp only converts the kernel's arguments, calls one method and sends one reply; so
+// all of this is unit-tested against an in-process gateway, without a kernel.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache_policy.hpp"
+#include "data_path.hpp"
+#include "gateway_client.hpp"
+#include "inode_table.hpp"
+#include "open_inodes.hpp"
+#include "skein/result.hpp"
+
+namespace skein::client {
+
+// An entry reply for the kernel: one lookup is counted on `ref` already. When the reply does not
+// reach the kernel (interrupted), give the lookup back with entry_not_received.
+struct Entry {
+  InodeRef ref;
+  FileAttr attr;
+  double timeout = 0;  // seconds the kernel may keep the entry and its attributes
+};
+
+// An attribute reply for the kernel.
+struct Attributes {
+  FileAttr attr;
+  double timeout = 0;  // seconds; 0: do not cache
+};
+
+// An open file, as the kernel holds it (FUSE's fh) from open or create until release: the
+// gateway's handle and what the gateway needs to re-open the file by path, and its data path.
+struct FileHandle {
+  std::uint64_t gw_handle = 0;
+  std::uint32_t flags = 0;
+  std::string path;  // at open; later calls use the inode's current path (renames move it)
+  std::unique_ptr<DataPath::File> data;  // its read-ahead and write-behind
+};
+
+// An open directory: its whole listing, fetched at the first readdir that reaches this mount;
+// entry i has offset i + 1. When the kernel still holds the listing (cache_readdir, kept across
+// opens while nothing changed), no readdir comes and nothing is fetched.
+struct DirHandle {
+  // Serialises readdir calls on one handle (the kernel already does; this makes it certain).
+  // Acquire before InodeTable's lock; may be held across the gateway call of a fetch, never
+  // across a reply to the kernel (MountSession::readdir returns without it).
+  std::mutex mu;
+  std::vector<DirEntry> entries;  // guarded by mu; starts with "." and ".."
+  CachePolicy::Ticket ticket;     // guarded by mu; taken before `entries` were fetched
+  bool fetched = false;           // guarded by mu
+  bool served = false;            // guarded by mu; a rewind to 0 after this fetches anew
+  bool cache_readdir = false;     // set at opendir: the kernel keeps what readdir returns
+};
+
+class MountSession {
+ public:
+  // What an open hands the kernel.
+  struct Opened {
+    std::unique_ptr<FileHandle> file;  // the kernel's until release
+    bool keep_cache = false;           // the kernel may keep the pages it has of the file
+    bool refresh_attrs = false;        // the kernel's attributes are older: drop them
+  };
+  // What a create hands the kernel: an entry (one lookup counted) and an open file.
+  struct Created {
+    Entry entry;
+    std::unique_ptr<FileHandle> file;
+  };
+  struct OpenedDir {
+    std::unique_ptr<DirHandle> dir;  // the kernel's until releasedir
+    bool keep_cache = false;         // the kernel may keep the listing it has (cache_readdir)
+  };
+
+  // One entry of a listing, offered to the reply being filled.
+  struct ListItem {
+    std::string_view name;
+    std::uint32_t mode = 0;  // the type bits (and permissions) as the gateway sent them
+    std::uint64_t next = 0;  // the offset of the entry after this one
+    // readdir: the inode this mount has for the name, if any (the kernel's d_ino).
+    std::optional<InodeNumber> known;
+    // readdirplus: the entry, one lookup counted (taken back if it does not fit); none for "."
+    // and "..", and for an entry the gateway sent without a file type.
+    std::optional<Entry> entry;
+  };
+  // Adds an item to the reply; false when it did not fit (the listing then stops there).
+  using ListFill = std::function<bool(const ListItem&)>;
+  // What one readdir put in its reply; hand it back to listing_replied once the reply is sent.
+  struct Listing {
+    std::vector<InodeNumber> counted;  // lookups added for the reply's entries (readdirplus)
+    bool complete = false;  // nothing was left to add: the kernel now has the whole listing
+    CachePolicy::Ticket ticket;
+    bool cache_readdir = false;
+  };
+
+  // `gateway` and `data` must outlive the session; the others are the mount's state, also read
+  // by the kernel cache and the control socket.
+  MountSession(const GatewayClient& gateway, DataPath& data, InodeTable& inodes, CachePolicy& cache,
+               OpenInodes& open_inodes);
+  MountSession(const MountSession&) = delete;
+  MountSession& operator=(const MountSession&) = delete;
+
+  // ---- names ----
+  Result<Entry> lookup(InodeNumber parent, std::string_view name);
+  // The kernel forgets `n` lookups of `ino`.
+  void forget(InodeNumber ino, std::uint64_t n);
+  // An entry reply (lookup, mkdir, symlink, link) that never reached the kernel.
+  void entry_not_received(const Entry& entry);
+
+  // ---- attributes ----
+  // Answered from the mount's copy for a directory nothing changed since; for an open file whose
+  // name is gone, its attributes as last seen (not to be cached).
+  Result<Attributes> getattr(InodeNumber ino);
+  // `file`: the open file the change comes with (ftruncate, futimens), or null. The handle of
+  // `change` is set from it.
+  Result<Attributes> setattr(InodeNumber ino, AttrChange change, const FileHandle* file);
+  Result<std::string> readlink(InodeNumber ino);
+  Result<FsStats> statfs(InodeNumber ino);
+
+  // ---- changes of names ----
+  Result<Entry> mkdir(InodeNumber parent, std::string_view name, std::uint32_t mode);
+  Result<Entry> symlink(std::string_view target, InodeNumber parent, std::string_view name);
+  // A hard link gets an inode of its own: inodes name paths, and this is a second path. st_nlink
+  // still says the truth.
+  Result<Entry> link(InodeNumber ino, InodeNumber newparent, std::string_view newname);
+  // A file this mount has open is renamed to a hidden name instead (silly rename), and removed
+  // at its last close.
+  Status unlink(InodeNumber parent, std::string_view name);
+  Status rmdir(InodeNumber parent, std::string_view name);
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE; anything else is EINVAL.
+  Status rename(InodeNumber parent, std::string_view name, InodeNumber newparent,
+                std::string_view newname, std::uint32_t flags);
+
+  // ---- files ----
+  Result<Opened> open(InodeNumber ino, std::uint32_t flags);
+  Result<Created> create(InodeNumber parent, std::string_view name, std::uint32_t flags,
+                         std::uint32_t mode);
+  // An open or create whose reply never reached the kernel: no release will come for it.
+  void open_not_received(InodeNumber ino, std::unique_ptr<FileHandle> file);
+  void create_not_received(Created created);
+  // From read-ahead, or the gateway; fewer bytes only at end of file.
+  Result<ReadData> read(InodeNumber ino, FileHandle& file, std::uint64_t offset,
+                        std::uint32_t size);
+  // Taken by write-behind: `taken` runs (once) as soon as the bytes are safe here, before the
+  // gateway has them; an earlier write's error may come back instead.
+  Status write(InodeNumber ino, FileHandle& file, std::uint64_t offset, std::string_view data,
+               const std::function<void()>& taken);
+  // close(2): waits for the file's write-behind, whose error it returns. The gateway acknowledges
+  // a write only once the server has it, so there is no gateway call.
+  Status flush(FileHandle& file);
+  Status fsync(InodeNumber ino, FileHandle& file, bool datasync);
+  // The last close of the file's open: the gateway's handle is released without waiting for the
+  // answer (the data is on the server already, see flush), and a file deleted while open goes.
+  void release(InodeNumber ino, std::unique_ptr<FileHandle> file);
+
+  // ---- directories ----
+  // While the Watch stream is healthy the kernel caches listings (cache_readdir) and keeps them
+  // across opens as long as no invalidation touched the directory since this mount served it
+  // whole; such an opendir asks the gateway nothing (a readdir that still comes fetches). Any
+  // other opendir fetches the listing at once, so that its errors (EACCES, ENOENT) come from it.
+  Result<OpenedDir> opendir(InodeNumber ino);
+  // Offers the listing's entries from `offset` on to `fill` until one does not fit; readdirplus
+  // (`plus`) counts a lookup on each entry it adds. The first call fetches, and so does a rewind
+  // to 0 after the listing was served.
+  Result<Listing> readdir(InodeNumber ino, DirHandle& dir, std::uint64_t offset, bool plus,
+                          const ListFill& fill);
+  // After the reply: `received` false takes back the lookups of its entries; a complete listing
+  // the kernel caches is recorded with the cache policy.
+  void listing_replied(InodeNumber ino, const Listing& listing, bool received);
+  void releasedir(std::unique_ptr<DirHandle> dir);
+
+ private:
+  Result<std::string> path_of(InodeNumber ino) const;
+  Result<std::string> child_path(InodeNumber parent, std::string_view name) const;
+  FileRef file_ref(InodeNumber ino, const FileHandle& file) const;
+  Entry make_entry(InodeRef ref, const FileAttr& attr, CachePolicy::Ticket ticket);
+  Entry add_entry(const std::string& path, const FileAttr& attr, CachePolicy::Ticket ticket);
+  void forget_lookups(InodeNumber ino, std::uint64_t n);
+  void remove_hidden(const std::string& hidden);
+  void closed(InodeNumber ino);
+  Result<bool> hide_if_open(const std::string& path);
+  Result<std::vector<DirEntry>> fetch_listing(InodeNumber ino);
+  Status fetch_into(InodeNumber ino, DirHandle& dir);
+
+  const GatewayClient& gateway_;
+  DataPath& data_;
+  InodeTable& inodes_;
+  CachePolicy& cache_;
+  OpenInodes& open_inodes_;
+};
+
+}  // namespace skein::client

@@ -1,0 +1,447 @@
+// MountSession against the in-memory fake gateway, without a kernel: lookup counts and their
+// rollback when a reply never reaches the kernel, the listing of an open directory (what fits,
+// what is taken back, when it is fetched again), silly rename of open files, the attributes of an
+// open file whose name is gone, the order of steps (writes settle before attributes are asked
+// for) and errors as errnos.
+#include "mount_session.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdio.h>  // RENAME_NOREPLACE
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "fake_gateway.hpp"
+
+namespace skein::client {
+namespace {
+
+using namespace std::chrono_literals;
+using test::FakeGateway;
+
+class MountSessionTest : public ::testing::Test {
+ protected:
+  // What one readdir offered and what the reply took.
+  struct Filled {
+    std::vector<std::string> names;
+    std::vector<MountSession::ListItem> items;
+  };
+
+  // A reply with room for `room` entries.
+  MountSession::ListFill room_for(std::size_t room, Filled& filled) {
+    return [room, &filled](const MountSession::ListItem& item) {
+      if (filled.names.size() == room) return false;
+      filled.names.emplace_back(item.name);
+      filled.items.push_back(item);
+      return true;
+    };
+  }
+
+  InodeNumber looked_up(const std::string& name, InodeNumber parent = kRootInode) {
+    auto entry = session.lookup(parent, name);
+    EXPECT_TRUE(entry) << name << ": errno " << entry.error();
+    return entry ? entry->ref.ino : 0;
+  }
+
+  // Opens `ino` as the kernel would, returning the handle the kernel keeps.
+  std::unique_ptr<FileHandle> opened(InodeNumber ino, std::uint32_t flags = O_RDWR) {
+    auto opened = session.open(ino, flags);
+    EXPECT_TRUE(opened) << "errno " << opened.error();
+    return opened ? std::move(opened->file) : nullptr;
+  }
+
+  std::vector<std::string> listing_of(InodeNumber dir) {
+    auto opened = session.opendir(dir);
+    EXPECT_TRUE(opened);
+    if (!opened) return {};
+    Filled filled;
+    auto listing = session.readdir(dir, *opened->dir, 0, false, room_for(100, filled));
+    EXPECT_TRUE(listing);
+    session.releasedir(std::move(opened->dir));
+    return filled.names;
+  }
+
+  FakeGateway gw;
+  GatewayClient gateway{gw.channel(), GatewayOptions{"default", "", 5000ms}};
+  DataPath data;
+  InodeTable inodes;
+  CachePolicy cache;
+  OpenInodes open_inodes;
+  MountSession session{gateway, data, inodes, cache, open_inodes};
+};
+
+// ---- lookups and forgets ----
+
+TEST_F(MountSessionTest, EveryEntryReplyCountsOneLookupAndForgetTakesThemBack) {
+  gw.put_file("/a", "x");
+  InodeNumber a = looked_up("a");
+  EXPECT_EQ(looked_up("a"), a) << "one inode per path";
+  EXPECT_EQ(inodes.lookup_count(a), 2u);
+  session.forget(a, 1);
+  EXPECT_EQ(inodes.lookup_count(a), 1u);
+  EXPECT_EQ(inodes.find("/a"), a);
+  session.forget(a, 1);
+  EXPECT_EQ(inodes.lookup_count(a), 0u);
+  EXPECT_FALSE(inodes.find("/a")) << "an inode the kernel forgot is dropped";
+  EXPECT_EQ(inodes.size(), 1u);
+}
+
+TEST_F(MountSessionTest, AnEntryTheKernelNeverReceivedIsTakenBack) {
+  gw.put_file("/a", "x");
+  auto entry = session.lookup(kRootInode, "a");
+  ASSERT_TRUE(entry);
+  session.entry_not_received(*entry);
+  EXPECT_EQ(inodes.lookup_count(entry->ref.ino), 0u);
+  EXPECT_EQ(inodes.size(), 1u);
+}
+
+TEST_F(MountSessionTest, EntryRepliesOfChangesCountALookupToo) {
+  auto dir = session.mkdir(kRootInode, "d", 040755);
+  ASSERT_TRUE(dir);
+  EXPECT_EQ(inodes.lookup_count(dir->ref.ino), 1u);
+  EXPECT_TRUE(S_ISDIR(dir->attr.mode));
+  EXPECT_EQ(dir->attr.mode & 07777, 0755u) << "only permission bits go to the gateway";
+  auto link = session.symlink("/target", dir->ref.ino, "l");
+  ASSERT_TRUE(link);
+  EXPECT_EQ(inodes.lookup_count(link->ref.ino), 1u);
+  EXPECT_EQ(*session.readlink(link->ref.ino), "/target");
+  gw.put_file("/d/f", "data");
+  auto hard = session.link(looked_up("f", dir->ref.ino), kRootInode, "g");
+  ASSERT_TRUE(hard);
+  EXPECT_EQ(inodes.find("/g"), hard->ref.ino) << "a hard link is a path of its own";
+  EXPECT_EQ(hard->attr.nlink, 2u);
+  EXPECT_EQ(gw.content("/g"), "data");
+}
+
+TEST_F(MountSessionTest, LookupErrorsCountNothing) {
+  EXPECT_EQ(session.lookup(kRootInode, "missing").error(), ENOENT);
+  EXPECT_EQ(session.lookup(kRootInode, "a/b").error(), EINVAL);
+  EXPECT_EQ(session.lookup(kRootInode, "..").error(), EINVAL);
+  EXPECT_EQ(session.lookup(12345, "x").error(), ESTALE) << "an inode this mount never gave out";
+  gw.fail("GetAttr", "/denied", EACCES);
+  EXPECT_EQ(session.lookup(kRootInode, "denied").error(), EACCES);
+  EXPECT_EQ(inodes.size(), 1u);
+}
+
+// ---- listings ----
+
+TEST_F(MountSessionTest, ReaddirplusCountsLookupsOnlyForTheEntriesThatFit) {
+  gw.put_dir("/d");
+  for (const char* name : {"f0", "f1", "f2", "f3"}) gw.put_file(std::string("/d/") + name, "x");
+  InodeNumber d = looked_up("d");
+  auto opened = session.opendir(d);
+  ASSERT_TRUE(opened);
+  Filled filled;
+  auto listing = session.readdir(d, *opened->dir, 0, true, room_for(4, filled));
+  ASSERT_TRUE(listing);
+  EXPECT_EQ(filled.names, (std::vector<std::string>{".", "..", "f0", "f1"}));
+  EXPECT_FALSE(filled.items[0].entry) << "the kernel takes no lookup for \".\"";
+  ASSERT_TRUE(filled.items[2].entry);
+  EXPECT_EQ(listing->counted.size(), 2u);
+  EXPECT_EQ(inodes.lookup_count(*inodes.find("/d/f0")), 1u);
+  EXPECT_EQ(inodes.lookup_count(*inodes.find("/d/f1")), 1u);
+  EXPECT_FALSE(inodes.find("/d/f2")) << "f2 did not fit: its lookup was taken back";
+  EXPECT_FALSE(listing->complete);
+  session.listing_replied(d, *listing, /*received=*/true);
+  EXPECT_EQ(inodes.lookup_count(*inodes.find("/d/f1")), 1u);
+
+  // The next call goes on where the reply stopped, from the listing already fetched.
+  Filled rest;
+  auto more = session.readdir(d, *opened->dir, filled.items.back().next, true, room_for(10, rest));
+  ASSERT_TRUE(more);
+  EXPECT_EQ(rest.names, (std::vector<std::string>{"f2", "f3"}));
+  EXPECT_EQ(gw.calls("ReadDir"), 1);
+  session.releasedir(std::move(opened->dir));
+}
+
+TEST_F(MountSessionTest, AReaddirplusReplyTheKernelNeverReceivedTakesItsLookupsBack) {
+  gw.put_dir("/d");
+  gw.put_file("/d/a", "x");
+  gw.put_file("/d/b", "x");
+  InodeNumber d = looked_up("d");
+  InodeNumber a = looked_up("a", d);  // the kernel already holds one lookup of a
+  auto opened = session.opendir(d);
+  ASSERT_TRUE(opened);
+  Filled filled;
+  auto listing = session.readdir(d, *opened->dir, 0, true, room_for(10, filled));
+  ASSERT_TRUE(listing);
+  EXPECT_EQ(inodes.lookup_count(a), 2u);
+  session.listing_replied(d, *listing, /*received=*/false);
+  EXPECT_EQ(inodes.lookup_count(a), 1u) << "only the reply's own lookup goes";
+  EXPECT_FALSE(inodes.find("/d/b"));
+  session.releasedir(std::move(opened->dir));
+}
+
+TEST_F(MountSessionTest, PlainReaddirCountsNothingAndGivesKnownInodes) {
+  gw.put_file("/a", "x");
+  gw.put_file("/b", "x");
+  InodeNumber a = looked_up("a");
+  auto opened = session.opendir(kRootInode);
+  ASSERT_TRUE(opened);
+  Filled filled;
+  auto listing = session.readdir(kRootInode, *opened->dir, 0, false, room_for(10, filled));
+  ASSERT_TRUE(listing);
+  EXPECT_TRUE(listing->counted.empty());
+  ASSERT_EQ(filled.items.size(), 4u);
+  EXPECT_EQ(filled.items[2].known, a);
+  EXPECT_FALSE(filled.items[3].known) << "b has no inode yet";
+  EXPECT_EQ(inodes.lookup_count(a), 1u);
+  session.releasedir(std::move(opened->dir));
+}
+
+TEST_F(MountSessionTest, TheListingIsFetchedAtOpendirAndAgainOnlyAtARewind) {
+  gw.put_file("/a", "x");
+  auto opened = session.opendir(kRootInode);
+  ASSERT_TRUE(opened);
+  EXPECT_EQ(gw.calls("ReadDir"), 1) << "opendir fetches, so that its errors come from it";
+  Filled first;
+  ASSERT_TRUE(session.readdir(kRootInode, *opened->dir, 0, false, room_for(10, first)));
+  EXPECT_EQ(gw.calls("ReadDir"), 1);
+  gw.put_file("/b", "x");
+  Filled end;
+  auto last = session.readdir(kRootInode, *opened->dir, 3, false, room_for(10, end));
+  ASSERT_TRUE(last);
+  EXPECT_TRUE(end.names.empty());
+  EXPECT_TRUE(last->complete);
+  Filled again;
+  ASSERT_TRUE(session.readdir(kRootInode, *opened->dir, 0, false, room_for(10, again)));
+  EXPECT_EQ(gw.calls("ReadDir"), 2) << "rewinddir shows what is there now";
+  EXPECT_EQ(again.names, (std::vector<std::string>{".", "..", "a", "b"}));
+  session.releasedir(std::move(opened->dir));
+}
+
+TEST_F(MountSessionTest, AKeptListingIsNotFetchedAgainWhileNothingChanged) {
+  cache.set_healthy(true);
+  gw.put_file("/a", "x");
+  auto opened = session.opendir(kRootInode);
+  ASSERT_TRUE(opened);
+  EXPECT_TRUE(opened->dir->cache_readdir);
+  EXPECT_FALSE(opened->keep_cache);
+  Filled filled;
+  auto listing = session.readdir(kRootInode, *opened->dir, 0, false, room_for(10, filled));
+  Filled end;
+  auto last = session.readdir(kRootInode, *opened->dir, 3, false, room_for(10, end));
+  ASSERT_TRUE(listing && last && last->complete);
+  session.listing_replied(kRootInode, *last, true);
+  session.releasedir(std::move(opened->dir));
+
+  gw.reset_calls();
+  auto again = session.opendir(kRootInode);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->keep_cache) << "the kernel keeps the listing it has";
+  EXPECT_EQ(gw.calls("ReadDir"), 0);
+  session.releasedir(std::move(again->dir));
+
+  cache.invalidating(kRootInode);  // an invalidation for the directory
+  auto changed = session.opendir(kRootInode);
+  ASSERT_TRUE(changed);
+  EXPECT_FALSE(changed->keep_cache);
+  EXPECT_EQ(gw.calls("ReadDir"), 1);
+  session.releasedir(std::move(changed->dir));
+}
+
+TEST_F(MountSessionTest, ListingErrorsComeFromOpendir) {
+  gw.put_dir("/d");
+  InodeNumber d = looked_up("d");
+  gw.fail("ReadDir", "/d", EACCES);
+  EXPECT_EQ(session.opendir(d).error(), EACCES);
+  gw.remove("/d");
+  gw.fail("ReadDir", "/d", 0);
+  EXPECT_EQ(session.opendir(d).error(), ENOENT);
+}
+
+// ---- silly rename and open files whose name is gone ----
+
+TEST_F(MountSessionTest, UnlinkOfAnOpenFileHidesItUntilItsLastClose) {
+  gw.put_file("/f", "contents");
+  InodeNumber f = looked_up("f");
+  auto file = opened(f);
+  ASSERT_TRUE(file);
+  ASSERT_TRUE(session.unlink(kRootInode, "f"));
+  EXPECT_FALSE(gw.exists("/f"));
+  std::vector<std::string> names = gw.names("/");
+  ASSERT_EQ(names.size(), 1u);
+  EXPECT_TRUE(OpenInodes::is_hidden_name(names[0])) << names[0];
+  EXPECT_EQ(listing_of(kRootInode), (std::vector<std::string>{".", ".."}))
+      << "listings leave hidden names out";
+  EXPECT_EQ(session.lookup(kRootInode, "f").error(), ENOENT);
+
+  auto attr = session.getattr(f);  // fstat of the open descriptor
+  ASSERT_TRUE(attr);
+  EXPECT_EQ(attr->attr.size, 8u);
+  auto read = session.read(f, *file, 0, 100);
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->size, 8u);
+
+  session.release(f, std::move(file));
+  EXPECT_TRUE(gw.names("/").empty()) << "the last close removes it for good";
+}
+
+TEST_F(MountSessionTest, UnlinkOfAFileNotOpenRemovesIt) {
+  gw.put_file("/f", "x");
+  InodeNumber f = looked_up("f");
+  ASSERT_TRUE(session.unlink(kRootInode, "f"));
+  EXPECT_TRUE(gw.names("/").empty());
+  EXPECT_FALSE(inodes.path_of(f)) << "the inode is detached from the name";
+  EXPECT_EQ(session.getattr(f).error(), ENOENT);
+  EXPECT_EQ(session.unlink(kRootInode, "f").error(), ENOENT);
+}
+
+TEST_F(MountSessionTest, AnOpenFileRemovedBehindTheMountsBackKeepsItsLastAttributes) {
+  gw.put_file("/f", "12345");
+  gw.put_file("/g", "x");
+  InodeNumber f = looked_up("f");
+  InodeNumber g = looked_up("g");
+  auto file = opened(f);
+  gw.remove("/f");  // through another mount, or on the server
+  gw.remove("/g");
+  auto attr = session.getattr(f);
+  ASSERT_TRUE(attr);
+  EXPECT_EQ(attr->attr.size, 5u);
+  EXPECT_EQ(attr->timeout, 0) << "not to be cached";
+  EXPECT_EQ(session.getattr(g).error(), ENOENT) << "a file not open is simply gone";
+  session.release(f, std::move(file));
+  EXPECT_EQ(session.getattr(f).error(), ENOENT) << "closed: gone too";
+}
+
+TEST_F(MountSessionTest, AnOpenTheKernelNeverReceivedIsReleased) {
+  gw.put_file("/f", "x");
+  InodeNumber f = looked_up("f");
+  auto opened = session.open(f, O_RDONLY);
+  ASSERT_TRUE(opened);
+  EXPECT_EQ(gw.open_handles(), 1u);
+  EXPECT_TRUE(open_inodes.is_open(f));
+  session.open_not_received(f, std::move(opened->file));
+  EXPECT_EQ(gw.open_handles(), 0u);
+  EXPECT_FALSE(open_inodes.is_open(f));
+}
+
+TEST_F(MountSessionTest, ACreateTheKernelNeverReceivedTakesBackItsLookupAndItsOpen) {
+  auto created = session.create(kRootInode, "new", O_CREAT | O_RDWR, 0100640);
+  ASSERT_TRUE(created);
+  const InodeNumber ino = created->entry.ref.ino;
+  EXPECT_EQ(inodes.lookup_count(ino), 1u);
+  EXPECT_TRUE(open_inodes.is_open(ino));
+  EXPECT_EQ(created->entry.attr.mode & 07777, 0640u);
+  session.create_not_received(created.take());
+  EXPECT_EQ(gw.open_handles(), 0u);
+  EXPECT_FALSE(open_inodes.is_open(ino));
+  EXPECT_EQ(inodes.lookup_count(ino), 0u);
+  EXPECT_TRUE(gw.exists("/new")) << "the file itself was made";
+}
+
+// ---- order of steps ----
+
+TEST_F(MountSessionTest, AttributesWaitForTheWritesAcknowledgedBeforeThem) {
+  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber ino = created->entry.ref.ino;
+  gw.hold_writes(true);
+  int taken = 0;
+  ASSERT_TRUE(session.write(ino, *created->file, 0, "hello world", [&] { ++taken; }));
+  EXPECT_EQ(taken, 1) << "acknowledged once the bytes are taken, before the gateway has them";
+  auto getattr = std::async(std::launch::async, [&] { return session.getattr(ino); });
+  EXPECT_EQ(getattr.wait_for(200ms), std::future_status::timeout)
+      << "getattr must wait for the write the kernel was told is done";
+  gw.hold_writes(false);
+  auto attr = getattr.get();
+  ASSERT_TRUE(attr);
+  EXPECT_EQ(attr->attr.size, 11u);
+  EXPECT_EQ(gw.content("/f"), "hello world");
+  ASSERT_TRUE(session.flush(*created->file));
+  session.release(ino, std::move(created->file));
+}
+
+TEST_F(MountSessionTest, TruncateThroughAnOpenFileUsesItsHandle) {
+  gw.put_file("/f", "0123456789");
+  InodeNumber f = looked_up("f");
+  auto file = opened(f);
+  AttrChange change;
+  change.fields = AttrChange::kSize;
+  change.size = 4;
+  auto attr = session.setattr(f, change, file.get());
+  ASSERT_TRUE(attr);
+  EXPECT_EQ(attr->attr.size, 4u);
+  EXPECT_EQ(gw.content("/f"), "0123");
+  session.release(f, std::move(file));
+}
+
+TEST_F(MountSessionTest, AnUnchangedDirectorysAttributesAreAnsweredByTheMount) {
+  cache.set_healthy(true);
+  gw.put_dir("/d");
+  InodeNumber d = looked_up("d");
+  gw.reset_calls();
+  ASSERT_TRUE(session.getattr(d));
+  EXPECT_EQ(gw.calls("GetAttr"), 0) << "the kernel asks after every readdir: no round trip";
+  ASSERT_TRUE(session.mkdir(d, "sub", 0755));  // a change of an entry in it
+  ASSERT_TRUE(session.getattr(d));
+  EXPECT_EQ(gw.calls("GetAttr"), 1);
+}
+
+TEST_F(MountSessionTest, RenameMovesTheInodesOfTheSubtree) {
+  gw.put_dir("/a");
+  gw.put_file("/a/x", "x");
+  InodeNumber a = looked_up("a");
+  InodeNumber x = looked_up("x", a);
+  gw.put_dir("/b");
+  ASSERT_TRUE(session.rename(kRootInode, "a", kRootInode, "c", 0));
+  EXPECT_EQ(inodes.path_of(x), "/c/x");
+  EXPECT_EQ(session.rename(kRootInode, "c", kRootInode, "b", RENAME_NOREPLACE).error(), EEXIST);
+  EXPECT_EQ(inodes.path_of(a), "/c") << "a refused rename moves nothing";
+  EXPECT_EQ(session.rename(kRootInode, "c", kRootInode, "b", 0x80).error(), EINVAL);
+  EXPECT_EQ(gw.calls("Rename"), 2) << "unknown flags never reach the gateway";
+}
+
+// ---- errors ----
+
+TEST_F(MountSessionTest, TheGatewaysErrorsComeBackAsTheirErrno) {
+  gw.put_dir("/d");
+  gw.put_file("/d/f", "x");
+  gw.put_file("/f", "x");
+  InodeNumber d = looked_up("d");
+  InodeNumber f = looked_up("f");
+  EXPECT_EQ(session.mkdir(kRootInode, "d", 0755).error(), EEXIST);
+  EXPECT_EQ(session.rmdir(kRootInode, "d").error(), ENOTEMPTY);
+  EXPECT_EQ(session.unlink(kRootInode, "d").error(), EISDIR);
+  EXPECT_EQ(session.readlink(f).error(), EINVAL);
+  EXPECT_EQ(session.create(kRootInode, "f", O_CREAT | O_EXCL | O_WRONLY, 0644).error(), EEXIST);
+  gw.fail("Open", "/f", EACCES);
+  EXPECT_EQ(session.open(f, O_RDONLY).error(), EACCES);
+  EXPECT_FALSE(open_inodes.is_open(f)) << "a failed open leaves nothing open";
+  EXPECT_EQ(gw.open_handles(), 0u);
+  gw.fail("Mkdir", "/d/sub", ENOSPC);
+  EXPECT_EQ(session.mkdir(d, "sub", 0755).error(), ENOSPC);
+  EXPECT_FALSE(inodes.find("/d/sub"));
+}
+
+TEST_F(MountSessionTest, AWriteErrorReachesTheNextFlushOnce) {
+  gw.put_file("/f", "");
+  InodeNumber f = looked_up("f");
+  auto file = opened(f, O_WRONLY);
+  gw.fail("Write", "/f", ENOSPC);
+  Status written = session.write(f, *file, 0, "data", [] {});
+  if (written) {  // acknowledged early: the error comes at flush
+    EXPECT_EQ(session.flush(*file).error(), ENOSPC);
+  } else {
+    EXPECT_EQ(written.error(), ENOSPC);
+  }
+  EXPECT_TRUE(session.flush(*file)) << "reported once";
+  session.release(f, std::move(file));
+}
+
+TEST_F(MountSessionTest, StatfsOfAnInodeWhoseNameIsGoneAsksForTheRoot) {
+  gw.put_file("/f", "x");
+  InodeNumber f = looked_up("f");
+  ASSERT_TRUE(session.unlink(kRootInode, "f"));
+  auto stats = session.statfs(f);
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->blocks, 1000u);
+}
+
+}  // namespace
+}  // namespace skein::client
