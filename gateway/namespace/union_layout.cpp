@@ -62,9 +62,9 @@ UnionLayout::Lookup UnionLayout::lookup_all(const std::string& rel) {
     else
       err = most_telling_error(err, a.error());
   }
-  // A branch that is down must not hide a name from the others, nor stop new files being
-  // created under the others: "not there" it is, unless it is the only branch.
-  if (err == EIO && branches_.size() > 1) err = ENOENT;
+  // A branch that is down hides no name from the others, nor stops new files being created
+  // under them: its EIO ranks below their "not there". Only when no branch could answer is the
+  // answer EIO.
   out.error = err ? err : ENOENT;
   return out;
 }
