@@ -13,10 +13,7 @@
 #include "sftp/connection.hpp"
 #include "skein/credential_file.hpp"
 #include "skein/path.hpp"
-
-#ifndef SKEIN_VERSION
-#define SKEIN_VERSION "unknown"
-#endif
+#include "skein/version.hpp"
 
 namespace skein {
 namespace {
@@ -104,7 +101,7 @@ std::chrono::seconds Gateway::uptime() const {
                                                           started_);
 }
 
-const char* Gateway::version() { return SKEIN_VERSION; }
+const char* Gateway::version() { return skein::version(); }
 
 std::vector<Gateway::BackendView> Gateway::backends() const {
   std::lock_guard lock(mu_);

@@ -90,7 +90,4 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
 // backends of one striped mount in the same directory are an error of the file instead.
 std::vector<std::string> shared_root_warnings(const GatewayConfig& cfg);
 
-// "4096", "64K", "4M", "2G", "1T" (powers of 1024) to bytes; nullopt when it is not a size.
-std::optional<uint64_t> parse_size(std::string_view text);
-
 }  // namespace skein

@@ -52,7 +52,7 @@ bool eventually(const std::function<bool()>& cond) {
 
 class Skeinctl : public ClusterSuite<3, 1> {
  protected:
-  static std::string bin() { return build_dir() + "/gateway/skeinctl"; }
+  static std::string bin() { return build_dir() + "/client/skeinctl"; }
   std::string gateway() const { return cluster_->env("SKEIN_GATEWAY"); }
   std::string token_file() const { return cluster_->env("SKEIN_ADMIN_TOKEN_FILE"); }
   // `K='v' ` assignments giving skeinctl the cluster's CA and admin certificate (not the token).

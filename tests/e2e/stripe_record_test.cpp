@@ -81,7 +81,7 @@ class StripeRecords : public ::testing::Test {
   // `skeinctl COMMAND` against the running gateway: what an admin sees.
   std::string skeinctl(const std::string& command) const {
     std::string out;
-    run_command(cluster_->admin_env() + build_dir() + "/gateway/skeinctl --gateway " + address_ +
+    run_command(cluster_->admin_env() + build_dir() + "/client/skeinctl --gateway " + address_ +
                     " " + command + " 2>&1",
                 &out);
     return out;

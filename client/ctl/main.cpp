@@ -9,8 +9,8 @@
 
 #include "admin_session.hpp"
 #include "commands.hpp"
-#include "config/gateway_config.hpp"
-#include "gateway.hpp"
+#include "skein/size.hpp"
+#include "skein/version.hpp"
 
 namespace {
 
@@ -27,7 +27,7 @@ int run(int argc, char** argv) {
   CLI::App app{
       "skeinctl: administer a skein gateway (backends, namespaces, health) over its Admin "
       "service"};
-  app.set_version_flag("--version", skein::Gateway::version());
+  app.set_version_flag("--version", skein::version());
   // Commands are checked after parsing, so that an unknown word is named in the error.
   app.require_subcommand(0, 1);
   app.fallthrough();  // global options may also follow the command
