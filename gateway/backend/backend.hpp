@@ -85,7 +85,7 @@ class Backend {
   // the batch go.
   class LstatBatch {
    public:
-    // The answer of the i-th backend asked (waits for it; once only).
+    // The answer of the i-th backend asked (waits for it).
     Result<sftp::Attrs> answer(size_t i) { return asks_[i]->attrs(); }
     size_t size() const { return asks_.size(); }
 
