@@ -70,7 +70,7 @@ std::string read_token_file(const std::string& path, const std::string& what) {
 }
 
 Gateway::Gateway(GatewayConfig cfg) : config_(std::move(cfg)) {
-  for (auto& b : config_.backends) backends_[b.name] = std::make_shared<Backend>(b);
+  for (auto& b : config_.backends) backends_[b.name] = std::make_shared<SftpBackend>(b);
   for (auto& n : config_.namespaces) {
     auto tokens =
         TokenSet::of_lines(read_token_file(n.token_file, "token_file of namespace " + n.name));
@@ -188,7 +188,8 @@ void Gateway::check_reachable(const BackendConfig& b) {
   if (!conn)
     refuse(error + " (to add a server that is down for now, skip the connection check: " +
            "skeinctl backends add --no-check)");
-  auto attrs = Backend::attrs_of(conn->call(sftp::PacketWriter(sftp::FXP_STAT).str(b.root).take()));
+  auto attrs =
+      SftpBackend::attrs_of(conn->call(sftp::PacketWriter(sftp::FXP_STAT).str(b.root).take()));
   if (!attrs) refuse("root " + b.root + " on " + ep.host + ": " + std::strerror(attrs.error()));
   if (!S_ISDIR(attrs->permissions))
     refuse("root " + b.root + " on " + ep.host + " is not a directory");
@@ -256,7 +257,7 @@ Gateway::AddedBackend Gateway::add_backend(AddBackendRequest req) {
   }
   next.backends.push_back(b);
   BackendMap next_backends = backends_;
-  out.backend = std::make_shared<Backend>(b);
+  out.backend = std::make_shared<SftpBackend>(b);
   next_backends[b.name] = out.backend;
   auto tables = build_tables(next, next_backends, {req.ns});
 
@@ -316,7 +317,7 @@ Gateway::RemovedBackend Gateway::remove_backend(const std::string& name) {
   return out;
 }
 
-std::shared_ptr<Backend> Gateway::drain_backend(const std::string& name, bool drain) {
+std::shared_ptr<SftpBackend> Gateway::drain_backend(const std::string& name, bool drain) {
   std::lock_guard lock(mu_);
   auto it = backends_.find(name);
   if (it == backends_.end()) throw AdminError(Kind::not_found, "no backend '" + name + "'");

@@ -54,7 +54,7 @@ class Gateway {
 
   // A backend and where it is used ("NAMESPACE:/mount/path"), for listings.
   struct BackendView {
-    std::shared_ptr<Backend> backend;
+    std::shared_ptr<SftpBackend> backend;
     std::vector<std::string> mounts;
   };
   std::vector<BackendView> backends() const;  // by name
@@ -76,7 +76,7 @@ class Gateway {
     bool check_connection = true;
   };
   struct AddedBackend {
-    std::shared_ptr<Backend> backend;
+    std::shared_ptr<SftpBackend> backend;
     bool new_mount = false;
     std::string mount_path;  // normalised
     std::string layout;      // the mount's Layout::describe() after the change
@@ -94,7 +94,7 @@ class Gateway {
   RemovedBackend remove_backend(const std::string& name);
 
   // Stops (or restarts) new files going to a backend; existing ones are served as before.
-  std::shared_ptr<Backend> drain_backend(const std::string& name, bool drain);
+  std::shared_ptr<SftpBackend> drain_backend(const std::string& name, bool drain);
 
  private:
   // Checks a new backend's settings and fills in defaults; throws AdminError. Its identity and

@@ -1,181 +1,109 @@
-// A Backend is one storage server's exported directory (user@host:port:/root), reached through a
-// pool of SFTP connections. It confines every path to its root (no symlink on the way is followed:
-// see path_guard.hpp), reconnects lost connections with backoff and jitter, and turns SFTP's
-// coarse status codes into the errno a POSIX caller expects.
+// A Backend is one place files live: a directory tree that layouts (a union's branches, a striped
+// layout's parts) and the namespace above them work on. It is an interface: SftpBackend is a
+// storage server's exported directory reached over SFTP (sftp_backend.hpp), and the unit tests
+// put an in-memory tree behind it.
 //
-// Paths are relative to the root ("/" is the root). For every operation, each directory between
-// the root and the last component must be a real directory on the server: a symlink there gives
-// ELOOP, a file ENOTDIR, nothing ENOENT, and nothing is sent for the path itself. The last
-// component is not followed either: lstat() shows a symlink as one, and opening one is ELOOP.
+// Paths are relative to the backend's root ("/" is the root), normalised, without "..". Every
+// operation leaves the last component alone (lstat() shows a symlink as one; opening one is
+// ELOOP) and refuses a path whose directories are not all real directories: a symlink there is
+// ELOOP, a file ENOTDIR, nothing ENOENT. Errors are the errno a POSIX caller expects.
 #pragma once
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <future>
+#include <cstdint>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "backend/path_guard.hpp"
-#include "sftp/connection.hpp"
 #include "sftp/protocol.hpp"
 #include "skein/result.hpp"
 
 namespace skein {
 
-struct BackendConfig {
-  std::string name;
-  sftp::Endpoint endpoint;
-  std::string root;  // absolute directory on the server
-  int connections = 4;
-  uint64_t min_free_bytes = 0;  // below this much free space the backend takes no new files
+class BackendFile;
+
+// Bytes and operations served by one backend since the gateway started.
+struct BackendCounters {
+  uint64_t bytes_read = 0, bytes_written = 0, ops = 0;
 };
 
-class RemoteFile;
-
-class Backend : public std::enable_shared_from_this<Backend> {
+class Backend {
  public:
-  explicit Backend(BackendConfig cfg);
-  ~Backend();
-  const std::string& name() const { return cfg_.name; }
-  const BackendConfig& config() const { return cfg_; }
-  // True while the server answers. A backend that is down fails every call at once with EIO and
-  // is probed in the background, with backoff and jitter, until it answers again.
-  bool up() const { return up_.load(); }
+  virtual ~Backend() = default;
+  // Its name in the configuration, for admins and logs.
+  virtual const std::string& name() const = 0;
+  // True while it answers. A backend that is down fails every call at once with EIO.
+  virtual bool up() const = 0;
   // A draining backend takes no new files and keeps serving the ones it has.
-  bool draining() const { return draining_.load(); }
-  void set_draining(bool d) { draining_ = d; }
-  // Live connections in the pool.
-  size_t live_connections() const;
-  // What the live connections run on: "native", "libssh", "native,libssh", or "" with none.
-  std::string ssh_stacks() const;
-  // Opens the rest of the pool's connections in the background, so the first large transfer
-  // does not pay for SSH handshakes.
-  void warm_up();
-  // Free space as last seen (refreshed at most every two seconds), for placement decisions.
-  Result<sftp::StatVfs> free_space();
+  virtual bool draining() const = 0;
   // True when the backend may take a new file: up, not draining, above its minimum free space.
-  bool accepts_new_files();
+  virtual bool accepts_new_files() = 0;
+  // Free space as last seen (refreshed every few seconds at most), for placement decisions.
+  virtual Result<sftp::StatVfs> free_space() = 0;
+  virtual BackendCounters counters() const = 0;
 
-  // Server path of a backend-relative path ("/" is the root itself).
-  std::string remote_path(std::string_view rel) const;
-
-  Result<sftp::Attrs> lstat(std::string_view rel);
-  // Mode, owner and times never follow a symlink (lsetstat); a size (truncate) on a symlink, or
-  // any change where the server has no lsetstat, is ELOOP.
-  Status setstat(std::string_view rel, const sftp::Attrs& attrs);
-  Result<std::vector<sftp::NameEntry>> list_dir(std::string_view rel);
-  Status mkdir(std::string_view rel, uint32_t mode);
-  Status rmdir(std::string_view rel);
-  Status unlink(std::string_view rel);
-  // flags: 0, or RENAME_NOREPLACE (1). Uses posix-rename@openssh.com (atomic replace) when offered.
-  Status rename(std::string_view from, std::string_view to, unsigned flags);
-  Status symlink(std::string_view target, std::string_view rel);
-  Result<std::string> readlink(std::string_view rel);
-  Status link(std::string_view existing, std::string_view rel);
+  virtual Result<sftp::Attrs> lstat(std::string_view rel) = 0;
+  // Mode, owner and times never follow a symlink; a size (truncate) on a symlink is ELOOP.
+  virtual Status setstat(std::string_view rel, const sftp::Attrs& attrs) = 0;
+  // The entries of directory `rel`, without "." and "..". A longname is `ls -l` output (its
+  // second field is the link count).
+  virtual Result<std::vector<sftp::NameEntry>> list_dir(std::string_view rel) = 0;
+  virtual Status mkdir(std::string_view rel, uint32_t mode) = 0;
+  virtual Status rmdir(std::string_view rel) = 0;
+  virtual Status unlink(std::string_view rel) = 0;
+  // flags: 0 (replace what is at `to`, atomically), or RENAME_NOREPLACE (1).
+  virtual Status rename(std::string_view from, std::string_view to, unsigned flags) = 0;
+  // Makes `rel` a symlink holding `target` as it is (it is never followed here).
+  virtual Status symlink(std::string_view target, std::string_view rel) = 0;
+  virtual Result<std::string> readlink(std::string_view rel) = 0;
+  virtual Status link(std::string_view existing, std::string_view rel) = 0;
   // The file system of `rel` (of its directory when `rel` is not a directory known to be one).
-  Result<sftp::StatVfs> statvfs(std::string_view rel);
+  virtual Result<sftp::StatVfs> statvfs(std::string_view rel) = 0;
   // Opens (or creates, with O_CREAT and `mode`) a file; `flags` are open(2) flags. A symlink is
-  // never opened (ELOOP), also not by O_CREAT without O_EXCL: a create is sent with O_EXCL, and
-  // an existing file is then opened as by a plain open.
-  Result<std::shared_ptr<RemoteFile>> open(std::string_view rel, int flags, uint32_t mode);
-  // Creates every missing directory of `rel_dir` on this backend, copying mode, owner and
-  // times from `model` (another branch's copy of the same directories).
-  Status clone_dirs(std::string_view rel_dir, Backend& model);
+  // never opened (ELOOP), also not by O_CREAT without O_EXCL.
+  virtual Result<std::shared_ptr<BackendFile>> open(std::string_view rel, int flags,
+                                                    uint32_t mode) = 0;
 
-  // Connection pool. A slot's connection is replaced when it dies; attempts to reconnect a slot
-  // back off exponentially with jitter, and while one is not due the caller gets EIO at once.
-  size_t slot_count() const { return slots_.size(); }
-  size_t pick_slot();
-  Result<std::shared_ptr<sftp::Connection>> connection(size_t slot);
-  // An lstat sent without waiting, so that several backends can be asked at once: attrs() waits
-  // for it. Its path guard is held until then, on the thread that started it. To ask several
-  // backends, hold their guards first (hold_paths), in one go.
+  // The same backend rooted at its directory `rel` (normalised, below the root; "/" is the root
+  // itself): a view that shares what the backend has (for SFTP its connection pool and path
+  // confinement), so that many are cheap. `rel` and everything above it are confined as any
+  // path is: a symlink there is ELOOP, never followed. EINVAL for a path that is not normalised.
+  virtual Result<std::shared_ptr<Backend>> subtree(std::string_view rel) = 0;
+  // The server reported a change at `rel` (its watcher): what was checked there is looked at
+  // again before it is trusted.
+  virtual void changed_on_server(std::string_view rel) { (void)rel; }
+
+  // An lstat on its way.
   class PendingLstat {
    public:
-    Result<sftp::Attrs> attrs();
+    virtual ~PendingLstat() = default;
+    virtual Result<sftp::Attrs> attrs() = 0;
+  };
+  // lstats of one path on several backends, all on their way before any answer is waited for.
+  // Answers are taken in any order, or not at all; the thread that asked must take them and let
+  // the batch go.
+  class LstatBatch {
+   public:
+    // The answer of the i-th backend asked (waits for it).
+    Result<sftp::Attrs> answer(size_t i) { return asks_[i]->attrs(); }
+    size_t size() const { return asks_.size(); }
 
    private:
     friend class Backend;
-    PendingLstat() = default;
-    std::future<Result<sftp::Reply>> reply_;
-    std::optional<Result<sftp::Attrs>> done_;  // set when it failed before anything was sent
-    PathGuard::Hold hold_;
+    std::vector<PathGuard::Hold> holds_;  // let go after the lookups (declared first)
+    std::vector<std::unique_ptr<PendingLstat>> asks_;
   };
-  PendingLstat start_lstat(std::string_view rel);
-  // Shared holds of the path guards of `backends`, taken in one order (see PathGuard::hold_all).
-  static std::vector<PathGuard::Hold> hold_paths(
-      const std::vector<std::shared_ptr<Backend>>& backends);
-  static Result<sftp::Attrs> attrs_of(Result<sftp::Reply> reply);
-  // The server reported a change at `rel` (its watcher): what was verified there is looked at
-  // again before it is trusted.
-  void changed_on_server(std::string_view rel);
+  // lstat of `rel` on each of `backends` at once, answers in the order of `backends`.
+  static LstatBatch lstat_each(const std::vector<std::shared_ptr<Backend>>& backends,
+                               std::string_view rel);
 
-  // Bytes and operations served, for stats.
-  std::atomic<uint64_t> bytes_read{0}, bytes_written{0}, ops{0};
-
- private:
-  friend class RemoteFile;
-  // Sends a request on some live connection; retries once on a fresh connection when the one
-  // used died, which is safe only for requests that can be repeated (`idempotent`).
-  Result<sftp::Reply> call(const std::string& framed, bool idempotent);
-  // Sends a request without waiting.
-  std::future<Result<sftp::Reply>> start(std::string framed);
-
-  // What must be a verified directory for an operation on `rel`: the directories above it, and
-  // with `self` also `rel` itself (a listing). Checks what the guard does not know yet with one
-  // round trip of LSTATs; ELOOP, ENOTDIR or ENOENT at the first that is not a directory. The
-  // caller holds the path guard.
-  enum class Confine { parents, self };
-  Status confine(std::string_view rel, Confine what = Confine::parents);
-  // An lstat whose attributes, when they are a directory's, mark it verified. Caller holds the
-  // guard and confined `rel`.
-  Result<sftp::Attrs> lstat_confined(std::string_view rel);
-  // Opens `rel` on `conn` for a RemoteFile: with its LSTAT sent ahead on the same connection, so
-  // that a symlink is refused (ELOOP) and never read or written through (a plain open has no
-  // effect until it is used; its handle is closed). O_TRUNC is done through the handle once the
-  // file is known not to be a symlink. Caller holds the guard and confined `rel`.
-  // Returns the OPEN's reply.
-  Result<sftp::Reply> open_confined(sftp::Connection& conn, const std::string& rel, int flags,
-                                    const sftp::Attrs& attrs, std::optional<sftp::Attrs>* lstat);
-  Status expect_status(Result<sftp::Reply> r);
-  // Refines SFTP's generic failure for `op` on `rel` by looking at what is there now.
-  int diagnose_failure(std::string_view op, std::string_view rel, std::string_view other = {});
-
-  struct Slot {
-    std::mutex mu;
-    std::shared_ptr<sftp::Connection> conn;
-    int failures = 0;
-    std::chrono::steady_clock::time_point next_attempt{};
-  };
-
-  void mark_down(const std::string& why);
-  // A connection missed a deadline: the server is hung. Down at once, and every connection to it
-  // shut down, so that no caller waits for another deadline on a sibling connection.
-  void hung(const std::string& why);
-  std::unique_ptr<sftp::Connection> connect(std::string& error);
-  void probe_until_up();
-
-  BackendConfig cfg_;
-  std::shared_ptr<PathGuard> paths_;
-  std::vector<std::unique_ptr<Slot>> slots_;
-  std::atomic<size_t> round_robin_{0};
-  std::atomic<bool> up_{true};
-  std::atomic<bool> draining_{false};
-
-  std::mutex probe_mu_;  // guards prober_, stopping_ and free-space cache
-  std::condition_variable probe_cv_;
-  std::thread prober_;
-  std::thread warmer_;
-  bool probing_ = false;
-  bool stopping_ = false;
-  std::optional<sftp::StatVfs> free_cache_;
-  std::chrono::steady_clock::time_point free_cache_time_{};
+ protected:
+  // Starts an lstat without waiting for it. The default asks at once.
+  virtual std::unique_ptr<PendingLstat> start_lstat(std::string_view rel);
+  // The lock this backend's path operations hold, if any. lstat_each takes those of all its
+  // backends at once, in one order, before it starts any lookup (see PathGuard::hold_all).
+  virtual PathGuard* path_guard() { return nullptr; }
 };
 
 }  // namespace skein

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <future>
 
+#include "backend/failure_diagnosis.hpp"
 #include "backend/read_collapser.hpp"
 #include "backend/reply_parsing.hpp"
 #include "skein/path.hpp"
@@ -16,9 +17,9 @@
 namespace skein {
 using namespace sftp;
 
-RemoteFile::RemoteFile(std::shared_ptr<Backend> backend, std::string rel, int flags)
+RemoteFile::RemoteFile(std::shared_ptr<SftpBackend> backend, std::string rel, int flags)
     : backend_(std::move(backend)), rel_(std::move(rel)), flags_(flags) {
-  handles_.resize(backend_->slot_count());
+  handles_.resize(backend_->pool().slot_count());
 }
 
 RemoteFile::~RemoteFile() { (void)close(); }
@@ -43,7 +44,7 @@ Status RemoteFile::open_first(uint32_t mode) {
   // between its checks and the OPEN.
   auto hold = backend_->paths_->hold(PathGuard::Mode::shared);
   if (auto st = backend_->confine(rel); !st) return st;
-  size_t slot = backend_->pick_slot();
+  size_t slot = backend_->pool().pick_slot();
   auto conn = backend_->connection(slot);
   if (!conn) return Status::failure(conn.error());
   Attrs a;
@@ -58,7 +59,7 @@ Status RemoteFile::open_first(uint32_t mode) {
     // its directory's (they changed): asked at once, behind the OPEN on the same connection, so
     // one round trip does all.
     const std::string path = backend_->remote_path(rel);
-    backend_->ops += 3;
+    backend_->pool().count_ops(3);
     std::vector<Request> requests;
     requests.push_back(PacketWriter(FXP_OPEN)
                            .str(path)
@@ -85,7 +86,8 @@ Status RemoteFile::open_first(uint32_t mode) {
   }
   if (!r) return Status::failure(r.error());
   auto code = status_code(r);
-  if (code && *code == FX_FAILURE) return Status::failure(backend_->diagnose_failure("open", rel));
+  if (code && *code == FX_FAILURE)
+    return Status::failure(diagnose_failure(*backend_, FailedOp::open, rel));
   auto h = expect_handle(std::move(r));
   if (!h) return Status::failure(h.error());
   {
@@ -140,12 +142,13 @@ Result<RemoteFile::Handle> RemoteFile::any_handle() {
     for (auto& h : handles_)
       if (!h.handle.empty() && h.conn && h.conn->alive()) return h;
   }
-  return handle_on(backend_->pick_slot());
+  return handle_on(backend_->pool().pick_slot());
 }
 
 Result<SharedBytes> RemoteFile::read(uint64_t offset, uint32_t size) {
-  return ReadCollapser::shared().read(backend_.get(), rel_path(), offset, size,
-                                      [&] { return fetch(offset, size); });
+  // Keyed by the server's path and the pool: views of one backend share their fetches too.
+  return ReadCollapser::shared().read(&backend_->pool(), backend_->remote_path(rel_path()), offset,
+                                      size, [&] { return fetch(offset, size); });
 }
 
 Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
@@ -171,7 +174,8 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
   // several MiB of them) spread over the pool run by run. Spread chunk by chunk over the pool
   // instead, one stream read ~40% slower at ~20% more gateway CPU (1 GiB dd, one sshd, 2 cores).
   constexpr uint64_t kRun = 4 << 20;
-  auto own = nchunks == 1 ? first : handle_on(size_t(offset / kRun % backend_->slot_count()));
+  auto own =
+      nchunks == 1 ? first : handle_on(size_t(offset / kRun % backend_->pool().slot_count()));
   if (!own) own = first;  // a slot that cannot connect: use the one we have
   for (size_t i = 0; i < nchunks; ++i) {
     uint64_t off = offset + i * chunk;
@@ -180,7 +184,7 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
     auto fut = h->conn->send(PacketWriter(FXP_READ).str(h->handle).u64(off).u32(len).take());
     pieces.push_back({off, len, std::move(fut), *h});
   }
-  ++backend_->ops;
+  backend_->pool().count_ops(1);
 
   // The result is views of the replies' data, which it keeps: nothing is gathered.
   auto replies = std::make_shared<std::vector<Reply>>();
@@ -236,17 +240,17 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
     return R::failure(err);
   }
   if (err) return R::failure(err);
-  backend_->bytes_read += total;
+  backend_->pool().count_read(total);
   return SharedBytes(std::move(views), std::move(replies));
 }
 
 Result<uint32_t> RemoteFile::write(uint64_t offset, const SharedBytes& data) {
   if (data.empty()) return uint32_t(0);
   // Reads that start from now on, and those after the write is acknowledged, fetch afresh.
-  const std::string rel = rel_path();
-  ReadCollapser::shared().detach(backend_.get(), rel);
+  const std::string path = backend_->remote_path(rel_path());
+  ReadCollapser::shared().detach(&backend_->pool(), path);
   auto written = write_pipelined(offset, data);
-  ReadCollapser::shared().detach(backend_.get(), rel);
+  ReadCollapser::shared().detach(&backend_->pool(), path);
   return written;
 }
 
@@ -259,7 +263,7 @@ Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, const SharedBytes&
   // file). A small one stays on a connection the file is open on already: an extra OPEN would
   // cost more than it saves. Appends stay on one connection, in order.
   const bool large = data.size() > (256u << 10);
-  auto h = (flags_ & O_APPEND) || !large ? any_handle() : handle_on(backend_->pick_slot());
+  auto h = (flags_ & O_APPEND) || !large ? any_handle() : handle_on(backend_->pool().pick_slot());
   if (!h) h = any_handle();
   if (!h) return R::failure(h.error());
   const uint64_t chunk =
@@ -273,7 +277,7 @@ Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, const SharedBytes&
     requests.push_back(
         PacketWriter(FXP_WRITE).str(h->handle).u64(offset + off).take_with_str(std::move(parts)));
   }
-  ++backend_->ops;
+  backend_->pool().count_ops(1);
   auto replies = h->conn->call_all(std::move(requests));
   int err = 0;
   bool failure = false;
@@ -293,9 +297,9 @@ Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, const SharedBytes&
       err = status_to_errno(*code);
     }
   }
-  if (failure) err = backend_->diagnose_failure("write", rel_);
+  if (failure) err = diagnose_failure(*backend_, FailedOp::write, rel_path());
   if (err) return R::failure(err);
-  backend_->bytes_written += data.size();
+  backend_->pool().count_written(data.size());
   return uint32_t(data.size());
 }
 
@@ -303,16 +307,16 @@ Status RemoteFile::fsync() {
   auto h = any_handle();
   if (!h) return Status::failure(h.error());
   if (!h->conn->has_extension("fsync@openssh.com")) return Status::failure(ENOTSUP);
-  ++backend_->ops;
+  backend_->pool().count_ops(1);
   return backend_->expect_status(
       h->conn->call(PacketWriter(FXP_EXTENDED).str("fsync@openssh.com").str(h->handle).take()));
 }
 
 Status RemoteFile::truncate(uint64_t size) {
-  const std::string rel = rel_path();
-  ReadCollapser::shared().detach(backend_.get(), rel);
+  const std::string path = backend_->remote_path(rel_path());
+  ReadCollapser::shared().detach(&backend_->pool(), path);
   Status truncated = truncate_now(size);
-  ReadCollapser::shared().detach(backend_.get(), rel);
+  ReadCollapser::shared().detach(&backend_->pool(), path);
   return truncated;
 }
 
@@ -322,18 +326,18 @@ Status RemoteFile::truncate_now(uint64_t size) {
   Attrs a;
   a.flags = ATTR_SIZE;
   a.size = size;
-  ++backend_->ops;
+  backend_->pool().count_ops(1);
   auto r = h->conn->call(PacketWriter(FXP_FSETSTAT).str(h->handle).attrs(a).take());
   auto code = status_code(r);
   if (code && *code == FX_FAILURE)
-    return Status::failure(backend_->diagnose_failure("write", rel_));
+    return Status::failure(diagnose_failure(*backend_, FailedOp::write, rel_path()));
   return backend_->expect_status(std::move(r));
 }
 
 Result<Attrs> RemoteFile::fstat() {
   auto h = any_handle();
   if (!h) return Result<Attrs>::failure(h.error());
-  ++backend_->ops;
+  backend_->pool().count_ops(1);
   return expect_attrs(h->conn->call(PacketWriter(FXP_FSTAT).str(h->handle).take()));
 }
 

@@ -1,4 +1,4 @@
-// An open file on one backend, through the backend's SFTP connection pool.
+// An open file on an SFTP backend, through the backend's connection pool.
 #pragma once
 
 #include <memory>
@@ -7,23 +7,23 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.hpp"
-#include "namespace/layout.hpp"
+#include "backend/backend_file.hpp"
+#include "backend/sftp_backend.hpp"
 
 namespace skein {
 
 // An open file on one backend. It holds one SFTP handle per pool connection it uses, opened on
 // demand, so large reads and writes spread over the pool; a handle lost with its connection is
 // re-opened by path (never with O_CREAT, O_EXCL or O_TRUNC again).
-class RemoteFile final : public OpenFile {
+class RemoteFile final : public BackendFile {
  public:
-  RemoteFile(std::shared_ptr<Backend> backend, std::string rel, int flags);
+  RemoteFile(std::shared_ptr<SftpBackend> backend, std::string rel, int flags);
   ~RemoteFile() override;
   RemoteFile(const RemoteFile&) = delete;
   RemoteFile& operator=(const RemoteFile&) = delete;
 
   std::string rel_path() const override;
-  Backend& backend() { return *backend_; }
+  SftpBackend& backend() { return *backend_; }
   int flags() const { return flags_; }
 
   // Opens the first handle with the caller's flags; errors are the caller's. With O_CREAT, the
@@ -32,8 +32,8 @@ class RemoteFile final : public OpenFile {
   // After an open_first with O_CREAT: the file's attributes and its parent directory's, as the
   // server saw them right after the open (requests on one connection are served in order).
   // Empty when the server did not give them.
-  const std::optional<sftp::Attrs>& attrs_at_open() const { return attrs_at_open_; }
-  const std::optional<sftp::Attrs>& parent_attrs_at_open() const { return parent_attrs_at_open_; }
+  std::optional<sftp::Attrs> attrs_at_open() const override { return attrs_at_open_; }
+  std::optional<sftp::Attrs> parent_attrs_at_open() const override { return parent_attrs_at_open_; }
   // Reads up to `size` bytes; shorter only at end of file. Requests are kept in flight over
   // several connections and short server replies are continued. Concurrent reads of the same
   // range of the same file share one fetch (ReadCollapser).
@@ -62,7 +62,7 @@ class RemoteFile final : public OpenFile {
   Result<uint32_t> write_pipelined(uint64_t offset, const SharedBytes& data);
   Status truncate_now(uint64_t size);
 
-  std::shared_ptr<Backend> backend_;
+  std::shared_ptr<SftpBackend> backend_;
   std::optional<sftp::Attrs> attrs_at_open_, parent_attrs_at_open_;  // set by open_first
   mutable std::mutex mu_;                                            // guards rel_ and handles_
   std::string rel_;

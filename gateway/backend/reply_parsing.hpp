@@ -1,4 +1,4 @@
-// Turning SFTP replies into results: shared by Backend and RemoteFile.
+// Turning SFTP replies into results: shared by SftpBackend and RemoteFile.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,7 @@
 // Coherence assembly; see coherence.hpp.
 #include "coherence/coherence.hpp"
 
+#include "coherence/invalidation_rules.hpp"
 #include "skein/path.hpp"
 
 namespace skein {
@@ -50,9 +51,7 @@ void Coherence::changed_on_server(const std::string& backend, const std::string&
       for (auto& b : m.layout->backends()) uses |= b->name() == backend;
       if (!uses) continue;
       std::string vpath = m.path == "/" ? rel : (rel == "/" ? m.path : m.path + rel);
-      broker_.changed_elsewhere(ns->name(),
-                                {InvalidationBroker::item(v1::Invalidation::INODE, vpath),
-                                 InvalidationBroker::item(v1::Invalidation::ENTRY, vpath)},
+      broker_.changed_elsewhere(ns->name(), invalidations_for(Change::found_changed, vpath),
                                 // A new directory is never taken for an echo: inotifywait
                                 // watches it only once it has seen it appear, and what was
                                 // made in it before then is reported by nobody. Every mount

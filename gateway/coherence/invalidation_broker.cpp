@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "coherence/invalidation_rules.hpp"
 #include "skein/path.hpp"
 
 namespace skein {
@@ -90,8 +91,7 @@ void InvalidationBroker::served(const std::string& ns, const std::string& mount_
   }
   if (changed) {
     // The server changed under us; the others that cache it must hear of it.
-    std::vector<v1::Invalidation> items{item(v1::Invalidation::INODE, path),
-                                        item(v1::Invalidation::ENTRY, path)};
+    auto items = invalidations_for(Change::found_changed, path);
     for (SessionId s : targets(ns, items)) {
       if (s == id) continue;
       auto it = sessions_.find(s);
@@ -230,8 +230,7 @@ bool InvalidationBroker::revalidated(const std::string& ns, const std::string& p
     set.set_seen(path, now);
     return false;
   }
-  std::vector<v1::Invalidation> items{item(v1::Invalidation::INODE, path),
-                                      item(v1::Invalidation::ENTRY, path)};
+  auto items = invalidations_for(Change::found_changed, path);
   for (SessionId id : targets(ns, items)) {  // (which forgets what was seen of path and parent)
     auto it = sessions_.find(id);
     if (it != sessions_.end()) send_locked(it->second, items);

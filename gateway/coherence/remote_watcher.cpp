@@ -31,7 +31,7 @@ constexpr const char* kNoInotify = "SKEIN-NO-INOTIFYWAIT";
 
 }  // namespace
 
-RemoteWatcher::RemoteWatcher(std::shared_ptr<Backend> backend, OnChange on_change)
+RemoteWatcher::RemoteWatcher(std::shared_ptr<SftpBackend> backend, OnChange on_change)
     : backend_(std::move(backend)), on_change_(std::move(on_change)) {
   thread_ = std::thread([this] { run(); });
 }

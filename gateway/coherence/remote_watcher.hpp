@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "backend/backend.hpp"
+#include "backend/sftp_backend.hpp"
 
 namespace skein {
 
@@ -20,7 +20,7 @@ class RemoteWatcher {
   // Called from the watcher's thread with a backend-relative path that changed; `new_dir` when it
   // is a directory that appeared (created or moved in).
   using OnChange = std::function<void(const std::string& rel, bool new_dir)>;
-  RemoteWatcher(std::shared_ptr<Backend> backend, OnChange on_change);
+  RemoteWatcher(std::shared_ptr<SftpBackend> backend, OnChange on_change);
   ~RemoteWatcher();
   // True while inotifywait runs and its watches are set up.
   bool watching() const { return watching_.load(); }
@@ -32,7 +32,7 @@ class RemoteWatcher {
   void run();
   Ended watch_once();
 
-  std::shared_ptr<Backend> backend_;
+  std::shared_ptr<SftpBackend> backend_;
   OnChange on_change_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> watching_{false};

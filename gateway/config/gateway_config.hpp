@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "auth/client_roles.hpp"
-#include "backend/backend.hpp"
+#include "backend/backend_config.hpp"
 #include "namespace/branch.hpp"
 
 namespace skein {

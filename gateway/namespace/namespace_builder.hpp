@@ -7,12 +7,13 @@
 #include <memory>
 #include <string>
 
+#include "backend/sftp_backend.hpp"
 #include "config/gateway_config.hpp"
 #include "namespace/mount_table.hpp"
 
 namespace skein {
 
-using BackendMap = std::map<std::string, std::shared_ptr<Backend>>;
+using BackendMap = std::map<std::string, std::shared_ptr<SftpBackend>>;
 
 // Throws ConfigError when the configuration names a backend that `backends` lacks.
 std::shared_ptr<const MountTable> build_mount_table(const NamespaceConfig& ns,

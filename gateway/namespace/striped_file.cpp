@@ -8,7 +8,7 @@
 #include <cstring>
 
 namespace skein {
-StripedFile::StripedFile(StripeMap map, std::vector<std::shared_ptr<RemoteFile>> parts,
+StripedFile::StripedFile(StripeMap map, std::vector<std::shared_ptr<BackendFile>> parts,
                          std::string rel, int flags)
     : map_(map), parts_(std::move(parts)), flags_(flags), rel_(std::move(rel)) {}
 

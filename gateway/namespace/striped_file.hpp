@@ -1,4 +1,4 @@
-// An open file of a striped layout: one RemoteFile per backend, each holding that backend's part
+// An open file of a striped layout: one BackendFile per backend, each holding that backend's part
 // (see stripe_map.hpp and docs/striping.md). A read or write of a range is split by stripe and
 // sent to every backend it touches at once; holes inside the logical size read as zeros.
 #pragma once
@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend/remote_file.hpp"
+#include "backend/backend_file.hpp"
 #include "namespace/layout.hpp"
 #include "namespace/stripe_map.hpp"
 
@@ -66,7 +66,7 @@ class StripedFile final : public OpenFile {
   // `parts[b]` is backend b's part; null where a read-only open found none (it reads as holes).
   // `flags` are the caller's open(2) flags; the parts are opened without O_APPEND, which this
   // class carries out itself at the logical end of file.
-  StripedFile(StripeMap map, std::vector<std::shared_ptr<RemoteFile>> parts, std::string rel,
+  StripedFile(StripeMap map, std::vector<std::shared_ptr<BackendFile>> parts, std::string rel,
               int flags);
   ~StripedFile() override = default;  // each part closes its handles
   StripedFile(const StripedFile&) = delete;
@@ -91,7 +91,7 @@ class StripedFile final : public OpenFile {
 
  private:
   StripeMap map_;
-  std::vector<std::shared_ptr<RemoteFile>> parts_;  // by backend; fixed after construction
+  std::vector<std::shared_ptr<BackendFile>> parts_;  // by backend; fixed after construction
   int flags_;
   mutable std::mutex mu_;  // guards rel_
   std::string rel_;

@@ -12,6 +12,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "namespace/clone_dirs.hpp"
 #include "namespace/striped_file.hpp"
 #include "skein/path.hpp"
 
@@ -198,7 +199,7 @@ Status StripedLayout::make_dir_on(size_t b, const std::string& rel, uint32_t mod
   Backend& be = *backends_[b];
   auto st = be.mkdir(rel, mode);
   if (st) return st;
-  if (st.error() == ENOENT) return be.clone_dirs(rel, primary());  // its parents are missing too
+  if (st.error() == ENOENT) return clone_dirs(be, rel, primary());  // its parents are missing too
   if (st.error() != EEXIST) return st;
   auto there = be.lstat(rel);
   if (there && S_ISDIR(there->permissions)) return ok_status();
@@ -206,22 +207,22 @@ Status StripedLayout::make_dir_on(size_t b, const std::string& rel, uint32_t mod
   return be.mkdir(rel, mode);
 }
 
-Result<std::shared_ptr<RemoteFile>> StripedLayout::open_part(size_t b, const std::string& rel,
-                                                             int flags, uint32_t mode,
-                                                             bool missing_ok) {
-  using R = Result<std::shared_ptr<RemoteFile>>;
+Result<std::shared_ptr<BackendFile>> StripedLayout::open_part(size_t b, const std::string& rel,
+                                                              int flags, uint32_t mode,
+                                                              bool missing_ok) {
+  using R = Result<std::shared_ptr<BackendFile>>;
   Backend& be = *backends_[b];
   auto f = be.open(rel, flags, mode);
   if (f || b == 0 || f.error() != ENOENT) return f;
   // The part, or the directory it goes in, is missing here: make them.
-  auto dir = be.clone_dirs(parent_path(rel), primary());
+  auto dir = clone_dirs(be, parent_path(rel), primary());
   if (dir) f = be.open(rel, flags | O_CREAT, mode);
   if (f) return f;
   int err = dir ? f.error() : dir.error();
   if (missing_ok && err != EIO) {
     spdlog::warn("striped file {}: no part on {} ({}); it reads as holes", rel, be.name(),
                  std::strerror(err));
-    return std::shared_ptr<RemoteFile>();
+    return std::shared_ptr<BackendFile>();
   }
   return R::failure(err);
 }
@@ -248,17 +249,15 @@ Result<sftp::Attrs> StripedLayout::getattr(const std::string& rel) {
   using R = Result<sftp::Attrs>;
   if (auto ready_st = ready(rel, ENOENT); !ready_st) return R::failure(ready_st.error());
   // Ask every backend at once: a regular file's size needs all its parts.
-  auto holds = Backend::hold_paths(backends_);
-  std::vector<Backend::PendingLstat> asks;
-  for (auto& b : backends_) asks.push_back(b->start_lstat(rel));
-  auto first = asks[0].attrs();
+  auto asks = Backend::lstat_each(backends_, rel);
+  auto first = asks.answer(0);
   if (!first) return R::failure(first.error());
   if (!S_ISREG(first->permissions)) return first;
   std::vector<uint64_t> sizes(width(), 0);
   sizes[0] = first->size;
   sftp::Attrs out = *first;
   for (size_t b = 1; b < width(); ++b) {
-    auto a = asks[b].attrs();
+    auto a = asks.answer(b);
     if (!a) {
       if (a.error() == ENOENT) continue;  // no part here yet: all holes
       return R::failure(a.error());
@@ -319,7 +318,7 @@ Result<std::vector<DirEntryAttrs>> StripedLayout::readdir(const std::string& rel
   for (size_t b = 1; b < width(); ++b) {
     if (!lists[b]) {
       if (lists[b].error() != ENOENT) return R::failure(lists[b].error());
-      (void)backends_[b]->clone_dirs(rel, primary());  // missing here: repair it
+      (void)clone_dirs(*backends_[b], rel, primary());  // missing here: repair it
       continue;
     }
     for (auto& e : *lists[b]) parts[b][e.filename] = &e.attrs;
@@ -423,12 +422,12 @@ Status StripedLayout::rename(const std::string& from, const std::string& to, uns
     }
     if (e != ENOENT) return s;
     if (be.lstat(from)) {  // the source is here, so the target's directory is not
-      auto d = be.clone_dirs(parent_path(to), primary());
+      auto d = clone_dirs(be, parent_path(to), primary());
       return d ? be.rename(from, to, 0) : d;
     }
     // Nothing to move here; an old target's part must not live on under the new name.
     remove_orphan(b, to);
-    return is_dir ? be.clone_dirs(to, primary()) : ok_status();
+    return is_dir ? clone_dirs(be, to, primary()) : ok_status();
   });
   int err = worst_error(done);
   if (!err) return ok_status();
@@ -486,7 +485,7 @@ Result<sftp::Attrs> StripedLayout::link(const std::string& existing, const std::
       if (!f) return Status::failure(f.error());
       (void)(*f)->close();
     }
-    auto d = be.clone_dirs(parent_path(rel), primary());
+    auto d = clone_dirs(be, parent_path(rel), primary());
     return d ? be.link(existing, rel) : d;
   });
   if (int err = worst_error(done)) {
@@ -540,7 +539,7 @@ Result<std::shared_ptr<OpenFile>> StripedLayout::open(const std::string& rel, in
     return open_part(b, rel, part_flags, mode, /*missing_ok=*/!writes);
   });
   if (int err = worst_error(opened)) return R::failure(err);
-  std::vector<std::shared_ptr<RemoteFile>> parts;
+  std::vector<std::shared_ptr<BackendFile>> parts;
   for (auto& p : opened) parts.push_back(*p);
   return std::shared_ptr<OpenFile>(
       std::make_shared<StripedFile>(map_, std::move(parts), rel, flags));
@@ -591,7 +590,7 @@ Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_
   }
   auto attrs = (*p0)->fstat();
   if (!attrs) return R::failure(attrs.error());
-  std::vector<std::shared_ptr<RemoteFile>> parts{*p0};
+  std::vector<std::shared_ptr<BackendFile>> parts{*p0};
   for (auto& p : opened) parts.push_back(*p);
   attrs->size = 0;
   return Created{std::make_shared<StripedFile>(map_, std::move(parts), rel, flags), *attrs,

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/remote_file.hpp"
+#include "backend/backend_file.hpp"
 #include "namespace/layout.hpp"
 #include "namespace/stripe_map.hpp"
 #include "namespace/stripe_record.hpp"
@@ -72,8 +72,8 @@ class StripedLayout final : public Layout {
   Status write_record(size_t b, const StripeRecord& record);
   // Opens backend b's part of `rel`; a part (or its directory) missing on b > 0 is created with
   // `mode`. With `missing_ok`, a part that cannot be created is null (it reads as holes).
-  Result<std::shared_ptr<RemoteFile>> open_part(size_t b, const std::string& rel, int flags,
-                                                uint32_t mode, bool missing_ok);
+  Result<std::shared_ptr<BackendFile>> open_part(size_t b, const std::string& rel, int flags,
+                                                 uint32_t mode, bool missing_ok);
   // Sets every part of `rel` to its share of `size`.
   Status truncate_parts(const std::string& rel, uint64_t size, uint32_t mode);
   // Makes directory `rel` on backend b > 0 (like backend 0's), whatever stray is in the way.

@@ -9,7 +9,8 @@
 #include <future>
 #include <set>
 
-#include "backend/remote_file.hpp"
+#include "backend/backend_file.hpp"
+#include "namespace/clone_dirs.hpp"
 #include "skein/path.hpp"
 
 namespace skein {
@@ -51,21 +52,19 @@ std::string UnionLayout::describe() const {
 }
 
 UnionLayout::Lookup UnionLayout::lookup_all(const std::string& rel) {
-  auto holds = Backend::hold_paths(backends());
-  std::vector<Backend::PendingLstat> asks;
-  for (auto& b : branches_) asks.push_back(b.backend->start_lstat(rel));
+  auto answers = Backend::lstat_each(backends(), rel);
   Lookup out;
   int err = 0;
-  for (size_t i = 0; i < asks.size(); ++i) {
-    auto a = asks[i].attrs();
+  for (size_t i = 0; i < answers.size(); ++i) {
+    auto a = answers.answer(i);
     if (a)
       out.copies.push_back({&branches_[i], *a});
     else
       err = most_telling_error(err, a.error());
   }
-  // A branch that is down must not hide a name from the others, nor stop new files being
-  // created under the others: "not there" it is, unless it is the only branch.
-  if (err == EIO && branches_.size() > 1) err = ENOENT;
+  // A branch that is down hides no name from the others, nor stops new files being created
+  // under them: its EIO ranks below their "not there". Only when no branch could answer is the
+  // answer EIO.
   out.error = err ? err : ENOENT;
   return out;
 }
@@ -102,7 +101,7 @@ Result<const Branch*> UnionLayout::branch_for_new(const std::string& rel) {
   }
   const Branch* chosen = candidates[policy_->pick(candidates, rel)];
   if (chosen != model->branch) {
-    auto st = chosen->backend->clone_dirs(parent, *model->branch->backend);
+    auto st = clone_dirs(*chosen->backend, parent, *model->branch->backend);
     if (!st) return R::failure(st.error());
   }
   return chosen;
@@ -246,7 +245,7 @@ Status UnionLayout::rename(const std::string& from, const std::string& to, unsig
   int err = 0;
   for (auto& c : src.copies) {
     // The target's directory must exist on the branch; clone it there when it does not.
-    auto st = c.branch->backend->clone_dirs(to_parent, *model->branch->backend);
+    auto st = clone_dirs(*c.branch->backend, to_parent, *model->branch->backend);
     if (!st) {
       err = most_telling_error(err, EXDEV);
       continue;
@@ -300,7 +299,7 @@ Result<sftp::Attrs> UnionLayout::link(const std::string& existing, const std::st
   if (branches_.size() > 1) {
     auto model = find(parent);
     if (!model) return R::failure(model.error());
-    if (!c->branch->backend->clone_dirs(parent, *model->branch->backend)) return R::failure(EXDEV);
+    if (!clone_dirs(*c->branch->backend, parent, *model->branch->backend)) return R::failure(EXDEV);
   }
   auto st = c->branch->backend->link(existing, rel);
   if (!st) return R::failure(st.error());
@@ -343,7 +342,7 @@ Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t 
     // the attributes of the file and of its directory come in the same round trip.
     auto f = branches_[0].backend->open(rel, flags | O_CREAT, mode);
     if (!f) return R::failure(f.error());
-    if (auto& known = (*f)->attrs_at_open())
+    if (auto known = (*f)->attrs_at_open())
       return Created{*f, *known, (*f)->parent_attrs_at_open()};
     auto attrs = (*f)->fstat();
     if (!attrs) return R::failure(attrs.error());
@@ -366,7 +365,7 @@ Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t 
   auto f = where->backend->open(rel, flags | O_CREAT, mode);
   if (!f) return R::failure(f.error());
   // The directory's attributes are those of one branch's copy only: not the merged directory.
-  if (auto& known = (*f)->attrs_at_open()) return Created{*f, *known, std::nullopt};
+  if (auto known = (*f)->attrs_at_open()) return Created{*f, *known, std::nullopt};
   auto attrs = (*f)->fstat();
   if (!attrs) return R::failure(attrs.error());
   return Created{*f, *attrs, std::nullopt};

@@ -89,7 +89,7 @@ void fill_spec(const BackendConfig& c, v1::BackendSpec* out) {
 
 void fill_info(const Gateway::BackendView& v, const std::optional<sftp::StatVfs>& space,
                v1::BackendInfo* out) {
-  Backend& b = *v.backend;
+  SftpBackend& b = *v.backend;
   fill_spec(b.config(), out->mutable_spec());
   bool up = b.up(), draining = b.draining();
   out->set_up(up);
@@ -105,9 +105,10 @@ void fill_info(const Gateway::BackendView& v, const std::optional<sftp::StatVfs>
     out->set_free_bytes(space->bavail * unit);
     out->set_total_bytes(space->blocks * unit);
   }
-  out->set_bytes_read(b.bytes_read.load());
-  out->set_bytes_written(b.bytes_written.load());
-  out->set_ops(b.ops.load());
+  const BackendCounters counted = b.counters();
+  out->set_bytes_read(counted.bytes_read);
+  out->set_bytes_written(counted.bytes_written);
+  out->set_ops(counted.ops);
   for (auto& m : v.mounts) out->add_mounts(m);
 }
 

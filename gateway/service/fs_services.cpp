@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 
+#include "coherence/invalidation_rules.hpp"
 #include "skein/path.hpp"
 #include "wire/bulk_message.hpp"
 
@@ -75,19 +76,15 @@ std::string mount_of(const grpc::ServerContextBase* ctx) {
   return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
-using Inval = v1::Invalidation;
-v1::Invalidation inval(Inval::Kind kind, const std::string& path) {
-  return InvalidationBroker::item(kind, path);
-}
-
 // Reports to the broker, when there is one.
 void served(InvalidationBroker* b, ServerContext* ctx, const Target& t, const std::string& path,
             const Result<sftp::Attrs>& attrs, bool entry) {
   if (b && attrs) b->served(t.ns->name(), mount_of(ctx), path, SeenAttrs::of(*attrs), entry);
 }
-void changed(InvalidationBroker* b, ServerContext* ctx, const Target& t,
-             std::vector<v1::Invalidation> items) {
-  if (b) b->changed(t.ns->name(), items, mount_of(ctx));
+// Reports a change `t`'s caller made (invalidation_rules.hpp says what it makes stale).
+void changed(InvalidationBroker* b, ServerContext* ctx, const Target& t, Change change,
+             const std::string& path, const std::string& other = {}) {
+  if (b) b->changed(t.ns->name(), invalidations_for(change, path, other), mount_of(ctx));
 }
 
 }  // namespace
@@ -126,7 +123,7 @@ grpc::Status NamespaceService::SetAttr(ServerContext* ctx, const v1::SetAttrRequ
     ch.mtime_s = req->mtime_ns() / 1000000000;
   auto r = t->ns->setattr(t->path, ch, req->handle());
   if (r) {
-    changed(broker_, ctx, *t, {inval(Inval::INODE, t->path)});
+    changed(broker_, ctx, *t, Change::setattr, t->path);
     served(broker_, ctx, *t, t->path, r, false);
   }
   return attr_reply(r, reply);
@@ -166,7 +163,7 @@ grpc::Status NamespaceService::Mkdir(ServerContext* ctx, const v1::MkdirRequest*
   if (!t) return s;
   auto r = t->ns->mkdir(t->path, req->mode());
   if (r) {
-    changed(broker_, ctx, *t, {inval(Inval::ENTRY, t->path)});
+    changed(broker_, ctx, *t, Change::mkdir, t->path);
     served(broker_, ctx, *t, t->path, r, true);
   }
   return attr_reply(r, reply);
@@ -178,7 +175,7 @@ grpc::Status NamespaceService::Rmdir(ServerContext* ctx, const v1::PathRequest* 
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
   auto st = t->ns->rmdir(t->path);
-  if (st) changed(broker_, ctx, *t, {inval(Inval::ENTRY, t->path), inval(Inval::INODE, t->path)});
+  if (st) changed(broker_, ctx, *t, Change::rmdir, t->path);
   return error_reply(st, reply);
 }
 
@@ -188,7 +185,7 @@ grpc::Status NamespaceService::Unlink(ServerContext* ctx, const v1::PathRequest*
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
   auto st = t->ns->unlink(t->path);
-  if (st) changed(broker_, ctx, *t, {inval(Inval::ENTRY, t->path), inval(Inval::INODE, t->path)});
+  if (st) changed(broker_, ctx, *t, Change::unlink, t->path);
   return error_reply(st, reply);
 }
 
@@ -200,10 +197,7 @@ grpc::Status NamespaceService::Rename(ServerContext* ctx, const v1::RenameReques
   auto to = resolve(registry_, ctx, req->ns(), req->to(), s);
   if (!to) return s;
   auto st = from->ns->rename(from->path, to->path, req->flags());
-  if (st)
-    changed(broker_, ctx, *from,
-            {inval(Inval::ENTRY, from->path), inval(Inval::ENTRY, to->path),
-             inval(Inval::INODE, to->path), inval(Inval::TREE, from->path)});
+  if (st) changed(broker_, ctx, *from, rename_change(req->flags()), from->path, to->path);
   return error_reply(st, reply);
 }
 
@@ -216,7 +210,7 @@ grpc::Status NamespaceService::Symlink(ServerContext* ctx, const v1::SymlinkRequ
     return grpc::Status(StatusCode::INVALID_ARGUMENT, "symlink target must be non-empty text");
   auto r = t->ns->symlink(t->path, req->target());
   if (r) {
-    changed(broker_, ctx, *t, {inval(Inval::ENTRY, t->path)});
+    changed(broker_, ctx, *t, Change::symlink, t->path);
     served(broker_, ctx, *t, t->path, r, true);
   }
   return attr_reply(r, reply);
@@ -243,8 +237,7 @@ grpc::Status NamespaceService::Link(ServerContext* ctx, const v1::LinkRequest* r
   auto to = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!to) return s;
   auto r = from->ns->link(from->path, to->path);
-  if (r)
-    changed(broker_, ctx, *to, {inval(Inval::ENTRY, to->path), inval(Inval::INODE, from->path)});
+  if (r) changed(broker_, ctx, *to, Change::link, from->path, to->path);
   if (r) {
     fill_attr(*r, reply->mutable_attr(), 2);
   } else {
@@ -287,7 +280,7 @@ grpc::Status DataService::Open(ServerContext* ctx, const v1::OpenRequest* req,
     reply->set_error(r.error());
     return grpc::Status::OK;
   }
-  if (req->flags() & O_TRUNC) changed(broker_, ctx, *t, {inval(Inval::INODE, t->path)});
+  if (req->flags() & O_TRUNC) changed(broker_, ctx, *t, Change::truncate_on_open, t->path);
   served(broker_, ctx, *t, t->path, r->attrs, false);
   reply->set_handle(r->handle);
   fill_attr(r->attrs, reply->mutable_attr());
@@ -304,7 +297,7 @@ grpc::Status DataService::Create(ServerContext* ctx, const v1::OpenRequest* req,
     reply->set_error(r.error());
     return grpc::Status::OK;
   }
-  changed(broker_, ctx, *t, {inval(Inval::ENTRY, t->path), inval(Inval::INODE, t->path)});
+  changed(broker_, ctx, *t, Change::create, t->path);
   served(broker_, ctx, *t, t->path, r->attrs, true);
   reply->set_handle(r->handle);
   fill_attr(r->attrs, reply->mutable_attr());
@@ -412,7 +405,7 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     // Every other mount that caches this file hears of it before the writer does.
     if (broker_)
       broker_->changed(req.file().ns(),
-                       {inval(Inval::INODE, *normalize_virtual_path(req.file().path()))},
+                       invalidations_for(Change::write, *normalize_virtual_path(req.file().path())),
                        mount_of(ctx));
   } else {
     reply.set_error(r.error());

@@ -18,8 +18,8 @@
 #include <sstream>
 #include <thread>
 
-#include "backend/backend.hpp"
 #include "backend/remote_file.hpp"
+#include "backend/sftp_backend.hpp"
 #include "local_cluster.hpp"
 #include "sftp/connection.hpp"
 #include "ssh/session_channel.hpp"
@@ -161,13 +161,13 @@ std::string write_then_read(Backend& backend, const std::string& rel, const std:
   return back;
 }
 
-std::shared_ptr<Backend> backend_on(const SshServer& server, sftp::SshStack stack) {
+std::shared_ptr<SftpBackend> backend_on(const SshServer& server, sftp::SshStack stack) {
   BackendConfig cfg;
   cfg.name = "b";
   cfg.endpoint = server.endpoint(stack);
   cfg.root = server.export_dir();
   cfg.connections = 2;
-  return std::make_shared<Backend>(cfg);
+  return std::make_shared<SftpBackend>(cfg);
 }
 
 TEST(SshTransport, SftpDataCrossesIntactBothWays) {
@@ -228,7 +228,7 @@ TEST(SshTransport, WritesBeyondTheServersWindowGoOnWhileReadsAreBatched) {
   cfg.endpoint = server.endpoint(sftp::SshStack::native);
   cfg.root = server.export_dir();
   cfg.connections = 1;
-  auto backend = std::make_shared<Backend>(cfg);
+  auto backend = std::make_shared<SftpBackend>(cfg);
   auto in = backend->open("/big", O_RDONLY, 0);
   auto out = backend->open("/out", O_RDWR | O_CREAT | O_TRUNC, 0644);
   ASSERT_TRUE(in.ok() && out.ok());

@@ -1,0 +1,19 @@
+// An open file on one backend: all of a union's file, or one part of a striped file.
+#pragma once
+
+#include <optional>
+
+#include "namespace/layout.hpp"
+#include "sftp/protocol.hpp"
+
+namespace skein {
+
+class BackendFile : public OpenFile {
+ public:
+  // After an open with O_CREAT: the file's attributes and its directory's, as the backend saw
+  // them right after the open; empty when it did not say.
+  virtual std::optional<sftp::Attrs> attrs_at_open() const = 0;
+  virtual std::optional<sftp::Attrs> parent_attrs_at_open() const = 0;
+};
+
+}  // namespace skein

@@ -1,0 +1,482 @@
+// SFTP backends and their subtree views; see sftp_backend.hpp.
+#include "backend/sftp_backend.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <deque>
+#include <future>
+
+#include "backend/failure_diagnosis.hpp"
+#include "backend/remote_file.hpp"
+#include "backend/reply_parsing.hpp"
+#include "skein/path.hpp"
+
+namespace skein {
+using namespace sftp;
+
+SftpBackend::SftpBackend(BackendConfig cfg)
+    : server_(std::make_shared<Server>(std::move(cfg))),
+      paths_(PathGuard::of(config().endpoint.host, config().endpoint.port)),
+      name_(config().name) {}
+
+SftpBackend::SftpBackend(std::shared_ptr<Server> server, std::shared_ptr<PathGuard> paths,
+                         std::string prefix, std::string name)
+    : server_(std::move(server)),
+      paths_(std::move(paths)),
+      prefix_(std::move(prefix)),
+      name_(std::move(name)) {}
+
+Result<std::shared_ptr<Backend>> SftpBackend::subtree(std::string_view rel) {
+  using R = Result<std::shared_ptr<Backend>>;
+  auto norm = normalize_virtual_path(rel);
+  if (rel.empty() || !norm || *norm != rel) return R::failure(EINVAL);
+  if (rel == "/") return std::shared_ptr<Backend>(shared_from_this());
+  std::string prefix = in_export(rel);
+  // The view is made with the constructor only this class may call.
+  return std::shared_ptr<Backend>(std::shared_ptr<SftpBackend>(
+      new SftpBackend(server_, paths_, prefix, config().name + ":" + prefix)));
+}
+
+std::string SftpBackend::in_export(std::string_view rel) const {
+  if (prefix_.empty()) return std::string(rel.empty() ? "/" : rel);
+  if (rel.empty() || rel == "/") return prefix_;
+  return prefix_ + std::string(rel);
+}
+
+std::string SftpBackend::export_path(std::string_view in_export) const {
+  const std::string& root = config().root;
+  if (in_export.empty() || in_export == "/") return root;
+  std::string out = root;
+  if (!out.empty() && out.back() == '/') out.pop_back();
+  out += in_export;
+  return out;
+}
+
+std::string SftpBackend::remote_path(std::string_view rel) const {
+  return export_path(in_export(rel));
+}
+
+// An LSTAT sent without waiting; it holds the path guard (on the thread that started it) until
+// its answer is taken.
+class SftpBackend::SentLstat final : public PendingLstat {
+ public:
+  SentLstat(PathGuard::Hold hold, std::future<Result<Reply>> reply)
+      : hold_(std::move(hold)), reply_(std::move(reply)) {}
+  explicit SentLstat(int err) : done_(Result<Attrs>::failure(err)) {}
+  Result<Attrs> attrs() override {
+    if (!done_) done_ = expect_attrs(reply_.get());
+    hold_ = PathGuard::Hold();
+    return *done_;
+  }
+
+ private:
+  PathGuard::Hold hold_;
+  std::future<Result<Reply>> reply_;
+  std::optional<Result<Attrs>> done_;  // set when answered, or failed before anything was sent
+};
+
+std::unique_ptr<Backend::PendingLstat> SftpBackend::start_lstat(std::string_view rel) {
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return std::make_unique<SentLstat>(st.error());
+  return std::make_unique<SentLstat>(
+      std::move(hold), pool().start(PacketWriter(FXP_LSTAT).str(remote_path(rel)).take()));
+}
+
+Result<Attrs> SftpBackend::attrs_of(Result<Reply> reply) { return expect_attrs(std::move(reply)); }
+
+void SftpBackend::changed_on_server(std::string_view rel) { paths_->forget_tree(remote_path(rel)); }
+
+Status SftpBackend::confine(std::string_view rel, Confine what) {
+  // The directories to look at, from the top: each prefix of the path ending before a '/', and
+  // the path itself for Confine::self. For a view, its root and what lies above it count too.
+  const std::string path = in_export(rel);
+  std::vector<std::string> unknown;
+  for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
+    std::string dir = export_path(std::string_view(path).substr(0, pos));
+    if (!paths_->verified(dir)) unknown.push_back(std::move(dir));
+  }
+  if (what == Confine::self && path.size() > 1) {
+    std::string dir = export_path(path);
+    if (!paths_->verified(dir)) unknown.push_back(std::move(dir));
+  }
+  if (unknown.empty()) return ok_status();
+  std::vector<Result<Reply>> replies;
+  for (int attempt = 0;; ++attempt) {
+    auto conn = pool().connection(pool().pick_slot());
+    if (!conn) return Status::failure(conn.error());
+    std::vector<Request> asks;
+    for (auto& dir : unknown) asks.push_back(PacketWriter(FXP_LSTAT).str(dir).take());
+    pool().count_ops(asks.size());
+    replies = (*conn)->call_all(std::move(asks));
+    // A connection that died (the server restarted): once more on a fresh one, as call() does.
+    if (replies[0] || (*conn)->alive() || attempt > 0) break;
+  }
+  // In order: a later LSTAT went through whatever an earlier one found, so only the answers up
+  // to the first that is not a directory count.
+  for (size_t i = 0; i < unknown.size(); ++i) {
+    auto a = expect_attrs(std::move(replies[i]));
+    if (!a) return Status::failure(a.error());
+    if (S_ISLNK(a->permissions)) {
+      spdlog::debug("backend {}: {} is a symlink: not followed (ELOOP)", name_, unknown[i]);
+      return Status::failure(ELOOP);
+    }
+    if (!S_ISDIR(a->permissions)) return Status::failure(ENOTDIR);
+    paths_->mark_verified(unknown[i]);
+  }
+  return ok_status();
+}
+
+Result<Attrs> SftpBackend::lstat_confined(std::string_view rel) {
+  auto a = expect_attrs(pool().call(PacketWriter(FXP_LSTAT).str(remote_path(rel)).take(), true));
+  if (a && S_ISDIR(a->permissions) && in_export(rel).size() > 1)
+    paths_->mark_verified(remote_path(rel));
+  return a;
+}
+
+Result<Reply> SftpBackend::open_confined(Connection& conn, const std::string& rel, int flags,
+                                         const Attrs& attrs, std::optional<Attrs>* lstat) {
+  const std::string path = remote_path(rel);
+  const std::string open = PacketWriter(FXP_OPEN)
+                               .str(path)
+                               .u32(open_flags_to_pflags(flags & ~(O_CREAT | O_EXCL)))
+                               .attrs(attrs)
+                               .take();
+  const std::string look = PacketWriter(FXP_LSTAT).str(path).take();
+  pool().count_ops(2);
+  if (flags & O_TRUNC) {
+    // Truncating through a symlink would already have changed its target: look first.
+    auto a = expect_attrs(conn.call(look));
+    if (!a) return Result<Reply>::failure(a.error());
+    if (S_ISLNK(a->permissions)) return Result<Reply>::failure(ELOOP);
+    if (lstat) *lstat = *a;
+    return conn.call(open);
+  }
+  // A plain open does nothing until the handle is used: ask both at once, and drop the handle
+  // of a symlink unused.
+  auto replies = conn.call_all({look, open});
+  auto a = expect_attrs(std::move(replies[0]));
+  if (a && S_ISLNK(a->permissions)) {
+    if (auto h = expect_handle(std::move(replies[1])))
+      conn.send(PacketWriter(FXP_CLOSE).str(*h).take());
+    return Result<Reply>::failure(ELOOP);
+  }
+  if (a && lstat) *lstat = *a;
+  return std::move(replies[1]);
+}
+
+Result<StatVfs> SftpBackend::free_space() {
+  {
+    std::lock_guard lock(free_mu_);
+    if (free_cache_ &&
+        std::chrono::steady_clock::now() - free_cache_time_ < std::chrono::seconds(2))
+      return *free_cache_;
+  }
+  auto v = statvfs("/");
+  if (!v) return v;
+  std::lock_guard lock(free_mu_);
+  free_cache_ = *v;
+  free_cache_time_ = std::chrono::steady_clock::now();
+  return v;
+}
+
+bool SftpBackend::accepts_new_files() {
+  if (!up() || draining()) return false;
+  const uint64_t min_free = config().min_free_bytes;
+  if (min_free == 0) return true;
+  auto v = free_space();
+  if (!v) return false;
+  return v->bavail * (v->frsize ? v->frsize : v->bsize) >= min_free;
+}
+
+Status SftpBackend::expect_status(Result<Reply> r) {
+  if (!r) return Status::failure(r.error());
+  if (r->type != FXP_STATUS) return Status::failure(EIO);
+  auto code = PacketReader(r->body).u32();
+  if (!code) return Status::failure(EIO);
+  int e = status_to_errno(*code);
+  return e ? Status::failure(e) : ok_status();
+}
+
+Result<Attrs> SftpBackend::lstat(std::string_view rel) {
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return Result<Attrs>::failure(st.error());
+  return lstat_confined(rel);
+}
+
+Status SftpBackend::setstat(std::string_view rel, const Attrs& attrs) {
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return st;
+  // SETSTAT follows a symlink; lsetstat does not, but OpenSSH's cannot change the size. Where
+  // the plain one must be used, look first: under the hold nothing can swap the file for a
+  // symlink through the gateway meanwhile.
+  auto conn = pool().connection(pool().pick_slot());
+  if (!conn) return Status::failure(conn.error());
+  bool use_l = !(attrs.flags & ATTR_SIZE) && (*conn)->has_extension("lsetstat@openssh.com");
+  if (!use_l) {
+    auto a = lstat_confined(rel);
+    if (!a) return Status::failure(a.error());
+    if (S_ISLNK(a->permissions)) return Status::failure(ELOOP);
+  }
+  std::string pkt = use_l ? PacketWriter(FXP_EXTENDED)
+                                .str("lsetstat@openssh.com")
+                                .str(remote_path(rel))
+                                .attrs(attrs)
+                                .take()
+                          : PacketWriter(FXP_SETSTAT).str(remote_path(rel)).attrs(attrs).take();
+  auto r = pool().call(pkt, true);
+  auto code = status_code(r);
+  if (code && *code == FX_FAILURE)
+    return Status::failure(diagnose_failure(*this, FailedOp::setstat, rel));
+  return expect_status(std::move(r));
+}
+
+Result<std::vector<NameEntry>> SftpBackend::list_dir(std::string_view rel) {
+  using R = Result<std::vector<NameEntry>>;
+  // OPENDIR follows a symlink at the end too: the directory itself must be a verified one.
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel, Confine::self); !st) return R::failure(st.error());
+  for (int attempt = 0;; ++attempt) {
+    auto conn = pool().connection(pool().pick_slot());
+    if (!conn) return R::failure(conn.error());
+    pool().count_ops(1);
+    auto h = expect_handle((*conn)->call(PacketWriter(FXP_OPENDIR).str(remote_path(rel)).take()));
+    if (!h) {
+      if (!(*conn)->alive() && attempt == 0) continue;
+      if (h.error() == EIO) {
+        auto a = lstat(rel);
+        if (a && !S_ISDIR(a->permissions)) return R::failure(ENOTDIR);
+      }
+      return R::failure(h.error());
+    }
+    std::vector<NameEntry> out;
+    // Keep a window of READDIR requests in flight; each returns a batch or EOF.
+    constexpr int kWindow = 4;
+    std::deque<std::future<Result<Reply>>> inflight;
+    bool eof = false;
+    int err = 0;
+    auto request = [&] {
+      inflight.push_back((*conn)->send(PacketWriter(FXP_READDIR).str(*h).take()));
+    };
+    for (int i = 0; i < kWindow; ++i) request();
+    while (!inflight.empty()) {
+      auto r = inflight.front().get();
+      inflight.pop_front();
+      if (!r) {
+        err = r.error();
+      } else if (r->type == FXP_STATUS) {
+        auto code = PacketReader(r->body).u32();
+        if (code && *code == FX_EOF)
+          eof = true;
+        else
+          err = code ? (status_to_errno(*code) ? status_to_errno(*code) : EIO) : EIO;
+      } else if (r->type == FXP_NAME) {
+        PacketReader pr(r->body);
+        auto count = pr.u32();
+        for (uint32_t i = 0; count && i < *count; ++i) {
+          auto name = pr.str();
+          auto longname = pr.str();
+          auto attrs = pr.attrs();
+          if (!name || !longname || !attrs) {
+            err = EIO;
+            break;
+          }
+          if (*name == "." || *name == "..") continue;
+          out.push_back({std::string(*name), std::string(*longname), *attrs});
+        }
+      } else {
+        err = EIO;
+      }
+      if (!eof && !err) request();
+    }
+    (*conn)->send(PacketWriter(FXP_CLOSE).str(*h).take());
+    if (err) {
+      if (!(*conn)->alive() && attempt == 0) continue;
+      return R::failure(err);
+    }
+    // The server lists with lstat: a directory here is a real one.
+    for (auto& e : out)
+      if (S_ISDIR(e.attrs.permissions) && is_valid_entry_name(e.filename))
+        paths_->mark_verified(remote_path(join_path(rel, e.filename)));
+    return out;
+  }
+}
+
+Status SftpBackend::mkdir(std::string_view rel, uint32_t mode) {
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return st;
+  Attrs a;
+  a.flags = ATTR_PERMISSIONS;
+  a.permissions = mode & 07777;
+  auto r = pool().call(PacketWriter(FXP_MKDIR).str(remote_path(rel)).attrs(a).take(), false);
+  auto code = status_code(r);
+  if (code && *code == FX_FAILURE)
+    return Status::failure(diagnose_failure(*this, FailedOp::mkdir, rel));
+  auto st = expect_status(std::move(r));
+  if (st) paths_->mark_verified(remote_path(rel));
+  // The server's umask may have taken bits the caller asked for (the client applied its own).
+  if (st && (mode & 07022)) (void)setstat(rel, a);
+  return st;
+}
+
+Status SftpBackend::rmdir(std::string_view rel) {
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return st;
+  auto r = pool().call(PacketWriter(FXP_RMDIR).str(remote_path(rel)).take(), false);
+  if (status_code(r) == FX_OK) paths_->forget_tree(remote_path(rel));
+  auto code = status_code(r);
+  if (code && *code == FX_FAILURE)
+    return Status::failure(diagnose_failure(*this, FailedOp::rmdir, rel));
+  if (code && *code == FX_NO_SUCH_FILE) {
+    // ENOTDIR also arrives as "no such file".
+    auto a = lstat(rel);
+    if (a && !S_ISDIR(a->permissions)) return Status::failure(ENOTDIR);
+  }
+  return expect_status(std::move(r));
+}
+
+Status SftpBackend::unlink(std::string_view rel) {
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return st;
+  auto r = pool().call(PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(), false);
+  auto code = status_code(r);
+  if (code && *code == FX_FAILURE)
+    return Status::failure(diagnose_failure(*this, FailedOp::unlink, rel));
+  return expect_status(std::move(r));
+}
+
+Status SftpBackend::rename(std::string_view from, std::string_view to, unsigned flags) {
+  // It can put a symlink (or a tree holding one) where a directory was: nothing else runs on
+  // this server's paths meanwhile, and what was verified at either name is looked at again.
+  auto hold = paths_->hold(PathGuard::Mode::exclusive);
+  if (auto st = confine(from); !st) return st;
+  if (auto st = confine(to); !st) return st;
+  struct Forget {
+    SftpBackend& b;
+    std::string_view from, to;
+    ~Forget() {
+      b.paths_->forget_tree(b.remote_path(from));
+      b.paths_->forget_tree(b.remote_path(to));
+    }
+  } forget{*this, from, to};
+  auto conn = pool().connection(pool().pick_slot());
+  if (!conn) return Status::failure(conn.error());
+  bool posix = (*conn)->has_extension("posix-rename@openssh.com");
+  if (flags & 1) {  // RENAME_NOREPLACE: plain SFTP rename refuses to replace
+    posix = false;
+  } else if (!posix) {
+    return Status::failure(ENOTSUP);  // cannot replace atomically without the extension
+  }
+  pool().count_ops(1);
+  std::string pkt =
+      posix ? PacketWriter(FXP_EXTENDED)
+                  .str("posix-rename@openssh.com")
+                  .str(remote_path(from))
+                  .str(remote_path(to))
+                  .take()
+            : PacketWriter(FXP_RENAME).str(remote_path(from)).str(remote_path(to)).take();
+  auto r = (*conn)->call(pkt);
+  auto code = status_code(r);
+  if (code && *code == FX_FAILURE) {
+    if (!posix && lstat(to)) return Status::failure(EEXIST);
+    return Status::failure(diagnose_failure(*this, FailedOp::rename, from, to));
+  }
+  return expect_status(std::move(r));
+}
+
+Status SftpBackend::symlink(std::string_view target, std::string_view rel) {
+  // The target is stored as it is (a mount's kernel resolves it, on its own side); the new link
+  // must not appear under an operation that has just checked that name as a directory.
+  auto hold = paths_->hold(PathGuard::Mode::exclusive);
+  if (auto st = confine(rel); !st) return st;
+  paths_->forget_tree(remote_path(rel));
+  // OpenSSH takes the target first and the new link second (the reverse of the draft).
+  auto r = pool().call(PacketWriter(FXP_SYMLINK).str(target).str(remote_path(rel)).take(), false);
+  auto code = status_code(r);
+  if (code && *code == FX_FAILURE)
+    return Status::failure(diagnose_failure(*this, FailedOp::symlink, rel));
+  return expect_status(std::move(r));
+}
+
+Result<std::string> SftpBackend::readlink(std::string_view rel) {
+  using R = Result<std::string>;
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return R::failure(st.error());
+  auto r = pool().call(PacketWriter(FXP_READLINK).str(remote_path(rel)).take(), true);
+  if (!r) return R::failure(r.error());
+  if (r->type == FXP_STATUS) {
+    auto code = PacketReader(r->body).u32();
+    if (code && *code == FX_FAILURE) return R::failure(EINVAL);  // not a symlink
+    int e = code ? status_to_errno(*code) : EIO;
+    return R::failure(e ? e : EIO);
+  }
+  PacketReader pr(r->body);
+  auto count = pr.u32();
+  auto name = pr.str();
+  if (r->type != FXP_NAME || !count || *count < 1 || !name) return R::failure(EIO);
+  return std::string(*name);
+}
+
+Status SftpBackend::link(std::string_view existing, std::string_view rel) {
+  // A hard link of a symlink is a symlink: exclusive, as for symlink().
+  auto hold = paths_->hold(PathGuard::Mode::exclusive);
+  if (auto st = confine(existing); !st) return st;
+  if (auto st = confine(rel); !st) return st;
+  paths_->forget_tree(remote_path(rel));
+  auto conn = pool().connection(pool().pick_slot());
+  if (!conn) return Status::failure(conn.error());
+  if (!(*conn)->has_extension("hardlink@openssh.com")) return Status::failure(ENOTSUP);
+  pool().count_ops(1);
+  auto r = (*conn)->call(PacketWriter(FXP_EXTENDED)
+                             .str("hardlink@openssh.com")
+                             .str(remote_path(existing))
+                             .str(remote_path(rel))
+                             .take());
+  auto code = status_code(r);
+  if (code && *code == FX_FAILURE)
+    return Status::failure(diagnose_failure(*this, FailedOp::link, rel, existing));
+  return expect_status(std::move(r));
+}
+
+Result<StatVfs> SftpBackend::statvfs(std::string_view rel) {
+  using R = Result<StatVfs>;
+  // statvfs follows a symlink at the end: ask for a directory known to be one.
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return R::failure(st.error());
+  std::string asked = in_export(rel);
+  if (asked.size() > 1 && !paths_->verified(export_path(asked))) asked = parent_path(asked);
+  auto conn = pool().connection(pool().pick_slot());
+  if (!conn) return R::failure(conn.error());
+  if (!(*conn)->has_extension("statvfs@openssh.com")) return R::failure(ENOTSUP);
+  pool().count_ops(1);
+  auto r = (*conn)->call(
+      PacketWriter(FXP_EXTENDED).str("statvfs@openssh.com").str(export_path(asked)).take());
+  if (!r) return R::failure(r.error());
+  if (r->type == FXP_STATUS) {
+    auto code = PacketReader(r->body).u32();
+    int e = code ? status_to_errno(*code) : EIO;
+    return R::failure(e ? e : EIO);
+  }
+  PacketReader pr(r->body);
+  StatVfs v;
+  uint64_t* fields[] = {&v.bsize, &v.frsize, &v.blocks, &v.bfree, &v.bavail, &v.files,
+                        &v.ffree, &v.favail, &v.fsid,   &v.flag,  &v.namemax};
+  for (auto* f : fields) {
+    auto x = pr.u64();
+    if (!x) return R::failure(EIO);
+    *f = *x;
+  }
+  return v;
+}
+
+Result<std::shared_ptr<BackendFile>> SftpBackend::open(std::string_view rel, int flags,
+                                                       uint32_t mode) {
+  auto f = std::make_shared<RemoteFile>(shared_from_this(), std::string(rel), flags);
+  auto st = f->open_first(mode);
+  if (!st) return Result<std::shared_ptr<BackendFile>>::failure(st.error());
+  return std::shared_ptr<BackendFile>(std::move(f));
+}
+
+}  // namespace skein

@@ -1,0 +1,215 @@
+// NamespaceFs over in-memory backends: paths go to the mount with the longest prefix, the
+// directories above mount points are answered by the namespace itself, operations that would
+// cross mounts are EXDEV, open files are handles that follow renames and are re-opened by path
+// when the gateway no longer knows them, and a new mount table swapped in serves the next call.
+#include "namespace/namespace_fs.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "backend/backend_file.hpp"
+#include "fake_backend.hpp"
+#include "namespace/create_policy.hpp"
+#include "namespace/striped_layout.hpp"
+#include "namespace/union_layout.hpp"
+
+namespace skein {
+namespace {
+
+using test::FakeBackend;
+
+SharedBytes bytes(const std::string& s) {
+  auto keep = std::make_shared<std::string>(s);
+  return SharedBytes({std::string_view(*keep)}, keep);
+}
+
+std::shared_ptr<Layout> single(std::shared_ptr<FakeBackend> b) {
+  return std::make_shared<UnionLayout>(std::vector<Branch>{{std::move(b), BranchMode::read_write}},
+                                       make_create_policy("ff"));
+}
+
+// Namespace "ns" with /srv0 and /srv1 on one backend each, and /data/striped striped over s0, s1.
+struct Namespace {
+  Namespace() {
+    srv0 = FakeBackend::make("srv0");
+    srv1 = FakeBackend::make("srv1");
+    s0 = FakeBackend::make("s0");
+    s1 = FakeBackend::make("s1");
+    auto striped = std::make_shared<StripedLayout>(std::vector<std::shared_ptr<Backend>>{s0, s1},
+                                                   uint64_t(4096));
+    fs = std::make_unique<NamespaceFs>(
+        "ns", TokenSet::of("secret"),
+        std::make_shared<const MountTable>(std::vector<Mount>{
+            {"/srv0", single(srv0)}, {"/srv1", single(srv1)}, {"/data/striped", striped}}));
+  }
+  std::shared_ptr<FakeBackend> srv0, srv1, s0, s1;
+  std::unique_ptr<NamespaceFs> fs;
+};
+
+std::set<std::string> names_of(const std::vector<DirEntryAttrs>& entries) {
+  std::set<std::string> out;
+  for (auto& e : entries) out.insert(e.name);
+  return out;
+}
+
+TEST(NamespaceFs, PathsGoToTheMountWithTheLongestPrefix) {
+  Namespace n;
+  n.srv0->put_file("/a/f", "zero");
+  n.srv1->put_file("/a/f", "one!!");
+  EXPECT_EQ(n.fs->getattr("/srv0/a/f")->size, 4u);
+  EXPECT_EQ(n.fs->getattr("/srv1/a/f")->size, 5u);
+  ASSERT_TRUE(n.fs->mkdir("/srv1/new", 0755));
+  EXPECT_TRUE(n.srv1->has("/new"));
+  EXPECT_FALSE(n.srv0->has("/new"));
+  ASSERT_TRUE(n.fs->mkdir("/data/striped/dir", 0755));
+  EXPECT_TRUE(n.s0->has("/dir"));
+  EXPECT_TRUE(n.s1->has("/dir"));
+  EXPECT_EQ(n.fs->getattr("/srv2").error(), ENOENT);
+}
+
+TEST(NamespaceFs, DirectoriesAboveMountPointsAreTheNamespacesOwn) {
+  Namespace n;
+  auto root = n.fs->getattr("/");
+  ASSERT_TRUE(root);
+  EXPECT_TRUE(S_ISDIR(root->permissions));
+  auto l = n.fs->readdir("/");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(names_of(*l), (std::set<std::string>{"data", "srv0", "srv1"}));
+  EXPECT_EQ(names_of(*n.fs->readdir("/data")), (std::set<std::string>{"striped"}));
+  EXPECT_EQ(n.fs->mkdir("/data", 0755).error(), EEXIST);
+  EXPECT_EQ(n.fs->mkdir("/elsewhere", 0755).error(), EACCES) << "no mount holds it";
+  EXPECT_EQ(n.fs->create("/file", O_WRONLY, 0644).error(), EACCES);
+  EXPECT_EQ(n.fs->rmdir("/srv0").error(), EBUSY) << "a mount point stays";
+  EXPECT_EQ(n.fs->unlink("/data").error(), EISDIR);
+  EXPECT_EQ(n.fs->rename("/srv0", "/srv9", 0).error(), EBUSY);
+  EXPECT_EQ(n.fs->open("/data", O_RDONLY).error(), EISDIR);
+}
+
+TEST(NamespaceFs, AMountPointShowsItsBackendsRootAndAStandInWhenItIsDown) {
+  Namespace n;
+  sftp::Attrs mode;
+  mode.flags = sftp::ATTR_PERMISSIONS;
+  mode.permissions = 0700;
+  ASSERT_TRUE(n.srv0->setstat("/", mode));
+  EXPECT_EQ(n.fs->getattr("/srv0")->permissions & 07777, 0700u);
+  n.srv0->set_down(true);
+  auto stand_in = n.fs->getattr("/srv0");
+  ASSERT_TRUE(stand_in) << "the mount point still shows while its backend is down";
+  EXPECT_EQ(stand_in->permissions & 07777, 0755u);
+  auto l = n.fs->readdir("/");
+  ASSERT_TRUE(l);
+  EXPECT_EQ(names_of(*l).count("srv0"), 1u);
+}
+
+TEST(NamespaceFs, RenamesAndLinksAcrossMountsAreExdev) {
+  Namespace n;
+  n.srv0->put_file("/f", "x");
+  EXPECT_EQ(n.fs->rename("/srv0/f", "/srv1/f", 0).error(), EXDEV) << "mv copies instead";
+  EXPECT_EQ(n.fs->link("/srv0/f", "/srv1/f").error(), EXDEV);
+  EXPECT_EQ(n.fs->rename("/srv0/f", "/srv0/g", 2).error(), EINVAL)
+      << "RENAME_EXCHANGE cannot be done over SFTP";
+  ASSERT_TRUE(n.fs->rename("/srv0/f", "/srv0/g", 0));
+  EXPECT_TRUE(n.srv0->has("/g"));
+  EXPECT_TRUE(n.srv1->names("/").empty());
+}
+
+TEST(NamespaceFs, StatfsAboveTheMountsAddsUpEveryBackendOnce) {
+  Namespace n;
+  for (auto& b : {n.srv0, n.srv1, n.s0, n.s1}) b->set_space(100 << 20, 10 << 20);
+  auto all = n.fs->statfs("/");
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->blocks * all->frsize, uint64_t(400) << 20);
+  auto data = n.fs->statfs("/data");
+  ASSERT_TRUE(data);
+  EXPECT_EQ(data->blocks * data->frsize, uint64_t(200) << 20) << "only what lies below /data";
+  auto one = n.fs->statfs("/srv1/x");
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->blocks * one->frsize, uint64_t(100) << 20);
+}
+
+TEST(NamespaceFs, OpenFilesAreHandlesThatFollowRenames) {
+  Namespace n;
+  auto c = n.fs->create("/srv0/f", O_RDWR, 0644);
+  ASSERT_TRUE(c) << strerror(c.error());
+  EXPECT_NE(c->handle, 0u);
+  EXPECT_EQ(n.fs->open_files(), 1u);
+  auto f = n.fs->file(c->handle, "/srv0/f", O_RDWR);
+  ASSERT_TRUE(f);
+  ASSERT_TRUE((*f)->write(0, bytes("hello")));
+  ASSERT_TRUE(n.fs->rename("/srv0/f", "/srv0/g", 0));
+  auto again = n.fs->file(c->handle, "/srv0/g", O_RDWR);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->get(), f->get()) << "the same open file, by its new name";
+  EXPECT_EQ((*again)->rel_path(), "/g");
+  ASSERT_TRUE(n.fs->release(c->handle));
+  EXPECT_EQ(n.fs->open_files(), 0u);
+  EXPECT_EQ(*n.srv0->contents("/g"), "hello");
+}
+
+TEST(NamespaceFs, AnUnknownHandleIsReopenedByPathNeverCreatingOrTruncating) {
+  Namespace n;
+  n.srv0->put_file("/f", "kept");
+  constexpr uint64_t kFromBeforeARestart = 0x1234;
+  auto f = n.fs->file(kFromBeforeARestart, "/srv0/f", O_RDWR | O_CREAT | O_TRUNC);
+  ASSERT_TRUE(f) << strerror(f.error());
+  EXPECT_EQ(*n.srv0->contents("/f"), "kept");
+  EXPECT_EQ((*f)->read(0, 10)->flatten(), "kept");
+  EXPECT_EQ(n.fs->open_files(), 1u) << "registered under the number the client had";
+  EXPECT_EQ(n.fs->file(0x5678, "/srv0/gone", O_RDWR | O_CREAT).error(), ENOENT);
+  EXPECT_FALSE(n.srv0->has("/gone"));
+}
+
+TEST(NamespaceFs, SetattrTruncatesThroughTheCallersHandle) {
+  Namespace n;
+  n.srv0->put_file("/f", "0123456789");
+  auto o = n.fs->open("/srv0/f", O_RDWR);
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->attrs.size, 10u);
+  // The path is refused (as a server refuses a file whose mode no longer lets anyone write);
+  // the caller's open file is not asked for its path again.
+  n.srv0->fail("setstat", "/f", EACCES);
+  AttrChange cut;
+  cut.size = 3;
+  EXPECT_EQ(n.fs->setattr("/srv0/f", cut, 0).error(), EACCES);
+  auto a = n.fs->setattr("/srv0/f", cut, o->handle);
+  ASSERT_TRUE(a) << strerror(a.error());
+  EXPECT_EQ(a->size, 3u);
+  EXPECT_EQ(*n.srv0->contents("/f"), "012");
+  EXPECT_EQ(n.fs->setattr("/data", cut, 0).error(), EPERM) << "above the mounts";
+}
+
+TEST(NamespaceFs, OpenWithOTruncReportsTheEmptiedFile) {
+  Namespace n;
+  n.srv1->put_file("/f", "0123456789");
+  auto o = n.fs->open("/srv1/f", O_WRONLY | O_TRUNC);
+  ASSERT_TRUE(o) << strerror(o.error());
+  EXPECT_EQ(o->attrs.size, 0u);
+  EXPECT_EQ(*n.srv1->contents("/f"), "");
+}
+
+TEST(NamespaceFs, ANewMountTableServesTheNextCall) {
+  Namespace n;
+  n.srv0->put_file("/f", "x");
+  auto old_table = n.fs->table();
+  n.fs->set_table(std::make_shared<const MountTable>(
+      std::vector<Mount>{{"/moved", single(n.srv0)}, {"/srv1", single(n.srv1)}}));
+  EXPECT_EQ(n.fs->getattr("/srv0/f").error(), ENOENT);
+  EXPECT_TRUE(n.fs->getattr("/moved/f"));
+  EXPECT_TRUE(old_table->place("/srv0/f")) << "whoever holds the old table still has it";
+}
+
+TEST(NamespaceFs, TheCredentialIsCheckedAsGiven) {
+  Namespace n;
+  EXPECT_TRUE(n.fs->credential_ok("secret"));
+  EXPECT_FALSE(n.fs->credential_ok("secret2"));
+  EXPECT_FALSE(n.fs->credential_ok(""));
+}
+
+}  // namespace
+}  // namespace skein

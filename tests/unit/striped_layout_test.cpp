@@ -1,0 +1,358 @@
+// StripedLayout against in-memory backends, with 8-byte stripes over three backends so that the
+// parts can be read by eye: where each stripe of a write lands, reads and writes spanning
+// stripes, holes and missing parts, truncation through a path and through a handle, O_APPEND at
+// the logical end, names kept on backend 0 and parts on every backend, all-or-nothing creates,
+// renames undone when a part backend refuses, a backend that is down, and the stripe records
+// that refuse a configuration no longer fitting the files.
+#include "namespace/striped_layout.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend_file.hpp"
+#include "fake_backend.hpp"
+#include "namespace/stripe_record.hpp"
+
+namespace skein {
+namespace {
+
+using test::FakeBackend;
+
+SharedBytes bytes(const std::string& s) {
+  auto keep = std::make_shared<std::string>(s);
+  return SharedBytes({std::string_view(*keep)}, keep);
+}
+
+constexpr uint64_t kStripe = 8;
+const std::string kRecord = "/" + std::string(kStripeRecordName);
+
+struct Stripes {
+  explicit Stripes(size_t width = 3) {
+    for (size_t i = 0; i < width; ++i) b.push_back(FakeBackend::make("b" + std::to_string(i)));
+    layout = over({0, 1, 2}, kStripe, width);
+  }
+  // Another layout over some of the same backends, in the order given.
+  std::unique_ptr<StripedLayout> over(std::vector<size_t> order, uint64_t stripe,
+                                      size_t width) const {
+    std::vector<std::shared_ptr<Backend>> bs;
+    for (size_t i = 0; i < width; ++i) bs.push_back(b[order[i]]);
+    return std::make_unique<StripedLayout>(std::move(bs), stripe);
+  }
+  // Creates `rel` through the layout and writes `data` at `offset`.
+  void write(const std::string& rel, uint64_t offset, const std::string& data) {
+    auto c = layout->create(rel, O_RDWR, 0644);
+    ASSERT_TRUE(c) << strerror(c.error());
+    auto w = c->file->write(offset, bytes(data));
+    ASSERT_TRUE(w) << strerror(w.error());
+    ASSERT_EQ(*w, data.size());
+    ASSERT_TRUE(c->file->close());
+  }
+  std::string read(const std::string& rel, uint64_t offset, uint32_t size) {
+    auto f = layout->open(rel, O_RDONLY);
+    EXPECT_TRUE(f) << strerror(f.error());
+    if (!f) return "<open failed>";
+    auto r = (*f)->read(offset, size);
+    EXPECT_TRUE(r) << strerror(r.error());
+    return r ? r->flatten() : "<read failed>";
+  }
+  std::string part(size_t i, const std::string& rel) const {
+    return b[i]->contents(rel).value_or("<no part>");
+  }
+  std::vector<std::shared_ptr<FakeBackend>> b;
+  std::unique_ptr<StripedLayout> layout;
+};
+
+const std::string kFourStripes = "AAAAAAAABBBBBBBBCCCCCCCCDDDDDDDD";
+
+// --- Stripe maths through the layout.
+
+TEST(StripedLayout, EachStripeOfAWriteLandsOnItsBackendPackedInItsPart) {
+  Stripes s;
+  s.write("/f", 0, kFourStripes);
+  EXPECT_EQ(s.part(0, "/f"), "AAAAAAAADDDDDDDD") << "stripes 0 and 3, one after the other";
+  EXPECT_EQ(s.part(1, "/f"), "BBBBBBBB");
+  EXPECT_EQ(s.part(2, "/f"), "CCCCCCCC");
+  auto a = s.layout->getattr("/f");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->size, 32u) << "the logical size from every part's";
+}
+
+TEST(StripedLayout, ReadsAndWritesSpanningStripesSeeTheLogicalBytes) {
+  Stripes s;
+  s.write("/f", 0, kFourStripes);
+  EXPECT_EQ(s.read("/f", 6, 12), "AABBBBBBBBCC");
+  EXPECT_EQ(s.read("/f", 0, 100), kFourStripes) << "short at the logical end only";
+  EXPECT_EQ(s.read("/f", 30, 10), "DD");
+  EXPECT_EQ(s.read("/f", 40, 10), "");
+  // Overwrite across three stripes, from the middle of one to the middle of another.
+  auto f = s.layout->open("/f", O_RDWR);
+  ASSERT_TRUE(f);
+  ASSERT_TRUE((*f)->write(12, bytes("xxxxxxxxxxxx")));
+  EXPECT_EQ(s.read("/f", 0, 32), "AAAAAAAABBBBxxxxxxxxxxxxDDDDDDDD");
+  EXPECT_EQ(s.part(1, "/f"), "BBBBxxxx");
+  EXPECT_EQ(s.part(2, "/f"), "xxxxxxxx");
+  EXPECT_EQ(s.part(0, "/f"), "AAAAAAAADDDDDDDD");
+}
+
+TEST(StripedLayout, HolesReadAsZerosUpToTheLogicalSize) {
+  Stripes s;
+  s.write("/sparse", 50, "X");  // stripe 6: backend 0, local offset 16 + 2
+  EXPECT_EQ(s.part(0, "/sparse").size(), 19u);
+  EXPECT_EQ(s.part(1, "/sparse"), "");
+  auto a = s.layout->getattr("/sparse");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->size, 51u);
+  EXPECT_EQ(s.read("/sparse", 0, 100), std::string(50, '\0') + "X");
+  EXPECT_EQ(s.read("/sparse", 10, 8), std::string(8, '\0')) << "holes on backends 1 and 2";
+}
+
+TEST(StripedLayout, APartMissingOnABackendReadsAsHoles) {
+  Stripes s;
+  s.layout->prepare();
+  s.b[0]->put_file("/f", "AAAAAAAA");
+  s.b[2]->put_file("/f", "CCCCCCCC");  // no part on backend 1
+  auto a = s.layout->getattr("/f");
+  ASSERT_TRUE(a) << strerror(a.error());
+  EXPECT_EQ(a->size, 24u);
+  s.b[1]->set_read_only(true);  // so the missing part cannot be made either
+  EXPECT_EQ(s.read("/f", 0, 24), "AAAAAAAA" + std::string(8, '\0') + "CCCCCCCC");
+  EXPECT_FALSE(s.b[1]->has("/f"));
+  s.b[1]->set_read_only(false);
+  EXPECT_EQ(s.read("/f", 0, 24), "AAAAAAAA" + std::string(8, '\0') + "CCCCCCCC");
+  EXPECT_EQ(s.part(1, "/f"), "") << "a read-only open makes the missing part, empty";
+}
+
+TEST(StripedLayout, TruncateThroughThePathSetsEveryPartToItsShare) {
+  Stripes s;
+  s.write("/f", 0, kFourStripes);
+  AttrChange cut;
+  cut.size = 12;
+  auto a = s.layout->setattr("/f", cut, nullptr);
+  ASSERT_TRUE(a) << strerror(a.error());
+  EXPECT_EQ(a->size, 12u);
+  EXPECT_EQ(s.part(0, "/f"), "AAAAAAAA");
+  EXPECT_EQ(s.part(1, "/f"), "BBBB");
+  EXPECT_EQ(s.part(2, "/f"), "");
+  AttrChange grow;
+  grow.size = 40;
+  ASSERT_TRUE(s.layout->setattr("/f", grow, nullptr));
+  EXPECT_EQ(s.part(0, "/f").size(), 16u);
+  EXPECT_EQ(s.part(1, "/f").size(), 16u) << "stripes 1 and 4: [32, 40) is its second";
+  EXPECT_EQ(s.part(2, "/f").size(), 8u);
+  EXPECT_EQ(s.read("/f", 0, 100), "AAAAAAAABBBB" + std::string(28, '\0'));
+}
+
+TEST(StripedLayout, TruncateThroughAHandleCutsEveryPart) {
+  Stripes s;
+  s.write("/f", 0, kFourStripes);
+  auto f = s.layout->open("/f", O_RDWR);
+  ASSERT_TRUE(f);
+  AttrChange cut;
+  cut.size = 20;
+  auto a = s.layout->setattr("/f", cut, f->get());
+  ASSERT_TRUE(a) << strerror(a.error());
+  EXPECT_EQ(a->size, 20u);
+  EXPECT_EQ(s.part(0, "/f"), "AAAAAAAA");
+  EXPECT_EQ(s.part(1, "/f"), "BBBBBBBB");
+  EXPECT_EQ(s.part(2, "/f"), "CCCC");
+  auto st = (*f)->fstat();
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->size, 20u);
+}
+
+TEST(StripedLayout, OpeningWithOTruncEmptiesEveryPart) {
+  Stripes s;
+  s.write("/f", 0, kFourStripes);
+  auto f = s.layout->open("/f", O_WRONLY | O_TRUNC);
+  ASSERT_TRUE(f) << strerror(f.error());
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(s.part(i, "/f"), "") << i;
+  EXPECT_EQ(s.layout->getattr("/f")->size, 0u);
+}
+
+TEST(StripedLayout, AppendWritesAtTheLogicalEndNotAPartsEnd) {
+  Stripes s;
+  s.write("/log", 0, "0123456789abcdefghij");  // 20 bytes: backend 2's part is the shortest
+  auto f = s.layout->open("/log", O_WRONLY | O_APPEND);
+  ASSERT_TRUE(f);
+  ASSERT_TRUE((*f)->write(0, bytes("++")));
+  ASSERT_TRUE((*f)->write(0, bytes("--")));
+  EXPECT_EQ(s.read("/log", 0, 100), "0123456789abcdefghij++--");
+}
+
+// --- Names, parts and changes.
+
+TEST(StripedLayout, NamesLiveOnBackendZeroAndPartsOnEveryBackend) {
+  Stripes s;
+  ASSERT_TRUE(s.layout->mkdir("/d", 0750));
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(s.b[i]->has("/d")) << "directories everywhere";
+  s.write("/d/f", 0, kFourStripes);
+  ASSERT_TRUE(s.layout->symlink("/d/l", "f"));
+  EXPECT_TRUE(s.b[0]->has("/d/l"));
+  EXPECT_FALSE(s.b[1]->has("/d/l")) << "a symlink has no data to stripe";
+  auto l = s.layout->readdir("/d");
+  ASSERT_TRUE(l);
+  ASSERT_EQ(l->size(), 2u);
+  for (auto& e : *l)
+    if (e.name == "f") {
+      EXPECT_EQ(e.attrs.size, 32u) << "the listing's size is the logical one";
+    }
+
+  ASSERT_TRUE(s.layout->rename("/d/f", "/d/g", 0));
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_FALSE(s.b[i]->has("/d/f")) << i;
+    EXPECT_TRUE(s.b[i]->has("/d/g")) << i;
+  }
+  EXPECT_EQ(s.read("/d/g", 0, 32), kFourStripes);
+  auto linked = s.layout->link("/d/g", "/d/h");
+  ASSERT_TRUE(linked) << strerror(linked.error());
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(s.b[i]->has("/d/h")) << "every part linked";
+  ASSERT_TRUE(s.layout->unlink("/d/g"));
+  ASSERT_TRUE(s.layout->unlink("/d/h"));
+  ASSERT_TRUE(s.layout->unlink("/d/l"));
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(s.b[i]->names("/d").empty()) << i;
+  ASSERT_TRUE(s.layout->rmdir("/d"));
+  for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(s.b[i]->has("/d")) << i;
+}
+
+TEST(StripedLayout, BackendZeroDecidesWhetherANameExists) {
+  Stripes s;
+  s.layout->prepare();
+  s.b[1]->put_file("/orphan", "left over");
+  EXPECT_EQ(s.layout->getattr("/orphan").error(), ENOENT);
+  auto l = s.layout->readdir("/");
+  ASSERT_TRUE(l);
+  EXPECT_TRUE(l->empty()) << "neither the orphan nor the stripe records are listed";
+  // A new file of that name truncates the orphan, so it reads as written.
+  s.write("/orphan", 0, "new");
+  EXPECT_EQ(s.part(1, "/orphan"), "");
+  EXPECT_EQ(s.read("/orphan", 0, 100), "new");
+}
+
+TEST(StripedLayout, ACreateIsAllOrNothing) {
+  Stripes s;
+  s.layout->prepare();
+  s.b[2]->fail("open", "/f", EACCES);
+  EXPECT_EQ(s.layout->create("/f", O_RDWR, 0644).error(), EACCES);
+  for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(s.b[i]->has("/f")) << "nothing left on b" << i;
+  EXPECT_EQ(s.layout->getattr("/f").error(), ENOENT);
+}
+
+TEST(StripedLayout, ARenameAPartBackendRefusesIsUndone) {
+  Stripes s;
+  s.write("/from", 0, kFourStripes);
+  s.b[2]->fail("rename", "/from", EACCES);
+  EXPECT_EQ(s.layout->rename("/from", "/to", 0).error(), EACCES);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(s.b[i]->has("/from")) << i;
+    EXPECT_FALSE(s.b[i]->has("/to")) << i;
+  }
+  EXPECT_EQ(s.read("/from", 0, 32), kFourStripes);
+}
+
+TEST(StripedLayout, AMkdirAPartBackendRefusesIsUndone) {
+  Stripes s;
+  s.layout->prepare();
+  s.b[1]->fail("mkdir", "/d", EACCES);
+  EXPECT_EQ(s.layout->mkdir("/d", 0755).error(), EACCES);
+  for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(s.b[i]->has("/d")) << i;
+}
+
+TEST(StripedLayout, ABackendThatIsDownFailsEveryChangeAtOnce) {
+  Stripes s;
+  ASSERT_TRUE(s.layout->mkdir("/d", 0755));
+  s.write("/f", 0, kFourStripes);
+  s.b[1]->set_down(true);
+  const size_t b0_calls = s.b[0]->calls();
+  EXPECT_EQ(s.layout->mkdir("/e", 0755).error(), EIO);
+  EXPECT_EQ(s.layout->create("/g", O_RDWR, 0644).error(), EIO);
+  EXPECT_EQ(s.layout->unlink("/f").error(), EIO);
+  EXPECT_EQ(s.layout->rename("/f", "/h", 0).error(), EIO);
+  EXPECT_EQ(s.layout->rmdir("/d").error(), EIO);
+  EXPECT_EQ(s.b[0]->calls(), b0_calls) << "nothing was even tried on the backends that are up";
+  EXPECT_EQ(s.layout->open("/f", O_WRONLY).error(), EIO);
+  EXPECT_EQ(s.layout->getattr("/f").error(), EIO) << "a file's size needs every part";
+  EXPECT_TRUE(s.layout->getattr("/d")) << "a directory's attributes are backend 0's";
+  EXPECT_EQ(s.layout->open("/f", O_RDONLY).error(), EIO) << "its part on b1 cannot be read";
+  s.b[1]->set_down(false);
+  EXPECT_EQ(s.read("/f", 0, 32), kFourStripes);
+}
+
+TEST(StripedLayout, StatfsAddsUpEveryBackendOnce) {
+  Stripes s;
+  for (auto& b : s.b) b->set_space(100 << 20, 40 << 20);
+  auto v = s.layout->statfs("/");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->blocks * v->frsize, uint64_t(300) << 20);
+  EXPECT_EQ(v->bavail * v->frsize, uint64_t(120) << 20);
+  s.b[2]->set_down(true);
+  EXPECT_EQ(s.layout->statfs("/").error(), EIO);
+}
+
+// --- Stripe records.
+
+TEST(StripedLayout, StripeRecordsAreWrittenOnFirstUseAndHiddenFromTheNamespace) {
+  Stripes s;
+  EXPECT_FALSE(s.b[0]->has(kRecord));
+  s.layout->prepare();
+  for (size_t i = 0; i < 3; ++i) {
+    auto text = s.b[i]->contents(kRecord);
+    ASSERT_TRUE(text) << i;
+    std::string error;
+    auto record = parse_stripe_record(*text, error);
+    ASSERT_TRUE(record) << error;
+    EXPECT_EQ(record->part, i);
+    EXPECT_EQ(record->width, 3u);
+    EXPECT_EQ(record->stripe_size, kStripe);
+  }
+  EXPECT_TRUE(s.layout->problem().empty());
+  EXPECT_EQ(s.layout->getattr(kRecord).error(), ENOENT);
+  EXPECT_EQ(s.layout->create(kRecord, O_RDWR, 0644).error(), EACCES);
+  EXPECT_EQ(s.layout->unlink(kRecord).error(), ENOENT);
+}
+
+TEST(StripedLayout, AnotherStripeSizeOverTheSameBackendsIsRefused) {
+  Stripes s;
+  s.write("/f", 0, kFourStripes);
+  auto other = s.over({0, 1, 2}, 16, 3);
+  EXPECT_EQ(other->getattr("/f").error(), EIO);
+  EXPECT_EQ(other->create("/g", O_RDWR, 0644).error(), EIO);
+  EXPECT_NE(other->problem().find("16 B stripes"), std::string::npos) << other->problem();
+  EXPECT_NE(other->describe().find("refused"), std::string::npos);
+  EXPECT_EQ(s.part(0, "/f"), "AAAAAAAADDDDDDDD") << "nothing was read or written";
+  EXPECT_FALSE(s.b[0]->has("/g"));
+}
+
+TEST(StripedLayout, ReorderedOrFewerBackendsAreRefused) {
+  Stripes s;
+  s.layout->prepare();
+  auto reordered = s.over({1, 0, 2}, kStripe, 3);
+  EXPECT_EQ(reordered->getattr("/").error(), EIO);
+  EXPECT_NE(reordered->problem().find("position"), std::string::npos) << reordered->problem();
+  auto narrower = s.over({0, 1}, kStripe, 2);
+  EXPECT_EQ(narrower->getattr("/").error(), EIO);
+  EXPECT_NE(narrower->problem().find("over 2 backends"), std::string::npos) << narrower->problem();
+  auto same = s.over({0, 1, 2}, kStripe, 3);
+  EXPECT_TRUE(same->getattr("/")) << "the same configuration again is served";
+  EXPECT_TRUE(same->problem().empty());
+}
+
+TEST(StripedLayout, ABackendReplacedByAnEmptyOneIsRefused) {
+  Stripes s;
+  s.layout->prepare();
+  auto fresh = FakeBackend::make("fresh");
+  auto replaced = std::make_unique<StripedLayout>(
+      std::vector<std::shared_ptr<Backend>>{s.b[0], fresh, s.b[2]}, kStripe);
+  EXPECT_EQ(replaced->getattr("/").error(), EIO);
+  EXPECT_NE(replaced->problem().find("fresh holds no part"), std::string::npos)
+      << replaced->problem();
+  EXPECT_FALSE(fresh->has(kRecord)) << "no record is written to a misfit";
+}
+
+}  // namespace
+}  // namespace skein

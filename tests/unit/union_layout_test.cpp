@@ -1,0 +1,443 @@
+// UnionLayout against in-memory backends: first-found lookups, merged listings, the create
+// policies and what stops a branch taking new files, parent directories cloned onto the branch
+// a new entry lands on, ranked errors across branches, renames that stay on each branch (EXDEV
+// where they cannot), hard links, and branches that are down, full or read-only.
+#include "namespace/union_layout.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/backend_file.hpp"
+#include "fake_backend.hpp"
+#include "namespace/create_policy.hpp"
+
+namespace skein {
+namespace {
+
+using test::FakeBackend;
+
+SharedBytes bytes(const std::string& s) {
+  auto keep = std::make_shared<std::string>(s);
+  return SharedBytes({std::string_view(*keep)}, keep);
+}
+
+// A union over `n` fake backends b0, b1, ... with the given modes (read-write by default).
+struct Union {
+  explicit Union(size_t n, const std::string& policy = "ff", std::vector<BranchMode> modes = {}) {
+    std::vector<Branch> branches;
+    for (size_t i = 0; i < n; ++i) {
+      b.push_back(FakeBackend::make("b" + std::to_string(i)));
+      branches.push_back({b.back(), i < modes.size() ? modes[i] : BranchMode::read_write});
+    }
+    layout = std::make_unique<UnionLayout>(std::move(branches), make_create_policy(policy));
+  }
+  // Which backends hold `rel`.
+  std::vector<size_t> holders(const std::string& rel) const {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < b.size(); ++i)
+      if (b[i]->has(rel)) out.push_back(i);
+    return out;
+  }
+  std::vector<std::shared_ptr<FakeBackend>> b;
+  std::unique_ptr<UnionLayout> layout;
+};
+
+std::vector<std::string> names_of(const std::vector<DirEntryAttrs>& entries) {
+  std::vector<std::string> out;
+  for (auto& e : entries) out.push_back(e.name);
+  return out;
+}
+
+using Holders = std::vector<size_t>;
+
+// --- Lookups and listings.
+
+TEST(UnionLayout, LookupIsFirstFoundInBranchOrder) {
+  Union u(3);
+  u.b[1]->put_file("/f", "from b1", 0600);
+  u.b[2]->put_file("/f", "from b2, longer", 0644);
+  auto a = u.layout->getattr("/f");
+  ASSERT_TRUE(a) << strerror(a.error());
+  EXPECT_EQ(a->size, 7u);
+  EXPECT_EQ(a->permissions & 07777, 0600u);
+  auto f = u.layout->open("/f", O_RDONLY);
+  ASSERT_TRUE(f);
+  EXPECT_EQ((*f)->read(0, 100)->flatten(), "from b1");
+  EXPECT_EQ(u.layout->getattr("/nowhere").error(), ENOENT);
+}
+
+TEST(UnionLayout, ListingMergesBranchesAndTheFirstBranchWinsADuplicateName) {
+  Union u(3);
+  u.b[0]->put_file("/d/a", "0");
+  u.b[1]->put_file("/d/a", "longer in b1");
+  u.b[1]->put_file("/d/b", "1");
+  u.b[2]->put_dir("/d/c");
+  auto l = u.layout->readdir("/d");
+  ASSERT_TRUE(l) << strerror(l.error());
+  std::multiset<std::string> names;
+  for (auto& e : *l) names.insert(e.name);
+  EXPECT_EQ(names, (std::multiset<std::string>{"a", "b", "c"}));
+  for (auto& e : *l) {
+    if (e.name == "a") {
+      EXPECT_EQ(e.attrs.size, 1u) << "b0's copy";
+    }
+    if (e.name == "c") {
+      EXPECT_TRUE(S_ISDIR(e.attrs.permissions));
+    }
+  }
+}
+
+TEST(UnionLayout, ABranchThatIsDownDropsOutOfListingsAndLookups) {
+  Union u(2);
+  u.b[0]->put_file("/d/zero", "");
+  u.b[1]->put_file("/d/one", "");
+  u.b[0]->set_down(true);
+  auto l = u.layout->readdir("/d");
+  ASSERT_TRUE(l) << strerror(l.error());
+  EXPECT_EQ(names_of(*l), (std::vector<std::string>{"one"}));
+  EXPECT_TRUE(u.layout->getattr("/d/one")) << "found on the branch that is up";
+  EXPECT_EQ(u.layout->getattr("/d/zero").error(), ENOENT)
+      << "a down branch hides nothing and says 'not there', not EIO";
+  u.b[1]->set_down(true);
+  EXPECT_EQ(u.layout->readdir("/d").error(), EIO) << "with every branch down there is no listing";
+}
+
+TEST(UnionLayout, AOneBranchUnionThatIsDownAnswersEio) {
+  Union u(1);
+  u.b[0]->put_file("/f", "x");
+  u.b[0]->set_down(true);
+  EXPECT_EQ(u.layout->getattr("/f").error(), EIO);
+  EXPECT_EQ(u.layout->readdir("/").error(), EIO);
+  EXPECT_EQ(u.layout->mkdir("/d", 0755).error(), EIO);
+  EXPECT_EQ(u.layout->create("/g", O_WRONLY, 0644).error(), EIO);
+}
+
+TEST(UnionLayout, ASymlinkIsShownAsOneAndNeverFollowed) {
+  Union u(2);
+  u.b[0]->put_dir("/real");
+  u.b[0]->put_file("/real/f", "x");
+  u.b[1]->put_symlink("/link", "/real");
+  auto a = u.layout->getattr("/link");
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(S_ISLNK(a->permissions));
+  EXPECT_EQ(*u.layout->readlink("/link"), "/real");
+  EXPECT_EQ(u.layout->readlink("/real/f").error(), EINVAL);
+  EXPECT_EQ(u.layout->create("/link/new", O_WRONLY, 0644).error(), ELOOP)
+      << "a new entry's directory is never a symlink";
+  AttrChange chmod;
+  chmod.mode = 0600;
+  EXPECT_EQ(u.layout->setattr("/link", chmod, nullptr).error(), ELOOP);
+}
+
+// --- Create policies and placement.
+
+TEST(UnionLayout, FirstFoundCreatesOnTheFirstBranchThatTakesNewFiles) {
+  Union u(3, "ff");
+  ASSERT_TRUE(u.layout->create("/a", O_WRONLY, 0644));
+  EXPECT_EQ(u.holders("/a"), (Holders{0}));
+  u.b[0]->set_draining(true);
+  ASSERT_TRUE(u.layout->create("/b", O_WRONLY, 0644));
+  EXPECT_EQ(u.holders("/b"), (Holders{1})) << "a draining branch takes no new files";
+  u.b[1]->set_min_free_bytes(uint64_t(2) << 30);
+  ASSERT_TRUE(u.layout->mkdir("/c", 0755));
+  EXPECT_EQ(u.holders("/c"), (Holders{2})) << "nor one below its minimum free space";
+}
+
+TEST(UnionLayout, MostFreeSpacePicksTheBranchWithTheMostAvailable) {
+  Union u(3, "mfs");
+  u.b[0]->set_space(100 << 20, 10 << 20);
+  u.b[1]->set_space(100 << 20, 70 << 20);
+  u.b[2]->set_space(100 << 20, 40 << 20);
+  ASSERT_TRUE(u.layout->create("/f", O_WRONLY, 0644));
+  EXPECT_EQ(u.holders("/f"), (Holders{1}));
+  u.b[1]->set_space(100 << 20, 5 << 20);
+  ASSERT_TRUE(u.layout->mkdir("/d", 0755));
+  EXPECT_EQ(u.holders("/d"), (Holders{2}));
+}
+
+TEST(UnionLayout, HashOfPathPutsAPathOnTheSameBranchEveryTime) {
+  std::set<size_t> used;
+  for (int i = 0; i < 20; ++i) {
+    const std::string name = "/file" + std::to_string(i);
+    Union one(3, "hash"), other(3, "hash");
+    ASSERT_TRUE(one.layout->create(name, O_WRONLY, 0644));
+    ASSERT_TRUE(other.layout->create(name, O_WRONLY, 0644));
+    ASSERT_EQ(one.holders(name).size(), 1u);
+    EXPECT_EQ(one.holders(name), other.holders(name)) << name;
+    used.insert(one.holders(name)[0]);
+  }
+  EXPECT_EQ(used.size(), 3u) << "twenty names spread over every branch";
+}
+
+TEST(UnionLayout, RandomPlacesOnlyOnBranchesThatTakeNewFiles) {
+  Union u(3, "rand", {BranchMode::read_write, BranchMode::read_only, BranchMode::no_create});
+  for (int i = 0; i < 10; ++i) {
+    const std::string name = "/r" + std::to_string(i);
+    ASSERT_TRUE(u.layout->create(name, O_WRONLY, 0644));
+    EXPECT_EQ(u.holders(name), (Holders{0})) << "neither RO nor NC takes a new file";
+  }
+}
+
+TEST(UnionLayout, WhenNoBranchTakesNewFilesTheErrorSaysWhy) {
+  {
+    Union u(2, "ff", {BranchMode::read_only, BranchMode::read_only});
+    EXPECT_EQ(u.layout->create("/f", O_WRONLY, 0644).error(), EROFS);
+    EXPECT_EQ(u.layout->mkdir("/d", 0755).error(), EROFS);
+  }
+  {
+    Union u(2);
+    u.b[0]->set_min_free_bytes(1);
+    u.b[1]->set_min_free_bytes(1);
+    u.b[0]->set_full(true);
+    u.b[1]->set_full(true);
+    EXPECT_EQ(u.layout->create("/f", O_WRONLY, 0644).error(), ENOSPC);
+    EXPECT_EQ(u.layout->symlink("/l", "target").error(), ENOSPC);
+  }
+  {
+    Union u(2);
+    u.b[0]->set_down(true);
+    u.b[1]->set_down(true);
+    EXPECT_EQ(u.layout->create("/f", O_WRONLY, 0644).error(), EIO);
+  }
+}
+
+TEST(UnionLayout, ANewEntryGetsItsParentDirectoriesClonedOntoItsBranch) {
+  Union u(2, "ff", {BranchMode::no_create, BranchMode::read_write});
+  u.b[0]->put_dir("/a", 0750);
+  u.b[0]->put_dir("/a/b", 0700);
+  sftp::Attrs owner;
+  owner.flags = sftp::ATTR_UIDGID | sftp::ATTR_ACMODTIME;
+  owner.uid = 4242;
+  owner.gid = 4343;
+  owner.atime = owner.mtime = 1234567;
+  ASSERT_TRUE(u.b[0]->setstat("/a/b", owner));
+  auto c = u.layout->create("/a/b/new", O_WRONLY | O_EXCL, 0640);
+  ASSERT_TRUE(c) << strerror(c.error());
+  EXPECT_EQ(u.holders("/a/b/new"), (Holders{1}));
+  auto cloned = u.b[1]->attrs("/a/b");
+  ASSERT_TRUE(cloned);
+  EXPECT_TRUE(S_ISDIR(cloned->permissions));
+  EXPECT_EQ(cloned->permissions & 07777, 0700u);
+  EXPECT_EQ(cloned->uid, 4242u);
+  EXPECT_EQ(cloned->gid, 4343u);
+  EXPECT_EQ(cloned->atime, 1234567u) << "times copied (the create moved the mtime since)";
+  EXPECT_EQ(u.b[1]->attrs("/a")->permissions & 07777, 0750u);
+  EXPECT_EQ(u.layout->create("/a/missing/new", O_WRONLY, 0644).error(), ENOENT);
+}
+
+TEST(UnionLayout, CreateOfAnExistingNameOpensItWhereItIs) {
+  Union u(2);
+  u.b[1]->put_file("/f", "old");
+  auto c = u.layout->create("/f", O_RDWR, 0644);
+  ASSERT_TRUE(c) << strerror(c.error());
+  EXPECT_EQ(u.holders("/f"), (Holders{1}));
+  EXPECT_EQ(c->file->read(0, 10)->flatten(), "old");
+  EXPECT_EQ(u.layout->create("/f", O_RDWR | O_EXCL, 0644).error(), EEXIST);
+  u.b[0]->put_dir("/d");
+  EXPECT_EQ(u.layout->create("/d", O_RDWR, 0644).error(), EISDIR);
+}
+
+TEST(UnionLayout, AOneBranchCreateReturnsTheFileAndItsDirectoryFromTheOpen) {
+  Union u(1);
+  u.b[0]->put_dir("/d");
+  const size_t before = u.b[0]->calls("lstat");
+  auto c = u.layout->create("/d/f", O_WRONLY | O_EXCL, 0640);
+  ASSERT_TRUE(c) << strerror(c.error());
+  EXPECT_EQ(u.b[0]->calls("lstat"), before) << "no lookups before a one-branch create";
+  EXPECT_EQ(c->attrs.permissions & 07777, 0640u);
+  ASSERT_TRUE(c->parent_attrs);
+  EXPECT_TRUE(S_ISDIR(c->parent_attrs->permissions));
+}
+
+// --- Changes to every copy, and ranked errors.
+
+TEST(UnionLayout, ChangesActOnEveryCopy) {
+  Union u(3);
+  u.b[0]->put_file("/f", "aaaa");
+  u.b[2]->put_file("/f", "bbbbbbbb");
+  AttrChange ch;
+  ch.mode = 0600;
+  ch.size = 2;
+  auto a = u.layout->setattr("/f", ch, nullptr);
+  ASSERT_TRUE(a) << strerror(a.error());
+  EXPECT_EQ(a->size, 2u);
+  EXPECT_EQ(*u.b[0]->contents("/f"), "aa");
+  EXPECT_EQ(*u.b[2]->contents("/f"), "bb");
+  EXPECT_EQ(u.b[2]->attrs("/f")->permissions & 07777, 0600u);
+  ASSERT_TRUE(u.layout->unlink("/f"));
+  EXPECT_TRUE(u.holders("/f").empty());
+}
+
+TEST(UnionLayout, AnySuccessWinsOverARefusalOnAnotherBranch) {
+  Union u(2, "ff", {BranchMode::read_write, BranchMode::read_only});
+  u.b[0]->put_file("/f", "");
+  u.b[1]->put_file("/f", "");
+  ASSERT_TRUE(u.layout->unlink("/f"));
+  EXPECT_EQ(u.holders("/f"), (Holders{1})) << "the read-only branch keeps its copy";
+  EXPECT_EQ(u.layout->unlink("/f").error(), EROFS) << "now only a read-only copy is left";
+}
+
+TEST(UnionLayout, TheMostTellingErrorWinsAcrossBranches) {
+  // A specific answer beats a read-only branch, which beats "not there", which beats a server
+  // that could not be asked.
+  EXPECT_EQ(most_telling_error(EIO, ENOENT), ENOENT);
+  EXPECT_EQ(most_telling_error(ENOENT, EROFS), EROFS);
+  EXPECT_EQ(most_telling_error(EROFS, EACCES), EACCES);
+  EXPECT_EQ(most_telling_error(EACCES, EIO), EACCES);
+  EXPECT_EQ(most_telling_error(0, EIO), EIO);
+
+  Union u(3, "ff", {BranchMode::read_write, BranchMode::read_only, BranchMode::read_write});
+  for (auto& b : u.b) b->put_dir("/d");
+  u.b[0]->put_file("/d/x", "");
+  u.b[0]->fail("rmdir", "/d", EIO);
+  u.b[2]->set_read_only(true);  // its server refuses every change (EACCES)
+  EXPECT_EQ(u.layout->rmdir("/d").error(), EACCES)
+      << "EACCES from b2 beats EROFS from the RO branch and EIO from b0";
+  u.b[2]->set_read_only(false);
+  EXPECT_TRUE(u.layout->rmdir("/d")) << "b2's copy went: a success";
+  EXPECT_EQ(u.holders("/d"), (Holders{0, 1}));
+}
+
+TEST(UnionLayout, ReadOnlyBranchesRefuseWritesButServeReads) {
+  Union u(2, "ff", {BranchMode::read_only, BranchMode::read_write});
+  u.b[0]->put_file("/f", "ro data");
+  auto r = u.layout->open("/f", O_RDONLY);
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)->read(0, 100)->flatten(), "ro data");
+  EXPECT_EQ(u.layout->open("/f", O_WRONLY).error(), EROFS);
+  EXPECT_EQ(u.layout->open("/f", O_RDONLY | O_TRUNC).error(), EROFS);
+  EXPECT_EQ(u.layout->create("/f", O_WRONLY, 0644).error(), EROFS);
+  u.b[0]->put_dir("/dir");
+  EXPECT_EQ(u.layout->open("/dir", O_WRONLY).error(), EISDIR);
+}
+
+TEST(UnionLayout, AOneBranchMkdirAsksNothingFirstAndSaysWhyItCannot) {
+  {
+    Union u(1);
+    ASSERT_TRUE(u.layout->mkdir("/d", 0750));
+    EXPECT_EQ(u.b[0]->calls("lstat"), 1u) << "only the new directory's attributes";
+    EXPECT_EQ(u.layout->mkdir("/d", 0750).error(), EEXIST) << "the backend's own answer";
+  }
+  {
+    Union u(1, "ff", {BranchMode::read_only});
+    EXPECT_EQ(u.layout->mkdir("/d", 0755).error(), EROFS);
+  }
+  {
+    Union u(1, "ff", {BranchMode::no_create});
+    EXPECT_EQ(u.layout->mkdir("/d", 0755).error(), ENOSPC);
+  }
+}
+
+TEST(UnionLayout, MkdirOfANameAnotherBranchHasIsEexist) {
+  Union u(2);
+  u.b[1]->put_dir("/d");
+  EXPECT_EQ(u.layout->mkdir("/d", 0755).error(), EEXIST);
+  EXPECT_EQ(u.layout->symlink("/d", "x").error(), EEXIST);
+}
+
+// --- Renames and links.
+
+TEST(UnionLayout, RenameMovesEveryCopyOnItsOwnBranch) {
+  Union u(2);
+  u.b[0]->put_file("/a", "zero");
+  u.b[1]->put_file("/a", "one");
+  u.b[1]->put_dir("/dst");
+  ASSERT_TRUE(u.layout->rename("/a", "/dst/b", 0));
+  EXPECT_TRUE(u.holders("/a").empty());
+  EXPECT_EQ(u.holders("/dst/b"), (Holders{0, 1}));
+  EXPECT_EQ(*u.b[0]->contents("/dst/b"), "zero");
+  EXPECT_TRUE(u.b[0]->attrs("/dst")) << "the target's directory cloned onto b0";
+}
+
+TEST(UnionLayout, RenameRemovesAnOldTargetOnABranchWithoutTheSource) {
+  Union u(2);
+  u.b[0]->put_file("/src", "new");
+  u.b[1]->put_file("/dst", "old");
+  ASSERT_TRUE(u.layout->rename("/src", "/dst", 0));
+  EXPECT_EQ(u.holders("/dst"), (Holders{0}));
+  EXPECT_EQ(*u.b[0]->contents("/dst"), "new");
+  auto f = u.layout->open("/dst", O_RDONLY);
+  ASSERT_TRUE(f);
+  EXPECT_EQ((*f)->read(0, 10)->flatten(), "new") << "the old target does not resurface";
+}
+
+TEST(UnionLayout, RenameThatCannotStayOnItsBranchIsExdev) {
+  Union u(2, "ff", {BranchMode::read_only, BranchMode::read_write});
+  u.b[0]->put_file("/ro", "x");
+  EXPECT_EQ(u.layout->rename("/ro", "/moved", 0).error(), EXDEV) << "mv then copies";
+  EXPECT_TRUE(u.b[0]->has("/ro"));
+
+  Union v(2);
+  v.b[0]->put_file("/f", "x");
+  v.b[1]->put_dir("/d");
+  v.b[0]->put_file("/d", "a file where b1 has a directory");
+  // The union's /d is b0's file: the file cannot go below it on its own branch.
+  EXPECT_EQ(v.layout->rename("/f", "/d/f", 0).error(), EXDEV);
+}
+
+TEST(UnionLayout, RenameWithoutReplaceRefusesAnExistingTarget) {
+  Union u(2);
+  u.b[0]->put_file("/a", "");
+  u.b[1]->put_file("/b", "");
+  EXPECT_EQ(u.layout->rename("/a", "/b", 1).error(), EEXIST);
+  EXPECT_TRUE(u.b[1]->has("/b"));
+  EXPECT_EQ(u.layout->rename("/missing", "/c", 0).error(), ENOENT);
+}
+
+TEST(UnionLayout, AHardLinkLivesOnTheBranchOfItsFile) {
+  Union u(2);
+  u.b[1]->put_file("/f", "data");
+  u.b[0]->put_dir("/other");
+  auto a = u.layout->link("/f", "/other/alias");
+  ASSERT_TRUE(a) << strerror(a.error());
+  EXPECT_EQ(u.holders("/other/alias"), (Holders{1}));
+  EXPECT_TRUE(u.b[1]->attrs("/other")) << "its directory cloned onto b1";
+  EXPECT_EQ(*u.b[1]->contents("/other/alias"), "data");
+  u.b[0]->put_dir("/dir");
+  EXPECT_EQ(u.layout->link("/dir", "/dir2").error(), EPERM);
+  EXPECT_EQ(u.layout->link("/f", "/other/alias").error(), EEXIST);
+}
+
+TEST(UnionLayout, StatfsAddsUpTheBranchesAndOffersOnlyWritableSpace) {
+  Union u(2, "ff", {BranchMode::read_write, BranchMode::read_only});
+  u.b[0]->set_space(400 << 20, 100 << 20);
+  u.b[1]->set_space(800 << 20, 200 << 20);
+  auto v = u.layout->statfs("/");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->blocks * v->frsize, uint64_t(1200) << 20);
+  EXPECT_EQ(v->bfree * v->frsize, uint64_t(300) << 20);
+  EXPECT_EQ(v->bavail * v->frsize, uint64_t(100) << 20) << "the read-only branch takes nothing";
+  u.b[0]->set_down(true);
+  u.b[1]->set_down(true);
+  EXPECT_EQ(u.layout->statfs("/").error(), EIO);
+}
+
+TEST(UnionLayout, WritesThroughAnOpenFileReachItsBranch) {
+  Union u(2);
+  u.b[1]->put_file("/f", "0123456789");
+  auto f = u.layout->open("/f", O_RDWR);
+  ASSERT_TRUE(f);
+  ASSERT_TRUE((*f)->write(2, bytes("ab")));
+  EXPECT_EQ(*u.b[1]->contents("/f"), "01ab456789");
+  AttrChange cut;
+  cut.size = 4;
+  ASSERT_TRUE(u.layout->setattr("/f", cut, f->get()));
+  EXPECT_EQ(*u.b[1]->contents("/f"), "01ab");
+}
+
+TEST(UnionLayout, DescribeNamesBranchesModesAndPolicy) {
+  Union u(2, "mfs", {BranchMode::read_write, BranchMode::no_create});
+  EXPECT_EQ(u.layout->describe(), "union(b0, b1=NC; create mfs)");
+  Union one(1);
+  EXPECT_EQ(one.layout->describe(), "b0");
+}
+
+}  // namespace
+}  // namespace skein
