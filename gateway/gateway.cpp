@@ -272,9 +272,23 @@ Gateway::AddedBackend Gateway::add_backend(AddBackendRequest req) {
   return out;
 }
 
+std::shared_ptr<SftpBackend> Gateway::backend(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = backends_.find(name);
+  return it == backends_.end() ? nullptr : it->second;
+}
+
 Gateway::RemovedBackend Gateway::remove_backend(const std::string& name) {
   std::lock_guard lock(mu_);
   if (!backends_.count(name)) throw AdminError(Kind::not_found, "no backend '" + name + "'");
+  if (config_.jobs)
+    for (auto& pool : config_.jobs->pools)
+      for (auto& b : pool.backends)
+        if (b == name)
+          throw AdminError(Kind::failed_precondition,
+                           "backend '" + name + "' is in job pool '" + pool.name +
+                               "': job namespaces keep their files on it; take it out of [jobs] "
+                               "in the configuration instead");
   GatewayConfig next = config_;
   RemovedBackend out;
   std::vector<std::string> touched;

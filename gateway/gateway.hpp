@@ -58,6 +58,8 @@ class Gateway {
     std::vector<std::string> mounts;
   };
   std::vector<BackendView> backends() const;  // by name
+  // The backend called `name`, or null.
+  std::shared_ptr<SftpBackend> backend(const std::string& name) const;
 
   // A namespace's configuration with the table it serves now (one consistent snapshot).
   struct NamespaceView {

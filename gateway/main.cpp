@@ -18,6 +18,7 @@
 #include "gateway.hpp"
 #include "service/admin_service.hpp"
 #include "service/fs_services.hpp"
+#include "service/node_service.hpp"
 #include "skein/heap.hpp"
 #include "skein/logging.hpp"
 #include "wire/transport.hpp"
@@ -130,9 +131,23 @@ int main(int argc, char** argv) {
         "refuses every call",
         config_path);
   gateway->registry().set_client_roles(roles);
+  // Job namespaces: their store is opened and what it holds served before the port opens.
+  std::unique_ptr<skein::JobNamespaces> jobs;
+  if (cfg.jobs) {
+    try {
+      jobs = std::make_unique<skein::JobNamespaces>(*cfg.jobs, *gateway, &coherence.broker());
+      jobs->start();
+    } catch (const skein::ConfigError& e) {
+      spdlog::critical("{}: {}", config_path, e.what());
+      preparer.join();
+      return 2;
+    }
+  }
   skein::NamespaceService ns_service(gateway->registry(), &coherence.broker());
   skein::DataService data_service(gateway->registry(), &coherence.broker());
   skein::AdminService admin_service(*gateway, admin_token, roles);
+  admin_service.set_jobs(jobs.get());
+  skein::NodeService node_service(jobs.get(), roles);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(cfg.listen, credentials, &port);
@@ -147,6 +162,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&ns_service);
   builder.RegisterService(&data_service);
   builder.RegisterService(&admin_service);
+  builder.RegisterService(&node_service);
   builder.RegisterService(&coherence.service());
   auto server = builder.BuildAndStart();
   if (!server || port == 0) {

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "skein/v1/fs.grpc.pb.h"
+#include "skein/v1/node.grpc.pb.h"
 #include "wire/bulk_message.hpp"
 #include "wire/transport.hpp"
 
@@ -58,6 +59,9 @@ int errno_from_status(const grpc::Status& status) {
     case grpc::StatusCode::ALREADY_EXISTS:
       return EEXIST;
     case grpc::StatusCode::UNAUTHENTICATED:
+      // The namespace took this mount's credential when it mounted: now that it refuses it, the
+      // namespace is gone (a job namespace destroyed or expired) or the token was withdrawn.
+      return ESTALE;
     case grpc::StatusCode::PERMISSION_DENIED:
       return EACCES;
     case grpc::StatusCode::INVALID_ARGUMENT:
@@ -261,6 +265,23 @@ std::shared_ptr<grpc::Channel> GatewayClient::connect(const std::string& target,
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kConnectTimeoutMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
   return grpc::CreateCustomChannel(target, credentials, args);
+}
+
+std::optional<JobCredential> GatewayClient::job_mount_credential(
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& job_id,
+    std::chrono::milliseconds deadline, std::string& error) {
+  auto stub = pb::Node::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
+  pb::JobMountCredentialRequest req;
+  req.set_job_id(job_id);
+  pb::JobMountCredentialReply reply;
+  auto status = stub->JobMountCredential(&context, req, &reply);
+  if (!status.ok()) {
+    error = status.error_message();
+    return std::nullopt;
+  }
+  return JobCredential{reply.ns(), reply.credential(), reply.uid(), reply.gid()};
 }
 
 GatewayClient::GatewayClient(std::shared_ptr<grpc::Channel> channel, GatewayOptions options)

@@ -90,8 +90,21 @@ struct GatewayOptions {
   std::string mount_id{};
 };
 
+// A mount credential of a job's namespace, as the gateway gives it to a node.
+struct JobCredential {
+  std::string ns;
+  std::string token;
+  std::uint32_t uid = 0, gid = 0;
+};
+
 class GatewayClient {
  public:
+  // Asks the gateway for a mount credential of job `job_id`'s namespace, with the node's
+  // certificate (the channel's, mutual TLS). nullopt with `error` in the gateway's words.
+  static std::optional<JobCredential> job_mount_credential(
+      const std::shared_ptr<grpc::Channel>& channel, const std::string& job_id,
+      std::chrono::milliseconds deadline, std::string& error);
+
   // A channel to `target` ("host:port") tuned for the mount: TLS as `tls` says, 8 MiB messages,
   // keepalive pings so a vanished gateway is noticed between calls, quick reconnects once it is
   // back. Null with `error` when the TLS files are not usable.

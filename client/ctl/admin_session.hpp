@@ -48,10 +48,11 @@ class AdminSession {
   template <typename Request, typename Reply>
   grpc::Status call(grpc::Status (v1::Admin::Stub::*rpc)(grpc::ClientContext*, const Request&,
                                                          Reply*),
-                    const Request& request, Reply* reply) {
+                    const Request& request, Reply* reply,
+                    std::chrono::milliseconds deadline = kDeadline) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("x-skein-admin-token", token_);
-    ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
     return (stub_.get()->*rpc)(&ctx, request, reply);
   }
 

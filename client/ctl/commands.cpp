@@ -8,25 +8,25 @@
 #include "table.hpp"
 
 namespace skein::ctl {
-namespace {
-
-using Json = nlohmann::ordered_json;
 
 void print_json(const Json& j) { std::cout << j.dump(2) << "\n"; }
 
-// Reports a failed call and returns the exit code it means.
 int failed(const AdminSession& s, const Output& out, const grpc::Status& st) {
   int code = exit_code_of(st);
   const char* name = status_code_name(st.error_code());
   if (code == kExitConnection)
-    fprintf(stderr, "skeinctl: cannot reach the gateway at %s: %s (%s)\n", s.address().c_str(),
-            st.error_message().c_str(), name);
+    fprintf(stderr,
+            "skeinctl: cannot reach the gateway at %s: %s (%s); if it is up, the TLS set-up may "
+            "not fit: --ca-file, and --cert-file/--key-file for mutual TLS\n",
+            s.address().c_str(), st.error_message().c_str(), name);
   else
     fprintf(stderr, "skeinctl: the gateway refused: %s (%s)\n", st.error_message().c_str(), name);
   if (out.json)
     print_json({{"error", {{"code", name}, {"message", st.error_message()}, {"exit_code", code}}}});
   return code;
 }
+
+namespace {
 
 std::string state_name(const v1::BackendInfo& b) {
   switch (b.state()) {

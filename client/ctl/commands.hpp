@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "admin_session.hpp"
@@ -13,6 +14,12 @@ namespace skein::ctl {
 struct Output {
   bool json = false;
 };
+
+using Json = nlohmann::ordered_json;
+void print_json(const Json& j);
+// Reports a failed call on stderr (and with --json as {"error": ...} on stdout); returns the exit
+// code it means.
+int failed(const AdminSession& s, const Output& out, const grpc::Status& st);
 
 struct AddBackendArgs {
   std::string name, host, user, identity_file, known_hosts, root;

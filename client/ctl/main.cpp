@@ -9,6 +9,7 @@
 
 #include "admin_session.hpp"
 #include "commands.hpp"
+#include "job_commands.hpp"
 #include "skein/size.hpp"
 #include "skein/version.hpp"
 
@@ -143,6 +144,55 @@ int run(int argc, char** argv) {
   namespaces->add_subcommand("list", "list namespaces with their mounts and layouts")
       ->callback([&] { command = [&](AdminSession& s) { return namespaces_list(s, out); }; });
 
+  // Job namespaces.
+  auto* ns = app.add_subcommand("ns", "job namespaces: create, destroy, list, usage");
+  ns->require_subcommand(0, 1);
+  CreateJobArgs job;
+  auto* ns_create_cmd = ns->add_subcommand("create", "make a job's scratch namespace (idempotent)");
+  ns_create_cmd->add_option("JOBID", job.job_id, "the job's id (letters, digits, . _ -)")
+      ->required();
+  ns_create_cmd->add_option("--uid", job.uid, "the owner every file shows")
+      ->required()
+      ->each([&](const std::string&) { job.uid_given = true; });
+  ns_create_cmd->add_option("--gid", job.gid, "its group")
+      ->required()
+      ->each([&](const std::string&) { job.gid_given = true; });
+  ns_create_cmd->add_option("--quota-bytes", job.quota_bytes, "quota: a size, e.g. 100G")
+      ->required();
+  ns_create_cmd->add_option("--quota-inodes", job.quota_inodes,
+                            "quota of files, directories and symlinks (default: the gateway's)");
+  ns_create_cmd->add_option("--pool", job.pool, "a pool of [jobs] (default: the default pool)");
+  ns_create_cmd->add_option("--backends", job.backends, "these backends of a pool, in order")
+      ->delimiter(',');
+  ns_create_cmd->add_option("--layout", job.layout, "striped or union")->capture_default_str();
+  ns_create_cmd->add_option("--width", job.width, "backends to stripe over (default: all)");
+  ns_create_cmd->add_option("--stripe-size", job.stripe_size, "e.g. 1M (default: the pool's)");
+  ns_create_cmd->add_option("--lifetime", job.lifetime,
+                            "e.g. 90m, 24h, 7d (default: the gateway's default_lifetime)");
+  ns_create_cmd->add_option("--label", job.labels, "KEY=VALUE, any number");
+  ns_create_cmd->callback(
+      [&] { command = [&](AdminSession& s) { return ns_create(s, out, job); }; });
+  std::string destroy_id;
+  uint32_t destroy_wait_ms = 30000;
+  auto* ns_destroy_cmd =
+      ns->add_subcommand("destroy", "take a job's namespace out of service and remove its files");
+  ns_destroy_cmd->add_option("JOBID", destroy_id, "the job's id")->required();
+  ns_destroy_cmd
+      ->add_option("--wait-ms", destroy_wait_ms,
+                   "how long to wait for the files' removal (the rest is retried)")
+      ->capture_default_str();
+  ns_destroy_cmd->callback([&] {
+    command = [&](AdminSession& s) { return ns_destroy(s, out, destroy_id, destroy_wait_ms); };
+  });
+  ns->add_subcommand("list", "job namespaces: owner, layout, usage, expiry")->callback([&] {
+    command = [&](AdminSession& s) { return ns_list(s, out); };
+  });
+  std::string usage_id;
+  auto* ns_usage_cmd = ns->add_subcommand("usage", "a job namespace's usage against its quota");
+  ns_usage_cmd->add_option("JOBID", usage_id, "the job's id")->required();
+  ns_usage_cmd->callback(
+      [&] { command = [&](AdminSession& s) { return ns_usage(s, out, usage_id); }; });
+
   app.add_subcommand("health", "gateway version, uptime, backends up, namespaces")->callback([&] {
     command = [&](AdminSession& s) { return health(s, out); };
   });
@@ -157,7 +207,8 @@ int run(int argc, char** argv) {
   if (!command) {
     std::string which = backends->parsed()     ? "backends: give one of list, add, remove, drain"
                         : namespaces->parsed() ? "namespaces: give list"
-                                               : "give a command: backends, namespaces, health";
+                        : ns->parsed()         ? "ns: give one of create, destroy, list, usage"
+                                               : "give a command: backends, namespaces, ns, health";
     fprintf(stderr, "skeinctl: %s\nRun with --help for more information.\n", which.c_str());
     return kExitUsage;
   }

@@ -49,6 +49,7 @@ struct MountArgs {
   bool foreground = false;
   std::vector<std::string> options;  // each a -o argument, comma-separated
   std::string token_file;
+  std::string job;  // mount this job's namespace, with a credential fetched by the node
   skein::wire::ClientTls tls;
   std::string log_file;
   std::string log_level = "info";
@@ -103,6 +104,65 @@ std::string describe(const NamespaceCheck& check, const MountArgs& args) {
       break;
   }
   return "gateway " + args.gateway + " cannot serve namespace '" + args.ns + "': " + check.detail;
+}
+
+// Asks the gateway, from a child process (no gRPC threads before the fork into a daemon), for a
+// mount credential of job `args.job`'s namespace with the node's certificate. The credential comes
+// back through a pipe and stays in memory: no token file exists on the node.
+std::optional<skein::client::JobCredential> fetch_job_credential(const MountArgs& args) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    fail(std::string("pipe: ") + std::strerror(errno));
+    return std::nullopt;
+  }
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fail(std::string("fork: ") + std::strerror(errno));
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    std::string error;
+    auto channel = GatewayClient::connect(args.gateway, args.tls, error);
+    std::optional<skein::client::JobCredential> c;
+    if (channel)
+      c = GatewayClient::job_mount_credential(channel, args.job, kMountCheckDeadline, error);
+    if (!c) {
+      fail("gateway " + args.gateway + " gave no mount credential for job " + args.job + ": " +
+           error);
+      std::fflush(nullptr);
+      _exit(1);
+    }
+    std::string line = c->ns + "\n" + c->token + "\n" + std::to_string(c->uid) + "\n" +
+                       std::to_string(c->gid) + "\n";
+    bool ok = write(fds[1], line.data(), line.size()) == ssize_t(line.size());
+    _exit(ok ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    got.append(buf, size_t(n));
+  }
+  close(fds[0]);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) return std::nullopt;
+  std::istringstream in(got);
+  skein::client::JobCredential c;
+  std::string uid, gid;
+  if (!std::getline(in, c.ns) || !std::getline(in, c.token) || !std::getline(in, uid) ||
+      !std::getline(in, gid)) {
+    fail("the gateway's answer for job " + args.job + " was cut short");
+    return std::nullopt;
+  }
+  c.uid = std::uint32_t(std::stoul(uid));
+  c.gid = std::uint32_t(std::stoul(gid));
+  return c;
 }
 
 // Checks from a child process that the gateway answers for the namespace, so that this process
@@ -371,6 +431,10 @@ int main(int argc, char** argv) {
   app.add_flag("-f,--foreground", args.foreground, "Stay in the foreground");
   app.add_option("-o", args.options, "Mount options, comma-separated (FUSE's, e.g. allow_other)")
       ->allow_extra_args(false);
+  app.add_option(
+      "--job", args.job,
+      "Mount job JOBID's namespace, fetching a mount credential with the node certificate "
+      "(--cert-file, mutual TLS) instead of a token file");
   app.add_option("--token-file", args.token_file,
                  "File holding the namespace's token (mode 0600; needed)");
   app.add_option("--ca-file", args.tls.ca_file,
@@ -440,16 +504,36 @@ int main(int argc, char** argv) {
   }
   // The daemon runs from "/": keep paths absolute.
   args.mountpoint = std::filesystem::absolute(args.mountpoint).lexically_normal().string();
-  if (args.token_file.empty()) {
-    fail("a token file is needed (--token-file FILE): every namespace has a token");
+  if (!args.job.empty() && !args.token_file.empty()) {
+    fail("--job fetches the job's credential: give it without --token-file");
     return 2;
   }
-  auto token_read = read_token(args.token_file);
-  if (!token_read) return 1;
-  const std::string token = std::move(*token_read);
+  if (args.job.empty() && args.token_file.empty()) {
+    fail(
+        "a token file is needed (--token-file FILE): every namespace has a token "
+        "(or --job JOBID, for a job's namespace, with a node certificate)");
+    return 2;
+  }
   if (auto problem = skein::wire::client_tls_problem(args.tls)) {
     fail(*problem);
     return 1;
+  }
+  std::string token;
+  if (!args.job.empty()) {
+    if (args.tls.cert_file.empty()) {
+      fail(
+          "--job needs the node's certificate (--cert-file, --key-file): the gateway gives a "
+          "job's mount credential to nodes only");
+      return 2;
+    }
+    auto c = fetch_job_credential(args);
+    if (!c) return 1;
+    args.ns = c->ns;
+    token = std::move(c->token);
+  } else {
+    auto token_read = read_token(args.token_file);
+    if (!token_read) return 1;
+    token = std::move(*token_read);
   }
   if (args.tls.insecure && !args.tls.ca_file.empty()) {
     fail("--insecure and --ca-file contradict each other: choose TLS or plaintext");

@@ -41,6 +41,7 @@ class TokenSet {
   static TokenSet of(std::string_view token);
   // True when `presented` is one of the tokens. Every digest is compared, always.
   bool matches(std::string_view presented) const;
+  void add(const TokenDigest& d) { digests_.push_back(d); }
   bool empty() const { return digests_.empty(); }
   size_t size() const { return digests_.size(); }
 

@@ -59,6 +59,15 @@ void InvalidationBroker::drop_locked(SessionId id, const std::string& why) {
   if (by_mount_[it->second.mount_id] == id) by_mount_.erase(it->second.mount_id);
 }
 
+void InvalidationBroker::end_namespace(const std::string& ns, const std::string& why) {
+  std::lock_guard lock(mu_);
+  std::vector<SessionId> ids;
+  for (auto& [id, s] : sessions_)
+    if (s.ns == ns) ids.push_back(id);
+  for (auto id : ids) drop_locked(id, why);
+  interest_.erase(ns);
+}
+
 void InvalidationBroker::acked(SessionId id, uint64_t seq) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);

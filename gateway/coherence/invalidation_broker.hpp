@@ -78,6 +78,10 @@ class InvalidationBroker {
   // Whether `path` was changed through the gateway within the echo window.
   bool recently_changed(const std::string& ns, const std::string& path);
 
+  // The namespace went away (a job namespace destroyed): every mount of it loses its stream, so
+  // that it drops its caches at once, and what it cached is forgotten.
+  void end_namespace(const std::string& ns, const std::string& why);
+
   size_t session_count() const;
   std::chrono::milliseconds lease() const { return options_.lease; }
 

@@ -174,7 +174,8 @@ std::chrono::seconds duration(Checker& c, const toml::table& t, const char* key,
                               const std::string& where, std::chrono::seconds def) {
   const toml::node* n = t.get(key);
   if (!n) return def;
-  if (n->is_integer() && *n->value<int64_t>() > 0) return std::chrono::seconds(*n->value<int64_t>());
+  if (n->is_integer() && *n->value<int64_t>() > 0)
+    return std::chrono::seconds(*n->value<int64_t>());
   if (n->is_string()) {
     auto v = parse_duration(*n->value<std::string>());
     if (v && v->count() > 0) return *v;
@@ -216,14 +217,16 @@ JobsConfig parse_jobs(Checker& c, const toml::node* node, const GatewayConfig& c
   auto* pools = t->get("pool");
   if (!pools) c.fail(t, "[jobs] needs at least one [[jobs.pool]] of backends");
   auto* arr = pools->as_array();
-  if (!arr || !arr->is_array_of_tables()) c.fail(pools, "'pool' in [jobs] must be [[jobs.pool]] tables");
+  if (!arr || !arr->is_array_of_tables())
+    c.fail(pools, "'pool' in [jobs] must be [[jobs.pool]] tables");
   for (auto& pnode : *arr) {
     auto& pt = *pnode.as_table();
     c.only_keys(pt, {"name", "backends", "stripe_size"}, "[[jobs.pool]]");
     PoolConfig pool;
     pool.name = c.string(pt, "name", "[[jobs.pool]]", true);
     if (pool.name.empty() || pool.name.find_first_of("/ \t") != std::string::npos)
-      c.fail(pt.get("name"), "pool name '" + pool.name + "' must be non-empty, without '/' or spaces");
+      c.fail(pt.get("name"),
+             "pool name '" + pool.name + "' must be non-empty, without '/' or spaces");
     if (jobs.pool(pool.name)) c.fail(&pt, "pool '" + pool.name + "' is defined twice");
     const std::string pwhere = "pool '" + pool.name + "'";
     for (auto& name : c.strings(pt, "backends", pwhere)) {
@@ -245,7 +248,8 @@ JobsConfig parse_jobs(Checker& c, const toml::node* node, const GatewayConfig& c
   }
   jobs.default_pool = c.string(*t, "default_pool", where, false, jobs.pools.front().name);
   if (!jobs.pool(jobs.default_pool))
-    c.fail(t->get("default_pool"), "default_pool '" + jobs.default_pool + "' is not a [[jobs.pool]]");
+    c.fail(t->get("default_pool"),
+           "default_pool '" + jobs.default_pool + "' is not a [[jobs.pool]]");
   return jobs;
 }
 

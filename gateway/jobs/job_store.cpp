@@ -1,6 +1,12 @@
 // The job namespaces' SQLite store; see job_store.hpp.
 #include "jobs/job_store.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <sstream>
 
 namespace skein {
@@ -66,7 +72,26 @@ JobRecord record_of(const Statement& s) {
 }  // namespace
 
 std::unique_ptr<JobStore> JobStore::open(const std::string& path) {
-  return std::unique_ptr<JobStore>(new JobStore(sqlite::Database::open(path, kJobSchema)));
+  const std::string lock_path = path + ".lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw sqlite::StoreError(lock_path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    throw sqlite::StoreError(path +
+                             " is in use by another skein-gateway: one database serves "
+                             "one gateway");
+  }
+  try {
+    return std::unique_ptr<JobStore>(new JobStore(sqlite::Database::open(path, kJobSchema), fd));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+}
+
+JobStore::~JobStore() {
+  db_.reset();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 std::vector<JobRecord> JobStore::jobs() {
@@ -95,8 +120,8 @@ void JobStore::insert(const JobRecord& j, const std::string& digest_hex,
              int64_t(j.quota_inodes), j.created_s, j.expires_s, labels_text(j.labels),
              int64_t(j.bytes_used), int64_t(j.inodes_used))
       .run();
-  Statement c(*db_,
-              "INSERT INTO credentials (namespace, digest, issued_to, issued_s) VALUES (?, ?, ?, ?)");
+  Statement c(
+      *db_, "INSERT INTO credentials (namespace, digest, issued_to, issued_s) VALUES (?, ?, ?, ?)");
   c.bind_all(j.name, digest_hex, issued_to, j.created_s).run();
   t.commit();
 }

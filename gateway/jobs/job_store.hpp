@@ -40,8 +40,10 @@ struct PendingRemoval {
 
 class JobStore {
  public:
-  // Opens (creating and migrating) the database. Throws sqlite::StoreError.
+  // Opens (creating and migrating) the database, and holds it against a second gateway (two
+  // would each take the other's job directories for orphans). Throws sqlite::StoreError.
   static std::unique_ptr<JobStore> open(const std::string& path);
+  ~JobStore();
 
   std::vector<JobRecord> jobs();
   std::optional<JobRecord> job(const std::string& job_id);
@@ -68,8 +70,10 @@ class JobStore {
   sqlite::Database& database() { return *db_; }
 
  private:
-  explicit JobStore(std::unique_ptr<sqlite::Database> db) : db_(std::move(db)) {}
+  JobStore(std::unique_ptr<sqlite::Database> db, int lock_fd)
+      : db_(std::move(db)), lock_fd_(lock_fd) {}
   std::unique_ptr<sqlite::Database> db_;
+  int lock_fd_ = -1;
 };
 
 // The schema text, embedded at build time from gateway/jobs/schema.sql.

@@ -16,7 +16,9 @@ class Quota {
  public:
   Quota(uint64_t bytes_limit, uint64_t inodes_limit, uint64_t bytes_used = 0,
         uint64_t inodes_used = 0)
-      : bytes_limit_(bytes_limit), inodes_limit_(inodes_limit), bytes_(bytes_used),
+      : bytes_limit_(bytes_limit),
+        inodes_limit_(inodes_limit),
+        bytes_(bytes_used),
         inodes_(inodes_used) {}
 
   // Takes `n` more; false (and nothing taken) when that would pass the limit.

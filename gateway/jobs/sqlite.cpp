@@ -53,23 +53,27 @@ std::string Statement::text(int col) const {
 bool Statement::is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 
 std::vector<std::pair<int, std::string>> migrations(std::string_view schema) {
+  // A migration starts at a line "-- migration N: what" and runs to the next one.
   std::vector<std::pair<int, std::string>> out;
   constexpr std::string_view marker = "-- migration ";
-  size_t at = schema.find(marker);
-  while (at != std::string_view::npos) {
-    size_t num_start = at + marker.size();
-    int n = 0;
-    size_t i = num_start;
-    while (i < schema.size() && schema[i] >= '0' && schema[i] <= '9') n = n * 10 + (schema[i++] - '0');
-    if (i == num_start) throw StoreError("schema: '-- migration' without a number");
-    if (n != int(out.size()) + 1)
-      throw StoreError("schema: migration " + std::to_string(n) + " where " +
-                       std::to_string(out.size() + 1) + " was due");
-    size_t next = schema.find(marker, i);
-    out.emplace_back(n, std::string(schema.substr(i, next == std::string_view::npos
-                                                         ? std::string_view::npos
-                                                         : next - i)));
-    at = next;
+  size_t pos = 0;
+  while (pos < schema.size()) {
+    size_t eol = schema.find('\n', pos);
+    std::string_view line = schema.substr(pos, eol == std::string_view::npos ? eol : eol - pos);
+    if (line.substr(0, marker.size()) == marker) {
+      size_t i = marker.size();
+      int n = 0;
+      while (i < line.size() && line[i] >= '0' && line[i] <= '9') n = n * 10 + (line[i++] - '0');
+      if (i == marker.size()) throw StoreError("schema: '-- migration' without a number");
+      if (n != int(out.size()) + 1)
+        throw StoreError("schema: migration " + std::to_string(n) + " where " +
+                         std::to_string(out.size() + 1) + " was due");
+      out.emplace_back(n, std::string());
+    } else if (!out.empty()) {
+      out.back().second.append(line).append("\n");
+    }
+    if (eol == std::string_view::npos) break;
+    pos = eol + 1;
   }
   return out;
 }

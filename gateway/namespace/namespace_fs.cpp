@@ -165,7 +165,9 @@ Result<sftp::Attrs> NamespaceFs::link(const std::string& existing, const std::st
 Result<sftp::StatVfs> NamespaceFs::statfs(const std::string& vpath) {
   using R = Result<sftp::StatVfs>;
   auto t = target(vpath);
-  if (t.mount && !t.table->is_synthetic_dir(vpath)) return t.mount->layout->statfs(t.rel);
+  // Inside a mount, or its mount point (whose layout knows its space: a job namespace's quota).
+  if (t.mount && (!t.table->is_synthetic_dir(vpath) || t.rel == "/"))
+    return t.mount->layout->statfs(t.rel);
   // Above the mount points: the sum over every backend below, each counted once.
   std::set<Backend*> done;
   SpaceTotal total;

@@ -26,7 +26,15 @@ class NamespaceFs {
   NamespaceFs(std::string name, TokenSet credential, std::shared_ptr<const MountTable> table);
   const std::string& name() const { return name_; }
   // True when `token` is one of this namespace's tokens (compared in constant time).
-  bool credential_ok(std::string_view token) const { return credential_.matches(token); }
+  bool credential_ok(std::string_view token) const {
+    std::lock_guard lock(credential_mu_);
+    return credential_.matches(token);
+  }
+  // One more token grants the namespace (a job namespace's credential for a node).
+  void add_credential(const TokenDigest& digest) {
+    std::lock_guard lock(credential_mu_);
+    credential_.add(digest);
+  }
 
   std::shared_ptr<const MountTable> table() const;
   void set_table(std::shared_ptr<const MountTable> table);
@@ -68,6 +76,7 @@ class NamespaceFs {
   uint64_t register_file(std::shared_ptr<OpenFile> file);
 
   std::string name_;
+  mutable std::mutex credential_mu_;  // guards credential_
   TokenSet credential_;
   int64_t started_s_;
 

@@ -261,6 +261,122 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext* ctx,
       }
     }
   }
+  if (jobs_) {
+    for (auto& r : jobs_->list()) {
+      auto* out = reply->add_namespaces();
+      out->set_name(r.name);
+      out->set_create_policy(r.layout_kind == "union" ? "mfs" : "");
+      out->set_token_required(true);
+      if (auto fs = jobs_->namespace_of(r.job_id)) out->set_open_files(fs->open_files());
+      auto* mi = out->add_mounts();
+      mi->set_path("/");
+      mi->set_layout_kind(r.layout_kind);
+      mi->set_layout(jobs_->describe(r.name));
+      for (auto& b : r.backends) {
+        auto* br = mi->add_branches();
+        br->set_backend(b);
+        br->set_mode(v1::BRANCH_MODE_RW);
+      }
+      fill_job(r, out->mutable_job());
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::jobs_configured() const {
+  if (jobs_) return grpc::Status::OK;
+  return {StatusCode::FAILED_PRECONDITION,
+          "this gateway makes no job namespaces: its configuration has no [jobs] section"};
+}
+
+void AdminService::fill_job(const JobRecord& r, v1::JobNamespaceInfo* out) const {
+  out->set_name(r.name);
+  out->set_job_id(r.job_id);
+  out->set_uid(r.uid);
+  out->set_gid(r.gid);
+  auto* l = out->mutable_layout();
+  l->set_kind(r.layout_kind == "union" ? v1::JobLayout::UNION : v1::JobLayout::STRIPED);
+  l->set_stripe_size(r.stripe_size);
+  l->set_width(uint32_t(r.backends.size()));
+  l->set_pool(r.pool);
+  for (auto& b : r.backends) {
+    l->add_backends(b);
+    out->add_backends(b);
+  }
+  out->set_layout_description(jobs_->describe(r.name));
+  out->set_quota_bytes(r.quota_bytes);
+  out->set_quota_inodes(r.quota_inodes);
+  out->set_bytes_used(r.bytes_used);
+  out->set_inodes_used(r.inodes_used);
+  out->set_created_s(r.created_s);
+  out->set_expires_s(r.expires_s);
+  for (auto& [k, v] : r.labels) (*out->mutable_labels())[k] = v;
+  for (auto& p : jobs_->pending_removals(r.name)) out->add_pending_removals(p);
+}
+
+grpc::Status AdminService::CreateJobNamespace(grpc::ServerContext* ctx,
+                                              const v1::CreateJobNamespaceRequest* req,
+                                              v1::CreateJobNamespaceReply* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  if (auto st = jobs_configured(); !st.ok()) return st;
+  JobRequest q;
+  q.job_id = req->job_id();
+  q.uid = req->uid();
+  q.gid = req->gid();
+  const auto& l = req->layout();
+  switch (l.kind()) {
+    case v1::JobLayout::KIND_UNSPECIFIED:
+    case v1::JobLayout::STRIPED:
+      q.layout_kind = "striped";
+      break;
+    case v1::JobLayout::UNION:
+      q.layout_kind = "union";
+      break;
+    default:
+      return {StatusCode::INVALID_ARGUMENT, "unknown layout kind " + std::to_string(l.kind())};
+  }
+  q.stripe_size = l.stripe_size();
+  q.width = l.width();
+  q.pool = l.pool();
+  q.backends.assign(l.backends().begin(), l.backends().end());
+  q.quota_bytes = req->quota_bytes();
+  q.quota_inodes = req->quota_inodes();
+  q.lifetime = std::chrono::seconds(int64_t(std::min<uint64_t>(req->lifetime_s(), INT64_MAX)));
+  for (auto& [k, v] : req->labels()) q.labels[k] = v;
+  try {
+    auto created = jobs_->create(q);
+    fill_job(created.record, reply->mutable_namespace_());
+    reply->set_created(created.created);
+    reply->set_credential(created.credential);
+  } catch (const AdminError& e) {
+    return refused(e);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::DestroyJobNamespace(grpc::ServerContext* ctx,
+                                               const v1::DestroyJobNamespaceRequest* req,
+                                               v1::DestroyJobNamespaceReply* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  if (auto st = jobs_configured(); !st.ok()) return st;
+  if (req->has_stage_out())
+    return {StatusCode::UNIMPLEMENTED,
+            "destroy with stage_out: start the stage-out (StartStage) and destroy when it is done"};
+  auto wait = std::chrono::milliseconds(req->wait_ms() ? req->wait_ms() : 30000);
+  auto d = jobs_->destroy(req->job_id(), wait, "asked for by an admin");
+  reply->set_existed(d.existed);
+  for (auto& p : d.pending) reply->add_removal_pending(p);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::NamespaceUsage(grpc::ServerContext* ctx,
+                                          const v1::NamespaceUsageRequest* req,
+                                          v1::NamespaceUsageReply* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  if (auto st = jobs_configured(); !st.ok()) return st;
+  auto r = jobs_->find(req->job_id());
+  if (!r) return {StatusCode::NOT_FOUND, "no job namespace for job '" + req->job_id() + "'"};
+  fill_job(*r, reply->mutable_namespace_());
   return grpc::Status::OK;
 }
 

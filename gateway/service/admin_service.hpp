@@ -9,6 +9,7 @@
 #include "auth/refusal_log.hpp"
 #include "auth/token_digest.hpp"
 #include "gateway.hpp"
+#include "jobs/job_namespaces.hpp"
 #include "skein/v1/admin.grpc.pb.h"
 
 namespace skein {
@@ -35,13 +36,27 @@ class AdminService final : public v1::Admin::Service {
   grpc::Status ListNamespaces(grpc::ServerContext*, const v1::ListNamespacesRequest*,
                               v1::ListNamespacesReply*) override;
   grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest*, v1::HealthReply*) override;
+  grpc::Status CreateJobNamespace(grpc::ServerContext*, const v1::CreateJobNamespaceRequest*,
+                                  v1::CreateJobNamespaceReply*) override;
+  grpc::Status DestroyJobNamespace(grpc::ServerContext*, const v1::DestroyJobNamespaceRequest*,
+                                   v1::DestroyJobNamespaceReply*) override;
+  grpc::Status NamespaceUsage(grpc::ServerContext*, const v1::NamespaceUsageRequest*,
+                              v1::NamespaceUsageReply*) override;
+
+  // Job namespaces (null: the gateway has no [jobs]). Set before serving.
+  void set_jobs(JobNamespaces* jobs) { jobs_ = jobs; }
 
  private:
   // OK when the call carries the admin token (and, with mutual TLS, an admin certificate);
   // UNAUTHENTICATED or PERMISSION_DENIED otherwise.
   grpc::Status authorize(grpc::ServerContext* ctx) const;
 
+  // OK when job namespaces are configured; FAILED_PRECONDITION otherwise.
+  grpc::Status jobs_configured() const;
+  void fill_job(const JobRecord& r, v1::JobNamespaceInfo* out) const;
+
   Gateway& gateway_;
+  JobNamespaces* jobs_ = nullptr;
   const bool enabled_;
   const TokenSet tokens_;
   const ClientRoles roles_;

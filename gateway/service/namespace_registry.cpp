@@ -8,6 +8,11 @@ void NamespaceRegistry::add(std::shared_ptr<NamespaceFs> ns) {
   namespaces_[ns->name()] = std::move(ns);
 }
 
+void NamespaceRegistry::remove(const std::string& name) {
+  std::lock_guard lock(mu_);
+  namespaces_.erase(name);
+}
+
 std::shared_ptr<NamespaceFs> NamespaceRegistry::find(const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = namespaces_.find(name);

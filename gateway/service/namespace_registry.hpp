@@ -24,6 +24,9 @@ class NamespaceRegistry {
   const ClientRoles& client_roles() const { return roles_; }
 
   void add(std::shared_ptr<NamespaceFs> ns);
+  // Takes a namespace out of service: calls naming it are refused from now on (as for any unknown
+  // name); calls already past the check finish.
+  void remove(const std::string& name);
   // The namespace `name` if it exists, the context's token is its credential and the caller's
   // certificate (with mutual TLS) is a node's; otherwise sets `status` to UNAUTHENTICATED and
   // returns null. An unknown namespace, a missing and a wrong token get the very same status, in

@@ -73,6 +73,12 @@ std::string slurp(const std::string& path) {
 }
 }  // namespace
 
+std::string without_jobs(std::string text) {
+  auto at = text.find("\n[jobs]");
+  if (at != std::string::npos) text.erase(at + 1);
+  return text;
+}
+
 std::unique_ptr<GatewayProcess> GatewayProcess::start(const std::string& config,
                                                       const std::string& address,
                                                       const std::string& log, std::string& error) {

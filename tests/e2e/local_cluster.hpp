@@ -19,6 +19,10 @@ std::string make_test_dir(const std::string& name);
 std::string source_dir();
 std::string build_dir();
 
+// A gateway configuration of a cluster's without its [jobs] section (which skein-local writes
+// last): for a test's second gateway, since one job database serves one gateway.
+std::string without_jobs(std::string config_text);
+
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int free_port();
 

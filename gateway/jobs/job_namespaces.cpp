@@ -1,0 +1,542 @@
+// Job namespaces; see job_namespaces.hpp.
+#include "jobs/job_namespaces.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <set>
+
+#include "auth/token_digest.hpp"
+#include "coherence/invalidation_broker.hpp"
+#include "gateway.hpp"
+#include "jobs/tree_remover.hpp"
+#include "namespace/create_policy.hpp"
+#include "namespace/namespace_fs.hpp"
+#include "namespace/striped_layout.hpp"
+#include "namespace/union_layout.hpp"
+
+namespace skein {
+namespace {
+
+using Kind = AdminError::Kind;
+
+[[noreturn]] void bad(const std::string& what) { throw AdminError(Kind::invalid_argument, what); }
+
+int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+std::string seconds_text(std::chrono::seconds s) { return std::to_string(s.count()) + " s"; }
+
+bool same_settings(const JobRecord& a, const JobRecord& b) {
+  return a.uid == b.uid && a.gid == b.gid && a.layout_kind == b.layout_kind &&
+         a.stripe_size == b.stripe_size && a.backends == b.backends &&
+         a.quota_bytes == b.quota_bytes && a.quota_inodes == b.quota_inodes;
+}
+
+constexpr auto kSaveEvery = std::chrono::seconds(2);
+constexpr auto kRetryEvery = std::chrono::seconds(5);
+constexpr auto kReapEvery = std::chrono::seconds(60);
+
+}  // namespace
+
+std::string JobNamespaces::namespace_name(const std::string& job_id) { return "job-" + job_id; }
+
+JobNamespaces::JobNamespaces(const JobsConfig& cfg, Gateway& gateway, InvalidationBroker* broker)
+    : cfg_(cfg), gateway_(gateway), broker_(broker) {
+  try {
+    store_ = JobStore::open(cfg_.database);
+  } catch (const sqlite::StoreError& e) {
+    throw ConfigError(std::string("[jobs] database: ") + e.what());
+  }
+}
+
+JobNamespaces::~JobNamespaces() {
+  {
+    std::lock_guard lock(wake_mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  try {
+    save_usage(true);
+  } catch (const sqlite::StoreError& e) {
+    spdlog::error("jobs: saving usage at shutdown: {}", e.what());
+  }
+}
+
+std::shared_ptr<JobLayout> JobNamespaces::build_layout(const JobRecord& r,
+                                                       std::string& error) const {
+  std::vector<std::shared_ptr<Backend>> dirs;
+  for (auto& name : r.backends) {
+    auto base = gateway_.backend(name);
+    if (!base) {
+      error = "backend '" + name + "' is not configured any more";
+      return nullptr;
+    }
+    auto view = base->subtree("/" + r.name);
+    if (!view) {
+      error = "backend '" + name + "': " + std::strerror(view.error());
+      return nullptr;
+    }
+    dirs.push_back(*view);
+  }
+  std::shared_ptr<Layout> inner;
+  if (r.layout_kind == "union") {
+    std::vector<Branch> branches;
+    for (auto& d : dirs) branches.push_back({d, BranchMode::read_write});
+    inner = std::make_shared<UnionLayout>(std::move(branches), make_create_policy("mfs"));
+  } else {
+    inner = std::make_shared<StripedLayout>(std::move(dirs), r.stripe_size);
+  }
+  auto quota = std::make_shared<Quota>(r.quota_bytes, r.quota_inodes, r.bytes_used, r.inodes_used);
+  return std::make_shared<JobLayout>(std::move(inner), r.uid, r.gid, std::move(quota));
+}
+
+JobNamespaces::Live& JobNamespaces::serve(const JobRecord& r,
+                                          const std::vector<std::string>& digests) {
+  std::string error;
+  auto layout = build_layout(r, error);
+  if (!layout) throw AdminError(Kind::failed_precondition, r.name + ": " + error);
+  TokenSet tokens;
+  for (auto& hex : digests) {
+    TokenDigest d;
+    if (TokenDigest::from_hex(hex, d)) tokens.add(d);
+  }
+  auto table = std::make_shared<const MountTable>(std::vector<Mount>{{"/", layout}});
+  auto fs = std::make_shared<NamespaceFs>(r.name, std::move(tokens), table);
+  gateway_.registry().add(fs);
+  Live& live = live_[r.name];
+  live = Live{r, fs, layout, layout->quota()->generation()};
+  return live;
+}
+
+void JobNamespaces::start() {
+  std::lock_guard lock(mu_);
+  for (auto& r : store_->jobs()) {
+    try {
+      serve(r, store_->credential_digests(r.name));
+      spdlog::info(
+          "jobs: serving {} (owner {}:{}, {}, quota {} bytes / {} inodes, expires in {} s)", r.name,
+          r.uid, r.gid, live_.at(r.name).layout->describe(), r.quota_bytes, r.quota_inodes,
+          r.expires_s - now_s());
+    } catch (const AdminError& e) {
+      spdlog::error("jobs: cannot serve {}: {}", r.name, e.what());
+    }
+  }
+  thread_ = std::thread([this] { housekeeping(); });
+}
+
+JobRecord JobNamespaces::check(const JobRequest& q) const {
+  JobRecord r;
+  const std::string& id = q.job_id;
+  if (id.empty()) bad("a job namespace needs a job id");
+  if (id.size() > 64) bad("job id '" + id.substr(0, 64) + "...' is longer than 64 characters");
+  if (id.front() == '.' || id.front() == '-' ||
+      id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+          std::string::npos)
+    bad("job id '" + id +
+        "' may hold only letters, digits, '.', '_' and '-' (no '/'), and not start with '.' or "
+        "'-'");
+  r.job_id = id;
+  r.name = namespace_name(id);
+  if (q.uid == 0 && !cfg_.allow_root_owner)
+    bad("uid 0 (root) may not own a job namespace (allow_root_owner = true in [jobs] allows it)");
+  r.uid = q.uid;
+  r.gid = q.gid;
+  if (q.quota_bytes == 0) bad("quota_bytes must be more than 0");
+  r.quota_bytes = q.quota_bytes;
+  r.quota_inodes = q.quota_inodes ? q.quota_inodes : cfg_.default_quota_inodes;
+  if (q.layout_kind.empty() || q.layout_kind == "striped")
+    r.layout_kind = "striped";
+  else if (q.layout_kind == "union")
+    r.layout_kind = "union";
+  else
+    bad("layout must be 'striped' or 'union', not '" + q.layout_kind + "'");
+
+  // The backends: a pool's, or named ones (each in a pool).
+  const PoolConfig* pool = nullptr;
+  std::vector<std::string> candidates;
+  if (!q.backends.empty()) {
+    std::set<std::string> seen;
+    for (auto& name : q.backends) {
+      const PoolConfig* in = nullptr;
+      for (auto& p : cfg_.pools)
+        if (std::find(p.backends.begin(), p.backends.end(), name) != p.backends.end()) in = &p;
+      if (!gateway_.backend(name)) bad("unknown backend '" + name + "'");
+      if (!in) bad("backend '" + name + "' is in no [[jobs.pool]]: job namespaces use pools only");
+      if (!q.pool.empty() && in->name != q.pool)
+        bad("backend '" + name + "' is not in pool '" + q.pool + "'");
+      if (!seen.insert(name).second) bad("backend '" + name + "' is named twice");
+      pool = pool ? pool : in;
+      candidates.push_back(name);
+    }
+  } else {
+    const std::string name = q.pool.empty() ? cfg_.default_pool : q.pool;
+    pool = cfg_.pool(name);
+    if (!pool) {
+      std::vector<std::string> names;
+      for (auto& p : cfg_.pools) names.push_back(p.name);
+      bad("no pool '" + name + "' (pools: " + join(names) + ")");
+    }
+    candidates = pool->backends;
+  }
+  r.pool = pool->name;
+  if (q.width > candidates.size())
+    bad("width " + std::to_string(q.width) + " is more than the " +
+        std::to_string(candidates.size()) + " backends " +
+        (q.backends.empty() ? "of pool '" + pool->name + "'" : std::string("named")));
+  if (r.layout_kind == "striped" && q.width && q.width < candidates.size() && q.backends.empty()) {
+    // Spread the jobs over the pool: each starts at a place of its own.
+    size_t start = std::hash<std::string>{}(id) % candidates.size();
+    std::rotate(candidates.begin(), candidates.begin() + long(start), candidates.end());
+    candidates.resize(q.width);
+  } else if (q.width) {
+    candidates.resize(q.width);
+  }
+  r.backends = candidates;
+  r.stripe_size = q.stripe_size ? q.stripe_size : pool->stripe_size;
+  if (r.stripe_size < 4096 || r.stripe_size % 4096 != 0)
+    bad("stripe size must be a multiple of 4K, not " + std::to_string(r.stripe_size));
+
+  auto lifetime = q.lifetime.count() ? q.lifetime : cfg_.default_lifetime;
+  if (lifetime > cfg_.max_lifetime)
+    bad("lifetime " + seconds_text(lifetime) + " is more than max_lifetime (" +
+        seconds_text(cfg_.max_lifetime) + ")");
+  for (auto& [k, v] : q.labels) {
+    if (k.empty() || k.find_first_of("=\n") != std::string::npos)
+      bad("label key '" + k + "' must be non-empty, without '=' or newlines");
+    if (v.find('\n') != std::string::npos) bad("label '" + k + "' has a newline in its value");
+  }
+  r.labels = q.labels;
+  r.created_s = now_s();
+  r.expires_s = r.created_s + lifetime.count();
+  return r;
+}
+
+JobNamespaces::Created JobNamespaces::create(const JobRequest& request) {
+  JobRecord r = check(request);
+  std::lock_guard lock(mu_);
+  if (auto it = live_.find(r.name); it != live_.end()) {
+    if (!same_settings(it->second.record, r))
+      throw AdminError(Kind::already_exists,
+                       "job " + r.job_id + " has a namespace already (" + r.name +
+                           ") with other settings; destroy it first to make it anew");
+    // Idempotent: the same namespace, and a fresh credential for whoever asks again.
+    const std::string token = new_random_token();
+    auto digest = TokenDigest::of(token);
+    store_->add_credential(r.name, digest.hex(), "create again");
+    it->second.fs->add_credential(digest);
+    JobRecord current = it->second.record;
+    auto u = it->second.layout->quota()->usage();
+    current.bytes_used = u.bytes;
+    current.inodes_used = u.inodes;
+    return {current, false, token};
+  }
+  for (auto& name : r.backends) {
+    auto b = gateway_.backend(name);
+    if (!b->up())
+      throw AdminError(Kind::failed_precondition,
+                       "backend '" + name + "' is down: job " + r.job_id + "'s namespace not made");
+  }
+  // Its directory on every backend. One left from a create that did not finish belongs to no
+  // namespace: it goes first.
+  std::vector<std::string> made;
+  auto undo = [&] {
+    for (auto& name : made) (void)remove_tree(*gateway_.backend(name), "/" + r.name);
+  };
+  for (auto& name : r.backends) {
+    auto b = gateway_.backend(name);
+    auto st = b->mkdir("/" + r.name, 0700);
+    if (!st && st.error() == EEXIST) {
+      spdlog::warn("jobs: {} on backend {} is left from before: removing it first", r.name, name);
+      st = remove_tree(*b, "/" + r.name);
+      if (st) st = b->mkdir("/" + r.name, 0700);
+    }
+    if (!st) {
+      undo();
+      throw AdminError(Kind::failed_precondition, "backend '" + name + "': cannot make /" + r.name +
+                                                      ": " + std::strerror(st.error()));
+    }
+    made.push_back(name);
+  }
+  const std::string token = new_random_token();
+  auto digest = TokenDigest::of(token);
+  try {
+    store_->insert(r, digest.hex(), "create");
+  } catch (const sqlite::StoreError& e) {
+    undo();
+    throw AdminError(Kind::failed_precondition, std::string("job store: ") + e.what());
+  }
+  Live* live = nullptr;
+  try {
+    live = &serve(r, {digest.hex()});
+  } catch (const AdminError&) {
+    store_->remove(r.name, {});
+    undo();
+    throw;
+  }
+  live->layout->prepare();  // a striped layout writes its stripe records now
+  spdlog::info("jobs: made {} for job {} (owner {}:{}, {}, quota {} bytes / {} inodes, {} s)",
+               r.name, r.job_id, r.uid, r.gid, live->layout->describe(), r.quota_bytes,
+               r.quota_inodes, r.expires_s - r.created_s);
+  return {r, true, token};
+}
+
+std::vector<PendingRemoval> JobNamespaces::remove_now(std::vector<PendingRemoval> removals,
+                                                      std::chrono::steady_clock::time_point until) {
+  std::vector<PendingRemoval> left;
+  for (auto& rm : removals) {
+    auto b = gateway_.backend(rm.backend);
+    if (!b || !b->up() || std::chrono::steady_clock::now() > until) {
+      left.push_back(rm);
+      continue;
+    }
+    auto st = remove_tree(*b, rm.path);
+    if (st) {
+      store_->removal_done(rm.backend, rm.path);
+      spdlog::info("jobs: removed {} on backend {}", rm.path, rm.backend);
+    } else {
+      store_->removal_failed(rm.backend, rm.path, std::strerror(st.error()));
+      spdlog::warn("jobs: removing {} on backend {}: {} (retried later)", rm.path, rm.backend,
+                   std::strerror(st.error()));
+      left.push_back(rm);
+    }
+  }
+  return left;
+}
+
+JobNamespaces::Destroyed JobNamespaces::destroy(const std::string& job_id,
+                                                std::chrono::milliseconds wait, const char* why) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  const std::string name = namespace_name(job_id);
+  std::vector<PendingRemoval> removals;
+  {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(name);
+    if (it == live_.end()) {
+      // Already gone; what may be left of it on a backend is removed as usual.
+      Destroyed d;
+      for (auto& p : store_->pending_removals())
+        if (p.ns == name) d.pending.push_back(p.backend + ":" + p.path);
+      return d;
+    }
+    // Out of service first: new calls are refused, the mounts lose their streams and caches.
+    gateway_.registry().remove(name);
+    if (broker_) broker_->end_namespace(name, "namespace " + name + " was destroyed");
+    for (auto& b : it->second.record.backends)
+      removals.push_back({b, "/" + name, name, now_s(), 0, ""});
+    store_->remove(name, removals);
+    spdlog::info("jobs: destroyed {} ({})", name, why);
+    live_.erase(it);
+  }
+  Destroyed d;
+  d.existed = true;
+  for (auto& rm : remove_now(std::move(removals), until))
+    d.pending.push_back(rm.backend + ":" + rm.path);
+  return d;
+}
+
+std::optional<JobRecord> JobNamespaces::find(const std::string& job_id) const {
+  std::lock_guard lock(mu_);
+  auto it = live_.find(namespace_name(job_id));
+  if (it == live_.end()) return std::nullopt;
+  JobRecord r = it->second.record;
+  auto u = it->second.layout->quota()->usage();
+  r.bytes_used = u.bytes;
+  r.inodes_used = u.inodes;
+  return r;
+}
+
+std::vector<JobRecord> JobNamespaces::list() const {
+  std::vector<JobRecord> out;
+  std::lock_guard lock(mu_);
+  for (auto& [name, live] : live_) {
+    JobRecord r = live.record;
+    auto u = live.layout->quota()->usage();
+    r.bytes_used = u.bytes;
+    r.inodes_used = u.inodes;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string JobNamespaces::describe(const std::string& ns) const {
+  std::lock_guard lock(mu_);
+  auto it = live_.find(ns);
+  return it == live_.end() ? "" : it->second.layout->describe();
+}
+
+std::vector<std::string> JobNamespaces::pending_removals(const std::string& ns) const {
+  std::vector<std::string> out;
+  for (auto& p : store_->pending_removals())
+    if (p.ns == ns) out.push_back(p.backend + ":" + p.path);
+  return out;
+}
+
+std::shared_ptr<NamespaceFs> JobNamespaces::namespace_of(const std::string& job_id) const {
+  std::lock_guard lock(mu_);
+  auto it = live_.find(namespace_name(job_id));
+  return it == live_.end() ? nullptr : it->second.fs;
+}
+
+JobNamespaces::NodeCredential JobNamespaces::issue_node_credential(const std::string& job_id,
+                                                                   const std::string& node) {
+  std::lock_guard lock(mu_);
+  auto it = live_.find(namespace_name(job_id));
+  if (it == live_.end()) throw AdminError(Kind::not_found, "no job namespace for job " + job_id);
+  const std::string token = new_random_token();
+  auto digest = TokenDigest::of(token);
+  store_->add_credential(it->first, digest.hex(), node.empty() ? "node" : node);
+  it->second.fs->add_credential(digest);
+  spdlog::info("jobs: mount credential of {} issued to node {}", it->first,
+               node.empty() ? "(no name)" : node);
+  return {it->first, token, it->second.record.uid, it->second.record.gid};
+}
+
+// --- housekeeping ----------------------------------------------------------------------------
+
+void JobNamespaces::save_usage(bool all) {
+  std::vector<std::tuple<std::string, uint64_t, uint64_t>> changed;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, live] : live_) {
+      auto gen = live.layout->quota()->generation();
+      if (!all && gen == live.saved_generation) continue;
+      auto u = live.layout->quota()->usage();
+      live.saved_generation = gen;
+      changed.emplace_back(name, u.bytes, u.inodes);
+    }
+  }
+  for (auto& [name, bytes, inodes] : changed) store_->save_usage(name, bytes, inodes);
+}
+
+void JobNamespaces::recount() {
+  // After a start the saved usage may be behind (the gateway died between saves): count again.
+  std::vector<std::pair<std::string, std::shared_ptr<JobLayout>>> todo;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, live] : live_) todo.emplace_back(name, live.layout);
+  }
+  for (auto& [name, layout] : todo) {
+    auto before = layout->quota()->generation();
+    auto counted = count_tree(*layout->inner());
+    if (!counted) {
+      spdlog::warn("jobs: cannot recount {}: {} (the saved usage stands)", name,
+                   std::strerror(counted.error()));
+      continue;
+    }
+    if (layout->quota()->generation() != before) continue;  // changed meanwhile: keep counting
+    auto u = layout->quota()->usage();
+    if (u.bytes != counted->bytes || u.inodes != counted->inodes) {
+      spdlog::info("jobs: {} holds {} bytes in {} inodes (saved: {} in {})", name, counted->bytes,
+                   counted->inodes, u.bytes, u.inodes);
+      layout->quota()->set_used(counted->bytes, counted->inodes);
+    }
+  }
+}
+
+void JobNamespaces::expire() {
+  std::vector<std::string> expired;
+  {
+    std::lock_guard lock(mu_);
+    auto now = now_s();
+    for (auto& [name, live] : live_)
+      if (live.record.expires_s <= now) expired.push_back(live.record.job_id);
+  }
+  for (auto& id : expired) {
+    spdlog::info("jobs: {} expired: destroying it", namespace_name(id));
+    destroy(id, std::chrono::milliseconds(30000), "its lifetime is over");
+  }
+}
+
+void JobNamespaces::retry_removals() {
+  auto pending = store_->pending_removals();
+  if (pending.empty()) return;
+  remove_now(std::move(pending), std::chrono::steady_clock::now() + std::chrono::seconds(30));
+}
+
+void JobNamespaces::reap_orphans() {
+  std::set<std::string> claimed;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, live] : live_) claimed.insert(name);
+  }
+  for (auto& p : store_->pending_removals()) claimed.insert(p.path.substr(1));
+  const int64_t now = now_s();
+  for (auto& pool : cfg_.pools) {
+    for (auto& bname : pool.backends) {
+      auto b = gateway_.backend(bname);
+      if (!b || !b->up()) continue;
+      auto entries = b->list_dir("/");
+      if (!entries) continue;
+      for (auto& e : *entries) {
+        const std::string& n = e.filename;
+        if (n.rfind("job-", 0) != 0 || claimed.count(n)) continue;
+        const std::string path = "/" + n;
+        int64_t first = store_->orphan_seen(bname, path, now);
+        if (first == now) {
+          spdlog::warn(
+              "jobs: {} on backend {} belongs to no job namespace: an orphan, removed "
+              "after {} s",
+              path, bname, cfg_.orphan_grace.count());
+          continue;
+        }
+        if (now - first < cfg_.orphan_grace.count()) continue;
+        auto st = remove_tree(*b, path);
+        if (st) {
+          store_->orphan_gone(bname, path);
+          spdlog::info("jobs: reaped the orphan {} on backend {}", path, bname);
+        }
+      }
+    }
+  }
+}
+
+void JobNamespaces::housekeeping() {
+  using Clock = std::chrono::steady_clock;
+  bool counted = false;
+  auto next_save = Clock::now(), next_retry = Clock::now(), next_reap = Clock::now();
+  for (;;) {
+    {
+      std::unique_lock lock(wake_mu_);
+      if (wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) return;
+    }
+    try {
+      if (!counted) {
+        recount();
+        counted = true;
+      }
+      expire();
+      auto now = Clock::now();
+      if (now >= next_save) {
+        save_usage(false);
+        next_save = now + kSaveEvery;
+      }
+      if (now >= next_retry) {
+        retry_removals();
+        next_retry = now + kRetryEvery;
+      }
+      if (now >= next_reap) {
+        reap_orphans();
+        next_reap = now + kReapEvery;
+      }
+    } catch (const std::exception& e) {
+      spdlog::error("jobs: housekeeping: {}", e.what());
+    }
+  }
+}
+
+}  // namespace skein

@@ -1,0 +1,132 @@
+// Per-job scratch namespaces: made, owned, bounded and removed through the Admin API.
+//
+// A job namespace "job-<id>" lives in a directory of that name below the root of each of its
+// backends (backends of a [[jobs.pool]], which serve no static namespace), striped over them or a
+// union of them, behind a JobLayout (the job's owner on every file, the quota). Its settings, the
+// digests of its credentials, its usage and what is left to remove after a destroy are in SQLite
+// (JobStore): a create is committed before it is answered, and a restart, even after kill -9,
+// finds everything again. A housekeeping thread saves usage, recounts it after a start, destroys
+// namespaces whose lifetime is over, retries removals on backends that were down, and reaps
+// directories no namespace claims once they have been orphans for the grace period.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/gateway_config.hpp"
+#include "jobs/job_layout.hpp"
+#include "jobs/job_store.hpp"
+
+namespace skein {
+
+class Gateway;
+class InvalidationBroker;
+class NamespaceFs;
+
+struct JobRequest {
+  std::string job_id;
+  uint32_t uid = 0, gid = 0;
+  std::string layout_kind;   // "striped" (""), "union"
+  uint64_t stripe_size = 0;  // 0: the pool's
+  uint32_t width = 0;        // 0: all
+  std::string pool;          // "": the default (or the pool of `backends`)
+  std::vector<std::string> backends;
+  uint64_t quota_bytes = 0;
+  uint64_t quota_inodes = 0;         // 0: the default
+  std::chrono::seconds lifetime{0};  // 0: the default
+  std::map<std::string, std::string> labels;
+};
+
+class JobNamespaces {
+ public:
+  // Opens the store of `cfg.database`; throws ConfigError when it cannot.
+  JobNamespaces(const JobsConfig& cfg, Gateway& gateway, InvalidationBroker* broker);
+  ~JobNamespaces();
+
+  // Serves the namespaces the store holds, and starts housekeeping (after the backends are
+  // connected).
+  void start();
+
+  // "job-<id>".
+  static std::string namespace_name(const std::string& job_id);
+
+  struct Created {
+    JobRecord record;
+    bool created = false;    // false: the job had it already (same settings)
+    std::string credential;  // a token for the caller, shown once
+  };
+  // Throws AdminError: invalid_argument (bad input: nothing changed), already_exists (the job
+  // has a namespace with other settings), failed_precondition (a backend is down or refused).
+  Created create(const JobRequest& request);
+
+  struct Destroyed {
+    bool existed = false;
+    std::vector<std::string> pending;  // "backend:path" left to remove later
+  };
+  // Out of service at once; files removed within `wait` (what is not is retried later).
+  Destroyed destroy(const std::string& job_id, std::chrono::milliseconds wait, const char* why);
+
+  // With live usage.
+  std::optional<JobRecord> find(const std::string& job_id) const;
+  std::vector<JobRecord> list() const;
+  std::string describe(const std::string& ns) const;
+  std::vector<std::string> pending_removals(const std::string& ns) const;
+  // The live namespace of a job, or null.
+  std::shared_ptr<NamespaceFs> namespace_of(const std::string& job_id) const;
+
+  struct NodeCredential {
+    std::string ns, token;
+    uint32_t uid = 0, gid = 0;
+  };
+  // A fresh credential of the job's namespace for a node (its certificate's name in `node`).
+  // Throws AdminError not_found.
+  NodeCredential issue_node_credential(const std::string& job_id, const std::string& node);
+
+  JobStore& store() { return *store_; }
+  const JobsConfig& config() const { return cfg_; }
+
+ private:
+  struct Live {
+    JobRecord record;
+    std::shared_ptr<NamespaceFs> fs;
+    std::shared_ptr<JobLayout> layout;
+    uint64_t saved_generation = 0;
+  };
+  // Builds the layout over the backends' job directories and serves it. Caller holds mu_.
+  Live& serve(const JobRecord& record, const std::vector<std::string>& digests);
+  std::shared_ptr<JobLayout> build_layout(const JobRecord& record, std::string& error) const;
+  JobRecord check(const JobRequest& request) const;  // validated, defaults filled in
+  // Removes what `removals` name; returns those that are left.
+  std::vector<PendingRemoval> remove_now(std::vector<PendingRemoval> removals,
+                                         std::chrono::steady_clock::time_point until);
+
+  void housekeeping();
+  void save_usage(bool all);
+  void recount();
+  void expire();
+  void retry_removals();
+  void reap_orphans();
+
+  JobsConfig cfg_;
+  Gateway& gateway_;
+  InvalidationBroker* broker_;
+  std::unique_ptr<JobStore> store_;
+
+  mutable std::mutex mu_;             // guards live_; serialises creates and destroys
+  std::map<std::string, Live> live_;  // by namespace name
+
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace skein

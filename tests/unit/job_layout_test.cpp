@@ -1,0 +1,168 @@
+// JobLayout over a striped layout of in-memory backends: the job's owner on every file, chown to
+// another refused, and the quota counted over all parts, refused before anything is written,
+// given back by unlink, truncate, O_TRUNC and a rename's replaced target; two handles of one file
+// count its growth once.
+#include "jobs/job_layout.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "fake_backend.hpp"
+#include "namespace/striped_layout.hpp"
+
+namespace skein {
+namespace {
+
+using test::FakeBackend;
+
+SharedBytes bytes(const std::string& s) {
+  auto keep = std::make_shared<std::string>(s);
+  return SharedBytes({std::string_view(*keep)}, keep);
+}
+
+struct Job {
+  explicit Job(uint64_t quota_bytes = 100, uint64_t quota_inodes = 10) {
+    std::vector<std::shared_ptr<Backend>> bs;
+    for (int i = 0; i < 3; ++i) {
+      b.push_back(FakeBackend::make("b" + std::to_string(i)));
+      bs.push_back(b.back());
+    }
+    quota = std::make_shared<Quota>(quota_bytes, quota_inodes);
+    layout = std::make_unique<JobLayout>(std::make_shared<StripedLayout>(std::move(bs), 8), 1234,
+                                         567, quota);
+  }
+  std::shared_ptr<OpenFile> create(const std::string& rel) {
+    auto c = layout->create(rel, O_RDWR, 0644);
+    EXPECT_TRUE(c) << strerror(c.error());
+    return c ? c->file : nullptr;
+  }
+  uint64_t used() const { return quota->usage().bytes; }
+  uint64_t inodes() const { return quota->usage().inodes; }
+  std::vector<std::shared_ptr<FakeBackend>> b;
+  std::shared_ptr<Quota> quota;
+  std::unique_ptr<JobLayout> layout;
+};
+
+TEST(JobLayout, EveryFileShowsTheJobsOwner) {
+  Job j;
+  j.create("/f");
+  auto a = j.layout->getattr("/f");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->uid, 1234u);
+  EXPECT_EQ(a->gid, 567u);
+  auto list = j.layout->readdir("/");
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].attrs.uid, 1234u);
+}
+
+TEST(JobLayout, AChownToAnybodyElseIsRefusedAndToTheOwnerIsANoOp) {
+  Job j;
+  j.create("/f");
+  AttrChange other;
+  other.uid = 0;
+  EXPECT_EQ(j.layout->setattr("/f", other, nullptr).error(), EPERM);
+  AttrChange group;
+  group.gid = 999;
+  EXPECT_EQ(j.layout->setattr("/f", group, nullptr).error(), EPERM);
+  AttrChange self;
+  self.uid = 1234;
+  self.gid = 567;
+  auto calls = j.b[0]->calls("setstat");
+  EXPECT_TRUE(j.layout->setattr("/f", self, nullptr));
+  EXPECT_EQ(j.b[0]->calls("setstat"), calls) << "nothing was sent for a chown to the owner";
+}
+
+TEST(JobLayout, WritesPastTheQuotaAreRefusedBeforeTheyAreSent) {
+  Job j(40);
+  auto f = j.create("/f");
+  ASSERT_TRUE(f->write(0, bytes(std::string(30, 'a'))));
+  EXPECT_EQ(j.used(), 30u);
+  auto writes = j.b[0]->calls("write") + j.b[1]->calls("write") + j.b[2]->calls("write");
+  EXPECT_EQ(f->write(30, bytes(std::string(11, 'b'))).error(), EDQUOT);
+  EXPECT_EQ(j.b[0]->calls("write") + j.b[1]->calls("write") + j.b[2]->calls("write"), writes);
+  EXPECT_EQ(j.used(), 30u);
+  // An overwrite adds nothing; a write up to the limit fits.
+  ASSERT_TRUE(f->write(0, bytes(std::string(30, 'c'))));
+  ASSERT_TRUE(f->write(30, bytes(std::string(10, 'd'))));
+  EXPECT_EQ(j.used(), 40u);
+  auto a = j.layout->getattr("/f");
+  EXPECT_EQ(a->size, 40u) << "what was written stays";
+}
+
+TEST(JobLayout, TwoHandlesOfOneFileCountItsGrowthOnce) {
+  Job j(100);
+  auto f = j.create("/f");
+  auto g = j.layout->open("/f", O_RDWR);
+  ASSERT_TRUE(g);
+  ASSERT_TRUE(f->write(0, bytes(std::string(20, 'a'))));
+  ASSERT_TRUE((*g)->write(10, bytes(std::string(20, 'b'))));  // 10 more, not 20
+  EXPECT_EQ(j.used(), 30u);
+}
+
+TEST(JobLayout, UnlinkTruncateOTruncAndAReplacingRenameGiveSpaceBack) {
+  Job j(100);
+  ASSERT_TRUE(j.create("/a")->write(0, bytes(std::string(40, 'a'))));
+  ASSERT_TRUE(j.create("/b")->write(0, bytes(std::string(30, 'b'))));
+  EXPECT_EQ(j.used(), 70u);
+  EXPECT_EQ(j.inodes(), 2u);
+  AttrChange cut;
+  cut.size = 10;
+  ASSERT_TRUE(j.layout->setattr("/a", cut, nullptr));
+  EXPECT_EQ(j.used(), 40u);
+  ASSERT_TRUE(j.layout->open("/b", O_WRONLY | O_TRUNC));
+  EXPECT_EQ(j.used(), 10u);
+  ASSERT_TRUE(j.create("/c")->write(0, bytes(std::string(25, 'c'))));
+  ASSERT_TRUE(j.layout->rename("/c", "/a", 0));  // the old /a (10) goes
+  EXPECT_EQ(j.used(), 25u);
+  EXPECT_EQ(j.inodes(), 2u);
+  ASSERT_TRUE(j.layout->unlink("/a"));
+  EXPECT_EQ(j.used(), 0u);
+  EXPECT_EQ(j.inodes(), 1u);
+}
+
+TEST(JobLayout, AGrowingTruncatePastTheQuotaIsRefused) {
+  Job j(50);
+  j.create("/f");
+  AttrChange grow;
+  grow.size = 51;
+  EXPECT_EQ(j.layout->setattr("/f", grow, nullptr).error(), EDQUOT);
+  EXPECT_EQ(j.layout->getattr("/f")->size, 0u);
+  grow.size = 50;
+  EXPECT_TRUE(j.layout->setattr("/f", grow, nullptr));
+  EXPECT_EQ(j.used(), 50u);
+}
+
+TEST(JobLayout, TheInodeQuotaCountsFilesDirectoriesAndSymlinks) {
+  Job j(100, 3);
+  EXPECT_TRUE(j.layout->mkdir("/d", 0755));
+  j.create("/d/f");
+  EXPECT_TRUE(j.layout->symlink("/l", "target"));
+  EXPECT_EQ(j.layout->create("/g", O_RDWR, 0644).error(), EDQUOT);
+  EXPECT_EQ(j.layout->mkdir("/e", 0755).error(), EDQUOT);
+  EXPECT_FALSE(j.b[0]->has("/g")) << "a refused create sends nothing";
+  EXPECT_TRUE(j.layout->rmdir("/d").error() == ENOTEMPTY);
+  ASSERT_TRUE(j.layout->unlink("/d/f"));
+  ASSERT_TRUE(j.layout->rmdir("/d"));
+  EXPECT_EQ(j.inodes(), 1u);
+  // A create of a name that exists takes no inode.
+  j.create("/g");
+  auto again = j.layout->create("/g", O_RDWR, 0644);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(j.inodes(), 2u);
+}
+
+TEST(JobLayout, DfShowsTheQuota) {
+  Job j(8 << 20, 1000);
+  ASSERT_TRUE(j.create("/f")->write(0, bytes(std::string(1 << 20, 'x'))));
+  auto v = j.layout->statfs("/");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->blocks * v->frsize, 8u << 20);
+  EXPECT_EQ(v->bavail * v->frsize, 7u << 20);
+  EXPECT_EQ(v->files, 1000u);
+  EXPECT_EQ(v->favail, 999u);
+}
+
+}  // namespace
+}  // namespace skein
