@@ -37,18 +37,18 @@ constexpr int kConnectTimeoutMs = 5'000;
 constexpr char kTokenMetadata[] = "x-skein-token";
 constexpr char kMountMetadata[] = "x-skein-mount";
 
-// AttrChange's bits are sent as they are.
-constexpr bool same_bit(AttrChange::Field ours, pb::SetAttrRequest::Field wire) {
+// SetAttrArgs's bits are sent as they are.
+constexpr bool same_bit(SetAttrArgs::Field ours, pb::SetAttrRequest::Field wire) {
   return static_cast<std::uint32_t>(ours) == static_cast<std::uint32_t>(wire);
 }
-static_assert(same_bit(AttrChange::kMode, pb::SetAttrRequest::MODE));
-static_assert(same_bit(AttrChange::kUid, pb::SetAttrRequest::UID));
-static_assert(same_bit(AttrChange::kGid, pb::SetAttrRequest::GID));
-static_assert(same_bit(AttrChange::kSize, pb::SetAttrRequest::SIZE));
-static_assert(same_bit(AttrChange::kAtime, pb::SetAttrRequest::ATIME));
-static_assert(same_bit(AttrChange::kMtime, pb::SetAttrRequest::MTIME));
-static_assert(same_bit(AttrChange::kAtimeNow, pb::SetAttrRequest::ATIME_NOW));
-static_assert(same_bit(AttrChange::kMtimeNow, pb::SetAttrRequest::MTIME_NOW));
+static_assert(same_bit(SetAttrArgs::kMode, pb::SetAttrRequest::MODE));
+static_assert(same_bit(SetAttrArgs::kUid, pb::SetAttrRequest::UID));
+static_assert(same_bit(SetAttrArgs::kGid, pb::SetAttrRequest::GID));
+static_assert(same_bit(SetAttrArgs::kSize, pb::SetAttrRequest::SIZE));
+static_assert(same_bit(SetAttrArgs::kAtime, pb::SetAttrRequest::ATIME));
+static_assert(same_bit(SetAttrArgs::kMtime, pb::SetAttrRequest::MTIME));
+static_assert(same_bit(SetAttrArgs::kAtimeNow, pb::SetAttrRequest::ATIME_NOW));
+static_assert(same_bit(SetAttrArgs::kMtimeNow, pb::SetAttrRequest::MTIME_NOW));
 
 // A call that did not complete. Transport trouble is EIO: the caller must see the failure now,
 // and nothing better describes "the gateway did not answer".
@@ -341,7 +341,7 @@ Result<FileAttr> GatewayClient::getattr(const std::string& path) const {
   return from_proto(reply->attr());
 }
 
-Result<FileAttr> GatewayClient::setattr(const std::string& path, const AttrChange& change) const {
+Result<FileAttr> GatewayClient::setattr(const std::string& path, const SetAttrArgs& change) const {
   pb::SetAttrRequest req;
   req.set_ns(options_.ns);
   req.set_path(path);

@@ -37,7 +37,7 @@ struct FsStats {
 };
 
 // Which attributes a setattr changes, and to what. The bits are SetAttrRequest.Field's.
-struct AttrChange {
+struct SetAttrArgs {
   enum Field : std::uint32_t {
     kMode = 1,
     kUid = 2,
@@ -123,7 +123,7 @@ class GatewayClient {
   NamespaceCheck check_namespace(std::chrono::milliseconds deadline) const;
 
   Result<FileAttr> getattr(const std::string& path) const;
-  Result<FileAttr> setattr(const std::string& path, const AttrChange& change) const;
+  Result<FileAttr> setattr(const std::string& path, const SetAttrArgs& change) const;
   Result<std::vector<DirEntry>> readdir(const std::string& path) const;
   Result<FileAttr> mkdir(const std::string& path, std::uint32_t mode) const;
   Status rmdir(const std::string& path) const;

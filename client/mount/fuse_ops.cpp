@@ -69,34 +69,34 @@ fuse_entry_param to_entry_param(const Entry& entry) {
   return e;
 }
 
-AttrChange to_attr_change(const struct stat* attr, int to_set) {
-  AttrChange change;
+SetAttrArgs to_attr_change(const struct stat* attr, int to_set) {
+  SetAttrArgs change;
   if (to_set & FUSE_SET_ATTR_MODE) {
-    change.fields |= AttrChange::kMode;
+    change.fields |= SetAttrArgs::kMode;
     change.mode = attr->st_mode & 07777;
   }
   if (to_set & FUSE_SET_ATTR_UID) {
-    change.fields |= AttrChange::kUid;
+    change.fields |= SetAttrArgs::kUid;
     change.uid = attr->st_uid;
   }
   if (to_set & FUSE_SET_ATTR_GID) {
-    change.fields |= AttrChange::kGid;
+    change.fields |= SetAttrArgs::kGid;
     change.gid = attr->st_gid;
   }
   if (to_set & FUSE_SET_ATTR_SIZE) {
-    change.fields |= AttrChange::kSize;
+    change.fields |= SetAttrArgs::kSize;
     change.size = static_cast<std::uint64_t>(attr->st_size);
   }
   if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
-    change.fields |= AttrChange::kAtimeNow;
+    change.fields |= SetAttrArgs::kAtimeNow;
   } else if (to_set & FUSE_SET_ATTR_ATIME) {
-    change.fields |= AttrChange::kAtime;
+    change.fields |= SetAttrArgs::kAtime;
     change.atime_ns = to_ns(attr->st_atim);
   }
   if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
-    change.fields |= AttrChange::kMtimeNow;
+    change.fields |= SetAttrArgs::kMtimeNow;
   } else if (to_set & FUSE_SET_ATTR_MTIME) {
-    change.fields |= AttrChange::kMtime;
+    change.fields |= SetAttrArgs::kMtime;
     change.mtime_ns = to_ns(attr->st_mtim);
   }
   return change;
@@ -159,8 +159,10 @@ void skein_init(void* userdata, fuse_conn_info* conn) {
   conn->max_read = kMaxIoBytes;
   const unsigned wanted = FUSE_CAP_ASYNC_READ | FUSE_CAP_READDIRPLUS | FUSE_CAP_ATOMIC_O_TRUNC;
   conn->want |= wanted & conn->capable;
-  // No writeback cache yet: every write reaches the gateway before write(2) returns. Without
-  // HANDLE_KILLPRIV the kernel clears setuid/setgid bits itself, through setattr.
+  // No kernel writeback cache: the kernel hands every write(2) to the mount at once, and the
+  // mount's own write-behind acknowledges it as soon as the bytes are copied, before the gateway
+  // has them (an error comes back at a later write, flush, fsync or close: write_behind.hpp).
+  // Without HANDLE_KILLPRIV the kernel clears setuid/setgid bits itself, through setattr.
   conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_SPLICE_READ |
                   FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
   spdlog::info("FUSE session initialised: protocol {}.{}, max_write {}", conn->proto_major,

@@ -164,7 +164,7 @@ Result<Attributes> MountSession::getattr(InodeNumber ino) {
   return Attributes{*attr, cache_.timeout(ticket)};
 }
 
-Result<Attributes> MountSession::setattr(InodeNumber ino, AttrChange change,
+Result<Attributes> MountSession::setattr(InodeNumber ino, SetAttrArgs change,
                                          const FileHandle* file) {
   // ftruncate and futimens come with the open file: use it, and its path even if unlinked.
   Result<std::string> path = file ? Result<std::string>(file_ref(ino, *file).path) : path_of(ino);
@@ -173,7 +173,7 @@ Result<Attributes> MountSession::setattr(InodeNumber ino, AttrChange change,
   data_.settle(ino);  // writes acknowledged before must not land after (or undo) it
   CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
   auto changed = gateway_.setattr(*path, change);
-  if (change.fields & AttrChange::kSize) data_.changed(ino);
+  if (change.fields & SetAttrArgs::kSize) data_.changed(ino);
   if (!changed) return Result<Attributes>::failure(changed.error());
   cache_.sent_attrs(ino, *changed, ticket);
   return Attributes{*changed, cache_.timeout(ticket)};

@@ -123,7 +123,7 @@ class MountSession {
   Result<Attributes> getattr(InodeNumber ino);
   // `file`: the open file the change comes with (ftruncate, futimens), or null. The handle of
   // `change` is set from it.
-  Result<Attributes> setattr(InodeNumber ino, AttrChange change, const FileHandle* file);
+  Result<Attributes> setattr(InodeNumber ino, SetAttrArgs change, const FileHandle* file);
   Result<std::string> readlink(InodeNumber ino);
   Result<FsStats> statfs(InodeNumber ino);
 

@@ -37,8 +37,8 @@ void NamespaceFs::set_table(std::shared_ptr<const MountTable> table) {
   table_ = std::move(table);
 }
 
-NamespaceFs::Target NamespaceFs::target(const std::string& vpath) const {
-  Target t;
+NamespaceFs::Located NamespaceFs::locate(const std::string& vpath) const {
+  Located t;
   t.table = table();
   auto place = t.table->place(vpath);
   if (place) {
@@ -58,7 +58,7 @@ sftp::Attrs NamespaceFs::synthetic_dir_attrs() const {
 }
 
 Result<sftp::Attrs> NamespaceFs::getattr(const std::string& vpath) {
-  auto t = target(vpath);
+  auto t = locate(vpath);
   if (t.mount && !t.table->is_synthetic_dir(vpath)) return t.mount->layout->getattr(t.rel);
   if (t.mount) {
     // A mount point: its backend's root when it answers, else a stand-in directory.
@@ -71,7 +71,7 @@ Result<sftp::Attrs> NamespaceFs::getattr(const std::string& vpath) {
 
 Result<sftp::Attrs> NamespaceFs::setattr(const std::string& vpath, const AttrChange& change,
                                          uint64_t handle) {
-  auto t = target(vpath);
+  auto t = locate(vpath);
   if (!t.mount || (t.table->is_synthetic_dir(vpath) && t.rel != "/"))
     return Result<sftp::Attrs>::failure(t.table->is_synthetic_dir(vpath) ? EPERM : ENOENT);
   std::shared_ptr<OpenFile> open;
@@ -85,7 +85,7 @@ Result<sftp::Attrs> NamespaceFs::setattr(const std::string& vpath, const AttrCha
 
 Result<std::vector<DirEntryAttrs>> NamespaceFs::readdir(const std::string& vpath) {
   using R = Result<std::vector<DirEntryAttrs>>;
-  auto t = target(vpath);
+  auto t = locate(vpath);
   bool synthetic = t.table->is_synthetic_dir(vpath);
   std::vector<DirEntryAttrs> out;
   if (t.mount) {
@@ -105,21 +105,21 @@ Result<std::vector<DirEntryAttrs>> NamespaceFs::readdir(const std::string& vpath
 }
 
 Result<sftp::Attrs> NamespaceFs::mkdir(const std::string& vpath, uint32_t mode) {
-  auto t = target(vpath);
+  auto t = locate(vpath);
   if (t.table->is_synthetic_dir(vpath)) return Result<sftp::Attrs>::failure(EEXIST);
   if (!t.mount) return Result<sftp::Attrs>::failure(EACCES);  // only the table holds the parent
   return t.mount->layout->mkdir(t.rel, mode);
 }
 
 Status NamespaceFs::rmdir(const std::string& vpath) {
-  auto t = target(vpath);
+  auto t = locate(vpath);
   if (t.table->is_synthetic_dir(vpath)) return Status::failure(EBUSY);
   if (!t.mount) return Status::failure(ENOENT);
   return t.mount->layout->rmdir(t.rel);
 }
 
 Status NamespaceFs::unlink(const std::string& vpath) {
-  auto t = target(vpath);
+  auto t = locate(vpath);
   if (t.table->is_synthetic_dir(vpath)) return Status::failure(EISDIR);
   if (!t.mount) return Status::failure(ENOENT);
   return t.mount->layout->unlink(t.rel);
@@ -127,8 +127,8 @@ Status NamespaceFs::unlink(const std::string& vpath) {
 
 Status NamespaceFs::rename(const std::string& from, const std::string& to, unsigned flags) {
   if (flags & ~1u) return Status::failure(EINVAL);  // RENAME_EXCHANGE cannot be done over SFTP
-  auto f = target(from);
-  auto t = target(to);
+  auto f = locate(from);
+  auto t = locate(to);
   if (f.table->is_synthetic_dir(from) || f.table->is_synthetic_dir(to))
     return Status::failure(EBUSY);
   if (!f.mount) return Status::failure(ENOENT);
@@ -138,22 +138,22 @@ Status NamespaceFs::rename(const std::string& from, const std::string& to, unsig
 }
 
 Result<sftp::Attrs> NamespaceFs::symlink(const std::string& vpath, const std::string& target_text) {
-  auto t = target(vpath);
+  auto t = locate(vpath);
   if (t.table->is_synthetic_dir(vpath)) return Result<sftp::Attrs>::failure(EEXIST);
   if (!t.mount) return Result<sftp::Attrs>::failure(EACCES);
   return t.mount->layout->symlink(t.rel, target_text);
 }
 
 Result<std::string> NamespaceFs::readlink(const std::string& vpath) {
-  auto t = target(vpath);
+  auto t = locate(vpath);
   if (!t.mount || t.table->is_synthetic_dir(vpath))
     return Result<std::string>::failure(t.mount ? EINVAL : ENOENT);
   return t.mount->layout->readlink(t.rel);
 }
 
 Result<sftp::Attrs> NamespaceFs::link(const std::string& existing, const std::string& vpath) {
-  auto e = target(existing);
-  auto n = target(vpath);
+  auto e = locate(existing);
+  auto n = locate(vpath);
   if (n.table->is_synthetic_dir(vpath)) return Result<sftp::Attrs>::failure(EEXIST);
   if (!e.mount || e.table->is_synthetic_dir(existing))
     return Result<sftp::Attrs>::failure(e.mount ? EPERM : ENOENT);
@@ -164,7 +164,7 @@ Result<sftp::Attrs> NamespaceFs::link(const std::string& existing, const std::st
 
 Result<sftp::StatVfs> NamespaceFs::statfs(const std::string& vpath) {
   using R = Result<sftp::StatVfs>;
-  auto t = target(vpath);
+  auto t = locate(vpath);
   // Inside a mount, or its mount point (whose layout knows its space: a job namespace's quota).
   if (t.mount && (!t.table->is_synthetic_dir(vpath) || t.rel == "/"))
     return t.mount->layout->statfs(t.rel);
@@ -195,7 +195,7 @@ uint64_t NamespaceFs::register_file(std::shared_ptr<OpenFile> file) {
 
 Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flags) {
   using R = Result<Opened>;
-  auto t = target(vpath);
+  auto t = locate(vpath);
   if (!t.mount) return R::failure(t.table->is_synthetic_dir(vpath) ? EISDIR : ENOENT);
   auto attrs = t.mount->layout->getattr(t.rel);
   if (!attrs) return R::failure(attrs.error());
@@ -208,7 +208,7 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
 Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int flags,
                                                 uint32_t mode) {
   using R = Result<Opened>;
-  auto t = target(vpath);
+  auto t = locate(vpath);
   if (t.table->is_synthetic_dir(vpath)) return R::failure(EISDIR);
   if (!t.mount) return R::failure(EACCES);
   auto c = t.mount->layout->create(t.rel, flags, mode);
@@ -219,7 +219,7 @@ Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int fl
 Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::string& vpath,
                                                     int flags) {
   using R = Result<std::shared_ptr<OpenFile>>;
-  auto t = target(vpath);
+  auto t = locate(vpath);
   {
     std::lock_guard lock(files_mu_);
     auto it = files_.find(handle);

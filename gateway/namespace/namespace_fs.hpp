@@ -66,12 +66,15 @@ class NamespaceFs {
   size_t open_files() const;
 
  private:
-  struct Target {
+  // Where a virtual path lives in the mount table of the moment (kept alive with it): the mount
+  // holding it and the path relative to that mount. (fs_services.cpp's Target is the namespace
+  // and normalised path a request names, before this.)
+  struct Located {
     std::shared_ptr<const MountTable> table;
     const Mount* mount = nullptr;  // null: only the table holds this path
     std::string rel;
   };
-  Target target(const std::string& vpath) const;
+  Located locate(const std::string& vpath) const;
   sftp::Attrs synthetic_dir_attrs() const;
   uint64_t register_file(std::shared_ptr<OpenFile> file);
 

@@ -145,7 +145,7 @@ class Connection {
   static constexpr size_t kLibsshReadWindow = 1000000;
   // Under ssh::SessionChannel's 8 MiB. A whole 4 MiB run of a file (RemoteFile::fetch) fits with
   // room for the next; at half of it, four readers of one backend cost the gateway more CPU per
-  // GiB waiting for room and the servers' sshd more per GiB (docs/benchmarks.md, session 7).
+  // GiB waiting for room and the servers' sshd more per GiB (docs/benchmarks.md, "Four readers").
   static constexpr size_t kNativeReadWindow = 6000000;
   size_t read_window_ = kLibsshReadWindow;
   std::mutex window_mu_;

@@ -361,8 +361,8 @@ TEST_F(MountSessionTest, TruncateThroughAnOpenFileUsesItsHandle) {
   gw.put_file("/f", "0123456789");
   InodeNumber f = looked_up("f");
   auto file = opened(f);
-  AttrChange change;
-  change.fields = AttrChange::kSize;
+  SetAttrArgs change;
+  change.fields = SetAttrArgs::kSize;
   change.size = 4;
   auto attr = session.setattr(f, change, file.get());
   ASSERT_TRUE(attr);
