@@ -133,10 +133,17 @@ int main(int argc, char** argv) {
   gateway->registry().set_client_roles(roles);
   // Job namespaces: their store is opened and what it holds served before the port opens.
   std::unique_ptr<skein::JobNamespaces> jobs;
+  std::unique_ptr<skein::StageEngine> stages;
   if (cfg.jobs) {
     try {
       jobs = std::make_unique<skein::JobNamespaces>(*cfg.jobs, *gateway, &coherence.broker());
       jobs->start();
+      skein::StageEngine::Options stage_options;
+      stage_options.threads = cfg.jobs->stage_threads;
+      stage_options.max_running = cfg.jobs->stage_max_running;
+      stages =
+          std::make_unique<skein::StageEngine>(*jobs, *gateway, &coherence.broker(), stage_options);
+      stages->start();  // resumes copies a stopped gateway left running
     } catch (const skein::ConfigError& e) {
       spdlog::critical("{}: {}", config_path, e.what());
       preparer.join();
@@ -146,7 +153,7 @@ int main(int argc, char** argv) {
   skein::NamespaceService ns_service(gateway->registry(), &coherence.broker());
   skein::DataService data_service(gateway->registry(), &coherence.broker());
   skein::AdminService admin_service(*gateway, admin_token, roles);
-  admin_service.set_jobs(jobs.get());
+  admin_service.set_jobs(jobs.get(), stages.get());
   skein::NodeService node_service(jobs.get(), roles);
   grpc::ServerBuilder builder;
   int port = 0;

@@ -12,6 +12,7 @@
 #include "job_commands.hpp"
 #include "skein/size.hpp"
 #include "skein/version.hpp"
+#include "stage_commands.hpp"
 
 namespace {
 
@@ -181,7 +182,21 @@ int run(int argc, char** argv) {
       ->add_option("--wait-ms", destroy_wait_ms,
                    "how long to wait for the files' removal (the rest is retried)")
       ->capture_default_str();
+  std::vector<std::string> destroy_stage_out;
+  bool destroy_wait = false;
+  ns_destroy_cmd
+      ->add_option("--stage-out", destroy_stage_out,
+                   "SOURCE DEST: copy this out first (as `stage out`); destroy once it is done")
+      ->expected(2);
+  ns_destroy_cmd->add_flag("--wait", destroy_wait, "with --stage-out: follow the copy to its end");
   ns_destroy_cmd->callback([&] {
+    if (!destroy_stage_out.empty()) {
+      command = [&](AdminSession& s) {
+        StageArgs a{destroy_id, destroy_stage_out[0], destroy_stage_out[1], false, destroy_wait};
+        return ns_destroy_after_stage_out(s, out, a);
+      };
+      return;
+    }
     command = [&](AdminSession& s) { return ns_destroy(s, out, destroy_id, destroy_wait_ms); };
   });
   ns->add_subcommand("list", "job namespaces: owner, layout, usage, expiry")->callback([&] {
@@ -192,6 +207,48 @@ int run(int argc, char** argv) {
   ns_usage_cmd->add_option("JOBID", usage_id, "the job's id")->required();
   ns_usage_cmd->callback(
       [&] { command = [&](AdminSession& s) { return ns_usage(s, out, usage_id); }; });
+
+  // Staging.
+  auto* stage =
+      app.add_subcommand("stage", "copies into and out of job namespaces, by the gateway");
+  stage->require_subcommand(0, 1);
+  StageArgs stage_args;
+  for (bool in : {true, false}) {
+    auto* cmd = stage->add_subcommand(
+        in ? "in" : "out",
+        in ? "copy a tree from NAMESPACE:/path or backend:NAME:/path into a job"
+           : "copy a tree of a job out to NAMESPACE:/path or backend:NAME:/path");
+    cmd->add_option("JOBID", stage_args.job_id, "the job's id")->required();
+    cmd->add_option("SOURCE", stage_args.source,
+                    in ? "NAMESPACE:/path or backend:NAME:/path" : "/path in the job's namespace")
+        ->required();
+    cmd->add_option("DEST", stage_args.destination,
+                    in ? "/path in the job's namespace" : "NAMESPACE:/path or backend:NAME:/path")
+        ->required();
+    cmd->add_flag("--verify", stage_args.verify, "compare SHA-256 checksums of every file");
+    cmd->add_flag("--wait", stage_args.wait,
+                  "follow it to its end: a progress bar on a terminal, JSON lines otherwise");
+    cmd->callback([&, in] {
+      command = [&, in](AdminSession& s) { return stage_start(s, out, in, stage_args); };
+    });
+  }
+  std::string stage_id;
+  bool stage_wait = false;
+  auto* stage_status_cmd = stage->add_subcommand("status", "an operation's progress");
+  stage_status_cmd->add_option("ID", stage_id, "the operation's id")->required();
+  stage_status_cmd->add_flag("--wait", stage_wait, "follow it to its end");
+  stage_status_cmd->callback([&] {
+    command = [&](AdminSession& s) { return stage_status(s, out, stage_id, stage_wait); };
+  });
+  auto* stage_cancel_cmd = stage->add_subcommand("cancel", "stop an operation");
+  stage_cancel_cmd->add_option("ID", stage_id, "the operation's id")->required();
+  stage_cancel_cmd->callback(
+      [&] { command = [&](AdminSession& s) { return stage_cancel(s, out, stage_id); }; });
+  std::string stage_job;
+  auto* stage_list_cmd = stage->add_subcommand("list", "operations, of one job or all");
+  stage_list_cmd->add_option("JOBID", stage_job, "only this job's");
+  stage_list_cmd->callback(
+      [&] { command = [&](AdminSession& s) { return stage_list(s, out, stage_job); }; });
 
   app.add_subcommand("health", "gateway version, uptime, backends up, namespaces")->callback([&] {
     command = [&](AdminSession& s) { return health(s, out); };
@@ -208,7 +265,9 @@ int run(int argc, char** argv) {
     std::string which = backends->parsed()     ? "backends: give one of list, add, remove, drain"
                         : namespaces->parsed() ? "namespaces: give list"
                         : ns->parsed()         ? "ns: give one of create, destroy, list, usage"
-                                               : "give a command: backends, namespaces, ns, health";
+                        : stage->parsed()
+                            ? "stage: give one of in, out, status, cancel, list"
+                            : "give a command: backends, namespaces, ns, stage, health";
     fprintf(stderr, "skeinctl: %s\nRun with --help for more information.\n", which.c_str());
     return kExitUsage;
   }

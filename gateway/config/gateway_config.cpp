@@ -188,10 +188,11 @@ JobsConfig parse_jobs(Checker& c, const toml::node* node, const GatewayConfig& c
   auto* t = node->as_table();
   const std::string where = "[jobs]";
   if (!t) c.fail(node, where + " must be a table");
-  c.only_keys(*t,
-              {"database", "default_pool", "pool", "default_quota_inodes", "default_lifetime",
-               "max_lifetime", "allow_root_owner", "orphan_grace"},
-              where);
+  c.only_keys(
+      *t,
+      {"database", "default_pool", "pool", "default_quota_inodes", "default_lifetime",
+       "max_lifetime", "allow_root_owner", "orphan_grace", "stage_threads", "stage_max_running"},
+      where);
   JobsConfig jobs;
   jobs.database = c.string(*t, "database", where, true);
   if (jobs.database.empty() || jobs.database.front() != '/')
@@ -203,6 +204,9 @@ JobsConfig parse_jobs(Checker& c, const toml::node* node, const GatewayConfig& c
   if (jobs.default_lifetime > jobs.max_lifetime)
     c.fail(t->get("default_lifetime"), "'default_lifetime' in [jobs] is longer than max_lifetime");
   jobs.orphan_grace = duration(c, *t, "orphan_grace", where, jobs.orphan_grace);
+  jobs.stage_threads = unsigned(c.integer(*t, "stage_threads", where, jobs.stage_threads, 1, 256));
+  jobs.stage_max_running =
+      unsigned(c.integer(*t, "stage_max_running", where, jobs.stage_max_running, 1, 64));
   if (auto* r = t->get("allow_root_owner")) {
     if (!r->is_boolean()) c.fail(r, "'allow_root_owner' in [jobs] must be true or false");
     jobs.allow_root_owner = *r->value<bool>();

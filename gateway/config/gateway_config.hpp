@@ -69,6 +69,10 @@ struct JobsConfig {
   bool allow_root_owner = false;
   // A directory on a pool's backend that no job namespace claims is removed after this long.
   std::chrono::seconds orphan_grace{3600};
+  // Staging: files (or chunks of a large one) one operation copies at once, and operations that
+  // copy at once (the others wait, queued).
+  unsigned stage_threads = 16;
+  unsigned stage_max_running = 4;
   const PoolConfig* pool(const std::string& name) const {
     for (auto& p : pools)
       if (p.name == name) return &p;

@@ -531,7 +531,10 @@ void JobNamespaces::housekeeping() {
       }
       if (now >= next_reap) {
         reap_orphans();
-        next_reap = now + kReapEvery;
+        // Often enough that an orphan goes within twice its grace, even a short one.
+        next_reap = now + std::min<Clock::duration>(
+                              kReapEvery, std::max<Clock::duration>(std::chrono::seconds(1),
+                                                                    cfg_.orphan_grace / 2));
       }
     } catch (const std::exception& e) {
       spdlog::error("jobs: housekeeping: {}", e.what());

@@ -47,3 +47,48 @@ CREATE TABLE orphans (
   first_seen_s  INTEGER NOT NULL,
   PRIMARY KEY (backend, path)
 );
+
+-- migration 2: staging operations
+-- A copy of a tree into or out of a job namespace. `state` is queued, running, done, failed or
+-- cancelled; a gateway that starts resumes the queued and running ones.
+CREATE TABLE stage_ops (
+  id            TEXT PRIMARY KEY,
+  job_id        TEXT NOT NULL,
+  direction     TEXT NOT NULL,             -- "in" or "out"
+  source        TEXT NOT NULL,
+  destination   TEXT NOT NULL,
+  verify        INTEGER NOT NULL,
+  destroy_after INTEGER NOT NULL DEFAULT 0,  -- destroy the namespace once the copy is done
+  state         TEXT NOT NULL,
+  walked        INTEGER NOT NULL DEFAULT 0,  -- the source tree is in stage_entries
+  bytes_total   INTEGER NOT NULL DEFAULT 0,
+  files_total   INTEGER NOT NULL DEFAULT 0,
+  bytes_done    INTEGER NOT NULL DEFAULT 0,
+  files_done    INTEGER NOT NULL DEFAULT 0,
+  error         TEXT NOT NULL DEFAULT '',
+  failed        TEXT NOT NULL DEFAULT '',  -- "path: reason" lines
+  started_s     INTEGER NOT NULL,
+  updated_s     INTEGER NOT NULL,
+  finished_s    INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX stage_ops_by_job ON stage_ops(job_id);
+-- The source tree of an operation as walked: what to copy. A large file's chunks are recorded as
+-- each is written, so that a resumed copy writes only the rest.
+CREATE TABLE stage_entries (
+  op_id         TEXT NOT NULL REFERENCES stage_ops(id) ON DELETE CASCADE,
+  path          TEXT NOT NULL,             -- relative to the source root; "" is the root
+  kind          TEXT NOT NULL,             -- "dir", "file" or "symlink"
+  size          INTEGER NOT NULL,
+  mode          INTEGER NOT NULL,
+  mtime         INTEGER NOT NULL,
+  target        TEXT NOT NULL DEFAULT '',  -- a symlink's
+  done          INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (op_id, path)
+);
+CREATE TABLE stage_chunks (
+  op_id         TEXT NOT NULL,
+  path          TEXT NOT NULL,
+  chunk         INTEGER NOT NULL,          -- index of a chunk written at the destination
+  PRIMARY KEY (op_id, path, chunk),
+  FOREIGN KEY (op_id, path) REFERENCES stage_entries(op_id, path) ON DELETE CASCADE
+);

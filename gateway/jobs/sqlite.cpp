@@ -40,6 +40,7 @@ bool Statement::step() {
 void Statement::run() {
   while (step()) {
   }
+  sqlite3_reset(stmt_);  // ready to be bound and run again
 }
 
 int64_t Statement::integer(int col) const { return sqlite3_column_int64(stmt_, col); }

@@ -43,7 +43,8 @@ class Statement {
   }
   // True while there is a row to read; false when done.
   bool step();
-  // step() once, expecting no rows (INSERT, UPDATE, DELETE).
+  // Steps to the end (INSERT, UPDATE, DELETE), then resets: the statement may be bound and run
+  // again.
   void run();
 
   int64_t integer(int col) const;

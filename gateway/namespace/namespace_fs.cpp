@@ -48,6 +48,13 @@ NamespaceFs::Located NamespaceFs::locate(const std::string& vpath) const {
   return t;
 }
 
+NamespaceFs::Resolved NamespaceFs::resolve(const std::string& vpath) const {
+  auto t = locate(vpath);
+  Resolved r{t.table, nullptr, t.rel};
+  if (t.mount && (!t.table->is_synthetic_dir(vpath) || t.rel == "/")) r.layout = t.mount->layout;
+  return r;
+}
+
 sftp::Attrs NamespaceFs::synthetic_dir_attrs() const {
   sftp::Attrs a;
   a.flags = sftp::ATTR_PERMISSIONS | sftp::ATTR_ACMODTIME | sftp::ATTR_SIZE | sftp::ATTR_UIDGID;

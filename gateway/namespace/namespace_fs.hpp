@@ -65,6 +65,16 @@ class NamespaceFs {
   Status release(uint64_t handle);
   size_t open_files() const;
 
+  // The layout holding `vpath` and the path below its mount point, for the gateway's own copies
+  // (staging). `layout` is null where only the mount table holds the path (a directory above
+  // mount points, or nothing); `table` keeps the layout alive.
+  struct Resolved {
+    std::shared_ptr<const MountTable> table;
+    std::shared_ptr<Layout> layout;
+    std::string rel;
+  };
+  Resolved resolve(const std::string& vpath) const;
+
  private:
   // Where a virtual path lives in the mount table of the moment (kept alive with it): the mount
   // holding it and the path relative to that mount. (fs_services.cpp's Target is the namespace

@@ -359,9 +359,25 @@ grpc::Status AdminService::DestroyJobNamespace(grpc::ServerContext* ctx,
                                                v1::DestroyJobNamespaceReply* reply) {
   if (auto st = authorize(ctx); !st.ok()) return st;
   if (auto st = jobs_configured(); !st.ok()) return st;
-  if (req->has_stage_out())
-    return {StatusCode::UNIMPLEMENTED,
-            "destroy with stage_out: start the stage-out (StartStage) and destroy when it is done"};
+  if (req->has_stage_out()) {
+    // The copy first; the namespace goes once it is done (and stays when it fails).
+    StageSpec spec;
+    if (auto st = stage_spec(req->stage_out(), spec); !st.ok()) return st;
+    if (spec.direction != StageDirection::out)
+      return {StatusCode::INVALID_ARGUMENT, "a destroy's stage_out must have direction OUT"};
+    if (spec.job_id.empty()) spec.job_id = req->job_id();
+    if (spec.job_id != req->job_id())
+      return {StatusCode::INVALID_ARGUMENT, "the stage_out names job '" + spec.job_id +
+                                                "', the destroy job '" + req->job_id() + "'"};
+    try {
+      fill_stage(stages_->begin(spec, /*destroy_after=*/true), reply->mutable_stage_out());
+    } catch (const AdminError& e) {
+      return refused(e);
+    }
+    reply->set_existed(true);
+    return grpc::Status::OK;
+  }
+  stages_->cancel_job(req->job_id());  // its copies stop before its files go
   auto wait = std::chrono::milliseconds(req->wait_ms() ? req->wait_ms() : 30000);
   auto d = jobs_->destroy(req->job_id(), wait, "asked for by an admin");
   reply->set_existed(d.existed);
@@ -377,6 +393,110 @@ grpc::Status AdminService::NamespaceUsage(grpc::ServerContext* ctx,
   auto r = jobs_->find(req->job_id());
   if (!r) return {StatusCode::NOT_FOUND, "no job namespace for job '" + req->job_id() + "'"};
   fill_job(*r, reply->mutable_namespace_());
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::stage_spec(const v1::StageRequest& req, StageSpec& out) {
+  out.job_id = req.job_id();
+  switch (req.direction()) {
+    case v1::StageRequest::IN:
+      out.direction = StageDirection::in;
+      break;
+    case v1::StageRequest::OUT:
+      out.direction = StageDirection::out;
+      break;
+    default:
+      return {StatusCode::INVALID_ARGUMENT, "a stage needs a direction: IN or OUT"};
+  }
+  out.source = req.source();
+  out.destination = req.destination();
+  out.verify = req.verify();
+  return grpc::Status::OK;
+}
+
+void AdminService::fill_stage(const StageReport& r, v1::StageOperation* out) {
+  const StageRecord& s = r.record;
+  out->set_id(s.id);
+  auto* q = out->mutable_request();
+  q->set_job_id(s.spec.job_id);
+  q->set_direction(s.spec.direction == StageDirection::in ? v1::StageRequest::IN
+                                                          : v1::StageRequest::OUT);
+  q->set_source(s.spec.source);
+  q->set_destination(s.spec.destination);
+  q->set_verify(s.spec.verify);
+  switch (s.state) {
+    case StageState::queued:
+      out->set_state(v1::StageOperation::QUEUED);
+      break;
+    case StageState::running:
+      out->set_state(v1::StageOperation::RUNNING);
+      break;
+    case StageState::done:
+      out->set_state(v1::StageOperation::DONE);
+      break;
+    case StageState::failed:
+      out->set_state(v1::StageOperation::FAILED);
+      break;
+    case StageState::cancelled:
+      out->set_state(v1::StageOperation::CANCELLED);
+      break;
+  }
+  out->set_bytes_done(s.bytes_done);
+  out->set_bytes_total(s.bytes_total);
+  out->set_files_done(s.files_done);
+  out->set_files_total(s.files_total);
+  out->set_bytes_per_s(r.bytes_per_s);
+  out->set_error(s.error);
+  for (auto& f : s.failed) out->add_failed(f);
+  out->set_started_s(s.started_s);
+  out->set_updated_s(s.updated_s);
+  out->set_finished_s(s.finished_s);
+  out->set_bytes_moved(r.bytes_moved);
+}
+
+grpc::Status AdminService::StartStage(grpc::ServerContext* ctx, const v1::StageRequest* req,
+                                      v1::StageOperation* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  if (auto st = jobs_configured(); !st.ok()) return st;
+  StageSpec spec;
+  if (auto st = stage_spec(*req, spec); !st.ok()) return st;
+  try {
+    fill_stage(stages_->begin(spec), reply);
+  } catch (const AdminError& e) {
+    return refused(e);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::StageStatus(grpc::ServerContext* ctx,
+                                       const v1::StageOperationRequest* req,
+                                       v1::StageOperation* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  if (auto st = jobs_configured(); !st.ok()) return st;
+  auto r = stages_->find(req->id());
+  if (!r) return {StatusCode::NOT_FOUND, "no staging operation '" + req->id() + "'"};
+  fill_stage(*r, reply);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::CancelStage(grpc::ServerContext* ctx,
+                                       const v1::StageOperationRequest* req,
+                                       v1::StageOperation* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  if (auto st = jobs_configured(); !st.ok()) return st;
+  try {
+    fill_stage(stages_->cancel(req->id()), reply);
+  } catch (const AdminError& e) {
+    return refused(e);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::ListStages(grpc::ServerContext* ctx, const v1::ListStagesRequest* req,
+                                      v1::ListStagesReply* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  if (auto st = jobs_configured(); !st.ok()) return st;
+  for (auto& r : stages_->list(req->job_id())) fill_stage(r, reply->add_operations());
   return grpc::Status::OK;
 }
 

@@ -10,6 +10,7 @@
 #include "auth/token_digest.hpp"
 #include "gateway.hpp"
 #include "jobs/job_namespaces.hpp"
+#include "jobs/stage_engine.hpp"
 #include "skein/v1/admin.grpc.pb.h"
 
 namespace skein {
@@ -42,9 +43,20 @@ class AdminService final : public v1::Admin::Service {
                                    v1::DestroyJobNamespaceReply*) override;
   grpc::Status NamespaceUsage(grpc::ServerContext*, const v1::NamespaceUsageRequest*,
                               v1::NamespaceUsageReply*) override;
+  grpc::Status StartStage(grpc::ServerContext*, const v1::StageRequest*,
+                          v1::StageOperation*) override;
+  grpc::Status StageStatus(grpc::ServerContext*, const v1::StageOperationRequest*,
+                           v1::StageOperation*) override;
+  grpc::Status CancelStage(grpc::ServerContext*, const v1::StageOperationRequest*,
+                           v1::StageOperation*) override;
+  grpc::Status ListStages(grpc::ServerContext*, const v1::ListStagesRequest*,
+                          v1::ListStagesReply*) override;
 
-  // Job namespaces (null: the gateway has no [jobs]). Set before serving.
-  void set_jobs(JobNamespaces* jobs) { jobs_ = jobs; }
+  // Job namespaces and their staging (null: the gateway has no [jobs]). Set before serving.
+  void set_jobs(JobNamespaces* jobs, StageEngine* stages) {
+    jobs_ = jobs;
+    stages_ = stages;
+  }
 
  private:
   // OK when the call carries the admin token (and, with mutual TLS, an admin certificate);
@@ -54,9 +66,13 @@ class AdminService final : public v1::Admin::Service {
   // OK when job namespaces are configured; FAILED_PRECONDITION otherwise.
   grpc::Status jobs_configured() const;
   void fill_job(const JobRecord& r, v1::JobNamespaceInfo* out) const;
+  // A StageRequest to a StageSpec; INVALID_ARGUMENT for a missing direction.
+  static grpc::Status stage_spec(const v1::StageRequest& req, StageSpec& out);
+  static void fill_stage(const StageReport& r, v1::StageOperation* out);
 
   Gateway& gateway_;
   JobNamespaces* jobs_ = nullptr;
+  StageEngine* stages_ = nullptr;
   const bool enabled_;
   const TokenSet tokens_;
   const ClientRoles roles_;

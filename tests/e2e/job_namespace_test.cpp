@@ -14,123 +14,18 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "fs_test_support.hpp"
 #include "grpc_test_support.hpp"
+#include "job_suite.hpp"
 #include "skein/v1/fs.grpc.pb.h"
 #include "skein/v1/node.grpc.pb.h"
 
 namespace skein::test {
 namespace {
 
-using Json = nlohmann::json;
 using namespace std::chrono_literals;
 namespace pb = ::skein::v1;
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
-
-// Two unprivileged users of the test's own, made for it and removed after it.
-constexpr const char* kUsers[] = {"skeinjobuser1", "skeinjobuser2"};
-
-uid_t uid_of(const std::string& user) {
-  auto* pw = getpwnam(user.c_str());
-  return pw ? pw->pw_uid : uid_t(-1);
-}
-
-template <typename F>
-bool eventually(F f, std::chrono::milliseconds within = 15s) {
-  auto until = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < until) {
-    if (f()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return f();
-}
-
-class JobNamespaces : public ClusterSuite<3, 0> {
- protected:
-  static void SetUpTestSuite() {
-    for (auto* u : kUsers)
-      if (uid_of(u) == uid_t(-1)) run_command(std::string("useradd -M -s /bin/sh ") + u);
-    ClusterSuite::SetUpTestSuite();
-  }
-  static void TearDownTestSuite() {
-    ClusterSuite::TearDownTestSuite();
-    for (auto* u : kUsers) run_command(std::string("userdel ") + u + " 2>/dev/null");
-  }
-  void SetUp() override {
-    ClusterSuite::SetUp();
-    for (auto* u : kUsers) ASSERT_NE(uid_of(u), uid_t(-1)) << "cannot make user " << u;
-    name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  }
-  void TearDown() override {
-    mounts_.clear();
-    for (auto& id : made_) ctl("ns destroy " + id);
-  }
-
-  static std::string skeinctl() { return build_dir() + "/client/skeinctl"; }
-  // `skeinctl ARGS` with the cluster's admin credentials; stdout and stderr in `out`.
-  int ctl(const std::string& args, std::string* out = nullptr) {
-    std::string o;
-    int rc = run_command(cluster_->admin_env() + "SKEIN_GATEWAY=" + cluster_->env("SKEIN_GATEWAY") +
-                             " " + q(skeinctl()) + " " + args + " 2>&1",
-                         &o);
-    if (out) *out = o;
-    return rc;
-  }
-  int ctl_json(const std::string& args, Json& j) {
-    std::string o;
-    int rc = run_command(cluster_->admin_env() + "SKEIN_GATEWAY=" + cluster_->env("SKEIN_GATEWAY") +
-                             " " + q(skeinctl()) + " --json " + args + " 2>/dev/null",
-                         &o);
-    j = Json::parse(o, nullptr, false);
-    return rc;
-  }
-  // A job id of this test's own (made `n`).
-  std::string job(int n = 1) { return name_ + "-" + std::to_string(n); }
-  // Creates job `id`'s namespace, owned by `user`; the create's JSON.
-  Json create(const std::string& id, const std::string& user, const std::string& extra = "",
-              const std::string& quota = "64M") {
-    Json j;
-    int rc = ctl_json("ns create " + id + " --uid " + std::to_string(uid_of(user)) + " --gid " +
-                          std::to_string(uid_of(user)) + " --quota-bytes " + quota + " " + extra,
-                      j);
-    EXPECT_EQ(rc, 0) << j.dump();
-    made_.push_back(id);
-    return j;
-  }
-  // Mounts job `id`'s namespace as a compute node's prolog would: the node certificate, no token.
-  std::string mount(const std::string& id, std::string* error = nullptr) {
-    std::string mp = cluster_->state() + "/" + id + "-mnt", e;
-    auto m = FuseMount::start(cluster_->env("SKEIN_GATEWAY"), mp, "default", e,
-                              "--job " + id + " -o allow_other --ca-file " +
-                                  q(cluster_->env("SKEIN_CA_FILE")) + " --cert-file " +
-                                  q(cluster_->env("SKEIN_NODE_CERT")) + " --key-file " +
-                                  q(cluster_->env("SKEIN_NODE_KEY")));
-    if (error) *error = e;
-    if (!m) {
-      EXPECT_TRUE(error) << "mount of " << id << " failed: " << e;
-      return "";
-    }
-    mounts_.push_back(std::move(m));
-    return mp;
-  }
-  // A shell command as `user`; its exit status.
-  static int as(const std::string& user, const std::string& cmd, std::string* out = nullptr) {
-    return run_command("runuser -u " + user + " -- sh -c " + q(cmd) + " 2>&1", out);
-  }
-  // Job `id`'s directory on server i.
-  std::string server_dir(const std::string& id, int i) {
-    return cluster_->list("SKEIN_SCRATCH_DIRS").at(size_t(i)) + "/job-" + id;
-  }
-  static bool exists(const std::string& p) {
-    struct stat st {};
-    return ::lstat(p.c_str(), &st) == 0;
-  }
-
-  std::string name_;
-  std::vector<std::string> made_;
-  std::vector<std::unique_ptr<FuseMount>> mounts_;
-};
+class JobNamespaces : public JobSuite {};
 
 TEST_F(JobNamespaces, CreateIsDurableIdempotentAndMakesADirectoryOnEveryBackend) {
   Json j = create(job(), kUsers[0], "--label partition=debug --lifetime 2h");
@@ -408,6 +303,49 @@ TEST_F(JobNamespaces, NamespacesCredentialsAndUsageSurviveAKillOfTheGateway) {
   // The mount's credential is still good: it goes on without a remount.
   EXPECT_TRUE(eventually([&] { return read_file(m + "/f") == std::string(3 << 20, 'z'); }, 20s));
   EXPECT_TRUE(write_file(m + "/after", "x"));
+}
+
+TEST_F(JobNamespaces, ADirectoryNoNamespaceClaimsIsReapedAfterTheGracePeriod) {
+  // A job directory the database does not know (a store restored from an old backup, a gateway
+  // that lost its database): on two servers, with a file in it.
+  const std::string orphan = "job-" + job() + "-orphan";
+  for (int i = 0; i < 2; ++i) {
+    const std::string d = cluster_->list("SKEIN_SCRATCH_DIRS").at(size_t(i)) + "/" + orphan;
+    ASSERT_EQ(run_command("mkdir -p " + q(d + "/sub") + " && echo x > " + q(d + "/sub/f")), 0);
+  }
+  create(job(), kUsers[0]);  // a namespace that is claimed stays
+  // The gateway again, with a grace of 3 s.
+  const std::string config = cluster_->state() + "/gateway.toml";
+  const std::string original = read_file(config);
+  std::string shorter = original;
+  shorter.replace(shorter.find("[jobs]\n"), 7, "[jobs]\norphan_grace = \"3s\"\n");
+  ASSERT_TRUE(write_file(config, shorter));
+  auto restart = [&] {
+    return run_command(source_dir() + "/deploy/skein-local stop-gateway --state " +
+                       q(cluster_->state())) == 0 &&
+           run_command(source_dir() + "/deploy/skein-local start-gateway --state " +
+                       q(cluster_->state())) == 0;
+  };
+  ASSERT_TRUE(restart());
+  const std::string dir0 = cluster_->list("SKEIN_SCRATCH_DIRS").at(0) + "/" + orphan;
+  // Reported, and kept for the grace period...
+  EXPECT_TRUE(eventually([&] {
+    return read_file(cluster_->state() + "/gateway.log").find(orphan) != std::string::npos;
+  })) << "the orphan was not reported";
+  std::this_thread::sleep_for(1s);
+  EXPECT_TRUE(exists(dir0)) << "reaped before its grace was over";
+  // ...then removed on every server; the claimed namespace is untouched.
+  EXPECT_TRUE(eventually(
+      [&] {
+        for (int i = 0; i < 2; ++i)
+          if (exists(cluster_->list("SKEIN_SCRATCH_DIRS").at(size_t(i)) + "/" + orphan))
+            return false;
+        return true;
+      },
+      20s));
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(exists(server_dir(job(), i))) << i;
+  ASSERT_TRUE(write_file(config, original));
+  ASSERT_TRUE(restart());
 }
 
 }  // namespace

@@ -1,0 +1,836 @@
+// Staging operations: checked, walked, copied in parallel, recorded, resumed; see stage_engine.hpp.
+#include "jobs/stage_engine.hpp"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <functional>
+
+#include "coherence/invalidation_broker.hpp"
+#include "gateway.hpp"
+#include "jobs/job_namespaces.hpp"
+#include "namespace/create_policy.hpp"
+#include "namespace/namespace_fs.hpp"
+#include "namespace/union_layout.hpp"
+#include "skein/path.hpp"
+
+namespace skein {
+
+using Kind = StageEntry::Kind;
+using Err = AdminError::Kind;
+
+namespace {
+
+constexpr size_t kMaxFailed = 100;
+constexpr uint32_t kReadPiece = 4u << 20;  // the most one read asks for
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::string random_id() {
+  unsigned char b[8];
+  if (RAND_bytes(b, sizeof b) != 1) throw std::runtime_error("no random bytes from OpenSSL");
+  static const char* hex = "0123456789abcdef";
+  std::string out = "stage-";
+  for (auto c : b) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
+std::string below(const std::string& root, const std::string& rel) {
+  return rel.empty() ? root : join_path(root, rel);
+}
+
+// SHA-256 of a whole file, read through its layout.
+Result<std::string> file_digest(Layout& layout, const std::string& rel) {
+  auto file = layout.open(rel, O_RDONLY);
+  if (!file) return Result<std::string>::failure(file.error());
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  uint64_t offset = 0;
+  for (;;) {
+    auto data = (*file)->read(offset, kReadPiece);
+    if (!data) {
+      (void)(*file)->close();
+      return Result<std::string>::failure(data.error());
+    }
+    if (data->empty()) break;
+    for (auto piece : data->pieces()) EVP_DigestUpdate(ctx.get(), piece.data(), piece.size());
+    offset += data->size();
+  }
+  (void)(*file)->close();
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &len);
+  return std::string(reinterpret_cast<char*>(md), len);
+}
+
+Kind kind_of(uint32_t mode) {
+  if (S_ISDIR(mode)) return Kind::dir;
+  if (S_ISLNK(mode)) return Kind::symlink;
+  return Kind::file;
+}
+
+}  // namespace
+
+StagePlace parse_stage_place(const std::string& text) {
+  StagePlace p;
+  std::string path;
+  if (text.rfind("backend:", 0) == 0) {
+    auto rest = text.substr(8);
+    auto colon = rest.find(':');
+    if (colon == std::string::npos || colon == 0)
+      throw AdminError(Err::invalid_argument,
+                       "'" + text + "': a backend's place is backend:NAME:/path");
+    p.kind = StagePlace::Kind::backend;
+    p.name = rest.substr(0, colon);
+    path = rest.substr(colon + 1);
+  } else if (!text.empty() && text.front() == '/') {
+    p.kind = StagePlace::Kind::job;
+    path = text;
+  } else {
+    auto colon = text.find(':');
+    if (colon == std::string::npos || colon == 0)
+      throw AdminError(Err::invalid_argument,
+                       "'" + text +
+                           "' is not a place: give NAMESPACE:/path, backend:NAME:/path or, in "
+                           "the job's namespace, /path");
+    p.kind = StagePlace::Kind::ns;
+    p.name = text.substr(0, colon);
+    path = text.substr(colon + 1);
+  }
+  auto norm = normalize_virtual_path(path);
+  if (!norm)
+    throw AdminError(Err::invalid_argument,
+                     "'" + text + "': the path must be absolute and may not climb above its root");
+  p.path = *norm;
+  return p;
+}
+
+// One operation with a thread: its record, the live counters and what is still to be saved.
+struct StageEngine::Run {
+  explicit Run(StageRecord r) : record(std::move(r)) {}
+
+  mutable std::mutex mu;  // guards record, rate, pending, failed, error, ended
+  StageRecord record;
+  double rate = 0;
+  StageStore::Progress pending;
+  std::vector<std::string> failed;
+  uint64_t failures = 0;
+  std::string error;
+  bool ended = false;
+  std::condition_variable ended_cv;
+
+  std::atomic<bool> cancel{false};
+  std::atomic<uint64_t> bytes_done{0}, files_done{0}, bytes_moved{0};
+  std::thread thread;
+
+  void fail(const std::string& path, const std::string& why) {
+    std::lock_guard lock(mu);
+    ++failures;
+    if (failed.size() < kMaxFailed) failed.push_back((path.empty() ? "." : path) + ": " + why);
+  }
+  void done(const std::string& path, bool counted) {
+    std::lock_guard lock(mu);
+    pending.done.push_back(path);
+    if (counted) ++files_done;
+  }
+  void chunk(const std::string& path, uint64_t index, uint64_t bytes) {
+    std::lock_guard lock(mu);
+    pending.chunks.emplace_back(path, index);
+    bytes_done += bytes;
+  }
+};
+
+StageEngine::StageEngine(JobNamespaces& jobs, Gateway& gateway, InvalidationBroker* broker,
+                         Options options)
+    : jobs_(jobs),
+      gateway_(gateway),
+      broker_(broker),
+      options_(options),
+      store_(jobs.store().database()),
+      slots_(std::max<std::ptrdiff_t>(1, std::min<std::ptrdiff_t>(64, options.max_running))) {
+  if (options_.threads == 0) options_.threads = 1;
+  if (options_.chunk_bytes < (1u << 20)) options_.chunk_bytes = 1u << 20;
+}
+
+StageEngine::~StageEngine() {
+  stopping_ = true;
+  std::map<std::string, std::shared_ptr<Run>> runs;
+  {
+    std::lock_guard lock(mu_);
+    runs.swap(runs_);
+  }
+  for (auto& [id, run] : runs)
+    if (run->thread.joinable()) run->thread.join();
+}
+
+int64_t StageEngine::now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void StageEngine::start() {
+  for (auto& r : store_.unfinished()) {
+    spdlog::info("stage {} of job {}: resumed ({} of {} bytes were copied)", r.id, r.spec.job_id,
+                 r.bytes_done, r.bytes_total);
+    launch(std::make_shared<Run>(std::move(r)));
+  }
+}
+
+StageEngine::Tree StageEngine::resolve(const std::string& text, bool job_side,
+                                       const std::string& job_id) const {
+  StagePlace p = parse_stage_place(text);
+  std::shared_ptr<NamespaceFs> fs;
+  if (job_side) {
+    if (p.kind != StagePlace::Kind::job)
+      throw AdminError(Err::invalid_argument,
+                       "'" + text + "': the job's side is a plain /path in its namespace");
+    fs = jobs_.namespace_of(job_id);
+    if (!fs) throw AdminError(Err::not_found, "no job namespace for job '" + job_id + "'");
+  } else {
+    switch (p.kind) {
+      case StagePlace::Kind::job:
+        throw AdminError(Err::invalid_argument,
+                         "'" + text +
+                             "': the other side is outside the job's namespace: "
+                             "NAMESPACE:/path or backend:NAME:/path");
+      case StagePlace::Kind::backend: {
+        auto backend = gateway_.backend(p.name);
+        if (!backend) throw AdminError(Err::not_found, "no backend '" + p.name + "'");
+        for (auto& pool : jobs_.config().pools)
+          for (auto& b : pool.backends)
+            if (b == p.name)
+              throw AdminError(Err::invalid_argument,
+                               "backend '" + p.name + "' belongs to job pool '" + pool.name +
+                                   "': stage from or to a job's namespace instead");
+        std::vector<Branch> branches{Branch{backend, BranchMode::read_write}};
+        auto layout = std::make_shared<UnionLayout>(std::move(branches), make_create_policy("ff"));
+        return Tree{nullptr, layout, p.path, ""};
+      }
+      case StagePlace::Kind::ns:
+        if (p.name == JobNamespaces::namespace_name(job_id))
+          throw AdminError(Err::invalid_argument,
+                           "'" + text + "' is in the job's own namespace: name a place outside it");
+        fs = gateway_.registry().find(p.name);
+        if (!fs) throw AdminError(Err::not_found, "no namespace '" + p.name + "'");
+        break;
+    }
+  }
+  auto r = fs->resolve(p.path);
+  if (!r.layout)
+    throw AdminError(Err::invalid_argument, "'" + text + "' is not inside one mount of namespace " +
+                                                fs->name() +
+                                                ": name a path at or below a mount point");
+  return Tree{r.table, r.layout, r.rel, fs->name()};
+}
+
+StageReport StageEngine::begin(const StageSpec& spec, bool destroy_after) {
+  if (spec.job_id.empty()) throw AdminError(Err::invalid_argument, "no job id");
+  bool in = spec.direction == StageDirection::in;
+  Tree source = resolve(spec.source, !in, spec.job_id);
+  (void)resolve(spec.destination, in, spec.job_id);
+  auto attrs = source.layout->getattr(source.root);
+  if (!attrs)
+    throw AdminError(attrs.error() == ENOENT ? Err::not_found : Err::failed_precondition,
+                     "source " + spec.source + ": " + errno_text(attrs.error()));
+  StageRecord r;
+  r.id = random_id();
+  r.spec = spec;
+  r.destroy_after = destroy_after;
+  r.state = StageState::queued;
+  r.started_s = r.updated_s = now_s();
+  store_.insert(r);
+  spdlog::info("stage {} of job {}: {} {} -> {}{}{}", r.id, spec.job_id, to_string(spec.direction),
+               spec.source, spec.destination, spec.verify ? " (verified)" : "",
+               destroy_after ? ", then destroy" : "");
+  auto run = std::make_shared<Run>(r);
+  launch(run);
+  return StageReport{r, 0, 0};
+}
+
+void StageEngine::launch(std::shared_ptr<Run> run) {
+  std::lock_guard lock(mu_);
+  // Threads of operations that have ended are joined here, so that they do not pile up.
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    bool ended;
+    {
+      std::lock_guard l(it->second->mu);
+      ended = it->second->ended;
+    }
+    if (ended) {
+      if (it->second->thread.joinable()) it->second->thread.join();
+      it = runs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  runs_[run->record.id] = run;
+  run->thread = std::thread([this, run] { execute(*run); });
+}
+
+StageReport StageEngine::report(const StageRecord& stored) const {
+  std::shared_ptr<Run> run;
+  {
+    std::lock_guard lock(mu_);
+    auto it = runs_.find(stored.id);
+    if (it != runs_.end()) run = it->second;
+  }
+  StageReport out{stored, 0, 0};
+  if (run) {
+    std::lock_guard lock(run->mu);
+    if (!run->ended) {
+      out.record = run->record;
+      out.record.bytes_done = run->bytes_done;
+      out.record.files_done = run->files_done;
+      out.record.failed = run->failed;
+      out.bytes_per_s = run->rate;
+    }
+    out.bytes_moved = run->bytes_moved;
+  }
+  return out;
+}
+
+std::optional<StageReport> StageEngine::find(const std::string& id) const {
+  auto r = store_.op(id);
+  if (!r) return std::nullopt;
+  return report(*r);
+}
+
+std::vector<StageReport> StageEngine::list(const std::string& job_id) const {
+  std::vector<StageReport> out;
+  for (auto& r : store_.ops(job_id)) out.push_back(report(r));
+  return out;
+}
+
+StageReport StageEngine::cancel(const std::string& id) {
+  auto r = store_.op(id);
+  if (!r) throw AdminError(Err::not_found, "no staging operation '" + id + "'");
+  std::shared_ptr<Run> run;
+  {
+    std::lock_guard lock(mu_);
+    auto it = runs_.find(id);
+    if (it != runs_.end()) run = it->second;
+  }
+  if (!run) return report(*r);  // ended
+  run->cancel = true;
+  std::unique_lock lock(run->mu);
+  run->ended_cv.wait_for(lock, std::chrono::seconds(30), [&] { return run->ended; });
+  lock.unlock();
+  return report(*store_.op(id));
+}
+
+void StageEngine::cancel_job(const std::string& job_id) {
+  std::vector<std::shared_ptr<Run>> runs;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, run] : runs_)
+      if (run->record.spec.job_id == job_id) runs.push_back(run);
+  }
+  for (auto& run : runs) run->cancel = true;
+  for (auto& run : runs) {
+    std::unique_lock lock(run->mu);
+    run->ended_cv.wait_for(lock, std::chrono::seconds(30), [&] { return run->ended; });
+  }
+}
+
+void StageEngine::execute(Run& run) {
+  const std::string id = run.record.id;
+  auto end = [&](StageState state, const std::string& error) {
+    std::vector<std::string> failed;
+    {
+      std::lock_guard lock(run.mu);
+      failed = run.failed;
+    }
+    try {
+      store_.finish(id, state, error, failed, now_s());
+    } catch (const std::exception& e) {
+      spdlog::error("stage {}: cannot record its end: {}", id, e.what());
+    }
+    std::lock_guard lock(run.mu);
+    run.record.state = state;
+    run.record.error = error;
+    run.record.finished_s = now_s();
+    run.ended = true;
+    run.ended_cv.notify_all();
+  };
+  // Wait for a slot among the operations that copy at once.
+  while (!slots_.try_acquire_for(std::chrono::milliseconds(200))) {
+    if (stopping_) return;
+    if (run.cancel) return end(StageState::cancelled, "cancelled while queued");
+  }
+  struct Slot {
+    std::counting_semaphore<64>& s;
+    ~Slot() { s.release(); }
+  } slot{slots_};
+
+  {
+    std::lock_guard lock(run.mu);
+    run.record.state = StageState::running;
+    run.bytes_done = run.record.bytes_done;
+    run.files_done = run.record.files_done;
+  }
+  std::string error;
+  std::string changed_ns;
+  try {
+    store_.set_state(id, StageState::running, now_s());
+    bool in = run.record.spec.direction == StageDirection::in;
+    Tree source = resolve(run.record.spec.source, !in, run.record.spec.job_id);
+    Tree destination = resolve(run.record.spec.destination, in, run.record.spec.job_id);
+    changed_ns = destination.ns;
+    copy(run, source, destination);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (broker_ && !changed_ns.empty())
+    broker_->changed_elsewhere(changed_ns, {InvalidationBroker::item(v1::Invalidation::ALL, "")});
+  if (stopping_ && !run.cancel) {
+    spdlog::info("stage {}: stopped with the gateway; resumed at its next start", id);
+    std::lock_guard lock(run.mu);
+    run.ended = true;
+    run.ended_cv.notify_all();
+    return;
+  }
+  uint64_t failures;
+  {
+    std::lock_guard lock(run.mu);
+    failures = run.failures;
+  }
+  StageState state = run.cancel       ? StageState::cancelled
+                     : !error.empty() ? StageState::failed
+                     : failures > 0   ? StageState::failed
+                                      : StageState::done;
+  if (state == StageState::failed && error.empty())
+    error = std::to_string(failures) + " of " + std::to_string(run.record.files_total) +
+            " entries could not be copied (see failed)";
+  if (state == StageState::cancelled && error.empty()) error = "cancelled";
+  spdlog::log(state == StageState::done ? spdlog::level::info : spdlog::level::warn,
+              "stage {} of job {}: {} ({} bytes copied here){}{}", id, run.record.spec.job_id,
+              to_string(state), run.bytes_moved.load(), error.empty() ? "" : ": ", error);
+  bool destroy = state == StageState::done && run.record.destroy_after;
+  end(state, error);
+  if (destroy) {
+    auto d =
+        jobs_.destroy(run.record.spec.job_id, std::chrono::seconds(30), "its stage-out is done");
+    if (!d.pending.empty())
+      spdlog::warn("stage {}: job {}'s namespace destroyed; {} removals left for later", id,
+                   run.record.spec.job_id, d.pending.size());
+  }
+}
+
+void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
+  const std::string id = run.record.id;
+  auto stop = [&] { return run.cancel.load() || stopping_.load(); };
+  auto root_attrs = source.layout->getattr(source.root);
+  if (!root_attrs)
+    throw std::runtime_error("source " + run.record.spec.source + ": " +
+                             errno_text(root_attrs.error()));
+  const Kind root_kind = kind_of(root_attrs->permissions);
+
+  // The walk, once: the source tree into the store.
+  if (!run.record.walked) {
+    std::vector<StageEntry> entries;
+    uint64_t bytes = 0, files = 0;
+    std::function<void(const std::string&, const sftp::Attrs&)> add = [&](const std::string& rel,
+                                                                          const sftp::Attrs& a) {
+      StageEntry e;
+      e.path = rel;
+      e.kind = kind_of(a.permissions);
+      e.mode = a.permissions & 07777;
+      e.mtime = a.mtime;
+      if (e.kind == Kind::file) {
+        if (!S_ISREG(a.permissions)) {
+          spdlog::warn("stage {}: {} is not a file, directory or symlink: skipped", id,
+                       below(source.root, rel));
+          return;
+        }
+        e.size = a.size;
+        bytes += a.size;
+      }
+      if (e.kind == Kind::symlink) {
+        auto target = source.layout->readlink(below(source.root, rel));
+        if (!target)
+          throw std::runtime_error("reading symlink " + below(source.root, rel) + ": " +
+                                   errno_text(target.error()));
+        e.target = *target;
+      }
+      if (!rel.empty()) ++files;
+      entries.push_back(e);
+      if (e.kind != Kind::dir) return;
+      if (stop()) throw std::runtime_error("stopped while walking the source");
+      auto list = source.layout->readdir(below(source.root, rel));
+      if (!list)
+        throw std::runtime_error("listing " + below(source.root, rel) + ": " +
+                                 errno_text(list.error()));
+      for (auto& child : *list) {
+        if (!is_valid_entry_name(child.name)) continue;
+        add(rel.empty() ? child.name : rel + "/" + child.name, child.attrs);
+      }
+    };
+    add("", *root_attrs);
+    if (run.record.spec.direction == StageDirection::in) {
+      if (auto job = jobs_.find(run.record.spec.job_id)) {
+        uint64_t free_bytes =
+            job->quota_bytes > job->bytes_used ? job->quota_bytes - job->bytes_used : 0;
+        uint64_t free_inodes =
+            job->quota_inodes > job->inodes_used ? job->quota_inodes - job->inodes_used : 0;
+        if (bytes > free_bytes || files > free_inodes)
+          throw std::runtime_error("the source holds " + std::to_string(bytes) + " bytes in " +
+                                   std::to_string(files) + " entries; job " + job->job_id +
+                                   "'s quota has " + std::to_string(free_bytes) + " bytes and " +
+                                   std::to_string(free_inodes) + " entries free");
+      }
+    }
+    store_.set_walked(id, entries, bytes, files, now_s());
+    std::lock_guard lock(run.mu);
+    run.record.walked = true;
+    run.record.bytes_total = bytes;
+    run.record.files_total = files;
+  }
+
+  std::vector<StageEntry> entries = store_.entries(id);
+  auto chunks = store_.chunks(id);
+  const uint64_t chunk_bytes = options_.chunk_bytes;
+
+  // Where the root goes: a file or symlink into an existing directory, else to the path itself.
+  std::string dest_root = destination.root;
+  if (root_kind != Kind::dir) {
+    auto d = destination.layout->getattr(dest_root);
+    if (d && S_ISDIR(d->permissions))
+      dest_root = join_path(dest_root, std::string(base_name(source.root)));
+  }
+  // The destination's missing parents.
+  {
+    std::vector<std::string> missing;
+    for (std::string p = parent_path(dest_root); p != "/"; p = parent_path(p)) {
+      auto a = destination.layout->getattr(p);
+      if (a) break;
+      if (a.error() != ENOENT)
+        throw std::runtime_error("destination " + p + ": " + errno_text(a.error()));
+      missing.push_back(p);
+    }
+    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+      auto made = destination.layout->mkdir(*it, 0755);
+      if (!made && made.error() != EEXIST)
+        throw std::runtime_error("making destination directory " + *it + ": " +
+                                 errno_text(made.error()));
+    }
+  }
+
+  // Counters as recorded, then the directories (parents first: the store sorts by path).
+  uint64_t bytes_done = 0, files_done = 0;
+  for (auto& e : entries) {
+    if (e.done) {
+      bytes_done += e.size;
+      files_done += e.path.empty() ? 0 : 1;
+    } else if (auto c = chunks.find(e.path); c != chunks.end()) {
+      for (auto i : c->second) bytes_done += std::min(chunk_bytes, e.size - i * chunk_bytes);
+    }
+  }
+  run.bytes_done = bytes_done;
+  run.files_done = files_done;
+  for (auto& e : entries) {
+    if (e.kind != Kind::dir || e.done) continue;
+    auto path = below(dest_root, e.path);
+    auto made = destination.layout->mkdir(path, 0700);
+    if (!made && made.error() == EEXIST) {
+      auto a = destination.layout->getattr(path);
+      if (a && S_ISDIR(a->permissions)) continue;
+    }
+    if (!made) run.fail(e.path, "making the directory: " + errno_text(made.error()));
+  }
+
+  // Files and symlinks: small ones whole, large ones chunk by chunk.
+  struct BigFile {
+    const StageEntry* entry;
+    bool resumed = false;
+    std::once_flag opened;
+    int open_error = 0;
+    std::shared_ptr<OpenFile> src, dst;
+    std::atomic<size_t> left{0};
+    std::atomic<bool> failed{false};
+  };
+  struct Item {
+    const StageEntry* entry;
+    BigFile* big = nullptr;
+    uint64_t chunk = UINT64_MAX;  // UINT64_MAX with `big`: only the finishing
+  };
+  std::deque<BigFile> bigs;
+  std::vector<Item> items;
+  for (auto& e : entries) {
+    if (e.done || e.kind == Kind::dir) continue;
+    if (e.kind == Kind::symlink || e.size <= chunk_bytes) {
+      items.push_back({&e});
+      continue;
+    }
+    auto& big = bigs.emplace_back();
+    big.entry = &e;
+    std::set<uint64_t> recorded;
+    if (auto c = chunks.find(e.path); c != chunks.end()) {
+      // A resumed copy goes on only where the source is as walked and the destination is there.
+      auto s = source.layout->getattr(below(source.root, e.path));
+      auto d = destination.layout->getattr(below(dest_root, e.path));
+      if (s && s->size == e.size && int64_t(s->mtime) == e.mtime && d && S_ISREG(d->permissions)) {
+        recorded = c->second;
+        big.resumed = true;
+      } else {
+        store_.clear_chunks(id, e.path);
+        for (auto i : c->second) run.bytes_done -= std::min(chunk_bytes, e.size - i * chunk_bytes);
+      }
+    }
+    uint64_t n = (e.size + chunk_bytes - 1) / chunk_bytes;
+    size_t before = items.size();
+    for (uint64_t i = 0; i < n; ++i)
+      if (!recorded.count(i)) items.push_back({&e, &big, i});
+    if (items.size() == before) items.push_back({&e, &big, UINT64_MAX});
+    big.left = items.size() - before;
+  }
+
+  auto set_times = [&](const StageEntry& e, const std::string& path) -> int {
+    AttrChange change;
+    if (e.kind != Kind::symlink) change.mode = e.mode;
+    change.atime_s = e.mtime;
+    change.mtime_s = e.mtime;
+    auto r = destination.layout->setattr(path, change, nullptr);
+    return r ? 0 : r.error();
+  };
+  // What a file needs once all of it is there: mode and times, the checksum, the record.
+  auto finish_file = [&](const StageEntry& e, const std::string& dpath) {
+    if (int err = set_times(e, dpath))
+      return run.fail(e.path, "setting mode and times: " + errno_text(err));
+    if (run.record.spec.verify) {
+      auto a = file_digest(*source.layout, below(source.root, e.path));
+      auto b = file_digest(*destination.layout, dpath);
+      if (!a) return run.fail(e.path, "verifying: reading the source: " + errno_text(a.error()));
+      if (!b) return run.fail(e.path, "verifying: reading the copy: " + errno_text(b.error()));
+      if (*a != *b)
+        return run.fail(e.path, "verifying: the copy's SHA-256 differs from the source's");
+    }
+    run.done(e.path, true);
+  };
+  auto copy_symlink = [&](const StageEntry& e) {
+    auto dpath = below(dest_root, e.path);
+    auto made = destination.layout->symlink(dpath, e.target);
+    if (!made && made.error() == EEXIST) {
+      auto now = destination.layout->readlink(dpath);
+      if (!now || *now != e.target) {
+        auto gone = destination.layout->unlink(dpath);
+        if (!gone) return run.fail(e.path, "replacing what is there: " + errno_text(gone.error()));
+        made = destination.layout->symlink(dpath, e.target);
+      } else {
+        made = Result<sftp::Attrs>(sftp::Attrs{});
+      }
+    }
+    if (!made) return run.fail(e.path, "making the symlink: " + errno_text(made.error()));
+    (void)set_times(e, dpath);  // a symlink's times are kept where the server lets them be set
+    run.done(e.path, true);
+  };
+  auto copy_whole = [&](const StageEntry& e) {
+    auto spath = below(source.root, e.path), dpath = below(dest_root, e.path);
+    auto src = source.layout->open(spath, O_RDONLY);
+    if (!src) return run.fail(e.path, "opening the source: " + errno_text(src.error()));
+    auto dst = destination.layout->create(dpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (!dst) {
+      (void)(*src)->close();
+      return run.fail(e.path, "creating the copy: " + errno_text(dst.error()));
+    }
+    auto& out = dst->file;
+    int err = 0;
+    if (dst->attrs.size != 0) {
+      auto t = out->truncate(0);
+      if (!t) err = t.error();
+    }
+    uint64_t offset = 0;
+    while (!err) {
+      auto data = (*src)->read(offset, kReadPiece);
+      if (!data) {
+        err = data.error();
+        break;
+      }
+      if (data->empty()) break;
+      auto w = out->write(offset, *data);
+      if (!w) {
+        err = w.error();
+        break;
+      }
+      offset += data->size();
+      run.bytes_moved += data->size();
+    }
+    auto closed = out->close();
+    (void)(*src)->close();
+    if (!err && !closed) err = closed.error();
+    if (err) return run.fail(e.path, "copying: " + errno_text(err));
+    {
+      std::lock_guard lock(run.mu);
+      run.bytes_done += offset;
+    }
+    finish_file(e, dpath);
+  };
+  auto copy_chunk = [&](const Item& item) {
+    BigFile& big = *item.big;
+    const StageEntry& e = *item.entry;
+    auto spath = below(source.root, e.path), dpath = below(dest_root, e.path);
+    std::call_once(big.opened, [&] {
+      auto src = source.layout->open(spath, O_RDONLY);
+      if (!src) {
+        big.open_error = src.error();
+        run.fail(e.path, "opening the source: " + errno_text(src.error()));
+        return;
+      }
+      big.src = *src;
+      if (big.resumed) {
+        auto dst = destination.layout->open(dpath, O_WRONLY);
+        if (dst)
+          big.dst = *dst;
+        else
+          big.open_error = dst.error();
+      } else {
+        auto dst = destination.layout->create(dpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (dst) {
+          big.dst = dst->file;
+          if (dst->attrs.size != 0) {
+            auto t = big.dst->truncate(0);
+            if (!t) big.open_error = t.error();
+          }
+        } else {
+          big.open_error = dst.error();
+        }
+      }
+      if (big.open_error) run.fail(e.path, "opening the copy: " + errno_text(big.open_error));
+    });
+    bool ok = !big.open_error && !big.failed;
+    if (ok && item.chunk != UINT64_MAX) {
+      uint64_t offset = item.chunk * chunk_bytes;
+      uint64_t len = std::min(chunk_bytes, e.size - offset);
+      uint64_t done = 0;
+      while (ok && done < len) {
+        auto data =
+            big.src->read(offset + done, uint32_t(std::min<uint64_t>(kReadPiece, len - done)));
+        if (!data || data->empty()) {
+          run.fail(e.path, data ? "the source is shorter than when it was walked"
+                                : "reading: " + errno_text(data.error()));
+          ok = false;
+          break;
+        }
+        auto w = big.dst->write(offset + done, *data);
+        if (!w) {
+          run.fail(e.path, "writing: " + errno_text(w.error()));
+          ok = false;
+          break;
+        }
+        done += data->size();
+        run.bytes_moved += data->size();
+      }
+      if (ok)
+        run.chunk(e.path, item.chunk, len);
+      else
+        big.failed = true;
+    }
+    if (--big.left != 0) return;
+    // The last of its chunks: the file is finished here.
+    if (!big.open_error && !big.failed) {
+      auto a = big.dst->fstat();
+      if (a && a->size > e.size) {
+        auto t = big.dst->truncate(e.size);
+        if (!t) {
+          big.failed = true;
+          run.fail(e.path, "truncating the copy: " + errno_text(t.error()));
+        }
+      }
+    }
+    Status closed = big.dst ? big.dst->close() : Status();
+    if (big.src) (void)big.src->close();
+    big.src.reset();
+    big.dst.reset();
+    if (big.open_error || big.failed) return;
+    if (!closed) return run.fail(e.path, "closing the copy: " + errno_text(closed.error()));
+    finish_file(e, dpath);
+  };
+
+  std::atomic<size_t> next{0};
+  std::atomic<unsigned> working{0};
+  std::vector<std::thread> workers;
+  unsigned n_workers =
+      unsigned(std::min<size_t>(options_.threads, std::max<size_t>(1, items.size())));
+  for (unsigned w = 0; w < n_workers; ++w) {
+    ++working;
+    workers.emplace_back([&] {
+      for (;;) {
+        size_t i = next++;
+        if (i >= items.size()) break;
+        const Item& item = items[i];
+        // Stopping: what has started finishes, nothing new starts. A large file's handles are
+        // closed by whoever takes its last item.
+        if (stop()) {
+          if (item.big && --item.big->left == 0) {
+            if (item.big->dst) (void)item.big->dst->close();
+            if (item.big->src) (void)item.big->src->close();
+          }
+          continue;
+        }
+        try {
+          if (item.big)
+            copy_chunk(item);
+          else if (item.entry->kind == Kind::symlink)
+            copy_symlink(*item.entry);
+          else
+            copy_whole(*item.entry);
+        } catch (const std::exception& e) {
+          run.fail(item.entry->path, e.what());
+        }
+      }
+      --working;
+    });
+  }
+
+  // Meanwhile: progress saved and the rate measured.
+  std::deque<std::pair<std::chrono::steady_clock::time_point, uint64_t>> samples;
+  auto save = [&] {
+    StageStore::Progress p;
+    {
+      std::lock_guard lock(run.mu);
+      p.done.swap(run.pending.done);
+      p.chunks.swap(run.pending.chunks);
+      p.bytes_done = run.bytes_done;
+      p.files_done = run.files_done;
+    }
+    store_.record(id, p, now_s());
+    auto now = std::chrono::steady_clock::now();
+    samples.emplace_back(now, run.bytes_moved.load());
+    while (samples.size() > 2 && now - samples.front().first > std::chrono::seconds(5))
+      samples.pop_front();
+    double secs = std::chrono::duration<double>(now - samples.front().first).count();
+    std::lock_guard lock(run.mu);
+    run.rate = secs > 0 ? double(samples.back().second - samples.front().second) / secs : 0;
+  };
+  while (working > 0) {
+    std::this_thread::sleep_for(options_.record_every);
+    save();
+  }
+  for (auto& t : workers) t.join();
+  save();
+  if (stop()) return;
+
+  // Directories last, deepest first: their modes (a read-only one took files before) and times
+  // (copying into them changed those).
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    if (it->kind != Kind::dir || it->done) continue;
+    auto path = below(dest_root, it->path);
+    if (int err = set_times(*it, path)) {
+      run.fail(it->path, "setting mode and times: " + errno_text(err));
+      continue;
+    }
+    run.done(it->path, !it->path.empty());
+  }
+  save();
+}
+
+}  // namespace skein

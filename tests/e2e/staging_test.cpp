@@ -1,0 +1,255 @@
+// Staging end to end: trees copied into and out of job namespaces by a real gateway on real sshd
+// servers, driven with skeinctl as Slurm's burst buffer drives it, checked byte for byte (and
+// mode, time and symlink for each entry) through a FUSE mount of the job's namespace and on the
+// storage servers; a copy killed with the gateway goes on where it was; bad requests change
+// nothing.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "job_suite.hpp"
+
+namespace skein::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Staging : public JobSuite {
+ protected:
+  // A tree under export `server` at `rel`: `small` files of up to 8 KiB in ten directories (one
+  // read-only, one file mode 0640, times in the past), a symlink, an empty file and `big` files
+  // of `big_mib` MiB of random bytes. Its place in namespace "default".
+  std::string make_tree(int server, const std::string& rel, int small, int big, int big_mib) {
+    const std::string root = cluster_->export_dir(server) + rel;
+    std::string script =
+        "set -e; mkdir -p " + q(root) + "; cd " + q(root) + "; " +
+        "for d in $(seq 0 9); do mkdir -p d$d; done; " + "i=0; while [ $i -lt " +
+        std::to_string(small) + " ]; do " +
+        "head -c $(( (i * 7919) % 8192 )) /dev/urandom > d$((i % 10))/f$i; " +
+        "i=$((i + 1)); done; " + ": > empty; ln -s d1/f1 link; " +
+        "ln -s /etc/hostname absolute-link; chmod 640 d2/f2 2>/dev/null || true; " +
+        "find d3 empty -exec touch -h -d '2021-03-04 05:06:07' {} +; ";
+    for (int b = 0; b < big; ++b)
+      script += "head -c " + std::to_string(big_mib) + "M /dev/urandom > big" + std::to_string(b) +
+                "; touch -d '2019-01-01 00:00:00' big" + std::to_string(b) + "; ";
+    script += "chmod 555 d9\n";
+    const std::string file = cluster_->state() + "/make-tree.sh";
+    EXPECT_TRUE(write_file(file, script));
+    EXPECT_EQ(run_command("sh " + q(file) + " 2>&1"), 0);
+    return "default:/srv" + std::to_string(server) + rel;
+  }
+
+  // Every entry below `dir`: its kind, permissions, and the size and whole-second time of a file
+  // (or a symlink's target), one line each, sorted: two trees with the same listing have the
+  // same names, kinds, modes, times and symlinks. Contents are compared by diff_trees.
+  static std::string listing(const std::string& dir) {
+    std::string out;
+    run_command("cd " + q(dir) +
+                    " && find . -mindepth 1 -print0 | sort -z | xargs -0 stat -c "
+                    "'%n %F %a %s %Y %N' | awk '$2 == \"directory\" {print $1, $2, $3, $5; next} "
+                    "/symbolic link/ {print $1, \"symlink\", $NF; next} {print}'",
+                &out);
+    return out;
+  }
+  static bool same_contents(const std::string& a, const std::string& b) {
+    std::string out;
+    int rc = run_command("diff -r --no-dereference " + q(a) + " " + q(b) + " 2>&1", &out);
+    EXPECT_EQ(rc, 0) << out.substr(0, 2000);
+    return rc == 0;
+  }
+
+  // `skeinctl --json stage ... --wait`: every line one JSON object; the last is returned.
+  int stage_wait(const std::string& args, Json& last, std::vector<Json>* lines = nullptr) {
+    std::string o;
+    int rc = run_command(cluster_->admin_env() + "SKEIN_GATEWAY=" + cluster_->env("SKEIN_GATEWAY") +
+                             " " + q(skeinctl()) + " " + args + " --wait 2>/dev/null",
+                         &o);
+    std::istringstream in(o);
+    std::string line;
+    while (std::getline(in, line)) {
+      Json j = Json::parse(line, nullptr, false);
+      EXPECT_FALSE(j.is_discarded()) << "not a JSON line: " << line;
+      if (lines) lines->push_back(j);
+      last = j;
+    }
+    return rc;
+  }
+  Json status(const std::string& id) {
+    Json j;
+    EXPECT_EQ(ctl_json("stage status " + id, j), 0) << j.dump();
+    return j;
+  }
+};
+
+TEST_F(Staging, InAndOutOfAThousandSmallFilesAndTwoLargeOnesIsByteForByte) {
+  const std::string src = make_tree(0, "/stage-src", 1000, 2, 256);
+  create(job(), kUsers[0], "", "2G");
+  std::vector<Json> lines;
+  Json in;
+  ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /inputs --verify", in, &lines), 0)
+      << in.dump();
+  EXPECT_EQ(in["state"], "done");
+  EXPECT_EQ(in["direction"], "in");
+  EXPECT_EQ(in["files_total"], 1000u + 10 + 5) << "files, directories, symlinks";
+  EXPECT_EQ(in["files_done"], in["files_total"]);
+  EXPECT_EQ(in["bytes_done"], in["bytes_total"]);
+  EXPECT_GT(in["bytes_total"].get<uint64_t>(), 512u << 20);
+  EXPECT_TRUE(in["failed"].empty()) << in.dump();
+  // Progress only goes forward, and no line before the last says done.
+  ASSERT_GE(lines.size(), 1u);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    EXPECT_GE(lines[i]["bytes_done"], lines[i - 1]["bytes_done"]);
+    EXPECT_GE(lines[i]["files_done"], lines[i - 1]["files_done"]);
+  }
+  for (size_t i = 0; i + 1 < lines.size(); ++i) EXPECT_NE(lines[i]["state"], "done");
+
+  const std::string m = mount(job());
+  ASSERT_FALSE(m.empty());
+  const std::string src_dir = cluster_->export_dir(0) + "/stage-src";
+  EXPECT_TRUE(same_contents(src_dir, m + "/inputs"));
+  EXPECT_EQ(listing(src_dir), listing(m + "/inputs"));
+  // Owned by the job's user, as everything in its namespace.
+  struct stat st {};
+  ASSERT_EQ(::stat((m + "/inputs/d0/f0").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, uid_of(kUsers[0]));
+
+  // The job writes results; they go out to another server, and match what the job saw.
+  ASSERT_EQ(::mkdir((m + "/inputs/results").c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(m + "/inputs/results/r", "the job's result\n"));
+  mounts_.clear();  // the job has ended: its nodes are gone
+  Json out;
+  ASSERT_EQ(stage_wait("stage out " + job() + " /inputs default:/srv1/results/" + job(), out), 0)
+      << out.dump();
+  EXPECT_EQ(out["state"], "done");
+  const std::string out_dir = cluster_->export_dir(1) + "/results/" + job();
+  EXPECT_EQ(read_file(out_dir + "/results/r"), "the job's result\n");
+  ASSERT_EQ(run_command("rm -r " + q(out_dir + "/results")), 0);
+  EXPECT_TRUE(same_contents(src_dir, out_dir));
+  EXPECT_EQ(listing(src_dir), listing(out_dir));
+}
+
+TEST_F(Staging, AStageOutKilledHalfWayGoesOnWithTheRestAfterARestart) {
+  const std::string src = make_tree(0, "/resume-src", 20, 3, 150);
+  create(job(), kUsers[0], "", "2G");
+  Json in;
+  ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /data", in), 0) << in.dump();
+  Json started;
+  ASSERT_EQ(ctl_json("stage out " + job() + " /data default:/srv2/resumed", started), 0)
+      << started.dump();
+  const std::string id = started["id"];
+  // Half way, the gateway is killed (-9): nothing is flushed, nothing said goodbye.
+  uint64_t total = 0, done_before = 0;
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json s = status(id);
+        total = s.value("bytes_total", uint64_t(0));
+        done_before = s.value("bytes_done", uint64_t(0));
+        return total > 0 && done_before >= total / 2;
+      },
+      60s));
+  ASSERT_LT(done_before, total) << "the copy finished before the kill; the test proves nothing";
+  ASSERT_EQ(::kill(cluster_->gateway_pid(), SIGKILL), 0);
+  ASSERT_EQ(run_command(source_dir() + "/deploy/skein-local stop-gateway --kill --state " +
+                        q(cluster_->state())),
+            0);  // what skein-local knows of it
+  ASSERT_EQ(run_command(source_dir() + "/deploy/skein-local start-gateway --state " +
+                        q(cluster_->state())),
+            0);
+  Json end;
+  ASSERT_TRUE(eventually(
+      [&] {
+        if (ctl_json("stage status " + id, end) != 0) return false;
+        return end["state"] != "running" && end["state"] != "queued";
+      },
+      120s))
+      << end.dump();
+  ASSERT_EQ(end["state"], "done") << end.dump();
+  const uint64_t moved = end["bytes_moved"];
+  // The second gateway copied about the rest: not what was reported done before the kill
+  // (less what had not been recorded yet: chunks on their way, the last half second).
+  EXPECT_LE(moved, total - done_before + done_before * 2 / 3)
+      << "moved " << moved << " of " << total << ", " << done_before << " done before";
+  EXPECT_GT(moved, 0u);
+  EXPECT_TRUE(
+      same_contents(cluster_->export_dir(0) + "/resume-src", cluster_->export_dir(2) + "/resumed"));
+}
+
+TEST_F(Staging, BadRequestsAreRefusedClearlyAndStartNothing) {
+  make_tree(0, "/bad-src", 3, 0, 0);
+  create(job(), kUsers[0]);
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"stage in no-such-job default:/srv0/bad-src /x", "no job namespace for job 'no-such-job'"},
+      {"stage in " + job() + " /srv0/bad-src /x", "the other side is outside the job's namespace"},
+      {"stage in " + job() + " default:/srv0/bad-src default:/x", "plain /path in its namespace"},
+      {"stage in " + job() + " nowhere /x", "is not a place"},
+      {"stage in " + job() + " nosuchns:/a /x", "no namespace 'nosuchns'"},
+      {"stage in " + job() + " backend:nosuch:/a /x", "no backend 'nosuch'"},
+      {"stage in " + job() + " backend:scratch0:/ /x", "belongs to job pool 'scratch'"},
+      {"stage in " + job() + " default:/srv0/not-there /x", "No such file or directory"},
+      {"stage in " + job() + " default:/../etc /x", "may not climb above its root"},
+      {"stage in " + job() + " default:/ /x", "not inside one mount"},
+      {"stage out " + job() + " /x job-" + job() + ":/y", "the job's own namespace"},
+  };
+  for (auto& c : cases) {
+    std::string out;
+    EXPECT_EQ(ctl(c.args, &out), 4) << c.args << ": " << out;
+    EXPECT_NE(out.find(c.message), std::string::npos) << c.args << ": " << out;
+  }
+  Json list;
+  ASSERT_EQ(ctl_json("stage list " + job(), list), 0);
+  EXPECT_TRUE(list["operations"].empty()) << list.dump();
+}
+
+TEST_F(Staging, ACancelStopsTheCopyAndAQuotaTooSmallFailsBeforeCopying) {
+  const std::string src = make_tree(0, "/cancel-src", 10, 2, 100);
+  create(job(1), kUsers[0], "", "2G");
+  Json started;
+  ASSERT_EQ(ctl_json("stage in " + job(1) + " " + src + " /c", started), 0);
+  Json cancelled;
+  ASSERT_EQ(ctl_json("stage cancel " + started["id"].get<std::string>(), cancelled), 0);
+  EXPECT_EQ(cancelled["state"], "cancelled") << cancelled.dump();
+  std::this_thread::sleep_for(1s);
+  Json later = status(started["id"]);
+  EXPECT_EQ(later["state"], "cancelled");
+  EXPECT_EQ(later["bytes_done"], cancelled["bytes_done"]) << "it went on after the cancel";
+
+  create(job(2), kUsers[0], "", "100M");
+  Json failed;
+  EXPECT_EQ(stage_wait("stage in " + job(2) + " " + src + " /q", failed), 5);
+  EXPECT_EQ(failed["state"], "failed");
+  EXPECT_NE(failed["error"].get<std::string>().find("quota"), std::string::npos) << failed.dump();
+  Json usage;
+  ASSERT_EQ(ctl_json("ns usage " + job(2), usage), 0);
+  EXPECT_EQ(usage["bytes_used"], 0u) << "a copy that cannot fit must not start";
+}
+
+TEST_F(Staging, DestroyWithAStageOutCopiesFirstAndThenRemovesTheNamespace) {
+  const std::string src = make_tree(0, "/destroy-src", 50, 1, 20);
+  create(job(), kUsers[0]);
+  Json in;
+  ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /w", in), 0) << in.dump();
+  Json out;
+  ASSERT_EQ(stage_wait("ns destroy " + job() + " --stage-out /w default:/srv1/kept", out), 0)
+      << out.dump();
+  EXPECT_EQ(out["state"], "done");
+  EXPECT_TRUE(
+      same_contents(cluster_->export_dir(0) + "/destroy-src", cluster_->export_dir(1) + "/kept"));
+  std::string text;
+  EXPECT_TRUE(eventually([&] { return ctl("ns usage " + job(), &text) == 4; }))
+      << "the namespace is still there: " << text;
+  EXPECT_TRUE(eventually([&] {
+    for (int i = 0; i < 3; ++i)
+      if (exists(server_dir(job(), i))) return false;
+    return true;
+  }));
+}
+
+}  // namespace
+}  // namespace skein::test
