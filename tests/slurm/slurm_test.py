@@ -237,10 +237,79 @@ def test_gateway_down_at_setup_holds_the_job_and_keeps_the_node(c):
     check(not c.output(A, job), f"job {job} ran without its scratch")
 
 
+def wait_reason(c, job, needle, seconds=30):
+    deadline = time.monotonic() + seconds
+    fields = {}
+    while time.monotonic() < deadline:
+        fields = c.job(job)
+        if needle in fields.get("Reason", ""):
+            return fields
+        time.sleep(0.2)
+    raise AssertionError(f"job {job}'s reason does not say {needle!r}: {fields.get('Reason')}")
+
+
+def test_failed_staging_holds_the_job_and_cancel_removes_everything(c):
+    # A source that is not there (stage-in fails after setup made the namespace), and a source
+    # outside what the user may stage (setup refuses before making anything).
+    missing, r1 = c.sbatch(A, f"""#!/bin/bash
+#BB_LUA pool={h.POOL} capacity=1G
+#BB_LUA skein stage_in=/srv0/users/{A}/not-there:/in
+echo ran
+""")
+    fenced, r2 = c.sbatch(A, f"""#!/bin/bash
+#BB_LUA pool={h.POOL} capacity=1G
+#BB_LUA skein stage_in=/srv0/users/{B}/in:/in
+echo ran
+""")
+    check(missing and fenced, f"sbatch refused: {r1.stderr} {r2.stderr}")
+    f1 = wait_reason(c, missing, f"stage-in_of_/srv0/users/{A}/not-there_failed")
+    f2 = wait_reason(c, fenced, f"outside_what_user_{A}_may_stage")
+    for job, f in ((missing, f1), (fenced, f2)):
+        check(f.get("JobState") == "PENDING" and f.get("Priority") == "0",
+              f"job {job} is not held: {f.get('JobState')} priority {f.get('Priority')}")
+    check(missing in c.job_namespaces(), f"job {missing}'s namespace is gone while it is held")
+    check(fenced not in c.job_namespaces(), f"job {fenced} got a namespace though its staging was refused")
+    for job in (missing, fenced):
+        h.run(["scancel", job], env=c.env())
+    for job in (missing, fenced):
+        c.wait_job(job, states=("CANCELLED",))
+        assert_clean(c, job)
+        check(not c.output(A, job), f"job {job} ran")
+
+
+def test_failed_stage_out_keeps_the_job_in_stage_out_until_scancel_hurry(c):
+    # Slurm 22.05 keeps a job whose data_out failed in STAGE_OUT, with the reason, and runs no
+    # teardown: the namespace and its files stay for the user or admin to rescue; the user's
+    # `scancel --hurry` then removes them.
+    job, r = c.sbatch(A, f"""#!/bin/bash
+#BB_LUA pool={h.POOL} capacity=1G
+#BB_LUA skein stage_out=/never-written:/srv0/users/{A}/out/$SLURM_JOB_ID
+echo kept > "$SKEIN_SCRATCH/precious"
+""")
+    check(job, f"sbatch refused: {r.stderr}")
+    c.wait_job(job, states=("STAGE_OUT", "COMPLETED", "FAILED"))
+    deadline = time.monotonic() + 30
+    f = {}
+    while time.monotonic() < deadline:
+        f = c.job(job)
+        if "stage-out" in f.get("SystemComment", "") or f"data_out failed for JobId={job}," in c.slurmctld_log():
+            break
+        time.sleep(0.2)
+    print(f"  after the failed stage-out: JobState={f.get('JobState')} Reason={f.get('Reason')} "
+          f"SystemComment={f.get('SystemComment')}")
+    check(f.get("JobState") == "STAGE_OUT", f"job {job} is {f.get('JobState')}, not STAGE_OUT")
+    check("/never-written" in f.get("SystemComment", "") + c.slurmctld_log(),
+          f"the failed stage-out is not reported: {f.get('SystemComment')}")
+    check(job in c.job_namespaces(), f"job {job}'s namespace was removed though its stage-out failed")
+    h.run(["runuser", "-u", A, "--", "scancel", "--hurry", job], env=c.env())
+    assert_clean(c, job)
+
 TESTS = [
     test_scratch_is_mounted_private_at_first_line,
     test_two_running_jobs_cannot_see_each_others_scratch,
     test_stage_in_and_out_byte_for_byte,
+    test_failed_staging_holds_the_job_and_cancel_removes_everything,
+    test_failed_stage_out_keeps_the_job_in_stage_out_until_scancel_hurry,
     test_cleanup_after_scancel_of_a_running_job,
     test_cleanup_after_a_failing_job_that_left_a_process_in_scratch,
     test_cleanup_after_the_mount_process_was_killed,
