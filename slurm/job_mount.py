@@ -24,6 +24,15 @@ class HookError(Exception):
     """A failure the hook reports and exits non-zero for."""
 
 
+class GatewayUnreachable(HookError):
+    """The gateway did not answer: a failure of the gateway or the network, not of this node."""
+
+
+# What gRPC says when no connection could be made or the gateway did not answer in time.
+UNREACHABLE = re.compile(r"failed to connect|Connection refused|UNAVAILABLE|Deadline Exceeded|"
+                         r"DEADLINE_EXCEEDED|cannot reach gateway|No route to host|Socket closed")
+
+
 class Hook:
     def __init__(self, name):
         self.name = name
@@ -241,7 +250,15 @@ def prolog():
             return 0
         uid = int(os.environ["SLURM_JOB_UID"])
         gid = int(os.environ["SLURM_JOB_GID"])
-        mount_job(hook, config, job_id, uid, gid)
+        try:
+            mount_job(hook, config, job_id, uid, gid)
+        except GatewayUnreachable as e:
+            if config.get("node", {}).get("on_gateway_unreachable", "hold") != "hold":
+                raise
+            # The gateway is shared: a prolog failure would drain every node that starts a job
+            # while it is away. The job goes back to the queue, held, with the reason instead.
+            hook.say(f"{e}; requeueing the job held")
+            requeue_held(hook, job_id, f"skein: cannot mount the job's scratch: gateway unreachable ({e})")
         return 0
     except HookError as e:
         hook.say(str(e))
@@ -273,7 +290,7 @@ def mount_job(hook, config, job_id, uid, gid):
     os.makedirs(log_dir, mode=0o755, exist_ok=True)
     args = [
         node.get("skein_mount", "skein-mount"),
-        gateway["address"],
+        node.get("gateway_address") or gateway["address"],
         mp,
         "--job",
         gateway.get("job_prefix", "") + job_id,
@@ -311,13 +328,26 @@ def mount_job(hook, config, job_id, uid, gid):
             break
         problem = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}")
     else:
-        raise HookError(f"cannot mount the job's scratch on {mp}: {problem}")
+        message = f"cannot mount the job's scratch on {mp}: {problem}"
+        raise (GatewayUnreachable if UNREACHABLE.search(problem) else HookError)(message)
     try:
         st = stat_with_deadline(mp, timeout)
     except OSError as e:
         raise HookError(f"{mp} was mounted but does not answer: {e.strerror}") from e
     if st.st_uid != uid:
         raise HookError(f"{mp} is owned by uid {st.st_uid}, not the job's user {uid}")
+
+
+def requeue_held(hook, job_id, reason):
+    """Puts the job back in the queue, held, with reason in its Comment (scontrol, as root)."""
+    for args in (["scontrol", "requeuehold", job_id],
+                 ["scontrol", "update", f"JobId={job_id}", f"Comment={reason[:250]}"]):
+        try:
+            r = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise HookError(f"{' '.join(args)}: {e}") from e
+        if r.returncode != 0:
+            raise HookError(f"{' '.join(args)} failed: {r.stderr.strip()}")
 
 
 # ---------------------------------------------------------------- epilog

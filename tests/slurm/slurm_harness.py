@@ -127,12 +127,12 @@ class Cluster:
         self.slurm_env = read_env_file(os.path.join(self.slurm_state, "env"))
         return self
 
-    def write_config(self, gateway=None):
+    def write_config(self, node_gateway=None):
         e = self.skein_env
         os.makedirs(os.path.join(self.dir, "mount-logs"), exist_ok=True)
         text = f"""# skein's Slurm configuration for the test cluster in {self.dir}
 [gateway]
-address = "{gateway or e['SKEIN_GATEWAY']}"
+address = "{e['SKEIN_GATEWAY']}"
 ca_file = "{e['SKEIN_CA_FILE']}"
 
 [controller]
@@ -148,6 +148,7 @@ key_file = "{e['SKEIN_NODE_KEY']}"
 mount_root = "{self.scratch_root}"
 log_dir = "{self.dir}/mount-logs"
 mount_attempts = 1
+{f'gateway_address = "{node_gateway}"' if node_gateway else ""}
 
 [[pool]]
 name = "{POOL}"
@@ -263,9 +264,11 @@ allow = ["/srv0/users/$USER"]
 
     def job(self, job_id):
         r = run(["scontrol", "show", "job", "-o", job_id], check=False, env=self.env())
+        # One line (-o); values may hold spaces (Comment, SystemComment): each runs to the next
+        # " Key=" (keys are capitalised words, possibly with ':' or '/').
         fields = {}
-        for m in re.finditer(r"(\w+)=(\S*)", r.stdout):
-            fields.setdefault(m.group(1), m.group(2))
+        for m in re.finditer(r"(?:^|\s)([A-Z][\w:/]*)=(.*?)(?=\s[A-Z][\w:/]*=|$)", r.stdout.strip(), re.S):
+            fields.setdefault(m.group(1), m.group(2).strip())
         return fields
 
     def wait_job(self, job_id, states=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), seconds=60):
@@ -312,3 +315,12 @@ allow = ["/srv0/users/$USER"]
     def slurmctld_log(self):
         with open(os.path.join(self.slurm_state, "log", "slurmctld.log"), encoding="utf-8", errors="replace") as f:
             return f.read()
+
+
+def free_port():
+    """A loopback port where nothing listens (bound once, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

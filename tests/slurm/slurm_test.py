@@ -304,6 +304,32 @@ echo kept > "$SKEIN_SCRATCH/precious"
     h.run(["runuser", "-u", A, "--", "scancel", "--hurry", job], env=c.env())
     assert_clean(c, job)
 
+def test_gateway_unreachable_at_mount_requeues_the_job_held_and_keeps_the_node(c):
+    # The nodes reach the gateway at an address where nothing listens; slurmctld still reaches it.
+    c.write_config(node_gateway=f"127.0.0.1:{h.free_port()}")
+    try:
+        job, r = c.sbatch(A, f"#!/bin/bash\n{BB}echo ran\n")
+        check(job, f"sbatch refused: {r.stderr}")
+        deadline = time.monotonic() + 30
+        f = {}
+        while time.monotonic() < deadline:
+            f = c.job(job)
+            if "gateway unreachable" in f.get("Comment", "") and f.get("JobState") == "PENDING":
+                break
+            time.sleep(0.2)
+        check("unreachable" in f.get("Comment", ""), f"job {job} has no skein comment: {f.get('Comment')}")
+        check(f.get("JobState") == "PENDING" and f.get("Priority") == "0",
+              f"job {job} is not held: {f.get('JobState')} priority {f.get('Priority')}")
+        node = h.run(["sinfo", "-h", "-n", c.slurm_env["SLURM_LOCAL_NODE"], "-o", "%T"], env=c.env()).stdout.strip()
+        check(node in ("idle", "mixed", "allocated"), f"node is {node} after the failed mount, not in service")
+        check(not c.output(A, job), f"job {job} ran without its scratch: {c.output(A, job)!r}")
+    finally:
+        c.write_config()
+    h.run(["scancel", job], env=c.env())
+    c.wait_job(job, states=("CANCELLED",))
+    assert_clean(c, job)
+
+
 TESTS = [
     test_scratch_is_mounted_private_at_first_line,
     test_two_running_jobs_cannot_see_each_others_scratch,
@@ -315,6 +341,7 @@ TESTS = [
     test_cleanup_after_the_mount_process_was_killed,
     test_bad_directive_is_refused_at_sbatch,
     test_gateway_down_at_setup_holds_the_job_and_keeps_the_node,
+    test_gateway_unreachable_at_mount_requeues_the_job_held_and_keeps_the_node,
 ]
 
 
