@@ -202,11 +202,10 @@ def test_bad_directive_is_refused_at_sbatch(c):
         job, r = c.sbatch(A, f"#!/bin/bash\n{directive}echo never\n")
         check(job is None, f"sbatch accepted {directive!r} as job {job}")
         check(message in r.stderr, f"sbatch's error for {directive!r} does not say {message!r}: {r.stderr!r}")
+    # Slurm's own rule: capacity= needs pool=.
+    job, r = c.sbatch(A, "#!/bin/bash\n#BB_LUA capacity=1G\necho never\n")
+    check(job is None, f"sbatch accepted capacity= without pool= as job {job}")
     # --bb on the command line holds the directive text itself.
-    job, r = c.sbatch(A, "#!/bin/bash\necho never\n", "--bb", f"#BB_LUA pool={h.POOL} capacity=1G layout=x")
-    # (layout= on Slurm's own line is Slurm's business; skein's options need their own line)
-    if job:
-        h.run(["scancel", job], env=c.env())
     job, r = c.sbatch(A, "#!/bin/bash\necho never\n", "--bb", "#BB_LUA skein layout=mirrored")
     check(job is None and "layout=mirrored" in r.stderr, f"--bb with a bad option was not refused: {r.stderr!r}")
 
