@@ -824,6 +824,11 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     if (it->kind != Kind::dir || it->done) continue;
     auto path = below(dest_root, it->path);
+    // The root of a namespace keeps its own mode (a job's is 0700: only its owner gets in).
+    if (path == "/") {
+      run.done(it->path, false);
+      continue;
+    }
     if (int err = set_times(*it, path)) {
       run.fail(it->path, "setting mode and times: " + errno_text(err));
       continue;
