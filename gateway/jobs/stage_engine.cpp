@@ -650,7 +650,10 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     }
     uint64_t offset = 0;
     while (!err) {
-      auto data = (*src)->read(offset, kReadPiece);
+      // As much as the walk found and one byte more: a file's end is seen in the same reply (a
+      // read far past it would wait for replies that do not come), and one that grew goes on.
+      uint64_t want = offset < e.size ? e.size - offset + 1 : 1;
+      auto data = (*src)->read(offset, uint32_t(std::min<uint64_t>(kReadPiece, want)));
       if (!data) {
         err = data.error();
         break;
