@@ -84,7 +84,7 @@ int follow(AdminSession& s, const Output& out, v1::StageOperation op) {
     else
       std::cout << stage_json(op).dump() << std::endl;  // one object a line
     if (ended(op)) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
     v1::StageOperationRequest req;
     req.set_id(op.id());
     v1::StageOperation next;

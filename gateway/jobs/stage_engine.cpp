@@ -650,7 +650,10 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     }
     uint64_t offset = 0;
     while (!err) {
-      auto data = (*src)->read(offset, kReadPiece);
+      // As much as the walk found and one byte more: a file's end is seen in the same reply (a
+      // read far past it would wait for replies that do not come), and one that grew goes on.
+      uint64_t want = offset < e.size ? e.size - offset + 1 : 1;
+      auto data = (*src)->read(offset, uint32_t(std::min<uint64_t>(kReadPiece, want)));
       if (!data) {
         err = data.error();
         break;
@@ -824,6 +827,11 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     if (it->kind != Kind::dir || it->done) continue;
     auto path = below(dest_root, it->path);
+    // The root of a namespace keeps its own mode (a job's is 0700: only its owner gets in).
+    if (path == "/") {
+      run.done(it->path, false);
+      continue;
+    }
     if (int err = set_times(*it, path)) {
       run.fail(it->path, "setting mode and times: " + errno_text(err));
       continue;

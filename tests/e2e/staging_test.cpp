@@ -233,10 +233,14 @@ TEST_F(Staging, ACancelStopsTheCopyAndAQuotaTooSmallFailsBeforeCopying) {
 TEST_F(Staging, DestroyWithAStageOutCopiesFirstAndThenRemovesTheNamespace) {
   const std::string src = make_tree(0, "/destroy-src", 50, 1, 20);
   create(job(), kUsers[0]);
+  struct stat before {}, after {};
+  ASSERT_EQ(::stat(server_dir(job(), 0).c_str(), &before), 0);
   Json in;
-  ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /w", in), 0) << in.dump();
+  ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /", in), 0) << in.dump();
+  ASSERT_EQ(::stat(server_dir(job(), 0).c_str(), &after), 0);
+  EXPECT_EQ(after.st_mode, before.st_mode) << "the namespace's root took the source's mode";
   Json out;
-  ASSERT_EQ(stage_wait("ns destroy " + job() + " --stage-out /w default:/srv1/kept", out), 0)
+  ASSERT_EQ(stage_wait("ns destroy " + job() + " --stage-out / default:/srv1/kept", out), 0)
       << out.dump();
   EXPECT_EQ(out["state"], "done");
   EXPECT_TRUE(
