@@ -162,8 +162,9 @@ TEST_F(Skeinctl, BackendsListShowsAddressStateConnectionsSpaceAndTraffic) {
   EXPECT_EQ(b["draining"], false);
   EXPECT_EQ(b["connections"], 4);
   EXPECT_GE(b["live_connections"].get<int>(), 1);
-  EXPECT_EQ(b["ssh_transport"], "auto");
-  EXPECT_EQ(b["ssh_stack"], "native");  // skein-local's sshd speaks what skein's transport does
+  EXPECT_EQ(b["ssh_transport"], cluster_->env("SKEIN_SSH_TRANSPORT"));
+  EXPECT_EQ(b["ssh_stack"], cluster_->env("SKEIN_SSH_TRANSPORT"));  // what its connections run on
+  EXPECT_EQ(b["ssh_config"], cluster_->env("SKEIN_SSH_CONFIG"));
   ASSERT_TRUE(b["free_bytes"].is_number()) << b.dump();
   EXPECT_GT(b["total_bytes"].get<uint64_t>(), 0u);
   EXPECT_GE(b["bytes_written"].get<uint64_t>(), 100000u);
