@@ -18,12 +18,15 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "backend/remote_file.hpp"
 #include "backend/sftp_backend.hpp"
+#include "coherence/remote_watcher.hpp"
 #include "local_cluster.hpp"
 #include "sftp/connection.hpp"
 #include "sftp/openssh_channel.hpp"
@@ -475,6 +478,41 @@ TEST_P(OnEachTransport, ACommandRunsAndItsOutputEndsWithTheChannel) {
   std::string expected = "out\n";
   for (int i = 1; i <= 20000; ++i) expected += std::to_string(i) + "\n";
   EXPECT_TRUE(out == expected) << out.size() << " bytes: " << out.substr(0, 100);
+}
+
+TEST_P(OnEachTransport, TheRemoteWatcherReportsServerSideChangesAndEndsItsInotifywait) {
+  SshServer server("ssh-watcher", {"ed25519"});
+  ASSERT_TRUE(server.running());
+  auto backend = backend_on(server, transport());
+  std::mutex mu;
+  std::set<std::string> seen;
+  {
+    RemoteWatcher watcher(backend, [&](const std::string& rel, bool) {
+      std::lock_guard lock(mu);
+      seen.insert(rel);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    while (!watcher.watching() &&
+           std::chrono::steady_clock::now() - start < std::chrono::seconds(10))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(watcher.watching()) << "inotifywait never set its watches";
+    std::ofstream(server.export_dir() + "/made-on-server") << "x";
+    bool got = false;
+    for (int i = 0; i < 40 && !got; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::lock_guard lock(mu);
+      got = seen.count("/made-on-server") > 0;
+    }
+    EXPECT_TRUE(got) << "no report of a file made on the server within 2 s";
+  }
+  // The watcher is gone: so is its inotifywait on the server, soon.
+  std::string out;
+  bool ended = false;
+  for (int i = 0; i < 50 && !ended; ++i) {
+    ended = run_command("pgrep -af 'inotifywai[t].*" + server.export_dir() + "'", &out) != 0;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(ended) << "inotifywait still runs: " << out;
 }
 
 TEST_P(OnEachTransport, AServerThatDiesMidStreamEndsTheReadAtOnce) {
