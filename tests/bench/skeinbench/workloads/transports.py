@@ -200,9 +200,6 @@ def run(b):
                     better, f"≥ {goal}× sshfs" if goal and t == "libssh" else "")
             if goal and t == "libssh":
                 r.result = verdict(r.speedup() >= goal)
-            other = med[("libssh", key)]
-            if t == "openssh" and other:
-                r.note = f"openssh/libssh = {med[(t, key)] / other:.2f}"
             b.rows.append(r)
     b.notes.append(
         "transports: openssh's CPU per GiB read includes its ssh children "
