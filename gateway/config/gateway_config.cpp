@@ -365,7 +365,7 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       if (auto problem = sftp::parse_ssh_transport(transport, ep.transport))
         c.fail(t.get("ssh_transport"), "'ssh_transport' in " + where + ": " + *problem);
       if (auto problem = sftp::endpoint_problem(ep))
-        c.fail(t.get("proxy_jump"), where + ": " + *problem);
+        c.fail(t.get(ep.proxy_jump.empty() ? "host" : "proxy_jump"), where + ": " + *problem);
       b.root = c.string(t, "root", where, true);
       if (b.root.empty() || b.root.front() != '/')
         c.fail(t.get("root"), "'root' in " + where + " must be an absolute path");

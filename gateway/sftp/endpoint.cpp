@@ -31,12 +31,21 @@ std::optional<std::string> private_key_problem(const std::string& path) {
   return private_file_problem(path, "identity file");
 }
 
+namespace {
+bool host_name_only(const std::string& s, const char* also) {
+  return !s.empty() && s.front() != '-' &&
+         s.find_first_not_of(std::string("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789._-[]:") +
+                             also) == std::string::npos;
+}
+}  // namespace
+
 std::optional<std::string> endpoint_problem(const Endpoint& ep) {
+  // ssh puts the host into its ProxyCommand's shell command line (%h): names only.
+  if (ep.transport == SshTransport::openssh && !host_name_only(ep.host, ""))
+    return "host '" + ep.host + "' must be a host name or address for ssh_transport = \"openssh\"";
   // The jump host goes into a shell command line (ssh's ProxyCommand): names only.
-  if (!ep.proxy_jump.empty() &&
-      (ep.proxy_jump.front() == '-' ||
-       ep.proxy_jump.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                       "0123456789._-@:[]") != std::string::npos))
+  if (!ep.proxy_jump.empty() && !host_name_only(ep.proxy_jump, "@"))
     return "proxy_jump '" + ep.proxy_jump +
            "' must be one jump host, [user@]host[:port] (a chain of them belongs in ssh_config, "
            "as ProxyJump)";

@@ -60,6 +60,14 @@ TEST(SshEndpoint, ProxyJumpOnlyOnOpensshAndOnlyHostNames) {
     ep.proxy_jump = bad;
     EXPECT_TRUE(endpoint_problem(ep)) << bad;
   }
+  // On openssh the host, too, goes into ssh's ProxyCommand (%h).
+  ep.proxy_jump.clear();
+  for (const char* bad : {"-oProxyCommand=x", "a;b", "$(x)", "a`b`"}) {
+    ep.host = bad;
+    EXPECT_TRUE(endpoint_problem(ep)) << bad;
+  }
+  ep.host = "[fe80::1]";
+  EXPECT_FALSE(endpoint_problem(ep));
 }
 
 TEST(SshEndpoint, OpensshCommandNeverPromptsAndChecksHostKeysStrictly) {
