@@ -54,10 +54,6 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // Single-quotes a word for /bin/sh, with ssh's %-tokens escaped (ProxyCommand expands them).
 std::string proxy_word(const std::string& s) {
   std::string out = "'";
