@@ -280,6 +280,7 @@ TEST_F(Skeinctl, BadArgumentsExit2) {
       {add_args("x", root, "/x") + " --connections 0", "--connections"},
       {add_args("x", root, "/x") + " --min-free 12Q", "'12Q' is not a size"},
       {add_args("x", root, "relative"), "'relative' must be an absolute path"},
+      {add_args("x", root, "/x") + " --ssh-transport native", "--ssh-transport"},
       {"backends list --bogus", "--bogus"},
   };
   for (auto& c : cases) {
@@ -316,6 +317,8 @@ TEST_F(Skeinctl, RefusalsFromTheGatewayExit4WithItsMessage) {
       {std::regex_replace(add_args("x", root, "/x"), std::regex("--identity '[^']*'"),
                           "--identity /nonexistent/key"),
        "cannot read the identity file /nonexistent/key"},
+      {add_args("x", root, "/x") + " --proxy-jump bastion",
+       "proxy_jump needs ssh_transport = \"openssh\": libssh 0.10 has no ProxyJump"},
   };
   for (auto& c : cases) {
     std::string out;
@@ -409,9 +412,19 @@ TEST_F(Skeinctl, RuntimeAddDrainAndRemoveUnderALiveMount) {
   EXPECT_EQ(a["root"], root_a);
   EXPECT_EQ(a["mounts"], Json::array({"default:/extra"}));
 
-  // A second backend joins it: /extra becomes a union, the first branch winning duplicates.
+  // A second backend joins it: /extra becomes a union, the first branch winning duplicates. It
+  // runs on the other SSH transport, with the cluster's ssh_config.
+  const std::string other =
+      cluster_->env("SKEIN_SSH_TRANSPORT") == "openssh" ? "libssh" : "openssh";
   Json added;
-  ASSERT_EQ(ctl_json(add_args("extra-b", root_b, "/extra"), added), 0);
+  ASSERT_EQ(ctl_json(add_args("extra-b", root_b, "/extra") + " --ssh-transport " + other +
+                         " --ssh-config " + q(cluster_->env("SKEIN_SSH_CONFIG")),
+                     added),
+            0);
+  EXPECT_EQ(added["backend"]["ssh_transport"], other);
+  EXPECT_EQ(added["backend"]["ssh_config"], cluster_->env("SKEIN_SSH_CONFIG"));
+  EXPECT_TRUE(eventually([&] { return backend_json("extra-b")["ssh_stack"] == other; }))
+      << backend_json("extra-b").dump();
   EXPECT_EQ(added["new_mount"], false);
   EXPECT_EQ(added["mount_path"], "/extra");
   EXPECT_EQ(added["layout"], "union(extra-a, extra-b; create ff)");
