@@ -150,9 +150,19 @@ void Gateway::check_backend_config(BackendConfig& b, std::chrono::milliseconds t
         std::to_string(ep.port));
   if (ep.user.empty()) bad("backend '" + b.name + "' needs a user");
   if (has_control_or_space(ep.user)) bad("user '" + ep.user + "' may not contain spaces");
-  for (auto [key, file] : {std::pair{"identity file", &ep.identity_file},
-                           std::pair{"known_hosts file", &ep.known_hosts}}) {
-    if (file->empty()) bad("backend '" + b.name + "' needs a " + key);
+  struct File {
+    const char* key;
+    std::string* path;
+    bool required;
+  };
+  for (auto [key, file, required] : {File{"identity file", &ep.identity_file, true},
+                                     File{"known_hosts file", &ep.known_hosts, true},
+                                     File{"certificate file", &ep.certificate_file, false},
+                                     File{"ssh_config file", &ep.ssh_config, false}}) {
+    if (file->empty()) {
+      if (required) bad("backend '" + b.name + "' needs a " + key);
+      continue;
+    }
     if (file->front() != '/')
       bad(std::string(key) + " '" + *file + "' must be an absolute path on the gateway's machine");
     struct stat st {};
@@ -163,8 +173,11 @@ void Gateway::check_backend_config(BackendConfig& b, std::chrono::milliseconds t
     if (!file_is_below(*file, files_dir))
       bad(std::string(key) + " " + *file + " is not below " + files_dir +
           " (backend_files_dir in the gateway's [gateway] section): runtime backends may only use "
-          "the identity and known_hosts files kept there");
+          "the identity, certificate, known_hosts and ssh_config files kept there");
   }
+  if (auto problem = sftp::private_key_problem(ep.identity_file)) bad(*problem);
+  if (auto problem = sftp::endpoint_problem(ep)) bad("backend '" + b.name + "': " + *problem);
+  ep.agent_socket.clear();  // runtime backends log in with their identity file
   auto root =
       b.root.empty() || b.root.front() != '/' ? std::nullopt : normalize_virtual_path(b.root);
   if (!root) bad("root '" + b.root + "' of backend '" + b.name + "' must be an absolute path");

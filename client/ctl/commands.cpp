@@ -77,7 +77,10 @@ Json backend_json(const v1::BackendInfo& b) {
   j["up"] = b.up();
   j["draining"] = b.draining();
   j["live_connections"] = b.live_connections();
-  j["ssh_transport"] = s.ssh_transport().empty() ? "auto" : s.ssh_transport();
+  j["ssh_transport"] = s.ssh_transport().empty() ? "libssh" : s.ssh_transport();
+  j["certificate_file"] = s.certificate_file();
+  j["ssh_config"] = s.ssh_config();
+  j["proxy_jump"] = s.proxy_jump();
   j["ssh_stack"] = b.ssh_stack();
   j["connections"] = s.connections();
   j["free_bytes"] = b.free_space_known() ? Json(b.free_bytes()) : Json(nullptr);
@@ -141,6 +144,9 @@ int backends_add(AdminSession& s, const Output& out, const AddBackendArgs& a) {
   spec->set_connections(uint32_t(a.connections));
   spec->set_min_free_bytes(a.min_free_bytes);
   spec->set_ssh_transport(a.ssh_transport);
+  spec->set_certificate_file(a.certificate_file);
+  spec->set_ssh_config(a.ssh_config);
+  spec->set_proxy_jump(a.proxy_jump);
   req.set_ns(a.ns);
   req.set_mount_path(a.mount_path);
   req.set_mode(a.mode == "RO"   ? v1::BRANCH_MODE_RO

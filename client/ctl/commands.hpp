@@ -28,7 +28,8 @@ struct AddBackendArgs {
   uint64_t min_free_bytes = 0;
   std::string ns, mount_path;
   std::string mode = "RW";
-  std::string ssh_transport = "auto";
+  std::string ssh_transport = "libssh";
+  std::string certificate_file, ssh_config, proxy_jump;  // optional
   bool no_check = false;
 };
 

@@ -95,10 +95,16 @@ int run(int argc, char** argv) {
                       "below this much free space no new files go there (4096, 64K, 4M, 2G, 1T)");
   add_cmd
       ->add_option("--ssh-transport", add.ssh_transport,
-                   "SSH implementation: auto (skein's own; libssh for a server without its "
-                   "algorithms), native or libssh")
-      ->check(CLI::IsMember({"auto", "native", "libssh"}))
+                   "SSH implementation: libssh (in the gateway) or openssh (the system's ssh "
+                   "client; host certificates, ProxyJump)")
+      ->check(CLI::IsMember({"libssh", "openssh"}))
       ->capture_default_str();
+  add_cmd->add_option("--certificate", add.certificate_file,
+                      "user certificate for the identity (on the gateway's machine)");
+  add_cmd->add_option("--ssh-config", add.ssh_config,
+                      "ssh_config file for this backend (on the gateway's machine)");
+  add_cmd->add_option("--proxy-jump", add.proxy_jump,
+                      "jump hosts, as ssh -J takes them (--ssh-transport openssh)");
   add_cmd->add_option("--namespace", add.ns, "namespace to add it to")->required();
   add_cmd
       ->add_option("--path", add.mount_path,
@@ -121,6 +127,8 @@ int run(int argc, char** argv) {
       throw CLI::ValidationError("--path", "'" + add.mount_path + "' must be an absolute path");
     add.identity_file = absolute(add.identity_file);
     add.known_hosts = absolute(add.known_hosts);
+    if (!add.certificate_file.empty()) add.certificate_file = absolute(add.certificate_file);
+    if (!add.ssh_config.empty()) add.ssh_config = absolute(add.ssh_config);
     command = [&](AdminSession& s) { return backends_add(s, out, add); };
   });
 

@@ -85,13 +85,11 @@ size_t ConnectionPool::live_connections() const {
 }
 
 std::string ConnectionPool::ssh_stacks() const {
-  bool native = false, libssh = false;
   for (auto& s : slots_) {
     std::lock_guard lock(s->mu);
-    if (!s->conn || !s->conn->alive()) continue;
-    (s->conn->stack() == sftp::SshStack::libssh ? libssh : native) = true;
+    if (s->conn && s->conn->alive()) return sftp::ssh_transport_name(s->conn->transport());
   }
-  return native && libssh ? "native,libssh" : native ? "native" : libssh ? "libssh" : "";
+  return "";
 }
 
 void ConnectionPool::mark_down(const std::string& why) {

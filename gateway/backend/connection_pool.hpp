@@ -38,7 +38,7 @@ class ConnectionPool {
   bool up() const { return up_.load(); }
   // Live connections in the pool.
   size_t live_connections() const;
-  // What the live connections run on: "native", "libssh", "native,libssh", or "" with none.
+  // What the live connections run on: "libssh" or "openssh", or "" with none.
   std::string ssh_stacks() const;
   // Opens the rest of the pool's connections in the background, so the first large transfer
   // does not pay for SSH handshakes.

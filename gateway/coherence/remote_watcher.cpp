@@ -76,9 +76,8 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
       " </dev/null 2>&1 & w=$!; exec 3<&0; { cat <&3; kill $w; } >/dev/null 2>&1 & exec 3<&-; "
       "wait $w";
   std::string error;
-  sftp::SshStack stack;
-  auto ch = sftp::open_channel(backend_->config().endpoint, {sftp::ChannelService::exec, cmd},
-                               error, stack);
+  const sftp::Endpoint& endpoint = backend_->config().endpoint;
+  auto ch = sftp::open_channel(endpoint, {sftp::ChannelService::exec, cmd}, error);
   if (!ch) {
     spdlog::debug("backend {}: remote watcher cannot connect: {}", backend_->name(), error);
     return Ended::before_watching;
@@ -119,7 +118,7 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
         if (line.starts_with("Watches established")) {
           watching_ = true;
           spdlog::info("backend {}: watching {} with inotifywait ({})", backend_->name(), root,
-                       sftp::ssh_stack_name(stack));
+                       sftp::ssh_transport_name(endpoint.transport));
         } else if (!line.starts_with("Setting up watches")) {
           spdlog::warn("backend {}: inotifywait: {}", backend_->name(), line);
         }

@@ -332,7 +332,8 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       std::string where = "[[backend]]";
       c.only_keys(t,
                   {"name", "host", "port", "user", "identity_file", "known_hosts", "root",
-                   "connections", "min_free_space", "ssh_transport"},
+                   "connections", "min_free_space", "ssh_transport", "ssh_config",
+                   "certificate_file", "proxy_jump", "ssh_agent"},
                   where);
       BackendConfig b;
       b.name = c.string(t, "name", where, true);
@@ -342,21 +343,33 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
                "backend name '" + b.name + "' must be non-empty, without '/' or spaces");
       if (!backend_names.insert(b.name).second)
         c.fail(&t, "backend '" + b.name + "' is defined twice");
-      b.endpoint.host = c.string(t, "host", where, true);
-      b.endpoint.port = int(c.integer(t, "port", where, 22, 1, 65535));
+      auto& ep = b.endpoint;
+      ep.host = c.string(t, "host", where, true);
+      ep.port = int(c.integer(t, "port", where, 22, 1, 65535));
       const char* user = getenv("USER");
-      b.endpoint.user = c.string(t, "user", where, false, user ? user : "root");
-      b.endpoint.identity_file = c.string(t, "identity_file", where, true);
-      c.readable_file(t, "identity_file", b.endpoint.identity_file, where);
-      b.endpoint.known_hosts = c.string(t, "known_hosts", where, true);
-      c.readable_file(t, "known_hosts", b.endpoint.known_hosts, where);
-      b.endpoint.timeout = cfg.timeout;
-      const std::string stack = c.string(t, "ssh_transport", where, false, "auto");
-      if (!sftp::parse_ssh_stack(stack, b.endpoint.stack))
-        c.fail(t.get("ssh_transport"), "'ssh_transport' in " + where +
-                                           " must be \"auto\", "
-                                           "\"native\" or \"libssh\", not \"" +
-                                           stack + "\"");
+      ep.user = c.string(t, "user", where, false, user ? user : "root");
+      // Without an identity file: the agent, then what ssh_config names.
+      ep.identity_file = c.string(t, "identity_file", where, false);
+      if (!ep.identity_file.empty()) {
+        if (auto problem = sftp::private_key_problem(ep.identity_file))
+          c.fail(t.get("identity_file"), "'identity_file' in " + where + ": " + *problem);
+      }
+      ep.certificate_file = c.string(t, "certificate_file", where, false);
+      if (!ep.certificate_file.empty())
+        c.readable_file(t, "certificate_file", ep.certificate_file, where);
+      // Without a known_hosts file: the site's (~/.ssh/known_hosts, /etc/ssh/ssh_known_hosts).
+      ep.known_hosts = c.string(t, "known_hosts", where, false);
+      if (!ep.known_hosts.empty()) c.readable_file(t, "known_hosts", ep.known_hosts, where);
+      ep.ssh_config = c.string(t, "ssh_config", where, false);
+      if (!ep.ssh_config.empty()) c.readable_file(t, "ssh_config", ep.ssh_config, where);
+      ep.proxy_jump = c.string(t, "proxy_jump", where, false);
+      ep.agent_socket = c.string(t, "ssh_agent", where, false);
+      ep.timeout = cfg.timeout;
+      const std::string transport = c.string(t, "ssh_transport", where, false, "libssh");
+      if (auto problem = sftp::parse_ssh_transport(transport, ep.transport))
+        c.fail(t.get("ssh_transport"), "'ssh_transport' in " + where + ": " + *problem);
+      if (auto problem = sftp::endpoint_problem(ep))
+        c.fail(t.get(ep.proxy_jump.empty() ? "host" : "proxy_jump"), where + ": " + *problem);
       b.root = c.string(t, "root", where, true);
       if (b.root.empty() || b.root.front() != '/')
         c.fail(t.get("root"), "'root' in " + where + " must be an absolute path");

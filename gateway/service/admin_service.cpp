@@ -84,7 +84,10 @@ void fill_spec(const BackendConfig& c, v1::BackendSpec* out) {
   out->set_root(c.root);
   out->set_connections(uint32_t(c.connections));
   out->set_min_free_bytes(c.min_free_bytes);
-  out->set_ssh_transport(sftp::ssh_stack_name(c.endpoint.stack));
+  out->set_ssh_transport(sftp::ssh_transport_name(c.endpoint.transport));
+  out->set_certificate_file(c.endpoint.certificate_file);
+  out->set_ssh_config(c.endpoint.ssh_config);
+  out->set_proxy_jump(c.endpoint.proxy_jump);
 }
 
 void fill_info(const Gateway::BackendView& v, const std::optional<sftp::StatVfs>& space,
@@ -173,10 +176,11 @@ grpc::Status AdminService::AddBackend(grpc::ServerContext* ctx, const v1::AddBac
   if (req->mount_path().empty())
     return {StatusCode::INVALID_ARGUMENT, "name the mount path to add it at"};
 
-  sftp::SshStack stack = sftp::SshStack::automatic;
-  if (!spec.ssh_transport().empty() && !sftp::parse_ssh_stack(spec.ssh_transport(), stack))
-    return {StatusCode::INVALID_ARGUMENT,
-            "ssh_transport must be auto, native or libssh, not '" + spec.ssh_transport() + "'"};
+  sftp::SshTransport transport = sftp::SshTransport::libssh;
+  if (!spec.ssh_transport().empty()) {
+    if (auto problem = sftp::parse_ssh_transport(spec.ssh_transport(), transport))
+      return {StatusCode::INVALID_ARGUMENT, *problem};
+  }
 
   Gateway::AddBackendRequest add;
   add.backend.name = spec.name();
@@ -185,10 +189,13 @@ grpc::Status AdminService::AddBackend(grpc::ServerContext* ctx, const v1::AddBac
   add.backend.endpoint.user = spec.user();
   add.backend.endpoint.identity_file = spec.identity_file();
   add.backend.endpoint.known_hosts = spec.known_hosts();
+  add.backend.endpoint.certificate_file = spec.certificate_file();
+  add.backend.endpoint.ssh_config = spec.ssh_config();
+  add.backend.endpoint.proxy_jump = spec.proxy_jump();
   add.backend.root = spec.root();
   add.backend.connections = int(spec.connections());
   add.backend.min_free_bytes = spec.min_free_bytes();
-  add.backend.endpoint.stack = stack;
+  add.backend.endpoint.transport = transport;
   add.ns = req->ns();
   add.mount_path = req->mount_path();
   add.mode = *mode;

@@ -1,6 +1,6 @@
 // SFTP connection over an SSH channel with an I/O thread; see connection.hpp.
 //
-// The channel (ssh::SessionChannel, or libssh's) is not thread-safe: whoever touches it holds
+// The channel (LibsshChannel or OpensshChannel) is not thread-safe: whoever touches it holds
 // ssh_mu_. That is the I/O thread, which sleeps in poll() on the session socket and an eventfd
 // that send() signals, and on wake-up writes queued requests and drains every reply the channel
 // has; or a caller of call() on an idle connection, which writes its request and polls for its
@@ -12,7 +12,6 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,19 +46,26 @@ std::unique_ptr<Connection> Connection::connect(const Endpoint& ep, std::string&
 
 bool Connection::handshake(std::string& error) {
   const std::string who = endpoint_.who();
-  channel_ = open_channel(endpoint_, {ChannelService::subsystem, "sftp"}, error, stack_);
+  channel_ = open_channel(endpoint_, {ChannelService::subsystem, "sftp"}, error);
   if (!channel_) return false;
-  read_window_ = stack_ == SshStack::native ? kNativeReadWindow : kLibsshReadWindow;
+  read_window_ =
+      endpoint_.transport == SshTransport::openssh ? kOpensshReadWindow : kLibsshReadWindow;
+  // OpenSSH's client logs in only now, in its own process: a refusal shows as the channel
+  // closing, and the channel's error is then ssh's own message.
+  auto failed = [&](const char* what) {
+    const std::string detail = channel_->error();
+    return who + ": " + (detail.empty() ? std::string(what) : detail);
+  };
 
   std::string init = PacketWriter(FXP_INIT, false).u32(3).take();
   const auto deadline = std::chrono::steady_clock::now() + endpoint_.timeout;
   if (!channel_->write(init, {}, deadline)) {
-    error = who + ": sftp init failed: " + channel_->error();
+    error = failed("sftp init failed");
     return false;
   }
   std::string hdr, body;
   if (!read_exact(hdr, 4)) {
-    error = who + ": no sftp version reply";
+    error = failed("no sftp version reply");
     return false;
   }
   uint32_t len = uint32_t(uint8_t(hdr[0])) << 24 | uint32_t(uint8_t(hdr[1])) << 16 |
@@ -100,19 +106,6 @@ bool Connection::handshake(std::string& error) {
   return true;
 }
 
-bool Connection::batch_reads(bool on) {
-  // Only on skein's transport: libssh polls the socket itself, and would see nothing until the
-  // batch is in.
-  on = on && stack_ == SshStack::native;
-  if (on != batching_) {
-    const int lowat = on ? int(kReadBatch) : 1;
-    if (setsockopt(channel_->fd(), SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) == 0) {
-      batching_ = on;
-    }
-  }
-  return batching_;
-}
-
 bool Connection::read_exact(std::string& out, size_t n) {
   const auto deadline = std::chrono::steady_clock::now() + endpoint_.timeout;
   out.resize(n);
@@ -122,7 +115,7 @@ bool Connection::read_exact(std::string& out, size_t n) {
     if (r < 0) return false;
     got += size_t(r);
     if (r > 0) continue;
-    const int ms = ssh::ms_left(deadline);
+    const int ms = ms_left(deadline);
     pollfd p{channel_->fd(), short(POLLIN | (channel_->wants_write() ? POLLOUT : 0)), 0};
     if (ms == 0 || poll(&p, 1, ms) == 0) return false;
     if ((p.revents & POLLOUT) && !channel_->flush()) return false;
@@ -240,9 +233,6 @@ std::vector<Result<Reply>> Connection::call_all(std::vector<Request> framed) {
 }
 
 bool Connection::write_request(const Request& r) {
-  // A write may wait for small messages (the server's window, a key exchange), which a socket
-  // that wakes only for batches would not report.
-  batch_reads(false);
   return channel_->write(r.framed, r.tail, std::chrono::steady_clock::now() + endpoint_.timeout);
 }
 
@@ -422,9 +412,7 @@ void Connection::io_loop() {
     // callers' to read), and a look at what came meanwhile every kIdleServiceMs (keepalives).
     auto now = std::chrono::steady_clock::now();
     int timeout_ms = pending_.empty() ? kIdleServiceMs : -1;
-    size_t reads_pending = 0;
     for (auto& [_, p] : pending_) {
-      reads_pending += p.read_bytes;
       if (p.deadline <= now) {
         const std::string reason = deadline_missed();
         fail_all(reason);
@@ -434,10 +422,6 @@ void Connection::io_loop() {
       }
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now).count() + 1;
       if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = int(ms);
-    }
-    // While a lot of READ data is on its way, wake for it in batches, not SSH packet by packet.
-    if (batch_reads(reads_pending >= kBatchReadsAbove)) {
-      timeout_ms = timeout_ms < 0 ? kBatchWaitMs : std::min(timeout_ms, kBatchWaitMs);
     }
     const short socket_events =
         short((pending_.empty() ? POLLRDHUP : POLLIN) | (channel_->wants_write() ? POLLOUT : 0));

@@ -24,20 +24,19 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sftp/byte_channel.hpp"
 #include "sftp/endpoint.hpp"
 #include "sftp/protocol.hpp"
 #include "skein/result.hpp"
-#include "ssh/byte_channel.hpp"
 
 namespace skein::sftp {
 
 class Connection {
  public:
-  // Connects, checks the host key against the endpoint's known_hosts (an unknown or changed key is
-  // refused), authenticates with the identity file and starts SFTP, on the endpoint's SSH stack
-  // (skein's own transport unless it says libssh; with "auto", libssh when the server offers
-  // none of the algorithms of skein's). On failure returns null and sets `error` to a message
-  // naming the endpoint and the cause.
+  // Connects on the endpoint's transport (libssh or OpenSSH's client; the host key checked, an
+  // unknown or changed key refused; logged in with the identity file, its certificate or the
+  // agent) and starts SFTP. On failure returns null and sets `error` to a message naming the
+  // endpoint and the cause.
   // `on_hung` is called once if a request misses its deadline (the server stopped answering),
   // from the thread that noticed; it must not call back into this connection except shutdown().
   using OnHung = std::function<void(const std::string& why)>;
@@ -59,8 +58,8 @@ class Connection {
   size_t in_flight() const { return in_flight_.load(); }
   const Limits& limits() const { return limits_; }
   bool has_extension(const std::string& name) const { return extensions_.count(name) > 0; }
-  // The SSH implementation this connection runs on: native or libssh.
-  SshStack stack() const { return stack_; }
+  // The SSH implementation this connection runs on.
+  SshTransport transport() const { return endpoint_.transport; }
   // Why the connection died, for logs.
   std::string failure() const;
   // Declares the connection dead: every waiter, queued, pending or in a direct call, gets EIO now.
@@ -75,16 +74,6 @@ class Connection {
   // call_all() in the calling thread; framed[i] carries id first_id + i. A connection that dies
   // meanwhile is marked dead (the I/O thread is told) and every reply not yet read is EIO.
   std::vector<Result<Reply>> call_direct(const std::vector<Request>& requests, uint32_t first_id);
-  // Whether poll() reports the socket readable only once kReadBatch bytes are in (SO_RCVLOWAT):
-  // turned on while at least kBatchReadsAbove bytes of READ replies are outstanding, so the I/O
-  // thread wakes every 128 KiB rather than for every 32 KiB SSH packet (a wake-up costs about
-  // as much as handling the packet); its poll then also ends after kBatchWaitMs, should fewer
-  // bytes come (a short read at the end of a file). True if it is on. Caller holds ssh_mu_.
-  bool batch_reads(bool on);
-  static constexpr size_t kReadBatch = 128 * 1024;
-  static constexpr size_t kBatchReadsAbove = 512 * 1024;
-  static constexpr int kBatchWaitMs = 2;
-  bool batching_ = false;
   // With nothing pending the I/O thread watches the socket for a hang-up only, so that replies to
   // direct calls do not wake it; every kIdleServiceMs it still reads what came meanwhile, which
   // answers the server's keepalives (an sshd with ClientAliveInterval drops a client that leaves
@@ -118,8 +107,7 @@ class Connection {
   OnHung on_hung_;
   std::atomic<bool> hung_reported_{false};
   int abort_fd_ = -1;  // readable once the connection is dead: wakes a direct caller's poll
-  std::unique_ptr<ssh::ByteChannel> channel_;
-  SshStack stack_ = SshStack::native;
+  std::unique_ptr<ByteChannel> channel_;
   Endpoint endpoint_;
   Limits limits_;
   std::set<std::string> extensions_;
@@ -138,15 +126,14 @@ class Connection {
   std::unordered_map<uint32_t, Pending> pending_;  // written, waiting for their replies
   PacketAssembler in_;
 
-  // Bytes that outstanding READs may bring back. Kept under libssh's channel window (1.28 MB), so
-  // replies always fit it: the server then never stalls writing a reply while we are blocked
-  // writing a request to it, which would deadlock the channel until the deadline. (skein's own
-  // transport reads while it waits to write, and its window is larger.)
+  // Bytes that outstanding READs may bring back. On libssh, kept under its channel window (1.28
+  // MB), so replies always fit it: the server then never stalls writing a reply while we are
+  // blocked writing a request to it, which would deadlock the channel until the deadline.
   static constexpr size_t kLibsshReadWindow = 1000000;
-  // Under ssh::SessionChannel's 8 MiB. A whole 4 MiB run of a file (RemoteFile::fetch) fits with
-  // room for the next; at half of it, four readers of one backend cost the gateway more CPU per
-  // GiB waiting for room and the servers' sshd more per GiB (docs/benchmarks.md, "Four readers").
-  static constexpr size_t kNativeReadWindow = 6000000;
+  // OpenSSH's client has windows of its own (2 MiB and growing) and OpensshChannel reads while it
+  // waits to write, so more may be on its way: a whole 4 MiB run of a file (RemoteFile::fetch)
+  // with room for the next.
+  static constexpr size_t kOpensshReadWindow = 6000000;
   size_t read_window_ = kLibsshReadWindow;
   std::mutex window_mu_;
   std::condition_variable window_cv_;

@@ -2,13 +2,40 @@
 #include "sftp/libssh_channel.hpp"
 
 #include <libssh/libssh.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 
 namespace skein::sftp {
 namespace {
 constexpr const char* kCiphers =
     "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr";
+
+std::string option(ssh_session session, ssh_options_e which) {
+  char* value = nullptr;
+  if (ssh_options_get(session, which, &value) != SSH_OK || !value) return "";
+  std::string out = value;
+  ssh_string_free_char(value);
+  return out;
+}
+
+// Whether a known_hosts file has @cert-authority lines, which libssh 0.10 does not read.
+bool has_cert_authority(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.find_first_not_of(" \t");
+    if (at != std::string::npos && line.compare(at, 15, "@cert-authority") == 0) return true;
+  }
+  return false;
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
 
 ssh_session open_ssh_session(const Endpoint& ep, std::string& error) {
   const std::string who = ep.who();
@@ -25,15 +52,29 @@ ssh_session open_ssh_session(const Endpoint& ep, std::string& error) {
   int port = ep.port;
   int yes = 1;
   long timeout_s = std::max<long>(1, long(ep.timeout.count() / 1000));
+  // The site's ssh_config (or the backend's own) is read once the host is known, so that its
+  // Host blocks match; what the backend sets explicitly comes after it and wins.
   bool no = false;
   ssh_options_set(session, SSH_OPTIONS_PROCESS_CONFIG, &no);
   ssh_options_set(session, SSH_OPTIONS_HOST, ep.host.c_str());
+  if (!ep.ssh_config.empty()) {
+    if (access(ep.ssh_config.c_str(), R_OK) != 0 ||
+        ssh_options_parse_config(session, ep.ssh_config.c_str()) != SSH_OK)
+      return fail(who + ": cannot read ssh_config " + ep.ssh_config);
+  } else if (ssh_options_parse_config(session, nullptr) != SSH_OK) {
+    return fail(who + ": cannot read the site's ssh_config: " + ssh_get_error(session));
+  }
   ssh_options_set(session, SSH_OPTIONS_PORT, &port);
   ssh_options_set(session, SSH_OPTIONS_USER, ep.user.c_str());
+  // Requests and replies are small messages in flight both ways: Nagle would hold them back.
   ssh_options_set(session, SSH_OPTIONS_NODELAY, &yes);
   ssh_options_set(session, SSH_OPTIONS_TIMEOUT, &timeout_s);
-  ssh_options_set(session, SSH_OPTIONS_KNOWNHOSTS, ep.known_hosts.c_str());
-  ssh_options_set(session, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
+  if (!ep.known_hosts.empty()) {
+    ssh_options_set(session, SSH_OPTIONS_KNOWNHOSTS, ep.known_hosts.c_str());
+    ssh_options_set(session, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
+  }
+  if (!ep.agent_socket.empty())
+    ssh_options_set(session, SSH_OPTIONS_IDENTITY_AGENT, ep.agent_socket.c_str());
   ssh_options_set(session, SSH_OPTIONS_CIPHERS_C_S, kCiphers);
   ssh_options_set(session, SSH_OPTIONS_CIPHERS_S_C, kCiphers);
   ssh_options_set(session, SSH_OPTIONS_COMPRESSION, "no");
@@ -41,32 +82,68 @@ ssh_session open_ssh_session(const Endpoint& ep, std::string& error) {
   if (ssh_connect(session) != SSH_OK) {
     return fail(who + ": cannot connect: " + ssh_get_error(session));
   }
+  const std::string user_kh = option(session, SSH_OPTIONS_KNOWNHOSTS);
+  const std::string global_kh = option(session, SSH_OPTIONS_GLOBAL_KNOWNHOSTS);
+  std::string files = user_kh;
+  if (!global_kh.empty() && global_kh != "/dev/null") files += " or " + global_kh;
   switch (ssh_session_is_known_server(session)) {
     case SSH_KNOWN_HOSTS_OK:
       break;
     case SSH_KNOWN_HOSTS_CHANGED:
-      return fail(who + ": host key CHANGED from the one in " + ep.known_hosts +
+      return fail(who + ": host key CHANGED from the one in " + files +
                   " (possible man-in-the-middle); refusing to connect");
     case SSH_KNOWN_HOSTS_OTHER:
-      return fail(who + ": host key type differs from the one in " + ep.known_hosts +
+      return fail(who + ": host key type differs from the one in " + files +
                   "; refusing to connect");
     case SSH_KNOWN_HOSTS_UNKNOWN:
     case SSH_KNOWN_HOSTS_NOT_FOUND:
-      return fail(who + ": host key is not in " + ep.known_hosts +
-                  " (unknown server); refusing to connect");
+      if (has_cert_authority(user_kh) || has_cert_authority(global_kh))
+        return fail(who + ": host key is not in " + files +
+                    "; its @cert-authority lines cannot vouch for it: libssh 0.10 does not "
+                    "check host certificates; use ssh_transport = \"openssh\" (docs/ssh.md)");
+      return fail(who + ": host key is not in " + files + " (unknown server); refusing to connect");
     default:
       return fail(who + ": cannot check the host key: " + ssh_get_error(session));
   }
 
-  ssh_key key = nullptr;
-  if (ssh_pki_import_privkey_file(ep.identity_file.c_str(), nullptr, nullptr, nullptr, &key) !=
-      SSH_OK) {
-    return fail(who + ": cannot read identity file " + ep.identity_file);
+  int auth;
+  std::string tried;
+  if (!ep.identity_file.empty()) {
+    ssh_key key = nullptr;
+    if (ssh_pki_import_privkey_file(ep.identity_file.c_str(), nullptr, nullptr, nullptr, &key) !=
+        SSH_OK) {
+      return fail(who + ": cannot read identity file " + ep.identity_file +
+                  " (a key protected by a passphrase belongs in an ssh-agent: load it with "
+                  "ssh-add and leave identity_file unset)");
+    }
+    // A user certificate: the one named, or the key's "-cert.pub" beside it, as OpenSSH does.
+    std::string cert_file = ep.certificate_file;
+    if (cert_file.empty() && exists(ep.identity_file + "-cert.pub"))
+      cert_file = ep.identity_file + "-cert.pub";
+    if (!cert_file.empty()) {
+      ssh_key cert = nullptr;
+      const bool ok = ssh_pki_import_cert_file(cert_file.c_str(), &cert) == SSH_OK &&
+                      ssh_pki_copy_cert_to_privkey(cert, key) == SSH_OK;
+      ssh_key_free(cert);
+      if (!ok) {
+        ssh_key_free(key);
+        return fail(who + ": cannot use certificate " + cert_file + " with identity file " +
+                    ep.identity_file);
+      }
+    }
+    auth = ssh_userauth_publickey(session, nullptr, key);
+    ssh_key_free(key);
+    tried = "identity file " + ep.identity_file +
+            (cert_file.empty() ? "" : " with certificate " + cert_file);
+  } else {
+    // The site's way: the agent ($SSH_AUTH_SOCK or agent_socket) first, then the identities
+    // ssh_config names (or ~/.ssh/id_*).
+    auth = ssh_userauth_publickey_auto(session, nullptr, nullptr);
+    tried = "the agent and the identities of ssh_config";
   }
-  int auth = ssh_userauth_publickey(session, nullptr, key);
-  ssh_key_free(key);
   if (auth != SSH_AUTH_SUCCESS) {
-    return fail(who + ": public key authentication failed: " + ssh_get_error(session));
+    return fail(who + ": public key authentication failed (" + tried +
+                "): " + ssh_get_error(session));
   }
 
   return session;
@@ -109,7 +186,7 @@ std::string LibsshChannel::error() const {
 }
 
 bool LibsshChannel::write(std::string_view head, std::span<const std::string_view> pieces,
-                          ssh::Deadline) {
+                          Deadline) {
   // libssh makes at least one SSH packet of every write, and sshd takes at most 32 KiB in one.
   // So the pieces go in writes of whole 32 KiB multiples, and what straddles a boundary between
   // them (the packet's header first) is gathered in a small buffer: a request in pieces costs no

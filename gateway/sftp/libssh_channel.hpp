@@ -1,30 +1,33 @@
-// A session channel over libssh: the fallback for servers that offer none of the algorithms of
-// skein's own transport (ssh::Transport). open_channel (endpoint.hpp) chooses.
+// A session channel over libssh, in the gateway's process: ssh_config (the site's or the
+// backend's), known_hosts, an identity file with its user certificate, or the agent. libssh 0.10
+// checks no host certificates (@cert-authority) and has no ProxyJump of its own: for those, the
+// openssh transport (openssh_channel.hpp).
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "sftp/byte_channel.hpp"
 #include "sftp/endpoint.hpp"
-#include "ssh/byte_channel.hpp"
 
 struct ssh_session_struct;
 struct ssh_channel_struct;
 
 namespace skein::sftp {
 
-class LibsshChannel : public ssh::ByteChannel {
+class LibsshChannel : public ByteChannel {
  public:
   // Connects to `endpoint`, verifies its host key against the endpoint's known_hosts (an unknown
-  // or changed key is refused), authenticates with its identity file and starts `service` on a
-  // session channel. Returns null with a message naming the endpoint and the cause in `error`.
+  // or changed key is refused), authenticates with its identity file (and certificate) or the
+  // agent and starts `service` on a session channel. Returns null with a message naming the
+  // endpoint and the cause in `error`.
   static std::unique_ptr<LibsshChannel> open(const Endpoint& endpoint,
                                              const ChannelService& service, std::string& error);
   ~LibsshChannel() override;
 
   int fd() const override;
   bool write(std::string_view head, std::span<const std::string_view> pieces,
-             ssh::Deadline deadline) override;
+             Deadline deadline) override;
   long read(char* dst, size_t n) override;
   std::string error() const override;
 

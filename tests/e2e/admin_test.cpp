@@ -162,8 +162,9 @@ TEST_F(Skeinctl, BackendsListShowsAddressStateConnectionsSpaceAndTraffic) {
   EXPECT_EQ(b["draining"], false);
   EXPECT_EQ(b["connections"], 4);
   EXPECT_GE(b["live_connections"].get<int>(), 1);
-  EXPECT_EQ(b["ssh_transport"], "auto");
-  EXPECT_EQ(b["ssh_stack"], "native");  // skein-local's sshd speaks what skein's transport does
+  EXPECT_EQ(b["ssh_transport"], cluster_->env("SKEIN_SSH_TRANSPORT"));
+  EXPECT_EQ(b["ssh_stack"], cluster_->env("SKEIN_SSH_TRANSPORT"));  // what its connections run on
+  EXPECT_EQ(b["ssh_config"], cluster_->env("SKEIN_SSH_CONFIG"));
   ASSERT_TRUE(b["free_bytes"].is_number()) << b.dump();
   EXPECT_GT(b["total_bytes"].get<uint64_t>(), 0u);
   EXPECT_GE(b["bytes_written"].get<uint64_t>(), 100000u);
@@ -267,7 +268,7 @@ TEST_F(Skeinctl, BadArgumentsExit2) {
     std::string args, message;
   };
   std::vector<Case> cases = {
-      {"", "give a command: backends, namespaces, ns, health"},
+      {"", "give a command: backends, namespaces, ns, stage, health"},
       {"frobnicate", "not expected: frobnicate"},
       {"backends", "backends: give one of list, add, remove, drain"},
       {"backends frob", "not expected: frob"},
@@ -279,6 +280,7 @@ TEST_F(Skeinctl, BadArgumentsExit2) {
       {add_args("x", root, "/x") + " --connections 0", "--connections"},
       {add_args("x", root, "/x") + " --min-free 12Q", "'12Q' is not a size"},
       {add_args("x", root, "relative"), "'relative' must be an absolute path"},
+      {add_args("x", root, "/x") + " --ssh-transport native", "--ssh-transport"},
       {"backends list --bogus", "--bogus"},
   };
   for (auto& c : cases) {
@@ -315,6 +317,8 @@ TEST_F(Skeinctl, RefusalsFromTheGatewayExit4WithItsMessage) {
       {std::regex_replace(add_args("x", root, "/x"), std::regex("--identity '[^']*'"),
                           "--identity /nonexistent/key"),
        "cannot read the identity file /nonexistent/key"},
+      {add_args("x", root, "/x") + " --proxy-jump bastion",
+       "proxy_jump needs ssh_transport = \"openssh\": libssh 0.10 has no ProxyJump"},
   };
   for (auto& c : cases) {
     std::string out;
@@ -408,9 +412,19 @@ TEST_F(Skeinctl, RuntimeAddDrainAndRemoveUnderALiveMount) {
   EXPECT_EQ(a["root"], root_a);
   EXPECT_EQ(a["mounts"], Json::array({"default:/extra"}));
 
-  // A second backend joins it: /extra becomes a union, the first branch winning duplicates.
+  // A second backend joins it: /extra becomes a union, the first branch winning duplicates. It
+  // runs on the other SSH transport, with the cluster's ssh_config.
+  const std::string other =
+      cluster_->env("SKEIN_SSH_TRANSPORT") == "openssh" ? "libssh" : "openssh";
   Json added;
-  ASSERT_EQ(ctl_json(add_args("extra-b", root_b, "/extra"), added), 0);
+  ASSERT_EQ(ctl_json(add_args("extra-b", root_b, "/extra") + " --ssh-transport " + other +
+                         " --ssh-config " + q(cluster_->env("SKEIN_SSH_CONFIG")),
+                     added),
+            0);
+  EXPECT_EQ(added["backend"]["ssh_transport"], other);
+  EXPECT_EQ(added["backend"]["ssh_config"], cluster_->env("SKEIN_SSH_CONFIG"));
+  EXPECT_TRUE(eventually([&] { return backend_json("extra-b")["ssh_stack"] == other; }))
+      << backend_json("extra-b").dump();
   EXPECT_EQ(added["new_mount"], false);
   EXPECT_EQ(added["mount_path"], "/extra");
   EXPECT_EQ(added["layout"], "union(extra-a, extra-b; create ff)");

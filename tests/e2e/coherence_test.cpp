@@ -491,7 +491,7 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
       start_gateway("inotify", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1, error);
   ASSERT_TRUE(g) << error;
   ASSERT_GE(wait_until([&] { return healthy(g->mount(0)); }, 10s), 0);
-  // srv0's watcher is up once inotifywait has set its watches; it runs on skein's own transport.
+  // srv0's watcher is up once inotifywait has set its watches; it runs on the backend's transport.
   // (Server 0 has a second backend, stripe0, another directory with a watcher of its own.)
   const std::string watching =
       "backend srv0: watching " + cluster_->export_dir(0) + " with inotifywait";
@@ -505,7 +505,9 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
                 10s),
             0)
       << "the remote watcher never started (is inotify-tools installed?)";
-  EXPECT_NE(log.find(watching + " (native)"), std::string::npos) << log;
+  EXPECT_NE(log.find(watching + " (" + cluster_->env("SKEIN_SSH_TRANSPORT") + ")"),
+            std::string::npos)
+      << log;
   const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/watched";
   ASSERT_TRUE(write_file(s("watched"), "1"));
   EXPECT_EQ(size_of(mounted), 1);

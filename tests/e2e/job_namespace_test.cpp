@@ -28,7 +28,7 @@ namespace pb = ::skein::v1;
 class JobNamespaces : public JobSuite {};
 
 TEST_F(JobNamespaces, CreateIsDurableIdempotentAndMakesADirectoryOnEveryBackend) {
-  Json j = create(job(), kUsers[0], "--label partition=debug --lifetime 2h");
+  Json j = create(job(), user(0), "--label partition=debug --lifetime 2h");
   EXPECT_EQ(j["namespace"], "job-" + job());
   EXPECT_EQ(j["created"], true);
   EXPECT_EQ(j["credential"].get<std::string>().size(), 64u);
@@ -38,8 +38,8 @@ TEST_F(JobNamespaces, CreateIsDurableIdempotentAndMakesADirectoryOnEveryBackend)
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(exists(server_dir(job(), i))) << i;
   // Again: the same namespace, not a new one, and a fresh credential.
   Json again;
-  ASSERT_EQ(ctl_json("ns create " + job() + " --uid " + std::to_string(uid_of(kUsers[0])) +
-                         " --gid " + std::to_string(uid_of(kUsers[0])) + " --quota-bytes 64M",
+  ASSERT_EQ(ctl_json("ns create " + job() + " --uid " + std::to_string(uid_of(user(0))) +
+                         " --gid " + std::to_string(uid_of(user(0))) + " --quota-bytes 64M",
                      again),
             0);
   EXPECT_EQ(again["created"], false);
@@ -54,7 +54,7 @@ TEST_F(JobNamespaces, CreateIsDurableIdempotentAndMakesADirectoryOnEveryBackend)
                   " \"SELECT job_id, uid, quota_bytes FROM job_namespaces WHERE job_id = '" +
                   job() + "'\"",
               &rows);
-  EXPECT_EQ(rows, job() + "|" + std::to_string(uid_of(kUsers[0])) + "|67108864\n");
+  EXPECT_EQ(rows, job() + "|" + std::to_string(uid_of(user(0))) + "|67108864\n");
   Json list;
   ASSERT_EQ(ctl_json("ns list", list), 0);
   bool listed = false;
@@ -63,7 +63,7 @@ TEST_F(JobNamespaces, CreateIsDurableIdempotentAndMakesADirectoryOnEveryBackend)
 }
 
 TEST_F(JobNamespaces, BadInputIsRefusedClearlyAndChangesNothing) {
-  const std::string uid = std::to_string(uid_of(kUsers[0]));
+  const std::string uid = std::to_string(uid_of(user(0)));
   struct Case {
     std::string args, message;
   };
@@ -102,38 +102,37 @@ TEST_F(JobNamespaces, BadInputIsRefusedClearlyAndChangesNothing) {
 }
 
 TEST_F(JobNamespaces, EveryFileShowsTheJobsOwnerAndOnlyTheOwnerGetsIn) {
-  create(job(1), kUsers[0]);
-  create(job(2), kUsers[1]);
+  create(job(1), user(0));
+  create(job(2), user(1));
   const std::string a = mount(job(1)), b = mount(job(2));
   ASSERT_FALSE(a.empty());
   ASSERT_FALSE(b.empty());
   struct stat st {};
   ASSERT_EQ(::stat(a.c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, uid_of(kUsers[0]));
+  EXPECT_EQ(st.st_uid, uid_of(user(0)));
   EXPECT_EQ(st.st_mode & 07777, 0700u);
   std::string out;
   // The owner works in it, as itself.
   EXPECT_EQ(
-      as(kUsers[0], "mkdir " + a + "/d && echo hello > " + a + "/d/f && cat " + a + "/d/f", &out),
-      0)
+      as(user(0), "mkdir " + a + "/d && echo hello > " + a + "/d/f && cat " + a + "/d/f", &out), 0)
       << out;
   EXPECT_EQ(out, "hello\n");
   ASSERT_EQ(::stat((a + "/d/f").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, uid_of(kUsers[0]));
-  EXPECT_EQ(st.st_gid, uid_of(kUsers[0]));
+  EXPECT_EQ(st.st_uid, uid_of(user(0)));
+  EXPECT_EQ(st.st_gid, uid_of(user(0)));
   // The other user's job cannot enter it, nor it the other's.
-  EXPECT_NE(as(kUsers[1], "ls " + a, &out), 0);
+  EXPECT_NE(as(user(1), "ls " + a, &out), 0);
   EXPECT_NE(out.find("Permission denied"), std::string::npos) << out;
-  EXPECT_NE(as(kUsers[0], "cat " + b, &out), 0);
+  EXPECT_NE(as(user(0), "cat " + b, &out), 0);
   // A chown to anybody else is refused by the gateway, root's included.
-  EXPECT_EQ(SKEIN_ERRNO_OF(::chown((a + "/d/f").c_str(), uid_of(kUsers[1]), -1)), EPERM);
-  EXPECT_EQ(::chown((a + "/d/f").c_str(), uid_of(kUsers[0]), uid_of(kUsers[0])), 0)
+  EXPECT_EQ(SKEIN_ERRNO_OF(::chown((a + "/d/f").c_str(), uid_of(user(1)), -1)), EPERM);
+  EXPECT_EQ(::chown((a + "/d/f").c_str(), uid_of(user(0)), uid_of(user(0))), 0)
       << "a chown to the owner itself is fine";
 }
 
 TEST_F(JobNamespaces, NamespacesCannotSeeEachOtherThroughGrpcEither) {
-  Json ja = create(job(1), kUsers[0]);
-  Json jb = create(job(2), kUsers[1]);
+  Json ja = create(job(1), user(0));
+  Json jb = create(job(2), user(1));
   std::string error;
   auto channel =
       wire::secure_channel(cluster_->env("SKEIN_GATEWAY"), cluster_tls(*cluster_), error);
@@ -178,7 +177,7 @@ TEST_F(JobNamespaces, NamespacesCannotSeeEachOtherThroughGrpcEither) {
 }
 
 TEST_F(JobNamespaces, TheByteQuotaStopsADdInTheMiddleAndAnRmGivesTheSpaceBack) {
-  create(job(), kUsers[0], "", "8M");
+  create(job(), user(0), "", "8M");
   const std::string m = mount(job());
   ASSERT_FALSE(m.empty());
   std::string out;
@@ -215,7 +214,7 @@ TEST_F(JobNamespaces, TheByteQuotaStopsADdInTheMiddleAndAnRmGivesTheSpaceBack) {
 }
 
 TEST_F(JobNamespaces, TheInodeQuotaStopsCreates) {
-  create(job(), kUsers[0], "--quota-inodes 5");
+  create(job(), user(0), "--quota-inodes 5");
   const std::string m = mount(job());
   ASSERT_FALSE(m.empty());
   ASSERT_EQ(::mkdir((m + "/d").c_str(), 0755), 0);
@@ -228,7 +227,7 @@ TEST_F(JobNamespaces, TheInodeQuotaStopsCreates) {
 }
 
 TEST_F(JobNamespaces, DestroyWhileMountedGivesEstaleAtOnceAndRemovesEveryPart) {
-  create(job(), kUsers[0]);
+  create(job(), user(0));
   const std::string m = mount(job());
   ASSERT_FALSE(m.empty());
   ASSERT_TRUE(write_file(m + "/f", std::string(3 << 20, 'y')));  // parts on every backend
@@ -253,7 +252,7 @@ TEST_F(JobNamespaces, DestroyWhileMountedGivesEstaleAtOnceAndRemovesEveryPart) {
 }
 
 TEST_F(JobNamespaces, ANamespaceExpiresAndIsReaped) {
-  create(job(), kUsers[0], "--lifetime 3s");
+  create(job(), user(0), "--lifetime 3s");
   ASSERT_TRUE(exists(server_dir(job(), 0)));
   EXPECT_TRUE(eventually(
       [&] {
@@ -271,7 +270,7 @@ TEST_F(JobNamespaces, ANamespaceExpiresAndIsReaped) {
 }
 
 TEST_F(JobNamespaces, ARemovalOnABackendThatIsDownIsDoneWhenItIsBack) {
-  create(job(), kUsers[0]);
+  create(job(), user(0));
   ASSERT_TRUE(cluster_->stop_server(1));
   Json d;
   ASSERT_EQ(ctl_json("ns destroy " + job() + " --wait-ms 3000", d), 0);
@@ -284,7 +283,7 @@ TEST_F(JobNamespaces, ARemovalOnABackendThatIsDownIsDoneWhenItIsBack) {
 }
 
 TEST_F(JobNamespaces, NamespacesCredentialsAndUsageSurviveAKillOfTheGateway) {
-  create(job(), kUsers[0]);
+  create(job(), user(0));
   const std::string m = mount(job());
   ASSERT_FALSE(m.empty());
   ASSERT_TRUE(write_file(m + "/f", std::string(3 << 20, 'z')));
@@ -313,7 +312,7 @@ TEST_F(JobNamespaces, ADirectoryNoNamespaceClaimsIsReapedAfterTheGracePeriod) {
     const std::string d = cluster_->list("SKEIN_SCRATCH_DIRS").at(size_t(i)) + "/" + orphan;
     ASSERT_EQ(run_command("mkdir -p " + q(d + "/sub") + " && echo x > " + q(d + "/sub/f")), 0);
   }
-  create(job(), kUsers[0]);  // a namespace that is claimed stays
+  create(job(), user(0));  // a namespace that is claimed stays
   // The gateway again, with a grace of 3 s.
   const std::string config = cluster_->state() + "/gateway.toml";
   const std::string original = read_file(config);

@@ -6,6 +6,7 @@
 #include <pwd.h>
 #include <sys/stat.h>
 
+#include <cctype>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -17,9 +18,6 @@ namespace skein::test {
 using Json = nlohmann::json;
 
 inline std::string q(const std::string& s) { return "'" + s + "'"; }
-
-// Two unprivileged users of the test's own, made for it and removed after it.
-inline constexpr const char* kUsers[] = {"skeinjobuser1", "skeinjobuser2"};
 
 inline uid_t uid_of(const std::string& user) {
   auto* pw = getpwnam(user.c_str());
@@ -38,18 +36,27 @@ inline bool eventually(F f, std::chrono::milliseconds within = std::chrono::seco
 
 class JobSuite : public ClusterSuite<3, 0> {
  protected:
+  // Two unprivileged users of the suite's own, named after it (suites that run at once do not
+  // share them), made for it and removed after it.
   static void SetUpTestSuite() {
-    for (auto* u : kUsers)
-      if (uid_of(u) == uid_t(-1)) run_command(std::string("useradd -M -s /bin/sh ") + u);
+    std::string base = "sk";
+    for (char c : std::string(::testing::UnitTest::GetInstance()->current_test_suite()->name()))
+      if (std::isalnum(static_cast<unsigned char>(c)) && base.size() < 24)
+        base += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    users_ = {base + "1", base + "2"};
+    for (auto& u : users_)
+      if (uid_of(u) == uid_t(-1)) run_command("useradd -M -s /bin/sh " + u);
     ClusterSuite::SetUpTestSuite();
   }
   static void TearDownTestSuite() {
     ClusterSuite::TearDownTestSuite();
-    for (auto* u : kUsers) run_command(std::string("userdel ") + u + " 2>/dev/null");
+    for (auto& u : users_) run_command("userdel " + u + " 2>/dev/null");
   }
+  static const std::string& user(int i) { return users_.at(size_t(i)); }
+  static inline std::vector<std::string> users_;
   void SetUp() override {
     ClusterSuite::SetUp();
-    for (auto* u : kUsers) ASSERT_NE(uid_of(u), uid_t(-1)) << "cannot make user " << u;
+    for (auto& u : users_) ASSERT_NE(uid_of(u), uid_t(-1)) << "cannot make user " << u;
     name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   }
   void TearDown() override {

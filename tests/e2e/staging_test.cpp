@@ -88,7 +88,7 @@ class Staging : public JobSuite {
 
 TEST_F(Staging, InAndOutOfAThousandSmallFilesAndTwoLargeOnesIsByteForByte) {
   const std::string src = make_tree(0, "/stage-src", 1000, 2, 256);
-  create(job(), kUsers[0], "", "2G");
+  create(job(), user(0), "", "2G");
   std::vector<Json> lines;
   Json in;
   ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /inputs --verify", in, &lines), 0)
@@ -116,7 +116,7 @@ TEST_F(Staging, InAndOutOfAThousandSmallFilesAndTwoLargeOnesIsByteForByte) {
   // Owned by the job's user, as everything in its namespace.
   struct stat st {};
   ASSERT_EQ(::stat((m + "/inputs/d0/f0").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, uid_of(kUsers[0]));
+  EXPECT_EQ(st.st_uid, uid_of(user(0)));
 
   // The job writes results; they go out to another server, and match what the job saw.
   ASSERT_EQ(::mkdir((m + "/inputs/results").c_str(), 0755), 0);
@@ -135,7 +135,7 @@ TEST_F(Staging, InAndOutOfAThousandSmallFilesAndTwoLargeOnesIsByteForByte) {
 
 TEST_F(Staging, AStageOutKilledHalfWayGoesOnWithTheRestAfterARestart) {
   const std::string src = make_tree(0, "/resume-src", 20, 3, 150);
-  create(job(), kUsers[0], "", "2G");
+  create(job(), user(0), "", "2G");
   Json in;
   ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /data", in), 0) << in.dump();
   Json started;
@@ -181,7 +181,7 @@ TEST_F(Staging, AStageOutKilledHalfWayGoesOnWithTheRestAfterARestart) {
 
 TEST_F(Staging, BadRequestsAreRefusedClearlyAndStartNothing) {
   make_tree(0, "/bad-src", 3, 0, 0);
-  create(job(), kUsers[0]);
+  create(job(), user(0));
   struct Case {
     std::string args, message;
   } cases[] = {
@@ -209,7 +209,7 @@ TEST_F(Staging, BadRequestsAreRefusedClearlyAndStartNothing) {
 
 TEST_F(Staging, ACancelStopsTheCopyAndAQuotaTooSmallFailsBeforeCopying) {
   const std::string src = make_tree(0, "/cancel-src", 10, 2, 100);
-  create(job(1), kUsers[0], "", "2G");
+  create(job(1), user(0), "", "2G");
   Json started;
   ASSERT_EQ(ctl_json("stage in " + job(1) + " " + src + " /c", started), 0);
   Json cancelled;
@@ -220,7 +220,7 @@ TEST_F(Staging, ACancelStopsTheCopyAndAQuotaTooSmallFailsBeforeCopying) {
   EXPECT_EQ(later["state"], "cancelled");
   EXPECT_EQ(later["bytes_done"], cancelled["bytes_done"]) << "it went on after the cancel";
 
-  create(job(2), kUsers[0], "", "100M");
+  create(job(2), user(0), "", "100M");
   Json failed;
   EXPECT_EQ(stage_wait("stage in " + job(2) + " " + src + " /q", failed), 5);
   EXPECT_EQ(failed["state"], "failed");
@@ -232,8 +232,9 @@ TEST_F(Staging, ACancelStopsTheCopyAndAQuotaTooSmallFailsBeforeCopying) {
 
 TEST_F(Staging, DestroyWithAStageOutCopiesFirstAndThenRemovesTheNamespace) {
   const std::string src = make_tree(0, "/destroy-src", 50, 1, 20);
-  create(job(), kUsers[0]);
-  struct stat before {}, after {};
+  create(job(), user(0));
+  struct stat before {
+  }, after{};
   ASSERT_EQ(::stat(server_dir(job(), 0).c_str(), &before), 0);
   Json in;
   ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /", in), 0) << in.dump();

@@ -225,8 +225,10 @@ TEST_F(AdminServiceTest, AddBackendRefusesBadInputWithClearMessages) {
       {"symlink leading out of backend_files_dir",
        [this](auto& r) { r.mutable_backend()->set_identity_file(dir_ + "/leads-out"); },
        StatusCode::INVALID_ARGUMENT, "/leads-out is not below"},
-      {"bad ssh transport", [](auto& r) { r.mutable_backend()->set_ssh_transport("openssh"); },
-       StatusCode::INVALID_ARGUMENT, "ssh_transport must be auto, native or libssh, not 'openssh'"},
+      {"removed ssh transport", [](auto& r) { r.mutable_backend()->set_ssh_transport("native"); },
+       StatusCode::INVALID_ARGUMENT, "ssh_transport \"native\" was removed"},
+      {"proxy jump on libssh", [](auto& r) { r.mutable_backend()->set_proxy_jump("bastion"); },
+       StatusCode::INVALID_ARGUMENT, "proxy_jump needs ssh_transport = \"openssh\""},
   };
   for (auto& c : cases) {
     auto req = add_request("d", "ns", "/d");

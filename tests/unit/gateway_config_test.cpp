@@ -2,6 +2,7 @@
 #include "config/gateway_config.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
@@ -87,7 +88,7 @@ TEST_F(GatewayConfigTest, BadPortAndRelativeRootAndMissingKeyFileAreRefused) {
       error_of(std::string(b).replace(b.find("\"/srv\""), 6, "\"srv\"") + ns()).find("absolute"),
       std::string::npos);
   EXPECT_NE(error_of(std::string(b).replace(b.find(key_), key_.size(), "/nonexistent/key") + ns())
-                .find("cannot read /nonexistent/key"),
+                .find("cannot read identity file /nonexistent/key"),
             std::string::npos);
 }
 
@@ -103,14 +104,51 @@ TEST_F(GatewayConfigTest, NeedsBackendsAndNamespaces) {
   EXPECT_NE(error_of(backend()).find("no [[namespace]]"), std::string::npos);
 }
 
-TEST_F(GatewayConfigTest, TheSshTransportIsAutoUnlessABackendNamesOne) {
+TEST_F(GatewayConfigTest, TheSshTransportIsLibsshUnlessABackendNamesOpenssh) {
   auto cfg = parse(backend() + ns());
-  EXPECT_EQ(cfg.backends[0].endpoint.stack, skein::sftp::SshStack::automatic);
-  cfg = parse(backend() + "ssh_transport = \"libssh\"\n" + ns());
-  EXPECT_EQ(cfg.backends[0].endpoint.stack, skein::sftp::SshStack::libssh);
-  auto e = error_of(backend() + "ssh_transport = \"openssh\"\n" + ns());
-  EXPECT_NE(e.find("gw.toml:9:"), std::string::npos) << e;
-  EXPECT_NE(e.find("'ssh_transport' in backend 'a' must be \"auto\", \"native\" or \"libssh\""),
+  EXPECT_EQ(cfg.backends[0].endpoint.transport, skein::sftp::SshTransport::libssh);
+  cfg = parse(backend() + "ssh_transport = \"openssh\"\n" + ns());
+  EXPECT_EQ(cfg.backends[0].endpoint.transport, skein::sftp::SshTransport::openssh);
+  for (const char* removed : {"native", "auto"}) {
+    auto e = error_of(backend() + "ssh_transport = \"" + removed + "\"\n" + ns());
+    EXPECT_NE(e.find("gw.toml:9:"), std::string::npos) << e;
+    EXPECT_NE(e.find("'ssh_transport' in backend 'a': ssh_transport \"" + std::string(removed) +
+                     "\" was removed with skein's own SSH transport"),
+              std::string::npos)
+        << e;
+  }
+  auto e = error_of(backend() + "ssh_transport = \"putty\"\n" + ns());
+  EXPECT_NE(e.find("must be \"libssh\" or \"openssh\", not \"putty\""), std::string::npos) << e;
+}
+
+TEST_F(GatewayConfigTest, SiteSshSettingsOfABackend) {
+  std::ofstream(dir_ + "/ssh_config") << "Host *\n";
+  auto cfg = parse(
+      backend() + "ssh_transport = \"openssh\"\nssh_config = \"" + dir_ +
+      "/ssh_config\"\nproxy_jump = \"gw@bastion:2222\"\nssh_agent = \"/run/a.sock\"\n" + ns());
+  auto& ep = cfg.backends[0].endpoint;
+  EXPECT_EQ(ep.ssh_config, dir_ + "/ssh_config");
+  EXPECT_EQ(ep.proxy_jump, "gw@bastion:2222");
+  EXPECT_EQ(ep.agent_socket, "/run/a.sock");
+  // libssh 0.10 has no ProxyJump: the error says to use openssh.
+  auto e = error_of(backend() + "proxy_jump = \"bastion\"\n" + ns());
+  EXPECT_NE(e.find("proxy_jump needs ssh_transport = \"openssh\""), std::string::npos) << e;
+  EXPECT_NE(error_of(backend() + "ssh_config = \"" + dir_ + "/none\"\n" + ns()).find("cannot read"),
+            std::string::npos);
+  // Neither an identity file nor known_hosts is needed: the agent and the site's files serve.
+  std::string bare = backend();
+  bare.erase(bare.find("identity_file"), bare.find("root =") - bare.find("identity_file"));
+  cfg = parse(bare + ns());
+  EXPECT_TRUE(cfg.backends[0].endpoint.identity_file.empty());
+  EXPECT_TRUE(cfg.backends[0].endpoint.known_hosts.empty());
+}
+
+TEST_F(GatewayConfigTest, AnIdentityFileOthersCanReadIsRefused) {
+  chmod(key_.c_str(), 0644);
+  auto e = error_of(backend() + ns());
+  chmod(key_.c_str(), 0600);
+  EXPECT_NE(e.find("'identity_file' in backend 'a': identity file " + key_ +
+                   " is accessible by group or others (mode 0644)"),
             std::string::npos)
       << e;
 }

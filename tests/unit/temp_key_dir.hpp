@@ -1,6 +1,6 @@
-// A temporary directory holding a dummy identity file, an empty known_hosts and a namespace token
-// file (mode 0600), for tests whose configuration must name files that exist. Removed, with all
-// in it, when it goes.
+// A temporary directory holding a dummy identity file and a namespace token file (both mode 0600,
+// as private keys and secrets must be) and an empty known_hosts, for tests whose configuration must
+// name files that exist. Removed, with all in it, when it goes.
 #pragma once
 
 #include <stdlib.h>
@@ -22,8 +22,9 @@ struct TempKeyDir {
     std::ofstream(key) << "key";
     std::ofstream(known_hosts) << "";
     std::ofstream(token) << "s3cret\n";
-    std::filesystem::permissions(
-        token, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    for (auto* secret : {&key, &token})
+      std::filesystem::permissions(
+          *secret, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   }
   ~TempKeyDir() {
     std::error_code ignored;

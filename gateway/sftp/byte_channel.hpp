@@ -1,6 +1,6 @@
 // One SSH channel as the SFTP connection drives it: a byte stream each way over a socket it can
-// poll, used by one thread at a time. Two implementations: ssh::SessionChannel (skein's own
-// transport) and the libssh one in sftp/libssh_channel.
+// poll, used by one thread at a time. Two implementations: LibsshChannel (libssh in the gateway's
+// process) and OpensshChannel (the system's `ssh` client as a child process, over a socket pair).
 #pragma once
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace skein::ssh {
+namespace skein::sftp {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
@@ -44,4 +44,4 @@ class ByteChannel {
   virtual std::string error() const = 0;
 };
 
-}  // namespace skein::ssh
+}  // namespace skein::sftp
