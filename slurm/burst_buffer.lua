@@ -1,0 +1,688 @@
+--[[
+skein's burst buffer for Slurm's burst_buffer/lua plugin: a scratch namespace per job on a skein
+gateway, made and staged in before the job runs, staged out and destroyed after it. slurmctld
+runs this file (it must sit beside slurm.conf, named burst_buffer.lua); the per-node prolog and
+epilog (slurm/prolog, slurm/epilog) mount and unmount the namespace. docs/slurm.md is the admin's
+guide: directives, configuration, failure policy.
+
+Every hook that talks to the gateway runs `skeinctl --json` with the admin credentials of the
+configuration's [controller] table. A hook that fails returns slurm.ERROR with a reason the job's
+owner can act on; Slurm then holds the job with that reason (or, for job_process, rejects the
+submission with it). Slurm 22.05 passes some hooks only the job id and the script's path: what
+else they need comes from the script's directives and from `scontrol show job`.
+--]]
+
+local SCRIPT = "skein burst_buffer.lua"
+local DEFAULT_CONFIG = "/etc/skein/slurm.toml"
+
+-- ---------------------------------------------------------------- small helpers
+
+local function log_info(fmt, ...)
+	slurm.log_info("%s: " .. fmt, SCRIPT, ...)
+end
+local function log_error(fmt, ...)
+	slurm.log_error("%s: " .. fmt, SCRIPT, ...)
+end
+
+local function trim(s)
+	return (s:gsub("^%s+", ""):gsub("%s+$", ""))
+end
+
+-- One single-quoted shell word.
+local function shq(s)
+	return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function read_file(path)
+	local f = io.open(path, "r")
+	if not f then
+		return nil
+	end
+	local text = f:read("*a")
+	f:close()
+	return text
+end
+
+-- Sizes as Slurm and skeinctl write them: 100G, 512M, 1T, plain bytes. Powers of 1024.
+local SIZE_UNITS = { [""] = 1, K = 2 ^ 10, M = 2 ^ 20, G = 2 ^ 30, T = 2 ^ 40, P = 2 ^ 50 }
+local function parse_size(text)
+	local n, unit = tostring(text):upper():match("^(%d+)([KMGTP]?)I?B?$")
+	if not n then
+		return nil
+	end
+	return tonumber(n) * SIZE_UNITS[unit]
+end
+
+-- ---------------------------------------------------------------- configuration
+
+-- A TOML subset: [table], [[array.of.tables]], key = "string" | 'string' | integer | true |
+-- false | ["a", "b"] on one line, and # comments. docs/slurm.md shows the file.
+local function parse_toml(text, path)
+	local root = {}
+	local current = root
+	local lineno = 0
+	local function value_of(v)
+		v = trim(v)
+		local s = v:match('^"(.-)"$') or v:match("^'(.-)'$")
+		if s then
+			return s
+		end
+		if v == "true" then
+			return true
+		end
+		if v == "false" then
+			return false
+		end
+		if v:match("^%-?%d+$") then
+			return tonumber(v)
+		end
+		local inner = v:match("^%[(.*)%]$")
+		if inner then
+			local list = {}
+			for item in inner:gmatch("[^,]+") do
+				if trim(item) ~= "" then
+					list[#list + 1] = value_of(item)
+				end
+			end
+			return list
+		end
+		error(string.format("%s:%d: cannot read value %s", path, lineno, v), 0)
+	end
+	for line in (text .. "\n"):gmatch("(.-)\r?\n") do
+		lineno = lineno + 1
+		-- a # outside quotes starts a comment
+		local quote, cut = nil, #line
+		for i = 1, #line do
+			local ch = line:sub(i, i)
+			if quote then
+				if ch == quote then
+					quote = nil
+				end
+			elseif ch == '"' or ch == "'" then
+				quote = ch
+			elseif ch == "#" then
+				cut = i - 1
+				break
+			end
+		end
+		local stripped = trim(line:sub(1, cut))
+		if stripped ~= "" then
+			local array = stripped:match("^%[%[%s*([%w_.-]+)%s*%]%]$")
+			local tbl = stripped:match("^%[%s*([%w_.-]+)%s*%]$")
+			if array then
+				root[array] = root[array] or {}
+				current = {}
+				table.insert(root[array], current)
+			elseif tbl then
+				root[tbl] = root[tbl] or {}
+				current = root[tbl]
+			else
+				local key, v = stripped:match("^([%w_-]+)%s*=%s*(.+)$")
+				if not key then
+					error(string.format("%s:%d: expected key = value, [table] or [[table]]", path, lineno), 0)
+				end
+				current[key] = value_of(v)
+			end
+		end
+	end
+	return root
+end
+
+-- Where the configuration is: $SKEIN_SLURM_CONFIG, else a "# skein: config=PATH" line in the
+-- burst_buffer.conf beside this script (slurm.conf's directory), else /etc/skein/slurm.toml.
+local function config_path()
+	local env = os.getenv("SKEIN_SLURM_CONFIG")
+	if env and env ~= "" then
+		return env
+	end
+	local source = debug.getinfo(1, "S").source
+	local dir = source:match("^@(.*)/[^/]*$")
+	if dir then
+		local conf = read_file(dir .. "/burst_buffer.conf")
+		if conf then
+			local p = conf:match("\n%s*#%s*skein:%s*config%s*=%s*(%S+)") or conf:match("^%s*#%s*skein:%s*config%s*=%s*(%S+)")
+			if p then
+				return p
+			end
+		end
+	end
+	return DEFAULT_CONFIG
+end
+
+local config_cache = { path = nil, mtime_key = nil, config = nil }
+
+-- The configuration, read again whenever its text changes; nil and a message when it is bad.
+local function load_config()
+	local path = config_path()
+	local text = read_file(path)
+	if not text then
+		return nil, "cannot read skein's Slurm configuration " .. path
+	end
+	if config_cache.path == path and config_cache.text == text then
+		return config_cache.config
+	end
+	local ok, parsed = pcall(parse_toml, text, path)
+	if not ok then
+		return nil, "bad skein configuration: " .. parsed
+	end
+	local c = {
+		path = path,
+		gateway = parsed.gateway or {},
+		controller = parsed.controller or {},
+		staging = parsed.staging or {},
+		node = parsed.node or {},
+		pools = {},
+	}
+	if not c.gateway.address then
+		return nil, path .. ": [gateway] needs address"
+	end
+	for _, p in ipairs(parsed.pool or {}) do
+		if not p.name then
+			return nil, path .. ": every [[pool]] needs a name"
+		end
+		local quantity = parse_size(p.capacity or "")
+		if not quantity then
+			return nil, path .. ": pool " .. p.name .. ": capacity must be a size, e.g. 10T"
+		end
+		local granularity = parse_size(p.granularity or "1M")
+		if not granularity or granularity < 1 then
+			return nil, path .. ": pool " .. p.name .. ": granularity must be a size, e.g. 1G"
+		end
+		p.quantity, p.granularity_bytes = quantity, granularity
+		c.pools[p.name] = p
+		c.pools[#c.pools + 1] = p
+	end
+	if #c.pools == 0 then
+		return nil, path .. ": no [[pool]]: Slurm would have no pool to give jobs"
+	end
+	config_cache.path, config_cache.text, config_cache.config = path, text, c
+	return c
+end
+
+-- ---------------------------------------------------------------- running commands
+
+-- Runs a shell command; returns its exit status, its standard output and its standard error.
+local function run(cmd)
+	local err_file = os.tmpname()
+	local p = io.popen(cmd .. " 2>" .. shq(err_file) .. "; echo \"__skein_rc=$?\"")
+	local out = p:read("*a")
+	p:close()
+	local err = read_file(err_file) or ""
+	os.remove(err_file)
+	local rc = tonumber(out:match("__skein_rc=(%d+)%s*$")) or 255
+	out = out:gsub("__skein_rc=%d+%s*$", "")
+	return rc, out, err
+end
+
+-- skeinctl with the controller's admin credentials. Returns ok, stdout, and a reason on failure.
+local function skeinctl(c, args)
+	local ctl = c.controller
+	local env = { "SKEIN_GATEWAY=" .. shq(c.gateway.address) }
+	local function put(name, value)
+		if value and value ~= "" then
+			env[#env + 1] = name .. "=" .. shq(value)
+		end
+	end
+	put("SKEIN_CA_FILE", c.gateway.ca_file)
+	put("SKEIN_TLS_SERVER_NAME", c.gateway.tls_server_name)
+	put("SKEIN_ADMIN_CERT", ctl.admin_cert)
+	put("SKEIN_ADMIN_KEY", ctl.admin_key)
+	put("SKEIN_ADMIN_TOKEN_FILE", ctl.admin_token_file)
+	local cmd = "env " .. table.concat(env, " ") .. " " .. shq(ctl.skeinctl or "skeinctl") .. " --json " .. args
+	local rc, out, err = run(cmd)
+	if rc == 0 then
+		return true, out
+	end
+	-- skeinctl says what went wrong on stderr ("skeinctl: ..."), and as JSON on stdout.
+	local reason = err:match("skeinctl: ([^\n]+)") or out:match('"message"%s*:%s*"(.-)"') or trim(err)
+	if reason == "" then
+		reason = "skeinctl exited with status " .. rc
+	end
+	return false, out, reason
+end
+
+-- `scontrol show job -o ID` as a table of its KEY=VALUE fields.
+local function job_fields(job_id)
+	local rc, out = run("scontrol show job -o " .. shq(job_id))
+	if rc ~= 0 then
+		return nil
+	end
+	local fields = {}
+	for key, value in out:gmatch("(%w+)=(%S*)") do
+		fields[key] = fields[key] or value
+	end
+	return fields
+end
+
+-- ---------------------------------------------------------------- directives
+
+local SKEIN_KEYS = {
+	width = "a whole number of backends, e.g. width=4",
+	stripe_size = "a size, e.g. stripe_size=4M",
+	layout = "striped or union",
+	inodes = "a whole number of files and directories, e.g. inodes=1000000",
+	lifetime = "a duration, e.g. lifetime=2d",
+	stage_in = "SOURCE:DEST, e.g. stage_in=/data/in:/",
+	stage_out = "SOURCE:DEST, e.g. stage_out=/results:/data/out/$SLURM_JOB_ID",
+	verify = "yes or no",
+}
+
+-- A path as directives write it: absolute, no "." or ".." parts.
+local function clean_path(p)
+	if p:sub(1, 1) ~= "/" then
+		return nil
+	end
+	local parts = {}
+	for part in p:gmatch("[^/]+") do
+		if part == "." or part == ".." then
+			return nil
+		end
+		parts[#parts + 1] = part
+	end
+	return "/" .. table.concat(parts, "/")
+end
+
+-- Parses the #BB_LUA lines of a job script. Returns the request, or nil and what is wrong.
+-- request = { pool = NAME or nil, capacity = TEXT or nil, skein = true when a skein line was
+-- given, width, stripe_size, layout, inodes, lifetime, verify, stage_in = {{src, dest}},
+-- stage_out = {{src, dest}} }
+local function parse_directives(script_text)
+	local r = { stage_in = {}, stage_out = {} }
+	for line in (script_text .. "\n"):gmatch("(.-)\r?\n") do
+		local body = line:match("^#BB_LUA%s+(.*)$") or line:match("^#BB_LUA$")
+		if body then
+			local words = {}
+			for w in body:gmatch("%S+") do
+				words[#words + 1] = w
+			end
+			if words[1] == "skein" then
+				r.skein = true
+				for i = 2, #words do
+					local key, value = words[i]:match("^([%w_]+)=(.+)$")
+					if not key or not SKEIN_KEYS[key] then
+						local known = {}
+						for k in pairs(SKEIN_KEYS) do
+							known[#known + 1] = k
+						end
+						table.sort(known)
+						return nil, string.format("unknown skein option '%s' (known: %s)", words[i], table.concat(known, ", "))
+					end
+					local bad = "skein option " .. words[i] .. ": expected " .. SKEIN_KEYS[key]
+					if key == "width" or key == "inodes" then
+						if not value:match("^%d+$") or tonumber(value) < 1 then
+							return nil, bad
+						end
+						r[key] = tonumber(value)
+					elseif key == "stripe_size" then
+						if not parse_size(value) then
+							return nil, bad
+						end
+						r.stripe_size = value
+					elseif key == "layout" then
+						if value ~= "striped" and value ~= "union" then
+							return nil, bad
+						end
+						r.layout = value
+					elseif key == "lifetime" then
+						if not value:match("^%d+[smhd]?$") then
+							return nil, bad
+						end
+						r.lifetime = value
+					elseif key == "verify" then
+						if value ~= "yes" and value ~= "no" then
+							return nil, bad
+						end
+						r.verify = value == "yes"
+					else -- stage_in, stage_out
+						local src, dest = value:match("^([^:]+):([^:]+)$")
+						local csrc, cdest = src and clean_path(src), dest and clean_path(dest)
+						if not csrc or not cdest then
+							return nil, bad .. " (two absolute paths without '..', joined by ':')"
+						end
+						table.insert(r[key], { csrc, cdest })
+					end
+				end
+			else
+				-- Slurm's own pool= and capacity= (Slurm checks their pairing itself).
+				for _, w in ipairs(words) do
+					local key, value = w:match("^([%w_]+)=(.*)$")
+					if key == "pool" then
+						r.pool = value
+					elseif key == "capacity" then
+						r.capacity = value
+					end
+				end
+			end
+		end
+	end
+	return r
+end
+
+-- The job's request and its pool's configuration; nil and a reason when it is not skein's.
+local function job_request(c, job_script)
+	local text = read_file(job_script)
+	if not text then
+		return nil, "cannot read the job script " .. tostring(job_script)
+	end
+	local r, problem = parse_directives(text)
+	if not r then
+		return nil, problem
+	end
+	r.pool_config = r.pool and c.pools[r.pool]
+	return r
+end
+
+-- $SLURM_JOB_ID, ${SLURM_JOB_ID}, $SLURM_JOB_USER and $USER in a staging path.
+local function expand(path, job_id, user)
+	return (path:gsub("%${?SLURM_JOB_ID}?", job_id):gsub("%${?SLURM_JOB_USER}?", user):gsub("%${?USER}?", user))
+end
+
+-- Is PATH below one of the [staging] roots allowed for USER?
+local function staging_allowed(c, path, user)
+	local roots = c.staging.allow or {}
+	for _, root in ipairs(roots) do
+		local r = expand(root, "", user):gsub("/+$", "")
+		if path == r or path:sub(1, #r + 1) == r .. "/" or r == "" then
+			return true
+		end
+	end
+	return false
+end
+
+local function job_namespace_id(c, job_id)
+	return (c.gateway.job_prefix or "") .. job_id
+end
+
+-- The staging source or destination outside the job namespace.
+local function outside(c, path)
+	return (c.staging.namespace or "default") .. ":" .. path
+end
+
+-- Checks the job's staging paths for its user; returns nil or a reason.
+local function check_staging(c, r, job_id, user)
+	for _, dir in ipairs({ "stage_in", "stage_out" }) do
+		for _, pair in ipairs(r[dir]) do
+			local theirs = expand(dir == "stage_in" and pair[1] or pair[2], job_id, user)
+			if not staging_allowed(c, theirs, user) then
+				local roots = {}
+				for _, root in ipairs(c.staging.allow or {}) do
+					roots[#roots + 1] = expand(root, job_id, user)
+				end
+				return string.format("%s path %s is outside what user %s may stage (%s)", dir, theirs, user,
+					#roots > 0 and table.concat(roots, ", ") or "this cluster allows no staging")
+			end
+		end
+	end
+	return nil
+end
+
+local function user_of(job_id, uid)
+	local f = job_fields(job_id)
+	local user = f and f.UserId and f.UserId:match("^([^(]+)")
+	if user then
+		return user
+	end
+	if uid then
+		local rc, out = run("getent passwd " .. shq(uid))
+		if rc == 0 then
+			return out:match("^([^:]+)")
+		end
+	end
+	return nil
+end
+
+local function fail(job_id, what, reason)
+	local msg = string.format("skein: %s: %s", what, reason)
+	log_error("JobId=%s %s", tostring(job_id), msg)
+	return slurm.ERROR, msg
+end
+
+-- ---------------------------------------------------------------- hooks
+
+--[[ slurm_bb_job_process (synchronous, in slurmctld: no gateway calls). Rejects a submission whose
+skein directives are wrong, with a message that says what is wrong. ]]
+function slurm_bb_job_process(job_script, ...)
+	local c, problem = load_config()
+	if not c then
+		log_error("%s", problem)
+		return slurm.ERROR, "skein: the burst buffer is misconfigured (see slurmctld's log)"
+	end
+	local r, bad = job_request(c, job_script)
+	if not r then
+		return slurm.ERROR, "skein: " .. bad
+	end
+	if r.pool and not r.pool_config then
+		local names = {}
+		for _, p in ipairs(c.pools) do
+			names[#names + 1] = p.name
+		end
+		return slurm.ERROR, string.format("skein: unknown burst buffer pool '%s' (pools: %s)", r.pool, table.concat(names, ", "))
+	end
+	if r.skein and not r.pool_config then
+		return slurm.ERROR, string.format("skein: '#BB_LUA skein ...' needs a line '#BB_LUA pool=%s capacity=SIZE'", c.pools[1].name)
+	end
+	if r.pool_config and not r.capacity then
+		return slurm.ERROR, "skein: pool=" .. r.pool .. " needs capacity=SIZE (the scratch quota, e.g. capacity=100G)"
+	end
+	if r.pool_config and not parse_size(r.capacity) then
+		return slurm.ERROR, "skein: capacity=" .. r.capacity .. " is not a size (e.g. 100G)"
+	end
+	if (#r.stage_in > 0 or #r.stage_out > 0) and #(c.staging.allow or {}) == 0 then
+		return slurm.ERROR, "skein: this cluster allows no staging ([staging] allow is empty)"
+	end
+	return slurm.SUCCESS
+end
+
+--[[ slurm_bb_pools (synchronous): the configured pools, as Slurm accounts them. ]]
+function slurm_bb_pools()
+	local c, problem = load_config()
+	if not c then
+		log_error("%s", problem)
+		return slurm.ERROR, problem
+	end
+	local items = {}
+	for _, p in ipairs(c.pools) do
+		items[#items + 1] = string.format('{"id":"%s","quantity":%.0f,"granularity":%.0f}', p.name, p.quantity, p.granularity_bytes)
+	end
+	return slurm.SUCCESS, '{"pools":[' .. table.concat(items, ",") .. "]}"
+end
+
+--[[ slurm_bb_setup (asynchronous): makes the job's namespace, owned by the job's user, with the
+capacity as its quota. Idempotent (skeinctl ns create is). ]]
+function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
+	local c, problem = load_config()
+	if not c then
+		return fail(job_id, "setup", problem)
+	end
+	local r, bad = job_request(c, job_script)
+	if not r then
+		return fail(job_id, "setup", bad)
+	end
+	local p = c.pools[pool] or r.pool_config
+	if not p then
+		return fail(job_id, "setup", "pool '" .. tostring(pool) .. "' is not skein's")
+	end
+	if #r.stage_in > 0 or #r.stage_out > 0 then
+		local user = user_of(job_id, uid)
+		if not user then
+			return fail(job_id, "setup", "cannot tell the job's user (scontrol show job " .. job_id .. ")")
+		end
+		local refused = check_staging(c, r, job_id, user)
+		if refused then
+			return fail(job_id, "setup", refused)
+		end
+	end
+	local args = { "ns create", shq(job_namespace_id(c, job_id)), "--uid", shq(uid), "--gid", shq(gid),
+		"--quota-bytes", shq(string.format("%.0f", tonumber(bb_size) or parse_size(r.capacity or "") or 0)),
+		"--label", shq("slurm_job=" .. job_id) }
+	local function opt(flag, value)
+		if value then
+			args[#args + 1] = flag .. " " .. shq(value)
+		end
+	end
+	opt("--pool", p.gateway_pool)
+	opt("--layout", r.layout or p.layout)
+	opt("--width", r.width or p.width)
+	opt("--stripe-size", r.stripe_size or p.stripe_size)
+	opt("--quota-inodes", r.inodes or p.inodes)
+	opt("--lifetime", r.lifetime or p.lifetime)
+	if c.controller.cluster then
+		opt("--label", "slurm_cluster=" .. c.controller.cluster)
+	end
+	local ok, _, reason = skeinctl(c, table.concat(args, " "))
+	if not ok then
+		return fail(job_id, "cannot create the job's scratch namespace", reason)
+	end
+	log_info("JobId=%s: made scratch namespace %s (uid %s, gid %s, %s bytes, pool %s)", job_id,
+		job_namespace_id(c, job_id), uid, gid, bb_size, pool)
+	return slurm.SUCCESS
+end
+
+-- Runs one staging operation to its end; nil, or a reason.
+local function stage(c, job_id, direction, src, dest, verify)
+	local args = string.format("stage %s %s %s %s --wait%s", direction, shq(job_namespace_id(c, job_id)), shq(src), shq(dest),
+		verify and " --verify" or "")
+	local ok, out, reason = skeinctl(c, args)
+	if ok then
+		return nil
+	end
+	-- The last JSON line is the operation's final state; its error and failed paths say why.
+	local last = ""
+	for line in out:gmatch("[^\n]+") do
+		last = line
+	end
+	local err = last:match('"error"%s*:%s*"(.-)"')
+	local first_failed = last:match('"failed"%s*:%s*%[%s*"(.-)"')
+	local state = last:match('"state"%s*:%s*"(%a+)"')
+	local why = (err and err ~= "" and err) or first_failed or reason
+	if state then
+		why = state .. ": " .. why
+	end
+	return why
+end
+
+--[[ slurm_bb_data_in (asynchronous): each stage_in, in order, waited for. ]]
+function slurm_bb_data_in(job_id, job_script, ...)
+	local c, problem = load_config()
+	if not c then
+		return fail(job_id, "stage-in", problem)
+	end
+	local r, bad = job_request(c, job_script)
+	if not r then
+		return fail(job_id, "stage-in", bad)
+	end
+	if #r.stage_in == 0 then
+		return slurm.SUCCESS
+	end
+	local user = user_of(job_id)
+	if not user then
+		return fail(job_id, "stage-in", "cannot tell the job's user (scontrol show job " .. job_id .. ")")
+	end
+	for _, pair in ipairs(r.stage_in) do
+		local src = expand(pair[1], job_id, user)
+		local why = stage(c, job_id, "in", outside(c, src), expand(pair[2], job_id, user), r.verify)
+		if why then
+			return fail(job_id, "stage-in of " .. src .. " failed", why)
+		end
+		log_info("JobId=%s: staged in %s to %s", job_id, src, pair[2])
+	end
+	return slurm.SUCCESS
+end
+
+function slurm_bb_real_size(job_id, ...)
+	return slurm.SUCCESS
+end
+
+--[[ slurm_bb_paths (synchronous): SKEIN_SCRATCH, where the prolog mounts the namespace. ]]
+function slurm_bb_paths(job_id, job_script, path_file, ...)
+	local c, problem = load_config()
+	if not c then
+		return fail(job_id, "paths", problem)
+	end
+	local r = job_request(c, job_script)
+	if not r or not r.pool_config then
+		return slurm.SUCCESS
+	end
+	local root = (c.node.mount_root or "/scratch/job"):gsub("/+$", "")
+	local f = io.open(path_file, "w")
+	if not f then
+		return fail(job_id, "paths", "cannot write " .. path_file)
+	end
+	f:write("SKEIN_SCRATCH=" .. root .. "/" .. job_id .. "\n")
+	f:close()
+	return slurm.SUCCESS
+end
+
+function slurm_bb_pre_run(job_id, ...)
+	return slurm.SUCCESS
+end
+
+function slurm_bb_post_run(job_id, ...)
+	return slurm.SUCCESS
+end
+
+--[[ slurm_bb_data_out (asynchronous): each stage_out, in order, waited for. ]]
+function slurm_bb_data_out(job_id, job_script, ...)
+	local c, problem = load_config()
+	if not c then
+		return fail(job_id, "stage-out", problem)
+	end
+	local r, bad = job_request(c, job_script)
+	if not r then
+		return fail(job_id, "stage-out", bad)
+	end
+	if #r.stage_out == 0 then
+		return slurm.SUCCESS
+	end
+	local user = user_of(job_id)
+	if not user then
+		return fail(job_id, "stage-out", "cannot tell the job's user (scontrol show job " .. job_id .. ")")
+	end
+	for _, pair in ipairs(r.stage_out) do
+		local dest = expand(pair[2], job_id, user)
+		local why = stage(c, job_id, "out", expand(pair[1], job_id, user), outside(c, dest), r.verify)
+		if why then
+			return fail(job_id, "stage-out to " .. dest .. " failed", why)
+		end
+		log_info("JobId=%s: staged out %s to %s", job_id, pair[1], dest)
+	end
+	return slurm.SUCCESS
+end
+
+--[[ slurm_bb_job_teardown (asynchronous): destroys the namespace. With hurry (a cancelled job),
+staging operations still running for it are cancelled first. Idempotent. ]]
+function slurm_bb_job_teardown(job_id, job_script, hurry, ...)
+	local c, problem = load_config()
+	if not c then
+		return fail(job_id, "teardown", problem)
+	end
+	local id = job_namespace_id(c, job_id)
+	if hurry == "true" then
+		local ok, out = skeinctl(c, "stage list " .. shq(id))
+		if ok then
+			for op, state in out:gmatch('"id"%s*:%s*"?([%w_.-]+)"?.-"state"%s*:%s*"(%a+)"') do
+				if state == "queued" or state == "running" then
+					skeinctl(c, "stage cancel " .. shq(op))
+				end
+			end
+		end
+	end
+	local ok, _, reason = skeinctl(c, "ns destroy " .. shq(id) .. " --wait-ms " .. tostring(c.controller.destroy_wait_ms or 10000))
+	if not ok then
+		return fail(job_id, "cannot destroy the job's scratch namespace", reason)
+	end
+	log_info("JobId=%s: destroyed scratch namespace %s%s", job_id, id, hurry == "true" and " (hurry)" or "")
+	return slurm.SUCCESS
+end
+
+function slurm_bb_get_status(uid, gid, ...)
+	local c, problem = load_config()
+	if not c then
+		return slurm.ERROR, problem
+	end
+	local ok, out, reason = skeinctl(c, "ns list")
+	if not ok then
+		return slurm.ERROR, reason
+	end
+	return slurm.SUCCESS, out
+end

@@ -1,0 +1,414 @@
+"""The node's side of skein's Slurm integration: mounting a job's scratch namespace in the prolog
+and taking it away in the epilog (slurm/prolog, slurm/epilog). burst_buffer.lua makes and
+destroys the namespace on the slurmctld host; this only mounts, with the node's certificate.
+
+Configuration: the [gateway] and [node] tables of skein's Slurm configuration (docs/slurm.md),
+found at $SKEIN_SLURM_CONFIG, else through a "# skein: config=PATH" line of the burst_buffer.conf
+beside $SLURM_CONF, else at /etc/skein/slurm.toml. Messages go to standard error, which slurmd
+logs, prefixed "skein prolog: job N:" or "skein epilog: job N:".
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+
+DEFAULT_CONFIG = "/etc/skein/slurm.toml"
+
+
+class HookError(Exception):
+    """A failure the hook reports and exits non-zero for."""
+
+
+class GatewayUnreachable(HookError):
+    """The gateway did not answer: a failure of the gateway or the network, not of this node."""
+
+
+# What gRPC says when no connection could be made or the gateway did not answer in time.
+UNREACHABLE = re.compile(r"failed to connect|Connection refused|UNAVAILABLE|Deadline Exceeded|"
+                         r"DEADLINE_EXCEEDED|cannot reach gateway|No route to host|Socket closed")
+
+
+class Hook:
+    def __init__(self, name):
+        self.name = name
+        self.job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID") or ""
+
+    def say(self, message):
+        print(f"skein {self.name}: job {self.job_id}: {message}", file=sys.stderr, flush=True)
+
+
+def config_path():
+    env = os.environ.get("SKEIN_SLURM_CONFIG")
+    if env:
+        return env
+    slurm_conf = os.environ.get("SLURM_CONF")
+    if slurm_conf:
+        bb_conf = os.path.join(os.path.dirname(slurm_conf), "burst_buffer.conf")
+        try:
+            with open(bb_conf, encoding="utf-8") as f:
+                for line in f:
+                    m = re.match(r"\s*#\s*skein:\s*config\s*=\s*(\S+)", line)
+                    if m:
+                        return m.group(1)
+        except OSError:
+            pass
+    return DEFAULT_CONFIG
+
+
+def load_config():
+    path = config_path()
+    try:
+        with open(path, "rb") as f:
+            config = tomllib.load(f)
+    except OSError as e:
+        raise HookError(f"cannot read skein's Slurm configuration {path}: {e.strerror}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise HookError(f"bad skein configuration {path}: {e}") from e
+    if "address" not in config.get("gateway", {}):
+        raise HookError(f"{path}: [gateway] needs address")
+    config["_path"] = path
+    return config
+
+
+def mount_point(config, job_id):
+    root = config.get("node", {}).get("mount_root", "/scratch/job").rstrip("/")
+    return f"{root}/{job_id}"
+
+
+def skein_pools(config):
+    return {p.get("name") for p in config.get("pool", []) if p.get("name")}
+
+
+def job_uses_skein(config, job_id):
+    """Whether the job asked for one of skein's pools (its BurstBuffer field, from scontrol)."""
+    try:
+        out = subprocess.run(
+            ["scontrol", "show", "job", "-o", job_id],
+            capture_output=True, text=True, timeout=30, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise HookError(f"cannot ask slurmctld about the job (scontrol): {e}") from e
+    if out.returncode != 0:
+        raise HookError(f"scontrol show job {job_id} failed: {out.stderr.strip()}")
+    pools = skein_pools(config)
+    return any(p in pools for p in re.findall(r"#BB_LUA[^\n]*?\bpool=(\S+)", out.stdout))
+
+
+def mountinfo_entry(path):
+    """The fstype of the mount at path, or None."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            for line in f:
+                fields = line.split()
+                sep = fields.index("-")
+                mp = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
+                if mp == path:
+                    return fields[sep + 1]
+    except OSError:
+        pass
+    return None
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return None
+
+
+def mount_daemons(path):
+    """Pids of the skein-mount processes serving path (their argument list names it)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        args = cmdline(entry)
+        if args and os.path.basename(args[0]) == "skein-mount" and path in args:
+            pids.append(int(entry))
+    return pids
+
+
+def stat_with_deadline(path, seconds):
+    """os.stat(path) in a thread, so a mount that does not answer cannot hang the hook."""
+    result = {}
+
+    def target():
+        try:
+            result["stat"] = os.stat(path)
+        except OSError as e:
+            result["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        raise HookError(f"{path} did not answer within {seconds} s")
+    if "error" in result:
+        raise result["error"]
+    return result["stat"]
+
+
+def below(link, path):
+    return link == path or link.startswith(path + "/")
+
+
+def processes_using(path, spare):
+    """Pids (not in spare) whose cwd, root, executable, open files or mappings are below path.
+    Reads /proc's links only: nothing here touches the mount itself."""
+    users = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if pid in spare or pid == os.getpid():
+            continue
+        base = f"/proc/{pid}"
+        hit = False
+        try:
+            for name in ("cwd", "root", "exe"):
+                try:
+                    if below(os.readlink(f"{base}/{name}"), path):
+                        hit = True
+                        break
+                except OSError:
+                    pass
+            if not hit:
+                for fd in os.listdir(f"{base}/fd"):
+                    try:
+                        if below(os.readlink(f"{base}/fd/{fd}"), path):
+                            hit = True
+                            break
+                    except OSError:
+                        pass
+            if not hit:
+                with open(f"{base}/maps", encoding="utf-8", errors="replace") as f:
+                    for line in f:
+                        parts = line.split(None, 5)
+                        if len(parts) == 6 and below(parts[5].strip(), path):
+                            hit = True
+                            break
+        except OSError:
+            continue
+        if hit:
+            users.append(pid)
+    return users
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def end_processes(pids, grace):
+    """SIGTERM, up to grace seconds, then SIGKILL; returns the pids that needed SIGKILL."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    stubborn = [p for p in pids if alive(p)]
+    for pid in stubborn:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and any(alive(p) for p in stubborn):
+        time.sleep(0.05)
+    return stubborn
+
+
+def umount(path, lazy=False):
+    args = ["umount", "-l", path] if lazy else ["umount", path]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+    return r.returncode == 0, r.stderr.strip()
+
+
+# ---------------------------------------------------------------- prolog
+
+
+def prolog():
+    hook = Hook("prolog")
+    try:
+        config = load_config()
+        job_id = hook.job_id
+        if not job_id:
+            raise HookError("no SLURM_JOB_ID in the environment: not run by slurmd?")
+        if not job_uses_skein(config, job_id):
+            return 0
+        uid = int(os.environ["SLURM_JOB_UID"])
+        gid = int(os.environ["SLURM_JOB_GID"])
+        try:
+            mount_job(hook, config, job_id, uid, gid)
+        except GatewayUnreachable as e:
+            if config.get("node", {}).get("on_gateway_unreachable", "hold") != "hold":
+                raise
+            # The gateway is shared: a prolog failure would drain every node that starts a job
+            # while it is away. The job goes back to the queue, held, with the reason instead.
+            hook.say(f"{e}; requeueing the job held")
+            requeue_held(hook, job_id, f"skein: cannot mount the job's scratch: gateway unreachable ({e})")
+        return 0
+    except HookError as e:
+        hook.say(str(e))
+        return 1
+
+
+def mount_job(hook, config, job_id, uid, gid):
+    node = config.get("node", {})
+    gateway = config["gateway"]
+    mp = mount_point(config, job_id)
+    timeout = float(node.get("mount_timeout_s", 20))
+    if mountinfo_entry(mp):
+        try:
+            st = stat_with_deadline(mp, timeout)
+            if mountinfo_entry(mp) == "fuse.skein" and st.st_uid == uid:
+                return  # mounted already (the prolog ran before): nothing to do
+        except (OSError, HookError):
+            pass
+        hook.say(f"{mp} holds a stale or foreign mount; replacing it")
+        unmount_job(hook, config, job_id)
+    root = os.path.dirname(mp)
+    os.makedirs(root, mode=0o755, exist_ok=True)
+    try:
+        os.mkdir(mp, 0o700)
+    except FileExistsError:
+        pass
+    os.chown(mp, uid, gid)
+    log_dir = node.get("log_dir", "/var/log/skein")
+    os.makedirs(log_dir, mode=0o755, exist_ok=True)
+    args = [
+        node.get("skein_mount", "skein-mount"),
+        node.get("gateway_address") or gateway["address"],
+        mp,
+        "--job",
+        gateway.get("job_prefix", "") + job_id,
+        "--log-file",
+        os.path.join(log_dir, f"job-{job_id}.log"),
+        "-o",
+        ",".join(["allow_other"] + list(node.get("mount_options", []))),
+    ]
+    for flag, key, table in (
+        ("--ca-file", "ca_file", gateway),
+        ("--tls-server-name", "tls_server_name", gateway),
+        ("--cert-file", "cert_file", node),
+        ("--key-file", "key_file", node),
+    ):
+        if table.get(key):
+            args += [flag, table[key]]
+    attempts = max(1, int(node.get("mount_attempts", 3)))
+    problem = ""
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(1)
+        try:
+            # start_new_session: slurmd kills the prolog's process group when the prolog ends,
+            # and the daemon skein-mount leaves behind must not be in it.
+            r = subprocess.run(
+                args, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                timeout=timeout, start_new_session=True, check=False,
+            )
+        except OSError as e:
+            raise HookError(f"cannot run {args[0]}: {e.strerror}") from e
+        except subprocess.TimeoutExpired:
+            problem = f"{args[0]} did not finish within {timeout:g} s"
+            continue
+        if r.returncode == 0:
+            break
+        problem = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}")
+    else:
+        message = f"cannot mount the job's scratch on {mp}: {problem}"
+        raise (GatewayUnreachable if UNREACHABLE.search(problem) else HookError)(message)
+    try:
+        st = stat_with_deadline(mp, timeout)
+    except OSError as e:
+        raise HookError(f"{mp} was mounted but does not answer: {e.strerror}") from e
+    if st.st_uid != uid:
+        raise HookError(f"{mp} is owned by uid {st.st_uid}, not the job's user {uid}")
+
+
+def requeue_held(hook, job_id, reason):
+    """Puts the job back in the queue, held, with reason in its Comment (scontrol, as root)."""
+    for args in (["scontrol", "requeuehold", job_id],
+                 ["scontrol", "update", f"JobId={job_id}", f"Comment={reason[:250]}"]):
+        try:
+            r = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise HookError(f"{' '.join(args)}: {e}") from e
+        if r.returncode != 0:
+            raise HookError(f"{' '.join(args)} failed: {r.stderr.strip()}")
+
+
+# ---------------------------------------------------------------- epilog
+
+
+def epilog():
+    hook = Hook("epilog")
+    try:
+        config = load_config()
+        if not hook.job_id:
+            raise HookError("no SLURM_JOB_ID in the environment: not run by slurmd?")
+        unmount_job(hook, config, hook.job_id)
+        return 0
+    except HookError as e:
+        hook.say(str(e))
+        return 1
+
+
+def unmount_job(hook, config, job_id):
+    """Ends whatever holds files below the mount, unmounts (lazily as the last resort), ends the
+    mount process and removes the mount point. Raises HookError if a mount or process is left."""
+    node = config.get("node", {})
+    grace = float(node.get("kill_grace_s", 2))
+    mp = mount_point(config, job_id)
+    daemons = mount_daemons(mp)
+    if not mountinfo_entry(mp) and not daemons:
+        try:
+            os.rmdir(mp)
+        except OSError:
+            pass
+        return
+    users = processes_using(mp, set(daemons))
+    if users:
+        hook.say(f"ending {len(users)} processes still using {mp}: {' '.join(map(str, users))}")
+        end_processes(users, grace)
+    if mountinfo_entry(mp):
+        ok, why = umount(mp)
+        if not ok:
+            users = processes_using(mp, set(daemons))
+            if users:
+                end_processes(users, grace)
+            ok, why = umount(mp)
+        if not ok:
+            hook.say(f"umount {mp} failed ({why}); detaching it lazily")
+            umount(mp, lazy=True)
+    # The daemon ends once its mount is gone; one that does not is ended.
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and any(alive(p) for p in daemons):
+        time.sleep(0.05)
+    left = [p for p in daemons if alive(p)]
+    if left:
+        hook.say(f"mount process {' '.join(map(str, left))} did not exit after the unmount; ending it")
+        end_processes(left, grace)
+    if mountinfo_entry(mp):
+        umount(mp, lazy=True)
+    try:
+        os.rmdir(mp)
+    except OSError:
+        pass
+    if mountinfo_entry(mp):
+        raise HookError(f"{mp} is still mounted")
+    left = [p for p in mount_daemons(mp) if alive(p)]
+    if left:
+        raise HookError(f"mount process {' '.join(map(str, left))} of {mp} is still running")

@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""skein's Slurm integration on a real Slurm (Debian's slurm-wlm: munge, slurmctld, slurmd on this
+machine) and a real skein cluster: jobs submitted with sbatch by two unprivileged users get a
+scratch namespace mounted at their first line, private to them, staged in and out, and nothing of
+it is left after the job however it ends. Bad directives are refused at sbatch; a gateway that is
+down holds the job with the reason and leaves the node in service.
+
+Run by ctest as slurm.burst_buffer (tests/CMakeLists.txt). Without Slurm installed it exits 77
+(skipped), but with CI=true that fails the run, as does a daemon that does not start.
+Prints one PASS/FAIL line per test and 'N passed, N failed' last.
+"""
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import slurm_harness as h  # noqa: E402
+
+A, B = h.USERS
+BB = f"#BB_LUA pool={h.POOL} capacity=1G\n#BB_LUA skein width=2\n"
+
+
+def check(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+def assert_clean(c, job_id):
+    left = c.wait_clean(job_id)
+    check(not left, f"job {job_id} left behind: {', '.join(left)}")
+
+
+def wait_file(path, seconds=30):
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} did not appear within {seconds} s")
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_scratch_is_mounted_private_at_first_line(c):
+    job, r = c.sbatch(A, f"""#!/bin/bash
+{BB}echo "scratch=$SKEIN_SCRATCH"
+stat -c 'owner=%U mode=%a' "$SKEIN_SCRATCH"
+awk -v p="$SKEIN_SCRATCH" '$5 == p {{ print "fstype=" $(NF-2) }}' /proc/self/mountinfo
+echo written > "$SKEIN_SCRATCH/f" && echo "read=$(cat "$SKEIN_SCRATCH/f")"
+""")
+    check(job, f"sbatch refused: {r.stderr}")
+    state = c.wait_job(job)
+    out = c.output(A, job)
+    check(state == "COMPLETED", f"job {job} ended {state}: {out}")
+    lines = out.splitlines()
+    check(lines and lines[0] == f"scratch={c.mount_point(job)}", f"first line is not SKEIN_SCRATCH: {out!r}")
+    check(f"owner={A} mode=700" in out, f"scratch not owned by {A} with mode 0700: {out!r}")
+    check("fstype=fuse.skein" in out, f"scratch was not a skein mount at the first line: {out!r}")
+    check("read=written" in out, f"scratch did not keep a file: {out!r}")
+    assert_clean(c, job)
+
+
+def test_two_running_jobs_cannot_see_each_others_scratch(c):
+    # Each job publishes its scratch path, waits for the other's, then tries to look into it.
+    share = os.path.join(c.dir, "work", "share")
+    os.makedirs(share, exist_ok=True)
+    os.chmod(share, 0o1777)
+    script = f"""#!/bin/bash
+{BB}echo secret-$SLURM_JOB_ID > "$SKEIN_SCRATCH/secret"
+echo "$SKEIN_SCRATCH" > {share}/$SLURM_JOB_ID
+for i in $(seq 200); do [ "$(ls {share} | wc -l)" -ge 2 ] && break; sleep 0.1; done
+for f in {share}/*; do
+  other=$(cat "$f")
+  [ "$other" = "$SKEIN_SCRATCH" ] && continue
+  if ls "$other" >/dev/null 2>&1; then echo "listed $other"; else echo "cannot list $other"; fi
+  if cat "$other/secret" >/dev/null 2>&1; then echo "read $other"; else echo "cannot read $other"; fi
+done
+ls "$SKEIN_SCRATCH"
+"""
+    ja, ra = c.sbatch(A, script)
+    jb, rb = c.sbatch(B, script)
+    check(ja and jb, f"sbatch refused: {ra.stderr} {rb.stderr}")
+    for job, user in ((ja, A), (jb, B)):
+        state = c.wait_job(job)
+        out = c.output(user, job)
+        check(state == "COMPLETED", f"job {job} ended {state}: {out}")
+        check("cannot list" in out and "cannot read" in out, f"job {job} saw no other scratch to try: {out!r}")
+        seen = [line for line in out.splitlines() if line.startswith(("listed ", "read "))]
+        check(not seen, f"job {job} of {user} saw the other's scratch: {seen}")
+        check(out.strip().splitlines()[-1] == "secret", f"job {job}'s scratch holds more than its own: {out!r}")
+    for job in (ja, jb):
+        assert_clean(c, job)
+
+
+def test_stage_in_and_out_byte_for_byte(c):
+    export0 = c.skein_env["SKEIN_EXPORTS"].split()[0]
+    home = os.path.join(export0, "users", A)
+    src = os.path.join(home, "in")
+    os.makedirs(os.path.join(src, "sub"), exist_ok=True)
+    files = {"a.bin": os.urandom(3 << 20), "sub/b.txt": b"hello\n" * 1000, "empty": b""}
+    for name, data in files.items():
+        with open(os.path.join(src, name), "wb") as f:
+            f.write(data)
+    sums = {n: hashlib.sha256(d).hexdigest() for n, d in files.items()}
+    job, r = c.sbatch(A, f"""#!/bin/bash
+#BB_LUA pool={h.POOL} capacity=1G
+#BB_LUA skein width=2 stage_in=/srv0/users/{A}/in:/input stage_out=/results:/srv0/users/{A}/out/$SLURM_JOB_ID
+cd "$SKEIN_SCRATCH/input" && sha256sum a.bin sub/b.txt empty
+mkdir -p "$SKEIN_SCRATCH/results/deep"
+cp a.bin "$SKEIN_SCRATCH/results/deep/copy.bin"
+echo done > "$SKEIN_SCRATCH/results/flag"
+""")
+    check(job, f"sbatch refused: {r.stderr}")
+    state = c.wait_job(job, seconds=90)
+    out = c.output(A, job)
+    check(state == "COMPLETED", f"job {job} ended {state} ({c.job(job).get('Reason')}): {out}")
+    for name, digest in sums.items():
+        check(f"{digest}  {name}" in out, f"stage-in of {name} differs at the job's start: {out!r}")
+    # Stage-out runs after the job; teardown after it.
+    left = c.wait_clean(job, seconds=60)
+    check(not left, f"job {job} left behind: {', '.join(left)}")
+    dest = os.path.join(home, "out", job)
+    with open(os.path.join(dest, "deep", "copy.bin"), "rb") as f:
+        check(f.read() == files["a.bin"], "stage-out copy.bin differs from what the job wrote")
+    with open(os.path.join(dest, "flag"), "rb") as f:
+        check(f.read() == b"done\n", "stage-out flag differs")
+
+
+def test_cleanup_after_scancel_of_a_running_job(c):
+    job, r = c.sbatch(A, f"""#!/bin/bash
+{BB}cd "$SKEIN_SCRATCH" && exec 3>"$SKEIN_SCRATCH/held" && touch "{c.workdir(A)}/ready-$SLURM_JOB_ID"
+sleep 300
+""")
+    check(job, f"sbatch refused: {r.stderr}")
+    wait_file(os.path.join(c.workdir(A), f"ready-{job}"))
+    # The prolog again, for the running job: it must find the mount and leave it as it is.
+    mp = c.mount_point(job)
+    before = h.procs_mentioning(mp, "skein-mount")
+    env = c.env(SLURM_JOB_ID=job, SLURM_JOB_UID=str(h.pwd.getpwnam(A).pw_uid),
+                SLURM_JOB_GID=str(h.pwd.getpwnam(A).pw_gid))
+    again = subprocess.run([os.path.join(h.SOURCE, "slurm", "prolog")], env=env, capture_output=True, text=True,
+                           timeout=60, check=False)
+    check(again.returncode == 0, f"prolog run again failed: {again.stderr}")
+    check(h.procs_mentioning(mp, "skein-mount") == before and len(before) == 1,
+          f"prolog run again changed the mount processes: {before} -> {h.procs_mentioning(mp, 'skein-mount')}")
+    h.run(["scancel", job], env=c.env())
+    state = c.wait_job(job)
+    check(state == "CANCELLED", f"job {job} ended {state}")
+    assert_clean(c, job)
+
+
+def test_cleanup_after_a_failing_job_that_left_a_process_in_scratch(c):
+    # The job fails, leaving a process outside Slurm's tracking with a file open in its scratch:
+    # the epilog must end it to unmount.
+    job, r = c.sbatch(B, f"""#!/bin/bash
+{BB}cd /
+setsid bash -c 'exec 3>"$SKEIN_SCRATCH/held"; cd "$SKEIN_SCRATCH"; exec sleep 300' </dev/null >/dev/null 2>&1 &
+sleep 0.5
+exit 3
+""")
+    check(job, f"sbatch refused: {r.stderr}")
+    state = c.wait_job(job)
+    check(state == "FAILED", f"job {job} ended {state}")
+    assert_clean(c, job)
+    stray = [p for p in h.procs_mentioning("sleep") if os.path.exists(f"/proc/{p}") and
+             os.stat(f"/proc/{p}").st_uid == h.pwd.getpwnam(B).pw_uid]
+    check(not stray, f"the job's stray process {stray} outlived the epilog")
+
+
+def test_cleanup_after_the_mount_process_was_killed(c):
+    job, r = c.sbatch(A, f"""#!/bin/bash
+{BB}touch "{c.workdir(A)}/ready-$SLURM_JOB_ID"
+for i in $(seq 100); do [ -e "{c.workdir(A)}/go-$SLURM_JOB_ID" ] && break; sleep 0.1; done
+ls "$SKEIN_SCRATCH" >/dev/null 2>&1 || echo "scratch gone: as expected"
+""")
+    check(job, f"sbatch refused: {r.stderr}")
+    wait_file(os.path.join(c.workdir(A), f"ready-{job}"))
+    pids = h.procs_mentioning(c.mount_point(job), "skein-mount")
+    check(len(pids) == 1, f"expected one mount process for job {job}, found {pids}")
+    os.kill(pids[0], signal.SIGKILL)
+    open(os.path.join(c.workdir(A), f"go-{job}"), "w").close()
+    state = c.wait_job(job)
+    check(state == "COMPLETED", f"job {job} ended {state}")
+    check("scratch gone" in c.output(A, job), f"the job still saw its scratch: {c.output(A, job)!r}")
+    assert_clean(c, job)
+
+
+def test_bad_directive_is_refused_at_sbatch(c):
+    cases = [
+        (f"#BB_LUA pool={h.POOL} capacity=1G\n#BB_LUA skein width=zero\n", "width=zero"),
+        (f"#BB_LUA pool={h.POOL} capacity=1G\n#BB_LUA skein colour=blue\n", "unknown skein option 'colour=blue'"),
+        ("#BB_LUA skein width=2\n", f"needs a line '#BB_LUA pool={h.POOL} capacity=SIZE'"),
+        (f"#BB_LUA pool={h.POOL} capacity=1G\n#BB_LUA skein stage_in=relative:/in\n", "two absolute paths"),
+    ]
+    for directive, message in cases:
+        job, r = c.sbatch(A, f"#!/bin/bash\n{directive}echo never\n")
+        check(job is None, f"sbatch accepted {directive!r} as job {job}")
+        check(message in r.stderr, f"sbatch's error for {directive!r} does not say {message!r}: {r.stderr!r}")
+    # Slurm's own rule: capacity= needs pool=.
+    job, r = c.sbatch(A, "#!/bin/bash\n#BB_LUA capacity=1G\necho never\n")
+    check(job is None, f"sbatch accepted capacity= without pool= as job {job}")
+    # --bb on the command line holds the directive text itself.
+    job, r = c.sbatch(A, "#!/bin/bash\necho never\n", "--bb", "#BB_LUA skein layout=mirrored")
+    check(job is None and "layout=mirrored" in r.stderr, f"--bb with a bad option was not refused: {r.stderr!r}")
+
+
+def test_gateway_down_at_setup_holds_the_job_and_keeps_the_node(c):
+    h.run([h.SKEIN_LOCAL, "stop-gateway", "--state", c.skein_state])
+    try:
+        job, r = c.sbatch(A, f"#!/bin/bash\n{BB}echo ran\n")
+        check(job, f"sbatch refused: {r.stderr}")
+        deadline = time.monotonic() + 30
+        fields = {}
+        while time.monotonic() < deadline:
+            fields = c.job(job)
+            if "cannot_reach_the_gateway" in fields.get("Reason", ""):
+                break
+            time.sleep(0.2)
+        reason = fields.get("Reason", "")
+        check("skein:_cannot_create_the_job's_scratch_namespace:_cannot_reach_the_gateway" in reason,
+              f"job {job} is not held with the gateway's reason: {reason}")
+        check(fields.get("JobState") == "PENDING" and fields.get("Priority") == "0",
+              f"job {job} is not held: {fields.get('JobState')} priority {fields.get('Priority')}")
+        node = h.run(["sinfo", "-h", "-n", c.slurm_env["SLURM_LOCAL_NODE"], "-o", "%T"], env=c.env()).stdout.strip()
+        check(node in ("idle", "mixed", "allocated"), f"node is {node}, not in service")
+        h.run(["scancel", job], env=c.env())
+        c.wait_job(job, states=("CANCELLED",))
+    finally:
+        h.run([h.SKEIN_LOCAL, "start-gateway", "--state", c.skein_state])
+    check(not c.output(A, job), f"job {job} ran without its scratch")
+
+
+def wait_reason(c, job, needle, seconds=30):
+    deadline = time.monotonic() + seconds
+    fields = {}
+    while time.monotonic() < deadline:
+        fields = c.job(job)
+        if needle in fields.get("Reason", ""):
+            return fields
+        time.sleep(0.2)
+    raise AssertionError(f"job {job}'s reason does not say {needle!r}: {fields.get('Reason')}")
+
+
+def test_failed_staging_holds_the_job_and_cancel_removes_everything(c):
+    # A source that is not there (stage-in fails after setup made the namespace), and a source
+    # outside what the user may stage (setup refuses before making anything).
+    missing, r1 = c.sbatch(A, f"""#!/bin/bash
+#BB_LUA pool={h.POOL} capacity=1G
+#BB_LUA skein stage_in=/srv0/users/{A}/not-there:/in
+echo ran
+""")
+    fenced, r2 = c.sbatch(A, f"""#!/bin/bash
+#BB_LUA pool={h.POOL} capacity=1G
+#BB_LUA skein stage_in=/srv0/users/{B}/in:/in
+echo ran
+""")
+    check(missing and fenced, f"sbatch refused: {r1.stderr} {r2.stderr}")
+    f1 = wait_reason(c, missing, f"stage-in_of_/srv0/users/{A}/not-there_failed")
+    f2 = wait_reason(c, fenced, f"outside_what_user_{A}_may_stage")
+    for job, f in ((missing, f1), (fenced, f2)):
+        check(f.get("JobState") == "PENDING" and f.get("Priority") == "0",
+              f"job {job} is not held: {f.get('JobState')} priority {f.get('Priority')}")
+    check(missing in c.job_namespaces(), f"job {missing}'s namespace is gone while it is held")
+    check(fenced not in c.job_namespaces(), f"job {fenced} got a namespace though its staging was refused")
+    for job in (missing, fenced):
+        h.run(["scancel", job], env=c.env())
+    for job in (missing, fenced):
+        c.wait_job(job, states=("CANCELLED",))
+        assert_clean(c, job)
+        check(not c.output(A, job), f"job {job} ran")
+
+
+def test_failed_stage_out_keeps_the_job_in_stage_out_until_scancel_hurry(c):
+    # Slurm 22.05 keeps a job whose data_out failed in STAGE_OUT, with the reason, and runs no
+    # teardown: the namespace and its files stay for the user or admin to rescue; the user's
+    # `scancel --hurry` then removes them.
+    job, r = c.sbatch(A, f"""#!/bin/bash
+#BB_LUA pool={h.POOL} capacity=1G
+#BB_LUA skein stage_out=/never-written:/srv0/users/{A}/out/$SLURM_JOB_ID
+echo kept > "$SKEIN_SCRATCH/precious"
+""")
+    check(job, f"sbatch refused: {r.stderr}")
+    c.wait_job(job, states=("STAGE_OUT", "COMPLETED", "FAILED"))
+    deadline = time.monotonic() + 30
+    f = {}
+    while time.monotonic() < deadline:
+        f = c.job(job)
+        if "stage-out" in f.get("SystemComment", "") or f"data_out failed for JobId={job}," in c.slurmctld_log():
+            break
+        time.sleep(0.2)
+    print(f"  after the failed stage-out: JobState={f.get('JobState')} Reason={f.get('Reason')} "
+          f"SystemComment={f.get('SystemComment')}")
+    check(f.get("JobState") == "STAGE_OUT", f"job {job} is {f.get('JobState')}, not STAGE_OUT")
+    check("/never-written" in f.get("SystemComment", "") + c.slurmctld_log(),
+          f"the failed stage-out is not reported: {f.get('SystemComment')}")
+    check(job in c.job_namespaces(), f"job {job}'s namespace was removed though its stage-out failed")
+    h.run(["runuser", "-u", A, "--", "scancel", "--hurry", job], env=c.env())
+    assert_clean(c, job)
+
+def test_gateway_unreachable_at_mount_requeues_the_job_held_and_keeps_the_node(c):
+    # The nodes reach the gateway at an address where nothing listens; slurmctld still reaches it.
+    c.write_config(node_gateway=f"127.0.0.1:{h.free_port()}")
+    try:
+        job, r = c.sbatch(A, f"#!/bin/bash\n{BB}echo ran\n")
+        check(job, f"sbatch refused: {r.stderr}")
+        deadline = time.monotonic() + 30
+        f = {}
+        while time.monotonic() < deadline:
+            f = c.job(job)
+            if "gateway unreachable" in f.get("Comment", "") and f.get("JobState") == "PENDING":
+                break
+            time.sleep(0.2)
+        check("unreachable" in f.get("Comment", ""), f"job {job} has no skein comment: {f.get('Comment')}")
+        check(f.get("JobState") == "PENDING" and f.get("Priority") == "0",
+              f"job {job} is not held: {f.get('JobState')} priority {f.get('Priority')}")
+        node = h.run(["sinfo", "-h", "-n", c.slurm_env["SLURM_LOCAL_NODE"], "-o", "%T"], env=c.env()).stdout.strip()
+        check(node in ("idle", "mixed", "allocated"), f"node is {node} after the failed mount, not in service")
+        check(not c.output(A, job), f"job {job} ran without its scratch: {c.output(A, job)!r}")
+    finally:
+        c.write_config()
+    h.run(["scancel", job], env=c.env())
+    c.wait_job(job, states=("CANCELLED",))
+    assert_clean(c, job)
+
+
+TESTS = [
+    test_scratch_is_mounted_private_at_first_line,
+    test_two_running_jobs_cannot_see_each_others_scratch,
+    test_stage_in_and_out_byte_for_byte,
+    test_failed_staging_holds_the_job_and_cancel_removes_everything,
+    test_failed_stage_out_keeps_the_job_in_stage_out_until_scancel_hurry,
+    test_cleanup_after_scancel_of_a_running_job,
+    test_cleanup_after_a_failing_job_that_left_a_process_in_scratch,
+    test_cleanup_after_the_mount_process_was_killed,
+    test_bad_directive_is_refused_at_sbatch,
+    test_gateway_down_at_setup_holds_the_job_and_keeps_the_node,
+    test_gateway_unreachable_at_mount_requeues_the_job_held_and_keeps_the_node,
+]
+
+
+def main():
+    h.install_signal_handlers()
+    missing = h.missing_slurm()
+    if missing:
+        print(f"slurm tests: not installed: {', '.join(missing)} (deploy/install-deps installs slurm-wlm, munge)")
+        if os.environ.get("CI") == "true":
+            print("0 passed, 1 failed")
+            return 1
+        return 77
+    selected = [t for t in TESTS if not sys.argv[1:] or any(a in t.__name__ for a in sys.argv[1:])]
+    passed = failed = 0
+    c = h.Cluster()
+    try:
+        try:
+            c.start()
+        except Exception as e:  # noqa: BLE001 - a cluster that does not start fails the run
+            print(f"FAIL cluster start: {e}")
+            print(f"0 passed, {len(selected)} failed")
+            return 1
+        for t in selected:
+            start = time.monotonic()
+            try:
+                t(c)
+                passed += 1
+                print(f"PASS {t.__name__} ({time.monotonic() - start:.1f} s)", flush=True)
+            except h.Interrupted:
+                raise
+            except Exception:  # noqa: BLE001
+                failed += 1
+                print(f"FAIL {t.__name__} ({time.monotonic() - start:.1f} s)", flush=True)
+                traceback.print_exc(file=sys.stdout)
+                sys.stdout.flush()
+    except h.Interrupted as e:
+        print(f"interrupted ({e}); tearing down")
+        failed += 1
+    finally:
+        c.close()
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
