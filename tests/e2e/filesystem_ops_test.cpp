@@ -277,5 +277,59 @@ TEST_F(FilesystemOps, WritesToSynthesisedRootAreRefused) {
   EXPECT_EQ(SKEIN_ERRNO_OF(::open(at_root.c_str(), O_WRONLY | O_CREAT, 0644)), EACCES);
 }
 
+// Small files through two mounts of one server: what one mount creates is on the server and seen
+// by the other as soon as close returns; what the server refuses is reported, at the latest at
+// close, and leaves nothing behind.
+class SmallFiles : public ClusterSuite<1, 2> {
+ protected:
+  void SetUp() override {
+    ClusterSuite::SetUp();
+    name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    a_ = cluster_->mount(0) + "/srv0/" + name_;
+    b_ = cluster_->mount(1) + "/srv0/" + name_;
+    server_ = cluster_->export_dir(0) + "/" + name_;
+    ASSERT_EQ(::mkdir(a_.c_str(), 0755), 0) << strerror(errno);
+  }
+  std::string name_, a_, b_, server_;
+};
+
+TEST_F(SmallFiles, CreatedFilesAreOnTheServerAndSeenByTheOtherMountOnceCloseReturns) {
+  // The other mount has listed the directory (empty) and looked the names up (absent) first, so
+  // what it has cached must give way.
+  ASSERT_EQ(list_names(b_), (std::set<std::string>{".", ".."}));
+  struct stat st;
+  for (int i = 0; i < 50; ++i) ASSERT_NE(::stat((b_ + "/f" + std::to_string(i)).c_str(), &st), 0);
+  std::set<std::string> names{".", ".."};
+  for (int i = 0; i < 200; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    const std::string data = "small file " + std::to_string(i) + "\n";
+    ASSERT_TRUE(write_file(a_ + "/" + name, data, O_WRONLY | O_CREAT | O_EXCL)) << strerror(errno);
+    ASSERT_EQ(read_file(server_ + "/" + name), data) << name << " on the server";
+    ASSERT_EQ(read_file(b_ + "/" + name), data) << name << " through the other mount";
+    names.insert(name);
+  }
+  EXPECT_EQ(list_names(b_), names);
+}
+
+TEST_F(SmallFiles, ACreateTheServerRefusesFailsAtTheLatestAtCloseAndLeavesNothing) {
+  // The mount knows the directory; behind its back, the server gets a file in its place.
+  const std::string dir = a_ + "/d";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  struct stat st;
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  ASSERT_EQ(::rmdir((server_ + "/d").c_str()), 0);
+  ASSERT_TRUE(write_file(server_ + "/d", "not a directory"));
+  int fd = ::open((dir + "/x").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd >= 0) {
+    const std::string data = "lost?";
+    const bool wrote = ::write(fd, data.data(), data.size()) == ssize_t(data.size());
+    const int closed = ::close(fd);
+    EXPECT_FALSE(wrote && closed == 0) << "a create the server refused went unreported";
+  } else {
+    EXPECT_TRUE(errno == ENOTDIR || errno == ENOENT) << strerror(errno);
+  }
+  EXPECT_EQ(read_file(server_ + "/d"), "not a directory");
+}
+
 }  // namespace
 }  // namespace skein::test
