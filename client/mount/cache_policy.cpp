@@ -95,6 +95,55 @@ std::optional<std::pair<FileAttr, double>> CachePolicy::dir_attrs(InodeNumber di
   return std::make_pair(*it->second.dir_attrs, options_.cache_ttl);
 }
 
+void CachePolicy::names_known(InodeNumber dir, Ticket t, std::uint64_t mutations,
+                              const std::vector<std::string_view>& names) {
+  std::lock_guard lock(mu_);
+  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  if (!healthy_throughout(now, t)) return;
+  if (mutations_.load(std::memory_order_acquire) != mutations) return;  // a change of ours began
+  Known& k = known_[dir];
+  k.misses = 0;
+  auto& kept = k.names;
+  kept.emplace();
+  for (std::string_view n : names) kept->emplace(n);
+}
+
+void CachePolicy::name_added(InodeNumber dir, std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = known_.find(dir);
+  if (it != known_.end() && it->second.names) it->second.names->emplace(name);
+}
+
+void CachePolicy::name_removed(InodeNumber dir, std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = known_.find(dir);
+  if (it == known_.end() || !it->second.names) return;
+  auto at = it->second.names->find(name);
+  if (at != it->second.names->end()) it->second.names->erase(at);
+}
+
+void CachePolicy::names_unknown(InodeNumber dir) {
+  std::lock_guard lock(mu_);
+  auto it = known_.find(dir);
+  if (it != known_.end()) it->second.names.reset();
+}
+
+bool CachePolicy::missed(InodeNumber dir) {
+  constexpr std::uint32_t kMissesBeforeListing = 2;
+  if (!healthy()) return false;
+  std::lock_guard lock(mu_);
+  Known& k = known_[dir];
+  if (k.names) return false;
+  return ++k.misses >= kMissesBeforeListing;
+}
+
+bool CachePolicy::known_absent(InodeNumber dir, std::string_view name) const {
+  if (!healthy()) return false;
+  std::lock_guard lock(mu_);
+  auto it = known_.find(dir);
+  return it != known_.end() && it->second.names && !it->second.names->count(name);
+}
+
 void CachePolicy::forget(InodeNumber ino) {
   std::lock_guard lock(mu_);
   known_.erase(ino);

@@ -8,7 +8,11 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "file_attr.hpp"
 #include "inode_table.hpp"
@@ -101,6 +105,29 @@ class CachePolicy {
   // The kept attributes of `dir` with the lifetime they may be cached for; or nothing.
   std::optional<std::pair<FileAttr, double>> dir_attrs(InodeNumber dir) const;
 
+  // Every name of a directory, when this mount knows them all: from a whole listing, or for a
+  // directory it made itself (empty), then kept up to date with this mount's own changes. A name
+  // not among them does not exist, so a lookup of it (the kernel's, before every create) needs
+  // no gateway call. Kept only while the Watch stream is healthy: another mount's change of the
+  // directory comes as an invalidation of it, which drops its names (the gateway waits for this
+  // mount's acknowledgement before it answers that change), and a directory whose interest the
+  // gateway drops is invalidated too.
+  // `t` and `mutations` were taken before the names were fetched (mutation_count()); they are
+  // recorded only if no invalidation and no metadata change of this mount came in between.
+  std::uint64_t mutation_count() const { return mutations_.load(std::memory_order_acquire); }
+  void names_known(InodeNumber dir, Ticket t, std::uint64_t mutations,
+                   const std::vector<std::string_view>& names);
+  // This mount added or removed `name` in `dir` (on the gateway, successfully).
+  void name_added(InodeNumber dir, std::string_view name);
+  void name_removed(InodeNumber dir, std::string_view name);
+  // The names of `dir` are no longer known (a change this mount cannot follow name by name).
+  void names_unknown(InodeNumber dir);
+  // A lookup in `dir` (whose names are not known) found nothing; true when that happened often
+  // enough since its names were last known that learning them is worth a listing.
+  bool missed(InodeNumber dir);
+  // True when `dir`'s names are known and `name` is not one of them.
+  bool known_absent(InodeNumber dir, std::string_view name) const;
+
   // The kernel forgot `ino`: drop what is remembered of it.
   void forget(InodeNumber ino);
 
@@ -124,6 +151,8 @@ class CachePolicy {
     std::uint64_t open_size = 0;
     bool listed = false;  // the kernel may hold this directory's listing as this mount served it
     std::optional<FileAttr> dir_attrs;  // a directory's attributes, still current
+    std::optional<std::set<std::string, std::less<>>> names;  // all of a directory's names
+    std::uint32_t misses = 0;  // lookups in it that found nothing while its names were unknown
   };
 
   // Bumps the epoch, keeping the healthy bit.

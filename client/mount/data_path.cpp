@@ -104,6 +104,12 @@ Result<ReadData> DataPath::read(File& file, const FileRef& ref, std::uint64_t of
       offset, size,
       [&gateway, &ref](std::uint64_t at, std::uint32_t len, ReadAhead::FetchDone done) {
         gateway.read_async(ref, at, len, std::move(done));
+      },
+      [&gateway, &ref](std::uint64_t at, std::uint32_t len) -> Result<SharedBytes> {
+        auto got = gateway.read(ref, at, len);
+        if (!got) return Result<SharedBytes>::failure(got.error());
+        auto buffer = std::make_shared<const std::string>(got.take());
+        return SharedBytes({std::string_view(*buffer)}, buffer);
       });
 }
 

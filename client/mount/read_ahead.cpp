@@ -141,6 +141,11 @@ void ReadAhead::start(const std::shared_ptr<Shared>& shared, const std::shared_p
 }
 
 Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch) {
+  return read(offset, size, fetch, nullptr);
+}
+
+Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch,
+                                 const Direct& direct) {
   ReadData out;
   if (size == 0) return out;
   const std::uint64_t end = offset + size;
@@ -238,18 +243,28 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
   if (eof || pos >= end) return out;
 
   // The rest straight from the gateway: a block of its own, outside the window and the budget.
-  auto direct = std::make_shared<Block>(pos, static_cast<std::uint32_t>(end - pos), 0, nullptr);
+  auto rest = std::make_shared<Block>(pos, static_cast<std::uint32_t>(end - pos), 0, nullptr);
   lock.unlock();
-  start(shared_, direct, fetch);
-  lock.lock();
-  shared_->done.wait(lock, [&] { return direct->done; });
+  if (direct) {
+    Result<SharedBytes> got = direct(rest->offset, rest->asked);
+    lock.lock();
+    if (got)
+      rest->data = got.take();
+    else
+      rest->error = got.error();
+    rest->done = true;
+  } else {
+    start(shared_, rest, fetch);
+    lock.lock();
+    shared_->done.wait(lock, [&] { return rest->done; });
+  }
   // A short read must mean end of file, so a part that failed fails the whole read.
-  if (direct->error != 0) return Result<ReadData>::failure(direct->error);
-  size_hint_ = std::max(size_hint_, pos + direct->data.size());
-  if (!direct->data.empty()) {
-    direct->data.view(0, direct->data.size(), out.pieces);
-    out.held.push_back(direct);
-    out.size += direct->data.size();
+  if (rest->error != 0) return Result<ReadData>::failure(rest->error);
+  size_hint_ = std::max(size_hint_, pos + rest->data.size());
+  if (!rest->data.empty()) {
+    rest->data.view(0, rest->data.size(), out.pieces);
+    out.held.push_back(rest);
+    out.size += rest->data.size();
   }
   return out;
 }

@@ -115,6 +115,11 @@ class ReadAhead {
   // straight from the gateway through `fetch`; fewer only at end of file. Also starts the reads
   // that keep the window full. Safe to call from several threads at once.
   Result<ReadData> read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch);
+  // The same, with the part no block holds read through `direct` in the calling thread (a
+  // synchronous gateway call: one hand-off between threads less than a fetch and a wait).
+  using Direct = std::function<Result<SharedBytes>(std::uint64_t offset, std::uint32_t size)>;
+  Result<ReadData> read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch,
+                        const Direct& direct);
   // Forgets every block (the file changed); reads in flight finish into nothing.
   void drop();
   // Blocks held or in flight, and their bytes: for tests and stats.

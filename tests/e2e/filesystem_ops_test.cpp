@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include "fs_test_support.hpp"
 
@@ -309,6 +311,20 @@ TEST_F(SmallFiles, CreatedFilesAreOnTheServerAndSeenByTheOtherMountOnceCloseRetu
     names.insert(name);
   }
   EXPECT_EQ(list_names(b_), names);
+}
+
+// A mount that knows a directory's names answers lookups of absent ones itself; a name made on
+// the server behind the gateway's back still appears, once the remote watcher reports it.
+TEST_F(SmallFiles, ANameMadeOnTheServerAppearsWhereTheMountKnowsTheNames) {
+  struct stat st;
+  for (int i = 0; i < 5; ++i)
+    ASSERT_NE(::stat((a_ + "/absent" + std::to_string(i)).c_str(), &st), 0);
+  ASSERT_TRUE(write_file(server_ + "/made-on-server", "hello"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (::stat((a_ + "/made-on-server").c_str(), &st) != 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(read_file(a_ + "/made-on-server"), "hello");
 }
 
 TEST_F(SmallFiles, ACreateTheServerRefusesFailsAtTheLatestAtCloseAndLeavesNothing) {

@@ -173,6 +173,75 @@ TEST(CachePolicy, OpenAsksForAttributeRefreshWhenTheKernelWasToldOtherwise) {
   EXPECT_TRUE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);
 }
 
+TEST(CachePolicy, KnownNamesAnswerAbsentNamesAndFollowThisMountsChanges) {
+  HealthyPolicy policy;
+  const InodeNumber dir = 7;
+  EXPECT_FALSE(policy.known_absent(dir, "a")) << "nothing known yet";
+  policy.names_known(dir, policy.ticket(), policy.mutation_count(), {"a", "b"});
+  EXPECT_FALSE(policy.known_absent(dir, "a"));
+  EXPECT_TRUE(policy.known_absent(dir, "c"));
+  policy.name_added(dir, "c");
+  EXPECT_FALSE(policy.known_absent(dir, "c"));
+  policy.name_removed(dir, "a");
+  EXPECT_TRUE(policy.known_absent(dir, "a"));
+  policy.names_unknown(dir);
+  EXPECT_FALSE(policy.known_absent(dir, "a"));
+}
+
+TEST(CachePolicy, TheSecondMissInADirectoryAsksForItsNames) {
+  HealthyPolicy policy;
+  EXPECT_FALSE(policy.missed(7));
+  EXPECT_TRUE(policy.missed(7));
+  policy.names_known(7, policy.ticket(), policy.mutation_count(), {});
+  EXPECT_FALSE(policy.missed(7)) << "names known: nothing to learn";
+  policy.invalidating(7);
+  EXPECT_FALSE(policy.missed(7));
+  EXPECT_TRUE(policy.missed(7));
+  CachePolicy unhealthy({60, 1});
+  EXPECT_FALSE(unhealthy.missed(7));
+  EXPECT_FALSE(unhealthy.missed(7));
+}
+
+TEST(CachePolicy, KnownNamesGoWithAnInvalidationOfTheDirectoryOrTheStream) {
+  HealthyPolicy policy;
+  const InodeNumber dir = 7, other = 8;
+  auto know = [&](InodeNumber d) {
+    policy.names_known(d, policy.ticket(), policy.mutation_count(), {});
+  };
+  know(dir);
+  know(other);
+  policy.invalidating(dir);  // another mount made a name in it
+  EXPECT_FALSE(policy.known_absent(dir, "x"));
+  EXPECT_TRUE(policy.known_absent(other, "x")) << "an invalidation of another directory";
+  policy.set_healthy(false);
+  EXPECT_FALSE(policy.known_absent(other, "x")) << "safe mode trusts nothing";
+  policy.set_healthy(true);
+  know(dir);
+  policy.invalidating_all();
+  EXPECT_FALSE(policy.known_absent(dir, "x"));
+  know(dir);
+  policy.forget(dir);
+  EXPECT_FALSE(policy.known_absent(dir, "x"));
+}
+
+TEST(CachePolicy, NamesFetchedAcrossAnInvalidationOrAChangeOfThisMountAreNotKept) {
+  HealthyPolicy policy;
+  const InodeNumber dir = 7;
+  auto t = policy.ticket();
+  auto m = policy.mutation_count();
+  policy.invalidating();  // the listing may predate a change it announced
+  policy.names_known(dir, t, m, {});
+  EXPECT_FALSE(policy.known_absent(dir, "x"));
+  t = policy.ticket();
+  m = policy.mutation_count();
+  (void)policy.begin_mutation();  // a create of this mount, in flight while the listing was
+  policy.names_known(dir, t, m, {});
+  EXPECT_FALSE(policy.known_absent(dir, "x"));
+  CachePolicy unhealthy({60, 1});
+  unhealthy.names_known(dir, unhealthy.ticket(), unhealthy.mutation_count(), {});
+  EXPECT_FALSE(unhealthy.known_absent(dir, "x"));
+}
+
 TEST(OpenInodes, LastCloseOfASillyRenamedFileNamesTheHiddenPathToRemove) {
   OpenInodes open;
   open.opened(5, FileAttr{});
