@@ -97,6 +97,7 @@ std::optional<std::pair<FileAttr, double>> CachePolicy::dir_attrs(InodeNumber di
 
 void CachePolicy::names_known(InodeNumber dir, Ticket t, std::uint64_t mutations,
                               const std::vector<std::string_view>& names) {
+  if (!options_.know_names) return;
   std::lock_guard lock(mu_);
   const std::uint64_t now = state_.load(std::memory_order_acquire);
   if (!healthy_throughout(now, t)) return;
@@ -130,7 +131,7 @@ void CachePolicy::names_unknown(InodeNumber dir) {
 
 bool CachePolicy::missed(InodeNumber dir) {
   constexpr std::uint32_t kMissesBeforeListing = 2;
-  if (!healthy()) return false;
+  if (!options_.know_names || !healthy()) return false;
   std::lock_guard lock(mu_);
   Known& k = known_[dir];
   if (k.names) return false;
