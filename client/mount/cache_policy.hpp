@@ -114,10 +114,10 @@ class CachePolicy {
   // directory comes as an invalidation of it, which drops its names (the gateway waits for this
   // mount's acknowledgement before it answers that change), and a directory whose interest the
   // gateway drops is invalidated too.
-  // `t` and `mutations` were taken before the names were fetched (mutation_count()); they are
-  // recorded only if no invalidation and no metadata change of this mount came in between.
-  std::uint64_t mutation_count() const { return mutations_.load(std::memory_order_acquire); }
-  void names_known(InodeNumber dir, Ticket t, std::uint64_t mutations,
+  // `t` and `changes` were taken before the names were fetched (names_changes(dir)); they are
+  // recorded only if no invalidation and no change of this mount in `dir` came in between.
+  std::uint64_t names_changes(InodeNumber dir) const;
+  void names_known(InodeNumber dir, Ticket t, std::uint64_t changes,
                    const std::vector<std::string_view>& names);
   // This mount added or removed `name` in `dir` (on the gateway, successfully).
   void name_added(InodeNumber dir, std::string_view name);
@@ -155,6 +155,7 @@ class CachePolicy {
     std::optional<FileAttr> dir_attrs;  // a directory's attributes, still current
     std::optional<std::set<std::string, std::less<>>> names;  // all of a directory's names
     std::uint32_t misses = 0;  // lookups in it that found nothing while its names were unknown
+    std::uint64_t name_changes = 0;  // this mount's changes of its names (name_added, ...)
   };
 
   // Bumps the epoch, keeping the healthy bit.

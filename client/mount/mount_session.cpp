@@ -125,7 +125,7 @@ Result<std::vector<DirEntry>> MountSession::fetch_listing(InodeNumber ino, bool*
 // a handle nobody else sees yet).
 Status MountSession::fetch_into(InodeNumber ino, DirHandle& dir) {
   CachePolicy::Ticket ticket = cache_.ticket();
-  const std::uint64_t mutations = cache_.mutation_count();
+  const std::uint64_t changes = cache_.names_changes(ino);
   bool whole = true;  // every name of the directory is in the listing
   auto fresh = fetch_listing(ino, &whole);
   if (!fresh) return Status::failure(fresh.error());
@@ -134,7 +134,7 @@ Status MountSession::fetch_into(InodeNumber ino, DirHandle& dir) {
     names.reserve(fresh->size());
     for (const DirEntry& e : *fresh)
       if (!is_dot_or_dotdot(e.name)) names.push_back(e.name);
-    cache_.names_known(ino, ticket, mutations, names);
+    cache_.names_known(ino, ticket, changes, names);
   }
   dir.entries = fresh.take();
   dir.ticket = ticket;
@@ -169,7 +169,7 @@ void MountSession::learn_names(InodeNumber dir) {
   auto path = path_of(dir);
   if (!path) return;
   CachePolicy::Ticket ticket = cache_.ticket();
-  const std::uint64_t mutations = cache_.mutation_count();
+  const std::uint64_t changes = cache_.names_changes(dir);
   auto listed = gateway_.readdir(*path);
   if (!listed) return;
   std::vector<std::string_view> names;
@@ -179,7 +179,7 @@ void MountSession::learn_names(InodeNumber dir) {
     if (!is_valid_entry_name(e.name) || OpenInodes::is_hidden_name(e.name)) return;
     names.push_back(e.name);
   }
-  cache_.names_known(dir, ticket, mutations, names);
+  cache_.names_known(dir, ticket, changes, names);
 }
 
 void MountSession::forget(InodeNumber ino, std::uint64_t n) { forget_lookups(ino, n); }

@@ -177,7 +177,7 @@ TEST(CachePolicy, KnownNamesAnswerAbsentNamesAndFollowThisMountsChanges) {
   HealthyPolicy policy;
   const InodeNumber dir = 7;
   EXPECT_FALSE(policy.known_absent(dir, "a")) << "nothing known yet";
-  policy.names_known(dir, policy.ticket(), policy.mutation_count(), {"a", "b"});
+  policy.names_known(dir, policy.ticket(), policy.names_changes(dir), {"a", "b"});
   EXPECT_FALSE(policy.known_absent(dir, "a"));
   EXPECT_TRUE(policy.known_absent(dir, "c"));
   policy.name_added(dir, "c");
@@ -192,7 +192,9 @@ TEST(CachePolicy, TheSecondMissInADirectoryAsksForItsNames) {
   HealthyPolicy policy;
   EXPECT_FALSE(policy.missed(7));
   EXPECT_TRUE(policy.missed(7));
-  policy.names_known(7, policy.ticket(), policy.mutation_count(), {});
+  EXPECT_FALSE(policy.missed(7)) << "a listing that was not recorded: not at every miss";
+  EXPECT_TRUE(policy.missed(7));
+  policy.names_known(7, policy.ticket(), policy.names_changes(7), {});
   EXPECT_FALSE(policy.missed(7)) << "names known: nothing to learn";
   policy.invalidating(7);
   EXPECT_FALSE(policy.missed(7));
@@ -206,7 +208,7 @@ TEST(CachePolicy, KnownNamesGoWithAnInvalidationOfTheDirectoryOrTheStream) {
   HealthyPolicy policy;
   const InodeNumber dir = 7, other = 8;
   auto know = [&](InodeNumber d) {
-    policy.names_known(d, policy.ticket(), policy.mutation_count(), {});
+    policy.names_known(d, policy.ticket(), policy.names_changes(d), {});
   };
   know(dir);
   know(other);
@@ -228,17 +230,23 @@ TEST(CachePolicy, NamesFetchedAcrossAnInvalidationOrAChangeOfThisMountAreNotKept
   HealthyPolicy policy;
   const InodeNumber dir = 7;
   auto t = policy.ticket();
-  auto m = policy.mutation_count();
+  auto m = policy.names_changes(dir);
   policy.invalidating();  // the listing may predate a change it announced
   policy.names_known(dir, t, m, {});
   EXPECT_FALSE(policy.known_absent(dir, "x"));
   t = policy.ticket();
-  m = policy.mutation_count();
-  (void)policy.begin_mutation();  // a create of this mount, in flight while the listing was
+  m = policy.names_changes(dir);
+  policy.name_added(dir, "x");  // a create of this mount, done while the listing was in flight
   policy.names_known(dir, t, m, {});
   EXPECT_FALSE(policy.known_absent(dir, "x"));
+  // A change of this mount in another directory does not matter.
+  t = policy.ticket();
+  m = policy.names_changes(dir);
+  policy.name_added(dir + 1, "y");
+  policy.names_known(dir, t, m, {"x"});
+  EXPECT_TRUE(policy.known_absent(dir, "z"));
   CachePolicy unhealthy({60, 1});
-  unhealthy.names_known(dir, unhealthy.ticket(), unhealthy.mutation_count(), {});
+  unhealthy.names_known(dir, unhealthy.ticket(), unhealthy.names_changes(dir), {});
   EXPECT_FALSE(unhealthy.known_absent(dir, "x"));
 }
 
