@@ -142,6 +142,14 @@ Status MountSession::fetch_into(InodeNumber ino, DirHandle& dir) {
   return ok_status();
 }
 
+// A call that makes a name in `dir` failed. The name may be there all the same (EEXIST: made
+// behind the gateway's back; EIO: the server may have done it before the answer was lost), so the
+// names the mount knew of `dir` are not to be trusted.
+Result<Entry> MountSession::made_nothing(InodeNumber dir, int error) {
+  cache_.names_unknown(dir);
+  return Result<Entry>::failure(error);
+}
+
 // ---- names ----
 
 Result<Entry> MountSession::lookup(InodeNumber parent, std::string_view name) {
@@ -241,7 +249,7 @@ Result<Entry> MountSession::mkdir(InodeNumber parent, std::string_view name, std
   const CachePolicy::Mutation mutation = cache_.begin_mutation();
   auto attr = gateway_.mkdir(*path, mode & 07777);
   cache_.dir_changed(parent);
-  if (!attr) return Result<Entry>::failure(attr.error());
+  if (!attr) return made_nothing(parent, attr.error());
   cache_.name_added(parent, name);
   return add_entry(*path, *attr, mutation.ticket);
 }
@@ -253,7 +261,7 @@ Result<Entry> MountSession::symlink(std::string_view target, InodeNumber parent,
   CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
   auto attr = gateway_.symlink(*path, std::string(target));
   cache_.dir_changed(parent);
-  if (!attr) return Result<Entry>::failure(attr.error());
+  if (!attr) return made_nothing(parent, attr.error());
   cache_.name_added(parent, name);
   return add_entry(*path, *attr, ticket);
 }
@@ -266,7 +274,7 @@ Result<Entry> MountSession::link(InodeNumber ino, InodeNumber newparent, std::st
   CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
   auto attr = gateway_.link(*existing, *path);
   cache_.dir_changed(newparent);
-  if (!attr) return Result<Entry>::failure(attr.error());
+  if (!attr) return made_nothing(newparent, attr.error());
   cache_.name_added(newparent, newname);
   return add_entry(*path, *attr, ticket);
 }
@@ -349,8 +357,7 @@ Result<MountSession::Created> MountSession::create(InodeNumber parent, std::stri
   const CachePolicy::Mutation mutation = cache_.begin_mutation();
   auto created = gateway_.create(*path, flags, mode & 07777);
   if (!created) {
-    // The name exists after all (made behind the gateway's back): what this mount knew is wrong.
-    if (created.error() == EEXIST) cache_.names_unknown(parent);
+    (void)made_nothing(parent, created.error());
     return Result<Created>::failure(created.error());
   }
   cache_.name_added(parent, name);
