@@ -25,7 +25,7 @@ class CachePolicy {
     double cache_ttl = 3600.0;  // seconds, while the Watch stream is healthy
     double safe_ttl = 1.0;      // seconds, while it is not
     // Learn directories' names to answer lookups of absent ones (see names_known).
-    bool know_names = true;
+    bool know_names = false;
   };
 
   // The cache's state when an operation started, taken before it asks the gateway. A reply may be

@@ -279,11 +279,18 @@ TEST_F(FilesystemOps, WritesToSynthesisedRootAreRefused) {
   EXPECT_EQ(SKEIN_ERRNO_OF(::open(at_root.c_str(), O_WRONLY | O_CREAT, 0644)), EACCES);
 }
 
-// Small files through two mounts of one server: what one mount creates is on the server and seen
-// by the other as soon as close returns; what the server refuses is reported, at the latest at
-// close, and leaves nothing behind.
+// Small files through two mounts of one server, both answering lookups of absent names where they
+// know a directory's names (--know-names): what one mount creates is on the server and seen by the
+// other as soon as close returns; what the server refuses is reported, at the latest at close, and
+// leaves nothing behind.
 class SmallFiles : public ClusterSuite<1, 2> {
  protected:
+  // Both mounts run with --know-names: lookups of absent names answered by the mount.
+  static void SetUpTestSuite() {
+    ::setenv("SKEIN_MOUNT_ARGS", "--know-names", 1);
+    ClusterSuite::SetUpTestSuite();
+    ::unsetenv("SKEIN_MOUNT_ARGS");
+  }
   void SetUp() override {
     ClusterSuite::SetUp();
     name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();

@@ -13,7 +13,9 @@ namespace {
 
 // A policy with a 60 s cache TTL and a 1 s safe TTL, its Watch stream healthy.
 struct HealthyPolicy : CachePolicy {
-  HealthyPolicy() : CachePolicy({/*cache_ttl=*/60, /*safe_ttl=*/1}) { set_healthy(true); }
+  HealthyPolicy() : CachePolicy({/*cache_ttl=*/60, /*safe_ttl=*/1, /*know_names=*/true}) {
+    set_healthy(true);
+  }
 };
 
 TEST(CachePolicy, ShortLifetimesUntilTheStreamIsHealthyThenLongOnes) {
@@ -199,9 +201,18 @@ TEST(CachePolicy, TheSecondMissInADirectoryAsksForItsNames) {
   policy.invalidating(7);
   EXPECT_FALSE(policy.missed(7));
   EXPECT_TRUE(policy.missed(7));
-  CachePolicy unhealthy({60, 1});
+  CachePolicy unhealthy({60, 1, true});
   EXPECT_FALSE(unhealthy.missed(7));
   EXPECT_FALSE(unhealthy.missed(7));
+}
+
+TEST(CachePolicy, NamesAreNotLearntUnlessAskedFor) {
+  CachePolicy policy({60, 1});
+  policy.set_healthy(true);
+  EXPECT_FALSE(policy.missed(7));
+  EXPECT_FALSE(policy.missed(7));
+  policy.names_known(7, policy.ticket(), policy.names_changes(7), {});
+  EXPECT_FALSE(policy.known_absent(7, "x"));
 }
 
 TEST(CachePolicy, KnownNamesGoWithAnInvalidationOfTheDirectoryOrTheStream) {
@@ -245,7 +256,7 @@ TEST(CachePolicy, NamesFetchedAcrossAnInvalidationOrAChangeOfThisMountAreNotKept
   policy.name_added(dir + 1, "y");
   policy.names_known(dir, t, m, {"x"});
   EXPECT_TRUE(policy.known_absent(dir, "z"));
-  CachePolicy unhealthy({60, 1});
+  CachePolicy unhealthy({60, 1, true});
   unhealthy.names_known(dir, unhealthy.ticket(), unhealthy.names_changes(dir), {});
   EXPECT_FALSE(unhealthy.known_absent(dir, "x"));
 }
