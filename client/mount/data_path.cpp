@@ -69,6 +69,12 @@ std::unique_ptr<DataPath::File> DataPath::open(InodeNumber ino, const GatewayCli
             },
             write_budget_, options_.write,
             [raw] { raw->generation.fetch_add(1, std::memory_order_acq_rel); });
+        // Random writes continue no other: those queued behind the calls in flight go several
+        // to a call.
+        inode->writes->batch_with([gw](const FileRef& ref, std::vector<GatewayClient::Extent> ext,
+                                       WriteBehind::SendDone done) {
+          gw->write_many_async(ref, std::move(ext), std::move(done));
+        });
       }
       slot = inode;
     }
