@@ -584,4 +584,25 @@ void GatewayClient::write_async(const FileRef& file, std::uint64_t offset, std::
       });
 }
 
+void GatewayClient::write_many_async(const FileRef& file, std::vector<Extent> extents,
+                                     WriteDone done) const {
+  if (extents.empty()) return done(std::uint32_t{0});
+  pb::WriteRequest head;
+  to_proto(options_.ns, file, head.mutable_file());
+  head.set_offset(extents.front().offset);
+  for (std::size_t i = 1; i < extents.size(); ++i) {
+    auto* more = head.add_more();
+    more->set_offset(extents[i].offset);
+    more->set_data(std::move(extents[i].data));
+  }
+  stubs_->start_async<pb::WriteReply>(
+      options_, "Write", "/skein.v1.Data/Write", file.path,
+      wire::serialize_with_bytes(head, pb::WriteRequest::kDataFieldNumber,
+                                 std::move(extents.front().data)),
+      0, [done = std::move(done)](Result<pb::WriteReply*> reply, SharedBytes) {
+        if (!reply) return done(Result<std::uint32_t>::failure(reply.error()));
+        done((*reply)->written());
+      });
+}
+
 }  // namespace skein::client

@@ -156,6 +156,13 @@ class GatewayClient {
                   ReadDone done) const;
   void write_async(const FileRef& file, std::uint64_t offset, std::string data,
                    WriteDone done) const;
+  // Writes of one file at several offsets in one call, applied in order (none may overlap
+  // another); `done` gets the bytes of all of them, or the first error.
+  struct Extent {
+    std::uint64_t offset = 0;
+    std::string data;
+  };
+  void write_many_async(const FileRef& file, std::vector<Extent> extents, WriteDone done) const;
 
  private:
   struct Stubs;

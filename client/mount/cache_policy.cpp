@@ -95,6 +95,69 @@ std::optional<std::pair<FileAttr, double>> CachePolicy::dir_attrs(InodeNumber di
   return std::make_pair(*it->second.dir_attrs, options_.cache_ttl);
 }
 
+std::uint64_t CachePolicy::names_changes(InodeNumber dir) const {
+  std::lock_guard lock(mu_);
+  auto it = known_.find(dir);
+  return it == known_.end() ? 0 : it->second.name_changes;
+}
+
+void CachePolicy::names_known(InodeNumber dir, Ticket t, std::uint64_t changes,
+                              const std::vector<std::string_view>& names) {
+  if (!options_.know_names) return;
+  std::lock_guard lock(mu_);
+  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  if (!healthy_throughout(now, t)) return;
+  auto found = known_.find(dir);
+  // A change of ours in it since the listing was asked for may be missing from it. (The entry
+  // is only ever erased together with its names, by an invalidation, which the ticket sees.)
+  if ((found == known_.end() ? 0 : found->second.name_changes) != changes) return;
+  Known& k = known_[dir];
+  k.misses = 0;
+  auto& kept = k.names;
+  kept.emplace();
+  for (std::string_view n : names) kept->emplace(n);
+}
+
+void CachePolicy::name_added(InodeNumber dir, std::string_view name) {
+  std::lock_guard lock(mu_);
+  Known& k = known_[dir];
+  ++k.name_changes;
+  if (k.names) k.names->emplace(name);
+}
+
+void CachePolicy::name_removed(InodeNumber dir, std::string_view name) {
+  std::lock_guard lock(mu_);
+  Known& k = known_[dir];
+  ++k.name_changes;
+  if (!k.names) return;
+  auto at = k.names->find(name);
+  if (at != k.names->end()) k.names->erase(at);
+}
+
+void CachePolicy::names_unknown(InodeNumber dir) {
+  std::lock_guard lock(mu_);
+  Known& k = known_[dir];
+  ++k.name_changes;
+  k.names.reset();
+}
+
+bool CachePolicy::missed(InodeNumber dir) {
+  constexpr std::uint32_t kMissesBeforeListing = 2;
+  if (!options_.know_names || !healthy()) return false;
+  std::lock_guard lock(mu_);
+  Known& k = known_[dir];
+  if (k.names || ++k.misses < kMissesBeforeListing) return false;
+  k.misses = 0;  // a listing that is not recorded is tried again only after as many misses
+  return true;
+}
+
+bool CachePolicy::known_absent(InodeNumber dir, std::string_view name) const {
+  if (!healthy()) return false;
+  std::lock_guard lock(mu_);
+  auto it = known_.find(dir);
+  return it != known_.end() && it->second.names && !it->second.names->count(name);
+}
+
 void CachePolicy::forget(InodeNumber ino) {
   std::lock_guard lock(mu_);
   known_.erase(ino);

@@ -8,7 +8,11 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "file_attr.hpp"
 #include "inode_table.hpp"
@@ -20,6 +24,8 @@ class CachePolicy {
   struct Options {
     double cache_ttl = 3600.0;  // seconds, while the Watch stream is healthy
     double safe_ttl = 1.0;      // seconds, while it is not
+    // Learn directories' names to answer lookups of absent ones (see names_known).
+    bool know_names = false;
   };
 
   // The cache's state when an operation started, taken before it asks the gateway. A reply may be
@@ -101,6 +107,29 @@ class CachePolicy {
   // The kept attributes of `dir` with the lifetime they may be cached for; or nothing.
   std::optional<std::pair<FileAttr, double>> dir_attrs(InodeNumber dir) const;
 
+  // Every name of a directory, when this mount knows them all: from a whole listing, or for a
+  // directory it made itself (empty), then kept up to date with this mount's own changes. A name
+  // not among them does not exist, so a lookup of it (the kernel's, before every create) needs
+  // no gateway call. Kept only while the Watch stream is healthy: another mount's change of the
+  // directory comes as an invalidation of it, which drops its names (the gateway waits for this
+  // mount's acknowledgement before it answers that change), and a directory whose interest the
+  // gateway drops is invalidated too.
+  // `t` and `changes` were taken before the names were fetched (names_changes(dir)); they are
+  // recorded only if no invalidation and no change of this mount in `dir` came in between.
+  std::uint64_t names_changes(InodeNumber dir) const;
+  void names_known(InodeNumber dir, Ticket t, std::uint64_t changes,
+                   const std::vector<std::string_view>& names);
+  // This mount added or removed `name` in `dir` (on the gateway, successfully).
+  void name_added(InodeNumber dir, std::string_view name);
+  void name_removed(InodeNumber dir, std::string_view name);
+  // The names of `dir` are no longer known (a change this mount cannot follow name by name).
+  void names_unknown(InodeNumber dir);
+  // A lookup in `dir` (whose names are not known) found nothing; true when that happened often
+  // enough since its names were last known that learning them is worth a listing.
+  bool missed(InodeNumber dir);
+  // True when `dir`'s names are known and `name` is not one of them.
+  bool known_absent(InodeNumber dir, std::string_view name) const;
+
   // The kernel forgot `ino`: drop what is remembered of it.
   void forget(InodeNumber ino);
 
@@ -124,6 +153,9 @@ class CachePolicy {
     std::uint64_t open_size = 0;
     bool listed = false;  // the kernel may hold this directory's listing as this mount served it
     std::optional<FileAttr> dir_attrs;  // a directory's attributes, still current
+    std::optional<std::set<std::string, std::less<>>> names;  // all of a directory's names
+    std::uint32_t misses = 0;  // lookups in it that found nothing while its names were unknown
+    std::uint64_t name_changes = 0;  // this mount's changes of its names (name_added, ...)
   };
 
   // Bumps the epoch, keeping the healthy bit.

@@ -69,6 +69,12 @@ std::unique_ptr<DataPath::File> DataPath::open(InodeNumber ino, const GatewayCli
             },
             write_budget_, options_.write,
             [raw] { raw->generation.fetch_add(1, std::memory_order_acq_rel); });
+        // Random writes continue no other: those queued behind the calls in flight go several
+        // to a call.
+        inode->writes->batch_with([gw](const FileRef& ref, std::vector<GatewayClient::Extent> ext,
+                                       WriteBehind::SendDone done) {
+          gw->write_many_async(ref, std::move(ext), std::move(done));
+        });
       }
       slot = inode;
     }
@@ -104,6 +110,12 @@ Result<ReadData> DataPath::read(File& file, const FileRef& ref, std::uint64_t of
       offset, size,
       [&gateway, &ref](std::uint64_t at, std::uint32_t len, ReadAhead::FetchDone done) {
         gateway.read_async(ref, at, len, std::move(done));
+      },
+      [&gateway, &ref](std::uint64_t at, std::uint32_t len) -> Result<SharedBytes> {
+        auto got = gateway.read(ref, at, len);
+        if (!got) return Result<SharedBytes>::failure(got.error());
+        auto buffer = std::make_shared<const std::string>(got.take());
+        return SharedBytes({std::string_view(*buffer)}, buffer);
       });
 }
 

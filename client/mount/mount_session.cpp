@@ -96,7 +96,7 @@ Result<bool> MountSession::hide_if_open(const std::string& path) {
 }
 
 // The listing served by readdir: ".", "..", then the gateway's entries.
-Result<std::vector<DirEntry>> MountSession::fetch_listing(InodeNumber ino) {
+Result<std::vector<DirEntry>> MountSession::fetch_listing(InodeNumber ino, bool* whole) {
   using R = Result<std::vector<DirEntry>>;
   auto path = path_of(ino);
   if (!path) return R::failure(path.error());
@@ -108,8 +108,14 @@ Result<std::vector<DirEntry>> MountSession::fetch_listing(InodeNumber ino) {
   entries.push_back(DirEntry{".", FileAttr{.mode = S_IFDIR}});
   entries.push_back(DirEntry{"..", FileAttr{.mode = S_IFDIR}});
   for (auto& e : *listed) {
-    if (!is_valid_entry_name(e.name)) continue;        // the gateway's own "." and "..", or junk
-    if (OpenInodes::is_hidden_name(e.name)) continue;  // deleted while open (silly rename)
+    if (!is_valid_entry_name(e.name)) {  // the gateway's own "." and "..", or junk
+      if (!is_dot_or_dotdot(e.name)) *whole = false;
+      continue;
+    }
+    if (OpenInodes::is_hidden_name(e.name)) {  // deleted while open (silly rename)
+      *whole = false;
+      continue;
+    }
     entries.push_back(std::move(e));
   }
   return entries;
@@ -119,12 +125,29 @@ Result<std::vector<DirEntry>> MountSession::fetch_listing(InodeNumber ino) {
 // a handle nobody else sees yet).
 Status MountSession::fetch_into(InodeNumber ino, DirHandle& dir) {
   CachePolicy::Ticket ticket = cache_.ticket();
-  auto fresh = fetch_listing(ino);
+  const std::uint64_t changes = cache_.names_changes(ino);
+  bool whole = true;  // every name of the directory is in the listing
+  auto fresh = fetch_listing(ino, &whole);
   if (!fresh) return Status::failure(fresh.error());
+  if (whole) {
+    std::vector<std::string_view> names;
+    names.reserve(fresh->size());
+    for (const DirEntry& e : *fresh)
+      if (!is_dot_or_dotdot(e.name)) names.push_back(e.name);
+    cache_.names_known(ino, ticket, changes, names);
+  }
   dir.entries = fresh.take();
   dir.ticket = ticket;
   dir.fetched = true;
   return ok_status();
+}
+
+// A call that makes a name in `dir` failed. The name may be there all the same (EEXIST: made
+// behind the gateway's back; EIO: the server may have done it before the answer was lost), so the
+// names the mount knew of `dir` are not to be trusted.
+Result<Entry> MountSession::made_nothing(InodeNumber dir, int error) {
+  cache_.names_unknown(dir);
+  return Result<Entry>::failure(error);
 }
 
 // ---- names ----
@@ -132,11 +155,39 @@ Status MountSession::fetch_into(InodeNumber ino, DirHandle& dir) {
 Result<Entry> MountSession::lookup(InodeNumber parent, std::string_view name) {
   auto path = child_path(parent, name);
   if (!path) return Result<Entry>::failure(path.error());
+  // A directory whose names this mount knows: the kernel's lookup before a create, answered here.
+  if (cache_.known_absent(parent, name)) return Result<Entry>::failure(ENOENT);
   if (auto known = inodes_.find(*path)) data_.settle(*known);
   CachePolicy::Ticket ticket = cache_.ticket();
   auto attr = gateway_.getattr(*path);
-  if (!attr) return Result<Entry>::failure(attr.error());
+  if (!attr) {
+    // Names looked for and not found, again: a directory files are being made in (each create
+    // comes after such a lookup), or one searched for names (imports, PATH). Its names, learnt
+    // once, answer the next lookups of absent ones here.
+    if (attr.error() == ENOENT && cache_.missed(parent)) learn_names(parent);
+    return Result<Entry>::failure(attr.error());
+  }
   return add_entry(*path, *attr, ticket);
+}
+
+// Fetches the names of directory `dir` for CachePolicy::names_known. A listing the mount does not
+// serve whole (a hidden name of a file deleted while open, a name it would not hand out) teaches
+// nothing.
+void MountSession::learn_names(InodeNumber dir) {
+  auto path = path_of(dir);
+  if (!path) return;
+  CachePolicy::Ticket ticket = cache_.ticket();
+  const std::uint64_t changes = cache_.names_changes(dir);
+  auto listed = gateway_.readdir(*path);
+  if (!listed) return;
+  std::vector<std::string_view> names;
+  names.reserve(listed->size());
+  for (const DirEntry& e : *listed) {
+    if (is_dot_or_dotdot(e.name)) continue;
+    if (!is_valid_entry_name(e.name) || OpenInodes::is_hidden_name(e.name)) return;
+    names.push_back(e.name);
+  }
+  cache_.names_known(dir, ticket, changes, names);
 }
 
 void MountSession::forget(InodeNumber ino, std::uint64_t n) { forget_lookups(ino, n); }
@@ -195,11 +246,12 @@ Result<FsStats> MountSession::statfs(InodeNumber ino) {
 Result<Entry> MountSession::mkdir(InodeNumber parent, std::string_view name, std::uint32_t mode) {
   auto path = child_path(parent, name);
   if (!path) return Result<Entry>::failure(path.error());
-  CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
+  const CachePolicy::Mutation mutation = cache_.begin_mutation();
   auto attr = gateway_.mkdir(*path, mode & 07777);
   cache_.dir_changed(parent);
-  if (!attr) return Result<Entry>::failure(attr.error());
-  return add_entry(*path, *attr, ticket);
+  if (!attr) return made_nothing(parent, attr.error());
+  cache_.name_added(parent, name);
+  return add_entry(*path, *attr, mutation.ticket);
 }
 
 Result<Entry> MountSession::symlink(std::string_view target, InodeNumber parent,
@@ -209,7 +261,8 @@ Result<Entry> MountSession::symlink(std::string_view target, InodeNumber parent,
   CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
   auto attr = gateway_.symlink(*path, std::string(target));
   cache_.dir_changed(parent);
-  if (!attr) return Result<Entry>::failure(attr.error());
+  if (!attr) return made_nothing(parent, attr.error());
+  cache_.name_added(parent, name);
   return add_entry(*path, *attr, ticket);
 }
 
@@ -221,7 +274,8 @@ Result<Entry> MountSession::link(InodeNumber ino, InodeNumber newparent, std::st
   CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
   auto attr = gateway_.link(*existing, *path);
   cache_.dir_changed(newparent);
-  if (!attr) return Result<Entry>::failure(attr.error());
+  if (!attr) return made_nothing(newparent, attr.error());
+  cache_.name_added(newparent, newname);
   return add_entry(*path, *attr, ticket);
 }
 
@@ -232,10 +286,16 @@ Status MountSession::unlink(InodeNumber parent, std::string_view name) {
   auto hidden = hide_if_open(*path);
   cache_.dir_changed(parent);
   if (!hidden) return Status::failure(hidden.error());
-  if (*hidden) return ok_status();
+  if (*hidden) {
+    cache_.names_unknown(parent);  // a hidden name took its place
+    return ok_status();
+  }
   Status removed = gateway_.unlink(*path);
   cache_.dir_changed(parent);
-  if (removed) inodes_.unlink(*path);
+  if (removed) {
+    inodes_.unlink(*path);
+    cache_.name_removed(parent, name);
+  }
   return removed;
 }
 
@@ -245,7 +305,10 @@ Status MountSession::rmdir(InodeNumber parent, std::string_view name) {
   (void)cache_.begin_mutation();
   Status removed = gateway_.rmdir(*path);
   cache_.dir_changed(parent);
-  if (removed) inodes_.unlink(*path);
+  if (removed) {
+    inodes_.unlink(*path);
+    cache_.name_removed(parent, name);
+  }
   return removed;
 }
 
@@ -260,6 +323,8 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
   Status renamed = gateway_.rename(*from, *to, flags);
   cache_.dir_changed(parent);
   cache_.dir_changed(newparent);
+  cache_.names_unknown(parent);
+  cache_.names_unknown(newparent);
   if (renamed && (flags & RENAME_EXCHANGE)) inodes_.exchange(*from, *to);
   if (renamed && !(flags & RENAME_EXCHANGE)) inodes_.rename(*from, *to);
   for (const std::string* moved : {&*from, &*to}) {  // a moved directory's ".." changed
@@ -291,7 +356,11 @@ Result<MountSession::Created> MountSession::create(InodeNumber parent, std::stri
   if (!path) return Result<Created>::failure(path.error());
   const CachePolicy::Mutation mutation = cache_.begin_mutation();
   auto created = gateway_.create(*path, flags, mode & 07777);
-  if (!created) return Result<Created>::failure(created.error());
+  if (!created) {
+    (void)made_nothing(parent, created.error());
+    return Result<Created>::failure(created.error());
+  }
+  cache_.name_added(parent, name);
   if (created->parent_attr) {
     cache_.post_op_attrs(parent, *created->parent_attr, mutation);
   } else {

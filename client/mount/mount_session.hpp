@@ -189,7 +189,10 @@ class MountSession {
   void remove_hidden(const std::string& hidden);
   void closed(InodeNumber ino);
   Result<bool> hide_if_open(const std::string& path);
-  Result<std::vector<DirEntry>> fetch_listing(InodeNumber ino);
+  void learn_names(InodeNumber dir);
+  Result<Entry> made_nothing(InodeNumber dir, int error);
+  // `whole` is cleared when a name of the directory was left out (a hidden or invalid one).
+  Result<std::vector<DirEntry>> fetch_listing(InodeNumber ino, bool* whole);
   Status fetch_into(InodeNumber ino, DirHandle& dir);
 
   const GatewayClient& gateway_;

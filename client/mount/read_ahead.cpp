@@ -8,24 +8,72 @@
 
 namespace skein::client {
 
-bool ReadWindow::record(std::uint64_t offset, std::uint64_t size) {
+ReadWindow::ReadWindow(Limits limits) : limits_(limits) {
+  streams_.resize(std::max<std::size_t>(1, limits_.streams));
   // A fresh file counts as positioned at 0, so a stream starting there (its first reads arriving
-  // in any order) is sequential from its first read.
-  const std::uint64_t s = slack();
-  sequential_ = offset + s >= next_ && offset <= next_ + s;
-  if (sequential_) {
-    streamed_ += size;
-    next_ = std::max(next_, offset + size);
-  } else {
-    streamed_ = 0;
-    next_ = offset + size;
-  }
-  return sequential_;
+  // in any order) is read ahead from its first read.
+  streams_[0].trusted = true;
 }
 
-std::uint64_t ReadWindow::ahead() const {
-  if (!sequential_) return 0;
-  return std::clamp<std::uint64_t>(2 * streamed_, limits_.min, limits_.max);
+bool ReadWindow::record(std::uint64_t offset, std::uint64_t size) {
+  const std::uint64_t end = offset + size;
+  const bool large = size >= limits_.large;
+  const std::uint64_t s = slack();
+  // The stream this read continues: the nearest one it may belong to.
+  std::size_t best = streams_.size();
+  std::uint64_t best_distance = 0;
+  for (std::size_t i = 0; i < streams_.size(); ++i) {
+    const Stream& st = streams_[i];
+    if (st.used == 0 && !st.trusted) continue;  // never used
+    bool belongs;
+    if (large) {
+      belongs = offset + s >= st.next && offset <= st.next + s;
+    } else {
+      // Where the last read ended, or overlapping what the stream read just before (a re-read,
+      // or the kernel's reads of one page range split unevenly).
+      belongs = offset <= st.next && offset + size >= st.next;
+    }
+    if (!belongs) continue;
+    const std::uint64_t distance = offset > st.next ? offset - st.next : st.next - offset;
+    if (best == streams_.size() || distance < best_distance) {
+      best = i;
+      best_distance = distance;
+    }
+  }
+  if (best == streams_.size()) {
+    // A stream of its own, in place of the one read longest ago.
+    best = 0;
+    for (std::size_t i = 1; i < streams_.size(); ++i)
+      if (streams_[i].used < streams_[best].used) best = i;
+    // Its first read counts for nothing: only reads that continue it show it is a stream.
+    streams_[best] = Stream{};
+    streams_[best].next = end;
+  }
+  Stream& st = streams_[best];
+  st.used = ++tick_;
+  // What the read adds to the stream: bytes beyond its furthest end; a gap is taken as read only
+  // for the large reads the kernel sends out of order.
+  if (end > st.next && (large || offset <= st.next)) st.streamed += end - std::max(offset, st.next);
+  st.next = std::max(st.next, end);
+  if (st.streamed >= limits_.confirm) st.trusted = true;
+  current_ = best;
+  return ahead_of(st) > 0;
+}
+
+std::uint64_t ReadWindow::ahead_of(const Stream& s) const {
+  if (!s.trusted) return 0;
+  return std::clamp<std::uint64_t>(2 * s.streamed, limits_.min, limits_.max);
+}
+
+std::uint64_t ReadWindow::ahead() const { return ahead_of(streams_[current_]); }
+
+bool ReadWindow::wanted(std::uint64_t offset, std::uint64_t size) const {
+  for (const Stream& s : streams_) {
+    if (!s.trusted) continue;
+    const std::uint64_t behind = s.next > slack() ? s.next - slack() : 0;
+    if (offset + size > behind && offset < s.next + ahead_of(s) + slack()) return true;
+  }
+  return false;
 }
 
 struct ReadAhead::Block {
@@ -93,6 +141,11 @@ void ReadAhead::start(const std::shared_ptr<Shared>& shared, const std::shared_p
 }
 
 Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch) {
+  return read(offset, size, fetch, nullptr);
+}
+
+Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch,
+                                 const Direct& direct) {
   ReadData out;
   if (size == 0) return out;
   const std::uint64_t end = offset + size;
@@ -103,11 +156,10 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
   const std::uint64_t generation = generation_.load(std::memory_order_acquire);
   const bool sequential = window_.record(offset, size);
 
-  // Blocks from before a change, far behind the reader, or of a stream it left, are of no use.
-  const std::uint64_t behind = offset > window_.slack() ? offset - window_.slack() : 0;
+  // Blocks from before a change, or where no stream that is read ahead will read, are of no use.
   for (auto it = blocks_.begin(); it != blocks_.end();) {
     const Block& b = *it->second;
-    if (!sequential || b.generation != generation || b.offset + b.asked <= behind) {
+    if (b.generation != generation || !window_.wanted(b.offset, b.asked)) {
       unused.push_back(std::move(it->second));
       it = blocks_.erase(it);
     } else {
@@ -117,9 +169,10 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
 
   // Keep the window full: every block from the one holding `offset` to `ahead` past the read,
   // but nothing beyond what is known to exist. Without room in the budget, read less ahead.
-  if (!sequential || generation != fetched_generation_) {
-    fetched_to_ = 0;
-    fetched_generation_ = generation;
+  ReadWindow::Stream& stream = window_.current();
+  if (!sequential || generation != stream.fetched_generation) {
+    stream.fetched_to = 0;
+    stream.fetched_generation = generation;
   }
   if (sequential) {
     const std::uint64_t limit = std::min(end + window_.ahead(), size_hint_);
@@ -128,7 +181,7 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
       // The kernel's reads come on several threads, out of order: one may arrive after reads
       // beyond it have used up and let go the blocks ahead of it. Those are not fetched again
       // (they were: 3% of a stream's bytes fetched twice).
-      if (at >= end && at < fetched_to_) continue;
+      if (at >= end && at < stream.fetched_to) continue;
       const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(block, limit - at));
       if (len < block && at + len < size_hint_) break;  // partial block: wait until it can be whole
       // Without room, a block this read needs is still fetched whole, uncharged: the read would
@@ -139,7 +192,7 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
       auto b = std::make_shared<Block>(at, len, generation, room ? budget_ : nullptr);
       blocks_.emplace(at, b);
       starting.push_back(std::move(b));
-      fetched_to_ = std::max(fetched_to_, at + len);
+      stream.fetched_to = std::max(stream.fetched_to, at + len);
     }
   }
   if (!starting.empty()) {
@@ -190,18 +243,28 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
   if (eof || pos >= end) return out;
 
   // The rest straight from the gateway: a block of its own, outside the window and the budget.
-  auto direct = std::make_shared<Block>(pos, static_cast<std::uint32_t>(end - pos), 0, nullptr);
+  auto rest = std::make_shared<Block>(pos, static_cast<std::uint32_t>(end - pos), 0, nullptr);
   lock.unlock();
-  start(shared_, direct, fetch);
-  lock.lock();
-  shared_->done.wait(lock, [&] { return direct->done; });
+  if (direct) {
+    Result<SharedBytes> got = direct(rest->offset, rest->asked);
+    lock.lock();
+    if (got)
+      rest->data = got.take();
+    else
+      rest->error = got.error();
+    rest->done = true;
+  } else {
+    start(shared_, rest, fetch);
+    lock.lock();
+    shared_->done.wait(lock, [&] { return rest->done; });
+  }
   // A short read must mean end of file, so a part that failed fails the whole read.
-  if (direct->error != 0) return Result<ReadData>::failure(direct->error);
-  size_hint_ = std::max(size_hint_, pos + direct->data.size());
-  if (!direct->data.empty()) {
-    direct->data.view(0, direct->data.size(), out.pieces);
-    out.held.push_back(direct);
-    out.size += direct->data.size();
+  if (rest->error != 0) return Result<ReadData>::failure(rest->error);
+  size_hint_ = std::max(size_hint_, pos + rest->data.size());
+  if (!rest->data.empty()) {
+    rest->data.view(0, rest->data.size(), out.pieces);
+    out.held.push_back(rest);
+    out.size += rest->data.size();
   }
   return out;
 }

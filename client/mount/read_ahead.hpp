@@ -22,38 +22,63 @@
 
 namespace skein::client {
 
-// How far ahead of the reader to keep reads in flight, from the pattern of reads alone.
+// How far ahead of the reader to keep reads in flight, from the pattern of reads alone. It follows
+// a few streams at once (two readers of one file, or one reader at two places) and tells them from
+// random reads by more than distance:
+// - a small read (under Limits::large) continues a stream only where the stream's last read ended
+//   (or overlapping it, as a re-read does); a read beyond a gap, before the stream (backwards) or
+//   at a stride starts a stream of its own, and a re-read adds nothing to the stream;
+// - a large read (the kernel's read-ahead, sent as several reads at once that FUSE threads take in
+//   any order) continues a stream when it lands within `slack` of where the stream is;
+// - a stream is read ahead only once it has proved itself: it started at offset 0 of the file, or
+//   it has read `confirm` bytes in order. A random reader almost never lands where another of its
+//   reads ended, so it never gets a window, and fetches nothing but what it asks for.
 class ReadWindow {
  public:
   struct Limits {
-    std::uint64_t min = 1 << 20;  // the window of a stream that has just started
+    std::uint64_t min = 1 << 20;  // the window of a stream that has just proved itself
     std::uint64_t max = 8 << 20;  // the most one file keeps ahead
-    // How far from where the stream is a read may land and still belong to it. The kernel sends
-    // a read-ahead window of reads at once and FUSE threads take them in any order, so this must
-    // exceed the kernel's window as well as ours; a random reader closer than this to its last
-    // read is taken for a sequential one.
+    // How far from where the stream is a large read may land and still belong to it: more than
+    // the kernel's read-ahead window and ours, since the kernel's reads arrive out of order.
     std::uint64_t slack = 32 << 20;
+    std::uint64_t large = 64 << 10;     // a read this size or more is taken for read-ahead
+    std::uint64_t confirm = 256 << 10;  // bytes in order before a stream not at 0 is read ahead
+    std::size_t streams = 4;            // streams followed at once
   };
-  ReadWindow() : ReadWindow(Limits{}) {}
-  explicit ReadWindow(Limits limits) : limits_(limits) {}
+  // One stream: where its furthest read ended and what it has read.
+  struct Stream {
+    std::uint64_t next = 0;      // where the stream's furthest read ended
+    std::uint64_t streamed = 0;  // bytes it added, in order
+    bool trusted = false;        // started at offset 0, or read `confirm` bytes in order
+    std::uint64_t used = 0;      // when it was last read (a tick), to replace the stalest
+    // For ReadAhead: where the blocks fetched ahead for it end, and under which generation; a
+    // block below it that is gone was served and let go, and is not fetched again.
+    std::uint64_t fetched_to = 0;
+    std::uint64_t fetched_generation = 0;
+  };
 
-  // Records a read; true when it continues a sequential stream. A stream starts at offset 0 or
-  // where the previous read ended. The kernel sends the reads of one stream from several threads
-  // at once, so they arrive a little out of order: a read within the window of where the stream
-  // is still counts as sequential.
+  ReadWindow() : ReadWindow(Limits{}) {}
+  explicit ReadWindow(Limits limits);
+
+  // Records a read; true when it belongs to a stream that is read ahead (ahead() > 0).
   bool record(std::uint64_t offset, std::uint64_t size);
-  // Bytes to keep in flight beyond the last read: twice what the stream has read so far, between
-  // the limits; 0 after a random read.
+  // Bytes to keep in flight beyond the last read: twice what its stream has read so far,
+  // between the limits; 0 when the last read was not part of a stream that proved itself.
   std::uint64_t ahead() const;
-  // How far around the stream's position a read still belongs to it.
+  // The stream of the last read.
+  Stream& current() { return streams_[current_]; }
+  // True when [offset, offset + size) lies where a stream that is read ahead may still read.
+  bool wanted(std::uint64_t offset, std::uint64_t size) const;
+  // How far around the stream's position a large read still belongs to it.
   std::uint64_t slack() const { return std::max(limits_.slack, limits_.max); }
 
  private:
+  std::uint64_t ahead_of(const Stream& s) const;
+
   Limits limits_;
-  bool started_ = false;
-  bool sequential_ = false;
-  std::uint64_t next_ = 0;      // where the stream's furthest read ended
-  std::uint64_t streamed_ = 0;  // bytes read since the stream (re)started
+  std::vector<Stream> streams_;
+  std::size_t current_ = 0;
+  std::uint64_t tick_ = 0;
 };
 
 // The bytes of one read, as views into buffers that `held` keeps alive until the reply is sent.
@@ -90,6 +115,11 @@ class ReadAhead {
   // straight from the gateway through `fetch`; fewer only at end of file. Also starts the reads
   // that keep the window full. Safe to call from several threads at once.
   Result<ReadData> read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch);
+  // The same, with the part no block holds read through `direct` in the calling thread (a
+  // synchronous gateway call: one hand-off between threads less than a fetch and a wait).
+  using Direct = std::function<Result<SharedBytes>(std::uint64_t offset, std::uint32_t size)>;
+  Result<ReadData> read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch,
+                        const Direct& direct);
   // Forgets every block (the file changed); reads in flight finish into nothing.
   void drop();
   // Blocks held or in flight, and their bytes: for tests and stats.
@@ -108,10 +138,6 @@ class ReadAhead {
   ReadWindow window_;
   std::uint64_t size_hint_;
   std::map<std::uint64_t, std::shared_ptr<Block>> blocks_;  // by offset
-  // Where the blocks fetched ahead for this stream end, and under which generation: a block
-  // below it that is gone was served and let go, and is not fetched again for a read behind it.
-  std::uint64_t fetched_to_ = 0;
-  std::uint64_t fetched_generation_ = 0;
 };
 
 }  // namespace skein::client

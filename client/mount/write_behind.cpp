@@ -49,6 +49,7 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
       : send(std::move(s)), budget(std::move(b)), limits(l), changed(std::move(c)) {}
 
   const Send send;
+  SendMany send_many;  // set before the first write, or null
   const std::shared_ptr<ByteBudget> budget;
   const Limits limits;
   const std::function<void()> changed;
@@ -61,6 +62,7 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
   std::map<std::uint64_t, Flight> in_flight;  // by seq
   std::uint64_t held_bytes = 0;               // gathering, queued and in flight
   std::uint64_t next_seq = 1;
+  std::size_t calls = 0;  // gateway calls in flight (each of one or more requests)
 
   void close_gathering() {
     if (!gathering) return;
@@ -68,22 +70,37 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
     gathering.reset();
   }
 
-  // The queued requests that may go now, moved to the in-flight set; send them after unlocking.
-  std::vector<Request> take_sendable() {
-    std::vector<Request> out;
-    while (!queued.empty() && in_flight.size() < limits.file_requests) {
-      Request& next = queued.front();
-      bool blocked = false;
-      for (const auto& [seq, flight] : in_flight) {
-        if (overlaps(flight, next)) {
-          blocked = true;
-          break;
+  // The queued requests that may go now, moved to the in-flight set, by gateway call; send them
+  // after unlocking. With send_many, requests queued behind the calls in flight go several to a
+  // call (they never overlap: a request overlapping one in flight is not taken).
+  std::vector<std::vector<Request>> take_sendable() {
+    std::vector<std::vector<Request>> out;
+    while (!queued.empty() && calls < limits.file_requests) {
+      std::vector<Request> call;
+      std::size_t bytes = 0;
+      while (!queued.empty()) {
+        Request& next = queued.front();
+        bool blocked = false;
+        for (const auto& [seq, flight] : in_flight) {
+          if (overlaps(flight, next)) {
+            blocked = true;
+            break;
+          }
         }
+        if (blocked) break;
+        if (!call.empty() &&
+            (!send_many || call.size() >= limits.batch || next.writer != call.front().writer ||
+             next.append || bytes + next.data.size() > limits.request))
+          break;
+        in_flight.emplace(next.seq, Flight{next.offset, next.data.size(), next.append});
+        bytes += next.data.size();
+        call.push_back(std::move(next));
+        queued.pop_front();
+        if (call.front().append) break;  // where an append lands depends on the one before
       }
-      if (blocked) break;
-      in_flight.emplace(next.seq, Flight{next.offset, next.data.size(), next.append});
-      out.push_back(std::move(next));
-      queued.pop_front();
+      if (call.empty()) break;
+      ++calls;
+      out.push_back(std::move(call));
     }
     return out;
   }
@@ -96,21 +113,36 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
     return oldest;
   }
 
-  static void send_all(const std::shared_ptr<State>& self, std::vector<Request> requests) {
-    for (Request& r : requests) {
-      const std::uint64_t size = r.data.size();
-      self->send(r.file, r.offset, std::move(r.data),
-                 [self, seq = r.seq, size, writer = std::move(r.writer)](
-                     Result<std::uint32_t> got) { self->finished(seq, size, *writer, got); });
+  static void send_all(const std::shared_ptr<State>& self,
+                       std::vector<std::vector<Request>> calls) {
+    for (auto& call : calls) {
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> parts;  // seq, size
+      for (const Request& r : call) parts.emplace_back(r.seq, r.data.size());
+      auto writer = call.front().writer;
+      auto done = [self, parts = std::move(parts), writer](Result<std::uint32_t> got) {
+        self->finished(parts, *writer, got);
+      };
+      if (call.size() == 1) {
+        Request& r = call.front();
+        self->send(r.file, r.offset, std::move(r.data), std::move(done));
+        continue;
+      }
+      std::vector<GatewayClient::Extent> extents;
+      extents.reserve(call.size());
+      for (Request& r : call) extents.push_back({r.offset, std::move(r.data)});
+      self->send_many(call.back().file, std::move(extents), std::move(done));
     }
   }
 
-  void finished(std::uint64_t seq, std::uint64_t size, Writer& writer,
+  void finished(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& parts, Writer& writer,
                 const Result<std::uint32_t>& got) {
-    std::vector<Request> sendable;
+    std::vector<std::vector<Request>> sendable;
+    std::uint64_t size = 0;
+    for (const auto& [seq, n] : parts) size += n;
     {
       std::lock_guard lock(mu);
-      in_flight.erase(seq);
+      for (const auto& [seq, n] : parts) in_flight.erase(seq);
+      --calls;
       held_bytes -= size;
       int error = got ? (*got == size ? 0 : EIO) : got.error();
       if (error != 0 && writer.error_ == 0) writer.error_ = error;
@@ -155,7 +187,7 @@ Status WriteBehind::write(const std::shared_ptr<Writer>& writer, const FileRef& 
   // need the lock, and a MiB takes a while to copy.
   std::string whole;
   if (data.size() >= s.limits.request) whole.assign(data);
-  std::vector<Request> sendable;
+  std::vector<std::vector<Request>> sendable;
   {
     std::unique_lock lock(s.mu);
     s.progress.wait(lock, [&] {
@@ -186,9 +218,11 @@ Status WriteBehind::write(const std::shared_ptr<Writer>& writer, const FileRef& 
   return ok_status();
 }
 
+void WriteBehind::batch_with(SendMany send_many) { state_->send_many = std::move(send_many); }
+
 void WriteBehind::settle() {
   State& s = *state_;
-  std::vector<Request> sendable;
+  std::vector<std::vector<Request>> sendable;
   std::unique_lock lock(s.mu);
   s.close_gathering();
   const std::uint64_t target = s.next_seq - 1;

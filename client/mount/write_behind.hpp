@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "byte_budget.hpp"
 #include "gateway_client.hpp"
@@ -28,10 +29,15 @@ class WriteBehind {
   using Send = std::function<void(const FileRef& file, std::uint64_t offset, std::string data,
                                   SendDone done)>;
 
+  // Starts one gateway call of several requests at scattered offsets (see batch_with).
+  using SendMany =
+      std::function<void(const FileRef& file, std::vector<GatewayClient::Extent>, SendDone done)>;
+
   struct Limits {
     std::size_t request = 1 << 20;       // the largest request gathered
     std::uint64_t file_bytes = 8 << 20;  // held for this file before its writers wait
-    std::size_t file_requests = 16;      // in flight at once for this file
+    std::size_t file_requests = 16;      // calls in flight at once for this file
+    std::size_t batch = 64;              // requests per call, with batch_with
   };
 
   // One open file writing through this WriteBehind: its requests, and the first error of one of
@@ -63,6 +69,10 @@ class WriteBehind {
   // before any request is sent, so the caller can let its writer go on as early as possible.
   Status write(const std::shared_ptr<Writer>& writer, const FileRef& file, std::uint64_t offset,
                std::string_view data, const std::function<void()>& taken = nullptr);
+  // From now on, requests queued behind the calls in flight (random writes: none continues
+  // another) go several to a call, up to Limits::batch and Limits::request bytes, through
+  // `send_many`. Set before the first write.
+  void batch_with(SendMany send_many);
   // Sends what is gathered and waits until every write queued before the call is acknowledged.
   void settle();
   // settle(), then the error of `writer` not reported yet, if any (reported only once).

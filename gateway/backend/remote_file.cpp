@@ -82,7 +82,8 @@ Status RemoteFile::open_first(uint32_t mode) {
       r = backend_->open_confined(**conn, rel, flags_ & ~(O_CREAT | O_EXCL), {}, nullptr);
     }
   } else {
-    r = backend_->open_confined(**conn, rel, flags_, a, nullptr);
+    // The LSTAT that goes with the OPEN gives the file's attributes as it was opened.
+    r = backend_->open_confined(**conn, rel, flags_, a, &attrs_at_open_);
   }
   if (!r) return Status::failure(r.error());
   auto code = status_code(r);
@@ -181,7 +182,17 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
     uint64_t off = offset + i * chunk;
     uint32_t len = uint32_t(std::min<uint64_t>(chunk, offset + size - off));
     auto h = own;
-    auto fut = h->conn->send(PacketWriter(FXP_READ).str(h->handle).u64(off).u32(len).take());
+    std::string ask = PacketWriter(FXP_READ).str(h->handle).u64(off).u32(len).take();
+    std::future<Result<Reply>> fut;
+    if (nchunks == 1) {
+      // A small read in one round trip, in this thread on an idle connection (no hand-off to
+      // the connection's I/O thread and back).
+      std::promise<Result<Reply>> answered;
+      answered.set_value(h->conn->call(std::move(ask)));
+      fut = answered.get_future();
+    } else {
+      fut = h->conn->send(std::move(ask));
+    }
     pieces.push_back({off, len, std::move(fut), *h});
   }
   backend_->pool().count_ops(1);

@@ -31,6 +31,7 @@ class RemoteFile final : public BackendFile {
   Status open_first(uint32_t mode);
   // After an open_first with O_CREAT: the file's attributes and its parent directory's, as the
   // server saw them right after the open (requests on one connection are served in order).
+  // After one without: the file's, as the server saw them as it opened it (before an O_TRUNC).
   // Empty when the server did not give them.
   std::optional<sftp::Attrs> attrs_at_open() const override { return attrs_at_open_; }
   std::optional<sftp::Attrs> parent_attrs_at_open() const override { return parent_attrs_at_open_; }

@@ -97,6 +97,19 @@ class Layout {
   virtual Result<sftp::StatVfs> statfs(const std::string& rel) = 0;
   // Opens an existing file (never creates; O_TRUNC truncates).
   virtual Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) = 0;
+  // open(), with the file's attributes as it was opened (before an O_TRUNC). This one asks for
+  // them first; a layout that gets them with the open itself saves the round trip.
+  struct OpenedWithAttrs {
+    std::shared_ptr<OpenFile> file;
+    sftp::Attrs attrs;
+  };
+  virtual Result<OpenedWithAttrs> open_with_attrs(const std::string& rel, int flags) {
+    auto attrs = getattr(rel);
+    if (!attrs) return Result<OpenedWithAttrs>::failure(attrs.error());
+    auto f = open(rel, flags);
+    if (!f) return Result<OpenedWithAttrs>::failure(f.error());
+    return OpenedWithAttrs{*f, *attrs};
+  }
   // Creates (or, without O_EXCL, opens) a file.
   virtual Result<Created> create(const std::string& rel, int flags, uint32_t mode) = 0;
   // Every backend the layout uses, for statistics and aggregate statfs.

@@ -204,12 +204,10 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
   using R = Result<Opened>;
   auto t = locate(vpath);
   if (!t.mount) return R::failure(t.table->is_synthetic_dir(vpath) ? EISDIR : ENOENT);
-  auto attrs = t.mount->layout->getattr(t.rel);
-  if (!attrs) return R::failure(attrs.error());
-  auto f = t.mount->layout->open(t.rel, flags);
+  auto f = t.mount->layout->open_with_attrs(t.rel, flags);
   if (!f) return R::failure(f.error());
-  if (flags & O_TRUNC) attrs->size = 0;
-  return Opened{register_file(*f), *attrs, std::nullopt};
+  if (flags & O_TRUNC) f->attrs.size = 0;
+  return Opened{register_file(f->file), f->attrs, std::nullopt};
 }
 
 Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int flags,

@@ -37,6 +37,8 @@ class UnionLayout final : public Layout {
   Result<sftp::Attrs> link(const std::string& existing, const std::string& rel) override;
   Result<sftp::StatVfs> statfs(const std::string& rel) override;
   Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) override;
+  // One branch: the OPEN alone, the file's attributes coming with it (one round trip, not three).
+  Result<OpenedWithAttrs> open_with_attrs(const std::string& rel, int flags) override;
   Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
   std::vector<std::shared_ptr<Backend>> backends() const override;
   std::string describe() const override;

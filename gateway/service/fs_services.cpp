@@ -389,8 +389,9 @@ grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
 
 grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteRequest& req,
                                 const SharedBytes& data, v1::WriteReply& reply) {
-  if (data.size() > kMaxIoSize)
-    return grpc::Status(StatusCode::INVALID_ARGUMENT, "write over 1 MiB");
+  std::uint64_t total = data.size();
+  for (const auto& e : req.more()) total += e.data().size();
+  if (total > kMaxIoSize) return grpc::Status(StatusCode::INVALID_ARGUMENT, "write over 1 MiB");
   grpc::Status s;
   int err = 0;
   auto f = open_file(registry_, ctx, req.file(), s, err);
@@ -400,8 +401,18 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     return grpc::Status::OK;
   }
   auto r = f->write(req.offset(), data);
+  // The extents, in order, each whole before the next; the first failure ends the call. Their
+  // bytes live in the request, which outlives the writes.
+  std::uint64_t written = r ? *r : 0, expected = data.size();
+  for (int i = 0; r && written == expected && i < req.more_size(); ++i) {
+    const auto& e = req.more(i);
+    expected += e.data().size();
+    r = f->write(e.offset(), SharedBytes({std::string_view(e.data())}, nullptr));
+    if (r) written += *r;
+  }
+  if (r && written != total) r = Result<uint32_t>::failure(EIO);  // a short write
   if (r) {
-    reply.set_written(*r);
+    reply.set_written(uint32_t(written));
     // Every other mount that caches this file hears of it before the writer does.
     if (broker_)
       broker_->changed(req.file().ns(),

@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include "fs_test_support.hpp"
 
@@ -275,6 +277,81 @@ TEST_F(FilesystemOps, WritesToSynthesisedRootAreRefused) {
   std::string at_root = cluster_->mount() + "/not-a-server";
   EXPECT_EQ(SKEIN_ERRNO_OF(::mkdir(at_root.c_str(), 0755)), EACCES);
   EXPECT_EQ(SKEIN_ERRNO_OF(::open(at_root.c_str(), O_WRONLY | O_CREAT, 0644)), EACCES);
+}
+
+// Small files through two mounts of one server, both answering lookups of absent names where they
+// know a directory's names (--know-names): what one mount creates is on the server and seen by the
+// other as soon as close returns; what the server refuses is reported, at the latest at close, and
+// leaves nothing behind.
+class SmallFiles : public ClusterSuite<1, 2> {
+ protected:
+  // Both mounts run with --know-names: lookups of absent names answered by the mount.
+  static void SetUpTestSuite() {
+    ::setenv("SKEIN_MOUNT_ARGS", "--know-names", 1);
+    ClusterSuite::SetUpTestSuite();
+    ::unsetenv("SKEIN_MOUNT_ARGS");
+  }
+  void SetUp() override {
+    ClusterSuite::SetUp();
+    name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    a_ = cluster_->mount(0) + "/srv0/" + name_;
+    b_ = cluster_->mount(1) + "/srv0/" + name_;
+    server_ = cluster_->export_dir(0) + "/" + name_;
+    ASSERT_EQ(::mkdir(a_.c_str(), 0755), 0) << strerror(errno);
+  }
+  std::string name_, a_, b_, server_;
+};
+
+TEST_F(SmallFiles, CreatedFilesAreOnTheServerAndSeenByTheOtherMountOnceCloseReturns) {
+  // The other mount has listed the directory (empty) and looked the names up (absent) first, so
+  // what it has cached must give way.
+  ASSERT_EQ(list_names(b_), (std::set<std::string>{".", ".."}));
+  struct stat st;
+  for (int i = 0; i < 50; ++i) ASSERT_NE(::stat((b_ + "/f" + std::to_string(i)).c_str(), &st), 0);
+  std::set<std::string> names{".", ".."};
+  for (int i = 0; i < 200; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    const std::string data = "small file " + std::to_string(i) + "\n";
+    ASSERT_TRUE(write_file(a_ + "/" + name, data, O_WRONLY | O_CREAT | O_EXCL)) << strerror(errno);
+    ASSERT_EQ(read_file(server_ + "/" + name), data) << name << " on the server";
+    ASSERT_EQ(read_file(b_ + "/" + name), data) << name << " through the other mount";
+    names.insert(name);
+  }
+  EXPECT_EQ(list_names(b_), names);
+}
+
+// A mount that knows a directory's names answers lookups of absent ones itself; a name made on
+// the server behind the gateway's back still appears, once the remote watcher reports it.
+TEST_F(SmallFiles, ANameMadeOnTheServerAppearsWhereTheMountKnowsTheNames) {
+  struct stat st;
+  for (int i = 0; i < 5; ++i)
+    ASSERT_NE(::stat((a_ + "/absent" + std::to_string(i)).c_str(), &st), 0);
+  ASSERT_TRUE(write_file(server_ + "/made-on-server", "hello"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (::stat((a_ + "/made-on-server").c_str(), &st) != 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(read_file(a_ + "/made-on-server"), "hello");
+}
+
+TEST_F(SmallFiles, ACreateTheServerRefusesFailsAtTheLatestAtCloseAndLeavesNothing) {
+  // The mount knows the directory; behind its back, the server gets a file in its place.
+  const std::string dir = a_ + "/d";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  struct stat st;
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  ASSERT_EQ(::rmdir((server_ + "/d").c_str()), 0);
+  ASSERT_TRUE(write_file(server_ + "/d", "not a directory"));
+  int fd = ::open((dir + "/x").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd >= 0) {
+    const std::string data = "lost?";
+    const bool wrote = ::write(fd, data.data(), data.size()) == ssize_t(data.size());
+    const int closed = ::close(fd);
+    EXPECT_FALSE(wrote && closed == 0) << "a create the server refused went unreported";
+  } else {
+    EXPECT_TRUE(errno == ENOTDIR || errno == ENOENT) << strerror(errno);
+  }
+  EXPECT_EQ(read_file(server_ + "/d"), "not a directory");
 }
 
 }  // namespace

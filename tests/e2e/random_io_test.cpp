@@ -208,6 +208,62 @@ TEST_P(RandomIo, RandomReadsWritesAndTruncatesMatchALocalFile) {
   EXPECT_TRUE(server_view("random") == want) << "the servers' copy differs";
 }
 
+// Small I/O as applications do it: 4 KiB reads and writes at random offsets (most aligned, some
+// not), then reads that are strided, backwards, two interleaved streams and re-reads, each
+// compared with the model; after fsync, before close, the servers' copy is the model's.
+TEST_P(RandomIo, SmallReadsAndWritesInEveryPatternMatchALocalFile) {
+  const uint64_t size = 8 * kStripe;
+  const std::string initial = random_bytes(size, 77);
+  ASSERT_TRUE(write_file(m("small"), initial));
+  ASSERT_TRUE(write_file(model("small"), initial));
+  int fd = ::open(m("small").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  int mfd = ::open(model("small").c_str(), O_RDWR);
+  ASSERT_GE(mfd, 0);
+  auto same_read = [&](uint64_t off, uint64_t len) {
+    std::string got(len, '\1'), want(len, '\2');
+    ssize_t n = ::pread(fd, got.data(), len, off_t(off));
+    ssize_t mn = ::pread(mfd, want.data(), len, off_t(off));
+    if (n != mn) return ::testing::AssertionFailure() << "pread of " << len << " at " << off;
+    if (got != want) return ::testing::AssertionFailure() << "bytes at " << off << " differ";
+    return ::testing::AssertionSuccess();
+  };
+  std::mt19937_64 rng(19);
+  for (int op = 0; op < 900; ++op) {
+    const uint64_t off = rng() % 3 ? rng() % (size / 4096) * 4096 : rng() % (size - 4096);
+    if (op % 3 == 0) {
+      std::string data = random_bytes(4096, rng());
+      ASSERT_EQ(::pwrite(fd, data.data(), data.size(), off_t(off)), 4096) << strerror(errno);
+      ASSERT_EQ(::pwrite(mfd, data.data(), data.size(), off_t(off)), 4096);
+    } else {
+      ASSERT_TRUE(same_read(off, 4096)) << "op " << op;
+    }
+    if (op % 150 == 149) drop_cache(fd);
+  }
+  ASSERT_EQ(::fsync(fd), 0) << strerror(errno);
+  const std::string want = read_file(model("small"));
+  EXPECT_TRUE(server_view("small") == want) << "the servers' copy differs after fsync";
+
+  drop_cache(fd);
+  for (uint64_t off = 0; off + 4096 <= size; off += 64 << 10)  // strided
+    ASSERT_TRUE(same_read(off, 4096));
+  drop_cache(fd);
+  for (uint64_t off = size - 4096; off >= 4096 * 7; off -= 4096 * 7)  // backwards
+    ASSERT_TRUE(same_read(off, 4096));
+  drop_cache(fd);
+  for (uint64_t i = 0; i < 300; ++i) {  // two interleaved streams
+    ASSERT_TRUE(same_read(i * 4096, 4096)) << i;
+    ASSERT_TRUE(same_read(size / 2 + i * 4096 + 100, 4096)) << i;
+  }
+  for (int i = 0; i < 50; ++i) {  // re-reads, some from the gateway again
+    if (i % 10 == 0) drop_cache(fd);
+    ASSERT_TRUE(same_read(3 * kStripe + 5000, 4096)) << i;
+  }
+  ASSERT_EQ(::close(fd), 0);
+  ::close(mfd);
+  EXPECT_TRUE(read_file(m("small")) == want) << "the mount's whole file differs";
+}
+
 TEST_P(RandomIo, WritesPastTheEndLeaveHolesThatReadAsZeros) {
   // Only the last stripe is written: the backends before it hold nothing of the file.
   const uint64_t off = 4 * kStripe + 12345;

@@ -13,7 +13,9 @@ namespace {
 
 // A policy with a 60 s cache TTL and a 1 s safe TTL, its Watch stream healthy.
 struct HealthyPolicy : CachePolicy {
-  HealthyPolicy() : CachePolicy({/*cache_ttl=*/60, /*safe_ttl=*/1}) { set_healthy(true); }
+  HealthyPolicy() : CachePolicy({/*cache_ttl=*/60, /*safe_ttl=*/1, /*know_names=*/true}) {
+    set_healthy(true);
+  }
 };
 
 TEST(CachePolicy, ShortLifetimesUntilTheStreamIsHealthyThenLongOnes) {
@@ -171,6 +173,92 @@ TEST(CachePolicy, OpenAsksForAttributeRefreshWhenTheKernelWasToldOtherwise) {
   EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);
   policy.forget(7);
   EXPECT_TRUE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);
+}
+
+TEST(CachePolicy, KnownNamesAnswerAbsentNamesAndFollowThisMountsChanges) {
+  HealthyPolicy policy;
+  const InodeNumber dir = 7;
+  EXPECT_FALSE(policy.known_absent(dir, "a")) << "nothing known yet";
+  policy.names_known(dir, policy.ticket(), policy.names_changes(dir), {"a", "b"});
+  EXPECT_FALSE(policy.known_absent(dir, "a"));
+  EXPECT_TRUE(policy.known_absent(dir, "c"));
+  policy.name_added(dir, "c");
+  EXPECT_FALSE(policy.known_absent(dir, "c"));
+  policy.name_removed(dir, "a");
+  EXPECT_TRUE(policy.known_absent(dir, "a"));
+  policy.names_unknown(dir);
+  EXPECT_FALSE(policy.known_absent(dir, "a"));
+}
+
+TEST(CachePolicy, TheSecondMissInADirectoryAsksForItsNames) {
+  HealthyPolicy policy;
+  EXPECT_FALSE(policy.missed(7));
+  EXPECT_TRUE(policy.missed(7));
+  EXPECT_FALSE(policy.missed(7)) << "a listing that was not recorded: not at every miss";
+  EXPECT_TRUE(policy.missed(7));
+  policy.names_known(7, policy.ticket(), policy.names_changes(7), {});
+  EXPECT_FALSE(policy.missed(7)) << "names known: nothing to learn";
+  policy.invalidating(7);
+  EXPECT_FALSE(policy.missed(7));
+  EXPECT_TRUE(policy.missed(7));
+  CachePolicy unhealthy({60, 1, true});
+  EXPECT_FALSE(unhealthy.missed(7));
+  EXPECT_FALSE(unhealthy.missed(7));
+}
+
+TEST(CachePolicy, NamesAreNotLearntUnlessAskedFor) {
+  CachePolicy policy({60, 1});
+  policy.set_healthy(true);
+  EXPECT_FALSE(policy.missed(7));
+  EXPECT_FALSE(policy.missed(7));
+  policy.names_known(7, policy.ticket(), policy.names_changes(7), {});
+  EXPECT_FALSE(policy.known_absent(7, "x"));
+}
+
+TEST(CachePolicy, KnownNamesGoWithAnInvalidationOfTheDirectoryOrTheStream) {
+  HealthyPolicy policy;
+  const InodeNumber dir = 7, other = 8;
+  auto know = [&](InodeNumber d) {
+    policy.names_known(d, policy.ticket(), policy.names_changes(d), {});
+  };
+  know(dir);
+  know(other);
+  policy.invalidating(dir);  // another mount made a name in it
+  EXPECT_FALSE(policy.known_absent(dir, "x"));
+  EXPECT_TRUE(policy.known_absent(other, "x")) << "an invalidation of another directory";
+  policy.set_healthy(false);
+  EXPECT_FALSE(policy.known_absent(other, "x")) << "safe mode trusts nothing";
+  policy.set_healthy(true);
+  know(dir);
+  policy.invalidating_all();
+  EXPECT_FALSE(policy.known_absent(dir, "x"));
+  know(dir);
+  policy.forget(dir);
+  EXPECT_FALSE(policy.known_absent(dir, "x"));
+}
+
+TEST(CachePolicy, NamesFetchedAcrossAnInvalidationOrAChangeOfThisMountAreNotKept) {
+  HealthyPolicy policy;
+  const InodeNumber dir = 7;
+  auto t = policy.ticket();
+  auto m = policy.names_changes(dir);
+  policy.invalidating();  // the listing may predate a change it announced
+  policy.names_known(dir, t, m, {});
+  EXPECT_FALSE(policy.known_absent(dir, "x"));
+  t = policy.ticket();
+  m = policy.names_changes(dir);
+  policy.name_added(dir, "x");  // a create of this mount, done while the listing was in flight
+  policy.names_known(dir, t, m, {});
+  EXPECT_FALSE(policy.known_absent(dir, "x"));
+  // A change of this mount in another directory does not matter.
+  t = policy.ticket();
+  m = policy.names_changes(dir);
+  policy.name_added(dir + 1, "y");
+  policy.names_known(dir, t, m, {"x"});
+  EXPECT_TRUE(policy.known_absent(dir, "z"));
+  CachePolicy unhealthy({60, 1, true});
+  unhealthy.names_known(dir, unhealthy.ticket(), unhealthy.names_changes(dir), {});
+  EXPECT_FALSE(unhealthy.known_absent(dir, "x"));
 }
 
 TEST(OpenInodes, LastCloseOfASillyRenamedFileNamesTheHiddenPathToRemove) {

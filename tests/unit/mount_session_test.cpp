@@ -245,6 +245,38 @@ TEST_F(MountSessionTest, AKeptListingIsNotFetchedAgainWhileNothingChanged) {
   session.releasedir(std::move(changed->dir));
 }
 
+// The kernel looks every name up before it creates it: after two misses the mount lists the
+// directory once and answers the lookups of absent names itself, following its own creates; an
+// invalidation of the directory (another mount's change) sends lookups to the gateway again.
+TEST_F(MountSessionTest, LookupsOfAbsentNamesAreAnsweredFromTheDirectorysKnownNames) {
+  cache.set_options({3600, 1, /*know_names=*/true});  // skein-mount --know-names
+  cache.set_healthy(true);
+  gw.put_dir("/d");
+  const InodeNumber d = looked_up("d");
+  gw.reset_calls();
+  for (int i = 0; i < 20; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    auto miss = session.lookup(d, name);
+    ASSERT_FALSE(miss);
+    EXPECT_EQ(miss.error(), ENOENT);
+    auto created = session.create(d, name, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    ASSERT_TRUE(created) << created.error();
+    session.release(created->entry.ref.ino, std::move(created->file));
+    auto found = session.lookup(d, name);  // what this mount made is not taken for absent
+    ASSERT_TRUE(found) << name;
+  }
+  EXPECT_EQ(gw.calls("ReadDir"), 1);
+  EXPECT_LE(gw.calls("GetAttr"), 2 + 20) << "misses after the listing asked the gateway";
+
+  gw.put_file("/d/made-elsewhere", "x");
+  cache.invalidating(d);  // what the Watch stream does for another mount's create there
+  EXPECT_TRUE(session.lookup(d, "made-elsewhere"));
+  // In safe mode nothing is answered from what the mount knew.
+  gw.put_file("/d/later", "y");
+  cache.set_healthy(false);
+  EXPECT_TRUE(session.lookup(d, "later"));
+}
+
 TEST_F(MountSessionTest, ListingErrorsComeFromOpendir) {
   gw.put_dir("/d");
   InodeNumber d = looked_up("d");

@@ -158,7 +158,7 @@ TEST(ReadWindow, GrowsToTwiceWhatWasStreamedUpToTheMaximum) {
   EXPECT_EQ(w.ahead(), 8 * kMiB);
 }
 
-TEST(ReadWindow, RandomReadClosesTheWindowAndAContinuationReopensItSmall) {
+TEST(ReadWindow, RandomReadClosesTheWindowAndAStreamInOrderReopensIt) {
   ReadWindow w({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 32 * kMiB});
   for (std::uint64_t off = 0; off < 16 * kMiB; off += kMiB) w.record(off, kMiB);
   ASSERT_EQ(w.ahead(), 8 * kMiB);
@@ -166,7 +166,11 @@ TEST(ReadWindow, RandomReadClosesTheWindowAndAContinuationReopensItSmall) {
   EXPECT_EQ(w.ahead(), 0u);
   EXPECT_FALSE(w.record(100 * kMiB, 4 * kKiB));
   EXPECT_EQ(w.ahead(), 0u);
-  EXPECT_TRUE(w.record(100 * kMiB + 4 * kKiB, 4 * kKiB));
+  // Small reads in order: a stream once it has read `confirm` (256 KiB) bytes, not before.
+  std::uint64_t off = 100 * kMiB + 4 * kKiB;
+  for (; off < 100 * kMiB + 256 * kKiB; off += 4 * kKiB)
+    EXPECT_FALSE(w.record(off, 4 * kKiB)) << off;
+  EXPECT_TRUE(w.record(off, 4 * kKiB));
   EXPECT_EQ(w.ahead(), 1 * kMiB);
 }
 
@@ -182,6 +186,80 @@ TEST(ReadWindow, FirstReadFarIntoTheFileIsRandom) {
   ReadWindow w({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 32 * kMiB});
   EXPECT_FALSE(w.record(512 * kMiB, 4 * kKiB));
   EXPECT_EQ(w.ahead(), 0u);
+}
+
+// Random 4 KiB reads of a 256 MiB file (fio's randread): never a window, however close two of
+// them land (a quarter of them land within 32 MiB of the one before).
+TEST(ReadWindow, RandomSmallReadsNeverOpenAWindow) {
+  ReadWindow w;
+  std::mt19937_64 rng(19);
+  int sequential = 0;
+  for (int i = 0; i < 100000; ++i) {
+    const std::uint64_t off = rng() % (256 * kMiB / (4 * kKiB)) * 4 * kKiB;
+    sequential += w.record(off, 4 * kKiB) ? 1 : 0;
+  }
+  EXPECT_EQ(sequential, 0);
+}
+
+// 4 KiB every 64 KiB, and 4 KiB every 8 KiB: the gaps are never read, so nothing is read ahead.
+TEST(ReadWindow, StridedReadsAreNotAStream) {
+  for (std::uint64_t stride : {64 * kKiB, 8 * kKiB}) {
+    ReadWindow w;
+    for (std::uint64_t off = 10 * kMiB; off < 50 * kMiB; off += stride)
+      EXPECT_FALSE(w.record(off, 4 * kKiB)) << "stride " << stride << " at " << off;
+    EXPECT_EQ(w.ahead(), 0u);
+  }
+}
+
+TEST(ReadWindow, BackwardsReadsAreNotAStream) {
+  ReadWindow w;
+  for (std::uint64_t off = 64 * kMiB; off >= 32 * kMiB; off -= 4 * kKiB)
+    EXPECT_FALSE(w.record(off, 4 * kKiB)) << off;
+  // Large reads going backwards, too, once they are further than the slack from the start.
+  ReadWindow big({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 4 * kMiB});
+  for (std::uint64_t off = 512 * kMiB; off >= 256 * kMiB; off -= 8 * kMiB)
+    EXPECT_FALSE(big.record(off, kMiB)) << off;
+}
+
+TEST(ReadWindow, ReReadsAddNothingToAStream) {
+  ReadWindow w;
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(w.record(40 * kMiB, 4 * kKiB)) << i;
+  // ... but do not break a stream either.
+  ReadWindow s;
+  for (std::uint64_t off = 0; off < 4 * kMiB; off += 128 * kKiB)
+    ASSERT_TRUE(s.record(off, 128 * kKiB));
+  const std::uint64_t ahead = s.ahead();
+  EXPECT_TRUE(s.record(4 * kMiB - 128 * kKiB, 128 * kKiB));
+  EXPECT_EQ(s.ahead(), ahead);
+  EXPECT_TRUE(s.record(4 * kMiB, 128 * kKiB));
+}
+
+// Two readers of one file (or one reader at two places), reads alternating: both are streams.
+TEST(ReadWindow, TwoInterleavedStreamsAreBothReadAhead) {
+  ReadWindow w;
+  const std::uint64_t a = 0, b = 200 * kMiB;
+  int both = 0;
+  for (std::uint64_t i = 0; i < 256; ++i) {
+    const bool sa = w.record(a + i * 4 * kKiB, 4 * kKiB);
+    EXPECT_TRUE(sa) << i;  // stream A started at 0
+    const bool sb = w.record(b + i * 4 * kKiB, 4 * kKiB);
+    if (i >= 64) {
+      EXPECT_TRUE(sb) << i;  // B once it has read 256 KiB in order
+    }
+    both += sa && sb;
+  }
+  EXPECT_GT(both, 150);
+  // Large reads of two streams, each out of order within itself.
+  ReadWindow k;
+  for (std::uint64_t i = 0; i < 32; i += 2) {
+    for (std::uint64_t j : {i + 1, i}) {
+      EXPECT_TRUE(k.record(j * kMiB, kMiB));
+      const bool sb = k.record(b + j * kMiB, kMiB);
+      if (i >= 2) {
+        EXPECT_TRUE(sb) << j;
+      }
+    }
+  }
 }
 
 // ---- ReadAhead ----
@@ -221,12 +299,13 @@ TEST_F(ReadAheadTest, NothingIsReadAheadPastTheKnownSize) {
   EXPECT_EQ(file.calls()[1].size, 300 * kKiB);
 }
 
-TEST_F(ReadAheadTest, RandomReadIsFetchedAloneAndDropsTheWindow) {
+TEST_F(ReadAheadTest, RandomReadIsFetchedAloneAndKeepsTheStreamItLeft) {
   FakeFile file(1024 * kMiB);
   ReadAhead ra(budget, generation, 1024 * kMiB, {});
   for (std::uint64_t off = 0; off < 4 * kMiB; off += kMiB)
     ASSERT_TRUE(ra.read(off, kMiB, file.fetch()));
-  ASSERT_GT(ra.blocks(), 0u);
+  const std::size_t held = ra.blocks();
+  ASSERT_GT(held, 0u);
   const auto before = file.calls().size();
   auto got = ra.read(700 * kMiB + 123, 4000, file.fetch());
   ASSERT_TRUE(got);
@@ -235,8 +314,30 @@ TEST_F(ReadAheadTest, RandomReadIsFetchedAloneAndDropsTheWindow) {
   ASSERT_EQ(calls.size(), before + 1);
   EXPECT_EQ(calls.back().offset, 700 * kMiB + 123);
   EXPECT_EQ(calls.back().size, 4000u);
+  // The stream's blocks stay for it: back there, the reader is served from them.
+  EXPECT_EQ(ra.blocks(), held);
+  ASSERT_EQ(joined(*ra.read(4 * kMiB, kMiB, file.fetch())), bytes_of(4 * kMiB, kMiB));
+  // Once random reads have taken the place of the stream, its blocks and their budget go.
+  for (std::uint64_t i = 1; i <= 8; ++i) ASSERT_TRUE(ra.read(i * 100 * kMiB, 4000, file.fetch()));
   EXPECT_EQ(ra.blocks(), 0u);
   EXPECT_EQ(budget->used(), 0u);
+}
+
+// fio's randread: the gateway is asked for exactly the bytes read, nothing more.
+TEST_F(ReadAheadTest, RandomSmallReadsFetchExactlyWhatIsRead) {
+  FakeFile file(256 * kMiB);
+  ReadAhead ra(budget, generation, 256 * kMiB, {});
+  std::mt19937_64 rng(7);
+  std::uint64_t read = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const std::uint64_t off = 4 * kKiB + rng() % (256 * kMiB / (4 * kKiB) - 1) * 4 * kKiB;
+    auto got = ra.read(off, 4 * kKiB, file.fetch());
+    ASSERT_TRUE(got);
+    ASSERT_EQ(joined(*got), bytes_of(off, 4 * kKiB));
+    read += got->size;
+  }
+  EXPECT_EQ(file.bytes_asked(), read);
+  EXPECT_EQ(ra.blocks(), 0u);
 }
 
 TEST_F(ReadAheadTest, BlocksFromBeforeAChangeAreNeverServed) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <deque>
 #include <future>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -106,6 +107,70 @@ struct WriteBehindTest : ::testing::Test {
   static FileRef file(std::uint32_t flags = O_WRONLY) { return FileRef{"/f", 7, flags}; }
   ~WriteBehindTest() override { gw.stop_answering(); }
 };
+
+// Random writes: while the calls in flight are at the limit, the writes queued behind them go
+// several to a call (in the order they were made), and each lands where it was written.
+TEST_F(WriteBehindTest, RandomWritesQueuedBehindTheCallsInFlightGoSeveralToACall) {
+  struct Many {
+    std::vector<GatewayClient::Extent> extents;
+    WriteBehind::SendDone done;
+  };
+  std::mutex mu;
+  std::vector<Many> calls;
+  auto wb = make();
+  wb->batch_with(
+      [&](const FileRef&, std::vector<GatewayClient::Extent> extents, WriteBehind::SendDone done) {
+        std::lock_guard lock(mu);
+        calls.push_back({std::move(extents), std::move(done)});
+      });
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  std::map<std::uint64_t, std::string> want;
+  for (std::uint64_t i = 0; i < 40; ++i) {
+    const std::uint64_t off = (i * 7919 % 1000) * 4 * kKiB;  // scattered, none continues another
+    std::string data(4 * kKiB, static_cast<char>('a' + i % 26));
+    want[off] = data;
+    ASSERT_TRUE(wb->write(w, file(), off, data));
+  }
+  ASSERT_TRUE(gw.wait_for_sent(16));
+  EXPECT_EQ(gw.sent().size(), 16u) << "one request per call while calls are free";
+  EXPECT_TRUE(calls.empty()) << "the rest waits for a free call";
+  gw.answer();  // a call is free: the 23 queued go in one (the last write is still gathering)
+  std::size_t batched = 0;
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(calls.size(), 1u);
+    batched = calls[0].extents.size();
+    EXPECT_EQ(batched, 23u);
+    calls[0].done(static_cast<std::uint32_t>(batched * 4 * kKiB));
+  }
+  gw.keep_answering();
+  wb->settle();
+  EXPECT_TRUE(wb->idle());
+  EXPECT_TRUE(wb->settle(*w));
+  std::map<std::uint64_t, std::string> got;
+  for (const auto& r : gw.sent()) got[r.offset] = r.data;
+  for (const auto& e : calls[0].extents) got[e.offset] = e.data;
+  EXPECT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want) << "a write landed elsewhere or with other bytes";
+}
+
+TEST_F(WriteBehindTest, AFailedCallOfSeveralWritesFailsTheirWriter) {
+  std::vector<WriteBehind::SendDone> many;
+  auto wb = make();
+  wb->batch_with([&](const FileRef&, std::vector<GatewayClient::Extent>,
+                     WriteBehind::SendDone done) { many.push_back(std::move(done)); });
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  for (std::uint64_t i = 0; i < 20; ++i)
+    ASSERT_TRUE(wb->write(w, file(), i * 64 * kKiB, std::string(4 * kKiB, 'x')));
+  ASSERT_TRUE(gw.wait_for_sent(16));
+  gw.answer();
+  ASSERT_EQ(many.size(), 1u);
+  many[0](Result<std::uint32_t>::failure(ENOSPC));
+  gw.keep_answering();
+  Status settled = wb->settle(*w);
+  ASSERT_FALSE(settled);
+  EXPECT_EQ(settled.error(), ENOSPC);
+}
 
 TEST_F(WriteBehindTest, WriteReturnsBeforeTheGatewayAnswers) {
   auto wb = make();

@@ -240,6 +240,9 @@ def main():
     ap.add_argument("--latency-ms", type=float, default=0.5, help="added round trip for `latency` (default 0.5)")
     ap.add_argument("--sshfs-opts", default="", help="extra sshfs -o options, e.g. Ciphers=aes128-gcm@openssh.com")
     ap.add_argument("--on-disk", action="store_true", help="exports on disk (--workdir) instead of a tmpfs")
+    ap.add_argument("--mount-args", default="",
+                    help="extra skein-mount arguments for skein's mounts, e.g. --know-names "
+                         "(skein-local's SKEIN_MOUNT_ARGS; remounts get them too)")
     ap.add_argument("--insecure", action="store_true",
                     help="skein's gRPC in plaintext (skein-local up --insecure), to measure what TLS costs")
     ap.add_argument("--workdir", help="where the work directory goes (default /tmp)")

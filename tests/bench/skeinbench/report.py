@@ -72,6 +72,8 @@ class Row:
             return fmt_time(v)
         if self.unit == "bytes":
             return fmt_mib(v)
+        if self.unit in ("IOPS", "ops/s"):
+            return f"{v:,.0f} {self.unit}"
         return f"{v:g} {self.unit}".strip()
 
     def cells(self):

@@ -218,7 +218,8 @@ class Cluster:
             cmd += ["--latency-ms", self.latency_ms]
         if self.b.args.insecure:
             cmd += ["--insecure"]
-        env = dict(os.environ, SKEIN_BUILD_DIR=str(self.b.build_dir))
+        env = dict(os.environ, SKEIN_BUILD_DIR=str(self.b.build_dir),
+                   SKEIN_MOUNT_ARGS=self.b.args.mount_args)
         log("starting cluster: " + shlex.join(map(str, cmd)))
         RES.clusters.append(self.state)
         run([str(c) for c in cmd], env=env, timeout=300, capture=True)
@@ -265,7 +266,7 @@ class Cluster:
         opts = ["-o", "allow_other"] if os.geteuid() == 0 else []
         # --log-file below the state dir: `skein-local down` finds the process by it, too.
         p = spawn([self.b.mount_bin, self.gateway, mp, "--namespace", self.env.get("SKEIN_NAMESPACE", "default"),
-                   *self.credentials(), "-f", *opts, "--log-file", self.state / f"mount-{j}.bench.log", "--log-level", "warn"],
+                   *self.credentials(), "-f", *opts, *self.b.args.mount_args.split(), "--log-file", self.state / f"mount-{j}.bench.log", "--log-level", "warn"],
                   self.state / f"mount-{j}.bench.out")
         self.remounts[j] = p
         if not wait_for(lambda: is_mounted(mp) or p.poll() is not None, 30) or not is_mounted(mp):
