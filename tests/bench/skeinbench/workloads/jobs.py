@@ -110,7 +110,7 @@ def staging(b, what, make):
                 t0 = time.perf_counter()
                 run_cmd(["cp", "-r", str(b.sA.mnt / src.name), str(dst)], timeout=3600, capture=True)
                 t = time.perf_counter() - t0
-                run_cmd(["rm", "-rf", str(exp0 / f"cp-{tag}")])
+                run_cmd(["rm", "-rf", str(dst)], timeout=3600)  # through sshfs: its cache must see it go
             res[sysname].append(t)
         b.detail(f"jobs staging {what} rep {i + 1}: " + ", ".join(f"{s} {fmt_time(v[-1])}" for s, v in res.items()))
     run_cmd(["rm", "-rf", str(src)])
