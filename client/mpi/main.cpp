@@ -1,10 +1,12 @@
 // skein-mpi: collective operations of an MPI job on skein mounts (docs/mpi.md).
 //   skein-mpi bcast [--verify] [--chunk BYTES] PATH...
 //   skein-mpi prefetch [--verify] [--chunk BYTES] PATH...
+//   skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] SRC DST
 // Run under mpirun or srun; every rank runs the same command. Failures are printed by rank 0 and
 // every rank exits with status 1.
 #include <mpi.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,11 +15,17 @@
 
 #include "skein/mpi.h"
 
+namespace skein::mpi {
+int stage(MPI_Comm comm, const std::string& src, const std::string& dst, std::uint64_t chunk,
+          bool verify, std::string& summary, std::string& failures);
+}
+
 namespace {
 
 constexpr const char* kUsage =
     "usage: skein-mpi bcast|prefetch [--verify] [--quiet] [--chunk BYTES] [--control-dir DIR] "
-    "PATH...\n";
+    "PATH...\n"
+    "       skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] SRC DST\n";
 
 int usage_error(int rank, const std::string& what) {
   if (rank == 0) std::fprintf(stderr, "skein-mpi: %s\n%s", what.c_str(), kUsage);
@@ -38,7 +46,9 @@ int main(int argc, char** argv) {
   std::string control_dir;
   std::vector<std::string> paths;
   std::string command = args.empty() ? "" : args[0];
-  if (command != "bcast" && command != "prefetch") {
+  const bool staging = command == "stage-in" || command == "stage-out";
+  bool chunk_given = false;
+  if (command != "bcast" && command != "prefetch" && !staging) {
     rc = usage_error(rank, command.empty() ? "no command" : "unknown command '" + command + "'");
   }
   for (std::size_t i = 1; rc == 0 && i < args.size(); ++i) {
@@ -63,6 +73,7 @@ int main(int argc, char** argv) {
           break;
         }
         options.chunk_size = std::size_t(n);
+        chunk_given = true;
       }
     } else if (a == "--") {
       paths.insert(paths.end(), args.begin() + long(i) + 1, args.end());
@@ -74,7 +85,20 @@ int main(int argc, char** argv) {
     }
   }
   if (rc == 0 && paths.empty()) rc = usage_error(rank, "no PATH given");
-  if (rc == 0) {
+  if (rc == 0 && staging && paths.size() != 2) rc = usage_error(rank, command + " takes SRC DST");
+  if (rc == 0 && staging) {
+    std::string summary, failures;
+    const std::uint64_t chunk = chunk_given ? options.chunk_size : (64u << 20);
+    const int r = skein::mpi::stage(MPI_COMM_WORLD, paths[0], paths[1], chunk, options.verify != 0,
+                                    summary, failures);
+    if (rank == 0) {
+      if (!summary.empty()) std::printf("%s\n", summary.c_str());
+      std::fflush(stdout);
+      if (r != 0)
+        std::fprintf(stderr, "skein-mpi %s: failed:\n%s", command.c_str(), failures.c_str());
+    }
+    rc = r;
+  } else if (rc == 0) {
     if (!control_dir.empty()) options.control_dir = control_dir.c_str();
     std::vector<const char*> p;
     for (auto& s : paths) p.push_back(s.c_str());

@@ -3,6 +3,7 @@
 // per-namespace read counter (skeinctl --json namespaces list) proves that each byte was fetched
 // once, and that plain reads through either mount afterwards fetch nothing; a change on the
 // server is still seen. Bad input fails on every rank with an error from rank 0, within a timeout.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -202,6 +203,92 @@ TEST_F(MpiTest, PrefetchWarmsEveryNode) {
   }
   EXPECT_EQ(after - before, (long long)size);
   EXPECT_EQ(reread, after);
+}
+
+// The tree's listing with modes, types, symlink targets and mtimes (to the second: the mount's
+// SFTP servers keep seconds), symlinks' own mtimes left out (SFTP cannot set them).
+std::string listing(const std::string& dir) {
+  std::string out;
+  run_command("cd " + q(dir) +
+                  " && find . \\( -type l -printf '%p %y %l\\n' \\) -o \\( -printf '%p %m %y "
+                  "%Ts\\n' \\) | sort",
+              &out);
+  return out;
+}
+
+TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
+  const std::string src = make_test_dir("stage-src"), back = make_test_dir("stage-back");
+  ASSERT_EQ(::mkdir((src + "/small").c_str(), 0750), 0);
+  for (int i = 0; i < 1000; ++i) {
+    const std::string f = src + "/small/f" + std::to_string(i);
+    ASSERT_TRUE(write_file(f, random_bytes(std::size_t(i % 97) * 41 + 1, std::uint64_t(i))));
+    if (i % 10 == 0) {
+      ASSERT_EQ(::chmod(f.c_str(), 0600), 0);
+    }
+    const timespec t[2] = {{1600000000 + i, 0}, {1600000000 + i, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), t, 0), 0);
+  }
+  ASSERT_TRUE(write_file(src + "/large1", random_bytes(40u << 20, 1)));
+  ASSERT_TRUE(write_file(src + "/large2", random_bytes((24u << 20) + 12345, 2)));
+  ASSERT_EQ(::symlink("small/f1", (src + "/link").c_str()), 0);
+  const std::string mounted = cluster_->mount(0) + "/srv1/staged";
+  std::string out;
+  ASSERT_EQ(run_mpi("stage-out --verify --chunk 4194304 " + q(src) + " " + q(mounted), out), 0)
+      << out;
+  EXPECT_NE(out.find("finished 1002 files"), std::string::npos) << out;
+  ASSERT_EQ(run_mpi("stage-in --verify --chunk 4194304 " + q(mounted) + " " + q(back), out), 0)
+      << out;
+  std::string diff;
+  EXPECT_EQ(run_command("diff -r --no-dereference " + q(src) + " " + q(back), &diff), 0) << diff;
+  EXPECT_EQ(listing(back), listing(src));
+  EXPECT_EQ(listing(cluster_->export_dir(1) + "/staged"), listing(src));
+  // A rerun finds everything complete and copies nothing.
+  ASSERT_EQ(run_mpi("stage-in " + q(mounted) + " " + q(back), out), 0) << out;
+  EXPECT_NE(out.find("copied 0 bytes, finished 0 files; skipped 1003 complete files"),
+            std::string::npos)
+      << out;
+}
+
+TEST_F(MpiTest, StageKilledMidwayResumesWithTheRest) {
+  const std::string src = make_test_dir("kill-src"), dst = make_test_dir("kill-dst");
+  const std::uint64_t total = 4 * (48u << 20);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(
+        write_file(src + "/big" + std::to_string(i), random_bytes(48u << 20, std::uint64_t(i))));
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE(write_file(src + "/s" + std::to_string(i), random_bytes(5000, std::uint64_t(i))));
+  // Staged in from the mount's copy: one rank is killed as soon as some chunk of a large file is
+  // recorded (a '1' after the record's header line).
+  const std::string mounted = cluster_->mount(1) + "/srv0/kill";
+  std::string out;
+  ASSERT_EQ(run_mpi("stage-out --chunk 1048576 " + q(src) + " " + q(mounted), out), 0) << out;
+  ASSERT_EQ(run_command("SKEIN_MPI_NODE_MAP=" + q(node_map()) +
+                            " mpirun --allow-run-as-root --oversubscribe -np 4 " + q(skein_mpi()) +
+                            " stage-in --chunk 1048576 " + q(mounted) + " " + q(dst) + " > " +
+                            q(dst + "/../kill.out") + " 2>&1 & mpi=$!; " +
+                            "for i in $(seq 1 2000); do tail -qn +2 " + q(dst) +
+                            "/.big*.chunks 2>/dev/null | grep -q 1 && break; sleep 0.01; done; " +
+                            "kill -9 $(pgrep -P $mpi skein-mpi | tail -1); wait $mpi",
+                        &out) == 0,
+            false)
+      << "the killed run exited 0";
+  // Nothing half-copied carries its final name.
+  for (int i = 0; i < 4; ++i) {
+    const std::string f = dst + "/big" + std::to_string(i);
+    struct stat st;
+    if (::stat(f.c_str(), &st) == 0) {
+      EXPECT_EQ(read_file(f), read_file(src + "/big" + std::to_string(i)));
+    }
+  }
+  ASSERT_EQ(run_mpi("stage-in --verify --chunk 1048576 " + q(mounted) + " " + q(dst), out), 0)
+      << out;
+  auto at = out.find("copied ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const unsigned long long copied = std::stoull(out.substr(at + 7));
+  EXPECT_GT(copied, 0u) << out;
+  EXPECT_LT(copied, total) << "the rerun copied everything again: " << out;
+  std::string diff;
+  EXPECT_EQ(run_command("diff -r " + q(src) + " " + q(dst), &diff), 0) << diff;
 }
 
 TEST_F(MpiTest, BadInputFailsOnEveryRankWithAClearError) {
