@@ -282,6 +282,32 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
         mine = fill("store", k * o.chunk, len, l);
       }
     }
+    // The kernel may have let go of some pages already (or not taken them): each leader asks its
+    // mount to fetch the ranges that are not resident (mincore on a mapping of the file, which
+    // reads nothing), so that a later read does not miss and start the mount's read-ahead.
+    if (mine.empty() && size > 0) {
+      void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+      if (map != MAP_FAILED) {
+        const std::uint64_t page = std::uint64_t(::sysconf(_SC_PAGESIZE));
+        std::vector<unsigned char> resident((size + page - 1) / page);
+        if (::mincore(map, size, resident.data()) == 0) {
+          for (std::uint64_t p = 0; p < resident.size() && mine.empty();) {
+            if (resident[p] & 1) {
+              ++p;
+              continue;
+            }
+            std::uint64_t q = p;
+            while (q < resident.size() && !(resident[q] & 1) && (q - p) * page < o.chunk) ++q;
+            const std::uint64_t off = p * page;
+            const std::uint64_t len = std::min<std::uint64_t>((q - p) * page, size - off);
+            mine = fill("fetch", off, len, std::uint64_t(node.node));
+            if (mine.empty()) fetched += len;
+            p = q;
+          }
+        }
+        ::munmap(map, size);
+      }
+    }
     // The version stored is still the current one.
     if (mine.empty()) mine = fill("store", 0, 0, 0);
   }
