@@ -247,6 +247,7 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
   EXPECT_NE(out.find("copied 0 bytes, finished 0 files; skipped 1003 complete files"),
             std::string::npos)
       << out;
+  run_command("rm -rf " + q(src) + " " + q(back));
 }
 
 TEST_F(MpiTest, StageKilledMidwayResumesWithTheRest) {
@@ -289,6 +290,7 @@ TEST_F(MpiTest, StageKilledMidwayResumesWithTheRest) {
   EXPECT_LT(copied, total) << "the rerun copied everything again: " << out;
   std::string diff;
   EXPECT_EQ(run_command("diff -r " + q(src) + " " + q(dst), &diff), 0) << diff;
+  run_command("rm -rf " + q(src) + " " + q(dst));
 }
 
 TEST_F(MpiTest, BadInputFailsOnEveryRankWithAClearError) {
