@@ -5,15 +5,19 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace skein::client {
 namespace {
 
 constexpr std::uint64_t kPiece = 1 << 20;  // one gateway read, one notify_store
+constexpr std::uint64_t kWindow = 8;       // pieces fetched at once
 
 std::string err(const std::string& what) { return "error: " + what + "\n"; }
 
@@ -84,35 +88,66 @@ std::string cache_fill(MountDaemon& mount, const std::string& args) {
     }
   }
   const FileRef ref{path, handle, O_RDONLY};
-  std::string piece;
   std::string failure;
+  // Fetch: up to kWindow pieces in flight at once (read_async), then each written to the buffer
+  // and stored, in order. Store: piece by piece from the buffer.
+  std::vector<std::string> pieces;
   for (std::uint64_t done = 0; done < length && failure.empty();) {
-    const std::uint64_t n = std::min(kPiece, length - done);
+    const std::uint64_t window = std::min<std::uint64_t>(length - done, kWindow * kPiece);
+    const std::size_t count = std::size_t((window + kPiece - 1) / kPiece);
+    pieces.assign(count, std::string());
     if (mode == "fetch") {
-      auto got = mount.gateway->read(ref, offset + done, std::uint32_t(n));
-      if (!got) {
-        failure = "read " + path + ": " + std::strerror(got.error());
-        break;
+      std::mutex mu;
+      std::condition_variable cv;
+      std::size_t left = count;
+      std::vector<int> errors(count, 0);
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::uint64_t at = done + i * kPiece;
+        const std::uint64_t n = std::min(kPiece, length - at);
+        mount.gateway->read_async(ref, offset + at, std::uint32_t(n),
+                                  [&, i](Result<SharedBytes> got) {
+                                    std::string bytes;
+                                    int e = 0;
+                                    if (got)
+                                      bytes = got->flatten();
+                                    else
+                                      e = got.error();
+                                    std::lock_guard lock(mu);
+                                    pieces[i] = std::move(bytes);
+                                    errors[i] = e;
+                                    if (--left == 0) cv.notify_all();
+                                  });
       }
-      piece = got.take();
-      if (piece.size() != n) {
-        failure = path + " changed (shorter than its size)";
-        break;
-      }
-      if (!pwrite_all(buf.fd, piece.data(), n, off_t(buf_offset + done))) {
-        failure = "write " + buf_path + ": " + std::strerror(errno);
-        break;
-      }
-    } else {
-      piece.resize(n);
-      if (!pread_all(buf.fd, piece.data(), n, off_t(buf_offset + done))) {
-        failure = "read " + buf_path + ": " + (errno ? std::strerror(errno) : "short file");
-        break;
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return left == 0; });
+      for (std::size_t i = 0; i < count && failure.empty(); ++i) {
+        if (errors[i] != 0) failure = "read " + path + ": " + std::strerror(errors[i]);
       }
     }
-    const int rc = mount.kernel_cache->store(*ino, offset + done, piece.data(), n);
-    if (rc != 0) failure = "notify_store " + path + ": " + std::strerror(-rc);
-    done += n;
+    for (std::size_t i = 0; i < count && failure.empty(); ++i) {
+      const std::uint64_t at = done + i * kPiece;
+      const std::uint64_t n = std::min(kPiece, length - at);
+      std::string& piece = pieces[i];
+      if (mode == "fetch") {
+        if (piece.size() != n) {
+          failure = path + " changed (shorter than its size)";
+          break;
+        }
+        if (!pwrite_all(buf.fd, piece.data(), n, off_t(buf_offset + at))) {
+          failure = "write " + buf_path + ": " + std::strerror(errno);
+          break;
+        }
+      } else {
+        piece.resize(n);
+        if (!pread_all(buf.fd, piece.data(), n, off_t(buf_offset + at))) {
+          failure = "read " + buf_path + ": " + (errno ? std::strerror(errno) : "short file");
+          break;
+        }
+      }
+      const int rc = mount.kernel_cache->store(*ino, offset + at, piece.data(), n);
+      if (rc != 0) failure = "notify_store " + path + ": " + std::strerror(-rc);
+    }
+    done += window;
   }
   if (handle != 0) mount.gateway->release_async(ref);
   if (!failure.empty()) return err(failure);
