@@ -122,7 +122,7 @@ std::vector<Gateway::NamespaceView> Gateway::namespaces() const {
   std::vector<NamespaceView> out;
   for (auto& n : config_.namespaces) {
     auto& fs = namespaces_.at(n.name);
-    out.push_back({n, fs->table(), fs->open_files()});
+    out.push_back({n, fs->table(), fs->open_files(), fs->bytes_read(), fs->bytes_written()});
   }
   std::sort(out.begin(), out.end(), [](const NamespaceView& a, const NamespaceView& b) {
     return a.config.name < b.config.name;

@@ -66,6 +66,8 @@ class Gateway {
     NamespaceConfig config;
     std::shared_ptr<const MountTable> table;
     size_t open_files = 0;
+    uint64_t bytes_read = 0;
+    uint64_t bytes_written = 0;
   };
   std::vector<NamespaceView> namespaces() const;  // by name
 

@@ -235,6 +235,8 @@ int namespaces_list(AdminSession& s, const Output& out) {
                       {"create_policy", n.create_policy()},
                       {"token_required", n.token_required()},
                       {"open_files", n.open_files()},
+                      {"bytes_read", n.bytes_read()},
+                      {"bytes_written", n.bytes_written()},
                       {"mounts", mounts}});
     }
     print_json({{"namespaces", list}});

@@ -47,6 +47,14 @@ CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, std::in
   return decision;
 }
 
+bool CachePolicy::open_matches(InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size) const {
+  if (!healthy()) return false;
+  std::lock_guard lock(mu_);
+  auto it = known_.find(ino);
+  return it != known_.end() && it->second.opened && it->second.open_mtime_ns == mtime_ns &&
+         it->second.open_size == size;
+}
+
 void CachePolicy::listed(Ticket t, InodeNumber ino) {
   // The state is read under the lock: an invalidation of `ino` bumps it before it takes the lock
   // to forget `ino`, so either this sees the bump or the invalidation comes after and clears it.

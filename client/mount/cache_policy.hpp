@@ -82,6 +82,11 @@ class CachePolicy {
   // of it; asks for an attribute refresh when they differ from what the kernel was last told.
   OpenDecision opened(Ticket t, InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size);
 
+  // Whether this mount's last open of `ino` saw these mtime and size with a healthy stream and no
+  // invalidation of it since: the condition under which a later open keeps the page cache, so
+  // bytes of that version may be put into it (the control socket's fill command).
+  bool open_matches(InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size) const;
+
   // Directory listings. The kernel keeps a directory's listing in its page cache (FUSE's
   // cache_readdir) between opens when the open says keep_cache. `listed` records that this mount
   // fetched the listing of `ino` for an operation that took `t`; it counts only if the stream was

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 constexpr int kServerTimeoutSeconds = 2;   // a client that sends nothing is dropped
 constexpr int kClientTimeoutSeconds = 10;  // a mount that does not answer (stopped, hung)
-constexpr std::size_t kMaxCommand = 256;
+constexpr std::size_t kMaxCommand = 4352;  // a fill command carries a path (PATH_MAX)
 constexpr std::size_t kMaxLinkName = 200;
 
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ class KernelCache final : public WatchStream::Listener {
   // The kernel's attributes of `ino` (not its pages) are out of date. Safe to call from an
   // operation: attribute-only invalidation takes no lock that the kernel could be holding.
   void attributes_changed(InodeNumber ino);
+
+  // Puts `len` bytes of `ino` at `offset` into the kernel's page cache (notify_store). Returns 0
+  // or a negative errno. From the control socket's thread only, like the invalidations.
+  int store(InodeNumber ino, std::uint64_t offset, const char* data, std::size_t len);
 
   // --- WatchStream::Listener ---
   void subscribed() override;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_fill.hpp"
 #include "control_socket.hpp"
 #include "fuse_ops.hpp"
 #include "gateway_client.hpp"
@@ -287,7 +288,8 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
            std::to_string(dropped.inodes) + " inodes, " + std::to_string(dropped.entries) +
            " names\n";
   }
-  return "error: unknown command '" + command + "' (known: drop-caches, status)\n";
+  if (command.rfind("fill ", 0) == 0) return skein::client::cache_fill(mount, command.substr(5));
+  return "error: unknown command '" + command + "' (known: drop-caches, status, fill)\n";
 }
 
 // `skein-mount --drop-caches|--status MOUNTPOINT`: asks the running mount and prints its answer.

@@ -6,6 +6,7 @@
 // already hold the old one finish with it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -65,6 +66,13 @@ class NamespaceFs {
   Status release(uint64_t handle);
   size_t open_files() const;
 
+  // Bytes served to clients by Read and accepted from them by Write, since the gateway started
+  // (`skeinctl namespaces list` shows them; they prove what a collective read fetched).
+  void count_read(uint64_t n) { bytes_read_.fetch_add(n, std::memory_order_relaxed); }
+  void count_written(uint64_t n) { bytes_written_.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
+  uint64_t bytes_written() const { return bytes_written_.load(std::memory_order_relaxed); }
+
   // The layout holding `vpath` and the path below its mount point, for the gateway's own copies
   // (staging). `layout` is null where only the mount table holds the path (a directory above
   // mount points, or nothing); `table` keeps the layout alive.
@@ -76,6 +84,8 @@ class NamespaceFs {
   Resolved resolve(const std::string& vpath) const;
 
  private:
+  std::atomic<uint64_t> bytes_read_{0};
+  std::atomic<uint64_t> bytes_written_{0};
   // Where a virtual path lives in the mount table of the moment (kept alive with it): the mount
   // holding it and the path relative to that mount. (fs_services.cpp's Target is the namespace
   // and normalised path a request names, before this.)

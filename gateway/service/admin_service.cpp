@@ -252,6 +252,8 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext* ctx,
     out->set_create_policy(n.config.create_policy);
     out->set_token_required(!n.config.token_file.empty());
     out->set_open_files(n.open_files);
+    out->set_bytes_read(n.bytes_read);
+    out->set_bytes_written(n.bytes_written);
     auto mounts = n.config.mounts;
     std::sort(mounts.begin(), mounts.end(),
               [](const MountConfig& a, const MountConfig& b) { return a.path < b.path; });
@@ -274,7 +276,11 @@ grpc::Status AdminService::ListNamespaces(grpc::ServerContext* ctx,
       out->set_name(r.name);
       out->set_create_policy(r.layout_kind == "union" ? "mfs" : "");
       out->set_token_required(true);
-      if (auto fs = jobs_->namespace_of(r.job_id)) out->set_open_files(fs->open_files());
+      if (auto fs = jobs_->namespace_of(r.job_id)) {
+        out->set_open_files(fs->open_files());
+        out->set_bytes_read(fs->bytes_read());
+        out->set_bytes_written(fs->bytes_written());
+      }
       auto* mi = out->add_mounts();
       mi->set_path("/");
       mi->set_layout_kind(r.layout_kind);

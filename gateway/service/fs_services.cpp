@@ -310,10 +310,13 @@ grpc::Status DataService::Create(ServerContext* ctx, const v1::OpenRequest* req,
 
 namespace {
 // The open file a FileRef names, re-opened by path when the gateway no longer has it.
+// `ns`, when given, is set to the file's namespace.
 std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, grpc::ServerContextBase* ctx,
-                                    const v1::FileRef& ref, grpc::Status& s, int& err) {
+                                    const v1::FileRef& ref, grpc::Status& s, int& err,
+                                    std::shared_ptr<NamespaceFs>* ns = nullptr) {
   auto t = resolve(reg, ctx, ref.ns(), ref.path(), s);
   if (!t) return nullptr;
+  if (ns) *ns = t->ns;
   auto f = t->ns->file(ref.handle(), t->path, int(ref.flags()));
   if (!f) {
     err = f.error();
@@ -351,16 +354,18 @@ grpc::Status DataService::read(grpc::ServerContextBase* ctx, const v1::ReadReque
     return grpc::Status(StatusCode::INVALID_ARGUMENT, "read size over 1 MiB");
   grpc::Status s;
   int err = 0;
-  auto f = open_file(registry_, ctx, req.file(), s, err);
+  std::shared_ptr<NamespaceFs> ns;
+  auto f = open_file(registry_, ctx, req.file(), s, err, &ns);
   if (!f) {
     if (!s.ok()) return s;
     reply.set_error(err);
     return grpc::Status::OK;
   }
   auto r = f->read(req.offset(), req.size());
-  if (r)
+  if (r) {
     data = r.take();
-  else
+    ns->count_read(data.size());
+  } else
     reply.set_error(r.error());
   return grpc::Status::OK;
 }
@@ -394,7 +399,8 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
   if (total > kMaxIoSize) return grpc::Status(StatusCode::INVALID_ARGUMENT, "write over 1 MiB");
   grpc::Status s;
   int err = 0;
-  auto f = open_file(registry_, ctx, req.file(), s, err);
+  std::shared_ptr<NamespaceFs> ns;
+  auto f = open_file(registry_, ctx, req.file(), s, err, &ns);
   if (!f) {
     if (!s.ok()) return s;
     reply.set_error(err);
@@ -413,6 +419,7 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
   if (r && written != total) r = Result<uint32_t>::failure(EIO);  // a short write
   if (r) {
     reply.set_written(uint32_t(written));
+    ns->count_written(written);
     // Every other mount that caches this file hears of it before the writer does.
     if (broker_)
       broker_->changed(req.file().ns(),

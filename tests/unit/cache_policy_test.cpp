@@ -138,6 +138,26 @@ TEST(CachePolicy, PagesKeptOnlyWhenTheFileIsAsTheLastOpenSawIt) {
   EXPECT_TRUE(policy.opened(policy.ticket(), 7, 2000, 11).keep_cache);
 }
 
+TEST(CachePolicy, OpenMatchesOnlyTheVersionTheLastOpenSawUntilAnInvalidation) {
+  HealthyPolicy policy;
+  EXPECT_FALSE(policy.open_matches(7, 1000, 10));  // never opened
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  EXPECT_TRUE(policy.open_matches(7, 1000, 10));
+  EXPECT_FALSE(policy.open_matches(7, 1001, 10));
+  EXPECT_FALSE(policy.open_matches(7, 1000, 11));
+  policy.invalidating(7);
+  EXPECT_FALSE(policy.open_matches(7, 1000, 10));
+  // An open that overlapped an invalidation is no basis either.
+  auto t = policy.ticket();
+  policy.invalidating();
+  policy.opened(t, 7, 1000, 10);
+  EXPECT_FALSE(policy.open_matches(7, 1000, 10));
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  EXPECT_TRUE(policy.open_matches(7, 1000, 10));
+  policy.set_healthy(false);
+  EXPECT_FALSE(policy.open_matches(7, 1000, 10));
+}
+
 TEST(CachePolicy, PagesNeverKeptInSafeMode) {
   CachePolicy policy({60, 1});
   policy.opened(policy.ticket(), 7, 1000, 10);

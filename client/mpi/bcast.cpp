@@ -1,0 +1,442 @@
+// skein_mpi_bcast and skein_mpi_prefetch; see skein/mpi.h and docs/mpi.md.
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "collective.hpp"
+#include "control_socket.hpp"
+#include "skein/mpi.h"
+
+namespace fs = std::filesystem;
+
+namespace skein::mpi {
+namespace {
+
+std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// The skein mount (a fuse.skein entry of /proc/self/mountinfo) holding `path`, or "".
+std::string skein_mount_of(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string best;
+  for (std::string line; std::getline(in, line);) {
+    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
+    std::istringstream f(line);
+    std::string id, parent, dev, root, point;
+    f >> id >> parent >> dev >> root >> point;
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream t(line.substr(dash + 3));
+    std::string fstype;
+    t >> fstype;
+    if (fstype != "fuse.skein") continue;
+    // Octal escapes (\040 for a space) in the mount point.
+    std::string unescaped;
+    for (std::size_t i = 0; i < point.size(); ++i) {
+      if (point[i] == '\\' && i + 3 < point.size()) {
+        unescaped.push_back(char(std::stoi(point.substr(i + 1, 3), nullptr, 8)));
+        i += 3;
+      } else {
+        unescaped.push_back(point[i]);
+      }
+    }
+    if ((path == unescaped || path.rfind(unescaped + "/", 0) == 0 || unescaped == "/") &&
+        unescaped.size() > best.size())
+      best = unescaped;
+  }
+  return best;
+}
+
+struct Entry {
+  std::string rel;  // path in the namespace below the mount, "/..."
+  bool dir = false;
+};
+
+// Rank 0's part: resolves `paths` to paths below one skein mount and lists the files of trees.
+std::string resolve(const std::vector<std::string>& paths, const std::string& mount_override,
+                    std::string& mount, std::vector<Entry>& entries) {
+  if (paths.empty()) return "no paths given";
+  for (const std::string& p : paths) {
+    if (p.empty()) return "an empty path";
+    std::string abs = fs::absolute(p).lexically_normal().string();
+    while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+    // Below rank 0's own mount (the override's, if any), else below any skein mount.
+    std::string m = mount_override;
+    while (m.size() > 1 && m.back() == '/') m.pop_back();
+    if (m.empty() || (abs != m && abs.rfind(m + "/", 0) != 0)) m = skein_mount_of(abs);
+    if (m.empty()) return p + " is not on a skein mount";
+    if (!mount.empty() && mount != m)
+      return "the paths are on different mounts: " + mount + ", " + m;
+    mount = m;
+    std::string rel = abs.substr(m.size());
+    if (rel.empty()) rel = "/";
+    struct stat st;
+    if (::stat(abs.c_str(), &st) != 0) return errno_text(p);
+    if (S_ISREG(st.st_mode)) {
+      entries.push_back({rel, false});
+    } else if (S_ISDIR(st.st_mode)) {
+      entries.push_back({rel, true});
+      std::error_code ec;
+      fs::recursive_directory_iterator it(abs, ec), end;
+      if (ec) return p + ": " + ec.message();
+      for (; it != end; it.increment(ec)) {
+        if (ec) return p + ": " + ec.message();
+        auto status = it->symlink_status(ec);
+        if (ec) return it->path().string() + ": " + ec.message();
+        std::string r = it->path().string().substr(m.size());
+        if (fs::is_directory(status))
+          entries.push_back({r, true});
+        else if (fs::is_regular_file(status))
+          entries.push_back({r, false});
+      }
+      if (ec) return p + ": " + ec.message();
+    } else {
+      return p + " is neither a regular file nor a directory";
+    }
+  }
+  return "";
+}
+
+// One node's mount, as its leader uses it.
+struct Mount {
+  std::string dir;
+  std::string control_dir;
+  // Sends a control command; "" or the failure.
+  std::string command(const std::string& cmd, std::string* answer = nullptr) const {
+    std::string a, e;
+    if (!client::ControlSocket::request(control_dir, dir, cmd, a, e)) return e;
+    if (a.rfind("error: ", 0) == 0) {
+      while (!a.empty() && a.back() == '\n') a.pop_back();
+      return dir + ": " + a.substr(7);
+    }
+    if (answer) *answer = a;
+    return "";
+  }
+};
+
+// A leader's buffer: a file in /dev/shm (the mount reads and writes it by name), mapped.
+struct Buffer {
+  std::string path;
+  int fd = -1;
+  char* data = nullptr;
+  std::size_t size = 0;
+  std::string open(std::size_t bytes) {
+    char name[] = "/dev/shm/skein-mpi-XXXXXX";
+    fd = ::mkstemp(name);
+    if (fd < 0) return errno_text("buffer in /dev/shm");
+    path = name;
+    if (::ftruncate(fd, off_t(bytes)) != 0) return errno_text(path);
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return errno_text("mmap " + path);
+    data = static_cast<char*>(p);
+    size = bytes;
+    return "";
+  }
+  ~Buffer() {
+    if (data) ::munmap(data, size);
+    if (fd >= 0) ::close(fd);
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+};
+
+struct Options {
+  std::size_t chunk = 4 << 20;
+  bool verify = false;
+  bool quiet = false;
+  std::string control_dir;
+};
+
+// The SHA-256 of `path`, read with plain reads; "" with `error` set on failure.
+std::string digest_of(const std::string& path, std::string& error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = errno_text(path);
+    return "";
+  }
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = errno_text(path);
+      break;
+    }
+    if (n == 0) break;
+    EVP_DigestUpdate(ctx, buf.data(), std::size_t(n));
+  }
+  ::close(fd);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_MD_CTX_free(ctx);
+  if (!error.empty()) return "";
+  std::string hex;
+  char b[3];
+  for (unsigned i = 0; i < len; ++i) {
+    std::snprintf(b, sizeof b, "%02x", md[i]);
+    hex += b;
+  }
+  return hex;
+}
+
+// One file, collectively. Returns the agreed failure or "".
+std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Options& o,
+                       const std::string& rel, std::uint64_t& fetched) {
+  const std::string local_path = mount.dir + rel;
+  // Leaders open the file through their mount (the open the mount keeps page cache for) and
+  // agree on its version.
+  int fd = -1;
+  std::string mine;
+  long long meta[2] = {0, 0};  // mtime_ns, size
+  if (node.leader) {
+    fd = ::open(local_path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+      mine = errno_text(local_path);
+    } else if (::fstat(fd, &st) != 0) {
+      mine = errno_text(local_path);
+    } else if (!S_ISREG(st.st_mode)) {
+      mine = local_path + " is not a regular file";
+    } else {
+      meta[0] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+      meta[1] = st.st_size;
+    }
+  }
+  std::string failure = agree(node.world, mine);
+  auto close_fd = [&] {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  };
+  if (!failure.empty()) {
+    close_fd();
+    return failure;
+  }
+  if (node.leader) {
+    long long first[2] = {meta[0], meta[1]};
+    MPI_Bcast(first, 2, MPI_LONG_LONG, 0, node.leaders);
+    if (first[0] != meta[0] || first[1] != meta[1])
+      mine = rel + " changed during bcast (nodes see different sizes or mtimes)";
+  }
+  failure = agree(node.world, mine);
+  if (!failure.empty()) {
+    close_fd();
+    return failure;
+  }
+  if (node.leader) {
+    const std::uint64_t size = std::uint64_t(meta[1]);
+    const std::uint64_t chunks = (size + o.chunk - 1) / o.chunk;
+    const std::uint64_t L = std::uint64_t(node.nodes);
+    auto fill = [&](const char* mode, std::uint64_t off, std::uint64_t len, std::uint64_t slot) {
+      return mount.command("fill " + std::string(mode) + " " + std::to_string(meta[0]) + " " +
+                           std::to_string(size) + " " + std::to_string(off) + " " +
+                           std::to_string(len) + " " + std::to_string(slot * o.chunk) + " " +
+                           buf.path + " " + rel);
+    };
+    for (std::uint64_t round = 0; round * L < chunks && mine.empty(); ++round) {
+      // Each leader's mount fetches one chunk of the round from the gateway, all at once.
+      const std::uint64_t own = round * L + std::uint64_t(node.node);
+      if (own < chunks) {
+        const std::uint64_t off = own * o.chunk;
+        const std::uint64_t len = std::min<std::uint64_t>(o.chunk, size - off);
+        mine = fill("fetch", off, len, std::uint64_t(node.node));
+        if (mine.empty()) fetched += len;
+      }
+      int bad = mine.empty() ? 0 : 1, any = 0;
+      MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, node.leaders);
+      if (any) {
+        if (mine.empty()) mine = "another node failed";  // its own failure is the agreed one
+        break;
+      }
+      // Then every chunk of the round goes to every other leader, which stores it.
+      std::vector<MPI_Request> requests;
+      std::vector<std::uint64_t> slots;
+      for (std::uint64_t l = 0; l < L; ++l) {
+        const std::uint64_t k = round * L + l;
+        if (k >= chunks) break;
+        const std::uint64_t len = std::min<std::uint64_t>(o.chunk, size - k * o.chunk);
+        MPI_Request r;
+        MPI_Ibcast(buf.data + l * o.chunk, int(len), MPI_BYTE, int(l), node.leaders, &r);
+        requests.push_back(r);
+        slots.push_back(l);
+      }
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        MPI_Wait(&requests[i], MPI_STATUS_IGNORE);
+        const std::uint64_t l = slots[i];
+        if (l == std::uint64_t(node.node) || !mine.empty()) continue;
+        const std::uint64_t k = round * L + l;
+        const std::uint64_t len = std::min<std::uint64_t>(o.chunk, size - k * o.chunk);
+        mine = fill("store", k * o.chunk, len, l);
+      }
+    }
+    // The kernel may have let go of some pages already (or not taken them): each leader asks its
+    // mount to fetch the ranges that are not resident (mincore on a mapping of the file, which
+    // reads nothing), so that a later read does not miss and start the mount's read-ahead.
+    if (mine.empty() && size > 0) {
+      void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+      if (map != MAP_FAILED) {
+        const std::uint64_t page = std::uint64_t(::sysconf(_SC_PAGESIZE));
+        std::vector<unsigned char> resident((size + page - 1) / page);
+        if (::mincore(map, size, resident.data()) == 0) {
+          for (std::uint64_t p = 0; p < resident.size() && mine.empty();) {
+            if (resident[p] & 1) {
+              ++p;
+              continue;
+            }
+            std::uint64_t q = p;
+            while (q < resident.size() && !(resident[q] & 1) && (q - p) * page < o.chunk) ++q;
+            const std::uint64_t off = p * page;
+            const std::uint64_t len = std::min<std::uint64_t>((q - p) * page, size - off);
+            mine = fill("fetch", off, len, std::uint64_t(node.node));
+            if (mine.empty()) fetched += len;
+            p = q;
+          }
+        }
+        ::munmap(map, size);
+      }
+    }
+    // The version stored is still the current one.
+    if (mine.empty()) mine = fill("store", 0, 0, 0);
+  }
+  close_fd();
+  // Failures of the leaders: "another node failed" is never the lowest unless it is the only
+  // kind, so prefer a real one.
+  if (mine == "another node failed") mine = "";
+  return agree(node.world, mine);
+}
+
+int finish(const std::string& failure, char* error, std::size_t error_size) {
+  if (failure.empty()) return 0;
+  if (error && error_size > 0) std::snprintf(error, error_size, "%s", failure.c_str());
+  return 1;
+}
+
+int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_options* options,
+        bool prefetch, char* error, std::size_t error_size) {
+  Options o;
+  if (options) {
+    if (options->chunk_size) o.chunk = options->chunk_size;
+    o.verify = options->verify != 0;
+    o.quiet = options->quiet != 0;
+    if (options->control_dir) o.control_dir = options->control_dir;
+  }
+  if (o.control_dir.empty()) o.control_dir = client::ControlSocket::default_dir();
+  if (o.chunk > (std::size_t(1) << 30)) o.chunk = std::size_t(1) << 30;
+  Node node;
+  std::string failure;
+  if (!make_node(comm, node, failure)) return finish(failure, error, error_size);
+
+  // Rank 0 resolves the paths and lists the trees; every rank learns the list.
+  std::string mount0;
+  std::vector<Entry> entries;
+  std::string mine;
+  if (node.rank == 0) {
+    std::vector<std::string> p(paths, paths + npaths);
+    mine = resolve(p, node.mount_override, mount0, entries);
+  }
+  failure = agree(node.world, mine);
+  if (!failure.empty()) return finish(failure, error, error_size);
+  bcast_string(node.world, mount0, 0);
+  std::vector<std::string> flat;
+  for (auto& e : entries) flat.push_back((e.dir ? "d" : "f") + e.rel);
+  bcast_strings(node.world, flat, 0);
+  entries.clear();
+  for (auto& f : flat) entries.push_back({f.substr(1), f[0] == 'd'});
+
+  Mount mount{node.mount_override.empty() ? mount0 : node.mount_override, o.control_dir};
+  while (mount.dir.size() > 1 && mount.dir.back() == '/') mount.dir.pop_back();
+  // Every leader's mount must answer, and must be the mount of the same namespace's tree.
+  Buffer buf;
+  mine.clear();
+  if (node.leader) {
+    mine = mount.command("status");
+    if (mine.empty()) mine = buf.open(o.chunk * std::size_t(node.nodes));
+  }
+  failure = agree(node.world, mine);
+  if (!failure.empty()) return finish(failure, error, error_size);
+
+  const auto start = std::chrono::steady_clock::now();
+  if (prefetch) {
+    // Metadata: every node's mount looks up every entry.
+    mine.clear();
+    if (node.leader) {
+      for (auto& e : entries) {
+        struct stat st;
+        if (::lstat((mount.dir + e.rel).c_str(), &st) != 0) {
+          mine = errno_text(mount.dir + e.rel);
+          break;
+        }
+      }
+    }
+    failure = agree(node.world, mine);
+    if (!failure.empty()) return finish(failure, error, error_size);
+  }
+  std::uint64_t fetched = 0, files = 0;
+  for (auto& e : entries) {
+    if (e.dir) continue;
+    failure = bcast_file(node, mount, buf, o, e.rel, fetched);
+    if (!failure.empty()) return finish(failure, error, error_size);
+    ++files;
+  }
+  unsigned long long mine_fetched = fetched, total = 0;
+  MPI_Reduce(&mine_fetched, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, node.world);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (node.rank == 0 && !o.quiet) {
+    std::printf(
+        "skein-mpi: %s %llu files, %llu bytes fetched once, into %d nodes' page cache in "
+        "%.2f s\n",
+        prefetch ? "prefetched" : "broadcast", (unsigned long long)files, total, node.nodes, secs);
+    std::fflush(stdout);
+  }
+  if (o.verify) {
+    for (auto& e : entries) {
+      if (e.dir) continue;
+      std::string err;
+      std::string d = digest_of(mount.dir + e.rel, err);
+      failure = agree(node.world, err);
+      if (!failure.empty()) return finish(failure, error, error_size);
+      std::string first = d;
+      bcast_string(node.world, first, 0);
+      failure = agree(node.world, first == d ? ""
+                                             : e.rel + ": this rank reads other bytes (sha256 " +
+                                                   d + ", rank 0 " + first + ")");
+      if (!failure.empty()) return finish(failure, error, error_size);
+      if (node.rank == 0 && !o.quiet) std::printf("sha256 %s %s\n", d.c_str(), e.rel.c_str());
+    }
+    if (node.rank == 0 && !o.quiet) std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace skein::mpi
+
+extern "C" void skein_mpi_options_init(skein_mpi_options* options) {
+  std::memset(options, 0, sizeof *options);
+  options->chunk_size = 4 << 20;
+}
+
+extern "C" int skein_mpi_bcast(MPI_Comm comm, const char* const* paths, int npaths,
+                               const skein_mpi_options* options, char* error, size_t error_size) {
+  return skein::mpi::run(comm, paths, npaths, options, false, error, error_size);
+}
+
+extern "C" int skein_mpi_prefetch(MPI_Comm comm, const char* const* paths, int npaths,
+                                  const skein_mpi_options* options, char* error,
+                                  size_t error_size) {
+  return skein::mpi::run(comm, paths, npaths, options, true, error, error_size);
+}

@@ -1,0 +1,136 @@
+// Agreement, strings and nodes; see collective.hpp.
+#include "collective.hpp"
+
+#include <climits>
+#include <cstdlib>
+#include <sstream>
+
+namespace skein::mpi {
+
+std::string agree(MPI_Comm comm, const std::string& mine) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  int first = mine.empty() ? INT_MAX : rank;
+  int lowest = INT_MAX;
+  MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, comm);
+  if (lowest == INT_MAX) return "";
+  std::string msg = "rank " + std::to_string(world_rank) + ": " + mine;
+  bcast_string(comm, msg, lowest);
+  return msg;
+}
+
+void bcast_string(MPI_Comm comm, std::string& s, int root) {
+  unsigned long long n = s.size();
+  MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, comm);
+  s.resize(n);
+  if (n > 0) MPI_Bcast(s.data(), int(n), MPI_CHAR, root, comm);
+}
+
+void bcast_strings(MPI_Comm comm, std::vector<std::string>& v, int root) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string joined;
+  if (rank == root) {
+    for (auto& s : v) {
+      joined += s;
+      joined.push_back('\0');
+    }
+  }
+  bcast_string(comm, joined, root);
+  if (rank == root) return;
+  v.clear();
+  std::size_t at = 0;
+  while (at < joined.size()) {
+    std::size_t end = joined.find('\0', at);
+    v.push_back(joined.substr(at, end - at));
+    at = end + 1;
+  }
+}
+
+Node::~Node() {
+  if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+  if (local != MPI_COMM_NULL) MPI_Comm_free(&local);
+  if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
+}
+
+namespace {
+
+// KEY and DIR of this rank from the override; false when there is none.
+bool override_of(int rank, int size, std::string& key, std::string& dir, std::string& error) {
+  if (const char* map = std::getenv("SKEIN_MPI_NODE_MAP"); map && *map) {
+    std::vector<std::string> entries;
+    std::stringstream in(map);
+    for (std::string e; std::getline(in, e, ',');) entries.push_back(e);
+    if (int(entries.size()) != size) {
+      error = "SKEIN_MPI_NODE_MAP has " + std::to_string(entries.size()) + " entries for " +
+              std::to_string(size) + " ranks (one KEY=DIR per rank)";
+      return true;
+    }
+    const std::string& e = entries[std::size_t(rank)];
+    auto eq = e.find('=');
+    key = e.substr(0, eq);
+    if (eq != std::string::npos) dir = e.substr(eq + 1);
+    if (key.empty()) error = "SKEIN_MPI_NODE_MAP entry " + std::to_string(rank) + " has no KEY";
+    return true;
+  }
+  if (const char* k = std::getenv("SKEIN_MPI_NODE"); k && *k) {
+    key = k;
+    if (const char* m = std::getenv("SKEIN_MPI_MOUNT")) dir = m;
+    return true;
+  }
+  if (const char* m = std::getenv("SKEIN_MPI_MOUNT"); m && *m) dir = m;
+  return false;
+}
+
+}  // namespace
+
+bool make_node(MPI_Comm comm, Node& node, std::string& error) {
+  MPI_Comm_dup(comm, &node.world);
+  MPI_Comm_rank(node.world, &node.rank);
+  MPI_Comm_size(node.world, &node.size);
+  std::string key, dir, mine;
+  const bool overridden = override_of(node.rank, node.size, key, dir, mine);
+  error = agree(node.world, mine);
+  if (!error.empty()) return false;
+  node.mount_override = dir;
+  // Every rank must agree on whether there is an override.
+  int o = overridden ? 1 : 0, all = 0;
+  MPI_Allreduce(&o, &all, 1, MPI_INT, MPI_SUM, node.world);
+  if (all != 0 && all != node.size) {
+    error = "SKEIN_MPI_NODE is set on some ranks only (set it on every rank, or none)";
+    return false;
+  }
+  if (overridden) {
+    // The colour of a key: the lowest rank that has it.
+    constexpr int kKey = 256;
+    std::vector<char> keys(std::size_t(kKey) * std::size_t(node.size));
+    std::string padded = key.substr(0, kKey - 1);
+    padded.resize(kKey, '\0');
+    MPI_Allgather(padded.data(), kKey, MPI_CHAR, keys.data(), kKey, MPI_CHAR, node.world);
+    int colour = node.rank;
+    for (int r = 0; r < node.size; ++r) {
+      if (std::string(keys.data() + std::size_t(r) * kKey) == padded.c_str()) {
+        colour = r;
+        break;
+      }
+    }
+    MPI_Comm_split(node.world, colour, node.rank, &node.local);
+  } else {
+    MPI_Comm_split_type(node.world, MPI_COMM_TYPE_SHARED, node.rank, MPI_INFO_NULL, &node.local);
+  }
+  int local_rank = 0;
+  MPI_Comm_rank(node.local, &local_rank);
+  node.leader = local_rank == 0;
+  MPI_Comm_split(node.world, node.leader ? 0 : MPI_UNDEFINED, node.rank, &node.leaders);
+  if (node.leader) {
+    MPI_Comm_rank(node.leaders, &node.node);
+    MPI_Comm_size(node.leaders, &node.nodes);
+  }
+  MPI_Bcast(&node.node, 1, MPI_INT, 0, node.local);
+  MPI_Bcast(&node.nodes, 1, MPI_INT, 0, node.world);
+  return true;
+}
+
+}  // namespace skein::mpi

@@ -1,0 +1,45 @@
+// What skein-mpi's operations share: agreeing on failures (so that no rank waits for one that
+// gave up), strings over MPI, and the nodes of a job with their leaders and mounts.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace skein::mpi {
+
+// Every rank of `comm` calls it with its own failure ("" when fine). Returns "" on every rank if
+// every rank was fine, else on every rank the failure of the lowest failing rank, prefixed with
+// its rank in MPI_COMM_WORLD.
+std::string agree(MPI_Comm comm, const std::string& mine);
+
+// `s` from rank `root` of `comm`, on every rank.
+void bcast_string(MPI_Comm comm, std::string& s, int root);
+void bcast_strings(MPI_Comm comm, std::vector<std::string>& v, int root);
+
+// This rank's node. Nodes are the ranks of MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), unless
+// overridden (one machine simulating several nodes, for tests and benchmarks):
+//   SKEIN_MPI_NODE=KEY and SKEIN_MPI_MOUNT=DIR, set per rank (mpirun -x ... : -x ...), or
+//   SKEIN_MPI_NODE_MAP=KEY=DIR,KEY=DIR,... with one entry per rank of MPI_COMM_WORLD, in order.
+// Ranks with the same KEY are one node; DIR is where that node's skein mount is (the mount rank
+// 0's paths name is used when no DIR is given).
+struct Node {
+  MPI_Comm world = MPI_COMM_NULL;    // the operation's communicator (a duplicate)
+  MPI_Comm local = MPI_COMM_NULL;    // the ranks of this node
+  MPI_Comm leaders = MPI_COMM_NULL;  // one rank per node (rank 0 of `local`); null elsewhere
+  int rank = 0;                      // in `world`
+  int size = 1;
+  int node = 0;   // this node's index among the leaders
+  int nodes = 1;  // how many there are
+  bool leader = false;
+  std::string mount_override;  // DIR from the override, or ""
+  ~Node();
+};
+
+// Collective over `comm`. On failure (a malformed override) returns "" nowhere: the error is
+// agreed, and set in `error` on every rank.
+bool make_node(MPI_Comm comm, Node& node, std::string& error);
+
+}  // namespace skein::mpi

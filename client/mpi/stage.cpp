@@ -1,0 +1,444 @@
+// skein_mpi_stage: a parallel tree copy (stage-in, stage-out); see skein/mpi.h and docs/mpi.md.
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "collective.hpp"
+#include "skein/mpi.h"
+
+namespace fs = std::filesystem;
+
+namespace skein::mpi {
+namespace {
+
+constexpr const char* kPartial = ".skein-partial";
+constexpr const char* kRecord = ".skein-partial.chunks";
+
+std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+struct Item {
+  char type = 'f';  // f, d, l
+  std::uint32_t mode = 0;
+  std::int64_t mtime_ns = 0;
+  std::uint64_t size = 0;
+  std::string rel;     // "" for the root itself, else "/a/b"
+  std::string target;  // symlinks
+};
+
+std::string pack(const Item& i) {
+  return std::string(1, i.type) + "\x1f" + std::to_string(i.mode) + "\x1f" +
+         std::to_string(i.mtime_ns) + "\x1f" + std::to_string(i.size) + "\x1f" + i.rel + "\x1f" +
+         i.target;
+}
+
+Item unpack(const std::string& s) {
+  Item i;
+  std::vector<std::string> f;
+  std::size_t at = 0;
+  for (int k = 0; k < 5; ++k) {
+    std::size_t e = s.find('\x1f', at);
+    f.push_back(s.substr(at, e - at));
+    at = e + 1;
+  }
+  f.push_back(s.substr(at));
+  i.type = f[0][0];
+  i.mode = std::uint32_t(std::stoul(f[1]));
+  i.mtime_ns = std::stoll(f[2]);
+  i.size = std::stoull(f[3]);
+  i.rel = f[4];
+  i.target = f[5];
+  return i;
+}
+
+std::int64_t mtime_of(const struct stat& st) {
+  return std::int64_t(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+timespec to_ts(std::int64_t ns) {
+  return timespec{time_t(ns / 1000000000LL), long(ns % 1000000000LL)};
+}
+
+std::string walk(const std::string& src, std::vector<Item>& items) {
+  struct stat st;
+  if (::lstat(src.c_str(), &st) != 0) return errno_text(src);
+  if (!S_ISDIR(st.st_mode)) return src + " is not a directory";
+  items.push_back({'d', std::uint32_t(st.st_mode & 07777), mtime_of(st), 0, "", ""});
+  std::error_code ec;
+  fs::recursive_directory_iterator it(src, ec), end;
+  if (ec) return src + ": " + ec.message();
+  for (; it != end; it.increment(ec)) {
+    if (ec) return src + ": " + ec.message();
+    const std::string p = it->path().string();
+    if (::lstat(p.c_str(), &st) != 0) return errno_text(p);
+    Item i{'f',
+           std::uint32_t(st.st_mode & 07777),
+           mtime_of(st),
+           std::uint64_t(st.st_size),
+           p.substr(src.size()),
+           ""};
+    if (S_ISDIR(st.st_mode)) {
+      i.type = 'd';
+    } else if (S_ISLNK(st.st_mode)) {
+      i.type = 'l';
+      i.target = fs::read_symlink(p, ec).string();
+      if (ec) return p + ": " + ec.message();
+    } else if (!S_ISREG(st.st_mode)) {
+      continue;  // devices, sockets, fifos are not copied
+    }
+    items.push_back(std::move(i));
+  }
+  if (ec) return src + ": " + ec.message();
+  return "";
+}
+
+std::string partial_of(const std::string& dst, const std::string& rel, const char* suffix) {
+  fs::path p(dst + rel);
+  return (p.parent_path() / ("." + p.filename().string() + suffix)).string();
+}
+
+// Same version: size, and mtime to the second (a mount's servers may keep seconds only).
+bool complete(const std::string& path, const Item& i) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         std::uint64_t(st.st_size) == i.size && st.st_mtim.tv_sec == i.mtime_ns / 1000000000LL &&
+         (st.st_mode & 07777) == i.mode;
+}
+
+// Copies [off, off+len) of `in` to `out`; "" or the failure.
+std::string copy_range(int in, int out, std::uint64_t off, std::uint64_t len, std::string& buf,
+                       const std::string& what) {
+  buf.resize(1 << 20);
+  while (len > 0) {
+    const std::size_t n = std::size_t(std::min<std::uint64_t>(buf.size(), len));
+    ssize_t r = ::pread(in, buf.data(), n, off_t(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errno_text("read " + what);
+    if (r == 0) return what + " changed (shorter than when listed)";
+    for (ssize_t w = 0; w < r;) {
+      ssize_t k = ::pwrite(out, buf.data() + w, std::size_t(r - w), off_t(off) + w);
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) return errno_text("write " + what);
+      w += k;
+    }
+    off += std::uint64_t(r);
+    len -= std::uint64_t(r);
+  }
+  return "";
+}
+
+std::string sha256_file(const std::string& path, std::string& error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = errno_text(path);
+    return "";
+  }
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  std::vector<char> b(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd, b.data(), b.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) error = errno_text(path);
+    if (n <= 0) break;
+    EVP_DigestUpdate(ctx, b.data(), std::size_t(n));
+  }
+  ::close(fd);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_MD_CTX_free(ctx);
+  return std::string(reinterpret_cast<char*>(md), len);
+}
+
+// A shared counter on rank 0 of `comm`, for handing out work.
+class Counter {
+ public:
+  explicit Counter(MPI_Comm comm) {
+    MPI_Win_allocate(sizeof(long long), sizeof(long long), MPI_INFO_NULL, comm, &base_, &win_);
+    *base_ = 0;
+    MPI_Barrier(comm);
+    MPI_Win_lock_all(0, win_);
+  }
+  ~Counter() {
+    MPI_Win_unlock_all(win_);
+    MPI_Win_free(&win_);
+  }
+  long long next() {
+    long long one = 1, got = 0;
+    MPI_Fetch_and_op(&one, &got, MPI_LONG_LONG, 0, 0, MPI_SUM, win_);
+    MPI_Win_flush(0, win_);
+    return got;
+  }
+
+ private:
+  long long* base_ = nullptr;
+  MPI_Win win_;
+};
+
+struct Unit {
+  std::size_t item;
+  std::uint64_t chunk;  // for chunked files; whole files: 0
+  bool whole;
+};
+
+}  // namespace
+
+int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
+          std::uint64_t chunk, bool verify, std::string& summary, std::string& failures) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::string src = fs::absolute(src_arg).lexically_normal().string();
+  std::string dst = fs::absolute(dst_arg).lexically_normal().string();
+  while (src.size() > 1 && src.back() == '/') src.pop_back();
+  while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  const auto start = std::chrono::steady_clock::now();
+
+  // Rank 0 lists the source, makes the directories and symlinks, and finds what is done.
+  std::vector<Item> items;
+  std::vector<std::string> packed, units_packed;
+  std::uint64_t skipped_files = 0, skipped_bytes = 0;
+  std::string mine;
+  if (rank == 0) {
+    mine = walk(src, items);
+    if (mine.empty() && (dst == src || dst.rfind(src + "/", 0) == 0))
+      mine = "DST " + dst + " is inside SRC " + src;
+    for (std::size_t k = 0; mine.empty() && k < items.size(); ++k) {
+      const Item& i = items[k];
+      const std::string d = dst + i.rel;
+      if (i.type == 'd') {
+        if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) mine = errno_text(d);
+      } else if (i.type == 'l') {
+        std::error_code ec;
+        if (fs::is_symlink(fs::symlink_status(d, ec)) && fs::read_symlink(d, ec) == i.target) {
+          ++skipped_files;
+        } else {
+          fs::remove(d, ec);
+          if (::symlink(i.target.c_str(), d.c_str()) != 0) mine = errno_text(d);
+        }
+        timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
+        if (mine.empty()) ::utimensat(AT_FDCWD, d.c_str(), t, AT_SYMLINK_NOFOLLOW);
+      } else if (complete(d, i)) {
+        ++skipped_files;
+        skipped_bytes += i.size;
+      } else if (i.size <= chunk) {
+        units_packed.push_back(std::to_string(k) + " 0 w");
+      } else {
+        // A large file: chunks written in place into DST/.NAME.skein-partial, each recorded in
+        // DST/.NAME.skein-partial.chunks (a header naming the source's version, then one byte
+        // per chunk) once written; a rerun copies the chunks not recorded.
+        const std::uint64_t n = (i.size + chunk - 1) / chunk;
+        const std::string part = partial_of(dst, i.rel, kPartial);
+        const std::string rec = partial_of(dst, i.rel, kRecord);
+        const std::string header = std::to_string(i.size) + " " + std::to_string(i.mtime_ns) + " " +
+                                   std::to_string(chunk) + "\n";
+        std::string old;
+        if (FILE* f = std::fopen(rec.c_str(), "rb")) {
+          char b[4096];
+          for (std::size_t r; (r = std::fread(b, 1, sizeof b, f)) > 0;) old.append(b, r);
+          std::fclose(f);
+        }
+        struct stat pst;
+        const bool resume = old.size() == header.size() + n && old.rfind(header, 0) == 0 &&
+                            ::stat(part.c_str(), &pst) == 0 && std::uint64_t(pst.st_size) == i.size;
+        if (!resume) {
+          int pf = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+          if (pf < 0 || ::ftruncate(pf, off_t(i.size)) != 0) mine = errno_text(part);
+          if (pf >= 0) ::close(pf);
+          std::string fresh = header + std::string(n, '0');
+          FILE* f = mine.empty() ? std::fopen(rec.c_str(), "wb") : nullptr;
+          if (mine.empty() && (!f || std::fwrite(fresh.data(), 1, fresh.size(), f) != fresh.size()))
+            mine = errno_text(rec);
+          if (f) std::fclose(f);
+          old = fresh;
+        }
+        for (std::uint64_t c = 0; c < n; ++c) {
+          if (old[header.size() + c] == '1') {
+            skipped_bytes += std::min<std::uint64_t>(chunk, i.size - c * chunk);
+          } else {
+            units_packed.push_back(std::to_string(k) + " " + std::to_string(c) + " c");
+          }
+        }
+      }
+    }
+    for (auto& i : items) packed.push_back(pack(i));
+  }
+  std::string failure = agree(comm, mine);
+  if (!failure.empty()) {
+    failures = failure + "\n";
+    return 1;
+  }
+  bcast_strings(comm, packed, 0);
+  bcast_strings(comm, units_packed, 0);
+  if (rank != 0)
+    for (auto& p : packed) items.push_back(unpack(p));
+  std::vector<Unit> units;
+  for (auto& u : units_packed) {
+    std::size_t k = 0;
+    unsigned long long c = 0;
+    char kind = 'w';
+    std::sscanf(u.c_str(), "%zu %llu %c", &k, &c, &kind);
+    units.push_back({k, c, kind == 'w'});
+  }
+
+  // Every rank takes units off the shared counter until none are left.
+  std::vector<std::string> failed;
+  unsigned long long moved = 0, files_done = 0;
+  {
+    Counter counter(comm);
+    std::string buf;
+    auto last_progress = std::chrono::steady_clock::now();
+    for (long long u; (u = counter.next()) < (long long)units.size();) {
+      const Unit& unit = units[std::size_t(u)];
+      const Item& i = items[unit.item];
+      const std::string s = src + i.rel, d = dst + i.rel;
+      std::string err;
+      int in = ::open(s.c_str(), O_RDONLY | O_CLOEXEC);
+      if (in < 0) err = errno_text(s);
+      if (err.empty() && unit.whole) {
+        const std::string part = partial_of(dst, i.rel, kPartial);
+        int out = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (out < 0) err = errno_text(part);
+        if (err.empty()) err = copy_range(in, out, 0, i.size, buf, i.rel);
+        timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
+        if (err.empty() && (::fchmod(out, i.mode) != 0 || ::futimens(out, t) != 0))
+          err = errno_text(part);
+        if (out >= 0 && ::close(out) != 0 && err.empty()) err = errno_text(part);
+        if (err.empty() && ::rename(part.c_str(), d.c_str()) != 0) err = errno_text(d);
+        if (err.empty()) {
+          moved += i.size;
+          ++files_done;
+        } else {
+          ::unlink(part.c_str());
+        }
+      } else if (err.empty()) {
+        const std::string part = partial_of(dst, i.rel, kPartial);
+        const std::string rec = partial_of(dst, i.rel, kRecord);
+        const std::uint64_t off = unit.chunk * chunk;
+        const std::uint64_t len = std::min<std::uint64_t>(chunk, i.size - off);
+        int out = ::open(part.c_str(), O_WRONLY | O_CLOEXEC);
+        if (out < 0) err = errno_text(part);
+        if (err.empty()) err = copy_range(in, out, off, len, buf, i.rel);
+        if (err.empty() && ::fdatasync(out) != 0) err = errno_text(part);
+        if (out >= 0) ::close(out);
+        if (err.empty()) {
+          const std::string header = std::to_string(i.size) + " " + std::to_string(i.mtime_ns) +
+                                     " " + std::to_string(chunk) + "\n";
+          int r = ::open(rec.c_str(), O_WRONLY | O_CLOEXEC);
+          if (r < 0 || ::pwrite(r, "1", 1, off_t(header.size() + unit.chunk)) != 1)
+            err = errno_text(rec);
+          if (r >= 0) ::close(r);
+        }
+        if (err.empty()) moved += len;
+      }
+      if (in >= 0) ::close(in);
+      if (!err.empty()) failed.push_back(i.rel + ": " + err);
+      if (rank == 0 && std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(1)) {
+        last_progress = std::chrono::steady_clock::now();
+        const bool tty = ::isatty(1) != 0;
+        std::printf(
+            tty ? "\rskein-mpi: %lld of %zu pieces taken" : "skein-mpi: %lld of %zu pieces taken\n",
+            u + 1, units.size());
+        std::fflush(stdout);
+      }
+    }
+  }
+  MPI_Barrier(comm);
+
+  // Rank 0 finishes the large files whose every chunk is recorded, and the directories.
+  if (rank == 0) {
+    if (::isatty(1)) std::printf("\n");
+    for (auto& i : items) {
+      if (i.type != 'f' || i.size <= chunk) continue;
+      const std::string part = partial_of(dst, i.rel, kPartial);
+      const std::string rec = partial_of(dst, i.rel, kRecord);
+      if (::access(rec.c_str(), F_OK) != 0) continue;  // complete before this run
+      std::string body;
+      if (FILE* f = std::fopen(rec.c_str(), "rb")) {
+        char b[4096];
+        for (std::size_t r; (r = std::fread(b, 1, sizeof b, f)) > 0;) body.append(b, r);
+        std::fclose(f);
+      }
+      auto nl = body.find('\n');
+      if (nl == std::string::npos || body.find('0', nl + 1) != std::string::npos) continue;
+      timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
+      const std::string d = dst + i.rel;
+      if (::chmod(part.c_str(), i.mode) != 0 || ::utimensat(AT_FDCWD, part.c_str(), t, 0) != 0 ||
+          ::rename(part.c_str(), d.c_str()) != 0) {
+        failed.push_back(i.rel + ": " + errno_text("finishing " + part));
+        continue;
+      }
+      ::unlink(rec.c_str());
+      ++files_done;
+    }
+    for (auto it = items.rbegin(); it != items.rend(); ++it) {  // deepest first
+      if (it->type != 'd') continue;
+      const std::string d = dst + it->rel;
+      timespec t[2] = {to_ts(it->mtime_ns), to_ts(it->mtime_ns)};
+      if (::chmod(d.c_str(), it->mode) != 0 || ::utimensat(AT_FDCWD, d.c_str(), t, 0) != 0)
+        failed.push_back((it->rel.empty() ? "/" : it->rel) + ": " + errno_text(d));
+    }
+  }
+  MPI_Barrier(comm);
+
+  if (verify) {
+    Counter counter(comm);
+    std::vector<std::size_t> files;
+    for (std::size_t k = 0; k < items.size(); ++k)
+      if (items[k].type == 'f') files.push_back(k);
+    for (long long u; (u = counter.next()) < (long long)files.size();) {
+      const Item& i = items[files[std::size_t(u)]];
+      std::string e1, e2;
+      std::string a = sha256_file(src + i.rel, e1), b = sha256_file(dst + i.rel, e2);
+      if (!e1.empty() || !e2.empty())
+        failed.push_back(i.rel + ": verify: " + (e1.empty() ? e2 : e1));
+      else if (a != b)
+        failed.push_back(i.rel + ": verify: the copy differs from the source (sha256)");
+    }
+  }
+
+  // Failures and totals to rank 0.
+  std::string local;
+  for (auto& f : failed) local += f + "\n";
+  int len = int(local.size());
+  std::vector<int> lens(static_cast<std::size_t>(size));
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
+  std::vector<int> displs(static_cast<std::size_t>(size), 0);
+  int total_len = 0;
+  for (int r = 0; r < size; ++r) {
+    displs[std::size_t(r)] = total_len;
+    total_len += lens[std::size_t(r)];
+  }
+  std::string all(std::size_t(rank == 0 ? total_len : 0), '\0');
+  MPI_Gatherv(local.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
+              comm);
+  unsigned long long sums[2] = {moved, files_done}, totals[2] = {0, 0};
+  MPI_Reduce(sums, totals, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, comm);
+  int bad = failed.empty() ? 0 : 1, any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
+  if (rank == 0) {
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "skein-mpi: %s -> %s: copied %llu bytes, finished %llu files; skipped %llu "
+                  "complete files and %llu bytes; %.2f s on %d ranks",
+                  src.c_str(), dst.c_str(), totals[0], totals[1], (unsigned long long)skipped_files,
+                  (unsigned long long)skipped_bytes, secs, size);
+    summary = line;
+    failures = all;
+  }
+  return any ? 1 : 0;
+}
+
+}  // namespace skein::mpi

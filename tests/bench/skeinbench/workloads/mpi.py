@@ -1,0 +1,96 @@
+"""mpi: one file read on 2 simulated nodes (the cluster's two mounts, 2 ranks each): plain reads on
+both nodes at once against `skein-mpi bcast` then the same reads (served from the page caches);
+wall time and the gateway's bytes served (skeinctl's bytes_read), 1x against Nx (#18)."""
+
+import json
+import os
+import statistics
+import time
+
+from ..common import BenchError, GiB, MiB, write_pattern_file
+from ..common import run as sh
+from ..report import Row, fmt_bytes, verdict
+
+DESCRIPTION = "bcast into 2 nodes' page caches against plain reads on each (#18)"
+ORDER = 60
+FULL = dict(mpi_bytes=1 * GiB)
+QUICK = dict(mpi_bytes=256 * MiB)
+
+
+def export_bytes(p):
+    return p["mpi_bytes"]
+
+
+def _bytes_read(b):
+    env = dict(os.environ, **{k: v for k, v in b.cl.env.items() if k.startswith("SKEIN_")})
+    out = sh([str(b.build_dir / "client" / "skeinctl"), "--json", "namespaces", "list"], env=env,
+              capture=True, timeout=60)
+    for n in json.loads(out.stdout)["namespaces"]:
+        if n["name"] == "default":
+            return int(n.get("bytes_read", 0))
+    raise BenchError("skeinctl lists no namespace 'default'")
+
+
+def _read_both(files):
+    """Reads every file at once (one dd each); returns the wall time."""
+    import subprocess
+    t = time.monotonic()
+    procs = [subprocess.Popen(["dd", f"if={f}", "of=/dev/null", "bs=1M", "status=none"]) for f in files]
+    for p in procs:
+        if p.wait() != 0:
+            raise BenchError("dd failed")
+    return time.monotonic() - t
+
+
+def run(b):
+    mpi = b.build_dir / "client" / "skein-mpi"
+    if not mpi.exists():
+        raise BenchError(f"{mpi} is not built (ninja skein-mpi; needs libopenmpi-dev)")
+    n = b.p["mpi_bytes"]
+    reps = b.p["reps"]
+    _, kp, ep = b.paths("bench-mpi")
+    ep.mkdir(exist_ok=True)
+    write_pattern_file(ep / "input", n)
+    fa = kp / "input"
+    fb = b.mB / fa.relative_to(b.mA)
+    node_map = f"a={b.mA},a={b.mA},b={b.mB},b={b.mB}"
+    res = {"one": [], "plain": [], "bcast": [], "plain_bytes": [], "bcast_bytes": []}
+    t_start = time.monotonic()
+    for i in range(reps):
+        if i and not b.reps_left("mpi", t_start, i, reps):
+            reps = i
+            break
+        # One node's plain read: the baseline.
+        b.cl.drop_mount_caches(0)
+        b.cl.drop_mount_caches(1)
+        res["one"].append(_read_both([fa]))
+        # Both nodes, plain.
+        b.cl.drop_mount_caches(0)
+        b.cl.drop_mount_caches(1)
+        before = _bytes_read(b)
+        res["plain"].append(_read_both([fa, fb]))
+        res["plain_bytes"].append(_bytes_read(b) - before)
+        # Both nodes, bcast first.
+        b.cl.drop_mount_caches(0)
+        b.cl.drop_mount_caches(1)
+        before = _bytes_read(b)
+        t = time.monotonic()
+        sh(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4", "-x", f"SKEIN_MPI_NODE_MAP={node_map}",
+            str(mpi), "bcast", "--quiet", str(fa)], timeout=900, capture=True)
+        res["bcast"].append(time.monotonic() - t + _read_both([fa, fb]))
+        res["bcast_bytes"].append(_bytes_read(b) - before)
+        b.detail(f"mpi rep {i + 1}: one node {res['one'][-1]:.2f} s, two plain {res['plain'][-1]:.2f} s "
+                 f"({res['plain_bytes'][-1] / n:.2f}x), bcast+reads {res['bcast'][-1]:.2f} s "
+                 f"({res['bcast_bytes'][-1] / n:.2f}x)")
+    (ep / "input").unlink()
+    med = {k: statistics.median(v) for k, v in res.items()}
+    label = fmt_bytes(n)
+    r = Row("#18", f"{label} on 2 nodes: plain reads against bcast + reads (s, median of {reps})",
+            med["plain"], med["bcast"], "s", "lower",
+            "bcast ≤ 1.25× one node's plain read", note=f"one node's plain read: {med['one']:.2f} s")
+    r.result = verdict(med["bcast"] <= 1.25 * med["one"])
+    b.rows.append(r)
+    r = Row("#18", f"{label} on 2 nodes: gateway bytes served, plain against bcast (× file size)",
+            med["plain_bytes"] / n, med["bcast_bytes"] / n, "× size", "lower", "bcast 1× (within 1%)")
+    r.result = verdict(abs(med["bcast_bytes"] / n - 1) <= 0.01)
+    b.rows.append(r)
