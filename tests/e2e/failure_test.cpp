@@ -139,6 +139,18 @@ TEST_F(GatewayFailure, StoppedGatewayFailsOperationsWithinDeadlineThenRecovers) 
   int pid = cluster_->gateway_pid();
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  // kill() returns before every thread has stopped: one running on the other CPU could still
+  // answer. Wait until all of them are stopped ('T' in /proc/PID/task/*/stat).
+  auto all_stopped = [pid] {
+    std::string out;
+    run_command("cat /proc/" + std::to_string(pid) +
+                    "/task/*/stat 2>/dev/null | sed 's/.*) //' | cut -c1 | sort -u",
+                &out);
+    return out == "T\n";
+  };
+  for (int i = 0; i < 100 && !all_stopped(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(all_stopped()) << "the gateway did not stop";
   auto start = Clock::now();
   struct stat st;
   int err = SKEIN_ERRNO_OF(::stat((cluster_->mount() + "/srv0/uncached-name").c_str(), &st));

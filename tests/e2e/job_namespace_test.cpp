@@ -305,16 +305,10 @@ TEST_F(JobNamespaces, NamespacesCredentialsAndUsageSurviveAKillOfTheGateway) {
 }
 
 TEST_F(JobNamespaces, ADirectoryNoNamespaceClaimsIsReapedAfterTheGracePeriod) {
-  // A job directory the database does not know (a store restored from an old backup, a gateway
-  // that lost its database): on two servers, with a file in it.
-  const std::string orphan = "job-" + job() + "-orphan";
-  for (int i = 0; i < 2; ++i) {
-    const std::string d = cluster_->list("SKEIN_SCRATCH_DIRS").at(size_t(i)) + "/" + orphan;
-    ASSERT_EQ(run_command("mkdir -p " + q(d + "/sub") + " && echo x > " + q(d + "/sub/f")), 0);
-  }
   create(job(), user(0));  // a namespace that is claimed stays
   // The gateway again, with a grace of 3 s.
   const std::string config = cluster_->state() + "/gateway.toml";
+  const std::string log = cluster_->state() + "/gateway.log";
   const std::string original = read_file(config);
   std::string shorter = original;
   shorter.replace(shorter.find("[jobs]\n"), 7, "[jobs]\norphan_grace = \"3s\"\n");
@@ -326,10 +320,19 @@ TEST_F(JobNamespaces, ADirectoryNoNamespaceClaimsIsReapedAfterTheGracePeriod) {
                        q(cluster_->state())) == 0;
   };
   ASSERT_TRUE(restart());
+  // Then a job directory the database does not know (a store restored from an old backup, a
+  // gateway that lost its database), on two servers, with a file in it.
+  const size_t log_before = read_file(log).size();
+  const std::string orphan = "job-" + job() + "-orphan";
+  for (int i = 0; i < 2; ++i) {
+    const std::string d = cluster_->list("SKEIN_SCRATCH_DIRS").at(size_t(i)) + "/" + orphan;
+    ASSERT_EQ(run_command("mkdir -p " + q(d + "/sub") + " && echo x > " + q(d + "/sub/f")), 0);
+  }
   const std::string dir0 = cluster_->list("SKEIN_SCRATCH_DIRS").at(0) + "/" + orphan;
   // Reported, and kept for the grace period...
   EXPECT_TRUE(eventually([&] {
-    return read_file(cluster_->state() + "/gateway.log").find(orphan) != std::string::npos;
+    std::string text = read_file(log);
+    return text.size() > log_before && text.find(orphan, log_before) != std::string::npos;
   })) << "the orphan was not reported";
   std::this_thread::sleep_for(1s);
   EXPECT_TRUE(exists(dir0)) << "reaped before its grace was over";
