@@ -8,15 +8,15 @@
 namespace skein::client {
 
 struct FileAttr {
-  std::uint32_t mode = 0;  // type and permission bits
-  std::uint32_t nlink = 0;
-  std::uint32_t uid = 0;
-  std::uint32_t gid = 0;
-  std::uint64_t size = 0;
-  std::uint64_t blocks = 0;  // 512-byte blocks
-  std::int64_t atime_ns = 0;
-  std::int64_t mtime_ns = 0;
-  std::int64_t ctime_ns = 0;
+  uint32_t mode = 0;  // type and permission bits
+  uint32_t nlink = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t size = 0;
+  uint64_t blocks = 0;  // 512-byte blocks
+  int64_t atime_ns = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
 };
 
 struct DirEntry {

@@ -39,7 +39,7 @@ constexpr char kMountMetadata[] = "x-skein-mount";
 
 // SetAttrArgs's bits are sent as they are.
 constexpr bool same_bit(SetAttrArgs::Field ours, pb::SetAttrRequest::Field wire) {
-  return static_cast<std::uint32_t>(ours) == static_cast<std::uint32_t>(wire);
+  return static_cast<uint32_t>(ours) == static_cast<uint32_t>(wire);
 }
 static_assert(same_bit(SetAttrArgs::kMode, pb::SetAttrRequest::MODE));
 static_assert(same_bit(SetAttrArgs::kUid, pb::SetAttrRequest::UID));
@@ -74,7 +74,7 @@ int errno_from_status(const grpc::Status& status) {
 }
 
 // A reply's `error` should be a positive errno; anything else is the gateway's bug, seen as EIO.
-int errno_from_reply(std::int32_t error) { return error > 0 && error < 4096 ? error : EIO; }
+int errno_from_reply(int32_t error) { return error > 0 && error < 4096 ? error : EIO; }
 
 FileAttr from_proto(const pb::Attr& a) {
   return FileAttr{a.mode(),   a.nlink(),    a.uid(),      a.gid(),     a.size(),
@@ -390,7 +390,7 @@ Result<std::vector<DirEntry>> GatewayClient::readdir(const std::string& path) co
   return entries;
 }
 
-Result<FileAttr> GatewayClient::mkdir(const std::string& path, std::uint32_t mode) const {
+Result<FileAttr> GatewayClient::mkdir(const std::string& path, uint32_t mode) const {
   pb::MkdirRequest req;
   req.set_ns(options_.ns);
   req.set_path(path);
@@ -416,8 +416,7 @@ Status GatewayClient::unlink(const std::string& path) const {
   return reply ? ok_status() : Status::failure(reply.error());
 }
 
-Status GatewayClient::rename(const std::string& from, const std::string& to,
-                             std::uint32_t flags) const {
+Status GatewayClient::rename(const std::string& from, const std::string& to, uint32_t flags) const {
   pb::RenameRequest req;
   req.set_ns(options_.ns);
   req.set_from(from);
@@ -472,7 +471,7 @@ Result<FsStats> GatewayClient::statfs(const std::string& path) const {
                  reply->files_free(),  reply->files_available(),  reply->name_max()};
 }
 
-Result<OpenedFile> GatewayClient::open(const std::string& path, std::uint32_t flags) const {
+Result<OpenedFile> GatewayClient::open(const std::string& path, uint32_t flags) const {
   pb::OpenRequest req;
   req.set_ns(options_.ns);
   req.set_path(path);
@@ -484,8 +483,8 @@ Result<OpenedFile> GatewayClient::open(const std::string& path, std::uint32_t fl
   return OpenedFile{reply->handle(), from_proto(reply->attr()), std::nullopt};
 }
 
-Result<OpenedFile> GatewayClient::create(const std::string& path, std::uint32_t flags,
-                                         std::uint32_t mode) const {
+Result<OpenedFile> GatewayClient::create(const std::string& path, uint32_t flags,
+                                         uint32_t mode) const {
   pb::OpenRequest req;
   req.set_ns(options_.ns);
   req.set_path(path);
@@ -500,8 +499,7 @@ Result<OpenedFile> GatewayClient::create(const std::string& path, std::uint32_t 
   return opened;
 }
 
-Result<std::string> GatewayClient::read(const FileRef& file, std::uint64_t offset,
-                                        std::uint32_t size) const {
+Result<std::string> GatewayClient::read(const FileRef& file, uint64_t offset, uint32_t size) const {
   pb::ReadRequest req;
   to_proto(options_.ns, file, req.mutable_file());
   req.set_offset(offset);
@@ -513,8 +511,8 @@ Result<std::string> GatewayClient::read(const FileRef& file, std::uint64_t offse
   return std::move(*reply->mutable_data());
 }
 
-Result<std::uint32_t> GatewayClient::write(const FileRef& file, std::uint64_t offset,
-                                           std::string_view data) const {
+Result<uint32_t> GatewayClient::write(const FileRef& file, uint64_t offset,
+                                      std::string_view data) const {
   pb::WriteRequest req;
   to_proto(options_.ns, file, req.mutable_file());
   req.set_offset(offset);
@@ -522,7 +520,7 @@ Result<std::uint32_t> GatewayClient::write(const FileRef& file, std::uint64_t of
   auto reply = stubs_->call<pb::WriteReply>(
       options_, "Write", file.path,
       [&](auto* ctx, auto* out) { return stubs_->data->Write(ctx, req, out); });
-  if (!reply) return Result<std::uint32_t>::failure(reply.error());
+  if (!reply) return Result<uint32_t>::failure(reply.error());
   return reply->written();
 }
 
@@ -555,7 +553,7 @@ void GatewayClient::release_async(const FileRef& file) const {
       });
 }
 
-void GatewayClient::read_async(const FileRef& file, std::uint64_t offset, std::uint32_t size,
+void GatewayClient::read_async(const FileRef& file, uint64_t offset, uint32_t size,
                                ReadDone done) const {
   pb::ReadRequest req;
   to_proto(options_.ns, file, req.mutable_file());
@@ -570,7 +568,7 @@ void GatewayClient::read_async(const FileRef& file, std::uint64_t offset, std::u
       });
 }
 
-void GatewayClient::write_async(const FileRef& file, std::uint64_t offset, std::string data,
+void GatewayClient::write_async(const FileRef& file, uint64_t offset, std::string data,
                                 WriteDone done) const {
   pb::WriteRequest head;
   to_proto(options_.ns, file, head.mutable_file());
@@ -579,14 +577,14 @@ void GatewayClient::write_async(const FileRef& file, std::uint64_t offset, std::
       options_, "Write", "/skein.v1.Data/Write", file.path,
       wire::serialize_with_bytes(head, pb::WriteRequest::kDataFieldNumber, std::move(data)), 0,
       [done = std::move(done)](Result<pb::WriteReply*> reply, SharedBytes) {
-        if (!reply) return done(Result<std::uint32_t>::failure(reply.error()));
+        if (!reply) return done(Result<uint32_t>::failure(reply.error()));
         done((*reply)->written());
       });
 }
 
 void GatewayClient::write_many_async(const FileRef& file, std::vector<Extent> extents,
                                      WriteDone done) const {
-  if (extents.empty()) return done(std::uint32_t{0});
+  if (extents.empty()) return done(uint32_t{0});
   pb::WriteRequest head;
   to_proto(options_.ns, file, head.mutable_file());
   head.set_offset(extents.front().offset);
@@ -600,7 +598,7 @@ void GatewayClient::write_many_async(const FileRef& file, std::vector<Extent> ex
       wire::serialize_with_bytes(head, pb::WriteRequest::kDataFieldNumber,
                                  std::move(extents.front().data)),
       0, [done = std::move(done)](Result<pb::WriteReply*> reply, SharedBytes) {
-        if (!reply) return done(Result<std::uint32_t>::failure(reply.error()));
+        if (!reply) return done(Result<uint32_t>::failure(reply.error()));
         done((*reply)->written());
       });
 }

@@ -25,20 +25,20 @@ class Channel;
 namespace skein::client {
 
 struct FsStats {
-  std::uint64_t block_size = 0;
-  std::uint64_t fragment_size = 0;
-  std::uint64_t blocks = 0;
-  std::uint64_t blocks_free = 0;
-  std::uint64_t blocks_available = 0;
-  std::uint64_t files = 0;
-  std::uint64_t files_free = 0;
-  std::uint64_t files_available = 0;
-  std::uint64_t name_max = 0;
+  uint64_t block_size = 0;
+  uint64_t fragment_size = 0;
+  uint64_t blocks = 0;
+  uint64_t blocks_free = 0;
+  uint64_t blocks_available = 0;
+  uint64_t files = 0;
+  uint64_t files_free = 0;
+  uint64_t files_available = 0;
+  uint64_t name_max = 0;
 };
 
 // Which attributes a setattr changes, and to what. The bits are SetAttrRequest.Field's.
 struct SetAttrArgs {
-  enum Field : std::uint32_t {
+  enum Field : uint32_t {
     kMode = 1,
     kUid = 2,
     kGid = 4,
@@ -48,26 +48,26 @@ struct SetAttrArgs {
     kAtimeNow = 64,
     kMtimeNow = 128,
   };
-  std::uint32_t fields = 0;
-  std::uint32_t mode = 0;
-  std::uint32_t uid = 0;
-  std::uint32_t gid = 0;
-  std::uint64_t size = 0;
-  std::int64_t atime_ns = 0;
-  std::int64_t mtime_ns = 0;
-  std::uint64_t handle = 0;  // the gateway handle of an open file to act on (ftruncate), or 0
+  uint32_t fields = 0;
+  uint32_t mode = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t size = 0;
+  int64_t atime_ns = 0;
+  int64_t mtime_ns = 0;
+  uint64_t handle = 0;  // the gateway handle of an open file to act on (ftruncate), or 0
 };
 
 // An open file as the gateway knows it: its handle, plus what it needs to re-open the file by path
 // when it no longer knows the handle.
 struct FileRef {
   std::string path;
-  std::uint64_t handle = 0;
-  std::uint32_t flags = 0;  // open(2) flags the file was opened with
+  uint64_t handle = 0;
+  uint32_t flags = 0;  // open(2) flags the file was opened with
 };
 
 struct OpenedFile {
-  std::uint64_t handle = 0;
+  uint64_t handle = 0;
   FileAttr attr;
   std::optional<FileAttr> parent_attr;  // create: the directory right after, when the gateway knew
 };
@@ -94,7 +94,7 @@ struct GatewayOptions {
 struct JobCredential {
   std::string ns;
   std::string token;
-  std::uint32_t uid = 0, gid = 0;
+  uint32_t uid = 0, gid = 0;
 };
 
 class GatewayClient {
@@ -125,22 +125,21 @@ class GatewayClient {
   Result<FileAttr> getattr(const std::string& path) const;
   Result<FileAttr> setattr(const std::string& path, const SetAttrArgs& change) const;
   Result<std::vector<DirEntry>> readdir(const std::string& path) const;
-  Result<FileAttr> mkdir(const std::string& path, std::uint32_t mode) const;
+  Result<FileAttr> mkdir(const std::string& path, uint32_t mode) const;
   Status rmdir(const std::string& path) const;
   Status unlink(const std::string& path) const;
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE, as renameat2(2).
-  Status rename(const std::string& from, const std::string& to, std::uint32_t flags) const;
+  Status rename(const std::string& from, const std::string& to, uint32_t flags) const;
   Result<FileAttr> symlink(const std::string& path, const std::string& target) const;
   Result<std::string> readlink(const std::string& path) const;
   Result<FileAttr> link(const std::string& existing, const std::string& path) const;
   Result<FsStats> statfs(const std::string& path) const;
 
-  Result<OpenedFile> open(const std::string& path, std::uint32_t flags) const;
-  Result<OpenedFile> create(const std::string& path, std::uint32_t flags, std::uint32_t mode) const;
+  Result<OpenedFile> open(const std::string& path, uint32_t flags) const;
+  Result<OpenedFile> create(const std::string& path, uint32_t flags, uint32_t mode) const;
   // Returns fewer bytes than asked only at end of file.
-  Result<std::string> read(const FileRef& file, std::uint64_t offset, std::uint32_t size) const;
-  Result<std::uint32_t> write(const FileRef& file, std::uint64_t offset,
-                              std::string_view data) const;
+  Result<std::string> read(const FileRef& file, uint64_t offset, uint32_t size) const;
+  Result<uint32_t> write(const FileRef& file, uint64_t offset, std::string_view data) const;
   Status fsync(const FileRef& file, bool datasync) const;
   Status release(const FileRef& file) const;
 
@@ -151,15 +150,13 @@ class GatewayClient {
   // destructor waits for every call still in flight. Neither copies the contents on the way:
   // read_async's come as views of the received message, write_async's go from `data` itself.
   using ReadDone = std::function<void(Result<SharedBytes>)>;
-  using WriteDone = std::function<void(Result<std::uint32_t>)>;
-  void read_async(const FileRef& file, std::uint64_t offset, std::uint32_t size,
-                  ReadDone done) const;
-  void write_async(const FileRef& file, std::uint64_t offset, std::string data,
-                   WriteDone done) const;
+  using WriteDone = std::function<void(Result<uint32_t>)>;
+  void read_async(const FileRef& file, uint64_t offset, uint32_t size, ReadDone done) const;
+  void write_async(const FileRef& file, uint64_t offset, std::string data, WriteDone done) const;
   // Writes of one file at several offsets in one call, applied in order (none may overlap
   // another); `done` gets the bytes of all of them, or the first error.
   struct Extent {
-    std::uint64_t offset = 0;
+    uint64_t offset = 0;
     std::string data;
   };
   void write_many_async(const FileRef& file, std::vector<Extent> extents, WriteDone done) const;

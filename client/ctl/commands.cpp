@@ -136,12 +136,12 @@ int backends_add(AdminSession& s, const Output& out, const AddBackendArgs& a) {
   auto* spec = req.mutable_backend();
   spec->set_name(a.name);
   spec->set_host(a.host);
-  spec->set_port(uint32_t(a.port));
+  spec->set_port(static_cast<uint32_t>(a.port));
   spec->set_user(a.user);
   spec->set_identity_file(a.identity_file);
   spec->set_known_hosts(a.known_hosts);
   spec->set_root(a.root);
-  spec->set_connections(uint32_t(a.connections));
+  spec->set_connections(static_cast<uint32_t>(a.connections));
   spec->set_min_free_bytes(a.min_free_bytes);
   spec->set_ssh_transport(a.ssh_transport);
   spec->set_certificate_file(a.certificate_file);

@@ -45,13 +45,14 @@ Json job_json(const v1::JobNamespaceInfo& n) {
 std::string percent(uint64_t used, uint64_t limit) {
   if (!limit) return "-";
   char buf[16];
-  std::snprintf(buf, sizeof buf, "%.0f%%", 100.0 * double(used) / double(limit));
+  std::snprintf(buf, sizeof buf, "%.0f%%",
+                100.0 * static_cast<double>(used) / static_cast<double>(limit));
   return buf;
 }
 
 std::string bytes_text(uint64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(n);
+  double v = static_cast<double>(n);
   int u = 0;
   while (v >= 1024 && u < 4) {
     v /= 1024;
@@ -63,7 +64,7 @@ std::string bytes_text(uint64_t n) {
 }
 
 std::string when(int64_t s) {
-  std::time_t t = std::time_t(s);
+  std::time_t t = static_cast<std::time_t>(s);
   std::tm tm{};
   localtime_r(&t, &tm);
   char buf[32];
@@ -104,7 +105,7 @@ v1::CreateJobNamespaceRequest create_request(const CreateJobArgs& a) {
     auto d = parse_duration(a.lifetime);
     if (!d || d->count() <= 0)
       throw UsageError("--lifetime '" + a.lifetime + "' is not a duration (e.g. 90m, 24h, 7d)");
-    req.set_lifetime_s(uint64_t(d->count()));
+    req.set_lifetime_s(static_cast<uint64_t>(d->count()));
   }
   for (auto& kv : a.labels) {
     auto eq = kv.find('=');

@@ -48,8 +48,9 @@ std::string size_text(double n) {
 
 void print_line(const v1::StageOperation& op) {
   std::cout << op.id() << ": " << state_text(op.state()) << ", "
-            << size_text(double(op.bytes_done())) << " of " << size_text(double(op.bytes_total()))
-            << ", " << op.files_done() << " of " << op.files_total() << " entries";
+            << size_text(static_cast<double>(op.bytes_done())) << " of "
+            << size_text(static_cast<double>(op.bytes_total())) << ", " << op.files_done() << " of "
+            << op.files_total() << " entries";
   if (op.state() == v1::StageOperation::RUNNING)
     std::cout << ", " << size_text(op.bytes_per_s()) << "/s";
   std::cout << "\n";
@@ -58,19 +59,22 @@ void print_line(const v1::StageOperation& op) {
 }
 
 void print_bar(const v1::StageOperation& op) {
-  double frac = op.bytes_total()   ? double(op.bytes_done()) / double(op.bytes_total())
-                : op.files_total() ? double(op.files_done()) / double(op.files_total())
-                                   : 0.0;
+  double frac = op.bytes_total()
+                    ? static_cast<double>(op.bytes_done()) / static_cast<double>(op.bytes_total())
+                : op.files_total()
+                    ? static_cast<double>(op.files_done()) / static_cast<double>(op.files_total())
+                    : 0.0;
   if (frac > 1) frac = 1;
   constexpr int kWidth = 30;
-  int filled = int(frac * kWidth);
-  std::string bar(size_t(filled), '#');
-  bar += std::string(size_t(kWidth - filled), '.');
-  std::fprintf(
-      stdout, "\r[%s] %3.0f%%  %s / %s  %llu / %llu entries  %s/s   ", bar.c_str(), 100 * frac,
-      size_text(double(op.bytes_done())).c_str(), size_text(double(op.bytes_total())).c_str(),
-      static_cast<unsigned long long>(op.files_done()),
-      static_cast<unsigned long long>(op.files_total()), size_text(op.bytes_per_s()).c_str());
+  int filled = static_cast<int>(frac * kWidth);
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar += std::string(static_cast<size_t>(kWidth - filled), '.');
+  std::fprintf(stdout, "\r[%s] %3.0f%%  %s / %s  %llu / %llu entries  %s/s   ", bar.c_str(),
+               100 * frac, size_text(static_cast<double>(op.bytes_done())).c_str(),
+               size_text(static_cast<double>(op.bytes_total())).c_str(),
+               static_cast<unsigned long long>(op.files_done()),
+               static_cast<unsigned long long>(op.files_total()),
+               size_text(op.bytes_per_s()).c_str());
   std::fflush(stdout);
 }
 
@@ -199,7 +203,8 @@ int stage_list(AdminSession& s, const Output& out, const std::string& job_id) {
     t.add_row({op.id(), op.request().job_id(),
                op.request().direction() == v1::StageRequest::OUT ? "out" : "in",
                op.request().source(), op.request().destination(), state_text(op.state()),
-               size_text(double(op.bytes_done())) + " / " + size_text(double(op.bytes_total()))});
+               size_text(static_cast<double>(op.bytes_done())) + " / " +
+                   size_text(static_cast<double>(op.bytes_total()))});
   t.print(std::cout);
   return kExitOk;
 }

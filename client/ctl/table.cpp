@@ -9,7 +9,7 @@ namespace {
 
 // Width on a terminal: UTF-8 code points (paths and names may hold any of them).
 size_t display_width(const std::string& s) {
-  return size_t(std::count_if(
+  return static_cast<size_t>(std::count_if(
       s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; }));
 }
 
@@ -55,7 +55,7 @@ void Table::print(std::ostream& out) const {
 std::string human_size(uint64_t bytes) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   if (bytes < 1024) return std::to_string(bytes) + " B";
-  double v = double(bytes);
+  double v = static_cast<double>(bytes);
   int u = 0;
   while (v >= 1024 && u < 6) {
     v /= 1024;

@@ -11,13 +11,13 @@ namespace skein::client {
 
 class ByteBudget {
  public:
-  explicit ByteBudget(std::uint64_t limit) : limit_(limit) {}
+  explicit ByteBudget(uint64_t limit) : limit_(limit) {}
   ByteBudget(const ByteBudget&) = delete;
   ByteBudget& operator=(const ByteBudget&) = delete;
 
   // Takes `bytes` if they fit now. Read-ahead asks this way: without room it simply reads less
   // ahead.
-  bool try_acquire(std::uint64_t bytes) {
+  bool try_acquire(uint64_t bytes) {
     std::lock_guard lock(mu_);
     if (used_ + bytes > limit_ && used_ > 0) return false;
     used_ += bytes;
@@ -25,12 +25,12 @@ class ByteBudget {
   }
   // Takes `bytes`, waiting until they fit. Write-behind asks this way: a writer that is ahead of
   // the gateway waits. One request larger than the whole budget still passes, alone.
-  void acquire(std::uint64_t bytes) {
+  void acquire(uint64_t bytes) {
     std::unique_lock lock(mu_);
     freed_.wait(lock, [&] { return used_ + bytes <= limit_ || used_ == 0; });
     used_ += bytes;
   }
-  void release(std::uint64_t bytes) {
+  void release(uint64_t bytes) {
     {
       std::lock_guard lock(mu_);
       used_ -= bytes;
@@ -38,17 +38,17 @@ class ByteBudget {
     freed_.notify_all();
   }
 
-  std::uint64_t used() const {
+  uint64_t used() const {
     std::lock_guard lock(mu_);
     return used_;
   }
-  std::uint64_t limit() const { return limit_; }
+  uint64_t limit() const { return limit_; }
 
  private:
-  const std::uint64_t limit_;
+  const uint64_t limit_;
   mutable std::mutex mu_;
   std::condition_variable freed_;
-  std::uint64_t used_ = 0;  // guarded by mu_
+  uint64_t used_ = 0;  // guarded by mu_
 };
 
 }  // namespace skein::client

@@ -16,8 +16,8 @@
 namespace skein::client {
 namespace {
 
-constexpr std::uint64_t kPiece = 1 << 20;  // one gateway read, one notify_store
-constexpr std::uint64_t kWindow = 8;       // pieces fetched at once
+constexpr uint64_t kPiece = 1 << 20;  // one gateway read, one notify_store
+constexpr uint64_t kWindow = 8;       // pieces fetched at once
 
 std::string err(const std::string& what) { return "error: " + what + "\n"; }
 
@@ -57,8 +57,8 @@ struct Fd {
 std::string cache_fill(MountDaemon& mount, const std::string& args) {
   std::istringstream in(args);
   std::string mode, buf_path;
-  std::int64_t mtime_ns = 0;
-  std::uint64_t size = 0, offset = 0, length = 0, buf_offset = 0;
+  int64_t mtime_ns = 0;
+  uint64_t size = 0, offset = 0, length = 0, buf_offset = 0;
   if (!(in >> mode >> mtime_ns >> size >> offset >> length >> buf_offset >> buf_path) ||
       (mode != "fetch" && mode != "store")) {
     return err("usage: fill fetch|store MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET BUF_PATH NS_PATH");
@@ -77,7 +77,7 @@ std::string cache_fill(MountDaemon& mount, const std::string& args) {
   buf.fd = ::open(buf_path.c_str(), (mode == "fetch" ? O_RDWR : O_RDONLY) | O_CLOEXEC);
   if (buf.fd < 0) return err("fill: " + buf_path + ": " + std::strerror(errno));
 
-  std::uint64_t handle = 0;
+  uint64_t handle = 0;
   if (mode == "fetch") {
     auto opened = mount.gateway->open(path, O_RDONLY);
     if (!opened) return err("fill: open " + path + ": " + std::strerror(opened.error()));
@@ -92,8 +92,8 @@ std::string cache_fill(MountDaemon& mount, const std::string& args) {
   // Fetch: up to kWindow pieces in flight at once (read_async), then each written to the buffer
   // and stored, in order. Store: piece by piece from the buffer.
   std::vector<std::string> pieces;
-  for (std::uint64_t done = 0; done < length && failure.empty();) {
-    const std::uint64_t window = std::min<std::uint64_t>(length - done, kWindow * kPiece);
+  for (uint64_t done = 0; done < length && failure.empty();) {
+    const uint64_t window = std::min<uint64_t>(length - done, kWindow * kPiece);
     const std::size_t count = std::size_t((window + kPiece - 1) / kPiece);
     pieces.assign(count, std::string());
     if (mode == "fetch") {
@@ -102,9 +102,9 @@ std::string cache_fill(MountDaemon& mount, const std::string& args) {
       std::size_t left = count;
       std::vector<int> errors(count, 0);
       for (std::size_t i = 0; i < count; ++i) {
-        const std::uint64_t at = done + i * kPiece;
-        const std::uint64_t n = std::min(kPiece, length - at);
-        mount.gateway->read_async(ref, offset + at, std::uint32_t(n),
+        const uint64_t at = done + i * kPiece;
+        const uint64_t n = std::min(kPiece, length - at);
+        mount.gateway->read_async(ref, offset + at, static_cast<uint32_t>(n),
                                   [&, i](Result<SharedBytes> got) {
                                     std::string bytes;
                                     int e = 0;
@@ -125,21 +125,21 @@ std::string cache_fill(MountDaemon& mount, const std::string& args) {
       }
     }
     for (std::size_t i = 0; i < count && failure.empty(); ++i) {
-      const std::uint64_t at = done + i * kPiece;
-      const std::uint64_t n = std::min(kPiece, length - at);
+      const uint64_t at = done + i * kPiece;
+      const uint64_t n = std::min(kPiece, length - at);
       std::string& piece = pieces[i];
       if (mode == "fetch") {
         if (piece.size() != n) {
           failure = path + " changed (shorter than its size)";
           break;
         }
-        if (!pwrite_all(buf.fd, piece.data(), n, off_t(buf_offset + at))) {
+        if (!pwrite_all(buf.fd, piece.data(), n, static_cast<off_t>(buf_offset + at))) {
           failure = "write " + buf_path + ": " + std::strerror(errno);
           break;
         }
       } else {
         piece.resize(n);
-        if (!pread_all(buf.fd, piece.data(), n, off_t(buf_offset + at))) {
+        if (!pread_all(buf.fd, piece.data(), n, static_cast<off_t>(buf_offset + at))) {
           failure = "read " + buf_path + ": " + (errno ? std::strerror(errno) : "short file");
           break;
         }

@@ -6,7 +6,7 @@
 namespace skein::client {
 
 double CachePolicy::timeout(Ticket t) const {
-  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  const uint64_t now = state_.load(std::memory_order_acquire);
   if ((now & 1) == 0 || (t.word_ & 1) == 0) return options_.safe_ttl;
   return now == t.word_ ? options_.cache_ttl : 0.0;
 }
@@ -22,7 +22,7 @@ void CachePolicy::sent_attrs(InodeNumber ino, const FileAttr& attr, Ticket t) {
   k.sent_mtime_ns = attr.mtime_ns;
   k.sent_size = attr.size;
   // Read under the lock: an invalidation bumps the state before it takes the lock to forget.
-  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  const uint64_t now = state_.load(std::memory_order_acquire);
   if ((attr.mode & S_IFMT) == S_IFDIR && healthy_throughout(now, t)) {
     k.dir_attrs = attr;
   } else {
@@ -30,9 +30,9 @@ void CachePolicy::sent_attrs(InodeNumber ino, const FileAttr& attr, Ticket t) {
   }
 }
 
-CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, std::int64_t mtime_ns,
-                                              std::uint64_t size) {
-  const std::uint64_t now = state_.load(std::memory_order_acquire);
+CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, int64_t mtime_ns,
+                                              uint64_t size) {
+  const uint64_t now = state_.load(std::memory_order_acquire);
   const bool kept = healthy_throughout(now, t);
   OpenDecision decision;
   std::lock_guard lock(mu_);
@@ -47,7 +47,7 @@ CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, std::in
   return decision;
 }
 
-bool CachePolicy::open_matches(InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size) const {
+bool CachePolicy::open_matches(InodeNumber ino, int64_t mtime_ns, uint64_t size) const {
   if (!healthy()) return false;
   std::lock_guard lock(mu_);
   auto it = known_.find(ino);
@@ -59,7 +59,7 @@ void CachePolicy::listed(Ticket t, InodeNumber ino) {
   // The state is read under the lock: an invalidation of `ino` bumps it before it takes the lock
   // to forget `ino`, so either this sees the bump or the invalidation comes after and clears it.
   std::lock_guard lock(mu_);
-  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  const uint64_t now = state_.load(std::memory_order_acquire);
   if (!healthy_throughout(now, t)) return;  // no basis to keep it
   known_[ino].listed = true;
 }
@@ -89,7 +89,7 @@ void CachePolicy::post_op_attrs(InodeNumber dir, const FileAttr& attr, const Mut
   auto it = known_.find(dir);
   if (it == known_.end()) return;  // the kernel holds nothing of it
   it->second.dir_attrs.reset();
-  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  const uint64_t now = state_.load(std::memory_order_acquire);
   if (!healthy_throughout(now, m.ticket)) return;
   if (mutations_.load(std::memory_order_acquire) != m.number) return;  // another change began
   it->second.dir_attrs = attr;
@@ -103,17 +103,17 @@ std::optional<std::pair<FileAttr, double>> CachePolicy::dir_attrs(InodeNumber di
   return std::make_pair(*it->second.dir_attrs, options_.cache_ttl);
 }
 
-std::uint64_t CachePolicy::names_changes(InodeNumber dir) const {
+uint64_t CachePolicy::names_changes(InodeNumber dir) const {
   std::lock_guard lock(mu_);
   auto it = known_.find(dir);
   return it == known_.end() ? 0 : it->second.name_changes;
 }
 
-void CachePolicy::names_known(InodeNumber dir, Ticket t, std::uint64_t changes,
+void CachePolicy::names_known(InodeNumber dir, Ticket t, uint64_t changes,
                               const std::vector<std::string_view>& names) {
   if (!options_.know_names) return;
   std::lock_guard lock(mu_);
-  const std::uint64_t now = state_.load(std::memory_order_acquire);
+  const uint64_t now = state_.load(std::memory_order_acquire);
   if (!healthy_throughout(now, t)) return;
   auto found = known_.find(dir);
   // A change of ours in it since the listing was asked for may be missing from it. (The entry
@@ -150,7 +150,7 @@ void CachePolicy::names_unknown(InodeNumber dir) {
 }
 
 bool CachePolicy::missed(InodeNumber dir) {
-  constexpr std::uint32_t kMissesBeforeListing = 2;
+  constexpr uint32_t kMissesBeforeListing = 2;
   if (!options_.know_names || !healthy()) return false;
   std::lock_guard lock(mu_);
   Known& k = known_[dir];
@@ -188,8 +188,8 @@ void CachePolicy::invalidating_all() {
 }
 
 void CachePolicy::set_healthy(bool healthy) {
-  std::uint64_t old = state_.load(std::memory_order_acquire);
-  std::uint64_t next;
+  uint64_t old = state_.load(std::memory_order_acquire);
+  uint64_t next;
   do {
     next = ((old | 1) + 2) - (healthy ? 0 : 1);
   } while (!state_.compare_exchange_weak(old, next, std::memory_order_acq_rel));

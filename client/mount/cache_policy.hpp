@@ -38,8 +38,8 @@ class CachePolicy {
 
    private:
     friend class CachePolicy;
-    explicit Ticket(std::uint64_t word) : word_(word) {}
-    std::uint64_t word_ = 0;  // CachePolicy::state_ when taken
+    explicit Ticket(uint64_t word) : word_(word) {}
+    uint64_t word_ = 0;  // CachePolicy::state_ when taken
   };
 
   // What an open may keep and must refresh.
@@ -57,7 +57,7 @@ class CachePolicy {
   // the cache state, and which of this mount's changes it is.
   struct Mutation {
     Ticket ticket;
-    std::uint64_t number = 0;
+    uint64_t number = 0;
   };
 
   // Set before the session starts; not synchronised.
@@ -80,12 +80,12 @@ class CachePolicy {
   // An open of `ino` (begun at `t`) got these attributes from the gateway. Keeps the page cache
   // when healthy throughout and the file's mtime and size are those of this mount's previous open
   // of it; asks for an attribute refresh when they differ from what the kernel was last told.
-  OpenDecision opened(Ticket t, InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size);
+  OpenDecision opened(Ticket t, InodeNumber ino, int64_t mtime_ns, uint64_t size);
 
   // Whether this mount's last open of `ino` saw these mtime and size with a healthy stream and no
   // invalidation of it since: the condition under which a later open keeps the page cache, so
   // bytes of that version may be put into it (the control socket's fill command).
-  bool open_matches(InodeNumber ino, std::int64_t mtime_ns, std::uint64_t size) const;
+  bool open_matches(InodeNumber ino, int64_t mtime_ns, uint64_t size) const;
 
   // Directory listings. The kernel keeps a directory's listing in its page cache (FUSE's
   // cache_readdir) between opens when the open says keep_cache. `listed` records that this mount
@@ -121,8 +121,8 @@ class CachePolicy {
   // gateway drops is invalidated too.
   // `t` and `changes` were taken before the names were fetched (names_changes(dir)); they are
   // recorded only if no invalidation and no change of this mount in `dir` came in between.
-  std::uint64_t names_changes(InodeNumber dir) const;
-  void names_known(InodeNumber dir, Ticket t, std::uint64_t changes,
+  uint64_t names_changes(InodeNumber dir) const;
+  void names_known(InodeNumber dir, Ticket t, uint64_t changes,
                    const std::vector<std::string_view>& names);
   // This mount added or removed `name` in `dir` (on the gateway, successfully).
   void name_added(InodeNumber dir, std::string_view name);
@@ -151,30 +151,30 @@ class CachePolicy {
  private:
   struct Known {
     bool sent = false;  // sent_* below are what the kernel was last told
-    std::int64_t sent_mtime_ns = 0;
-    std::uint64_t sent_size = 0;
+    int64_t sent_mtime_ns = 0;
+    uint64_t sent_size = 0;
     bool opened = false;  // open_* below are what this mount's last open of it saw
-    std::int64_t open_mtime_ns = 0;
-    std::uint64_t open_size = 0;
+    int64_t open_mtime_ns = 0;
+    uint64_t open_size = 0;
     bool listed = false;  // the kernel may hold this directory's listing as this mount served it
     std::optional<FileAttr> dir_attrs;  // a directory's attributes, still current
     std::optional<std::set<std::string, std::less<>>> names;  // all of a directory's names
-    std::uint32_t misses = 0;  // lookups in it that found nothing while its names were unknown
-    std::uint64_t name_changes = 0;  // this mount's changes of its names (name_added, ...)
+    uint32_t misses = 0;        // lookups in it that found nothing while its names were unknown
+    uint64_t name_changes = 0;  // this mount's changes of its names (name_added, ...)
   };
 
   // Bumps the epoch, keeping the healthy bit.
   void bump();
   // Whether state `now` is the one ticket `t` was taken in, healthy: no invalidation, loss or
   // renewal of the stream since.
-  static bool healthy_throughout(std::uint64_t now, Ticket t) {
+  static bool healthy_throughout(uint64_t now, Ticket t) {
     return (now & 1) != 0 && now == t.word_;
   }
 
   Options options_;
   // Bit 0: healthy. Bits 1..63: an epoch, bumped by every invalidation and every state change.
-  std::atomic<std::uint64_t> state_{0};
-  std::atomic<std::uint64_t> mutations_{0};  // this mount's metadata changes begun so far
+  std::atomic<uint64_t> state_{0};
+  std::atomic<uint64_t> mutations_{0};  // this mount's metadata changes begun so far
   // Lock order: a leaf; never held across a gateway call, a notify or a fuse_reply_*.
   mutable std::mutex mu_;
   std::unordered_map<InodeNumber, Known> known_;  // guarded by mu_

@@ -43,7 +43,7 @@ std::string link_name(const std::string& key) {
     }
   }
   if (out.size() <= kMaxLinkName) return out;
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
   char buf[32];
   std::snprintf(buf, sizeof buf, "hash-%016llx", static_cast<unsigned long long>(h));

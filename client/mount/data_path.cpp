@@ -16,12 +16,12 @@ namespace skein::client {
 // What the open files of one inode share: the writes in flight to it, and the generation that
 // tells read-ahead its blocks are out of date.
 struct DataPath::Inode {
-  std::atomic<std::uint64_t> generation{0};
+  std::atomic<uint64_t> generation{0};
   std::unique_ptr<WriteBehind> writes;  // null without write-behind
 };
 
 DataPath::File::File(DataPath& path, InodeNumber ino, std::shared_ptr<Inode> inode,
-                     const GatewayClient& gateway, std::uint32_t flags)
+                     const GatewayClient& gateway, uint32_t flags)
     : path_(path), ino_(ino), inode_(std::move(inode)), gateway_(gateway), flags_(flags) {}
 
 DataPath::File::~File() {
@@ -38,7 +38,7 @@ DataPath::DataPath(Options options)
 DataPath::~DataPath() = default;
 
 std::unique_ptr<DataPath::File> DataPath::open(InodeNumber ino, const GatewayClient& gateway,
-                                               std::uint32_t flags, std::uint64_t size) {
+                                               uint32_t flags, uint64_t size) {
   if (options_.kernel_readahead_kb != 0 && !options_.mountpoint.empty()) {
     // The first open comes after FUSE_INIT, whose reply would have capped the value again; and
     // the kernel reads the value for this very file once the open returns.
@@ -63,7 +63,7 @@ std::unique_ptr<DataPath::File> DataPath::open(InodeNumber ino, const GatewayCli
         const GatewayClient* gw = &gateway;
         Inode* raw = inode.get();
         inode->writes = std::make_unique<WriteBehind>(
-            [gw](const FileRef& ref, std::uint64_t offset, std::string data,
+            [gw](const FileRef& ref, uint64_t offset, std::string data,
                  WriteBehind::SendDone done) {
               gw->write_async(ref, offset, std::move(data), std::move(done));
             },
@@ -91,8 +91,7 @@ std::unique_ptr<DataPath::File> DataPath::open(InodeNumber ino, const GatewayCli
   return file;
 }
 
-Result<ReadData> DataPath::read(File& file, const FileRef& ref, std::uint64_t offset,
-                                std::uint32_t size) {
+Result<ReadData> DataPath::read(File& file, const FileRef& ref, uint64_t offset, uint32_t size) {
   Inode& inode = *file.inode_;
   if (inode.writes && !inode.writes->idle()) inode.writes->settle();
   if (!file.read_ahead_) {
@@ -108,10 +107,10 @@ Result<ReadData> DataPath::read(File& file, const FileRef& ref, std::uint64_t of
   const GatewayClient& gateway = file.gateway_;
   return file.read_ahead_->read(
       offset, size,
-      [&gateway, &ref](std::uint64_t at, std::uint32_t len, ReadAhead::FetchDone done) {
+      [&gateway, &ref](uint64_t at, uint32_t len, ReadAhead::FetchDone done) {
         gateway.read_async(ref, at, len, std::move(done));
       },
-      [&gateway, &ref](std::uint64_t at, std::uint32_t len) -> Result<SharedBytes> {
+      [&gateway, &ref](uint64_t at, uint32_t len) -> Result<SharedBytes> {
         auto got = gateway.read(ref, at, len);
         if (!got) return Result<SharedBytes>::failure(got.error());
         auto buffer = std::make_shared<const std::string>(got.take());
@@ -119,7 +118,7 @@ Result<ReadData> DataPath::read(File& file, const FileRef& ref, std::uint64_t of
       });
 }
 
-Status DataPath::write(File& file, const FileRef& ref, std::uint64_t offset, std::string_view data,
+Status DataPath::write(File& file, const FileRef& ref, uint64_t offset, std::string_view data,
                        const std::function<void()>& taken) {
   Inode& inode = *file.inode_;
   // Without write-behind, and for a write the kernel sends through a file not open for writing

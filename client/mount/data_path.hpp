@@ -30,10 +30,10 @@ class DataPath {
   struct Options {
     bool read_ahead = true;
     ReadAhead::Options read;
-    std::uint64_t read_budget = 48 << 20;  // bytes read ahead, across the mount
+    uint64_t read_budget = 48 << 20;  // bytes read ahead, across the mount
     bool write_behind = true;
     WriteBehind::Limits write;
-    std::uint64_t write_budget = 32 << 20;  // bytes written but not yet acknowledged, ditto
+    uint64_t write_budget = 32 << 20;  // bytes written but not yet acknowledged, ditto
     // The kernel's read-ahead for the mount, set at the first open (0: leave it as it is).
     std::string mountpoint;
     unsigned kernel_readahead_kb = 0;
@@ -49,13 +49,13 @@ class DataPath {
    private:
     friend class DataPath;
     File(DataPath& path, InodeNumber ino, std::shared_ptr<DataPath::Inode> inode,
-         const GatewayClient& gateway, std::uint32_t flags);
+         const GatewayClient& gateway, uint32_t flags);
 
     DataPath& path_;
     const InodeNumber ino_;
     std::shared_ptr<DataPath::Inode> inode_;
     const GatewayClient& gateway_;
-    const std::uint32_t flags_;
+    const uint32_t flags_;
     std::shared_ptr<WriteBehind::Writer> writer_;  // when open for writing, with write-behind
     std::unique_ptr<ReadAhead> read_ahead_;        // null without read-ahead
   };
@@ -68,14 +68,14 @@ class DataPath {
 
   // A file opened or created on inode `ino`, `size` bytes long when the gateway opened it.
   // `gateway` must outlive the File.
-  std::unique_ptr<File> open(InodeNumber ino, const GatewayClient& gateway, std::uint32_t flags,
-                             std::uint64_t size);
+  std::unique_ptr<File> open(InodeNumber ino, const GatewayClient& gateway, uint32_t flags,
+                             uint64_t size);
   // The file's bytes at [offset, offset + size), fewer only at end of file.
-  Result<ReadData> read(File& file, const FileRef& ref, std::uint64_t offset, std::uint32_t size);
+  Result<ReadData> read(File& file, const FileRef& ref, uint64_t offset, uint32_t size);
   // Takes the write (the bytes are copied); an earlier write's error may come back instead.
   // On success `taken` has run, exactly once, as soon as the bytes were safe here: before they
   // went to the gateway, with write-behind.
-  Status write(File& file, const FileRef& ref, std::uint64_t offset, std::string_view data,
+  Status write(File& file, const FileRef& ref, uint64_t offset, std::string_view data,
                const std::function<void()>& taken);
   // Every write to the file acknowledged by the gateway; then the error of one of this open
   // file's writes not reported yet, if any. For flush, fsync and release.

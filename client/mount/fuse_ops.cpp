@@ -30,9 +30,9 @@ MountSession& session_of(fuse_req_t req) { return *daemon_of(req).session; }
 FileHandle& file_handle(const fuse_file_info* fi) { return *reinterpret_cast<FileHandle*>(fi->fh); }
 DirHandle& dir_handle(const fuse_file_info* fi) { return *reinterpret_cast<DirHandle*>(fi->fh); }
 
-timespec to_timespec(std::int64_t ns) {
-  std::int64_t sec = ns / 1'000'000'000;
-  std::int64_t rem = ns % 1'000'000'000;
+timespec to_timespec(int64_t ns) {
+  int64_t sec = ns / 1'000'000'000;
+  int64_t rem = ns % 1'000'000'000;
   if (rem < 0) {
     --sec;
     rem += 1'000'000'000;
@@ -40,8 +40,8 @@ timespec to_timespec(std::int64_t ns) {
   return timespec{static_cast<time_t>(sec), static_cast<long>(rem)};
 }
 
-std::int64_t to_ns(const timespec& ts) {
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+int64_t to_ns(const timespec& ts) {
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 struct stat to_stat(const FileAttr& a, fuse_ino_t ino) {
@@ -85,7 +85,7 @@ SetAttrArgs to_attr_change(const struct stat* attr, int to_set) {
   }
   if (to_set & FUSE_SET_ATTR_SIZE) {
     change.fields |= SetAttrArgs::kSize;
-    change.size = static_cast<std::uint64_t>(attr->st_size);
+    change.size = static_cast<uint64_t>(attr->st_size);
   }
   if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
     change.fields |= SetAttrArgs::kAtimeNow;
@@ -146,7 +146,7 @@ void reply_listing(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
     return true;
   };
   MountSession& session = session_of(req);
-  auto listing = session.readdir(ino, dir_handle(fi), static_cast<std::uint64_t>(off), plus, fill);
+  auto listing = session.readdir(ino, dir_handle(fi), static_cast<uint64_t>(off), plus, fill);
   if (!listing) return (void)fuse_reply_err(req, listing.error());
   session.listing_replied(ino, *listing, fuse_reply_buf(req, buf.data(), used) == 0);
 }
@@ -225,12 +225,12 @@ void skein_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
 
 void skein_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   MountDaemon& daemon = daemon_of(req);
-  auto opened = daemon.session->open(ino, static_cast<std::uint32_t>(fi->flags));
+  auto opened = daemon.session->open(ino, static_cast<uint32_t>(fi->flags));
   if (!opened) return (void)fuse_reply_err(req, opened.error());
   if (opened->refresh_attrs && daemon.kernel_cache) daemon.kernel_cache->attributes_changed(ino);
   fi->keep_cache = opened->keep_cache ? 1 : 0;
   fi->direct_io = 0;
-  fi->fh = reinterpret_cast<std::uint64_t>(opened->file.get());
+  fi->fh = reinterpret_cast<uint64_t>(opened->file.get());
   if (fuse_reply_open(req, fi) == 0) {
     (void)opened->file.release();  // the kernel's until release
   } else {                         // interrupted: no release will come for it
@@ -241,8 +241,8 @@ void skein_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 // Read-ahead and write-behind live in DataPath: reads may come from blocks fetched earlier, and a
 // write is acknowledged once queued, its error reported by a later write, flush, fsync or close.
 void skein_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-  auto data = session_of(req).read(ino, file_handle(fi), static_cast<std::uint64_t>(off),
-                                   static_cast<std::uint32_t>(size));
+  auto data = session_of(req).read(ino, file_handle(fi), static_cast<uint64_t>(off),
+                                   static_cast<uint32_t>(size));
   if (!data) return (void)fuse_reply_err(req, data.error());
   std::vector<iovec> iov;
   iov.reserve(data->pieces.size());
@@ -255,7 +255,7 @@ void skein_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
 void skein_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
                  fuse_file_info* fi) {
   // The reply goes as soon as the bytes are taken, before they are sent on.
-  Status written = session_of(req).write(ino, file_handle(fi), static_cast<std::uint64_t>(off),
+  Status written = session_of(req).write(ino, file_handle(fi), static_cast<uint64_t>(off),
                                          std::string_view(buf, size),
                                          [req, size] { fuse_reply_write(req, size); });
   if (!written) fuse_reply_err(req, written.error());
@@ -279,7 +279,7 @@ void skein_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (!opened) return (void)fuse_reply_err(req, opened.error());
   fi->cache_readdir = opened->dir->cache_readdir ? 1 : 0;
   fi->keep_cache = opened->keep_cache ? 1 : 0;
-  fi->fh = reinterpret_cast<std::uint64_t>(opened->dir.get());
+  fi->fh = reinterpret_cast<uint64_t>(opened->dir.get());
   if (fuse_reply_open(req, fi) == 0)
     (void)opened->dir.release();  // else interrupted: no releasedir will come
 }
@@ -312,10 +312,10 @@ void skein_statfs(fuse_req_t req, fuse_ino_t ino) {
 void skein_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                   fuse_file_info* fi) {
   MountSession& session = session_of(req);
-  auto created = session.create(parent, name, static_cast<std::uint32_t>(fi->flags), mode);
+  auto created = session.create(parent, name, static_cast<uint32_t>(fi->flags), mode);
   if (!created) return (void)fuse_reply_err(req, created.error());
   fuse_entry_param e = to_entry_param(created->entry);
-  fi->fh = reinterpret_cast<std::uint64_t>(created->file.get());
+  fi->fh = reinterpret_cast<uint64_t>(created->file.get());
   fi->keep_cache = 0;
   fi->direct_io = 0;
   if (fuse_reply_create(req, &e, fi) == 0) {

@@ -9,7 +9,7 @@ namespace skein::client {
 namespace {
 
 // Numbers are never reused while mounted, so one generation makes every (ino, generation) unique.
-constexpr std::uint64_t kGeneration = 1;
+constexpr uint64_t kGeneration = 1;
 
 // The paths strictly below `path` are exactly those starting with this prefix.
 std::string child_prefix(const std::string& path) { return path == "/" ? "/" : path + "/"; }
@@ -34,7 +34,7 @@ InodeRef InodeTable::lookup_add(const std::string& path) {
   return InodeRef{it->second, inode.generation};
 }
 
-bool InodeTable::forget(InodeNumber ino, std::uint64_t n) {
+bool InodeTable::forget(InodeNumber ino, uint64_t n) {
   if (ino == kRootInode) return false;
   std::lock_guard lock(mu_);
   auto it = inodes_.find(ino);
@@ -155,7 +155,7 @@ std::vector<InodeNumber> InodeTable::all_inodes() const {
   return out;
 }
 
-std::uint64_t InodeTable::lookup_count(InodeNumber ino) const {
+uint64_t InodeTable::lookup_count(InodeNumber ino) const {
   std::lock_guard lock(mu_);
   auto it = inodes_.find(ino);
   return it == inodes_.end() ? 0 : it->second.nlookup;

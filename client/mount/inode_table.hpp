@@ -13,7 +13,7 @@
 
 namespace skein::client {
 
-using InodeNumber = std::uint64_t;
+using InodeNumber = uint64_t;
 
 // The root of the namespace, "/"; equal to FUSE_ROOT_ID (checked where FUSE is included).
 inline constexpr InodeNumber kRootInode = 1;
@@ -21,7 +21,7 @@ inline constexpr InodeNumber kRootInode = 1;
 // What an entry reply tells the kernel: (ino, generation) is unique for the life of the mount.
 struct InodeRef {
   InodeNumber ino = 0;
-  std::uint64_t generation = 0;
+  uint64_t generation = 0;
 };
 
 // One name the kernel may cache: `name` in directory `parent` stands for `ino`.
@@ -41,7 +41,7 @@ class InodeTable {
 
   // Takes back `n` kernel lookups. An inode left with none is dropped (returns true); the root
   // never is.
-  bool forget(InodeNumber ino, std::uint64_t n);
+  bool forget(InodeNumber ino, uint64_t n);
 
   // The path of an inode attached to the tree; nullopt when unknown or detached.
   std::optional<std::string> path_of(InodeNumber ino) const;
@@ -73,7 +73,7 @@ class InodeTable {
   std::vector<InodeNumber> all_inodes() const;
 
   // Kernel lookups counted on `ino` (0 when unknown). For tests and diagnostics.
-  std::uint64_t lookup_count(InodeNumber ino) const;
+  uint64_t lookup_count(InodeNumber ino) const;
 
   // Inodes currently known, attached or not, the root included.
   std::size_t size() const;
@@ -81,8 +81,8 @@ class InodeTable {
  private:
   struct Inode {
     std::string path;
-    std::uint64_t nlookup = 0;
-    std::uint64_t generation = 0;
+    uint64_t nlookup = 0;
+    uint64_t generation = 0;
     bool attached = true;
   };
 

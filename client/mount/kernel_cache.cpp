@@ -51,11 +51,12 @@ void KernelCache::attributes_changed(InodeNumber ino) {
   if (rc != 0 && rc != -ENOENT) spdlog::debug("inval attrs {}: {}", ino, std::strerror(-rc));
 }
 
-int KernelCache::store(InodeNumber ino, std::uint64_t offset, const char* data, std::size_t len) {
+int KernelCache::store(InodeNumber ino, uint64_t offset, const char* data, std::size_t len) {
   if (!ready_.load(std::memory_order_acquire)) return -EAGAIN;
   fuse_bufvec buf = FUSE_BUFVEC_INIT(len);
   buf.buf[0].mem = const_cast<char*>(data);
-  return fuse_lowlevel_notify_store(session_, ino, off_t(offset), &buf, fuse_buf_copy_flags(0));
+  return fuse_lowlevel_notify_store(session_, ino, static_cast<off_t>(offset), &buf,
+                                    fuse_buf_copy_flags(0));
 }
 
 KernelCache::Dropped KernelCache::drop_all() {

@@ -45,7 +45,7 @@ class KernelCache final : public WatchStream::Listener {
 
   // Puts `len` bytes of `ino` at `offset` into the kernel's page cache (notify_store). Returns 0
   // or a negative errno. From the control socket's thread only, like the invalidations.
-  int store(InodeNumber ino, std::uint64_t offset, const char* data, std::size_t len);
+  int store(InodeNumber ino, uint64_t offset, const char* data, std::size_t len);
 
   // --- WatchStream::Listener ---
   void subscribed() override;

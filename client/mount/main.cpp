@@ -138,7 +138,7 @@ std::optional<skein::client::JobCredential> fetch_job_credential(const MountArgs
     }
     std::string line = c->ns + "\n" + c->token + "\n" + std::to_string(c->uid) + "\n" +
                        std::to_string(c->gid) + "\n";
-    bool ok = write(fds[1], line.data(), line.size()) == ssize_t(line.size());
+    bool ok = write(fds[1], line.data(), line.size()) == static_cast<ssize_t>(line.size());
     _exit(ok ? 0 : 1);
   }
   close(fds[1]);
@@ -147,7 +147,7 @@ std::optional<skein::client::JobCredential> fetch_job_credential(const MountArgs
   for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
-    got.append(buf, size_t(n));
+    got.append(buf, static_cast<size_t>(n));
   }
   close(fds[0]);
   int wstatus = 0;
@@ -162,8 +162,8 @@ std::optional<skein::client::JobCredential> fetch_job_credential(const MountArgs
     fail("the gateway's answer for job " + args.job + " was cut short");
     return std::nullopt;
   }
-  c.uid = std::uint32_t(std::stoul(uid));
-  c.gid = std::uint32_t(std::stoul(gid));
+  c.uid = static_cast<uint32_t>(std::stoul(uid));
+  c.gid = static_cast<uint32_t>(std::stoul(gid));
   return c;
 }
 
@@ -233,7 +233,7 @@ std::string fuse_mount_options(const MountArgs& args) {
 // A random 64-bit id, in hex: the mount's name at the gateway (x-skein-mount) for its whole life.
 std::string new_mount_id() {
   std::random_device random;
-  std::uint64_t id = (std::uint64_t{random()} << 32) | random();
+  uint64_t id = (uint64_t{random()} << 32) | random();
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(id));
   return buf;
@@ -311,14 +311,13 @@ skein::client::DataPath::Options data_path_options(const MountArgs& args) {
   skein::client::DataPath::Options o;
   o.read_ahead = args.read_ahead_mb > 0;
   if (o.read_ahead) {
-    o.read.window.max = std::uint64_t{args.read_ahead_mb} << 20;
+    o.read.window.max = uint64_t{args.read_ahead_mb} << 20;
     o.read.window.min = std::min(o.read.window.min, o.read.window.max);
-    o.read.window.slack = std::max<std::uint64_t>(
-        o.read.window.slack,
-        2 * (o.read.window.max + (std::uint64_t{args.kernel_readahead_kb} << 10)));
+    o.read.window.slack = std::max<uint64_t>(
+        o.read.window.slack, 2 * (o.read.window.max + (uint64_t{args.kernel_readahead_kb} << 10)));
   }
   o.write_behind = args.write_behind_mb > 0;
-  if (o.write_behind) o.write.file_bytes = std::uint64_t{args.write_behind_mb} << 20;
+  if (o.write_behind) o.write.file_bytes = uint64_t{args.write_behind_mb} << 20;
   o.mountpoint = args.mountpoint;
   o.kernel_readahead_kb = args.kernel_readahead_kb;
   return o;

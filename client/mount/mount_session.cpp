@@ -59,7 +59,7 @@ Entry MountSession::add_entry(const std::string& path, const FileAttr& attr,
 }
 
 // Takes back kernel lookups; what the cache policy knew of a dropped inode goes with it.
-void MountSession::forget_lookups(InodeNumber ino, std::uint64_t n) {
+void MountSession::forget_lookups(InodeNumber ino, uint64_t n) {
   if (inodes_.forget(ino, n)) cache_.forget(ino);
 }
 
@@ -125,7 +125,7 @@ Result<std::vector<DirEntry>> MountSession::fetch_listing(InodeNumber ino, bool*
 // a handle nobody else sees yet).
 Status MountSession::fetch_into(InodeNumber ino, DirHandle& dir) {
   CachePolicy::Ticket ticket = cache_.ticket();
-  const std::uint64_t changes = cache_.names_changes(ino);
+  const uint64_t changes = cache_.names_changes(ino);
   bool whole = true;  // every name of the directory is in the listing
   auto fresh = fetch_listing(ino, &whole);
   if (!fresh) return Status::failure(fresh.error());
@@ -177,7 +177,7 @@ void MountSession::learn_names(InodeNumber dir) {
   auto path = path_of(dir);
   if (!path) return;
   CachePolicy::Ticket ticket = cache_.ticket();
-  const std::uint64_t changes = cache_.names_changes(dir);
+  const uint64_t changes = cache_.names_changes(dir);
   auto listed = gateway_.readdir(*path);
   if (!listed) return;
   std::vector<std::string_view> names;
@@ -190,7 +190,7 @@ void MountSession::learn_names(InodeNumber dir) {
   cache_.names_known(dir, ticket, changes, names);
 }
 
-void MountSession::forget(InodeNumber ino, std::uint64_t n) { forget_lookups(ino, n); }
+void MountSession::forget(InodeNumber ino, uint64_t n) { forget_lookups(ino, n); }
 
 void MountSession::entry_not_received(const Entry& entry) { forget_lookups(entry.ref.ino, 1); }
 
@@ -243,7 +243,7 @@ Result<FsStats> MountSession::statfs(InodeNumber ino) {
 
 // ---- changes of names ----
 
-Result<Entry> MountSession::mkdir(InodeNumber parent, std::string_view name, std::uint32_t mode) {
+Result<Entry> MountSession::mkdir(InodeNumber parent, std::string_view name, uint32_t mode) {
   auto path = child_path(parent, name);
   if (!path) return Result<Entry>::failure(path.error());
   const CachePolicy::Mutation mutation = cache_.begin_mutation();
@@ -313,8 +313,8 @@ Status MountSession::rmdir(InodeNumber parent, std::string_view name) {
 }
 
 Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumber newparent,
-                            std::string_view newname, std::uint32_t flags) {
-  if (flags & ~std::uint32_t{RENAME_NOREPLACE | RENAME_EXCHANGE}) return Status::failure(EINVAL);
+                            std::string_view newname, uint32_t flags) {
+  if (flags & ~uint32_t{RENAME_NOREPLACE | RENAME_EXCHANGE}) return Status::failure(EINVAL);
   auto from = child_path(parent, name);
   if (!from) return Status::failure(from.error());
   auto to = child_path(newparent, newname);
@@ -335,7 +335,7 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
 
 // ---- files ----
 
-Result<MountSession::Opened> MountSession::open(InodeNumber ino, std::uint32_t flags) {
+Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags) {
   auto path = path_of(ino);
   if (!path) return Result<Opened>::failure(path.error());
   CachePolicy::Ticket ticket = cache_.ticket();
@@ -351,7 +351,7 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, std::uint32_t f
 }
 
 Result<MountSession::Created> MountSession::create(InodeNumber parent, std::string_view name,
-                                                   std::uint32_t flags, std::uint32_t mode) {
+                                                   uint32_t flags, uint32_t mode) {
   auto path = child_path(parent, name);
   if (!path) return Result<Created>::failure(path.error());
   const CachePolicy::Mutation mutation = cache_.begin_mutation();
@@ -385,12 +385,12 @@ void MountSession::create_not_received(Created created) {
   forget_lookups(ino, 1);
 }
 
-Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, std::uint64_t offset,
-                                    std::uint32_t size) {
+Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t offset,
+                                    uint32_t size) {
   return data_.read(*file.data, file_ref(ino, file), offset, size);
 }
 
-Status MountSession::write(InodeNumber ino, FileHandle& file, std::uint64_t offset,
+Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
                            std::string_view data, const std::function<void()>& taken) {
   return data_.write(*file.data, file_ref(ino, file), offset, data, taken);
 }
@@ -428,7 +428,7 @@ Result<MountSession::OpenedDir> MountSession::opendir(InodeNumber ino) {
 }
 
 Result<MountSession::Listing> MountSession::readdir(InodeNumber ino, DirHandle& dir,
-                                                    std::uint64_t offset, bool plus,
+                                                    uint64_t offset, bool plus,
                                                     const ListFill& fill) {
   std::unique_lock lock(dir.mu);
   if (!dir.fetched || (offset == 0 && dir.served)) {  // first call, or rewinddir: what is there now

@@ -43,8 +43,8 @@ struct Attributes {
 // An open file, as the kernel holds it (FUSE's fh) from open or create until release: the
 // gateway's handle and what the gateway needs to re-open the file by path, and its data path.
 struct FileHandle {
-  std::uint64_t gw_handle = 0;
-  std::uint32_t flags = 0;
+  uint64_t gw_handle = 0;
+  uint32_t flags = 0;
   std::string path;  // at open; later calls use the inode's current path (renames move it)
   std::unique_ptr<DataPath::File> data;  // its read-ahead and write-behind
 };
@@ -85,8 +85,8 @@ class MountSession {
   // One entry of a listing, offered to the reply being filled.
   struct ListItem {
     std::string_view name;
-    std::uint32_t mode = 0;  // the type bits (and permissions) as the gateway sent them
-    std::uint64_t next = 0;  // the offset of the entry after this one
+    uint32_t mode = 0;  // the type bits (and permissions) as the gateway sent them
+    uint64_t next = 0;  // the offset of the entry after this one
     // readdir: the inode this mount has for the name, if any (the kernel's d_ino).
     std::optional<InodeNumber> known;
     // readdirplus: the entry, one lookup counted (taken back if it does not fit); none for "."
@@ -113,7 +113,7 @@ class MountSession {
   // ---- names ----
   Result<Entry> lookup(InodeNumber parent, std::string_view name);
   // The kernel forgets `n` lookups of `ino`.
-  void forget(InodeNumber ino, std::uint64_t n);
+  void forget(InodeNumber ino, uint64_t n);
   // An entry reply (lookup, mkdir, symlink, link) that never reached the kernel.
   void entry_not_received(const Entry& entry);
 
@@ -128,7 +128,7 @@ class MountSession {
   Result<FsStats> statfs(InodeNumber ino);
 
   // ---- changes of names ----
-  Result<Entry> mkdir(InodeNumber parent, std::string_view name, std::uint32_t mode);
+  Result<Entry> mkdir(InodeNumber parent, std::string_view name, uint32_t mode);
   Result<Entry> symlink(std::string_view target, InodeNumber parent, std::string_view name);
   // A hard link gets an inode of its own: inodes name paths, and this is a second path. st_nlink
   // still says the truth.
@@ -139,21 +139,19 @@ class MountSession {
   Status rmdir(InodeNumber parent, std::string_view name);
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE; anything else is EINVAL.
   Status rename(InodeNumber parent, std::string_view name, InodeNumber newparent,
-                std::string_view newname, std::uint32_t flags);
+                std::string_view newname, uint32_t flags);
 
   // ---- files ----
-  Result<Opened> open(InodeNumber ino, std::uint32_t flags);
-  Result<Created> create(InodeNumber parent, std::string_view name, std::uint32_t flags,
-                         std::uint32_t mode);
+  Result<Opened> open(InodeNumber ino, uint32_t flags);
+  Result<Created> create(InodeNumber parent, std::string_view name, uint32_t flags, uint32_t mode);
   // An open or create whose reply never reached the kernel: no release will come for it.
   void open_not_received(InodeNumber ino, std::unique_ptr<FileHandle> file);
   void create_not_received(Created created);
   // From read-ahead, or the gateway; fewer bytes only at end of file.
-  Result<ReadData> read(InodeNumber ino, FileHandle& file, std::uint64_t offset,
-                        std::uint32_t size);
+  Result<ReadData> read(InodeNumber ino, FileHandle& file, uint64_t offset, uint32_t size);
   // Taken by write-behind: `taken` runs (once) as soon as the bytes are safe here, before the
   // gateway has them; an earlier write's error may come back instead.
-  Status write(InodeNumber ino, FileHandle& file, std::uint64_t offset, std::string_view data,
+  Status write(InodeNumber ino, FileHandle& file, uint64_t offset, std::string_view data,
                const std::function<void()>& taken);
   // close(2): waits for the file's write-behind, whose error it returns. The gateway acknowledges
   // a write only once the server has it, so there is no gateway call.
@@ -172,7 +170,7 @@ class MountSession {
   // Offers the listing's entries from `offset` on to `fill` until one does not fit; readdirplus
   // (`plus`) counts a lookup on each entry it adds. The first call fetches, and so does a rewind
   // to 0 after the listing was served.
-  Result<Listing> readdir(InodeNumber ino, DirHandle& dir, std::uint64_t offset, bool plus,
+  Result<Listing> readdir(InodeNumber ino, DirHandle& dir, uint64_t offset, bool plus,
                           const ListFill& fill);
   // After the reply: `received` false takes back the lookups of its entries; a complete listing
   // the kernel caches is recorded with the cache policy.
@@ -185,7 +183,7 @@ class MountSession {
   FileRef file_ref(InodeNumber ino, const FileHandle& file) const;
   Entry make_entry(InodeRef ref, const FileAttr& attr, CachePolicy::Ticket ticket);
   Entry add_entry(const std::string& path, const FileAttr& attr, CachePolicy::Ticket ticket);
-  void forget_lookups(InodeNumber ino, std::uint64_t n);
+  void forget_lookups(InodeNumber ino, uint64_t n);
   void remove_hidden(const std::string& hidden);
   void closed(InodeNumber ino);
   Result<bool> hide_if_open(const std::string& path);

@@ -45,7 +45,7 @@ class OpenInodes {
 
  private:
   struct Open {
-    std::uint64_t count = 0;
+    uint64_t count = 0;
     std::string hidden_path;  // empty unless silly-renamed
     FileAttr attr;            // as last seen
   };

@@ -15,13 +15,13 @@ ReadWindow::ReadWindow(Limits limits) : limits_(limits) {
   streams_[0].trusted = true;
 }
 
-bool ReadWindow::record(std::uint64_t offset, std::uint64_t size) {
-  const std::uint64_t end = offset + size;
+bool ReadWindow::record(uint64_t offset, uint64_t size) {
+  const uint64_t end = offset + size;
   const bool large = size >= limits_.large;
-  const std::uint64_t s = slack();
+  const uint64_t s = slack();
   // The stream this read continues: the nearest one it may belong to.
   std::size_t best = streams_.size();
-  std::uint64_t best_distance = 0;
+  uint64_t best_distance = 0;
   for (std::size_t i = 0; i < streams_.size(); ++i) {
     const Stream& st = streams_[i];
     if (st.used == 0 && !st.trusted) continue;  // never used
@@ -34,7 +34,7 @@ bool ReadWindow::record(std::uint64_t offset, std::uint64_t size) {
       belongs = offset <= st.next && offset + size >= st.next;
     }
     if (!belongs) continue;
-    const std::uint64_t distance = offset > st.next ? offset - st.next : st.next - offset;
+    const uint64_t distance = offset > st.next ? offset - st.next : st.next - offset;
     if (best == streams_.size() || distance < best_distance) {
       best = i;
       best_distance = distance;
@@ -60,24 +60,24 @@ bool ReadWindow::record(std::uint64_t offset, std::uint64_t size) {
   return ahead_of(st) > 0;
 }
 
-std::uint64_t ReadWindow::ahead_of(const Stream& s) const {
+uint64_t ReadWindow::ahead_of(const Stream& s) const {
   if (!s.trusted) return 0;
-  return std::clamp<std::uint64_t>(2 * s.streamed, limits_.min, limits_.max);
+  return std::clamp<uint64_t>(2 * s.streamed, limits_.min, limits_.max);
 }
 
-std::uint64_t ReadWindow::ahead() const { return ahead_of(streams_[current_]); }
+uint64_t ReadWindow::ahead() const { return ahead_of(streams_[current_]); }
 
-bool ReadWindow::wanted(std::uint64_t offset, std::uint64_t size) const {
+bool ReadWindow::wanted(uint64_t offset, uint64_t size) const {
   for (const Stream& s : streams_) {
     if (!s.trusted) continue;
-    const std::uint64_t behind = s.next > slack() ? s.next - slack() : 0;
+    const uint64_t behind = s.next > slack() ? s.next - slack() : 0;
     if (offset + size > behind && offset < s.next + ahead_of(s) + slack()) return true;
   }
   return false;
 }
 
 struct ReadAhead::Block {
-  Block(std::uint64_t off, std::uint32_t len, std::uint64_t gen, std::shared_ptr<ByteBudget> b)
+  Block(uint64_t off, uint32_t len, uint64_t gen, std::shared_ptr<ByteBudget> b)
       : offset(off), asked(len), generation(gen), budget(std::move(b)) {}
   ~Block() {
     if (budget) budget->release(asked);
@@ -85,15 +85,15 @@ struct ReadAhead::Block {
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
 
-  const std::uint64_t offset;
-  const std::uint32_t asked;
-  const std::uint64_t generation;
+  const uint64_t offset;
+  const uint32_t asked;
+  const uint64_t generation;
   const std::shared_ptr<ByteBudget> budget;  // charged `asked` while the block lives; null: none
   // Guarded by Shared::mu until `done`; `data` and `error` never change after it.
   bool done = false;
   int error = 0;
   SharedBytes data;
-  std::uint64_t served = 0;  // bytes handed to readers; guarded by Shared::mu
+  uint64_t served = 0;  // bytes handed to readers; guarded by Shared::mu
 };
 
 // What the completions of fetches in flight need, which may outlive the ReadAhead.
@@ -102,9 +102,8 @@ struct ReadAhead::Shared {
   std::condition_variable done;  // a block finished
 };
 
-ReadAhead::ReadAhead(std::shared_ptr<ByteBudget> budget,
-                     const std::atomic<std::uint64_t>& generation, std::uint64_t size_hint,
-                     Options options)
+ReadAhead::ReadAhead(std::shared_ptr<ByteBudget> budget, const std::atomic<uint64_t>& generation,
+                     uint64_t size_hint, Options options)
     : budget_(std::move(budget)),
       generation_(generation),
       options_(options),
@@ -115,7 +114,7 @@ ReadAhead::ReadAhead(std::shared_ptr<ByteBudget> budget,
 ReadAhead::~ReadAhead() { drop(); }
 
 void ReadAhead::drop() {
-  std::map<std::uint64_t, std::shared_ptr<Block>> dropped;  // freed once the lock is released
+  std::map<uint64_t, std::shared_ptr<Block>> dropped;  // freed once the lock is released
   std::lock_guard lock(shared_->mu);
   dropped.swap(blocks_);
 }
@@ -140,20 +139,20 @@ void ReadAhead::start(const std::shared_ptr<Shared>& shared, const std::shared_p
   });
 }
 
-Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch) {
+Result<ReadData> ReadAhead::read(uint64_t offset, uint32_t size, const Fetch& fetch) {
   return read(offset, size, fetch, nullptr);
 }
 
-Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch,
+Result<ReadData> ReadAhead::read(uint64_t offset, uint32_t size, const Fetch& fetch,
                                  const Direct& direct) {
   ReadData out;
   if (size == 0) return out;
-  const std::uint64_t end = offset + size;
-  const std::uint64_t block = options_.block;
+  const uint64_t end = offset + size;
+  const uint64_t block = options_.block;
   std::vector<std::shared_ptr<Block>> starting;
   std::vector<std::shared_ptr<Block>> unused;  // freed once the lock is released
   std::unique_lock lock(shared_->mu);
-  const std::uint64_t generation = generation_.load(std::memory_order_acquire);
+  const uint64_t generation = generation_.load(std::memory_order_acquire);
   const bool sequential = window_.record(offset, size);
 
   // Blocks from before a change, or where no stream that is read ahead will read, are of no use.
@@ -175,14 +174,14 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
     stream.fetched_generation = generation;
   }
   if (sequential) {
-    const std::uint64_t limit = std::min(end + window_.ahead(), size_hint_);
-    for (std::uint64_t at = offset / block * block; at < limit; at += block) {
+    const uint64_t limit = std::min(end + window_.ahead(), size_hint_);
+    for (uint64_t at = offset / block * block; at < limit; at += block) {
       if (blocks_.count(at)) continue;
       // The kernel's reads come on several threads, out of order: one may arrive after reads
       // beyond it have used up and let go the blocks ahead of it. Those are not fetched again
       // (they were: 3% of a stream's bytes fetched twice).
       if (at >= end && at < stream.fetched_to) continue;
-      const auto len = static_cast<std::uint32_t>(std::min<std::uint64_t>(block, limit - at));
+      const auto len = static_cast<uint32_t>(std::min<uint64_t>(block, limit - at));
       if (len < block && at + len < size_hint_) break;  // partial block: wait until it can be whole
       // Without room, a block this read needs is still fetched whole, uncharged: the read would
       // fetch its part directly anyway, and the block serves the reads after it too (fetching
@@ -202,7 +201,7 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
   }
 
   // Serve what the blocks hold.
-  std::uint64_t pos = offset;
+  uint64_t pos = offset;
   bool eof = false;
   while (pos < end) {
     auto it = blocks_.upper_bound(pos);
@@ -222,13 +221,13 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
       forget();
       break;
     }
-    const std::uint64_t in_block = pos - b->offset;
+    const uint64_t in_block = pos - b->offset;
     if (b->data.size() < b->asked) size_hint_ = b->offset + b->data.size();  // the file ends here
     if (in_block >= b->data.size()) {
       eof = true;
       break;
     }
-    const std::uint64_t n = std::min<std::uint64_t>(b->data.size() - in_block, end - pos);
+    const uint64_t n = std::min<uint64_t>(b->data.size() - in_block, end - pos);
     b->data.view(in_block, n, out.pieces);
     out.held.push_back(b);
     out.size += n;
@@ -243,7 +242,7 @@ Result<ReadData> ReadAhead::read(std::uint64_t offset, std::uint32_t size, const
   if (eof || pos >= end) return out;
 
   // The rest straight from the gateway: a block of its own, outside the window and the budget.
-  auto rest = std::make_shared<Block>(pos, static_cast<std::uint32_t>(end - pos), 0, nullptr);
+  auto rest = std::make_shared<Block>(pos, static_cast<uint32_t>(end - pos), 0, nullptr);
   lock.unlock();
   if (direct) {
     Result<SharedBytes> got = direct(rest->offset, rest->asked);

@@ -36,56 +36,56 @@ namespace skein::client {
 class ReadWindow {
  public:
   struct Limits {
-    std::uint64_t min = 1 << 20;  // the window of a stream that has just proved itself
-    std::uint64_t max = 8 << 20;  // the most one file keeps ahead
+    uint64_t min = 1 << 20;  // the window of a stream that has just proved itself
+    uint64_t max = 8 << 20;  // the most one file keeps ahead
     // How far from where the stream is a large read may land and still belong to it: more than
     // the kernel's read-ahead window and ours, since the kernel's reads arrive out of order.
-    std::uint64_t slack = 32 << 20;
-    std::uint64_t large = 64 << 10;     // a read this size or more is taken for read-ahead
-    std::uint64_t confirm = 256 << 10;  // bytes in order before a stream not at 0 is read ahead
-    std::size_t streams = 4;            // streams followed at once
+    uint64_t slack = 32 << 20;
+    uint64_t large = 64 << 10;     // a read this size or more is taken for read-ahead
+    uint64_t confirm = 256 << 10;  // bytes in order before a stream not at 0 is read ahead
+    std::size_t streams = 4;       // streams followed at once
   };
   // One stream: where its furthest read ended and what it has read.
   struct Stream {
-    std::uint64_t next = 0;      // where the stream's furthest read ended
-    std::uint64_t streamed = 0;  // bytes it added, in order
-    bool trusted = false;        // started at offset 0, or read `confirm` bytes in order
-    std::uint64_t used = 0;      // when it was last read (a tick), to replace the stalest
+    uint64_t next = 0;      // where the stream's furthest read ended
+    uint64_t streamed = 0;  // bytes it added, in order
+    bool trusted = false;   // started at offset 0, or read `confirm` bytes in order
+    uint64_t used = 0;      // when it was last read (a tick), to replace the stalest
     // For ReadAhead: where the blocks fetched ahead for it end, and under which generation; a
     // block below it that is gone was served and let go, and is not fetched again.
-    std::uint64_t fetched_to = 0;
-    std::uint64_t fetched_generation = 0;
+    uint64_t fetched_to = 0;
+    uint64_t fetched_generation = 0;
   };
 
   ReadWindow() : ReadWindow(Limits{}) {}
   explicit ReadWindow(Limits limits);
 
   // Records a read; true when it belongs to a stream that is read ahead (ahead() > 0).
-  bool record(std::uint64_t offset, std::uint64_t size);
+  bool record(uint64_t offset, uint64_t size);
   // Bytes to keep in flight beyond the last read: twice what its stream has read so far,
   // between the limits; 0 when the last read was not part of a stream that proved itself.
-  std::uint64_t ahead() const;
+  uint64_t ahead() const;
   // The stream of the last read.
   Stream& current() { return streams_[current_]; }
   // True when [offset, offset + size) lies where a stream that is read ahead may still read.
-  bool wanted(std::uint64_t offset, std::uint64_t size) const;
+  bool wanted(uint64_t offset, uint64_t size) const;
   // How far around the stream's position a large read still belongs to it.
-  std::uint64_t slack() const { return std::max(limits_.slack, limits_.max); }
+  uint64_t slack() const { return std::max(limits_.slack, limits_.max); }
 
  private:
-  std::uint64_t ahead_of(const Stream& s) const;
+  uint64_t ahead_of(const Stream& s) const;
 
   Limits limits_;
   std::vector<Stream> streams_;
   std::size_t current_ = 0;
-  std::uint64_t tick_ = 0;
+  uint64_t tick_ = 0;
 };
 
 // The bytes of one read, as views into buffers that `held` keeps alive until the reply is sent.
 struct ReadData {
   std::vector<std::string_view> pieces;
   std::vector<std::shared_ptr<const void>> held;
-  std::uint64_t size = 0;
+  uint64_t size = 0;
 };
 
 class ReadAhead {
@@ -93,20 +93,20 @@ class ReadAhead {
   using FetchDone = std::function<void(Result<SharedBytes>)>;
   // Starts one gateway read of [offset, offset + size); `done` runs once, on any thread, with the
   // bytes (fewer only at end of file) or the errno.
-  using Fetch = std::function<void(std::uint64_t offset, std::uint32_t size, FetchDone done)>;
+  using Fetch = std::function<void(uint64_t offset, uint32_t size, FetchDone done)>;
 
   struct Options {
     // Read-ahead fetches whole blocks at multiples of this size, so that readers of one file,
     // from this mount or others, ask the gateway for the same ranges and it can collapse them.
-    std::uint32_t block = 1 << 20;
+    uint32_t block = 1 << 20;
     ReadWindow::Limits window;
   };
 
   // `generation` changes whenever the file's contents may have changed (a write, a truncate, a
   // remote change); blocks fetched under an older one are never served. It must outlive this.
   // `size_hint` is the file size when opened: nothing is read ahead beyond what is known to exist.
-  ReadAhead(std::shared_ptr<ByteBudget> budget, const std::atomic<std::uint64_t>& generation,
-            std::uint64_t size_hint, Options options);
+  ReadAhead(std::shared_ptr<ByteBudget> budget, const std::atomic<uint64_t>& generation,
+            uint64_t size_hint, Options options);
   ~ReadAhead();
   ReadAhead(const ReadAhead&) = delete;
   ReadAhead& operator=(const ReadAhead&) = delete;
@@ -114,12 +114,11 @@ class ReadAhead {
   // The bytes of [offset, offset + size): from blocks read ahead where it has them, the rest
   // straight from the gateway through `fetch`; fewer only at end of file. Also starts the reads
   // that keep the window full. Safe to call from several threads at once.
-  Result<ReadData> read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch);
+  Result<ReadData> read(uint64_t offset, uint32_t size, const Fetch& fetch);
   // The same, with the part no block holds read through `direct` in the calling thread (a
   // synchronous gateway call: one hand-off between threads less than a fetch and a wait).
-  using Direct = std::function<Result<SharedBytes>(std::uint64_t offset, std::uint32_t size)>;
-  Result<ReadData> read(std::uint64_t offset, std::uint32_t size, const Fetch& fetch,
-                        const Direct& direct);
+  using Direct = std::function<Result<SharedBytes>(uint64_t offset, uint32_t size)>;
+  Result<ReadData> read(uint64_t offset, uint32_t size, const Fetch& fetch, const Direct& direct);
   // Forgets every block (the file changed); reads in flight finish into nothing.
   void drop();
   // Blocks held or in flight, and their bytes: for tests and stats.
@@ -132,12 +131,12 @@ class ReadAhead {
                     const Fetch& fetch);
 
   std::shared_ptr<ByteBudget> budget_;
-  const std::atomic<std::uint64_t>& generation_;
+  const std::atomic<uint64_t>& generation_;
   const Options options_;
   std::shared_ptr<Shared> shared_;  // its mutex guards everything below
   ReadWindow window_;
-  std::uint64_t size_hint_;
-  std::map<std::uint64_t, std::shared_ptr<Block>> blocks_;  // by offset
+  uint64_t size_hint_;
+  std::map<uint64_t, std::shared_ptr<Block>> blocks_;  // by offset
 };
 
 }  // namespace skein::client

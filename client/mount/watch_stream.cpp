@@ -71,7 +71,7 @@ WatchStream::State WatchStream::state() const {
   return state_;
 }
 
-void WatchStream::set_state(bool healthy, const std::string& why, std::uint32_t lease_ms) {
+void WatchStream::set_state(bool healthy, const std::string& why, uint32_t lease_ms) {
   std::lock_guard lock(mu_);
   if (state_.healthy != healthy) state_.since = std::chrono::steady_clock::now();
   state_.healthy = healthy;
@@ -97,7 +97,7 @@ void WatchStream::run(std::stop_token stop) {
   std::mt19937_64 rng{std::random_device{}()};
   auto backoff = options_.min_backoff;
   while (!stop.stop_requested()) {
-    const std::uint64_t before = state().subscriptions;
+    const uint64_t before = state().subscriptions;
     std::string why = stream_once(stop);
     if (stop.stop_requested()) break;
     const bool was_healthy = state().healthy;

@@ -56,9 +56,9 @@ class WatchStream {
   struct State {
     bool healthy = false;
     std::string why;  // when not healthy: why not
-    std::uint32_t lease_ms = 0;
-    std::uint64_t subscriptions = 0;              // welcomes received so far
-    std::uint64_t events = 0;                     // events applied and acknowledged so far
+    uint32_t lease_ms = 0;
+    uint64_t subscriptions = 0;                   // welcomes received so far
+    uint64_t events = 0;                          // events applied and acknowledged so far
     std::chrono::steady_clock::time_point since;  // of the current state
   };
 
@@ -76,7 +76,7 @@ class WatchStream {
   void run(std::stop_token stop);
   // One subscription, until the stream ends; returns why it ended.
   std::string stream_once(std::stop_token stop);
-  void set_state(bool healthy, const std::string& why, std::uint32_t lease_ms);
+  void set_state(bool healthy, const std::string& why, uint32_t lease_ms);
   // Sleeps `d` unless stopped first; returns false when stopped.
   bool sleep_for(std::stop_token stop, std::chrono::milliseconds d);
 

@@ -25,14 +25,14 @@ struct Request {
   std::shared_ptr<WriteBehind::Writer> writer;
   FileRef file;
   bool append = false;
-  std::uint64_t offset = 0;
+  uint64_t offset = 0;
   std::string data;
-  std::uint64_t seq = 0;  // order of creation
+  uint64_t seq = 0;  // order of creation
 };
 
 struct Flight {
-  std::uint64_t offset = 0;
-  std::uint64_t size = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
   bool append = false;
 };
 
@@ -59,9 +59,9 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
   // Guarded by mu.
   std::optional<Request> gathering;
   std::deque<Request> queued;
-  std::map<std::uint64_t, Flight> in_flight;  // by seq
-  std::uint64_t held_bytes = 0;               // gathering, queued and in flight
-  std::uint64_t next_seq = 1;
+  std::map<uint64_t, Flight> in_flight;  // by seq
+  uint64_t held_bytes = 0;               // gathering, queued and in flight
+  uint64_t next_seq = 1;
   std::size_t calls = 0;  // gateway calls in flight (each of one or more requests)
 
   void close_gathering() {
@@ -105,8 +105,8 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
     return out;
   }
 
-  std::uint64_t oldest_unfinished() const {
-    std::uint64_t oldest = std::numeric_limits<std::uint64_t>::max();
+  uint64_t oldest_unfinished() const {
+    uint64_t oldest = std::numeric_limits<uint64_t>::max();
     if (!queued.empty()) oldest = std::min(oldest, queued.front().seq);
     if (!in_flight.empty()) oldest = std::min(oldest, in_flight.begin()->first);
     if (gathering) oldest = std::min(oldest, gathering->seq);
@@ -116,10 +116,10 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
   static void send_all(const std::shared_ptr<State>& self,
                        std::vector<std::vector<Request>> calls) {
     for (auto& call : calls) {
-      std::vector<std::pair<std::uint64_t, std::uint64_t>> parts;  // seq, size
+      std::vector<std::pair<uint64_t, uint64_t>> parts;  // seq, size
       for (const Request& r : call) parts.emplace_back(r.seq, r.data.size());
       auto writer = call.front().writer;
-      auto done = [self, parts = std::move(parts), writer](Result<std::uint32_t> got) {
+      auto done = [self, parts = std::move(parts), writer](Result<uint32_t> got) {
         self->finished(parts, *writer, got);
       };
       if (call.size() == 1) {
@@ -134,10 +134,10 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
     }
   }
 
-  void finished(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& parts, Writer& writer,
-                const Result<std::uint32_t>& got) {
+  void finished(const std::vector<std::pair<uint64_t, uint64_t>>& parts, Writer& writer,
+                const Result<uint32_t>& got) {
     std::vector<std::vector<Request>> sendable;
-    std::uint64_t size = 0;
+    uint64_t size = 0;
     for (const auto& [seq, n] : parts) size += n;
     {
       std::lock_guard lock(mu);
@@ -166,7 +166,7 @@ WriteBehind::WriteBehind(Send send, std::shared_ptr<ByteBudget> budget, Limits l
 WriteBehind::~WriteBehind() { settle(); }
 
 Status WriteBehind::write(const std::shared_ptr<Writer>& writer, const FileRef& file,
-                          std::uint64_t offset, std::string_view data,
+                          uint64_t offset, std::string_view data,
                           const std::function<void()>& taken) {
   State& s = *state_;
   {
@@ -225,7 +225,7 @@ void WriteBehind::settle() {
   std::vector<std::vector<Request>> sendable;
   std::unique_lock lock(s.mu);
   s.close_gathering();
-  const std::uint64_t target = s.next_seq - 1;
+  const uint64_t target = s.next_seq - 1;
   sendable = s.take_sendable();
   if (!sendable.empty()) {
     lock.unlock();

@@ -23,21 +23,21 @@ class WriteBehind {
   struct State;  // shared with the completions of requests in flight
 
  public:
-  using SendDone = std::function<void(Result<std::uint32_t>)>;
+  using SendDone = std::function<void(Result<uint32_t>)>;
   // Starts one gateway write; `done` runs once, on any thread, with the bytes written or the
   // errno. It may send the next request from there, so it must not block.
-  using Send = std::function<void(const FileRef& file, std::uint64_t offset, std::string data,
-                                  SendDone done)>;
+  using Send =
+      std::function<void(const FileRef& file, uint64_t offset, std::string data, SendDone done)>;
 
   // Starts one gateway call of several requests at scattered offsets (see batch_with).
   using SendMany =
       std::function<void(const FileRef& file, std::vector<GatewayClient::Extent>, SendDone done)>;
 
   struct Limits {
-    std::size_t request = 1 << 20;       // the largest request gathered
-    std::uint64_t file_bytes = 8 << 20;  // held for this file before its writers wait
-    std::size_t file_requests = 16;      // calls in flight at once for this file
-    std::size_t batch = 64;              // requests per call, with batch_with
+    std::size_t request = 1 << 20;   // the largest request gathered
+    uint64_t file_bytes = 8 << 20;   // held for this file before its writers wait
+    std::size_t file_requests = 16;  // calls in flight at once for this file
+    std::size_t batch = 64;          // requests per call, with batch_with
   };
 
   // One open file writing through this WriteBehind: its requests, and the first error of one of
@@ -67,7 +67,7 @@ class WriteBehind {
   // mount holds too much. Fails instead, queueing nothing, with an error of this writer's earlier
   // writes that it has not heard of yet. `taken`, if given, runs once the data is queued and
   // before any request is sent, so the caller can let its writer go on as early as possible.
-  Status write(const std::shared_ptr<Writer>& writer, const FileRef& file, std::uint64_t offset,
+  Status write(const std::shared_ptr<Writer>& writer, const FileRef& file, uint64_t offset,
                std::string_view data, const std::function<void()>& taken = nullptr);
   // From now on, requests queued behind the calls in flight (random writes: none continues
   // another) go several to a call, up to Limits::batch and Limits::request bytes, through

@@ -46,7 +46,7 @@ std::string skein_mount_of(const std::string& path) {
     std::string unescaped;
     for (std::size_t i = 0; i < point.size(); ++i) {
       if (point[i] == '\\' && i + 3 < point.size()) {
-        unescaped.push_back(char(std::stoi(point.substr(i + 1, 3), nullptr, 8)));
+        unescaped.push_back(static_cast<char>(std::stoi(point.substr(i + 1, 3), nullptr, 8)));
         i += 3;
       } else {
         unescaped.push_back(point[i]);
@@ -137,7 +137,7 @@ struct Buffer {
     fd = ::mkstemp(name);
     if (fd < 0) return errno_text("buffer in /dev/shm");
     path = name;
-    if (::ftruncate(fd, off_t(bytes)) != 0) return errno_text(path);
+    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return errno_text(path);
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return errno_text("mmap " + path);
     data = static_cast<char*>(p);
@@ -195,7 +195,7 @@ std::string digest_of(const std::string& path, std::string& error) {
 
 // One file, collectively. Returns the agreed failure or "".
 std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Options& o,
-                       const std::string& rel, std::uint64_t& fetched) {
+                       const std::string& rel, uint64_t& fetched) {
   const std::string local_path = mount.dir + rel;
   // Leaders open the file through their mount (the open the mount keeps page cache for) and
   // agree on its version.
@@ -237,22 +237,22 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
     return failure;
   }
   if (node.leader) {
-    const std::uint64_t size = std::uint64_t(meta[1]);
-    const std::uint64_t chunks = (size + o.chunk - 1) / o.chunk;
-    const std::uint64_t L = std::uint64_t(node.nodes);
-    auto fill = [&](const char* mode, std::uint64_t off, std::uint64_t len, std::uint64_t slot) {
+    const uint64_t size = static_cast<uint64_t>(meta[1]);
+    const uint64_t chunks = (size + o.chunk - 1) / o.chunk;
+    const uint64_t L = static_cast<uint64_t>(node.nodes);
+    auto fill = [&](const char* mode, uint64_t off, uint64_t len, uint64_t slot) {
       return mount.command("fill " + std::string(mode) + " " + std::to_string(meta[0]) + " " +
                            std::to_string(size) + " " + std::to_string(off) + " " +
                            std::to_string(len) + " " + std::to_string(slot * o.chunk) + " " +
                            buf.path + " " + rel);
     };
-    for (std::uint64_t round = 0; round * L < chunks && mine.empty(); ++round) {
+    for (uint64_t round = 0; round * L < chunks && mine.empty(); ++round) {
       // Each leader's mount fetches one chunk of the round from the gateway, all at once.
-      const std::uint64_t own = round * L + std::uint64_t(node.node);
+      const uint64_t own = round * L + static_cast<uint64_t>(node.node);
       if (own < chunks) {
-        const std::uint64_t off = own * o.chunk;
-        const std::uint64_t len = std::min<std::uint64_t>(o.chunk, size - off);
-        mine = fill("fetch", off, len, std::uint64_t(node.node));
+        const uint64_t off = own * o.chunk;
+        const uint64_t len = std::min<uint64_t>(o.chunk, size - off);
+        mine = fill("fetch", off, len, static_cast<uint64_t>(node.node));
         if (mine.empty()) fetched += len;
       }
       int bad = mine.empty() ? 0 : 1, any = 0;
@@ -263,22 +263,23 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
       }
       // Then every chunk of the round goes to every other leader, which stores it.
       std::vector<MPI_Request> requests;
-      std::vector<std::uint64_t> slots;
-      for (std::uint64_t l = 0; l < L; ++l) {
-        const std::uint64_t k = round * L + l;
+      std::vector<uint64_t> slots;
+      for (uint64_t l = 0; l < L; ++l) {
+        const uint64_t k = round * L + l;
         if (k >= chunks) break;
-        const std::uint64_t len = std::min<std::uint64_t>(o.chunk, size - k * o.chunk);
+        const uint64_t len = std::min<uint64_t>(o.chunk, size - k * o.chunk);
         MPI_Request r;
-        MPI_Ibcast(buf.data + l * o.chunk, int(len), MPI_BYTE, int(l), node.leaders, &r);
+        MPI_Ibcast(buf.data + l * o.chunk, static_cast<int>(len), MPI_BYTE, static_cast<int>(l),
+                   node.leaders, &r);
         requests.push_back(r);
         slots.push_back(l);
       }
       for (std::size_t i = 0; i < requests.size(); ++i) {
         MPI_Wait(&requests[i], MPI_STATUS_IGNORE);
-        const std::uint64_t l = slots[i];
-        if (l == std::uint64_t(node.node) || !mine.empty()) continue;
-        const std::uint64_t k = round * L + l;
-        const std::uint64_t len = std::min<std::uint64_t>(o.chunk, size - k * o.chunk);
+        const uint64_t l = slots[i];
+        if (l == static_cast<uint64_t>(node.node) || !mine.empty()) continue;
+        const uint64_t k = round * L + l;
+        const uint64_t len = std::min<uint64_t>(o.chunk, size - k * o.chunk);
         mine = fill("store", k * o.chunk, len, l);
       }
     }
@@ -288,19 +289,19 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
     if (mine.empty() && size > 0) {
       void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
       if (map != MAP_FAILED) {
-        const std::uint64_t page = std::uint64_t(::sysconf(_SC_PAGESIZE));
+        const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
         std::vector<unsigned char> resident((size + page - 1) / page);
         if (::mincore(map, size, resident.data()) == 0) {
-          for (std::uint64_t p = 0; p < resident.size() && mine.empty();) {
+          for (uint64_t p = 0; p < resident.size() && mine.empty();) {
             if (resident[p] & 1) {
               ++p;
               continue;
             }
-            std::uint64_t q = p;
+            uint64_t q = p;
             while (q < resident.size() && !(resident[q] & 1) && (q - p) * page < o.chunk) ++q;
-            const std::uint64_t off = p * page;
-            const std::uint64_t len = std::min<std::uint64_t>((q - p) * page, size - off);
-            mine = fill("fetch", off, len, std::uint64_t(node.node));
+            const uint64_t off = p * page;
+            const uint64_t len = std::min<uint64_t>((q - p) * page, size - off);
+            mine = fill("fetch", off, len, static_cast<uint64_t>(node.node));
             if (mine.empty()) fetched += len;
             p = q;
           }
@@ -384,7 +385,7 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     failure = agree(node.world, mine);
     if (!failure.empty()) return finish(failure, error, error_size);
   }
-  std::uint64_t fetched = 0, files = 0;
+  uint64_t fetched = 0, files = 0;
   for (auto& e : entries) {
     if (e.dir) continue;
     failure = bcast_file(node, mount, buf, o, e.rel, fetched);

@@ -25,7 +25,7 @@ void bcast_string(MPI_Comm comm, std::string& s, int root) {
   unsigned long long n = s.size();
   MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, comm);
   s.resize(n);
-  if (n > 0) MPI_Bcast(s.data(), int(n), MPI_CHAR, root, comm);
+  if (n > 0) MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, root, comm);
 }
 
 void bcast_strings(MPI_Comm comm, std::vector<std::string>& v, int root) {
@@ -63,7 +63,7 @@ bool override_of(int rank, int size, std::string& key, std::string& dir, std::st
     std::vector<std::string> entries;
     std::stringstream in(map);
     for (std::string e; std::getline(in, e, ',');) entries.push_back(e);
-    if (int(entries.size()) != size) {
+    if (static_cast<int>(entries.size()) != size) {
       error = "SKEIN_MPI_NODE_MAP has " + std::to_string(entries.size()) + " entries for " +
               std::to_string(size) + " ranks (one KEY=DIR per rank)";
       return true;

@@ -16,7 +16,7 @@
 #include "skein/mpi.h"
 
 namespace skein::mpi {
-int stage(MPI_Comm comm, const std::string& src, const std::string& dst, std::uint64_t chunk,
+int stage(MPI_Comm comm, const std::string& src, const std::string& dst, uint64_t chunk,
           bool verify, std::string& summary, std::string& failures);
 }
 
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
         chunk_given = true;
       }
     } else if (a == "--") {
-      paths.insert(paths.end(), args.begin() + long(i) + 1, args.end());
+      paths.insert(paths.end(), args.begin() + static_cast<long>(i) + 1, args.end());
       break;
     } else if (a.rfind("--", 0) == 0) {
       rc = usage_error(rank, "unknown option " + a);
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   if (rc == 0 && staging && paths.size() != 2) rc = usage_error(rank, command + " takes SRC DST");
   if (rc == 0 && staging) {
     std::string summary, failures;
-    const std::uint64_t chunk = chunk_given ? options.chunk_size : (64u << 20);
+    const uint64_t chunk = chunk_given ? options.chunk_size : (64u << 20);
     const int r = skein::mpi::stage(MPI_COMM_WORLD, paths[0], paths[1], chunk, options.verify != 0,
                                     summary, failures);
     if (rank == 0) {
@@ -103,10 +103,11 @@ int main(int argc, char** argv) {
     std::vector<const char*> p;
     for (auto& s : paths) p.push_back(s.c_str());
     char error[4096] = "";
-    const int r = command == "bcast" ? skein_mpi_bcast(MPI_COMM_WORLD, p.data(), int(p.size()),
-                                                       &options, error, sizeof error)
-                                     : skein_mpi_prefetch(MPI_COMM_WORLD, p.data(), int(p.size()),
-                                                          &options, error, sizeof error);
+    const int r = command == "bcast"
+                      ? skein_mpi_bcast(MPI_COMM_WORLD, p.data(), static_cast<int>(p.size()),
+                                        &options, error, sizeof error)
+                      : skein_mpi_prefetch(MPI_COMM_WORLD, p.data(), static_cast<int>(p.size()),
+                                           &options, error, sizeof error);
     if (r != 0) {
       if (rank == 0) std::fprintf(stderr, "skein-mpi %s: %s\n", command.c_str(), error);
       rc = 1;

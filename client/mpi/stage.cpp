@@ -28,9 +28,9 @@ std::string errno_text(const std::string& what) { return what + ": " + std::stre
 
 struct Item {
   char type = 'f';  // f, d, l
-  std::uint32_t mode = 0;
-  std::int64_t mtime_ns = 0;
-  std::uint64_t size = 0;
+  uint32_t mode = 0;
+  int64_t mtime_ns = 0;
+  uint64_t size = 0;
   std::string rel;     // "" for the root itself, else "/a/b"
   std::string target;  // symlinks
 };
@@ -52,7 +52,7 @@ Item unpack(const std::string& s) {
   }
   f.push_back(s.substr(at));
   i.type = f[0][0];
-  i.mode = std::uint32_t(std::stoul(f[1]));
+  i.mode = static_cast<uint32_t>(std::stoul(f[1]));
   i.mtime_ns = std::stoll(f[2]);
   i.size = std::stoull(f[3]);
   i.rel = f[4];
@@ -60,19 +60,19 @@ Item unpack(const std::string& s) {
   return i;
 }
 
-std::int64_t mtime_of(const struct stat& st) {
-  return std::int64_t(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+int64_t mtime_of(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
 }
 
-timespec to_ts(std::int64_t ns) {
-  return timespec{time_t(ns / 1000000000LL), long(ns % 1000000000LL)};
+timespec to_ts(int64_t ns) {
+  return timespec{static_cast<time_t>(ns / 1000000000LL), static_cast<long>(ns % 1000000000LL)};
 }
 
 std::string walk(const std::string& src, std::vector<Item>& items) {
   struct stat st;
   if (::lstat(src.c_str(), &st) != 0) return errno_text(src);
   if (!S_ISDIR(st.st_mode)) return src + " is not a directory";
-  items.push_back({'d', std::uint32_t(st.st_mode & 07777), mtime_of(st), 0, "", ""});
+  items.push_back({'d', static_cast<uint32_t>(st.st_mode & 07777), mtime_of(st), 0, "", ""});
   std::error_code ec;
   fs::recursive_directory_iterator it(src, ec), end;
   if (ec) return src + ": " + ec.message();
@@ -81,9 +81,9 @@ std::string walk(const std::string& src, std::vector<Item>& items) {
     const std::string p = it->path().string();
     if (::lstat(p.c_str(), &st) != 0) return errno_text(p);
     Item i{'f',
-           std::uint32_t(st.st_mode & 07777),
+           static_cast<uint32_t>(st.st_mode & 07777),
            mtime_of(st),
-           std::uint64_t(st.st_size),
+           static_cast<uint64_t>(st.st_size),
            p.substr(src.size()),
            ""};
     if (S_ISDIR(st.st_mode)) {
@@ -110,28 +110,28 @@ std::string partial_of(const std::string& dst, const std::string& rel, const cha
 bool complete(const std::string& path, const Item& i) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-         std::uint64_t(st.st_size) == i.size && st.st_mtim.tv_sec == i.mtime_ns / 1000000000LL &&
-         (st.st_mode & 07777) == i.mode;
+         static_cast<uint64_t>(st.st_size) == i.size &&
+         st.st_mtim.tv_sec == i.mtime_ns / 1000000000LL && (st.st_mode & 07777) == i.mode;
 }
 
 // Copies [off, off+len) of `in` to `out`; "" or the failure.
-std::string copy_range(int in, int out, std::uint64_t off, std::uint64_t len, std::string& buf,
+std::string copy_range(int in, int out, uint64_t off, uint64_t len, std::string& buf,
                        const std::string& what) {
   buf.resize(1 << 20);
   while (len > 0) {
-    const std::size_t n = std::size_t(std::min<std::uint64_t>(buf.size(), len));
-    ssize_t r = ::pread(in, buf.data(), n, off_t(off));
+    const std::size_t n = std::size_t(std::min<uint64_t>(buf.size(), len));
+    ssize_t r = ::pread(in, buf.data(), n, static_cast<off_t>(off));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return errno_text("read " + what);
     if (r == 0) return what + " changed (shorter than when listed)";
     for (ssize_t w = 0; w < r;) {
-      ssize_t k = ::pwrite(out, buf.data() + w, std::size_t(r - w), off_t(off) + w);
+      ssize_t k = ::pwrite(out, buf.data() + w, std::size_t(r - w), static_cast<off_t>(off) + w);
       if (k < 0 && errno == EINTR) continue;
       if (k < 0) return errno_text("write " + what);
       w += k;
     }
-    off += std::uint64_t(r);
-    len -= std::uint64_t(r);
+    off += static_cast<uint64_t>(r);
+    len -= static_cast<uint64_t>(r);
   }
   return "";
 }
@@ -187,14 +187,14 @@ class Counter {
 
 struct Unit {
   std::size_t item;
-  std::uint64_t chunk;  // for chunked files; whole files: 0
+  uint64_t chunk;  // for chunked files; whole files: 0
   bool whole;
 };
 
 }  // namespace
 
-int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
-          std::uint64_t chunk, bool verify, std::string& summary, std::string& failures) {
+int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg, uint64_t chunk,
+          bool verify, std::string& summary, std::string& failures) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -207,7 +207,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   // Rank 0 lists the source, makes the directories and symlinks, and finds what is done.
   std::vector<Item> items;
   std::vector<std::string> packed, units_packed;
-  std::uint64_t skipped_files = 0, skipped_bytes = 0;
+  uint64_t skipped_files = 0, skipped_bytes = 0;
   std::string mine;
   if (rank == 0) {
     mine = walk(src, items);
@@ -237,7 +237,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         // A large file: chunks written in place into DST/.NAME.skein-partial, each recorded in
         // DST/.NAME.skein-partial.chunks (a header naming the source's version, then one byte
         // per chunk) once written; a rerun copies the chunks not recorded.
-        const std::uint64_t n = (i.size + chunk - 1) / chunk;
+        const uint64_t n = (i.size + chunk - 1) / chunk;
         const std::string part = partial_of(dst, i.rel, kPartial);
         const std::string rec = partial_of(dst, i.rel, kRecord);
         const std::string header = std::to_string(i.size) + " " + std::to_string(i.mtime_ns) + " " +
@@ -250,10 +250,11 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         }
         struct stat pst;
         const bool resume = old.size() == header.size() + n && old.rfind(header, 0) == 0 &&
-                            ::stat(part.c_str(), &pst) == 0 && std::uint64_t(pst.st_size) == i.size;
+                            ::stat(part.c_str(), &pst) == 0 &&
+                            static_cast<uint64_t>(pst.st_size) == i.size;
         if (!resume) {
           int pf = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-          if (pf < 0 || ::ftruncate(pf, off_t(i.size)) != 0) mine = errno_text(part);
+          if (pf < 0 || ::ftruncate(pf, static_cast<off_t>(i.size)) != 0) mine = errno_text(part);
           if (pf >= 0) ::close(pf);
           std::string fresh = header + std::string(n, '0');
           FILE* f = mine.empty() ? std::fopen(rec.c_str(), "wb") : nullptr;
@@ -262,9 +263,9 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
           if (f) std::fclose(f);
           old = fresh;
         }
-        for (std::uint64_t c = 0; c < n; ++c) {
+        for (uint64_t c = 0; c < n; ++c) {
           if (old[header.size() + c] == '1') {
-            skipped_bytes += std::min<std::uint64_t>(chunk, i.size - c * chunk);
+            skipped_bytes += std::min<uint64_t>(chunk, i.size - c * chunk);
           } else {
             units_packed.push_back(std::to_string(k) + " " + std::to_string(c) + " c");
           }
@@ -324,8 +325,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       } else if (err.empty()) {
         const std::string part = partial_of(dst, i.rel, kPartial);
         const std::string rec = partial_of(dst, i.rel, kRecord);
-        const std::uint64_t off = unit.chunk * chunk;
-        const std::uint64_t len = std::min<std::uint64_t>(chunk, i.size - off);
+        const uint64_t off = unit.chunk * chunk;
+        const uint64_t len = std::min<uint64_t>(chunk, i.size - off);
         int out = ::open(part.c_str(), O_WRONLY | O_CLOEXEC);
         if (out < 0) err = errno_text(part);
         if (err.empty()) err = copy_range(in, out, off, len, buf, i.rel);
@@ -335,7 +336,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
           const std::string header = std::to_string(i.size) + " " + std::to_string(i.mtime_ns) +
                                      " " + std::to_string(chunk) + "\n";
           int r = ::open(rec.c_str(), O_WRONLY | O_CLOEXEC);
-          if (r < 0 || ::pwrite(r, "1", 1, off_t(header.size() + unit.chunk)) != 1)
+          if (r < 0 || ::pwrite(r, "1", 1, static_cast<off_t>(header.size() + unit.chunk)) != 1)
             err = errno_text(rec);
           if (r >= 0) ::close(r);
         }
@@ -410,7 +411,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   // Failures and totals to rank 0.
   std::string local;
   for (auto& f : failed) local += f + "\n";
-  int len = int(local.size());
+  int len = static_cast<int>(local.size());
   std::vector<int> lens(static_cast<std::size_t>(size));
   MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
   std::vector<int> displs(static_cast<std::size_t>(size), 0);

@@ -19,7 +19,7 @@ std::optional<std::string> private_file_problem(const std::string& path, const s
   if (!S_ISREG(st.st_mode)) return what + " " + path + " is not a regular file";
   if (st.st_mode & 077) {
     char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     return what + " " + path + " is accessible by group or others (mode " + mode +
            "); a file holding a secret must be readable by its owner only: chmod 600 " + path;
   }

@@ -12,11 +12,11 @@ std::optional<uint64_t> parse_size(std::string_view text) {
   size_t i = 0;
   for (; i < text.size() && isdigit((unsigned char)text[i]); ++i) {
     if (v > (UINT64_MAX - 9) / 10) return std::nullopt;
-    v = v * 10 + uint64_t(text[i] - '0');
+    v = v * 10 + static_cast<uint64_t>(text[i] - '0');
   }
   if (i == 0) return std::nullopt;
   std::string unit(text.substr(i));
-  for (auto& ch : unit) ch = char(toupper(ch));
+  for (auto& ch : unit) ch = static_cast<char>(toupper(ch));
   if (unit == "IB" || unit == "B") unit = "";
   if (!unit.empty() && unit.back() == 'B') unit.pop_back();
   if (unit.size() == 2 && unit[1] == 'I') unit.pop_back();

@@ -27,10 +27,10 @@ std::shared_ptr<grpc::ServerCredentials> server_credentials(const GatewayConfig&
       return nullptr;
     }
     provider = std::make_shared<FileWatcherCertificateProvider>(
-        t.key_file, t.cert_file, t.client_ca_file, unsigned(t.reload_interval_s));
+        t.key_file, t.cert_file, t.client_ca_file, static_cast<unsigned>(t.reload_interval_s));
   } else {
-    provider = std::make_shared<FileWatcherCertificateProvider>(t.key_file, t.cert_file,
-                                                                unsigned(t.reload_interval_s));
+    provider = std::make_shared<FileWatcherCertificateProvider>(
+        t.key_file, t.cert_file, static_cast<unsigned>(t.reload_interval_s));
   }
   grpc::experimental::TlsServerCredentialsOptions options(provider);
   options.watch_identity_key_cert_pairs();

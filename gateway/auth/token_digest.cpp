@@ -31,7 +31,8 @@ std::string to_hex(const uint8_t* p, size_t n) {
 }
 
 void random_bytes(uint8_t* p, size_t n) {
-  if (RAND_bytes(p, int(n)) != 1) throw std::runtime_error("no random bytes from OpenSSL");
+  if (RAND_bytes(p, static_cast<int>(n)) != 1)
+    throw std::runtime_error("no random bytes from OpenSSL");
 }
 
 }  // namespace
@@ -59,7 +60,7 @@ bool TokenDigest::from_hex(std::string_view hex, TokenDigest& out) {
   for (size_t i = 0; i < 32; ++i) {
     int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) return false;
-    out.bytes_[i] = uint8_t(hi << 4 | lo);
+    out.bytes_[i] = static_cast<uint8_t>(hi << 4 | lo);
   }
   return true;
 }

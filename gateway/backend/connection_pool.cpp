@@ -19,7 +19,8 @@ std::chrono::milliseconds backoff_delay(int failures) {
   auto d = kBackoffBase * (1 << std::min(failures, 10));
   if (d > kBackoffMax) d = kBackoffMax;
   std::uniform_real_distribution<double> jitter(0.5, 1.0);
-  return std::chrono::milliseconds(int64_t(double(d.count()) * jitter(rng)));
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(static_cast<double>(d.count()) * jitter(rng)));
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ std::shared_ptr<PathGuard> PathGuard::of(const std::string& host, int port) {
   static std::mutex registry_mu;
   static std::map<std::string, std::weak_ptr<PathGuard>> registry;
   std::string key;
-  for (char c : host) key += char(tolower(static_cast<unsigned char>(c)));
+  for (char c : host) key += static_cast<char>(tolower(static_cast<unsigned char>(c)));
   key += ":" + std::to_string(port);
   std::lock_guard lock(registry_mu);
   auto& slot = registry[key];

@@ -15,8 +15,7 @@ ReadCollapser& ReadCollapser::shared() {
 }
 
 Result<SharedBytes> ReadCollapser::read(const void* backend, const std::string& path,
-                                        std::uint64_t offset, std::uint32_t size,
-                                        const Fetch& fetch) {
+                                        uint64_t offset, uint32_t size, const Fetch& fetch) {
   Key key{reinterpret_cast<std::uintptr_t>(backend), path, offset, size};
   std::shared_ptr<Flight> flight;
   {
@@ -60,7 +59,7 @@ void ReadCollapser::detach(const void* backend, const std::string& path) {
     it = in_flight_.erase(it);
 }
 
-std::uint64_t ReadCollapser::collapsed() const {
+uint64_t ReadCollapser::collapsed() const {
   std::lock_guard lock(mu_);
   return collapsed_;
 }

@@ -31,20 +31,20 @@ class ReadCollapser {
 
   // The bytes of `size` at `offset` of `path` on `backend`: from `fetch`, or from the identical
   // fetch another caller has in flight.
-  Result<SharedBytes> read(const void* backend, const std::string& path, std::uint64_t offset,
-                           std::uint32_t size, const Fetch& fetch);
+  Result<SharedBytes> read(const void* backend, const std::string& path, uint64_t offset,
+                           uint32_t size, const Fetch& fetch);
   // `path` on `backend` is changing: later reads do not join its fetches in flight.
   void detach(const void* backend, const std::string& path);
 
   // Reads that joined another's fetch, since start; for stats and tests.
-  std::uint64_t collapsed() const;
+  uint64_t collapsed() const;
 
  private:
   struct Key {
     std::uintptr_t backend;
     std::string path;
-    std::uint64_t offset;
-    std::uint32_t size;
+    uint64_t offset;
+    uint32_t size;
     auto operator<=>(const Key&) const = default;
   };
   struct Flight;
@@ -52,7 +52,7 @@ class ReadCollapser {
   mutable std::mutex mu_;
   std::condition_variable landed_;                    // a fetch with waiters finished
   std::map<Key, std::shared_ptr<Flight>> in_flight_;  // guarded by mu_
-  std::uint64_t collapsed_ = 0;                       // guarded by mu_
+  uint64_t collapsed_ = 0;                            // guarded by mu_
 };
 
 }  // namespace skein

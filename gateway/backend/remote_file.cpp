@@ -159,7 +159,7 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
   if (!first) return R::failure(first.error());
   const uint64_t chunk =
       std::max<uint64_t>(4096, std::min<uint64_t>(first->conn->limits().max_read, 1 << 20));
-  size_t nchunks = size_t((size + chunk - 1) / chunk);
+  size_t nchunks = static_cast<size_t>((size + chunk - 1) / chunk);
 
   struct Piece {
     uint64_t off;
@@ -175,12 +175,13 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
   // several MiB of them) spread over the pool run by run. Spread chunk by chunk over the pool
   // instead, one stream read ~40% slower at ~20% more gateway CPU (1 GiB dd, one sshd, 2 cores).
   constexpr uint64_t kRun = 4 << 20;
-  auto own =
-      nchunks == 1 ? first : handle_on(size_t(offset / kRun % backend_->pool().slot_count()));
+  auto own = nchunks == 1
+                 ? first
+                 : handle_on(static_cast<size_t>(offset / kRun % backend_->pool().slot_count()));
   if (!own) own = first;  // a slot that cannot connect: use the one we have
   for (size_t i = 0; i < nchunks; ++i) {
     uint64_t off = offset + i * chunk;
-    uint32_t len = uint32_t(std::min<uint64_t>(chunk, offset + size - off));
+    uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(chunk, offset + size - off));
     auto h = own;
     std::string ask = PacketWriter(FXP_READ).str(h->handle).u64(off).u32(len).take();
     std::future<Result<Reply>> fut;
@@ -240,7 +241,7 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
       r = p.handle.conn->call(PacketWriter(FXP_READ)
                                   .str(p.handle.handle)
                                   .u64(p.off + got)
-                                  .u32(uint32_t(p.len - got))
+                                  .u32(static_cast<uint32_t>(p.len - got))
                                   .take());
     }
   }
@@ -256,7 +257,7 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
 }
 
 Result<uint32_t> RemoteFile::write(uint64_t offset, const SharedBytes& data) {
-  if (data.empty()) return uint32_t(0);
+  if (data.empty()) return static_cast<uint32_t>(0);
   // Reads that start from now on, and those after the write is acknowledged, fetch afresh.
   const std::string path = backend_->remote_path(rel_path());
   ReadCollapser::shared().detach(&backend_->pool(), path);
@@ -311,7 +312,7 @@ Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, const SharedBytes&
   if (failure) err = diagnose_failure(*backend_, FailedOp::write, rel_path());
   if (err) return R::failure(err);
   backend_->pool().count_written(data.size());
-  return uint32_t(data.size());
+  return static_cast<uint32_t>(data.size());
 }
 
 Status RemoteFile::fsync() {

@@ -95,7 +95,7 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
   bool ended = false;
   while (!stopping_ && !ended && have_inotify) {
     long n;
-    while ((n = ch->read(buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+    while ((n = ch->read(buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
     ended = n < 0;
     size_t nl;
     while ((nl = out.find('\n')) != std::string::npos) {
@@ -152,7 +152,7 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(held.front().first +
                                                                         kSettle - Clock::now())
                       .count();
-      wait_ms = int(std::clamp<long long>(left, 1, 200));
+      wait_ms = static_cast<int>(std::clamp<long long>(left, 1, 200));
     }
     pollfd p{ch->fd(), short(POLLIN | (ch->wants_write() ? POLLOUT : 0)), 0};
     if (poll(&p, 1, wait_ms) > 0 && (p.revents & POLLOUT) && !ch->flush()) break;

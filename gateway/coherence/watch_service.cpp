@@ -88,7 +88,7 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
     session_ = broker_.attach(sub.ns(), sub.mount_id(), this);
     v1::WatchEvent welcome;
     welcome.set_seq(0);
-    welcome.set_lease_ms(uint32_t(broker_.lease().count()));
+    welcome.set_lease_ms(static_cast<uint32_t>(broker_.lease().count()));
     send(welcome);
   }
 

@@ -114,7 +114,7 @@ std::string place_of(const BackendConfig& b) {
   std::string root = b.root;
   while (root.size() > 1 && root.back() == '/') root.pop_back();
   std::string host = b.endpoint.host;
-  for (auto& ch : host) ch = char(tolower((unsigned char)ch));
+  for (auto& ch : host) ch = static_cast<char>(tolower((unsigned char)ch));
   return host + ":" + std::to_string(b.endpoint.port) + ":" + root;
 }
 
@@ -149,7 +149,7 @@ TlsConfig parse_tls(Checker& c, const toml::node* node) {
   tls.client_ca_file = c.string(*t, "client_ca_file", where, false);
   if (t->get("client_ca_file")) c.readable_file(*t, "client_ca_file", tls.client_ca_file, where);
   tls.crl_dir = c.string(*t, "crl_dir", where, false);
-  tls.reload_interval_s = int(c.integer(*t, "reload_interval_s", where, 60, 1, 86400));
+  tls.reload_interval_s = static_cast<int>(c.integer(*t, "reload_interval_s", where, 60, 1, 86400));
   for (auto [key, list] : {std::pair{"node_clients", &tls.node_clients},
                            std::pair{"admin_clients", &tls.admin_clients}}) {
     if (!t->get(key)) continue;
@@ -198,15 +198,16 @@ JobsConfig parse_jobs(Checker& c, const toml::node* node, const GatewayConfig& c
   if (jobs.database.empty() || jobs.database.front() != '/')
     c.fail(t->get("database"), "'database' in [jobs] must be an absolute path");
   jobs.default_quota_inodes =
-      uint64_t(c.integer(*t, "default_quota_inodes", where, 1000000, 1, INT64_MAX));
+      static_cast<uint64_t>(c.integer(*t, "default_quota_inodes", where, 1000000, 1, INT64_MAX));
   jobs.default_lifetime = duration(c, *t, "default_lifetime", where, jobs.default_lifetime);
   jobs.max_lifetime = duration(c, *t, "max_lifetime", where, jobs.max_lifetime);
   if (jobs.default_lifetime > jobs.max_lifetime)
     c.fail(t->get("default_lifetime"), "'default_lifetime' in [jobs] is longer than max_lifetime");
   jobs.orphan_grace = duration(c, *t, "orphan_grace", where, jobs.orphan_grace);
-  jobs.stage_threads = unsigned(c.integer(*t, "stage_threads", where, jobs.stage_threads, 1, 256));
-  jobs.stage_max_running =
-      unsigned(c.integer(*t, "stage_max_running", where, jobs.stage_max_running, 1, 64));
+  jobs.stage_threads =
+      static_cast<unsigned>(c.integer(*t, "stage_threads", where, jobs.stage_threads, 1, 256));
+  jobs.stage_max_running = static_cast<unsigned>(
+      c.integer(*t, "stage_max_running", where, jobs.stage_max_running, 1, 64));
   if (auto* r = t->get("allow_root_owner")) {
     if (!r->is_boolean()) c.fail(r, "'allow_root_owner' in [jobs] must be true or false");
     jobs.allow_root_owner = *r->value<bool>();
@@ -286,8 +287,9 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
     cfg.revalidate_interval = std::chrono::milliseconds(
         c.integer(*t, "revalidate_interval_ms", "[gateway]", 1000, 50, 3600000));
     cfg.revalidate_batch =
-        size_t(c.integer(*t, "revalidate_batch", "[gateway]", 1000, 1, 10000000));
-    cfg.interest_limit = size_t(c.integer(*t, "interest_limit", "[gateway]", 200000, 1, 100000000));
+        static_cast<size_t>(c.integer(*t, "revalidate_batch", "[gateway]", 1000, 1, 10000000));
+    cfg.interest_limit =
+        static_cast<size_t>(c.integer(*t, "interest_limit", "[gateway]", 200000, 1, 100000000));
     if (auto* rw = t->get("remote_watch")) {
       if (!rw->is_boolean()) c.fail(rw, "'remote_watch' in [gateway] must be true or false");
       cfg.remote_watch = *rw->value<bool>();
@@ -345,7 +347,7 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
         c.fail(&t, "backend '" + b.name + "' is defined twice");
       auto& ep = b.endpoint;
       ep.host = c.string(t, "host", where, true);
-      ep.port = int(c.integer(t, "port", where, 22, 1, 65535));
+      ep.port = static_cast<int>(c.integer(t, "port", where, 22, 1, 65535));
       const char* user = getenv("USER");
       ep.user = c.string(t, "user", where, false, user ? user : "root");
       // Without an identity file: the agent, then what ssh_config names.
@@ -373,7 +375,7 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       b.root = c.string(t, "root", where, true);
       if (b.root.empty() || b.root.front() != '/')
         c.fail(t.get("root"), "'root' in " + where + " must be an absolute path");
-      b.connections = int(c.integer(t, "connections", where, 4, 1, 64));
+      b.connections = static_cast<int>(c.integer(t, "connections", where, 4, 1, 64));
       b.min_free_bytes = c.size(t, "min_free_space", where, 0);
       cfg.backends.push_back(std::move(b));
     }

@@ -151,7 +151,7 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
   }
   if (!rest.mode && !rest.size && !rest.atime_s && !rest.mtime_s) return getattr(rel);
   auto r = inner_->setattr(rel, rest, inner_open);
-  if (!r && taken) quota_->give_bytes(uint64_t(taken));
+  if (!r && taken) quota_->give_bytes(static_cast<uint64_t>(taken));
   return owned(r);
 }
 
@@ -281,7 +281,7 @@ Result<Created> JobLayout::create(const std::string& rel, int flags, uint32_t mo
   }
   c->attrs = owned(c->attrs);
   if (c->parent_attrs) c->parent_attrs = owned(*c->parent_attrs);
-  c->file = counted(c->file, rel, uint64_t(0));
+  c->file = counted(c->file, rel, static_cast<uint64_t>(0));
   return c;
 }
 

@@ -201,7 +201,8 @@ JobRecord JobNamespaces::check(const JobRequest& q) const {
   if (r.layout_kind == "striped" && q.width && q.width < candidates.size() && q.backends.empty()) {
     // Spread the jobs over the pool: each starts at a place of its own.
     size_t start = std::hash<std::string>{}(id) % candidates.size();
-    std::rotate(candidates.begin(), candidates.begin() + long(start), candidates.end());
+    std::rotate(candidates.begin(), candidates.begin() + static_cast<long>(start),
+                candidates.end());
     candidates.resize(q.width);
   } else if (q.width) {
     candidates.resize(q.width);

@@ -53,19 +53,19 @@ JobRecord record_of(const Statement& s) {
   JobRecord j;
   j.name = s.text(0);
   j.job_id = s.text(1);
-  j.uid = uint32_t(s.integer(2));
-  j.gid = uint32_t(s.integer(3));
+  j.uid = static_cast<uint32_t>(s.integer(2));
+  j.gid = static_cast<uint32_t>(s.integer(3));
   j.layout_kind = s.text(4);
-  j.stripe_size = uint64_t(s.integer(5));
+  j.stripe_size = static_cast<uint64_t>(s.integer(5));
   j.pool = s.text(6);
   j.backends = split(s.text(7), ',');
-  j.quota_bytes = uint64_t(s.integer(8));
-  j.quota_inodes = uint64_t(s.integer(9));
+  j.quota_bytes = static_cast<uint64_t>(s.integer(8));
+  j.quota_inodes = static_cast<uint64_t>(s.integer(9));
   j.created_s = s.integer(10);
   j.expires_s = s.integer(11);
   j.labels = labels_of(s.text(12));
-  j.bytes_used = uint64_t(s.integer(13));
-  j.inodes_used = uint64_t(s.integer(14));
+  j.bytes_used = static_cast<uint64_t>(s.integer(13));
+  j.inodes_used = static_cast<uint64_t>(s.integer(14));
   return j;
 }
 
@@ -115,10 +115,11 @@ void JobStore::insert(const JobRecord& j, const std::string& digest_hex,
   Transaction t(*db_);
   Statement s(*db_, std::string("INSERT INTO job_namespaces (") + kJobColumns +
                         ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  s.bind_all(j.name, j.job_id, int64_t(j.uid), int64_t(j.gid), j.layout_kind,
-             int64_t(j.stripe_size), j.pool, join(j.backends, ','), int64_t(j.quota_bytes),
-             int64_t(j.quota_inodes), j.created_s, j.expires_s, labels_text(j.labels),
-             int64_t(j.bytes_used), int64_t(j.inodes_used))
+  s.bind_all(j.name, j.job_id, static_cast<int64_t>(j.uid), static_cast<int64_t>(j.gid),
+             j.layout_kind, static_cast<int64_t>(j.stripe_size), j.pool, join(j.backends, ','),
+             static_cast<int64_t>(j.quota_bytes), static_cast<int64_t>(j.quota_inodes), j.created_s,
+             j.expires_s, labels_text(j.labels), static_cast<int64_t>(j.bytes_used),
+             static_cast<int64_t>(j.inodes_used))
       .run();
   Statement c(
       *db_, "INSERT INTO credentials (namespace, digest, issued_to, issued_s) VALUES (?, ?, ?, ?)");
@@ -148,7 +149,7 @@ std::vector<std::string> JobStore::credential_digests(const std::string& ns) {
 void JobStore::save_usage(const std::string& ns, uint64_t bytes, uint64_t inodes) {
   Transaction t(*db_);
   Statement s(*db_, "UPDATE job_namespaces SET bytes_used = ?, inodes_used = ? WHERE name = ?");
-  s.bind_all(int64_t(bytes), int64_t(inodes), ns).run();
+  s.bind_all(static_cast<int64_t>(bytes), static_cast<int64_t>(inodes), ns).run();
   t.commit();
 }
 
@@ -172,7 +173,8 @@ std::vector<PendingRemoval> JobStore::pending_removals() {
               "pending_removals ORDER BY since_s");
   std::vector<PendingRemoval> out;
   while (s.step())
-    out.push_back({s.text(0), s.text(1), s.text(2), s.integer(3), int(s.integer(4)), s.text(5)});
+    out.push_back(
+        {s.text(0), s.text(1), s.text(2), s.integer(3), static_cast<int>(s.integer(4)), s.text(5)});
   return out;
 }
 

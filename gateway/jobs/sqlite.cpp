@@ -8,7 +8,8 @@
 namespace skein::sqlite {
 
 Statement::Statement(Database& db, std::string_view sql) : db_(db) {
-  if (sqlite3_prepare_v2(db.handle(), sql.data(), int(sql.size()), &stmt_, nullptr) != SQLITE_OK)
+  if (sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr) !=
+      SQLITE_OK)
     db.fail("preparing '" + std::string(sql.substr(0, 60)) + "'");
 }
 
@@ -20,7 +21,8 @@ Statement& Statement::bind(int i, int64_t v) {
 }
 
 Statement& Statement::bind(int i, std::string_view v) {
-  if (sqlite3_bind_text(stmt_, i, v.data(), int(v.size()), SQLITE_TRANSIENT) != SQLITE_OK)
+  if (sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT) !=
+      SQLITE_OK)
     db_.fail("binding");
   return *this;
 }
@@ -47,7 +49,8 @@ int64_t Statement::integer(int col) const { return sqlite3_column_int64(stmt_, c
 
 std::string Statement::text(int col) const {
   auto* p = sqlite3_column_text(stmt_, col);
-  return p ? std::string(reinterpret_cast<const char*>(p), size_t(sqlite3_column_bytes(stmt_, col)))
+  return p ? std::string(reinterpret_cast<const char*>(p),
+                         static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
            : std::string();
 }
 
@@ -66,7 +69,7 @@ std::vector<std::pair<int, std::string>> migrations(std::string_view schema) {
       int n = 0;
       while (i < line.size() && line[i] >= '0' && line[i] <= '9') n = n * 10 + (line[i++] - '0');
       if (i == marker.size()) throw StoreError("schema: '-- migration' without a number");
-      if (n != int(out.size()) + 1)
+      if (n != static_cast<int>(out.size()) + 1)
         throw StoreError("schema: migration " + std::to_string(n) + " where " +
                          std::to_string(out.size() + 1) + " was due");
       out.emplace_back(n, std::string());
@@ -92,7 +95,7 @@ std::unique_ptr<Database> Database::open(const std::string& path, std::string_vi
   db->exec("PRAGMA foreign_keys=ON");
   int have = db->user_version();
   auto steps = migrations(schema);
-  if (have > int(steps.size()))
+  if (have > static_cast<int>(steps.size()))
     throw StoreError(path + ": its schema version is " + std::to_string(have) +
                      ", newer than this gateway's (" + std::to_string(steps.size()) +
                      "): it was written by a newer skein-gateway");
@@ -124,7 +127,7 @@ void Database::exec(std::string_view sql) {
 
 int Database::user_version() {
   Statement s(*this, "PRAGMA user_version");
-  return s.step() ? int(s.integer(0)) : 0;
+  return s.step() ? static_cast<int>(s.integer(0)) : 0;
 }
 
 void Database::fail(const std::string& what) {

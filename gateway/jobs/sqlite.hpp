@@ -55,7 +55,7 @@ class Statement {
   template <typename T>
   void bind_one(int i, const T& v) {
     if constexpr (std::is_integral_v<T>)
-      bind(i, int64_t(v));
+      bind(i, static_cast<int64_t>(v));
     else
       bind(i, std::string_view(v));
   }

@@ -578,7 +578,8 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       // A resumed copy goes on only where the source is as walked and the destination is there.
       auto s = source.layout->getattr(below(source.root, e.path));
       auto d = destination.layout->getattr(below(dest_root, e.path));
-      if (s && s->size == e.size && int64_t(s->mtime) == e.mtime && d && S_ISREG(d->permissions)) {
+      if (s && s->size == e.size && static_cast<int64_t>(s->mtime) == e.mtime && d &&
+          S_ISREG(d->permissions)) {
         recorded = c->second;
         big.resumed = true;
       } else {
@@ -653,7 +654,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       // As much as the walk found and one byte more: a file's end is seen in the same reply (a
       // read far past it would wait for replies that do not come), and one that grew goes on.
       uint64_t want = offset < e.size ? e.size - offset + 1 : 1;
-      auto data = (*src)->read(offset, uint32_t(std::min<uint64_t>(kReadPiece, want)));
+      auto data = (*src)->read(offset, static_cast<uint32_t>(std::min<uint64_t>(kReadPiece, want)));
       if (!data) {
         err = data.error();
         break;
@@ -715,8 +716,8 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       uint64_t len = std::min(chunk_bytes, e.size - offset);
       uint64_t done = 0;
       while (ok && done < len) {
-        auto data =
-            big.src->read(offset + done, uint32_t(std::min<uint64_t>(kReadPiece, len - done)));
+        auto data = big.src->read(
+            offset + done, static_cast<uint32_t>(std::min<uint64_t>(kReadPiece, len - done)));
         if (!data || data->empty()) {
           run.fail(e.path, data ? "the source is shorter than when it was walked"
                                 : "reading: " + errno_text(data.error()));
@@ -762,7 +763,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   std::atomic<unsigned> working{0};
   std::vector<std::thread> workers;
   unsigned n_workers =
-      unsigned(std::min<size_t>(options_.threads, std::max<size_t>(1, items.size())));
+      static_cast<unsigned>(std::min<size_t>(options_.threads, std::max<size_t>(1, items.size())));
   for (unsigned w = 0; w < n_workers; ++w) {
     ++working;
     workers.emplace_back([&] {
@@ -812,7 +813,8 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       samples.pop_front();
     double secs = std::chrono::duration<double>(now - samples.front().first).count();
     std::lock_guard lock(run.mu);
-    run.rate = secs > 0 ? double(samples.back().second - samples.front().second) / secs : 0;
+    run.rate =
+        secs > 0 ? static_cast<double>(samples.back().second - samples.front().second) / secs : 0;
   };
   while (working > 0) {
     std::this_thread::sleep_for(options_.record_every);

@@ -40,10 +40,10 @@ StageRecord record_of(const Statement& s) {
   r.destroy_after = s.integer(6) != 0;
   r.state = parse_stage_state(s.text(7)).value_or(StageState::failed);
   r.walked = s.integer(8) != 0;
-  r.bytes_total = uint64_t(s.integer(9));
-  r.files_total = uint64_t(s.integer(10));
-  r.bytes_done = uint64_t(s.integer(11));
-  r.files_done = uint64_t(s.integer(12));
+  r.bytes_total = static_cast<uint64_t>(s.integer(9));
+  r.files_total = static_cast<uint64_t>(s.integer(10));
+  r.bytes_done = static_cast<uint64_t>(s.integer(11));
+  r.files_done = static_cast<uint64_t>(s.integer(12));
   r.error = s.text(13);
   r.failed = lines_of(s.text(14));
   r.started_s = s.integer(15);
@@ -96,10 +96,12 @@ void StageStore::insert(const StageRecord& r) {
   Statement s(db_, std::string("INSERT INTO stage_ops (") + kOpColumns +
                        ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.bind_all(r.id, r.spec.job_id, std::string(to_string(r.spec.direction)), r.spec.source,
-             r.spec.destination, int64_t(r.spec.verify), int64_t(r.destroy_after),
-             std::string(to_string(r.state)), int64_t(r.walked), int64_t(r.bytes_total),
-             int64_t(r.files_total), int64_t(r.bytes_done), int64_t(r.files_done), r.error,
-             lines_text(r.failed), r.started_s, r.updated_s, r.finished_s)
+             r.spec.destination, static_cast<int64_t>(r.spec.verify),
+             static_cast<int64_t>(r.destroy_after), std::string(to_string(r.state)),
+             static_cast<int64_t>(r.walked), static_cast<int64_t>(r.bytes_total),
+             static_cast<int64_t>(r.files_total), static_cast<int64_t>(r.bytes_done),
+             static_cast<int64_t>(r.files_done), r.error, lines_text(r.failed), r.started_s,
+             r.updated_s, r.finished_s)
       .run();
   t.commit();
 }
@@ -148,14 +150,14 @@ void StageStore::set_walked(const std::string& id, const std::vector<StageEntry>
                 "INSERT INTO stage_entries (op_id, path, kind, size, mode, mtime, target, done) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, 0)");
   for (auto& e : entries) {
-    ins.bind_all(id, e.path, std::string(kind_text(e.kind)), int64_t(e.size), int64_t(e.mode),
-                 e.mtime, e.target)
+    ins.bind_all(id, e.path, std::string(kind_text(e.kind)), static_cast<int64_t>(e.size),
+                 static_cast<int64_t>(e.mode), e.mtime, e.target)
         .run();
   }
   Statement s(db_,
               "UPDATE stage_ops SET walked = 1, bytes_total = ?, files_total = ?, updated_s = ? "
               "WHERE id = ?");
-  s.bind_all(int64_t(bytes_total), int64_t(files_total), now_s, id).run();
+  s.bind_all(static_cast<int64_t>(bytes_total), static_cast<int64_t>(files_total), now_s, id).run();
   t.commit();
 }
 
@@ -173,8 +175,8 @@ std::vector<StageEntry> StageStore::entries(const std::string& id) {
     e.kind = kind == "dir"       ? StageEntry::Kind::dir
              : kind == "symlink" ? StageEntry::Kind::symlink
                                  : StageEntry::Kind::file;
-    e.size = uint64_t(s.integer(2));
-    e.mode = uint32_t(s.integer(3));
+    e.size = static_cast<uint64_t>(s.integer(2));
+    e.mode = static_cast<uint32_t>(s.integer(3));
     e.mtime = s.integer(4);
     e.target = s.text(5);
     e.done = s.integer(6) != 0;
@@ -188,7 +190,7 @@ std::map<std::string, std::set<uint64_t>> StageStore::chunks(const std::string& 
   Statement s(db_, "SELECT path, chunk FROM stage_chunks WHERE op_id = ?");
   s.bind(1, id);
   std::map<std::string, std::set<uint64_t>> out;
-  while (s.step()) out[s.text(0)].insert(uint64_t(s.integer(1)));
+  while (s.step()) out[s.text(0)].insert(static_cast<uint64_t>(s.integer(1)));
   return out;
 }
 
@@ -203,7 +205,7 @@ void StageStore::record(const std::string& id, const Progress& p, int64_t now_s)
   Transaction t(db_);
   if (!p.chunks.empty()) {
     Statement c(db_, "INSERT OR IGNORE INTO stage_chunks (op_id, path, chunk) VALUES (?, ?, ?)");
-    for (auto& [path, chunk] : p.chunks) c.bind_all(id, path, int64_t(chunk)).run();
+    for (auto& [path, chunk] : p.chunks) c.bind_all(id, path, static_cast<int64_t>(chunk)).run();
   }
   if (!p.done.empty()) {
     Statement d(db_, "UPDATE stage_entries SET done = 1 WHERE op_id = ? AND path = ?");
@@ -215,7 +217,8 @@ void StageStore::record(const std::string& id, const Progress& p, int64_t now_s)
   }
   Statement s(db_,
               "UPDATE stage_ops SET bytes_done = ?, files_done = ?, updated_s = ? WHERE id = ?");
-  s.bind_all(int64_t(p.bytes_done), int64_t(p.files_done), now_s, id).run();
+  s.bind_all(static_cast<int64_t>(p.bytes_done), static_cast<int64_t>(p.files_done), now_s, id)
+      .run();
   t.commit();
 }
 

@@ -54,7 +54,7 @@ class HashOfPath final : public CreatePolicy {
       h ^= ch;
       h *= 1099511628211ull;
     }
-    return size_t(h % c.size());
+    return static_cast<size_t>(h % c.size());
   }
 };
 
@@ -74,7 +74,7 @@ std::string create_policy_names() {
 
 std::optional<BranchMode> parse_branch_mode(std::string_view text) {
   std::string t(text);
-  for (auto& c : t) c = char(toupper(c));
+  for (auto& c : t) c = static_cast<char>(toupper(c));
   if (t == "RW") return BranchMode::read_write;
   if (t == "RO") return BranchMode::read_only;
   if (t == "NC") return BranchMode::no_create;

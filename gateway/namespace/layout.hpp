@@ -47,8 +47,8 @@ struct AttrChange {
     }
     if (atime_s || mtime_s) {
       a.flags |= sftp::ATTR_ACMODTIME;
-      a.atime = uint32_t(atime_s.value_or(current.atime));
-      a.mtime = uint32_t(mtime_s.value_or(current.mtime));
+      a.atime = static_cast<uint32_t>(atime_s.value_or(current.atime));
+      a.mtime = static_cast<uint32_t>(mtime_s.value_or(current.mtime));
     }
     return a;
   }
@@ -135,10 +135,11 @@ class SpaceTotal {
   // Adds one server's statvfs; without `available`, its free space is not offered for new files.
   void add(const sftp::StatVfs& v, bool available = true) {
     any_ = true;
-    double scale = double(v.frsize ? v.frsize : v.bsize) / double(sum_.frsize);
-    sum_.blocks += uint64_t(double(v.blocks) * scale);
-    sum_.bfree += uint64_t(double(v.bfree) * scale);
-    if (available) sum_.bavail += uint64_t(double(v.bavail) * scale);
+    double scale =
+        static_cast<double>(v.frsize ? v.frsize : v.bsize) / static_cast<double>(sum_.frsize);
+    sum_.blocks += static_cast<uint64_t>(static_cast<double>(v.blocks) * scale);
+    sum_.bfree += static_cast<uint64_t>(static_cast<double>(v.bfree) * scale);
+    if (available) sum_.bavail += static_cast<uint64_t>(static_cast<double>(v.bavail) * scale);
     sum_.files += v.files;
     sum_.ffree += v.ffree;
     sum_.favail += v.favail;

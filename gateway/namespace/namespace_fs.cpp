@@ -59,7 +59,7 @@ sftp::Attrs NamespaceFs::synthetic_dir_attrs() const {
   sftp::Attrs a;
   a.flags = sftp::ATTR_PERMISSIONS | sftp::ATTR_ACMODTIME | sftp::ATTR_SIZE | sftp::ATTR_UIDGID;
   a.permissions = S_IFDIR | 0755;
-  a.atime = a.mtime = uint32_t(started_s_);
+  a.atime = a.mtime = static_cast<uint32_t>(started_s_);
   a.size = 4096;
   return a;
 }

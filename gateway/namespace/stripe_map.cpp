@@ -11,7 +11,7 @@ StripeMap::StripeMap(uint64_t stripe_size, uint32_t width) : stripe_(stripe_size
 }
 
 uint32_t StripeMap::backend_of(uint64_t logical_offset) const {
-  return uint32_t((logical_offset / stripe_) % width_);
+  return static_cast<uint32_t>((logical_offset / stripe_) % width_);
 }
 
 uint64_t StripeMap::local_offset(uint64_t logical_offset) const {
@@ -55,7 +55,7 @@ uint64_t StripeMap::logical_end(uint32_t backend, uint64_t local_size) const {
 uint64_t StripeMap::logical_size(std::span<const uint64_t> local_sizes) const {
   uint64_t size = 0;
   for (size_t b = 0; b < local_sizes.size() && b < width_; ++b)
-    size = std::max(size, logical_end(uint32_t(b), local_sizes[b]));
+    size = std::max(size, logical_end(static_cast<uint32_t>(b), local_sizes[b]));
   return size;
 }
 

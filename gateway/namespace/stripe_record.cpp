@@ -22,9 +22,9 @@ std::string format_stripe_record(const StripeRecord& r) {
       << "# do not edit or remove it while the layout holds files.\n";
   toml::table t;
   t.insert("layout", r.layout);
-  t.insert("stripe_size", int64_t(r.stripe_size));
-  t.insert("width", int64_t(r.width));
-  t.insert("part", int64_t(r.part));
+  t.insert("stripe_size", static_cast<int64_t>(r.stripe_size));
+  t.insert("width", static_cast<int64_t>(r.width));
+  t.insert("part", static_cast<int64_t>(r.part));
   toml::array names;
   for (auto& n : r.backends) names.push_back(n);
   t.insert("backends", std::move(names));

@@ -37,7 +37,7 @@ Result<SharedBytes> StripedFile::read(uint64_t offset, uint32_t size) {
   }
   auto got = fan_out(touched, [&](size_t b) -> R {
     if (!parts_[b]) return SharedBytes();  // no part on this backend: all holes
-    return parts_[b]->read(ext[b].local_offset, uint32_t(ext[b].length));
+    return parts_[b]->read(ext[b].local_offset, static_cast<uint32_t>(ext[b].length));
   });
   if (int err = worst_error(got)) return R::failure(err);
 
@@ -46,7 +46,7 @@ Result<SharedBytes> StripedFile::read(uint64_t offset, uint32_t size) {
   bool whole = true;
   uint64_t known_size = 0;  // the logical size is at least this
   for (size_t i = 0; i < touched.size(); ++i) {
-    uint32_t b = uint32_t(touched[i]);
+    uint32_t b = static_cast<uint32_t>(touched[i]);
     whole &= got[i]->size() == ext[b].length;
     if (!got[i]->empty())
       known_size = std::max(known_size, map_.logical_end(b, ext[b].local_offset + got[i]->size()));
@@ -63,7 +63,7 @@ Result<SharedBytes> StripedFile::read(uint64_t offset, uint32_t size) {
   static const char zeros[64 * 1024] = {};
   auto add_zeros = [](std::vector<std::string_view>& views, uint64_t n) {
     for (; n > 0; n -= std::min<uint64_t>(n, sizeof zeros))
-      views.emplace_back(zeros, size_t(std::min<uint64_t>(n, sizeof zeros)));
+      views.emplace_back(zeros, static_cast<size_t>(std::min<uint64_t>(n, sizeof zeros)));
   };
   auto keep = std::make_shared<std::vector<SharedBytes>>();
   std::vector<std::string_view> views;
@@ -72,7 +72,7 @@ Result<SharedBytes> StripedFile::read(uint64_t offset, uint32_t size) {
     const uint64_t within = s.local_offset - ext[s.backend].local_offset;
     const uint64_t n =
         within >= data.size() ? 0 : std::min<uint64_t>(s.length, data.size() - within);
-    data.view(size_t(within), size_t(n), views);
+    data.view(static_cast<size_t>(within), static_cast<size_t>(n), views);
     add_zeros(views, s.length - n);
   }
   for (auto& g : got) keep->push_back(g.take());
@@ -81,7 +81,7 @@ Result<SharedBytes> StripedFile::read(uint64_t offset, uint32_t size) {
 
 Result<uint32_t> StripedFile::write(uint64_t offset, const SharedBytes& data) {
   using R = Result<uint32_t>;
-  if (data.empty()) return uint32_t(0);
+  if (data.empty()) return static_cast<uint32_t>(0);
   std::unique_lock<std::mutex> append_lock;
   if (flags_ & O_APPEND) {
     // The parts know nothing of the logical end of file: find it, and write there.
@@ -105,7 +105,7 @@ Result<uint32_t> StripedFile::write(uint64_t offset, const SharedBytes& data) {
     return r ? ok_status() : Status::failure(r.error());
   });
   if (int err = worst_error(done)) return R::failure(err);
-  return uint32_t(data.size());
+  return static_cast<uint32_t>(data.size());
 }
 
 Status StripedFile::fsync() {
@@ -118,7 +118,7 @@ Status StripedFile::fsync() {
 
 Status StripedFile::truncate(uint64_t size) {
   auto done = fan_out(parts_.size(), [&](size_t b) -> Status {
-    uint64_t local = map_.local_size(uint32_t(b), size);
+    uint64_t local = map_.local_size(static_cast<uint32_t>(b), size);
     if (!parts_[b]) return local ? Status::failure(EBADF) : ok_status();
     return parts_[b]->truncate(local);
   });

@@ -27,13 +27,13 @@ uint32_t link_count(const std::string& longname) {
   if (sp == std::string::npos) return 1;
   auto start = longname.find_first_not_of(' ', sp);
   if (start == std::string::npos) return 1;
-  return uint32_t(std::max(1l, std::atol(longname.c_str() + start)));
+  return static_cast<uint32_t>(std::max(1l, std::atol(longname.c_str() + start)));
 }
 
 }  // namespace
 
 StripedLayout::StripedLayout(std::vector<std::shared_ptr<Backend>> backends, uint64_t stripe_size)
-    : backends_(std::move(backends)), map_(stripe_size, uint32_t(backends_.size())) {}
+    : backends_(std::move(backends)), map_(stripe_size, static_cast<uint32_t>(backends_.size())) {}
 
 std::string StripedLayout::shape() const {
   std::string out =
@@ -157,12 +157,12 @@ Status StripedLayout::check_records() {
     StripeRecord record;
     record.layout = verdict.layout.empty() ? new_stripe_layout_id() : verdict.layout;
     record.stripe_size = map_.stripe_size();
-    record.width = uint32_t(width());
+    record.width = static_cast<uint32_t>(width());
     record.backends = names;
     // Backend 0 last: its record says that every other backend has one.
     auto done = fan_out(part_backends(width()), [&](size_t b) {
       StripeRecord mine = record;
-      mine.part = uint32_t(b);
+      mine.part = static_cast<uint32_t>(b);
       return write_record(b, mine);
     });
     Status st = status_of(worst_error(done));
@@ -229,7 +229,7 @@ Result<std::shared_ptr<BackendFile>> StripedLayout::open_part(size_t b, const st
 
 Status StripedLayout::truncate_parts(const std::string& rel, uint64_t size, uint32_t mode) {
   auto done = fan_out(width(), [&](size_t b) -> Status {
-    uint64_t local = map_.local_size(uint32_t(b), size);
+    uint64_t local = map_.local_size(static_cast<uint32_t>(b), size);
     sftp::Attrs a;
     a.flags = sftp::ATTR_SIZE;
     a.size = local;
@@ -404,7 +404,7 @@ Status StripedLayout::rename(const std::string& from, const std::string& to, uns
   if (auto ready_st = ready(to, EACCES); !ready_st) return ready_st;
   auto st = all_up();
   if (!st) return st;
-  bool target_existed = bool(primary().lstat(to));
+  bool target_existed = static_cast<bool>(primary().lstat(to));
   st = primary().rename(from, to, flags);  // backend 0 decides: EEXIST, ENOTEMPTY, EISDIR...
   if (!st) return st;
   auto moved = primary().lstat(to);

@@ -188,7 +188,7 @@ Result<std::vector<DirEntryAttrs>> UnionLayout::readdir(const std::string& rel) 
       if (sp != std::string::npos) {
         auto start = e.longname.find_first_not_of(' ', sp);
         if (start != std::string::npos)
-          nlink = uint32_t(std::max(1l, std::atol(e.longname.c_str() + start)));
+          nlink = static_cast<uint32_t>(std::max(1l, std::atol(e.longname.c_str() + start)));
       }
       out.push_back({std::move(e.filename), e.attrs, nlink});
     }

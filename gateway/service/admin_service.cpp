@@ -77,12 +77,12 @@ std::vector<std::optional<sftp::StatVfs>> free_space_of(const std::vector<Gatewa
 void fill_spec(const BackendConfig& c, v1::BackendSpec* out) {
   out->set_name(c.name);
   out->set_host(c.endpoint.host);
-  out->set_port(uint32_t(c.endpoint.port));
+  out->set_port(static_cast<uint32_t>(c.endpoint.port));
   out->set_user(c.endpoint.user);
   out->set_identity_file(c.endpoint.identity_file);
   out->set_known_hosts(c.endpoint.known_hosts);
   out->set_root(c.root);
-  out->set_connections(uint32_t(c.connections));
+  out->set_connections(static_cast<uint32_t>(c.connections));
   out->set_min_free_bytes(c.min_free_bytes);
   out->set_ssh_transport(sftp::ssh_transport_name(c.endpoint.transport));
   out->set_certificate_file(c.endpoint.certificate_file);
@@ -100,7 +100,7 @@ void fill_info(const Gateway::BackendView& v, const std::optional<sftp::StatVfs>
   out->set_state(!up        ? v1::BackendInfo::DOWN
                  : draining ? v1::BackendInfo::DRAINING
                             : v1::BackendInfo::UP);
-  out->set_live_connections(uint32_t(b.live_connections()));
+  out->set_live_connections(static_cast<uint32_t>(b.live_connections()));
   out->set_ssh_stack(b.ssh_stacks());
   if (space) {
     uint64_t unit = space->frsize ? space->frsize : space->bsize;
@@ -185,7 +185,7 @@ grpc::Status AdminService::AddBackend(grpc::ServerContext* ctx, const v1::AddBac
   Gateway::AddBackendRequest add;
   add.backend.name = spec.name();
   add.backend.endpoint.host = spec.host();
-  add.backend.endpoint.port = int(spec.port());
+  add.backend.endpoint.port = static_cast<int>(spec.port());
   add.backend.endpoint.user = spec.user();
   add.backend.endpoint.identity_file = spec.identity_file();
   add.backend.endpoint.known_hosts = spec.known_hosts();
@@ -193,7 +193,7 @@ grpc::Status AdminService::AddBackend(grpc::ServerContext* ctx, const v1::AddBac
   add.backend.endpoint.ssh_config = spec.ssh_config();
   add.backend.endpoint.proxy_jump = spec.proxy_jump();
   add.backend.root = spec.root();
-  add.backend.connections = int(spec.connections());
+  add.backend.connections = static_cast<int>(spec.connections());
   add.backend.min_free_bytes = spec.min_free_bytes();
   add.backend.endpoint.transport = transport;
   add.ns = req->ns();
@@ -310,7 +310,7 @@ void AdminService::fill_job(const JobRecord& r, v1::JobNamespaceInfo* out) const
   auto* l = out->mutable_layout();
   l->set_kind(r.layout_kind == "union" ? v1::JobLayout::UNION : v1::JobLayout::STRIPED);
   l->set_stripe_size(r.stripe_size);
-  l->set_width(uint32_t(r.backends.size()));
+  l->set_width(static_cast<uint32_t>(r.backends.size()));
   l->set_pool(r.pool);
   for (auto& b : r.backends) {
     l->add_backends(b);
@@ -354,7 +354,8 @@ grpc::Status AdminService::CreateJobNamespace(grpc::ServerContext* ctx,
   q.backends.assign(l.backends().begin(), l.backends().end());
   q.quota_bytes = req->quota_bytes();
   q.quota_inodes = req->quota_inodes();
-  q.lifetime = std::chrono::seconds(int64_t(std::min<uint64_t>(req->lifetime_s(), INT64_MAX)));
+  q.lifetime =
+      std::chrono::seconds(static_cast<int64_t>(std::min<uint64_t>(req->lifetime_s(), INT64_MAX)));
   for (auto& [k, v] : req->labels()) q.labels[k] = v;
   try {
     auto created = jobs_->create(q);
@@ -517,12 +518,12 @@ grpc::Status AdminService::Health(grpc::ServerContext* ctx, const v1::HealthRequ
                                   v1::HealthReply* reply) {
   if (auto st = authorize(ctx); !st.ok()) return st;
   reply->set_version(Gateway::version());
-  reply->set_uptime_s(uint64_t(gateway_.uptime().count()));
+  reply->set_uptime_s(static_cast<uint64_t>(gateway_.uptime().count()));
   auto backends = gateway_.backends();
   uint32_t up = 0;
   for (auto& v : backends) up += v.backend->up() ? 1 : 0;
   reply->set_backends_up(up);
-  reply->set_backends_total(uint32_t(backends.size()));
+  reply->set_backends_total(static_cast<uint32_t>(backends.size()));
   for (auto& n : gateway_.namespaces()) {
     reply->add_namespaces(n.config.name);
     for (auto& m : n.table->mounts())

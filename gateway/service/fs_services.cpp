@@ -43,9 +43,9 @@ void fill_attr(const sftp::Attrs& a, v1::Attr* out, uint32_t nlink = 0) {
   out->set_uid(a.uid);
   out->set_gid(a.gid);
   out->set_size(a.size);
-  out->set_atime_ns(int64_t(a.atime) * 1000000000);
-  out->set_mtime_ns(int64_t(a.mtime) * 1000000000);
-  out->set_ctime_ns(int64_t(a.mtime) * 1000000000);
+  out->set_atime_ns(static_cast<int64_t>(a.atime) * 1000000000);
+  out->set_mtime_ns(static_cast<int64_t>(a.mtime) * 1000000000);
+  out->set_ctime_ns(static_cast<int64_t>(a.mtime) * 1000000000);
   out->set_blocks((a.size + 511) / 512);
 }
 
@@ -275,7 +275,7 @@ grpc::Status DataService::Open(ServerContext* ctx, const v1::OpenRequest* req,
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  auto r = t->ns->open(t->path, int(req->flags()));
+  auto r = t->ns->open(t->path, static_cast<int>(req->flags()));
   if (!r) {
     reply->set_error(r.error());
     return grpc::Status::OK;
@@ -292,7 +292,7 @@ grpc::Status DataService::Create(ServerContext* ctx, const v1::OpenRequest* req,
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  auto r = t->ns->create(t->path, int(req->flags()), req->mode());
+  auto r = t->ns->create(t->path, static_cast<int>(req->flags()), req->mode());
   if (!r) {
     reply->set_error(r.error());
     return grpc::Status::OK;
@@ -317,7 +317,7 @@ std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, grpc::ServerCo
   auto t = resolve(reg, ctx, ref.ns(), ref.path(), s);
   if (!t) return nullptr;
   if (ns) *ns = t->ns;
-  auto f = t->ns->file(ref.handle(), t->path, int(ref.flags()));
+  auto f = t->ns->file(ref.handle(), t->path, static_cast<int>(ref.flags()));
   if (!f) {
     err = f.error();
     return nullptr;
@@ -394,7 +394,7 @@ grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
 
 grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteRequest& req,
                                 const SharedBytes& data, v1::WriteReply& reply) {
-  std::uint64_t total = data.size();
+  uint64_t total = data.size();
   for (const auto& e : req.more()) total += e.data().size();
   if (total > kMaxIoSize) return grpc::Status(StatusCode::INVALID_ARGUMENT, "write over 1 MiB");
   grpc::Status s;
@@ -409,7 +409,7 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
   auto r = f->write(req.offset(), data);
   // The extents, in order, each whole before the next; the first failure ends the call. Their
   // bytes live in the request, which outlives the writes.
-  std::uint64_t written = r ? *r : 0, expected = data.size();
+  uint64_t written = r ? *r : 0, expected = data.size();
   for (int i = 0; r && written == expected && i < req.more_size(); ++i) {
     const auto& e = req.more(i);
     expected += e.data().size();
@@ -418,7 +418,7 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
   }
   if (r && written != total) r = Result<uint32_t>::failure(EIO);  // a short write
   if (r) {
-    reply.set_written(uint32_t(written));
+    reply.set_written(static_cast<uint32_t>(written));
     ns->count_written(written);
     // Every other mount that caches this file hears of it before the writer does.
     if (broker_)

@@ -18,7 +18,7 @@ inline int ms_left(Deadline deadline) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       deadline - std::chrono::steady_clock::now())
                       .count();
-  return ms <= 0 ? 0 : int(std::min<long long>(ms, 1 << 30));
+  return ms <= 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1 << 30));
 }
 
 class ByteChannel {

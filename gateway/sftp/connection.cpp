@@ -68,8 +68,10 @@ bool Connection::handshake(std::string& error) {
     error = failed("no sftp version reply");
     return false;
   }
-  uint32_t len = uint32_t(uint8_t(hdr[0])) << 24 | uint32_t(uint8_t(hdr[1])) << 16 |
-                 uint32_t(uint8_t(hdr[2])) << 8 | uint8_t(hdr[3]);
+  uint32_t len = static_cast<uint32_t>(static_cast<uint8_t>(hdr[0])) << 24 |
+                 static_cast<uint32_t>(static_cast<uint8_t>(hdr[1])) << 16 |
+                 static_cast<uint32_t>(static_cast<uint8_t>(hdr[2])) << 8 |
+                 static_cast<uint8_t>(hdr[3]);
   if (len < 5 || len > 65536 || !read_exact(body, len) || body[0] != FXP_VERSION) {
     error = who + ": bad sftp version reply";
     return false;
@@ -93,10 +95,11 @@ bool Connection::handshake(std::string& error) {
     std::string req = PacketWriter(FXP_EXTENDED).str("limits@openssh.com").take();
     patch_request_id(req, 0);
     if (channel_->write(req, {}, deadline) && read_exact(hdr, 4)) {
-      len = uint32_t(uint8_t(hdr[0])) << 24 | uint32_t(uint8_t(hdr[1])) << 16 |
-            uint32_t(uint8_t(hdr[2])) << 8 | uint8_t(hdr[3]);
+      len = static_cast<uint32_t>(static_cast<uint8_t>(hdr[0])) << 24 |
+            static_cast<uint32_t>(static_cast<uint8_t>(hdr[1])) << 16 |
+            static_cast<uint32_t>(static_cast<uint8_t>(hdr[2])) << 8 | static_cast<uint8_t>(hdr[3]);
       if (len >= 5 && len < 65536 && read_exact(body, len) &&
-          uint8_t(body[0]) == FXP_EXTENDED_REPLY) {
+          static_cast<uint8_t>(body[0]) == FXP_EXTENDED_REPLY) {
         PacketReader lr(std::string_view(body).substr(5));
         auto mp = lr.u64(), mr = lr.u64(), mw = lr.u64(), mh = lr.u64();
         if (mp && mr && mw && mh) limits_ = {*mp, *mr, *mw, *mh};
@@ -113,7 +116,7 @@ bool Connection::read_exact(std::string& out, size_t n) {
   while (got < n) {
     const long r = channel_->read(out.data() + got, n - got);
     if (r < 0) return false;
-    got += size_t(r);
+    got += static_cast<size_t>(r);
     if (r > 0) continue;
     const int ms = ms_left(deadline);
     pollfd p{channel_->fd(), short(POLLIN | (channel_->wants_write() ? POLLOUT : 0)), 0};
@@ -162,7 +165,8 @@ std::future<Result<Reply>> Connection::send(Request request) {
   std::string& framed = request.framed;
   if (request.type() == FXP_READ && request.tail.empty() && framed.size() >= 13) {
     const auto* b = reinterpret_cast<const unsigned char*>(framed.data() + framed.size() - 4);
-    p.read_bytes = size_t(b[0]) << 24 | size_t(b[1]) << 16 | size_t(b[2]) << 8 | b[3];
+    p.read_bytes = static_cast<size_t>(b[0]) << 24 | static_cast<size_t>(b[1]) << 16 |
+                   static_cast<size_t>(b[2]) << 8 | b[3];
     std::unique_lock lock(window_mu_);
     window_cv_.wait(lock, [&] {
       return !alive_ || read_bytes_in_flight_ == 0 ||
@@ -202,7 +206,8 @@ std::vector<Result<Reply>> Connection::call_all(std::vector<Request> framed) {
   if (!any_read && !framed.empty()) {
     std::lock_guard lock(mu_);
     if (alive_ && !direct_ && queue_.empty() && in_flight_ == 0 &&
-        uint64_t(next_id_) + framed.size() <= UINT32_MAX) {  // ids do not wrap within it
+        static_cast<uint64_t>(next_id_) + framed.size() <=
+            UINT32_MAX) {  // ids do not wrap within it
       direct_ = true;
       if (next_id_ == 0) next_id_ = 1;
       first_id = next_id_;
@@ -274,7 +279,7 @@ std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& f
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     pollfd fds[2] = {{channel_->fd(), short(POLLIN | (channel_->wants_write() ? POLLOUT : 0)), 0},
                      {abort_fd_, POLLIN, 0}};
-    if (poll(fds, 2, int(ms)) < 0 && errno != EINTR) {
+    if (poll(fds, 2, static_cast<int>(ms)) < 0 && errno != EINTR) {
       mark_dead(endpoint_.who() + ": poll failed");
       return finish();
     }
@@ -345,7 +350,7 @@ bool Connection::drain_replies(bool hangup, uint32_t first_id,
     if (n == 0 && hangup) return false;  // the socket hung up and the channel has nothing more
     if (n == 0) return true;
     hangup = false;
-    in_.got(size_t(n));
+    in_.got(static_cast<size_t>(n));
     uint32_t id;
     bool bad;
     while (in_.take(reply, id, bad)) {
@@ -381,8 +386,10 @@ void Connection::io_loop() {
     bool write_failed = false;
     for (auto& [request, p] : batch) {
       const std::string& framed = request.framed;
-      uint32_t id = uint32_t(uint8_t(framed[5])) << 24 | uint32_t(uint8_t(framed[6])) << 16 |
-                    uint32_t(uint8_t(framed[7])) << 8 | uint8_t(framed[8]);
+      uint32_t id = static_cast<uint32_t>(static_cast<uint8_t>(framed[5])) << 24 |
+                    static_cast<uint32_t>(static_cast<uint8_t>(framed[6])) << 16 |
+                    static_cast<uint32_t>(static_cast<uint8_t>(framed[7])) << 8 |
+                    static_cast<uint8_t>(framed[8]);
       pending_.emplace(id, std::move(p));
       if (!write_request(request)) {
         // Requests of this batch not yet registered still need an answer.
@@ -421,7 +428,7 @@ void Connection::io_loop() {
         return;
       }
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now).count() + 1;
-      if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = int(ms);
+      if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = static_cast<int>(ms);
     }
     const short socket_events =
         short((pending_.empty() ? POLLRDHUP : POLLIN) | (channel_->wants_write() ? POLLOUT : 0));

@@ -51,7 +51,7 @@ ssh_session open_ssh_session(const Endpoint& ep, std::string& error) {
   };
   int port = ep.port;
   int yes = 1;
-  long timeout_s = std::max<long>(1, long(ep.timeout.count() / 1000));
+  long timeout_s = std::max<long>(1, static_cast<long>(ep.timeout.count() / 1000));
   // The site's ssh_config (or the backend's own) is read once the host is known, so that its
   // Host blocks match; what the backend sets explicitly comes after it and wins.
   bool no = false;
@@ -192,7 +192,7 @@ bool LibsshChannel::write(std::string_view head, std::span<const std::string_vie
   // them (the packet's header first) is gathered in a small buffer: a request in pieces costs no
   // more packets than the same bytes in one buffer. libssh's own timeout bounds the write.
   auto put = [&](const char* p, size_t n) {
-    return ssh_channel_write(channel_, p, uint32_t(n)) == int(n);
+    return ssh_channel_write(channel_, p, static_cast<uint32_t>(n)) == static_cast<int>(n);
   };
   if (pieces.empty()) return put(head.data(), head.size()) && ssh_is_connected(session_);
   std::string& gather = gather_;  // kept between calls: no allocation per request
@@ -214,7 +214,7 @@ bool LibsshChannel::write(std::string_view head, std::span<const std::string_vie
 }
 
 long LibsshChannel::read(char* dst, size_t n) {
-  const int r = ssh_channel_read_nonblocking(channel_, dst, uint32_t(n), 0);
+  const int r = ssh_channel_read_nonblocking(channel_, dst, static_cast<uint32_t>(n), 0);
   if (r == SSH_AGAIN) return 0;
   if (r < 0 || (r == 0 && ssh_channel_is_eof(channel_))) return -1;  // SSH_ERROR, SSH_EOF
   if (r == 0 && !ssh_is_connected(session_)) return -1;

@@ -70,7 +70,7 @@ std::string proxy_word(const std::string& s) {
 
 // What every ssh of an endpoint is given, the jump host's included: where to log in and how.
 std::vector<std::string> login_options(const Endpoint& ep) {
-  const long timeout_s = std::max<long>(1, long(ep.timeout.count() / 1000));
+  const long timeout_s = std::max<long>(1, static_cast<long>(ep.timeout.count() / 1000));
   std::vector<std::string> a = {
       // Never prompt; an unknown or changed host key is refused, never learnt.
       "-oBatchMode=yes", "-oStrictHostKeyChecking=yes", "-oUpdateHostKeys=no",
@@ -214,7 +214,7 @@ void OpensshChannel::collect_stderr(bool until_eof) const {
   for (;;) {
     const ssize_t n = ::read(err_fd_, buf, sizeof buf);
     if (n > 0) {
-      stderr_.append(buf, size_t(n));
+      stderr_.append(buf, static_cast<size_t>(n));
       if (stderr_.size() > 2 * kStderrKept) stderr_.erase(0, stderr_.size() - kStderrKept);
       continue;
     }
@@ -248,7 +248,7 @@ bool OpensshChannel::write(std::string_view head, std::span<const std::string_vi
     msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
     const ssize_t n = sendmsg(sock_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) {
-      size_t left = size_t(n);
+      size_t left = static_cast<size_t>(n);
       while (left > 0 && first < iov.size()) {
         const size_t take = std::min(left, iov[first].iov_len);
         iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + take;
@@ -279,7 +279,7 @@ bool OpensshChannel::write(std::string_view head, std::span<const std::string_vi
       }
       char buf[65536];
       const ssize_t r = recv(sock_, buf, sizeof buf, MSG_DONTWAIT);
-      if (r > 0) inbox_.append(buf, size_t(r));
+      if (r > 0) inbox_.append(buf, static_cast<size_t>(r));
       if (r == 0) {
         closed_ = true;
         return false;
@@ -301,12 +301,12 @@ long OpensshChannel::read(char* dst, size_t n) {
       inbox_.clear();
       inbox_at_ = 0;
     }
-    return long(take);
+    return static_cast<long>(take);
   }
   if (closed_) return -1;
   for (;;) {
     const ssize_t r = recv(sock_, dst, n, MSG_DONTWAIT);
-    if (r > 0) return long(r);
+    if (r > 0) return static_cast<long>(r);
     if (r == 0) {
       closed_ = true;
       return -1;

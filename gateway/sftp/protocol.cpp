@@ -11,7 +11,8 @@ namespace {
 constexpr uint32_t kMaxPacket = 4u * 1024 * 1024;
 
 void set_u32(char* at, uint32_t v) {
-  char c[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+  char c[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+               static_cast<char>(v)};
   std::memcpy(at, c, 4);
 }
 void put_u32(std::string& b, uint32_t v) {
@@ -20,19 +21,20 @@ void put_u32(std::string& b, uint32_t v) {
 }
 uint32_t get_u32(const char* p) {
   auto u = reinterpret_cast<const unsigned char*>(p);
-  return uint32_t(u[0]) << 24 | uint32_t(u[1]) << 16 | uint32_t(u[2]) << 8 | uint32_t(u[3]);
+  return static_cast<uint32_t>(u[0]) << 24 | static_cast<uint32_t>(u[1]) << 16 |
+         static_cast<uint32_t>(u[2]) << 8 | static_cast<uint32_t>(u[3]);
 }
 }  // namespace
 
 PacketWriter::PacketWriter(uint8_t type, bool with_id) {
   buf_.reserve(64);
   put_u32(buf_, 0);  // length, filled by take()
-  buf_.push_back(char(type));
+  buf_.push_back(static_cast<char>(type));
   if (with_id) put_u32(buf_, 0);
 }
 
 PacketWriter& PacketWriter::u8(uint8_t v) {
-  buf_.push_back(char(v));
+  buf_.push_back(static_cast<char>(v));
   return *this;
 }
 PacketWriter& PacketWriter::u32(uint32_t v) {
@@ -40,17 +42,17 @@ PacketWriter& PacketWriter::u32(uint32_t v) {
   return *this;
 }
 PacketWriter& PacketWriter::u64(uint64_t v) {
-  put_u32(buf_, uint32_t(v >> 32));
-  put_u32(buf_, uint32_t(v));
+  put_u32(buf_, static_cast<uint32_t>(v >> 32));
+  put_u32(buf_, static_cast<uint32_t>(v));
   return *this;
 }
 PacketWriter& PacketWriter::str(std::string_view s) {
-  put_u32(buf_, uint32_t(s.size()));
+  put_u32(buf_, static_cast<uint32_t>(s.size()));
   buf_.append(s);
   return *this;
 }
 PacketWriter& PacketWriter::attrs(const Attrs& a) {
-  u32(a.flags & ~uint32_t(ATTR_EXTENDED));
+  u32(a.flags & ~static_cast<uint32_t>(ATTR_EXTENDED));
   if (a.flags & ATTR_SIZE) u64(a.size);
   if (a.flags & ATTR_UIDGID) u32(a.uid).u32(a.gid);
   if (a.flags & ATTR_PERMISSIONS) u32(a.permissions);
@@ -58,15 +60,15 @@ PacketWriter& PacketWriter::attrs(const Attrs& a) {
   return *this;
 }
 std::string PacketWriter::take() {
-  set_u32(buf_.data(), uint32_t(buf_.size() - 4));
+  set_u32(buf_.data(), static_cast<uint32_t>(buf_.size() - 4));
   return std::move(buf_);
 }
 
 Request PacketWriter::take_with_str(std::vector<std::string_view> pieces) {
   size_t n = 0;
   for (auto piece : pieces) n += piece.size();
-  put_u32(buf_, uint32_t(n));
-  set_u32(buf_.data(), uint32_t(buf_.size() - 4 + n));
+  put_u32(buf_, static_cast<uint32_t>(n));
+  set_u32(buf_.data(), static_cast<uint32_t>(buf_.size() - 4 + n));
   return Request(std::move(buf_), std::move(pieces));
 }
 
@@ -74,7 +76,7 @@ void patch_request_id(std::string& framed, uint32_t id) { set_u32(framed.data() 
 
 std::optional<uint8_t> PacketReader::u8() {
   if (remaining() < 1) return std::nullopt;
-  return uint8_t(data_[pos_++]);
+  return static_cast<uint8_t>(data_[pos_++]);
 }
 std::optional<uint32_t> PacketReader::u32() {
   if (remaining() < 4) return std::nullopt;
@@ -173,15 +175,15 @@ bool PacketAssembler::take(Reply& reply, uint32_t& id, bool& bad) {
   const size_t avail = end_ - begin_;
   if (avail < 5) return false;
   const uint32_t len = get_u32(p);
-  const uint8_t type = uint8_t(p[4]);
+  const uint8_t type = static_cast<uint8_t>(p[4]);
   const size_t header = type == FXP_VERSION ? 5 : 9;
-  if (len < 1 || len > kMaxPacket || 4 + size_t(len) < header) {
+  if (len < 1 || len > kMaxPacket || 4 + static_cast<size_t>(len) < header) {
     bad = true;
     return false;
   }
   if (avail < header) return false;
   const uint32_t packet_id = type == FXP_VERSION ? 0 : get_u32(p + 5);
-  const size_t total = 4 + size_t(len);
+  const size_t total = 4 + static_cast<size_t>(len);
   if (avail >= total) {
     reply.type = type;
     reply.body = Body(std::string_view(p + header, total - header));

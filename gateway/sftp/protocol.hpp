@@ -104,7 +104,7 @@ struct Request {
   Request(std::string f) : framed(std::move(f)) {}  // NOLINT: a whole packet is a request
   Request(std::string f, std::vector<std::string_view> t)
       : framed(std::move(f)), tail(std::move(t)) {}
-  uint8_t type() const { return framed.size() > 4 ? uint8_t(framed[4]) : 0; }
+  uint8_t type() const { return framed.size() > 4 ? static_cast<uint8_t>(framed[4]) : 0; }
   size_t size() const {
     size_t n = framed.size();
     for (auto piece : tail) n += piece.size();

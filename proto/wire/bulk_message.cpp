@@ -9,12 +9,12 @@
 namespace skein::wire {
 namespace {
 
-enum WireType : std::uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
 
 // Copying the contents costs less than a slice of their own below this size.
 constexpr std::size_t kCopyBelow = 16 << 10;
 
-void append_varint(std::string& out, std::uint64_t v) {
+void append_varint(std::string& out, uint64_t v) {
   while (v >= 0x80) {
     out.push_back(static_cast<char>(v | 0x80));
     v >>= 7;
@@ -29,19 +29,19 @@ class Cursor {
 
   bool at_end() const { return index_ == slices_.size(); }
 
-  bool byte(std::uint8_t& b) {
+  bool byte(uint8_t& b) {
     if (at_end()) return false;
     b = slices_[index_].begin()[offset_];
     advance(1);
     return true;
   }
 
-  bool varint(std::uint64_t& v) {
+  bool varint(uint64_t& v) {
     v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
-      std::uint8_t b;
+      uint8_t b;
       if (!byte(b)) return false;
-      v |= std::uint64_t(b & 0x7f) << shift;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
       if (!(b & 0x80)) return true;
     }
     return false;
@@ -49,11 +49,11 @@ class Cursor {
 
   // Hands the next `n` bytes to `sink(const char*, size_t)`, piece by piece.
   template <typename Sink>
-  bool take(std::uint64_t n, Sink&& sink) {
+  bool take(uint64_t n, Sink&& sink) {
     while (n > 0) {
       if (at_end()) return false;
       const grpc::Slice& s = slices_[index_];
-      const std::size_t part = std::min<std::uint64_t>(n, s.size() - offset_);
+      const std::size_t part = std::min<uint64_t>(n, s.size() - offset_);
       sink(reinterpret_cast<const char*>(s.begin()) + offset_, part);
       advance(part);
       n -= part;
@@ -85,7 +85,7 @@ std::string head_and_field_prefix(const google::protobuf::MessageLite& head, int
                                   std::size_t size) {
   std::string prefix;
   head.AppendToString(&prefix);
-  append_varint(prefix, (std::uint64_t(field) << 3) | kLengthDelimited);
+  append_varint(prefix, (static_cast<uint64_t>(field) << 3) | kLengthDelimited);
   append_varint(prefix, size);
   return prefix;
 }
@@ -135,10 +135,10 @@ bool parse_with_bytes(const grpc::ByteBuffer& message, int field,
   bool found = false;
   auto copy = [&](const char* p, std::size_t n) { rest.append(p, n); };
   while (!in.at_end()) {
-    std::uint64_t tag, v;
+    uint64_t tag, v;
     if (!in.varint(tag)) return false;
-    const auto type = std::uint32_t(tag & 7);
-    if (tag >> 3 == std::uint64_t(field) && type == kLengthDelimited) {
+    const auto type = static_cast<uint32_t>(tag & 7);
+    if (tag >> 3 == static_cast<uint64_t>(field) && type == kLengthDelimited) {
       if (!in.varint(v)) return false;
       views.clear();
       if (!in.take(v, [&](const char* p, std::size_t n) { views.emplace_back(p, n); }))

@@ -141,8 +141,9 @@ TEST_F(Skeinctl, BackendsListShowsAddressStateConnectionsSpaceAndTraffic) {
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(std::getline(lines, row)) << out;
     EXPECT_EQ(row.rfind("srv" + std::to_string(i) + " ", 0), 0u) << out;
-    EXPECT_NE(row.find(user + "@127.0.0.1:" + cluster_->list("SKEIN_SSH_PORTS").at(size_t(i)) +
-                       ":" + cluster_->export_dir(i)),
+    EXPECT_NE(row.find(user + "@127.0.0.1:" +
+                       cluster_->list("SKEIN_SSH_PORTS").at(static_cast<size_t>(i)) + ":" +
+                       cluster_->export_dir(i)),
               std::string::npos)
         << out;
     EXPECT_EQ(row.substr(state_col, 3), "up ") << "columns are aligned:\n" << out;

@@ -104,7 +104,7 @@ TEST_F(BackendSubtree, AViewUsesTheBackendsConnectionsAndCountsAsItsTraffic) {
   ASSERT_TRUE((*f)->write(0, bytes(std::string(1000, 'x'))));
   ASSERT_EQ((*f)->read(0, 1000)->size(), 1000u);
   ASSERT_TRUE((*f)->close());
-  EXPECT_LE(backend_->live_connections(), size_t(backend_->config().connections));
+  EXPECT_LE(backend_->live_connections(), static_cast<size_t>(backend_->config().connections));
   const auto after = backend_->counters();
   EXPECT_GE(after.ops - before.ops, 50u);
   EXPECT_EQ(after.bytes_written - before.bytes_written, 1000u);

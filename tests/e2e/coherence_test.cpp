@@ -315,7 +315,8 @@ TEST_F(Coherence, ChangesThroughOneMountAreSeenAtOnceByMountsThatCachedTheOldSta
 TEST_F(Coherence, AppendByOneMountIsReadWholeByAnother) {
   std::string expected;
   for (int i = 0; i < 20; ++i) {
-    std::string line = "line " + std::to_string(i) + " " + std::string(size_t(i) * 37, 'x') + "\n";
+    std::string line =
+        "line " + std::to_string(i) + " " + std::string(static_cast<size_t>(i) * 37, 'x') + "\n";
     ASSERT_TRUE(write_file(m(A, "log"), line, O_WRONLY | O_CREAT | O_APPEND));
     expected += line;
     ASSERT_EQ(read_file(m(B, "log")), expected) << "after append " << i;
@@ -512,9 +513,10 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
   ASSERT_TRUE(write_file(s("watched"), "1"));
   EXPECT_EQ(size_of(mounted), 1);
   for (int round = 0; round < 3; ++round) {
-    std::string data(size_t(round) + 2, 'x');
+    std::string data(static_cast<size_t>(round) + 2, 'x');
     ASSERT_TRUE(write_file(s("watched"), data));
-    double took = wait_until([&] { return size_of(mounted) == off_t(data.size()); }, 5s);
+    double took =
+        wait_until([&] { return size_of(mounted) == static_cast<off_t>(data.size()); }, 5s);
     std::printf("[ coherence ] server-side change seen through inotify after %.3f s\n", took);
     EXPECT_GE(took, 0) << "never seen";
     EXPECT_LT(took, 1.0) << "slower than a second";
@@ -552,7 +554,7 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
   EXPECT_GE(wait_until([&] { return watch_starts() == 2; }, 10s), 0)
       << "inotifywait was not started again";
   ASSERT_TRUE(write_file(s("watched"), "after restart"));
-  double took = wait_until([&] { return size_of(mounted) == off_t(13); }, 5s);
+  double took = wait_until([&] { return size_of(mounted) == static_cast<off_t>(13); }, 5s);
   EXPECT_GE(took, 0) << "change after the restart never seen";
   EXPECT_LT(took, 1.0) << "change after the restart slower than a second";
 }

@@ -93,10 +93,10 @@ class DataPath : public ::testing::Test {
     std::string out(size, '\0');
     size_t done = 0;
     while (done < size) {
-      ssize_t n = ::pread(fd, out.data() + done, size - done, off + off_t(done));
+      ssize_t n = ::pread(fd, out.data() + done, size - done, off + static_cast<off_t>(done));
       if (n < 0) return "<pread failed: " + std::string(strerror(errno)) + ">";
       if (n == 0) break;
-      done += size_t(n);
+      done += static_cast<size_t>(n);
     }
     out.resize(done);
     return out;
@@ -118,7 +118,7 @@ TEST_F(DataPath, WriteErrorFoundAfterTheWriteReturnedComesBackAtCloseAsENOSPC) {
   int fd = ::open(small(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0) << strerror(errno);
   std::string data(kMiB, 'x');
-  ASSERT_EQ(::write(fd, data.data(), data.size()), ssize_t(data.size()))
+  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()))
       << "the write should be taken before the gateway answers: " << strerror(errno);
   EXPECT_EQ(SKEIN_ERRNO_OF(::close(fd)), ENOSPC);
   ::unlink(small(name()).c_str());
@@ -131,7 +131,7 @@ TEST_F(DataPath, WriteErrorComesBackAtFsyncAsENOSPC) {
   int fd = ::open(small(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0) << strerror(errno);
   std::string data(kMiB, 'x');
-  ASSERT_EQ(::write(fd, data.data(), data.size()), ssize_t(data.size()));
+  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
   EXPECT_EQ(SKEIN_ERRNO_OF(::fsync(fd)), ENOSPC);
   ::close(fd);
   ::unlink(small(name()).c_str());
@@ -157,17 +157,18 @@ TEST_F(DataPath, ReadAfterWriteOnTheSameFileSeesTheWrite) {
   std::string model = random_bytes(6 * kMiB, 11);
   int fd = ::open(m(name()).c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(::pwrite(fd, model.data(), model.size(), 0), ssize_t(model.size()));
+  ASSERT_EQ(::pwrite(fd, model.data(), model.size(), 0), static_cast<ssize_t>(model.size()));
   std::mt19937_64 rng(5);
   for (int op = 0; op < 300; ++op) {
     size_t off = rng() % model.size();
     size_t len = 1 + rng() % std::min<size_t>(300000, model.size() - off);
     if (rng() % 2) {
       std::string data = random_bytes(len, rng());
-      ASSERT_EQ(::pwrite(fd, data.data(), len, off_t(off)), ssize_t(len));
+      ASSERT_EQ(::pwrite(fd, data.data(), len, static_cast<off_t>(off)), static_cast<ssize_t>(len));
       model.replace(off, len, data);
     } else {
-      ASSERT_TRUE(pread_all(fd, len, off_t(off)) == model.substr(off, len)) << "op " << op;
+      ASSERT_TRUE(pread_all(fd, len, static_cast<off_t>(off)) == model.substr(off, len))
+          << "op " << op;
     }
   }
   // Another descriptor of the mount sees it all, and so does the server once it is closed.
@@ -189,12 +190,13 @@ TEST_F(DataPath, SequentialWritesThenReadBackWhileStillOpen) {
   const size_t step = 3 * kMiB + 5;
   for (size_t off = 0; off < model.size(); off += step) {
     size_t len = std::min(step, model.size() - off);
-    ASSERT_EQ(::write(w, model.data() + off, len), ssize_t(len));
-    ASSERT_TRUE(pread_all(r, len, off_t(off)) == model.substr(off, len)) << "at " << off;
+    ASSERT_EQ(::write(w, model.data() + off, len), static_cast<ssize_t>(len));
+    ASSERT_TRUE(pread_all(r, len, static_cast<off_t>(off)) == model.substr(off, len))
+        << "at " << off;
   }
   struct stat st {};
   ASSERT_EQ(::fstat(r, &st), 0);
-  EXPECT_EQ(size_t(st.st_size), model.size());
+  EXPECT_EQ(static_cast<size_t>(st.st_size), model.size());
   ::close(r);
   ASSERT_EQ(::close(w), 0);
 }
@@ -203,23 +205,24 @@ TEST_F(DataPath, StatAfterWritesGivesTheirSizeOnEveryMount) {
   int fd = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0);
   std::string data(kMiB, 's');
-  for (int i = 0; i < 5; ++i) ASSERT_EQ(::write(fd, data.data(), data.size()), ssize_t(kMiB));
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(kMiB));
   struct stat st {};
   ASSERT_EQ(::stat(m(name()).c_str(), &st), 0);
-  EXPECT_EQ(size_t(st.st_size), 5 * kMiB);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), 5 * kMiB);
   ASSERT_EQ(::close(fd), 0);
   ASSERT_EQ(::stat(m(name(), 1).c_str(), &st), 0);
-  EXPECT_EQ(size_t(st.st_size), 5 * kMiB) << "the other mount";
+  EXPECT_EQ(static_cast<size_t>(st.st_size), 5 * kMiB) << "the other mount";
   ASSERT_EQ(::stat(s(name()).c_str(), &st), 0);
-  EXPECT_EQ(size_t(st.st_size), 5 * kMiB) << "the server";
+  EXPECT_EQ(static_cast<size_t>(st.st_size), 5 * kMiB) << "the server";
 }
 
 TEST_F(DataPath, TruncateAfterPendingWritesKeepsItsSize) {
   int fd = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0);
   std::string data = random_bytes(4 * kMiB, 13);
-  ASSERT_EQ(::write(fd, data.data(), data.size()), ssize_t(data.size()));
-  ASSERT_EQ(::ftruncate(fd, off_t(kMiB + 3)), 0);
+  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(kMiB + 3)), 0);
   ASSERT_EQ(::close(fd), 0);
   EXPECT_TRUE(read_file(s(name())) == data.substr(0, kMiB + 3));
 }
@@ -229,8 +232,9 @@ TEST_F(DataPath, AppendsFromOneDescriptorLandInOrder) {
   ASSERT_GE(fd, 0);
   std::string model;
   for (int i = 0; i < 2000; ++i) {
-    std::string line = "record " + std::to_string(i) + std::string(size_t(i % 97), '.') + "\n";
-    ASSERT_EQ(::write(fd, line.data(), line.size()), ssize_t(line.size()));
+    std::string line =
+        "record " + std::to_string(i) + std::string(static_cast<size_t>(i % 97), '.') + "\n";
+    ASSERT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
     model += line;
   }
   ASSERT_EQ(::close(fd), 0);
@@ -243,7 +247,7 @@ TEST_F(DataPath, SmallWritesAreAllThere) {
   ASSERT_GE(fd, 0);
   for (size_t off = 0; off < model.size(); off += 4096) {
     size_t len = std::min<size_t>(4096, model.size() - off);
-    ASSERT_EQ(::write(fd, model.data() + off, len), ssize_t(len));
+    ASSERT_EQ(::write(fd, model.data() + off, len), static_cast<ssize_t>(len));
   }
   ASSERT_EQ(::close(fd), 0);
   EXPECT_TRUE(read_file(s(name())) == model);
@@ -255,14 +259,15 @@ TEST_F(DataPath, SequentialReadsReturnTheServersBytes) {
   std::string data = random_bytes(48 * kMiB + 12345, 21);
   ASSERT_TRUE(write_file(s(name()), data));
   drop_page_cache();
-  for (size_t buf : {size_t(4096), size_t(100000), kMiB, 3 * kMiB + 1}) {
+  for (size_t buf : {static_cast<size_t>(4096), static_cast<size_t>(100000), kMiB, 3 * kMiB + 1}) {
     SCOPED_TRACE("buffer " + std::to_string(buf));
     drop_page_cache();
     int fd = ::open(m(name()).c_str(), O_RDONLY);
     ASSERT_GE(fd, 0);
     std::string got, chunk(buf, '\0');
     ssize_t n;
-    while ((n = ::read(fd, chunk.data(), buf)) > 0) got.append(chunk.data(), size_t(n));
+    while ((n = ::read(fd, chunk.data(), buf)) > 0)
+      got.append(chunk.data(), static_cast<size_t>(n));
     ASSERT_EQ(n, 0) << strerror(errno);
     ::close(fd);
     EXPECT_TRUE(got == data) << "got " << got.size() << " bytes of " << data.size();
@@ -287,7 +292,8 @@ TEST_F(DataPath, RandomAndMixedReadsReturnTheServersBytes) {
       len = 1 + rng() % (512 * 1024);
     }
     std::string want = off < data.size() ? data.substr(off, len) : "";
-    ASSERT_TRUE(pread_all(fd, len, off_t(off)) == want) << "op " << op << " at " << off;
+    ASSERT_TRUE(pread_all(fd, len, static_cast<off_t>(off)) == want)
+        << "op " << op << " at " << off;
     pos = std::min(off + len, data.size());
     if (op % 50 == 0) drop_page_cache();
   }

@@ -75,13 +75,13 @@ class DataWire : public ::testing::Test {
     f.set_ns("default");
     f.set_path(path);
     f.set_handle(0xfeed0000 + std::hash<std::string>()(path) % 1000);  // unknown: opened by path
-    f.set_flags(uint32_t(flags));
+    f.set_flags(static_cast<uint32_t>(flags));
     return f;
   }
 
   static std::string pattern(size_t n, int seed) {
     std::string s(n, '\0');
-    for (size_t i = 0; i < n; ++i) s[i] = char((i * 2654435761u >> 13) + seed);
+    for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 2654435761u >> 13) + seed);
     return s;
   }
 

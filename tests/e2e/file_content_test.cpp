@@ -54,15 +54,16 @@ TEST_F(FileContent, PreadPwriteAtUnalignedOffsets) {
     size_t len = 1 + rng() % (3 << 20);
     if (i % 2 == 0) {
       std::string chunk = random_bytes(len, rng());
-      ASSERT_EQ(::pwrite(fd, chunk.data(), len, off_t(off)), ssize_t(len)) << strerror(errno);
+      ASSERT_EQ(::pwrite(fd, chunk.data(), len, static_cast<off_t>(off)), static_cast<ssize_t>(len))
+          << strerror(errno);
       if (model.size() < off + len) model.resize(off + len, '\0');
       model.replace(off, len, chunk);
     } else {
       std::string buf(len, '\0');
-      ssize_t got = ::pread(fd, buf.data(), len, off_t(off));
+      ssize_t got = ::pread(fd, buf.data(), len, static_cast<off_t>(off));
       ASSERT_GE(got, 0) << strerror(errno);
       size_t expect = off >= model.size() ? 0 : std::min(len, model.size() - off);
-      ASSERT_EQ(size_t(got), expect) << "at offset " << off;
+      ASSERT_EQ(static_cast<size_t>(got), expect) << "at offset " << off;
       ASSERT_TRUE(buf.compare(0, expect, model, off, expect) == 0)
           << "read at " << off << " differs";
     }
@@ -85,12 +86,12 @@ TEST_F(FileContent, QuarterGigabyteFileRoundTrips) {
   ASSERT_GE(fd, 0);
   for (size_t i = 0; i < count; ++i) {
     auto p = piece_of(i);
-    ASSERT_EQ(::write(fd, p.data(), p.size()), ssize_t(p.size())) << "piece " << i;
+    ASSERT_EQ(::write(fd, p.data(), p.size()), static_cast<ssize_t>(p.size())) << "piece " << i;
   }
   ASSERT_EQ(::close(fd), 0);
   struct stat st;
   ASSERT_EQ(::stat(s("big").c_str(), &st), 0);
-  ASSERT_EQ(size_t(st.st_size), piece * count);
+  ASSERT_EQ(static_cast<size_t>(st.st_size), piece * count);
 
   fd = ::open(m("big").c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
@@ -100,7 +101,7 @@ TEST_F(FileContent, QuarterGigabyteFileRoundTrips) {
     while (got < piece) {
       ssize_t n = ::read(fd, buf.data() + got, piece - got);
       ASSERT_GT(n, 0) << "piece " << i;
-      got += size_t(n);
+      got += static_cast<size_t>(n);
     }
     ASSERT_TRUE(buf == piece_of(i)) << "piece " << i << " differs";
   }

@@ -201,8 +201,8 @@ TEST_F(FilesystemOps, StatfsReportsServerFilesystem) {
   ASSERT_EQ(::statvfs(server_dir_.c_str(), &sv), 0);
   EXPECT_GT(mv.f_blocks, 0u);
   // Same filesystem size, allowing for block-size scaling.
-  double mount_bytes = double(mv.f_blocks) * double(mv.f_frsize);
-  double server_bytes = double(sv.f_blocks) * double(sv.f_frsize);
+  double mount_bytes = static_cast<double>(mv.f_blocks) * static_cast<double>(mv.f_frsize);
+  double server_bytes = static_cast<double>(sv.f_blocks) * static_cast<double>(sv.f_frsize);
   EXPECT_NEAR(mount_bytes / server_bytes, 1.0, 0.01);
 }
 
@@ -345,7 +345,7 @@ TEST_F(SmallFiles, ACreateTheServerRefusesFailsAtTheLatestAtCloseAndLeavesNothin
   int fd = ::open((dir + "/x").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd >= 0) {
     const std::string data = "lost?";
-    const bool wrote = ::write(fd, data.data(), data.size()) == ssize_t(data.size());
+    const bool wrote = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
     const int closed = ::close(fd);
     EXPECT_FALSE(wrote && closed == 0) << "a create the server refused went unreported";
   } else {

@@ -29,7 +29,7 @@ inline bool write_file(const std::string& path, const std::string& data,
       ::close(fd);
       return false;
     }
-    done += size_t(n);
+    done += static_cast<size_t>(n);
   }
   return ::close(fd) == 0;
 }
@@ -40,7 +40,7 @@ inline std::string read_file(const std::string& path) {
   std::string out;
   char buf[1 << 16];
   ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
   ::close(fd);
   return out;
 }
@@ -70,7 +70,7 @@ inline std::string random_bytes(size_t n, uint64_t seed) {
     uint64_t v = rng();
     memcpy(s.data() + i, &v, 8);
   }
-  for (; i < n; ++i) s[i] = char(rng());
+  for (; i < n; ++i) s[i] = static_cast<char>(rng());
   return s;
 }
 

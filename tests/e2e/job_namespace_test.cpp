@@ -34,7 +34,8 @@ TEST_F(JobNamespaces, CreateIsDurableIdempotentAndMakesADirectoryOnEveryBackend)
   EXPECT_EQ(j["credential"].get<std::string>().size(), 64u);
   EXPECT_EQ(j["backends"].size(), 3u);
   EXPECT_EQ(j["labels"]["partition"], "debug");
-  EXPECT_NEAR(double(j["expires_s"].get<int64_t>() - j["created_s"].get<int64_t>()), 7200, 2);
+  EXPECT_NEAR(static_cast<double>(j["expires_s"].get<int64_t>() - j["created_s"].get<int64_t>()),
+              7200, 2);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(exists(server_dir(job(), i))) << i;
   // Again: the same namespace, not a new one, and a fresh credential.
   Json again;
@@ -147,7 +148,7 @@ TEST_F(JobNamespaces, NamespacesCannotSeeEachOtherThroughGrpcEither) {
     pb::AttrReply reply;
     auto st = stub->GetAttr(&ctx, req, &reply);
     return st.ok() ? (reply.error() ? "errno " + std::to_string(reply.error()) : std::string("ok"))
-                   : "status " + std::to_string(int(st.error_code()));
+                   : "status " + std::to_string(static_cast<int>(st.error_code()));
   };
   const std::string ta = ja["credential"], tb = jb["credential"];
   EXPECT_EQ(getattr("job-" + job(1), ta, "/"), "ok");
@@ -190,18 +191,19 @@ TEST_F(JobNamespaces, TheByteQuotaStopsADdInTheMiddleAndAnRmGivesTheSpaceBack) {
   EXPECT_NE(out.find("Disk quota exceeded"), std::string::npos) << out;
   struct stat st {};
   ASSERT_EQ(::stat((m + "/big").c_str(), &st), 0);
-  EXPECT_LE(uint64_t(st.st_size), 8u << 20);
-  EXPECT_GE(uint64_t(st.st_size), 6u << 20) << "it stopped well before the quota";
+  EXPECT_LE(static_cast<uint64_t>(st.st_size), 8u << 20);
+  EXPECT_GE(static_cast<uint64_t>(st.st_size), 6u << 20) << "it stopped well before the quota";
   // What was written before is intact, byte for byte.
   EXPECT_EQ(run_command("cmp -n " + std::to_string(st.st_size) + " " + q(m + "/big") + " " +
                         q(cluster_->state() + "/" + name_ + ".src")),
             0);
   Json u;
   ASSERT_EQ(ctl_json("ns usage " + job(), u), 0);
-  EXPECT_EQ(u["bytes_used"], uint64_t(st.st_size));
+  EXPECT_EQ(u["bytes_used"], static_cast<uint64_t>(st.st_size));
   struct statvfs vfs {};
   ASSERT_EQ(::statvfs(m.c_str(), &vfs), 0);
-  EXPECT_EQ(uint64_t(vfs.f_blocks) * vfs.f_frsize, 8u << 20) << "df shows the quota as the size";
+  EXPECT_EQ(static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize, 8u << 20)
+      << "df shows the quota as the size";
   // rm gives it back at once, and writing works again.
   ASSERT_EQ(::unlink((m + "/big").c_str()), 0);
   ASSERT_EQ(ctl_json("ns usage " + job(), u), 0);
@@ -325,7 +327,8 @@ TEST_F(JobNamespaces, ADirectoryNoNamespaceClaimsIsReapedAfterTheGracePeriod) {
   const size_t log_before = read_file(log).size();
   const std::string orphan = "job-" + job() + "-orphan";
   for (int i = 0; i < 2; ++i) {
-    const std::string d = cluster_->list("SKEIN_SCRATCH_DIRS").at(size_t(i)) + "/" + orphan;
+    const std::string d =
+        cluster_->list("SKEIN_SCRATCH_DIRS").at(static_cast<size_t>(i)) + "/" + orphan;
     ASSERT_EQ(run_command("mkdir -p " + q(d + "/sub") + " && echo x > " + q(d + "/sub/f")), 0);
   }
   const std::string dir0 = cluster_->list("SKEIN_SCRATCH_DIRS").at(0) + "/" + orphan;
@@ -340,7 +343,8 @@ TEST_F(JobNamespaces, ADirectoryNoNamespaceClaimsIsReapedAfterTheGracePeriod) {
   EXPECT_TRUE(eventually(
       [&] {
         for (int i = 0; i < 2; ++i)
-          if (exists(cluster_->list("SKEIN_SCRATCH_DIRS").at(size_t(i)) + "/" + orphan))
+          if (exists(cluster_->list("SKEIN_SCRATCH_DIRS").at(static_cast<size_t>(i)) + "/" +
+                     orphan))
             return false;
         return true;
       },

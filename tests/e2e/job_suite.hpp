@@ -21,7 +21,7 @@ inline std::string q(const std::string& s) { return "'" + s + "'"; }
 
 inline uid_t uid_of(const std::string& user) {
   auto* pw = getpwnam(user.c_str());
-  return pw ? pw->pw_uid : uid_t(-1);
+  return pw ? pw->pw_uid : static_cast<uid_t>(-1);
 }
 
 template <typename F>
@@ -45,18 +45,18 @@ class JobSuite : public ClusterSuite<3, 0> {
         base += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     users_ = {base + "1", base + "2"};
     for (auto& u : users_)
-      if (uid_of(u) == uid_t(-1)) run_command("useradd -M -s /bin/sh " + u);
+      if (uid_of(u) == static_cast<uid_t>(-1)) run_command("useradd -M -s /bin/sh " + u);
     ClusterSuite::SetUpTestSuite();
   }
   static void TearDownTestSuite() {
     ClusterSuite::TearDownTestSuite();
     for (auto& u : users_) run_command("userdel " + u + " 2>/dev/null");
   }
-  static const std::string& user(int i) { return users_.at(size_t(i)); }
+  static const std::string& user(int i) { return users_.at(static_cast<size_t>(i)); }
   static inline std::vector<std::string> users_;
   void SetUp() override {
     ClusterSuite::SetUp();
-    for (auto& u : users_) ASSERT_NE(uid_of(u), uid_t(-1)) << "cannot make user " << u;
+    for (auto& u : users_) ASSERT_NE(uid_of(u), static_cast<uid_t>(-1)) << "cannot make user " << u;
     name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   }
   void TearDown() override {
@@ -117,7 +117,7 @@ class JobSuite : public ClusterSuite<3, 0> {
   }
   // Job `id`'s directory on server i.
   std::string server_dir(const std::string& id, int i) {
-    return cluster_->list("SKEIN_SCRATCH_DIRS").at(size_t(i)) + "/job-" + id;
+    return cluster_->list("SKEIN_SCRATCH_DIRS").at(static_cast<size_t>(i)) + "/job-" + id;
   }
   static bool exists(const std::string& p) {
     struct stat st {};

@@ -69,10 +69,12 @@ class LocalCluster {
   ~LocalCluster();
 
   const std::string& state() const { return state_; }
-  std::string mount(int i = 0) const { return list("SKEIN_MOUNTS").at(size_t(i)); }
-  std::string export_dir(int i) const { return list("SKEIN_EXPORTS").at(size_t(i)); }
+  std::string mount(int i = 0) const { return list("SKEIN_MOUNTS").at(static_cast<size_t>(i)); }
+  std::string export_dir(int i) const { return list("SKEIN_EXPORTS").at(static_cast<size_t>(i)); }
   // Server i's directory for its parts of /striped's files (backend stripe<i>).
-  std::string stripe_dir(int i) const { return list("SKEIN_STRIPE_DIRS").at(size_t(i)); }
+  std::string stripe_dir(int i) const {
+    return list("SKEIN_STRIPE_DIRS").at(static_cast<size_t>(i));
+  }
   std::string env(const std::string& key) const;
   std::vector<std::string> list(const std::string& key) const;
 

@@ -111,19 +111,21 @@ TEST_F(MpiTest, BcastOfALargeFileFetchesItOnceAndFillsEveryNodesPageCache) {
     after = bytes_read();
     for (int m = 0; m < 2; ++m) seen[m] = sha256(cluster_->mount(m) + name);
     reread = bytes_read();
-    if (std::abs(double(after - before) - double(size)) <= 0.01 * double(size) &&
-        double(reread - after) <= 0.01 * double(size))
+    if (std::abs(static_cast<double>(after - before) - static_cast<double>(size)) <=
+            0.01 * static_cast<double>(size) &&
+        static_cast<double>(reread - after) <= 0.01 * static_cast<double>(size))
       break;
     std::fprintf(stderr, "attempt %d: bcast fetched %lld bytes, plain reads after it %lld\n",
                  attempt, after - before, reread - after);
   }
-  EXPECT_NEAR(double(after - before), double(size), 0.01 * double(size))
+  EXPECT_NEAR(static_cast<double>(after - before), static_cast<double>(size),
+              0.01 * static_cast<double>(size))
       << "gateway bytes served for a bcast of " << size << " bytes to 2 nodes";
   EXPECT_NE(out.find("sha256 " + expected + " " + name), std::string::npos) << out;
   for (int m = 0; m < 2; ++m) EXPECT_EQ(seen[m], expected);
   // At most 1% refetched: the pages the kernel let go of (the mount's known loss of isolated
   // pages between opens, docs/mpi.md); a bcast that filled no page cache would refetch it all.
-  EXPECT_LE(double(reread - after), 0.01 * double(size))
+  EXPECT_LE(static_cast<double>(reread - after), 0.01 * static_cast<double>(size))
       << "plain reads after bcast went to the gateway";
 
   // Coherence: a change on the server reaches both mounts, and is fetched again.
@@ -156,7 +158,7 @@ TEST_F(MpiTest, BcastOfATreeOf200Files) {
       const std::size_t n = 1000 + std::size_t(i) * 997;  // not page multiples
       total += n;
       ASSERT_TRUE(write_file(dir + "/d" + std::to_string(d) + "/f" + std::to_string(i),
-                             random_bytes(n, std::uint64_t(d * 100 + i))));
+                             random_bytes(n, static_cast<uint64_t>(d * 100 + i))));
     }
   }
   settle();
@@ -225,7 +227,8 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
   ASSERT_EQ(::mkdir((src + "/small").c_str(), 0750), 0);
   for (int i = 0; i < 1000; ++i) {
     const std::string f = src + "/small/f" + std::to_string(i);
-    ASSERT_TRUE(write_file(f, random_bytes(std::size_t(i % 97) * 41 + 1, std::uint64_t(i))));
+    ASSERT_TRUE(
+        write_file(f, random_bytes(std::size_t(i % 97) * 41 + 1, static_cast<uint64_t>(i))));
     if (i % 10 == 0) {
       ASSERT_EQ(::chmod(f.c_str(), 0600), 0);
     }
@@ -256,12 +259,13 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
 
 TEST_F(MpiTest, StageKilledMidwayResumesWithTheRest) {
   const std::string src = make_test_dir("kill-src"), dst = make_test_dir("kill-dst");
-  const std::uint64_t total = 4 * (48u << 20);
+  const uint64_t total = 4 * (48u << 20);
   for (int i = 0; i < 4; ++i)
-    ASSERT_TRUE(
-        write_file(src + "/big" + std::to_string(i), random_bytes(48u << 20, std::uint64_t(i))));
+    ASSERT_TRUE(write_file(src + "/big" + std::to_string(i),
+                           random_bytes(48u << 20, static_cast<uint64_t>(i))));
   for (int i = 0; i < 100; ++i)
-    ASSERT_TRUE(write_file(src + "/s" + std::to_string(i), random_bytes(5000, std::uint64_t(i))));
+    ASSERT_TRUE(
+        write_file(src + "/s" + std::to_string(i), random_bytes(5000, static_cast<uint64_t>(i))));
   // Staged in from the mount's copy: one rank is killed as soon as some chunk of a large file is
   // recorded (a '1' after the record's header line).
   const std::string mounted = cluster_->mount(1) + "/srv0/kill";

@@ -134,8 +134,8 @@ class RandomIo : public ::testing::TestWithParam<Place> {
 uint64_t random_offset(std::mt19937_64& rng, uint64_t limit) {
   if (rng() % 3 == 0) {
     uint64_t k = rng() % (limit / kStripe + 1);
-    int64_t off = int64_t(k * kStripe) + int64_t(rng() % 33) - 16;
-    return uint64_t(std::max<int64_t>(0, off));
+    int64_t off = static_cast<int64_t>(k * kStripe) + static_cast<int64_t>(rng() % 33) - 16;
+    return static_cast<uint64_t>(std::max<int64_t>(0, off));
   }
   return rng() % limit;
 }
@@ -163,42 +163,44 @@ TEST_P(RandomIo, RandomReadsWritesAndTruncatesMatchALocalFile) {
   for (int op = 0; op < 160; ++op) {
     struct stat mst;
     ASSERT_EQ(::fstat(mfd, &mst), 0);
-    uint64_t size = uint64_t(mst.st_size);
-    int kind = int(rng() % 10);
+    uint64_t size = static_cast<uint64_t>(mst.st_size);
+    int kind = static_cast<int>(rng() % 10);
     SCOPED_TRACE("op " + std::to_string(op) + " kind " + std::to_string(kind) + ", size " +
                  std::to_string(size));
     if (kind < 5) {  // write, anywhere up to a little past the end (a hole before it)
-      uint64_t off = random_offset(rng, std::max(size, uint64_t(1)) + 2 * kStripe);
+      uint64_t off = random_offset(rng, std::max(size, static_cast<uint64_t>(1)) + 2 * kStripe);
       std::string data = random_bytes(random_length(rng), rng());
-      ASSERT_EQ(::pwrite(fd, data.data(), data.size(), off_t(off)), ssize_t(data.size()))
+      ASSERT_EQ(::pwrite(fd, data.data(), data.size(), static_cast<off_t>(off)),
+                static_cast<ssize_t>(data.size()))
           << "pwrite at " << off << ": " << strerror(errno);
-      ASSERT_EQ(::pwrite(mfd, data.data(), data.size(), off_t(off)), ssize_t(data.size()));
+      ASSERT_EQ(::pwrite(mfd, data.data(), data.size(), static_cast<off_t>(off)),
+                static_cast<ssize_t>(data.size()));
     } else if (kind < 8) {  // read, also across and past the end
       if (rng() % 3 == 0) drop_cache(fd);
       uint64_t off = random_offset(rng, size + kStripe);
       uint64_t len = random_length(rng);
       std::string got(len, '\1'), want(len, '\2');
-      ssize_t n = ::pread(fd, got.data(), len, off_t(off));
-      ssize_t mn = ::pread(mfd, want.data(), len, off_t(off));
+      ssize_t n = ::pread(fd, got.data(), len, static_cast<off_t>(off));
+      ssize_t mn = ::pread(mfd, want.data(), len, static_cast<off_t>(off));
       ASSERT_EQ(n, mn) << "pread of " << len << " at " << off << ": " << strerror(errno);
-      got.resize(size_t(std::max<ssize_t>(n, 0)));
-      want.resize(size_t(std::max<ssize_t>(mn, 0)));
+      got.resize(static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      want.resize(static_cast<size_t>(std::max<ssize_t>(mn, 0)));
       ASSERT_TRUE(got == want) << "pread of " << len << " at " << off << " differs";
     } else if (kind == 8) {  // truncate, up or down, through the handle or by path
       uint64_t to = rng() % 2 ? random_offset(rng, size + 1) : random_offset(rng, limit);
       if (rng() % 2)
-        ASSERT_EQ(::ftruncate(fd, off_t(to)), 0)
+        ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(to)), 0)
             << "ftruncate to " << to << ": " << strerror(errno);
       else
-        ASSERT_EQ(::truncate(m("random").c_str(), off_t(to)), 0)
+        ASSERT_EQ(::truncate(m("random").c_str(), static_cast<off_t>(to)), 0)
             << "truncate to " << to << ": " << strerror(errno);
-      ASSERT_EQ(::ftruncate(mfd, off_t(to)), 0);
+      ASSERT_EQ(::ftruncate(mfd, static_cast<off_t>(to)), 0);
     } else {  // the size, through the handle and by path
       struct stat st;
       ASSERT_EQ(::fstat(fd, &st), 0);
-      ASSERT_EQ(uint64_t(st.st_size), size);
+      ASSERT_EQ(static_cast<uint64_t>(st.st_size), size);
       ASSERT_EQ(::stat(m("random").c_str(), &st), 0);
-      ASSERT_EQ(uint64_t(st.st_size), size);
+      ASSERT_EQ(static_cast<uint64_t>(st.st_size), size);
     }
   }
   ASSERT_EQ(::close(fd), 0);
@@ -222,8 +224,8 @@ TEST_P(RandomIo, SmallReadsAndWritesInEveryPatternMatchALocalFile) {
   ASSERT_GE(mfd, 0);
   auto same_read = [&](uint64_t off, uint64_t len) {
     std::string got(len, '\1'), want(len, '\2');
-    ssize_t n = ::pread(fd, got.data(), len, off_t(off));
-    ssize_t mn = ::pread(mfd, want.data(), len, off_t(off));
+    ssize_t n = ::pread(fd, got.data(), len, static_cast<off_t>(off));
+    ssize_t mn = ::pread(mfd, want.data(), len, static_cast<off_t>(off));
     if (n != mn) return ::testing::AssertionFailure() << "pread of " << len << " at " << off;
     if (got != want) return ::testing::AssertionFailure() << "bytes at " << off << " differ";
     return ::testing::AssertionSuccess();
@@ -233,8 +235,9 @@ TEST_P(RandomIo, SmallReadsAndWritesInEveryPatternMatchALocalFile) {
     const uint64_t off = rng() % 3 ? rng() % (size / 4096) * 4096 : rng() % (size - 4096);
     if (op % 3 == 0) {
       std::string data = random_bytes(4096, rng());
-      ASSERT_EQ(::pwrite(fd, data.data(), data.size(), off_t(off)), 4096) << strerror(errno);
-      ASSERT_EQ(::pwrite(mfd, data.data(), data.size(), off_t(off)), 4096);
+      ASSERT_EQ(::pwrite(fd, data.data(), data.size(), static_cast<off_t>(off)), 4096)
+          << strerror(errno);
+      ASSERT_EQ(::pwrite(mfd, data.data(), data.size(), static_cast<off_t>(off)), 4096);
     } else {
       ASSERT_TRUE(same_read(off, 4096)) << "op " << op;
     }
@@ -270,30 +273,31 @@ TEST_P(RandomIo, WritesPastTheEndLeaveHolesThatReadAsZeros) {
   std::string data = random_bytes(1000, 5);
   int fd = ::open(m("holes").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0) << strerror(errno);
-  ASSERT_EQ(::pwrite(fd, data.data(), data.size(), off_t(off)), ssize_t(data.size()));
+  ASSERT_EQ(::pwrite(fd, data.data(), data.size(), static_cast<off_t>(off)),
+            static_cast<ssize_t>(data.size()));
   drop_cache(fd);
   struct stat st;
   ASSERT_EQ(::fstat(fd, &st), 0);
-  EXPECT_EQ(uint64_t(st.st_size), off + data.size());
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), off + data.size());
   // Read from the very start, across the holes: zeros, then the data, then end of file.
   std::string got(off + data.size() + 4096, '\1');
   size_t done = 0;
   while (done < got.size()) {
-    ssize_t n = ::pread(fd, got.data() + done, got.size() - done, off_t(done));
+    ssize_t n = ::pread(fd, got.data() + done, got.size() - done, static_cast<off_t>(done));
     ASSERT_GE(n, 0) << strerror(errno);
     if (n == 0) break;
-    done += size_t(n);
+    done += static_cast<size_t>(n);
   }
   ASSERT_EQ(done, off + data.size());
   got.resize(done);
   EXPECT_TRUE(got == std::string(off, '\0') + data);
   // A read wholly inside a hole, on a backend that holds nothing of the file.
   std::string hole(100, '\1');
-  ASSERT_EQ(::pread(fd, hole.data(), hole.size(), off_t(kStripe + 10)), 100);
+  ASSERT_EQ(::pread(fd, hole.data(), hole.size(), static_cast<off_t>(kStripe + 10)), 100);
   EXPECT_EQ(hole, std::string(100, '\0'));
   ::close(fd);
   EXPECT_EQ(::stat(m("holes").c_str(), &st), 0);
-  EXPECT_EQ(uint64_t(st.st_size), off + data.size());
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), off + data.size());
   EXPECT_TRUE(server_view("holes") == std::string(off, '\0') + data);
 }
 
@@ -313,7 +317,7 @@ TEST_P(RandomIo, ConcurrentWritersToDisjointRangesAllLand) {
         errors[t] = "open: " + std::string(strerror(errno));
         return;
       }
-      std::mt19937_64 rng(uint64_t(t) + 1);
+      std::mt19937_64 rng(static_cast<uint64_t>(t) + 1);
       // Random piece order within the range, so writers also extend the file out of order.
       std::vector<std::pair<uint64_t, uint64_t>> pieces;
       for (uint64_t pos = 0; pos < range;) {
@@ -323,7 +327,8 @@ TEST_P(RandomIo, ConcurrentWritersToDisjointRangesAllLand) {
       }
       std::shuffle(pieces.begin(), pieces.end(), rng);
       for (auto [off, len] : pieces) {
-        if (::pwrite(fd, want.data() + off, len, off_t(off)) != ssize_t(len)) {
+        if (::pwrite(fd, want.data() + off, len, static_cast<off_t>(off)) !=
+            static_cast<ssize_t>(len)) {
           errors[t] = "pwrite at " + std::to_string(off) + ": " + strerror(errno);
           break;
         }
@@ -336,7 +341,7 @@ TEST_P(RandomIo, ConcurrentWritersToDisjointRangesAllLand) {
   for (int t = 0; t < kWriters; ++t) EXPECT_EQ(errors[t], "") << "writer " << t;
   struct stat st;
   ASSERT_EQ(::stat(m("concurrent").c_str(), &st), 0);
-  EXPECT_EQ(uint64_t(st.st_size), want.size());
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), want.size());
   EXPECT_TRUE(read_file(m("concurrent")) == want) << "the mount's file differs";
   EXPECT_TRUE(server_view("concurrent") == want) << "the servers' copy differs";
 }
@@ -366,7 +371,7 @@ TEST_P(RandomIo, ConcurrentRequestsOnOneGatewayHandleAllLand) {
     for (auto& t : threads) t.join();
   };
   run([&](int t) {
-    std::mt19937_64 rng(uint64_t(t) + 100);
+    std::mt19937_64 rng(static_cast<uint64_t>(t) + 100);
     std::vector<std::pair<uint64_t, uint64_t>> pieces;
     for (uint64_t pos = 0; pos < range;) {
       uint64_t len = std::min<uint64_t>(1 + rng() % kStripe, range - pos);  // at most 1 MiB
@@ -384,10 +389,10 @@ TEST_P(RandomIo, ConcurrentRequestsOnOneGatewayHandleAllLand) {
   });
   for (int t = 0; t < kThreads; ++t) ASSERT_EQ(errors[t], "") << "writer " << t;
   run([&](int t) {
-    std::mt19937_64 rng(uint64_t(t) + 200);
+    std::mt19937_64 rng(static_cast<uint64_t>(t) + 200);
     for (int i = 0; i < 20; ++i) {
       uint64_t off = random_offset(rng, want.size() + 1000);
-      uint32_t len = uint32_t(1 + rng() % kStripe);
+      uint32_t len = static_cast<uint32_t>(1 + rng() % kStripe);
       auto r = gw.read(ref, off, len);
       uint64_t expect = off >= want.size() ? 0 : std::min<uint64_t>(len, want.size() - off);
       if (!r) {
@@ -413,7 +418,8 @@ TEST_P(RandomIo, AppendsLandAtTheEndAcrossStripes) {
   std::mt19937_64 rng(9);
   while (want.size() < 3 * kStripe + 5000) {
     std::string piece = random_bytes(1 + rng() % (400 << 10), rng());
-    ASSERT_EQ(::write(fd, piece.data(), piece.size()), ssize_t(piece.size())) << strerror(errno);
+    ASSERT_EQ(::write(fd, piece.data(), piece.size()), static_cast<ssize_t>(piece.size()))
+        << strerror(errno);
     want += piece;
   }
   ASSERT_EQ(::close(fd), 0);
@@ -428,8 +434,8 @@ TEST_P(RandomIo, StatListRenameAndUnlinkKeepWorking) {
   struct stat st;
   ASSERT_EQ(::stat(m("a").c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
-  EXPECT_EQ(uint64_t(st.st_size), size);
-  EXPECT_GE(uint64_t(st.st_blocks) * 512, size);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), size);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, size);
   // Listed once, with its logical size (readdirplus attributes come from the listing).
   EXPECT_EQ(list(dir_), (std::set<std::string>{".", "..", "a"}));
   // Every server that holds a part has the file at the same path.
@@ -440,7 +446,7 @@ TEST_P(RandomIo, StatListRenameAndUnlinkKeepWorking) {
   EXPECT_EQ(list(dir_), (std::set<std::string>{".", "..", "b"}));
   EXPECT_TRUE(read_file(m("b")) == data);
   ASSERT_EQ(::stat(m("b").c_str(), &st), 0);
-  EXPECT_EQ(uint64_t(st.st_size), size);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), size);
   for (auto& ex : exports()) {
     EXPECT_EQ(::stat((ex + "/b").c_str(), &st), 0) << ex << " has no part of b";
     EXPECT_NE(::stat((ex + "/a").c_str(), &st), 0) << ex << " still has a";
@@ -494,7 +500,8 @@ TEST_P(RandomIo, AStoppedServerGivesEioAtOnceAndTheFileComesBack) {
     read_err = fd < 0 ? errno : (::pread(fd, buf.data(), buf.size(), 0) < 0 ? errno : 0);
     if (fd >= 0) ::close(fd);
     fd = ::open(m("down").c_str(), O_WRONLY);
-    write_err = fd < 0 ? errno : (::pwrite(fd, "x", 1, off_t(kStripe + 5)) < 0 ? errno : 0);
+    write_err =
+        fd < 0 ? errno : (::pwrite(fd, "x", 1, static_cast<off_t>(kStripe + 5)) < 0 ? errno : 0);
     if (fd >= 0) ::close(fd);
   }
   auto took = std::chrono::steady_clock::now() - t0;

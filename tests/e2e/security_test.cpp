@@ -499,7 +499,7 @@ TEST_F(Security, AddBackendOnlyTakesKeysKeptInBackendFilesDir) {
     auto* b = req.mutable_backend();
     b->set_name("probe");
     b->set_host("127.0.0.1");
-    b->set_port(uint32_t(std::stoi(cluster_->list("SKEIN_SSH_PORTS").at(0))));
+    b->set_port(static_cast<uint32_t>(std::stoi(cluster_->list("SKEIN_SSH_PORTS").at(0))));
     b->set_user(cluster_->env("SKEIN_SSH_USER"));
     b->set_identity_file(identity);
     b->set_known_hosts(cluster_->env("SKEIN_KNOWN_HOSTS"));

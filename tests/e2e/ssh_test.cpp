@@ -250,7 +250,8 @@ TEST_P(OnEachTransport, ReadsPastTheEndOfAFileComeBackAtOnce) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::future<Result<SharedBytes>>> reads;
   for (int round = 0; round < 20; ++round) {
-    for (uint64_t off : {uint64_t(0), uint64_t(1) << 20, uint64_t(2) << 20})
+    for (uint64_t off :
+         {static_cast<uint64_t>(0), static_cast<uint64_t>(1) << 20, static_cast<uint64_t>(2) << 20})
       reads.push_back(
           std::async(std::launch::async, [&, off] { return (*f)->read(off, 1 << 20); }));
     for (size_t i = reads.size() - 3; i < reads.size(); ++i) {
@@ -288,7 +289,8 @@ TEST_P(OnEachTransport, WritesBeyondTheServersWindowGoOnUnderAStreamOfReads) {
   std::vector<std::thread> readers;
   for (int t = 0; t < 3; ++t) {
     readers.emplace_back([&, t] {
-      for (uint64_t off = uint64_t(t) << 20; !stop; off = (off + (3 << 20)) % big.size()) {
+      for (uint64_t off = static_cast<uint64_t>(t) << 20; !stop;
+           off = (off + (3 << 20)) % big.size()) {
         auto r = (*in)->read(off, 1 << 20);
         if (!r.ok())
           ++read_errors;
@@ -301,7 +303,7 @@ TEST_P(OnEachTransport, WritesBeyondTheServersWindowGoOnUnderAStreamOfReads) {
   const auto start = std::chrono::steady_clock::now();
   int write_errors = 0;
   for (int i = 0; i < 6; ++i) {
-    auto w = (*out)->write(uint64_t(i) * owner->size(), SharedBytes({*owner}, owner));
+    auto w = (*out)->write(static_cast<uint64_t>(i) * owner->size(), SharedBytes({*owner}, owner));
     if (!w.ok() || *w != owner->size()) ++write_errors;
   }
   const auto took = std::chrono::steady_clock::now() - start;
@@ -469,7 +471,7 @@ TEST_P(OnEachTransport, ACommandRunsAndItsOutputEndsWithTheChannel) {
   long n = 0;
   const auto start = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
-    while ((n = ch->read(buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+    while ((n = ch->read(buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
     if (n < 0) break;
     pollfd p{ch->fd(), POLLIN, 0};
     poll(&p, 1, 100);
@@ -527,7 +529,7 @@ TEST_P(OnEachTransport, AServerThatDiesMidStreamEndsTheReadAtOnce) {
   while (got < (4 << 20)) {
     long n = ch->read(buf.data(), buf.size());
     ASSERT_GE(n, 0) << ch->error();
-    got += size_t(n);
+    got += static_cast<size_t>(n);
     if (n == 0) {
       pollfd p{ch->fd(), POLLIN, 0};
       poll(&p, 1, 100);

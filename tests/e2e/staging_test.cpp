@@ -147,8 +147,8 @@ TEST_F(Staging, AStageOutKilledHalfWayGoesOnWithTheRestAfterARestart) {
   ASSERT_TRUE(eventually(
       [&] {
         Json s = status(id);
-        total = s.value("bytes_total", uint64_t(0));
-        done_before = s.value("bytes_done", uint64_t(0));
+        total = s.value("bytes_total", static_cast<uint64_t>(0));
+        done_before = s.value("bytes_done", static_cast<uint64_t>(0));
         return total > 0 && done_before >= total / 2;
       },
       60s));

@@ -53,8 +53,8 @@ class StripeRecords : public ::testing::Test {
                     cluster_->env("SKEIN_ADMIN_TOKEN_FILE") + "\"\n" + cluster_->gateway_tls_toml();
     auto backend = [&](const std::string& name, int server, const std::string& dir) {
       t += "[[backend]]\nname = \"" + name +
-           "\"\nhost = \"127.0.0.1\"\nport = " + ports.at(size_t(server)) + "\nuser = \"" +
-           cluster_->env("SKEIN_SSH_USER") + "\"\nidentity_file = \"" +
+           "\"\nhost = \"127.0.0.1\"\nport = " + ports.at(static_cast<size_t>(server)) +
+           "\nuser = \"" + cluster_->env("SKEIN_SSH_USER") + "\"\nidentity_file = \"" +
            cluster_->env("SKEIN_SSH_KEY") + "\"\nknown_hosts = \"" +
            cluster_->env("SKEIN_KNOWN_HOSTS") + "\"\nroot = \"" + dir + "\"\nconnections = 2\n";
     };
@@ -71,7 +71,7 @@ class StripeRecords : public ::testing::Test {
     if (!gateway_) return false;
     mount_ = FuseMount::start(address, cluster_->state() + "/stripe-record-mnt", "s", error,
                               cluster_->mount_credentials());
-    return bool(mount_);
+    return static_cast<bool>(mount_);
   }
   void stop() {
     mount_.reset();

@@ -65,7 +65,7 @@ class UnionNamespaces : public ::testing::Test {
                     cluster_->gateway_tls_toml();
     auto backend = [&](const std::string& name, int i, const std::string& extra) {
       t += "[[backend]]\nname = \"" + name +
-           "\"\nhost = \"127.0.0.1\"\nport = " + ports.at(size_t(i)) + "\nuser = \"" +
+           "\"\nhost = \"127.0.0.1\"\nport = " + ports.at(static_cast<size_t>(i)) + "\nuser = \"" +
            cluster_->env("SKEIN_SSH_USER") + "\"\nidentity_file = \"" + key +
            "\"\nknown_hosts = \"" + kh + "\"\nroot = \"" + branch_dir(i) + "\"\nconnections = 2\n" +
            extra;

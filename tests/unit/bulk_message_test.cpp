@@ -41,7 +41,7 @@ pb::WriteRequest head() {
   w.mutable_file()->set_ns("scratch");
   w.mutable_file()->set_path("/a/b");
   w.mutable_file()->set_handle(42);
-  w.set_offset(std::uint64_t{5} << 33);
+  w.set_offset(uint64_t{5} << 33);
   return w;
 }
 
@@ -55,7 +55,7 @@ TEST(BulkMessage, SerializedIsWhatProtobufParses) {
         << size;
     EXPECT_EQ(parsed.file().path(), "/a/b");
     EXPECT_EQ(parsed.file().handle(), 42u);
-    EXPECT_EQ(parsed.offset(), std::uint64_t{5} << 33);
+    EXPECT_EQ(parsed.offset(), uint64_t{5} << 33);
     EXPECT_EQ(parsed.data(), data) << size;
   }
 }
@@ -114,7 +114,7 @@ TEST(BulkMessage, OtherFieldsGoToTheHead) {
   ASSERT_TRUE(parse_with_bytes(cut(w.SerializeAsString(), 1000), pb::WriteRequest::kDataFieldNumber,
                                rest, data));
   EXPECT_EQ(rest.file().ns(), "scratch");
-  EXPECT_EQ(rest.offset(), std::uint64_t{5} << 33);
+  EXPECT_EQ(rest.offset(), uint64_t{5} << 33);
   EXPECT_EQ(data.flatten(), w.data());
 
   pb::ReadReply error;

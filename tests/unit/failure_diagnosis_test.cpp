@@ -79,7 +79,7 @@ TEST(FailureDiagnosis, AServerThatCannotBeAskedLeavesEio) {
   Tree t;
   t.b->set_down(true);
   for (auto op : {FailedOp::mkdir, FailedOp::rename, FailedOp::write, FailedOp::open})
-    EXPECT_EQ(t.diagnose(op, "/full", "/empty"), EIO) << int(op);
+    EXPECT_EQ(t.diagnose(op, "/full", "/empty"), EIO) << static_cast<int>(op);
 }
 
 }  // namespace

@@ -30,7 +30,8 @@ struct FakeBackend::Tree {
   mutable std::mutex mu;                               // guards everything here
   std::map<std::string, std::shared_ptr<Node>> nodes;  // by path below the root; "/" the root
   bool down = false, full = false, read_only = false, draining = false;
-  uint64_t min_free = 0, total = uint64_t(1) << 30, free = uint64_t(1) << 30;
+  uint64_t min_free = 0, total = static_cast<uint64_t>(1) << 30,
+           free = static_cast<uint64_t>(1) << 30;
   std::vector<Failure> failures;
   std::map<std::string, size_t, std::less<>> calls;
   size_t all_calls = 0;
@@ -161,7 +162,7 @@ class FakeBackend::File final : public BackendFile {
     node_->data.replace(offset, bytes.size(), bytes);
     node_->mtime = tree_->tick();
     tree_->bytes_written += bytes.size();
-    return uint32_t(bytes.size());
+    return static_cast<uint32_t>(bytes.size());
   }
   Status fsync() override {
     std::lock_guard lock(tree_->mu);

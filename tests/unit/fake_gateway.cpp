@@ -18,7 +18,7 @@ using grpc::ServerContext;
 
 namespace {
 
-bool is_dir(std::uint32_t mode) { return S_ISDIR(mode); }
+bool is_dir(uint32_t mode) { return S_ISDIR(mode); }
 
 }  // namespace
 
@@ -300,11 +300,11 @@ class FakeGateway::Data final : public pb::Data::Service {
     auto node = node_of(req->file());
     if (!node) return Names::error(reply, ENOENT);
     const std::string& data = req->data();
-    const std::uint64_t end = req->offset() + data.size();
+    const uint64_t end = req->offset() + data.size();
     if (node->data.size() < end) node->data.resize(end);
     node->data.replace(req->offset(), data.size(), data);
     node->mtime_ns = gw_.tick_locked();
-    reply->set_written(static_cast<std::uint32_t>(data.size()));
+    reply->set_written(static_cast<uint32_t>(data.size()));
     return grpc::Status::OK;
   }
 
@@ -331,7 +331,7 @@ class FakeGateway::Data final : public pb::Data::Service {
  private:
   grpc::Status opened(const std::string& path, const std::shared_ptr<Node>& node,
                       pb::OpenReply* reply) {
-    const std::uint64_t handle = gw_.next_handle_++;
+    const uint64_t handle = gw_.next_handle_++;
     gw_.handles_[handle] = {path, node};
     reply->set_handle(handle);
     fill_attr(node, reply->mutable_attr());
@@ -375,14 +375,13 @@ std::shared_ptr<grpc::Channel> FakeGateway::channel() {
   return server_->InProcessChannel(grpc::ChannelArguments());
 }
 
-void FakeGateway::put_dir(const std::string& path, std::uint32_t mode) {
+void FakeGateway::put_dir(const std::string& path, uint32_t mode) {
   std::lock_guard lock(mu_);
   tree_[path] = std::make_shared<Node>(Node{S_IFDIR | mode, "", "", tick_locked(), 2});
   touch_parent_locked(path);
 }
 
-void FakeGateway::put_file(const std::string& path, const std::string& content,
-                           std::uint32_t mode) {
+void FakeGateway::put_file(const std::string& path, const std::string& content, uint32_t mode) {
   std::lock_guard lock(mu_);
   if (auto node = find_locked(path)) {  // rewritten in place: open handles see it
     node->data = content;

@@ -27,8 +27,8 @@ class FakeGateway {
   std::shared_ptr<grpc::Channel> channel();
 
   // ---- the tree, directly ----
-  void put_dir(const std::string& path, std::uint32_t mode = 0755);
-  void put_file(const std::string& path, const std::string& content, std::uint32_t mode = 0644);
+  void put_dir(const std::string& path, uint32_t mode = 0755);
+  void put_file(const std::string& path, const std::string& content, uint32_t mode = 0644);
   bool exists(const std::string& path) const;
   std::string content(const std::string& path) const;  // "" when missing
   void remove(const std::string& path);                // a file, or a directory and below it
@@ -48,11 +48,11 @@ class FakeGateway {
 
   // One file, directory or symlink; a hard link is a second path to the same node.
   struct Node {
-    std::uint32_t mode = 0;  // with type bits
-    std::string data;        // a file's contents
-    std::string target;      // a symlink's
-    std::int64_t mtime_ns = 0;
-    std::uint32_t nlink = 1;
+    uint32_t mode = 0;   // with type bits
+    std::string data;    // a file's contents
+    std::string target;  // a symlink's
+    int64_t mtime_ns = 0;
+    uint32_t nlink = 1;
   };
 
  private:
@@ -64,14 +64,14 @@ class FakeGateway {
   void count_locked(const std::string& method) { ++calls_[method]; }
   std::shared_ptr<Node> find_locked(const std::string& path) const;
   bool has_children_locked(const std::string& path) const;
-  std::int64_t tick_locked() { return ++clock_ns_; }
+  int64_t tick_locked() { return ++clock_ns_; }
   void touch_parent_locked(const std::string& path);
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Node>> tree_;  // path -> node; "/" always there
-  std::map<std::uint64_t, std::pair<std::string, std::shared_ptr<Node>>> handles_;
-  std::uint64_t next_handle_ = 1;
-  std::int64_t clock_ns_ = 1'000'000'000;
+  std::map<uint64_t, std::pair<std::string, std::shared_ptr<Node>>> handles_;
+  uint64_t next_handle_ = 1;
+  int64_t clock_ns_ = 1'000'000'000;
   std::map<std::string, int> calls_;
   std::map<std::pair<std::string, std::string>, int> failures_;
   bool hold_writes_ = false;

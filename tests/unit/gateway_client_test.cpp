@@ -95,7 +95,7 @@ class FakeData final : public pb::Data::Service {
     if (req->file().handle() == 0) {
       reply->set_error(EBADF);
     } else {
-      reply->set_written(static_cast<std::uint32_t>(req->data().size()));
+      reply->set_written(static_cast<uint32_t>(req->data().size()));
     }
     return grpc::Status::OK;
   }
@@ -125,7 +125,7 @@ class GatewayClientTest : public ::testing::Test {
 TEST_F(GatewayClientTest, AttributesOfAnExistingPathAreReturned) {
   auto attr = client().getattr("/file");
   ASSERT_TRUE(attr.ok());
-  EXPECT_EQ(attr->mode, static_cast<std::uint32_t>(S_IFREG | 0644));
+  EXPECT_EQ(attr->mode, static_cast<uint32_t>(S_IFREG | 0644));
   EXPECT_EQ(attr->size, 42u);
   EXPECT_EQ(names_.last_ns(), "scratch");
 }

@@ -69,7 +69,7 @@ TEST(InvalidationRules, LinkDropsTheNewNameAndTheFileWithOneLinkMore) {
 
 TEST(InvalidationRules, SetattrTruncateOnOpenAndWriteDropTheFileButNotItsName) {
   for (Change c : {Change::setattr, Change::truncate_on_open, Change::write})
-    EXPECT_EQ(text(invalidations_for(c, "/d/f")), (Items{"INODE /d/f"})) << int(c);
+    EXPECT_EQ(text(invalidations_for(c, "/d/f")), (Items{"INODE /d/f"})) << static_cast<int>(c);
 }
 
 TEST(InvalidationRules, AChangeFoundOnTheServerDropsTheNameAndTheFile) {

@@ -49,7 +49,7 @@ class MountSessionTest : public ::testing::Test {
   }
 
   // Opens `ino` as the kernel would, returning the handle the kernel keeps.
-  std::unique_ptr<FileHandle> opened(InodeNumber ino, std::uint32_t flags = O_RDWR) {
+  std::unique_ptr<FileHandle> opened(InodeNumber ino, uint32_t flags = O_RDWR) {
     auto opened = session.open(ino, flags);
     EXPECT_TRUE(opened) << "errno " << opened.error();
     return opened ? std::move(opened->file) : nullptr;

@@ -42,7 +42,7 @@ struct Namespace {
     s0 = FakeBackend::make("s0");
     s1 = FakeBackend::make("s1");
     auto striped = std::make_shared<StripedLayout>(std::vector<std::shared_ptr<Backend>>{s0, s1},
-                                                   uint64_t(4096));
+                                                   static_cast<uint64_t>(4096));
     fs = std::make_unique<NamespaceFs>(
         "ns", TokenSet::of("secret"),
         std::make_shared<const MountTable>(std::vector<Mount>{
@@ -124,13 +124,14 @@ TEST(NamespaceFs, StatfsAboveTheMountsAddsUpEveryBackendOnce) {
   for (auto& b : {n.srv0, n.srv1, n.s0, n.s1}) b->set_space(100 << 20, 10 << 20);
   auto all = n.fs->statfs("/");
   ASSERT_TRUE(all);
-  EXPECT_EQ(all->blocks * all->frsize, uint64_t(400) << 20);
+  EXPECT_EQ(all->blocks * all->frsize, static_cast<uint64_t>(400) << 20);
   auto data = n.fs->statfs("/data");
   ASSERT_TRUE(data);
-  EXPECT_EQ(data->blocks * data->frsize, uint64_t(200) << 20) << "only what lies below /data";
+  EXPECT_EQ(data->blocks * data->frsize, static_cast<uint64_t>(200) << 20)
+      << "only what lies below /data";
   auto one = n.fs->statfs("/srv1/x");
   ASSERT_TRUE(one);
-  EXPECT_EQ(one->blocks * one->frsize, uint64_t(100) << 20);
+  EXPECT_EQ(one->blocks * one->frsize, static_cast<uint64_t>(100) << 20);
 }
 
 TEST(NamespaceFs, OpenFilesAreHandlesThatFollowRenames) {

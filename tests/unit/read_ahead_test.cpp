@@ -17,16 +17,16 @@
 namespace skein::client {
 namespace {
 
-constexpr std::uint64_t kMiB = 1 << 20;
-constexpr std::uint64_t kKiB = 1 << 10;
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kKiB = 1 << 10;
 
-char byte_at(std::uint64_t offset, std::uint64_t version) {
+char byte_at(uint64_t offset, uint64_t version) {
   return static_cast<char>((offset * 131 + offset / 4096 + version * 7) & 0xff);
 }
 
-std::string bytes_of(std::uint64_t offset, std::uint64_t size, std::uint64_t version = 0) {
+std::string bytes_of(uint64_t offset, uint64_t size, uint64_t version = 0) {
   std::string s(size, '\0');
-  for (std::uint64_t i = 0; i < size; ++i) s[i] = byte_at(offset + i, version);
+  for (uint64_t i = 0; i < size; ++i) s[i] = byte_at(offset + i, version);
   return s;
 }
 
@@ -39,15 +39,15 @@ std::string joined(const ReadData& data) {
 // A file on a pretend gateway: answers reads at once, or holds them until released.
 class FakeFile {
  public:
-  explicit FakeFile(std::uint64_t size) : size_(size) {}
+  explicit FakeFile(uint64_t size) : size_(size) {}
 
   struct Call {
-    std::uint64_t offset;
-    std::uint32_t size;
+    uint64_t offset;
+    uint32_t size;
   };
 
   ReadAhead::Fetch fetch() {
-    return [this](std::uint64_t offset, std::uint32_t size, ReadAhead::FetchDone done) {
+    return [this](uint64_t offset, uint32_t size, ReadAhead::FetchDone done) {
       std::unique_lock lock(mu_);
       calls_.push_back({offset, size});
       if (hold_) {
@@ -90,7 +90,7 @@ class FakeFile {
     std::lock_guard lock(mu_);
     hold_ = hold;
   }
-  void set_version(std::uint64_t v) {
+  void set_version(uint64_t v) {
     std::lock_guard lock(mu_);
     version_ = v;
   }
@@ -102,24 +102,24 @@ class FakeFile {
     std::lock_guard lock(mu_);
     return calls_;
   }
-  std::uint64_t bytes_asked() {
-    std::uint64_t n = 0;
+  uint64_t bytes_asked() {
+    uint64_t n = 0;
     for (const Call& c : calls()) n += c.size;
     return n;
   }
 
  private:
   struct Held {
-    std::uint64_t offset;
-    std::uint32_t size;
+    uint64_t offset;
+    uint32_t size;
     ReadAhead::FetchDone done;
   };
   // The bytes come in uneven pieces of one buffer, as a received gRPC message's slices do.
-  Result<SharedBytes> answer_for(std::uint64_t offset, std::uint32_t size) {
+  Result<SharedBytes> answer_for(uint64_t offset, uint32_t size) {
     if (error_) return Result<SharedBytes>::failure(error_);
     if (offset >= size_) return SharedBytes();
     auto whole = std::make_shared<const std::string>(
-        bytes_of(offset, std::min<std::uint64_t>(size, size_ - offset), version_));
+        bytes_of(offset, std::min<uint64_t>(size, size_ - offset), version_));
     std::vector<std::string_view> pieces;
     const std::string_view all(*whole);
     for (std::size_t at = 0, n = 1000; at < all.size(); at += n, n = n * 3 % 7919 + 1)
@@ -128,8 +128,8 @@ class FakeFile {
   }
 
   std::mutex mu_;
-  const std::uint64_t size_;
-  std::uint64_t version_ = 0;
+  const uint64_t size_;
+  uint64_t version_ = 0;
   int error_ = 0;
   bool hold_ = false;
   std::vector<Call> calls_;
@@ -138,7 +138,7 @@ class FakeFile {
 
 struct ReadAheadTest : ::testing::Test {
   std::shared_ptr<ByteBudget> budget = std::make_shared<ByteBudget>(64 * kMiB);
-  std::atomic<std::uint64_t> generation{0};
+  std::atomic<uint64_t> generation{0};
 };
 
 // ---- ReadWindow ----
@@ -151,7 +151,7 @@ TEST(ReadWindow, StreamFromOffsetZeroStartsWithTheMinimumWindow) {
 
 TEST(ReadWindow, GrowsToTwiceWhatWasStreamedUpToTheMaximum) {
   ReadWindow w({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 32 * kMiB});
-  std::uint64_t off = 0;
+  uint64_t off = 0;
   for (; off < 2 * kMiB; off += 128 * kKiB) EXPECT_TRUE(w.record(off, 128 * kKiB));
   EXPECT_EQ(w.ahead(), 4 * kMiB);
   for (; off < 64 * kMiB; off += kMiB) EXPECT_TRUE(w.record(off, kMiB));
@@ -160,14 +160,14 @@ TEST(ReadWindow, GrowsToTwiceWhatWasStreamedUpToTheMaximum) {
 
 TEST(ReadWindow, RandomReadClosesTheWindowAndAStreamInOrderReopensIt) {
   ReadWindow w({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 32 * kMiB});
-  for (std::uint64_t off = 0; off < 16 * kMiB; off += kMiB) w.record(off, kMiB);
+  for (uint64_t off = 0; off < 16 * kMiB; off += kMiB) w.record(off, kMiB);
   ASSERT_EQ(w.ahead(), 8 * kMiB);
   EXPECT_FALSE(w.record(900 * kMiB, 4 * kKiB));
   EXPECT_EQ(w.ahead(), 0u);
   EXPECT_FALSE(w.record(100 * kMiB, 4 * kKiB));
   EXPECT_EQ(w.ahead(), 0u);
   // Small reads in order: a stream once it has read `confirm` (256 KiB) bytes, not before.
-  std::uint64_t off = 100 * kMiB + 4 * kKiB;
+  uint64_t off = 100 * kMiB + 4 * kKiB;
   for (; off < 100 * kMiB + 256 * kKiB; off += 4 * kKiB)
     EXPECT_FALSE(w.record(off, 4 * kKiB)) << off;
   EXPECT_TRUE(w.record(off, 4 * kKiB));
@@ -177,7 +177,7 @@ TEST(ReadWindow, RandomReadClosesTheWindowAndAStreamInOrderReopensIt) {
 TEST(ReadWindow, ReadsOfOneStreamArrivingOutOfOrderStaySequential) {
   ReadWindow w({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 32 * kMiB});
   // The kernel's read-ahead sends 4 MiB at once; FUSE threads pick the reads up in any order.
-  for (std::uint64_t off : {3 * kMiB, 0 * kMiB, 2 * kMiB, 1 * kMiB, 7 * kMiB, 5 * kMiB, 4 * kMiB})
+  for (uint64_t off : {3 * kMiB, 0 * kMiB, 2 * kMiB, 1 * kMiB, 7 * kMiB, 5 * kMiB, 4 * kMiB})
     EXPECT_TRUE(w.record(off, kMiB)) << off;
   EXPECT_GT(w.ahead(), 0u);
 }
@@ -195,7 +195,7 @@ TEST(ReadWindow, RandomSmallReadsNeverOpenAWindow) {
   std::mt19937_64 rng(19);
   int sequential = 0;
   for (int i = 0; i < 100000; ++i) {
-    const std::uint64_t off = rng() % (256 * kMiB / (4 * kKiB)) * 4 * kKiB;
+    const uint64_t off = rng() % (256 * kMiB / (4 * kKiB)) * 4 * kKiB;
     sequential += w.record(off, 4 * kKiB) ? 1 : 0;
   }
   EXPECT_EQ(sequential, 0);
@@ -203,9 +203,9 @@ TEST(ReadWindow, RandomSmallReadsNeverOpenAWindow) {
 
 // 4 KiB every 64 KiB, and 4 KiB every 8 KiB: the gaps are never read, so nothing is read ahead.
 TEST(ReadWindow, StridedReadsAreNotAStream) {
-  for (std::uint64_t stride : {64 * kKiB, 8 * kKiB}) {
+  for (uint64_t stride : {64 * kKiB, 8 * kKiB}) {
     ReadWindow w;
-    for (std::uint64_t off = 10 * kMiB; off < 50 * kMiB; off += stride)
+    for (uint64_t off = 10 * kMiB; off < 50 * kMiB; off += stride)
       EXPECT_FALSE(w.record(off, 4 * kKiB)) << "stride " << stride << " at " << off;
     EXPECT_EQ(w.ahead(), 0u);
   }
@@ -213,11 +213,11 @@ TEST(ReadWindow, StridedReadsAreNotAStream) {
 
 TEST(ReadWindow, BackwardsReadsAreNotAStream) {
   ReadWindow w;
-  for (std::uint64_t off = 64 * kMiB; off >= 32 * kMiB; off -= 4 * kKiB)
+  for (uint64_t off = 64 * kMiB; off >= 32 * kMiB; off -= 4 * kKiB)
     EXPECT_FALSE(w.record(off, 4 * kKiB)) << off;
   // Large reads going backwards, too, once they are further than the slack from the start.
   ReadWindow big({.min = 1 * kMiB, .max = 8 * kMiB, .slack = 4 * kMiB});
-  for (std::uint64_t off = 512 * kMiB; off >= 256 * kMiB; off -= 8 * kMiB)
+  for (uint64_t off = 512 * kMiB; off >= 256 * kMiB; off -= 8 * kMiB)
     EXPECT_FALSE(big.record(off, kMiB)) << off;
 }
 
@@ -226,9 +226,8 @@ TEST(ReadWindow, ReReadsAddNothingToAStream) {
   for (int i = 0; i < 1000; ++i) EXPECT_FALSE(w.record(40 * kMiB, 4 * kKiB)) << i;
   // ... but do not break a stream either.
   ReadWindow s;
-  for (std::uint64_t off = 0; off < 4 * kMiB; off += 128 * kKiB)
-    ASSERT_TRUE(s.record(off, 128 * kKiB));
-  const std::uint64_t ahead = s.ahead();
+  for (uint64_t off = 0; off < 4 * kMiB; off += 128 * kKiB) ASSERT_TRUE(s.record(off, 128 * kKiB));
+  const uint64_t ahead = s.ahead();
   EXPECT_TRUE(s.record(4 * kMiB - 128 * kKiB, 128 * kKiB));
   EXPECT_EQ(s.ahead(), ahead);
   EXPECT_TRUE(s.record(4 * kMiB, 128 * kKiB));
@@ -237,9 +236,9 @@ TEST(ReadWindow, ReReadsAddNothingToAStream) {
 // Two readers of one file (or one reader at two places), reads alternating: both are streams.
 TEST(ReadWindow, TwoInterleavedStreamsAreBothReadAhead) {
   ReadWindow w;
-  const std::uint64_t a = 0, b = 200 * kMiB;
+  const uint64_t a = 0, b = 200 * kMiB;
   int both = 0;
-  for (std::uint64_t i = 0; i < 256; ++i) {
+  for (uint64_t i = 0; i < 256; ++i) {
     const bool sa = w.record(a + i * 4 * kKiB, 4 * kKiB);
     EXPECT_TRUE(sa) << i;  // stream A started at 0
     const bool sb = w.record(b + i * 4 * kKiB, 4 * kKiB);
@@ -251,8 +250,8 @@ TEST(ReadWindow, TwoInterleavedStreamsAreBothReadAhead) {
   EXPECT_GT(both, 150);
   // Large reads of two streams, each out of order within itself.
   ReadWindow k;
-  for (std::uint64_t i = 0; i < 32; i += 2) {
-    for (std::uint64_t j : {i + 1, i}) {
+  for (uint64_t i = 0; i < 32; i += 2) {
+    for (uint64_t j : {i + 1, i}) {
       EXPECT_TRUE(k.record(j * kMiB, kMiB));
       const bool sb = k.record(b + j * kMiB, kMiB);
       if (i >= 2) {
@@ -267,7 +266,7 @@ TEST(ReadWindow, TwoInterleavedStreamsAreBothReadAhead) {
 TEST_F(ReadAheadTest, SequentialReadsAreServedFromAlignedBlocksFetchedAhead) {
   FakeFile file(64 * kMiB);
   ReadAhead ra(budget, generation, 64 * kMiB, {});
-  for (std::uint64_t off = 0; off < 16 * kMiB; off += 128 * kKiB) {
+  for (uint64_t off = 0; off < 16 * kMiB; off += 128 * kKiB) {
     auto got = ra.read(off, 128 * kKiB, file.fetch());
     ASSERT_TRUE(got) << got.error();
     ASSERT_EQ(joined(*got), bytes_of(off, 128 * kKiB)) << "at " << off;
@@ -283,11 +282,11 @@ TEST_F(ReadAheadTest, SequentialReadsAreServedFromAlignedBlocksFetchedAhead) {
 }
 
 TEST_F(ReadAheadTest, NothingIsReadAheadPastTheKnownSize) {
-  const std::uint64_t size = kMiB + 300 * kKiB;
+  const uint64_t size = kMiB + 300 * kKiB;
   FakeFile file(size);
   ReadAhead ra(budget, generation, size, {});
   std::string all;
-  for (std::uint64_t off = 0; off < size; off += 128 * kKiB) {
+  for (uint64_t off = 0; off < size; off += 128 * kKiB) {
     auto got = ra.read(off, 128 * kKiB, file.fetch());
     ASSERT_TRUE(got);
     all += joined(*got);
@@ -302,8 +301,7 @@ TEST_F(ReadAheadTest, NothingIsReadAheadPastTheKnownSize) {
 TEST_F(ReadAheadTest, RandomReadIsFetchedAloneAndKeepsTheStreamItLeft) {
   FakeFile file(1024 * kMiB);
   ReadAhead ra(budget, generation, 1024 * kMiB, {});
-  for (std::uint64_t off = 0; off < 4 * kMiB; off += kMiB)
-    ASSERT_TRUE(ra.read(off, kMiB, file.fetch()));
+  for (uint64_t off = 0; off < 4 * kMiB; off += kMiB) ASSERT_TRUE(ra.read(off, kMiB, file.fetch()));
   const std::size_t held = ra.blocks();
   ASSERT_GT(held, 0u);
   const auto before = file.calls().size();
@@ -318,7 +316,7 @@ TEST_F(ReadAheadTest, RandomReadIsFetchedAloneAndKeepsTheStreamItLeft) {
   EXPECT_EQ(ra.blocks(), held);
   ASSERT_EQ(joined(*ra.read(4 * kMiB, kMiB, file.fetch())), bytes_of(4 * kMiB, kMiB));
   // Once random reads have taken the place of the stream, its blocks and their budget go.
-  for (std::uint64_t i = 1; i <= 8; ++i) ASSERT_TRUE(ra.read(i * 100 * kMiB, 4000, file.fetch()));
+  for (uint64_t i = 1; i <= 8; ++i) ASSERT_TRUE(ra.read(i * 100 * kMiB, 4000, file.fetch()));
   EXPECT_EQ(ra.blocks(), 0u);
   EXPECT_EQ(budget->used(), 0u);
 }
@@ -328,9 +326,9 @@ TEST_F(ReadAheadTest, RandomSmallReadsFetchExactlyWhatIsRead) {
   FakeFile file(256 * kMiB);
   ReadAhead ra(budget, generation, 256 * kMiB, {});
   std::mt19937_64 rng(7);
-  std::uint64_t read = 0;
+  uint64_t read = 0;
   for (int i = 0; i < 20000; ++i) {
-    const std::uint64_t off = 4 * kKiB + rng() % (256 * kMiB / (4 * kKiB) - 1) * 4 * kKiB;
+    const uint64_t off = 4 * kKiB + rng() % (256 * kMiB / (4 * kKiB) - 1) * 4 * kKiB;
     auto got = ra.read(off, 4 * kKiB, file.fetch());
     ASSERT_TRUE(got);
     ASSERT_EQ(joined(*got), bytes_of(off, 4 * kKiB));
@@ -410,7 +408,7 @@ TEST_F(ReadAheadTest, BudgetBoundsWhatIsReadAhead) {
   file.set_hold(false);
   file.release_all();
   reader.join();
-  for (std::uint64_t off = 128 * kKiB; off < 16 * kMiB; off += 128 * kKiB) {
+  for (uint64_t off = 128 * kKiB; off < 16 * kMiB; off += 128 * kKiB) {
     auto got = ra.read(off, 128 * kKiB, file.fetch());
     ASSERT_TRUE(got);
     ASSERT_EQ(joined(*got), bytes_of(off, 128 * kKiB));
@@ -424,7 +422,7 @@ TEST_F(ReadAheadTest, WithoutRoomAStreamIsStillFetchedInWholeBlocksOnce) {
   FakeFile file(8 * kMiB);
   {
     ReadAhead ra(full, generation, 8 * kMiB, {});
-    for (std::uint64_t off = 0; off < 8 * kMiB; off += 128 * kKiB) {
+    for (uint64_t off = 0; off < 8 * kMiB; off += 128 * kKiB) {
       auto got = ra.read(off, 128 * kKiB, file.fetch());
       ASSERT_TRUE(got);
       ASSERT_EQ(joined(*got), bytes_of(off, 128 * kKiB));
@@ -441,16 +439,16 @@ TEST_F(ReadAheadTest, ReadsArrivingOutOfOrderFetchEveryBlockOnce) {
   // reads beyond it, whose blocks are used up and let go by then.
   FakeFile file(32 * kMiB);
   ReadAhead ra(budget, generation, 32 * kMiB, {});
-  std::vector<std::uint64_t> order;
-  for (std::uint64_t m = 0; m < 32; m += 4) {
-    for (std::uint64_t k : {m + 1, m + 2, m, m + 3}) order.push_back(k);
+  std::vector<uint64_t> order;
+  for (uint64_t m = 0; m < 32; m += 4) {
+    for (uint64_t k : {m + 1, m + 2, m, m + 3}) order.push_back(k);
   }
-  for (std::uint64_t m : order) {
+  for (uint64_t m : order) {
     auto got = ra.read(m * kMiB, kMiB, file.fetch());
     ASSERT_TRUE(got);
     ASSERT_EQ(joined(*got), bytes_of(m * kMiB, kMiB));
   }
-  std::map<std::uint64_t, int> fetched;
+  std::map<uint64_t, int> fetched;
   for (const auto& c : file.calls()) ++fetched[c.offset];
   for (const auto& [offset, times] : fetched) EXPECT_EQ(times, 1) << "block at " << offset;
   EXPECT_EQ(file.bytes_asked(), 32 * kMiB);
@@ -460,7 +458,7 @@ TEST_F(ReadAheadTest, BudgetIsReturnedWhenTheFileCloses) {
   FakeFile file(64 * kMiB);
   {
     ReadAhead ra(budget, generation, 64 * kMiB, {});
-    for (std::uint64_t off = 0; off < 8 * kMiB; off += kMiB)
+    for (uint64_t off = 0; off < 8 * kMiB; off += kMiB)
       ASSERT_TRUE(ra.read(off, kMiB, file.fetch()));
     EXPECT_GT(budget->used(), 0u);
   }
@@ -481,11 +479,11 @@ TEST_F(ReadAheadTest, ConcurrentOutOfOrderReadsOfOneStreamGetExactBytes) {
   });
   // Like the kernel: windows of eight 128 KiB reads, each window's reads on threads of their own.
   std::atomic<int> bad{0};
-  for (std::uint64_t window = 0; window < 64 * kMiB; window += kMiB) {
+  for (uint64_t window = 0; window < 64 * kMiB; window += kMiB) {
     std::vector<std::thread> readers;
     for (int i = 7; i >= 0; --i) {
       readers.emplace_back([&, window, i] {
-        std::uint64_t off = window + std::uint64_t(i) * 128 * kKiB;
+        uint64_t off = window + static_cast<uint64_t>(i) * 128 * kKiB;
         auto got = ra.read(off, 128 * kKiB, file.fetch());
         if (!got || joined(*got) != bytes_of(off, 128 * kKiB)) ++bad;
       });

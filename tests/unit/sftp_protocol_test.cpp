@@ -16,7 +16,7 @@ TEST(SftpCodec, FramesRequestWithLengthTypeAndId) {
   patch_request_id(p, 0x01020304);
   ASSERT_EQ(p.size(), 4u + 1 + 4 + 4 + 2);
   EXPECT_EQ(p.substr(0, 4), std::string("\0\0\0\x0b", 4));
-  EXPECT_EQ(uint8_t(p[4]), FXP_LSTAT);
+  EXPECT_EQ(static_cast<uint8_t>(p[4]), FXP_LSTAT);
   EXPECT_EQ(p.substr(5, 4), "\x01\x02\x03\x04");
   EXPECT_EQ(p.substr(9), std::string("\0\0\0\x02/x", 6));
 }
@@ -50,11 +50,11 @@ TEST(SftpCodec, AssemblerSplitsStreamAtAnyReadSize) {
   for (size_t size : {size_t{0}, size_t{5}, size_t{16000}, size_t{16384}, size_t{70000},
                       size_t{261120}, size_t{3}, size_t{65536}}) {
     std::string data(size, '\0');
-    for (size_t i = 0; i < size; ++i) data[i] = char(i * 7 + size);
+    for (size_t i = 0; i < size; ++i) data[i] = static_cast<char>(i * 7 + size);
     std::string a = PacketWriter(FXP_STATUS).u32(FX_EOF).take();
-    patch_request_id(a, uint32_t(100 + datas.size()));
+    patch_request_id(a, static_cast<uint32_t>(100 + datas.size()));
     std::string b = PacketWriter(FXP_DATA).str(data).take();
-    patch_request_id(b, uint32_t(200 + datas.size()));
+    patch_request_id(b, static_cast<uint32_t>(200 + datas.size()));
     stream += a + b;
     datas.push_back(data);
   }

@@ -22,8 +22,8 @@ TEST(ParseSize, UnitsArePowersOf1024WrittenAnyOfTheUsualWays) {
   EXPECT_EQ(parse_size("64KB"), 64u << 10);
   EXPECT_EQ(parse_size("64KiB"), 64u << 10);
   EXPECT_EQ(parse_size("4M"), 4u << 20);
-  EXPECT_EQ(parse_size("2G"), std::uint64_t{2} << 30);
-  EXPECT_EQ(parse_size("1T"), std::uint64_t{1} << 40);
+  EXPECT_EQ(parse_size("2G"), uint64_t{2} << 30);
+  EXPECT_EQ(parse_size("1T"), uint64_t{1} << 40);
 }
 
 TEST(ParseSize, WhatIsNotASizeIsRefused) {
@@ -40,7 +40,7 @@ TEST(ParseSize, SizesBeyond64BitsAreRefused) {
   EXPECT_FALSE(parse_size("18446744073709551616"));  // 2^64
   EXPECT_FALSE(parse_size("99999999999999999999"));
   EXPECT_FALSE(parse_size("16777216T"));  // 2^64
-  EXPECT_EQ(parse_size("16777215T"), std::uint64_t{16777215} << 40);
+  EXPECT_EQ(parse_size("16777215T"), uint64_t{16777215} << 40);
 }
 
 TEST(Version, IsTheProjectsVersion) { EXPECT_STRNE(version(), "unknown"); }

@@ -120,7 +120,7 @@ TEST(StripeMap, PartSharesAddUpAndGiveBackTheLogicalSize) {
     for (uint64_t stripe : std::initializer_list<uint64_t>{1, 4096, 1 << 20}) {
       StripeMap m(stripe, w);
       for (int i = 0; i < 500; ++i) {
-        uint64_t size = i < 50 ? uint64_t(i) * stripe / 3 : rng() % (40 * stripe * w);
+        uint64_t size = i < 50 ? static_cast<uint64_t>(i) * stripe / 3 : rng() % (40 * stripe * w);
         std::vector<uint64_t> parts(w);
         uint64_t sum = 0;
         for (uint32_t b = 0; b < w; ++b) sum += parts[b] = m.local_size(b, size);

@@ -288,8 +288,8 @@ TEST(StripedLayout, StatfsAddsUpEveryBackendOnce) {
   for (auto& b : s.b) b->set_space(100 << 20, 40 << 20);
   auto v = s.layout->statfs("/");
   ASSERT_TRUE(v);
-  EXPECT_EQ(v->blocks * v->frsize, uint64_t(300) << 20);
-  EXPECT_EQ(v->bavail * v->frsize, uint64_t(120) << 20);
+  EXPECT_EQ(v->blocks * v->frsize, static_cast<uint64_t>(300) << 20);
+  EXPECT_EQ(v->bavail * v->frsize, static_cast<uint64_t>(120) << 20);
   s.b[2]->set_down(true);
   EXPECT_EQ(s.layout->statfs("/").error(), EIO);
 }

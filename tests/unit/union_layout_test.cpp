@@ -145,7 +145,7 @@ TEST(UnionLayout, FirstFoundCreatesOnTheFirstBranchThatTakesNewFiles) {
   u.b[0]->set_draining(true);
   ASSERT_TRUE(u.layout->create("/b", O_WRONLY, 0644));
   EXPECT_EQ(u.holders("/b"), (Holders{1})) << "a draining branch takes no new files";
-  u.b[1]->set_min_free_bytes(uint64_t(2) << 30);
+  u.b[1]->set_min_free_bytes(static_cast<uint64_t>(2) << 30);
   ASSERT_TRUE(u.layout->mkdir("/c", 0755));
   EXPECT_EQ(u.holders("/c"), (Holders{2})) << "nor one below its minimum free space";
 }
@@ -411,9 +411,10 @@ TEST(UnionLayout, StatfsAddsUpTheBranchesAndOffersOnlyWritableSpace) {
   u.b[1]->set_space(800 << 20, 200 << 20);
   auto v = u.layout->statfs("/");
   ASSERT_TRUE(v);
-  EXPECT_EQ(v->blocks * v->frsize, uint64_t(1200) << 20);
-  EXPECT_EQ(v->bfree * v->frsize, uint64_t(300) << 20);
-  EXPECT_EQ(v->bavail * v->frsize, uint64_t(100) << 20) << "the read-only branch takes nothing";
+  EXPECT_EQ(v->blocks * v->frsize, static_cast<uint64_t>(1200) << 20);
+  EXPECT_EQ(v->bfree * v->frsize, static_cast<uint64_t>(300) << 20);
+  EXPECT_EQ(v->bavail * v->frsize, static_cast<uint64_t>(100) << 20)
+      << "the read-only branch takes nothing";
   u.b[0]->set_down(true);
   u.b[1]->set_down(true);
   EXPECT_EQ(u.layout->statfs("/").error(), EIO);

@@ -67,7 +67,7 @@ class FakeWatch final : public pb::Watch::Service {
   int streams = 0;
   pb::Subscribe subscribe;
   std::string mount_header;
-  std::uint64_t acked = 0;
+  uint64_t acked = 0;
 };
 
 class RecordingListener final : public WatchStream::Listener {

@@ -21,21 +21,21 @@ namespace skein::client {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr std::uint64_t kMiB = 1 << 20;
-constexpr std::uint64_t kKiB = 1 << 10;
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kKiB = 1 << 10;
 
 // A pretend gateway that holds every request until the test answers it.
 class FakeGateway {
  public:
   struct Request {
-    std::uint64_t offset;
+    uint64_t offset;
     std::string data;
     bool append;
     WriteBehind::SendDone done;
   };
 
   WriteBehind::Send send() {
-    return [this](const FileRef& file, std::uint64_t offset, std::string data,
+    return [this](const FileRef& file, uint64_t offset, std::string data,
                   WriteBehind::SendDone done) {
       std::lock_guard lock(mu_);
       sent_.push_back({offset, data, (file.flags & O_APPEND) != 0, nullptr});
@@ -45,13 +45,13 @@ class FakeGateway {
   }
 
   // Answers the oldest request still pending with `result` (default: all of it written).
-  void answer(std::optional<Result<std::uint32_t>> result = std::nullopt) {
+  void answer(std::optional<Result<uint32_t>> result = std::nullopt) {
     std::unique_lock lock(mu_);
     ASSERT_FALSE(pending_.empty());
     Request r = std::move(pending_.front());
     pending_.pop_front();
     lock.unlock();
-    r.done(result ? *result : Result<std::uint32_t>(static_cast<std::uint32_t>(r.data.size())));
+    r.done(result ? *result : Result<uint32_t>(static_cast<uint32_t>(r.data.size())));
   }
   void answer_all() {
     while (pending()) answer();
@@ -104,7 +104,7 @@ struct WriteBehindTest : ::testing::Test {
   std::unique_ptr<WriteBehind> make() {
     return std::make_unique<WriteBehind>(gw.send(), budget, limits, [this] { ++changes; });
   }
-  static FileRef file(std::uint32_t flags = O_WRONLY) { return FileRef{"/f", 7, flags}; }
+  static FileRef file(uint32_t flags = O_WRONLY) { return FileRef{"/f", 7, flags}; }
   ~WriteBehindTest() override { gw.stop_answering(); }
 };
 
@@ -124,9 +124,9 @@ TEST_F(WriteBehindTest, RandomWritesQueuedBehindTheCallsInFlightGoSeveralToACall
         calls.push_back({std::move(extents), std::move(done)});
       });
   auto w = std::make_shared<WriteBehind::Writer>(false);
-  std::map<std::uint64_t, std::string> want;
-  for (std::uint64_t i = 0; i < 40; ++i) {
-    const std::uint64_t off = (i * 7919 % 1000) * 4 * kKiB;  // scattered, none continues another
+  std::map<uint64_t, std::string> want;
+  for (uint64_t i = 0; i < 40; ++i) {
+    const uint64_t off = (i * 7919 % 1000) * 4 * kKiB;  // scattered, none continues another
     std::string data(4 * kKiB, static_cast<char>('a' + i % 26));
     want[off] = data;
     ASSERT_TRUE(wb->write(w, file(), off, data));
@@ -141,13 +141,13 @@ TEST_F(WriteBehindTest, RandomWritesQueuedBehindTheCallsInFlightGoSeveralToACall
     ASSERT_EQ(calls.size(), 1u);
     batched = calls[0].extents.size();
     EXPECT_EQ(batched, 23u);
-    calls[0].done(static_cast<std::uint32_t>(batched * 4 * kKiB));
+    calls[0].done(static_cast<uint32_t>(batched * 4 * kKiB));
   }
   gw.keep_answering();
   wb->settle();
   EXPECT_TRUE(wb->idle());
   EXPECT_TRUE(wb->settle(*w));
-  std::map<std::uint64_t, std::string> got;
+  std::map<uint64_t, std::string> got;
   for (const auto& r : gw.sent()) got[r.offset] = r.data;
   for (const auto& e : calls[0].extents) got[e.offset] = e.data;
   EXPECT_EQ(got.size(), want.size());
@@ -160,12 +160,12 @@ TEST_F(WriteBehindTest, AFailedCallOfSeveralWritesFailsTheirWriter) {
   wb->batch_with([&](const FileRef&, std::vector<GatewayClient::Extent>,
                      WriteBehind::SendDone done) { many.push_back(std::move(done)); });
   auto w = std::make_shared<WriteBehind::Writer>(false);
-  for (std::uint64_t i = 0; i < 20; ++i)
+  for (uint64_t i = 0; i < 20; ++i)
     ASSERT_TRUE(wb->write(w, file(), i * 64 * kKiB, std::string(4 * kKiB, 'x')));
   ASSERT_TRUE(gw.wait_for_sent(16));
   gw.answer();
   ASSERT_EQ(many.size(), 1u);
-  many[0](Result<std::uint32_t>::failure(ENOSPC));
+  many[0](Result<uint32_t>::failure(ENOSPC));
   gw.keep_answering();
   Status settled = wb->settle(*w);
   ASSERT_FALSE(settled);
@@ -199,7 +199,7 @@ TEST_F(WriteBehindTest, SmallSequentialWritesAreGatheredWhileTheGatewayIsBusy) {
   auto w = std::make_shared<WriteBehind::Writer>(false);
   std::string chunk(4 * kKiB, 'x');
   // The first goes at once (nothing was in flight); the next ones gather behind it.
-  for (std::uint64_t off = 0; off < kMiB; off += chunk.size())
+  for (uint64_t off = 0; off < kMiB; off += chunk.size())
     ASSERT_TRUE(wb->write(w, file(), off, chunk));
   ASSERT_EQ(gw.sent().size(), 1u);
   EXPECT_EQ(gw.sent()[0].data.size(), 4 * kKiB);
@@ -216,7 +216,7 @@ TEST_F(WriteBehindTest, GatheredRequestIsSentWhenFull) {
   auto wb = make();
   auto w = std::make_shared<WriteBehind::Writer>(false);
   std::string chunk(64 * kKiB, 'x');
-  for (std::uint64_t off = 0; off < 3 * kMiB; off += chunk.size())
+  for (uint64_t off = 0; off < 3 * kMiB; off += chunk.size())
     ASSERT_TRUE(wb->write(w, file(), off, chunk));
   // First 64 KiB at once, then full 1 MiB requests without waiting for an answer.
   auto sent = gw.sent();
@@ -225,7 +225,7 @@ TEST_F(WriteBehindTest, GatheredRequestIsSentWhenFull) {
   EXPECT_EQ(sent[2].data.size(), kMiB);
   gw.answer_all();
   wb->settle();
-  std::uint64_t total = 0;
+  uint64_t total = 0;
   for (const auto& r : gw.sent()) total += r.data.size();
   EXPECT_EQ(total, 3 * kMiB);
 }
@@ -297,7 +297,8 @@ TEST_F(WriteBehindTest, RewritesOfTheSameRangeReachTheGatewayInOrder) {
   gw.stop_answering();
   auto sent = gw.sent();
   ASSERT_EQ(sent.size(), 26u);
-  for (std::size_t i = 0; i < sent.size(); ++i) EXPECT_EQ(sent[i].data[0], char('a' + i));
+  for (std::size_t i = 0; i < sent.size(); ++i)
+    EXPECT_EQ(sent[i].data[0], static_cast<char>('a' + i));
 }
 
 TEST_F(WriteBehindTest, AppendsGoOneAtATimeInOrder) {
@@ -318,7 +319,7 @@ TEST_F(WriteBehindTest, ErrorOfAnAcknowledgedWriteComesBackAtTheNextWrite) {
   auto wb = make();
   auto w = std::make_shared<WriteBehind::Writer>(false);
   ASSERT_TRUE(wb->write(w, file(), 0, std::string(kMiB, 'a')));
-  gw.answer(Result<std::uint32_t>::failure(ENOSPC));
+  gw.answer(Result<uint32_t>::failure(ENOSPC));
   Status next = wb->write(w, file(), kMiB, std::string(kMiB, 'b'));
   ASSERT_FALSE(next);
   EXPECT_EQ(next.error(), ENOSPC);
@@ -335,7 +336,7 @@ TEST_F(WriteBehindTest, ErrorComesBackAtSettleWithItsErrnoOnce) {
   ASSERT_TRUE(wb->write(w, file(), 0, std::string(kMiB, 'a')));
   ASSERT_TRUE(wb->write(w, file(), kMiB, std::string(kMiB, 'b')));
   gw.answer();
-  gw.answer(Result<std::uint32_t>::failure(EDQUOT));
+  gw.answer(Result<uint32_t>::failure(EDQUOT));
   Status flushed = wb->settle(*w);
   ASSERT_FALSE(flushed);
   EXPECT_EQ(flushed.error(), EDQUOT);
@@ -348,7 +349,7 @@ TEST_F(WriteBehindTest, ErrorGoesToTheWriterWhoseWriteFailed) {
   auto other = std::make_shared<WriteBehind::Writer>(false);
   ASSERT_TRUE(wb->write(mine, file(), 0, std::string(kMiB, 'a')));
   ASSERT_TRUE(wb->write(other, file(), 4 * kMiB, std::string(kMiB, 'b')));
-  gw.answer(Result<std::uint32_t>::failure(ENOSPC));
+  gw.answer(Result<uint32_t>::failure(ENOSPC));
   gw.answer();
   EXPECT_TRUE(wb->settle(*other));
   EXPECT_EQ(wb->settle(*mine).error(), ENOSPC);
@@ -358,7 +359,7 @@ TEST_F(WriteBehindTest, ShortWriteIsAnError) {
   auto wb = make();
   auto w = std::make_shared<WriteBehind::Writer>(false);
   ASSERT_TRUE(wb->write(w, file(), 0, std::string(kMiB, 'a')));
-  gw.answer(Result<std::uint32_t>(std::uint32_t{100}));
+  gw.answer(Result<uint32_t>(uint32_t{100}));
   EXPECT_EQ(wb->settle(*w).error(), EIO);
 }
 
@@ -373,7 +374,7 @@ TEST_F(WriteBehindTest, SettleWaitsForEveryEarlierWrite) {
   ASSERT_EQ(settled.wait_for(2s), std::future_status::ready);
   gw.stop_answering();
   EXPECT_TRUE(wb->idle());
-  std::uint64_t total = 0;
+  uint64_t total = 0;
   for (const auto& r : gw.sent()) total += r.data.size();
   EXPECT_EQ(total, 16 * kKiB);
 }
@@ -394,11 +395,11 @@ TEST_F(WriteBehindTest, ChangeIsSignalledWhenQueuedAndWhenAcknowledged) {
 // across a gap, cut, doubled or mixed up shows.
 TEST_F(WriteBehindTest, ManyConcurrentWritersLoseNothing) {
   constexpr int kWriters = 4, kRuns = 32, kRun = 2;
-  constexpr std::uint64_t kPiece = 64 * kKiB;
-  constexpr std::uint64_t kPieces = kWriters * kRuns * kRun, kTotal = kPieces * kPiece;
-  auto piece = [](std::uint64_t n) {
+  constexpr uint64_t kPiece = 64 * kKiB;
+  constexpr uint64_t kPieces = kWriters * kRuns * kRun, kTotal = kPieces * kPiece;
+  auto piece = [](uint64_t n) {
     std::string data(kPiece, '\0');
-    for (std::size_t k = 0; k < data.size(); ++k) data[k] = char(n * 7 + k % 251);
+    for (std::size_t k = 0; k < data.size(); ++k) data[k] = static_cast<char>(n * 7 + k % 251);
     return data;
   };
   auto wb = make();
@@ -409,7 +410,7 @@ TEST_F(WriteBehindTest, ManyConcurrentWritersLoseNothing) {
       auto w = std::make_shared<WriteBehind::Writer>(false);
       for (int r = 0; r < kRuns; ++r) {
         for (int j = 0; j < kRun; ++j) {
-          const std::uint64_t n = std::uint64_t(r * kWriters + t) * kRun + j;
+          const uint64_t n = static_cast<uint64_t>(r * kWriters + t) * kRun + j;
           ASSERT_TRUE(wb->write(w, file(), n * kPiece, piece(n)));
         }
       }
@@ -425,11 +426,11 @@ TEST_F(WriteBehindTest, ManyConcurrentWritersLoseNothing) {
   for (const auto& r : gw.sent()) {
     ASSERT_LE(r.offset + r.data.size(), kTotal) << "a request beyond what was written";
     image.replace(r.offset, r.data.size(), r.data);
-    for (std::uint64_t k = r.offset; k < r.offset + r.data.size(); ++k) ++written[k];
+    for (uint64_t k = r.offset; k < r.offset + r.data.size(); ++k) ++written[k];
   }
   EXPECT_EQ(std::count(written.begin(), written.end(), 1), std::ptrdiff_t(kTotal))
       << "every byte must reach the gateway exactly once";
-  for (std::uint64_t n = 0; n < kPieces; ++n) {
+  for (uint64_t n = 0; n < kPieces; ++n) {
     ASSERT_TRUE(image.compare(n * kPiece, kPiece, piece(n)) == 0)
         << "piece " << n << " did not land at " << n * kPiece;
   }

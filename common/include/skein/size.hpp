@@ -11,7 +11,7 @@ namespace skein {
 
 // "4096", "64K", "4M", "2G", "1T" (powers of 1024; "KiB", "KB" and "k" alike) to bytes; nullopt
 // when it is not a size or does not fit in 64 bits.
-std::optional<std::uint64_t> parse_size(std::string_view text);
+std::optional<uint64_t> parse_size(std::string_view text);
 
 // "90" or "90s" (seconds), "30m", "24h", "7d" to seconds; nullopt when it is not a duration.
 std::optional<std::chrono::seconds> parse_duration(std::string_view text);
