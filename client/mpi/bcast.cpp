@@ -25,8 +25,6 @@ namespace fs = std::filesystem;
 namespace skein::mpi {
 namespace {
 
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
-
 // The skein mount (a fuse.skein entry of /proc/self/mountinfo) holding `path`, or "".
 std::string skein_mount_of(const std::string& path) {
   std::ifstream in("/proc/self/mountinfo");
@@ -157,41 +155,6 @@ struct Options {
   bool quiet = false;
   std::string control_dir;
 };
-
-// The SHA-256 of `path`, read with plain reads; "" with `error` set on failure.
-std::string digest_of(const std::string& path, std::string& error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = errno_text(path);
-    return "";
-  }
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  std::vector<char> buf(1 << 20);
-  for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      error = errno_text(path);
-      break;
-    }
-    if (n == 0) break;
-    EVP_DigestUpdate(ctx, buf.data(), std::size_t(n));
-  }
-  ::close(fd);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(ctx, md, &len);
-  EVP_MD_CTX_free(ctx);
-  if (!error.empty()) return "";
-  std::string hex;
-  char b[3];
-  for (unsigned i = 0; i < len; ++i) {
-    std::snprintf(b, sizeof b, "%02x", md[i]);
-    hex += b;
-  }
-  return hex;
-}
 
 // One file, collectively. Returns the agreed failure or "".
 std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Options& o,
@@ -407,7 +370,7 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     for (auto& e : entries) {
       if (e.dir) continue;
       std::string err;
-      std::string d = digest_of(mount.dir + e.rel, err);
+      std::string d = sha256_hex(mount.dir + e.rel, err);
       failure = agree(node.world, err);
       if (!failure.empty()) return finish(failure, error, error_size);
       std::string first = d;

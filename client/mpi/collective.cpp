@@ -1,11 +1,54 @@
 // Agreement, strings and nodes; see collective.hpp.
 #include "collective.hpp"
 
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace skein::mpi {
+
+std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+std::string sha256_hex(const std::string& path, std::string& error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = errno_text(path);
+    return "";
+  }
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = errno_text(path);
+      break;
+    }
+    if (n == 0) break;
+    EVP_DigestUpdate(ctx, buf.data(), static_cast<size_t>(n));
+  }
+  ::close(fd);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_MD_CTX_free(ctx);
+  if (!error.empty()) return "";
+  std::string hex;
+  char b[3];
+  for (unsigned i = 0; i < len; ++i) {
+    std::snprintf(b, sizeof b, "%02x", md[i]);
+    hex += b;
+  }
+  return hex;
+}
 
 std::string agree(MPI_Comm comm, const std::string& mine) {
   int rank = 0;

@@ -15,6 +15,12 @@ namespace skein::mpi {
 // its rank in MPI_COMM_WORLD.
 std::string agree(MPI_Comm comm, const std::string& mine);
 
+// "WHAT: strerror(errno)".
+std::string errno_text(const std::string& what);
+// The SHA-256 of the file at `path` in hex, read with plain reads; "" with `error` set when it
+// cannot be read.
+std::string sha256_hex(const std::string& path, std::string& error);
+
 // `s` from rank `root` of `comm`, on every rank.
 void bcast_string(MPI_Comm comm, std::string& s, int root);
 void bcast_strings(MPI_Comm comm, std::vector<std::string>& v, int root);

@@ -24,8 +24,6 @@ namespace {
 constexpr const char* kPartial = ".skein-partial";
 constexpr const char* kRecord = ".skein-partial.chunks";
 
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
-
 struct Item {
   char type = 'f';  // f, d, l
   uint32_t mode = 0;
@@ -134,30 +132,6 @@ std::string copy_range(int in, int out, uint64_t off, uint64_t len, std::string&
     len -= static_cast<uint64_t>(r);
   }
   return "";
-}
-
-std::string sha256_file(const std::string& path, std::string& error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = errno_text(path);
-    return "";
-  }
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  std::vector<char> b(1 << 20);
-  for (;;) {
-    ssize_t n = ::read(fd, b.data(), b.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) error = errno_text(path);
-    if (n <= 0) break;
-    EVP_DigestUpdate(ctx, b.data(), std::size_t(n));
-  }
-  ::close(fd);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned len = 0;
-  EVP_DigestFinal_ex(ctx, md, &len);
-  EVP_MD_CTX_free(ctx);
-  return std::string(reinterpret_cast<char*>(md), len);
 }
 
 // A shared counter on rank 0 of `comm`, for handing out work.
@@ -400,7 +374,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     for (long long u; (u = counter.next()) < (long long)files.size();) {
       const Item& i = items[files[std::size_t(u)]];
       std::string e1, e2;
-      std::string a = sha256_file(src + i.rel, e1), b = sha256_file(dst + i.rel, e2);
+      std::string a = sha256_hex(src + i.rel, e1), b = sha256_hex(dst + i.rel, e2);
       if (!e1.empty() || !e2.empty())
         failed.push_back(i.rel + ": verify: " + (e1.empty() ? e2 : e1));
       else if (a != b)
