@@ -171,21 +171,15 @@ def processes_using(path, spare):
         base = f"/proc/{pid}"
         hit = False
         try:
-            for name in ("cwd", "root", "exe"):
+            links = [f"{base}/{name}" for name in ("cwd", "root", "exe")]
+            links += [f"{base}/fd/{fd}" for fd in os.listdir(f"{base}/fd")]
+            for link in links:
                 try:
-                    if below(os.readlink(f"{base}/{name}"), path):
+                    if below(os.readlink(link), path):
                         hit = True
                         break
                 except OSError:
                     pass
-            if not hit:
-                for fd in os.listdir(f"{base}/fd"):
-                    try:
-                        if below(os.readlink(f"{base}/fd/{fd}"), path):
-                            hit = True
-                            break
-                    except OSError:
-                        pass
             if not hit:
                 with open(f"{base}/maps", encoding="utf-8", errors="replace") as f:
                     for line in f:
