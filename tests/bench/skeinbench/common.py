@@ -191,3 +191,19 @@ def git(*args):
                               timeout=30).stdout.strip()
     except Exception:
         return ""
+
+
+def wait_all(procs, what):
+    """Wait for the processes PROCS (stderr piped); BenchError naming WHAT if any failed."""
+    errs = []
+    for p in procs:
+        try:
+            _, e = p.communicate(timeout=1200)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, e = p.communicate()
+            errs.append("timeout")
+        if p.returncode:
+            errs.append(e.decode(errors="replace").strip())
+    if errs:
+        raise BenchError(f"{what} failed: {errs}")

@@ -5,7 +5,7 @@ import statistics
 import subprocess
 import time
 
-from ..common import MiB, BenchError, drop_caches, write_pattern_file
+from ..common import MiB, drop_caches, wait_all, write_pattern_file
 from ..report import Row, fmt_bytes, verdict
 
 DESCRIPTION = "four processes reading four different files at once, aggregate MB/s (#5)"
@@ -37,19 +37,8 @@ def run(b):
             t0 = time.perf_counter()
             procs = [subprocess.Popen(["dd", f"if={d / f'f{j}'}", "of=/dev/null", "bs=1M", "status=none"],
                                       stdin=subprocess.DEVNULL, stderr=subprocess.PIPE) for j in range(k)]
-            errs = []
-            for p in procs:
-                try:
-                    _, e = p.communicate(timeout=1200)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    _, e = p.communicate()
-                    errs.append("timeout")
-                if p.returncode:
-                    errs.append(e.decode(errors="replace").strip())
+            wait_all(procs, f"parallel read on {sysname}")
             t = time.perf_counter() - t0
-            if errs:
-                raise BenchError(f"parallel read on {sysname} failed: {errs}")
             res[sysname].append(k * n / t / 1e6)
         b.detail(f"parallel rep {i + 1}: " + ", ".join(f"{s} {v[-1]:.0f} MB/s" for s, v in res.items()))
     for j in range(k):

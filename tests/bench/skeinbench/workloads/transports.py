@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..common import GiB, MiB, BenchError, drop_caches, log, make_tree, timed, write_pattern_file
+from ..common import GiB, MiB, BenchError, drop_caches, log, make_tree, timed, wait_all, write_pattern_file
 from ..common import run as run_cmd
 from ..report import Row, fmt_bytes, verdict
 
@@ -101,21 +101,6 @@ class Cpu:
         return total, after[main] - before.get(main, 0.0)
 
 
-def run_all(procs, what):
-    errs = []
-    for p in procs:
-        try:
-            _, e = p.communicate(timeout=1200)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            _, e = p.communicate()
-            errs.append("timeout")
-        if p.returncode:
-            errs.append(e.decode(errors="replace").strip())
-    if errs:
-        raise BenchError(f"{what} failed: {errs}")
-
-
 def cold(b, sysname):
     if sysname == "sshfs":
         b.sA.remount()
@@ -162,7 +147,7 @@ def run(b):
 
             drop_caches()
             t0 = time.perf_counter()
-            run_all([subprocess.Popen(["dd", f"if={d / f'par{j}'}", "of=/dev/null", "bs=1M", "status=none"],
+            wait_all([subprocess.Popen(["dd", f"if={d / f'par{j}'}", "of=/dev/null", "bs=1M", "status=none"],
                                       stdin=subprocess.DEVNULL, stderr=subprocess.PIPE) for j in range(k)],
                     f"four readers on {s}")
             res[(s, "par")].append(k * pn / (time.perf_counter() - t0) / 1e6)
