@@ -23,10 +23,18 @@ void CachePolicy::sent_attrs(InodeNumber ino, const FileAttr& attr, Ticket t) {
   k.sent_size = attr.size;
   // Read under the lock: an invalidation bumps the state before it takes the lock to forget.
   const uint64_t now = state_.load(std::memory_order_acquire);
-  if ((attr.mode & S_IFMT) == S_IFDIR && healthy_throughout(now, t)) {
+  const bool current = healthy_throughout(now, t);
+  const bool dir = (attr.mode & S_IFMT) == S_IFDIR;
+  if (dir && current) {
     k.dir_attrs = attr;
   } else {
     k.dir_attrs.reset();
+  }
+  if (!dir && current && options_.deferred_open &&
+      servers_watched_.load(std::memory_order_acquire)) {
+    k.file_attrs = attr;
+  } else {
+    k.file_attrs.reset();
   }
 }
 
@@ -43,7 +51,10 @@ CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, int64_t
   k.opened = kept;
   k.open_mtime_ns = mtime_ns;
   k.open_size = size;
-  if (decision.refresh_attrs) k.sent = false;  // the kernel will ask again
+  if (decision.refresh_attrs) {  // the kernel will ask again; what it was told is not current
+    k.sent = false;
+    k.file_attrs.reset();
+  }
   return decision;
 }
 
@@ -101,6 +112,20 @@ std::optional<std::pair<FileAttr, double>> CachePolicy::dir_attrs(InodeNumber di
   auto it = known_.find(dir);
   if (it == known_.end() || !it->second.dir_attrs) return std::nullopt;
   return std::make_pair(*it->second.dir_attrs, options_.cache_ttl);
+}
+
+std::optional<FileAttr> CachePolicy::current_attrs(InodeNumber ino) const {
+  if (!healthy() || !servers_watched_.load(std::memory_order_acquire)) return std::nullopt;
+  std::lock_guard lock(mu_);
+  auto it = known_.find(ino);
+  if (it == known_.end()) return std::nullopt;
+  return it->second.file_attrs;
+}
+
+void CachePolicy::wrote(InodeNumber ino) {
+  std::lock_guard lock(mu_);
+  auto it = known_.find(ino);
+  if (it != known_.end()) it->second.file_attrs.reset();
 }
 
 uint64_t CachePolicy::names_changes(InodeNumber dir) const {
@@ -187,7 +212,17 @@ void CachePolicy::invalidating_all() {
   known_.clear();
 }
 
+void CachePolicy::set_servers_watched(bool watched) {
+  if (servers_watched_.exchange(watched, std::memory_order_acq_rel) == watched || !watched) return;
+  // What was fetched while a server's change could go unreported may be out of date: neither it
+  // nor a reply on its way now is current.
+  bump();
+  std::lock_guard lock(mu_);
+  for (auto& [ino, k] : known_) k.file_attrs.reset();
+}
+
 void CachePolicy::set_healthy(bool healthy) {
+  if (!healthy) servers_watched_.store(false, std::memory_order_release);
   uint64_t old = state_.load(std::memory_order_acquire);
   uint64_t next;
   do {

@@ -26,6 +26,9 @@ class CachePolicy {
     double safe_ttl = 1.0;      // seconds, while it is not
     // Learn directories' names to answer lookups of absent ones (see names_known).
     bool know_names = false;
+    // Let an open for reading of a file whose attributes are current skip the gateway (see
+    // current_attrs).
+    bool deferred_open = true;
   };
 
   // The cache's state when an operation started, taken before it asks the gateway. A reply may be
@@ -112,6 +115,16 @@ class CachePolicy {
   // The kept attributes of `dir` with the lifetime they may be cached for; or nothing.
   std::optional<std::pair<FileAttr, double>> dir_attrs(InodeNumber dir) const;
 
+  // The attributes of a file (not a directory) that this mount was last told by the gateway, while
+  // they are still current: fetched while the stream was healthy and the servers watched, with no
+  // invalidation of the file since and no write or attribute change of this mount's (wrote)
+  // since. The file then
+  // still exists, so an open for reading may skip the gateway (the gateway opens it at the first
+  // read, by path); nothing without the deferred_open option.
+  std::optional<FileAttr> current_attrs(InodeNumber ino) const;
+  // This mount is about to write `ino` or change its attributes: what was kept of them is stale.
+  void wrote(InodeNumber ino);
+
   // Every name of a directory, when this mount knows them all: from a whole listing, or for a
   // directory it made itself (empty), then kept up to date with this mount's own changes. A name
   // not among them does not exist, so a lookup of it (the kernel's, before every create) needs
@@ -145,8 +158,15 @@ class CachePolicy {
   void invalidating_all();
 
   // The Watch stream is healthy (welcome received, caches dropped) or not (ended, never began).
+  // Losing it also means the servers are no longer known to be watched.
   void set_healthy(bool healthy);
+  // Whether the gateway reports every change on the namespace's servers (its remote watchers run):
+  // only then are a file's attributes current for as long as no invalidation comes
+  // (current_attrs); otherwise a server's change shows only in the attributes an open fetches.
+  // Becoming watched makes nothing fetched before current.
+  void set_servers_watched(bool watched);
   bool healthy() const { return (state_.load(std::memory_order_acquire) & 1) != 0; }
+  bool servers_watched() const { return servers_watched_.load(std::memory_order_acquire); }
 
  private:
   struct Known {
@@ -157,7 +177,8 @@ class CachePolicy {
     int64_t open_mtime_ns = 0;
     uint64_t open_size = 0;
     bool listed = false;  // the kernel may hold this directory's listing as this mount served it
-    std::optional<FileAttr> dir_attrs;  // a directory's attributes, still current
+    std::optional<FileAttr> dir_attrs;   // a directory's attributes, still current
+    std::optional<FileAttr> file_attrs;  // a file's attributes, still current (current_attrs)
     std::optional<std::set<std::string, std::less<>>> names;  // all of a directory's names
     uint32_t misses = 0;        // lookups in it that found nothing while its names were unknown
     uint64_t name_changes = 0;  // this mount's changes of its names (name_added, ...)
@@ -175,6 +196,7 @@ class CachePolicy {
   // Bit 0: healthy. Bits 1..63: an epoch, bumped by every invalidation and every state change.
   std::atomic<uint64_t> state_{0};
   std::atomic<uint64_t> mutations_{0};  // this mount's metadata changes begun so far
+  std::atomic<bool> servers_watched_{false};
   // Lock order: a leaf; never held across a gateway call, a notify or a fuse_reply_*.
   mutable std::mutex mu_;
   std::unordered_map<InodeNumber, Known> known_;  // guarded by mu_

@@ -51,6 +51,7 @@ class KernelCache final : public WatchStream::Listener {
   void subscribed() override;
   void lost(const std::string& why) override;
   void invalidate(const std::vector<Invalidation>& items) override;
+  void servers_watched(bool watched) override { policy_.set_servers_watched(watched); }
 
  private:
   // Each returns true when the kernel had something to drop.

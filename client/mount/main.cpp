@@ -68,6 +68,7 @@ struct MountArgs {
   double cache_ttl = 3600.0;  // entry/attribute lifetime while the Watch stream is healthy
   double safe_ttl = 1.0;      // and while it is not
   bool know_names = false;    // answer lookups of absent names from directories' known names
+  bool deferred_open = true;  // opens for reading of files known current skip the gateway
   std::string control_dir;    // where the control socket goes; empty: ControlSocket::default_dir()
   // Control commands to a running mount instead of mounting: the mount point to send them to.
   std::string drop_caches;
@@ -272,6 +273,12 @@ std::string status_text(skein::client::MountDaemon& mount, const MountArgs& args
       << seconds_text(mount.cache.options().safe_ttl) << "\n"
       << "page cache across opens: " << (mount.cache.healthy() ? "kept if unchanged" : "dropped")
       << "\n"
+      << "servers watched: " << (mount.cache.servers_watched() ? "yes" : "no") << "\n"
+      << "opens for reading: "
+      << (mount.cache.servers_watched() && mount.cache.options().deferred_open
+              ? "deferred to the first read when the file is current"
+              : "asked of the gateway")
+      << "\n"
       << "inodes: " << mount.inodes.size() << "\n"
       << "open files: " << mount.open_inodes.count() << "\n";
   return out.str();
@@ -327,7 +334,7 @@ int run(const MountArgs& args, const std::string& token) {
   skein::keep_large_buffers_on_heap();
   skein::client::MountDaemon mount;
   const std::string mount_id = new_mount_id();
-  mount.cache.set_options({args.cache_ttl, args.safe_ttl, args.know_names});
+  mount.cache.set_options({args.cache_ttl, args.safe_ttl, args.know_names, args.deferred_open});
   const std::string opts = fuse_mount_options(args);
   std::vector<const char*> argv = {kProgram, "-o", opts.c_str()};
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
@@ -474,6 +481,12 @@ int main(int argc, char** argv) {
                "after two misses in it) without asking the gateway. A name made on a server behind "
                "the gateway's back then appears only once the gateway reports it (remote watcher: "
                "50-100 ms; without one, revalidation)")
+      ->capture_default_str();
+  app.add_flag("--deferred-open,!--no-deferred-open", args.deferred_open,
+               "Open a file for reading without asking the gateway when the mount holds its "
+               "current attributes (Watch stream up, readable by all); the gateway opens it at the "
+               "first read, by path. As on NFS, a file removed through another mount between the "
+               "open and the first read then fails that read (ENOENT)")
       ->capture_default_str();
   app.add_option("--safe-ttl", args.safe_ttl,
                  "Entry and attribute lifetime (seconds) while the Watch stream is down")

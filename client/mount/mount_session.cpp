@@ -3,8 +3,10 @@
 // adds one through InodeTable::lookup_add; an entry the kernel never received is taken back.
 #include "mount_session.hpp"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <stdio.h>  // RENAME_NOREPLACE, RENAME_EXCHANGE
+#include <stdio.h>   // RENAME_NOREPLACE, RENAME_EXCHANGE
+#include <stdlib.h>  // arc4random
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -42,6 +44,7 @@ Result<std::string> MountSession::child_path(InodeNumber parent, std::string_vie
 // Names an open file for the gateway by the inode's path now: a renamed open file keeps working,
 // and one whose name was removed keeps its last path.
 FileRef MountSession::file_ref(InodeNumber ino, const FileHandle& file) const {
+  file.gateway_knows.store(true, std::memory_order_relaxed);  // the caller sends it
   return FileRef{inodes_.last_path_of(ino).value_or(file.path), file.gw_handle, file.flags};
 }
 
@@ -222,6 +225,7 @@ Result<Attributes> MountSession::setattr(InodeNumber ino, SetAttrArgs change,
   if (!path) return Result<Attributes>::failure(path.error());
   if (file) change.handle = file->gw_handle;
   data_.settle(ino);  // writes acknowledged before must not land after (or undo) it
+  cache_.wrote(ino);
   CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
   auto changed = gateway_.setattr(*path, change);
   if (change.fields & SetAttrArgs::kSize) data_.changed(ino);
@@ -339,9 +343,17 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags)
   auto path = path_of(ino);
   if (!path) return Result<Opened>::failure(path.error());
   CachePolicy::Ticket ticket = cache_.ticket();
-  auto opened = gateway_.open(*path, flags);
+  Result<OpenedFile> opened = Result<OpenedFile>::failure(EIO);
+  bool deferred = false;
+  if (auto kept = deferrable_open(ino, flags)) {
+    opened = OpenedFile{deferred_handle(), *kept, std::nullopt};
+    deferred = true;
+  } else {
+    opened = gateway_.open(*path, flags);
+  }
   if (!opened) return Result<Opened>::failure(opened.error());
-  auto file = std::make_unique<FileHandle>(FileHandle{opened->handle, flags, *path, nullptr});
+  auto file = std::make_unique<FileHandle>(opened->handle, flags, *path);
+  file->gateway_knows.store(!deferred, std::memory_order_relaxed);
   file->data = data_.open(ino, gateway_, flags, opened->attr.size);
   // Close-to-open: pages survive only if the file is as this mount's last open saw it, and the
   // kernel's attributes are dropped if the gateway's (fresh) ones differ from what it was told.
@@ -367,14 +379,35 @@ Result<MountSession::Created> MountSession::create(InodeNumber parent, std::stri
     cache_.dir_changed(parent);
   }
   Entry entry = add_entry(*path, created->attr, mutation.ticket);
-  auto file = std::make_unique<FileHandle>(FileHandle{created->handle, flags, *path, nullptr});
+  auto file = std::make_unique<FileHandle>(created->handle, flags, *path);
   file->data = data_.open(entry.ref.ino, gateway_, flags, created->attr.size);
   open_inodes_.opened(entry.ref.ino, created->attr);  // before the reply: a release may follow
   return Created{entry, std::move(file)};
 }
 
+std::optional<FileAttr> MountSession::deferrable_open(InodeNumber ino, uint32_t flags) const {
+  // Read-only, and nothing the gateway must do at open (truncate, create, fail on a directory).
+  if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT | O_DIRECTORY))) return {};
+  auto kept = cache_.current_attrs(ino);
+  // Readable by everyone: whatever user the gateway logs in as on the file's server can open it,
+  // so the open cannot fail there for want of permission (the lookup that found it already
+  // searched the directories on the way).
+  constexpr uint32_t kReadableByAll = S_IRUSR | S_IRGRP | S_IROTH;
+  if (!kept || !S_ISREG(kept->mode) || (kept->mode & kReadableByAll) != kReadableByAll) return {};
+  return kept;
+}
+
+uint64_t MountSession::deferred_handle() {
+  // The gateway's own handles are random 64-bit numbers too (NamespaceFs::register_file); 0 is
+  // never a handle.
+  uint64_t h = 0;
+  while (h == 0) h = (static_cast<uint64_t>(arc4random()) << 32) | arc4random();
+  return h;
+}
+
 void MountSession::open_not_received(InodeNumber ino, std::unique_ptr<FileHandle> file) {
-  (void)gateway_.release(FileRef{file->path, file->gw_handle, file->flags});
+  if (file->gateway_knows.load(std::memory_order_relaxed))
+    (void)gateway_.release(FileRef{file->path, file->gw_handle, file->flags});
   file.reset();
   closed(ino);
 }
@@ -392,6 +425,7 @@ Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t 
 
 Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
                            std::string_view data, const std::function<void()>& taken) {
+  cache_.wrote(ino);
   return data_.write(*file.data, file_ref(ino, file), offset, data, taken);
 }
 
@@ -404,11 +438,13 @@ Status MountSession::fsync(InodeNumber ino, FileHandle& file, bool datasync) {
 }
 
 void MountSession::release(InodeNumber ino, std::unique_ptr<FileHandle> file) {
-  FileRef ref = file_ref(ino, *file);
   Status written = data_.flush(*file->data);
   if (!written)
-    spdlog::warn("{}: a write failed after the last flush: errno {}", ref.path, written.error());
-  gateway_.release_async(ref);
+    spdlog::warn("{}: a write failed after the last flush: errno {}", file->path, written.error());
+  // The read-ahead that named the handle has ended with the flush: gateway_knows is final.
+  if (file->gateway_knows.load(std::memory_order_relaxed))
+    gateway_.release_async(
+        FileRef{inodes_.last_path_of(ino).value_or(file->path), file->gw_handle, file->flags});
   closed(ino);
 }
 

@@ -8,6 +8,7 @@
 // all of this is unit-tested against an in-process gateway, without a kernel.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cache_policy.hpp"
@@ -42,11 +44,17 @@ struct Attributes {
 
 // An open file, as the kernel holds it (FUSE's fh) from open or create until release: the
 // gateway's handle and what the gateway needs to re-open the file by path, and its data path.
+// An open for reading may be deferred (CachePolicy::current_attrs): the mount picks the handle
+// itself and makes no call; the gateway opens the file by path under that handle at its first use.
 struct FileHandle {
+  FileHandle(uint64_t handle, uint32_t open_flags, std::string at)
+      : gw_handle(handle), flags(open_flags), path(std::move(at)) {}
   uint64_t gw_handle = 0;
   uint32_t flags = 0;
   std::string path;  // at open; later calls use the inode's current path (renames move it)
   std::unique_ptr<DataPath::File> data;  // its read-ahead and write-behind
+  // False while the open is deferred and no call has named the handle yet: nothing to release.
+  mutable std::atomic<bool> gateway_knows{true};
 };
 
 // An open directory: its whole listing, fetched at the first readdir that reaches this mount;
@@ -180,7 +188,12 @@ class MountSession {
  private:
   Result<std::string> path_of(InodeNumber ino) const;
   Result<std::string> child_path(InodeNumber parent, std::string_view name) const;
+  // The file as a call to the gateway names it; from then on the gateway knows the handle.
   FileRef file_ref(InodeNumber ino, const FileHandle& file) const;
+  // When an open may skip the gateway (see FileHandle): the attributes to answer it with.
+  std::optional<FileAttr> deferrable_open(InodeNumber ino, uint32_t flags) const;
+  // A fresh handle for a deferred open.
+  static uint64_t deferred_handle();
   Entry make_entry(InodeRef ref, const FileAttr& attr, CachePolicy::Ticket ticket);
   Entry add_entry(const std::string& path, const FileAttr& attr, CachePolicy::Ticket ticket);
   void forget_lookups(InodeNumber ino, uint64_t n);

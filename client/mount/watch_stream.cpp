@@ -151,12 +151,19 @@ std::string WatchStream::stream_once(std::stop_token stop) {
         welcomed = true;
         // Caches first, then long lifetimes: nothing cached before the welcome survives it.
         listener_.subscribed();
+        listener_.servers_watched(event.servers_watched());
         set_state(true, "", event.lease_ms());
-        spdlog::info("watch stream subscribed (lease {} ms): long cache lifetimes",
-                     event.lease_ms());
+        spdlog::info("watch stream subscribed (lease {} ms{}): long cache lifetimes",
+                     event.lease_ms(),
+                     event.servers_watched() ? ", servers watched" : ", servers not watched");
         continue;
       }
-      if (event.seq() == 0) continue;  // nothing to apply nor to acknowledge
+      if (event.seq() == 0) {  // nothing to apply nor to acknowledge
+        spdlog::info("watch stream: the namespace's servers are {}watched",
+                     event.servers_watched() ? "" : "no longer ");
+        listener_.servers_watched(event.servers_watched());
+        continue;
+      }
       std::vector<Invalidation> items;
       items.reserve(static_cast<size_t>(event.invalidations_size()));
       for (const auto& i : event.invalidations()) items.push_back(from_proto(i));

@@ -42,6 +42,9 @@ class WatchStream {
     virtual void lost(const std::string& why) = 0;
     // Apply one event; it is acknowledged when this returns.
     virtual void invalidate(const std::vector<Invalidation>& items) = 0;
+    // Whether the gateway's remote watchers report every change on the namespace's servers: told
+    // right after subscribed(), and again whenever it changes.
+    virtual void servers_watched(bool /*watched*/) {}
   };
 
   struct Options {

@@ -11,6 +11,7 @@ Coherence::Coherence(CoherenceOptions options, const NamespaceRegistry& registry
       registry_(registry),
       broker_({.lease = options.lease, .interest_limit = options.interest_limit}),
       service_(broker_, registry) {
+  broker_.set_servers_watched([this](const std::string& ns) { return servers_watched(ns); });
   revalidator_ = std::make_unique<Revalidator>(broker_, registry_, options_.revalidate_interval,
                                                options_.revalidate_batch);
 }
@@ -33,13 +34,36 @@ void Coherence::watch_backends(const BackendMap& backends) {
   for (auto& [name, backend] : backends) {
     if (watchers_.count(name)) continue;
     watchers_[name] = std::make_unique<RemoteWatcher>(
-        backend, [this, name = name, b = std::weak_ptr<Backend>(backend)](const std::string& rel,
-                                                                          bool new_dir) {
+        backend,
+        [this, name = name, b = std::weak_ptr<Backend>(backend)](const std::string& rel,
+                                                                 bool new_dir) {
           // A directory may now be a symlink: the backend looks at it again before it trusts it.
           if (auto live = b.lock()) live->changed_on_server(rel);
           changed_on_server(name, rel, new_dir);
+        },
+        [this, name = name](bool watching) {
+          {
+            std::lock_guard lock(watched_mu_);
+            if (watching)
+              watched_.insert(name);
+            else
+              watched_.erase(name);
+          }
+          broker_.servers_watched_changed();
         });
   }
+}
+
+bool Coherence::servers_watched(const std::string& ns) const {
+  if (!options_.remote_watch) return false;
+  auto fs = registry_.find(ns);
+  if (!fs) return false;
+  auto table = fs->table();
+  std::lock_guard lock(watched_mu_);
+  for (auto& m : table->mounts())
+    for (auto& b : m.layout->backends())
+      if (!watched_.count(b->name())) return false;
+  return true;
 }
 
 void Coherence::changed_on_server(const std::string& backend, const std::string& rel,

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "coherence/invalidation_broker.hpp"
@@ -38,6 +39,8 @@ class Coherence {
  private:
   // A path changed on `backend`'s server: invalidate it wherever a namespace shows it.
   void changed_on_server(const std::string& backend, const std::string& rel, bool new_dir);
+  // Whether every backend of namespace `ns` has a remote watcher that is watching now.
+  bool servers_watched(const std::string& ns) const;
 
   CoherenceOptions options_;
   const NamespaceRegistry& registry_;
@@ -45,6 +48,10 @@ class Coherence {
   WatchService service_;
   std::mutex watchers_mu_;
   std::map<std::string, std::unique_ptr<RemoteWatcher>> watchers_;
+  // The backends whose watcher is watching. A leaf lock: a watcher's thread takes it, and is
+  // joined with watchers_mu_ held.
+  mutable std::mutex watched_mu_;
+  std::set<std::string> watched_;
   std::unique_ptr<Revalidator> revalidator_;  // last: stops first
 };
 

@@ -27,15 +27,38 @@ InterestSet& InvalidationBroker::interest(const std::string& ns) {
 }
 
 SessionId InvalidationBroker::attach(const std::string& ns, const std::string& mount_id,
-                                     Stream* stream) {
+                                     Stream* stream, v1::WatchEvent* welcome) {
   std::lock_guard lock(mu_);
   auto old = by_mount_.find(mount_id);
   if (old != by_mount_.end()) drop_locked(old->second, "replaced by a new subscription");
   SessionId id = next_id_++;
-  sessions_[id] = Session{id, ns, mount_id, stream};
+  Session& s = sessions_[id] = Session{id, ns, mount_id, stream};
+  s.servers_watched = servers_watched_ && servers_watched_(ns);
   by_mount_[mount_id] = id;
-  spdlog::info("watch: mount {} subscribed to namespace {}", mount_id, ns);
+  if (welcome) {
+    welcome->set_servers_watched(s.servers_watched);
+    stream->send(*welcome);
+  }
+  spdlog::info("watch: mount {} subscribed to namespace {}{}", mount_id, ns,
+               s.servers_watched ? " (its servers are watched)" : "");
   return id;
+}
+
+void InvalidationBroker::servers_watched_changed() {
+  if (!servers_watched_) return;
+  std::lock_guard lock(mu_);
+  std::map<std::string, bool> now;  // per namespace, asked once
+  for (auto& [id, s] : sessions_) {
+    if (!s.stream) continue;
+    auto it = now.find(s.ns);
+    if (it == now.end()) it = now.emplace(s.ns, servers_watched_(s.ns)).first;
+    if (it->second == s.servers_watched) continue;
+    s.servers_watched = it->second;
+    v1::WatchEvent ev;
+    ev.set_seq(0);
+    ev.set_servers_watched(s.servers_watched);
+    s.stream->send(ev);
+  }
 }
 
 void InvalidationBroker::detach(SessionId id) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,8 +42,18 @@ class InvalidationBroker {
     virtual void send(const v1::WatchEvent& event) = 0;
     virtual void end(const std::string& why) = 0;
   };
-  // A mount subscribed. A second subscription with the same mount id replaces the first.
-  SessionId attach(const std::string& ns, const std::string& mount_id, Stream* stream);
+  // A mount subscribed. A second subscription with the same mount id replaces the first. With
+  // `welcome`, it is sent first (no event comes before it), with servers_watched filled in.
+  SessionId attach(const std::string& ns, const std::string& mount_id, Stream* stream,
+                   v1::WatchEvent* welcome = nullptr);
+  // Whether the remote watchers report every change on a namespace's servers (set once, before
+  // the first attach; without it, never), and the call to make when that may have changed: each
+  // stream whose namespace's answer changed gets an event of seq 0 saying so.
+  using ServersWatched = std::function<bool(const std::string& ns)>;
+  void set_servers_watched(ServersWatched servers_watched) {
+    servers_watched_ = std::move(servers_watched);
+  }
+  void servers_watched_changed();
   // Its stream ended; `stream` must not be used after this returns.
   void detach(SessionId id);
   void acked(SessionId id, uint64_t seq);
@@ -95,6 +106,7 @@ class InvalidationBroker {
     Stream* stream;
     uint64_t next_seq = 1;
     uint64_t acked = 0;
+    bool servers_watched = false;  // as the stream was last told
   };
   InterestSet& interest(const std::string& ns);
   // Sessions to tell about `items` (caller holds mu_).
@@ -106,6 +118,7 @@ class InvalidationBroker {
   void note_recent_locked(const std::string& ns, const std::string& path, SessionId origin);
 
   Options options_;
+  ServersWatched servers_watched_;
   mutable std::mutex mu_;
   std::condition_variable acked_cv_;
   SessionId next_id_ = 1;

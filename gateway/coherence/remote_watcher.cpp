@@ -31,9 +31,16 @@ constexpr const char* kNoInotify = "SKEIN-NO-INOTIFYWAIT";
 
 }  // namespace
 
-RemoteWatcher::RemoteWatcher(std::shared_ptr<SftpBackend> backend, OnChange on_change)
-    : backend_(std::move(backend)), on_change_(std::move(on_change)) {
+RemoteWatcher::RemoteWatcher(std::shared_ptr<SftpBackend> backend, OnChange on_change,
+                             OnWatching on_watching)
+    : backend_(std::move(backend)),
+      on_change_(std::move(on_change)),
+      on_watching_(std::move(on_watching)) {
   thread_ = std::thread([this] { run(); });
+}
+
+void RemoteWatcher::set_watching(bool watching) {
+  if (watching_.exchange(watching) != watching && on_watching_) on_watching_(watching);
 }
 
 RemoteWatcher::~RemoteWatcher() {
@@ -53,7 +60,7 @@ void RemoteWatcher::run() {
       if (how == Ended::no_inotify) return;
       delay = how == Ended::after_watching ? kRetryMin : std::min(delay * 2, kRetryMax);
     }
-    watching_ = false;
+    set_watching(false);
     for (auto slept = std::chrono::milliseconds(0); slept < delay && !stopping_;
          slept += std::chrono::milliseconds(100))
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -116,7 +123,7 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
       if (space == std::string::npos ||
           first.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_,") != std::string::npos) {
         if (line.starts_with("Watches established")) {
-          watching_ = true;
+          set_watching(true);
           spdlog::info("backend {}: watching {} with inotifywait ({})", backend_->name(), root,
                        sftp::ssh_transport_name(endpoint.transport));
         } else if (!line.starts_with("Setting up watches")) {
@@ -158,7 +165,7 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
     if (poll(&p, 1, wait_ms) > 0 && (p.revents & POLLOUT) && !ch->flush()) break;
   }
   const bool watched = watching_;
-  watching_ = false;
+  set_watching(false);
   if (!have_inotify) return Ended::no_inotify;
   if (ended && !stopping_) {
     const std::string why = ch->error().empty() ? "inotifywait stopped" : ch->error();

@@ -20,7 +20,10 @@ class RemoteWatcher {
   // Called from the watcher's thread with a backend-relative path that changed; `new_dir` when it
   // is a directory that appeared (created or moved in).
   using OnChange = std::function<void(const std::string& rel, bool new_dir)>;
-  RemoteWatcher(std::shared_ptr<SftpBackend> backend, OnChange on_change);
+  // Called from the watcher's thread when watching() changes.
+  using OnWatching = std::function<void(bool watching)>;
+  RemoteWatcher(std::shared_ptr<SftpBackend> backend, OnChange on_change,
+                OnWatching on_watching = nullptr);
   ~RemoteWatcher();
   // True while inotifywait runs and its watches are set up.
   bool watching() const { return watching_.load(); }
@@ -31,9 +34,11 @@ class RemoteWatcher {
   enum class Ended { no_inotify, after_watching, before_watching };
   void run();
   Ended watch_once();
+  void set_watching(bool watching);
 
   std::shared_ptr<SftpBackend> backend_;
   OnChange on_change_;
+  OnWatching on_watching_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> watching_{false};
   std::thread thread_;

@@ -85,11 +85,10 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
       finish_locked(status);
       return;
     }
-    session_ = broker_.attach(sub.ns(), sub.mount_id(), this);
     v1::WatchEvent welcome;
     welcome.set_seq(0);
     welcome.set_lease_ms(static_cast<uint32_t>(broker_.lease().count()));
-    send(welcome);
+    session_ = broker_.attach(sub.ns(), sub.mount_id(), this, &welcome);
   }
 
   // Caller holds mu_.

@@ -225,22 +225,36 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
                                                     int flags) {
   using R = Result<std::shared_ptr<OpenFile>>;
   auto t = locate(vpath);
+  std::promise<R> opening;
   {
-    std::lock_guard lock(files_mu_);
+    std::unique_lock lock(files_mu_);
     auto it = files_.find(handle);
     if (it != files_.end()) {
       // Follow renames: the client names the file by its current path.
       if (t.mount && t.rel != it->second->rel_path()) it->second->renamed(t.rel);
       return it->second;
     }
+    auto pending = reopening_.find(handle);
+    if (pending != reopening_.end()) {
+      Reopen other = pending->second;
+      lock.unlock();  // wait for the caller that opens it
+      return other.get();
+    }
+    reopening_.emplace(handle, opening.get_future().share());
   }
   // Soft state: re-open by path, never creating or truncating.
-  if (!t.mount) return R::failure(ENOENT);
-  auto f = t.mount->layout->open(t.rel, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
-  if (!f) return R::failure(f.error());
-  std::lock_guard lock(files_mu_);
-  auto [it, inserted] = files_.emplace(handle, *f);
-  return it->second;
+  R r = R::failure(ENOENT);
+  if (t.mount) {
+    auto f = t.mount->layout->open(t.rel, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
+    r = f ? R(std::move(*f)) : R::failure(f.error());
+  }
+  {
+    std::lock_guard lock(files_mu_);
+    if (r) files_.emplace(handle, *r);
+    reopening_.erase(handle);
+  }
+  opening.set_value(r);
+  return r;
 }
 
 Status NamespaceFs::release(uint64_t handle) {

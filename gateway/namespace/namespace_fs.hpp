@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -52,9 +53,10 @@ class NamespaceFs {
   Result<sftp::Attrs> link(const std::string& existing, const std::string& vpath);
   Result<sftp::StatVfs> statfs(const std::string& vpath);
 
-  // Open files: a handle is a random 64-bit number naming an OpenFile. An unknown handle (the
-  // gateway restarted) is re-opened by path under the same number, so clients keep working
-  // across gateway restarts.
+  // Open files: a handle is a random 64-bit number naming an OpenFile. An unknown handle is
+  // re-opened by path under the same number: clients keep working across gateway restarts, and a
+  // mount may open a file for reading without a call, with a random handle of its own (its first
+  // read opens it here).
   struct Opened {
     uint64_t handle;
     sftp::Attrs attrs;
@@ -108,6 +110,10 @@ class NamespaceFs {
 
   mutable std::mutex files_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<OpenFile>> files_;
+  // Handles being re-opened by path (a mount's deferred open meets several reads at once): the
+  // first caller opens, the others wait for its result.
+  using Reopen = std::shared_future<Result<std::shared_ptr<OpenFile>>>;
+  std::unordered_map<uint64_t, Reopen> reopening_;  // guarded by files_mu_
   std::mt19937_64 rng_;
 };
 

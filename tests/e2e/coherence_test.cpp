@@ -560,6 +560,55 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
 }
 
 // skein-local's own gateway: stop-gateway and start-gateway, as an admin would.
+// While every server is watched, an open for reading of a file the mount holds as current asks
+// nothing of the gateway, which opens the file at the first read: a file removed on the server in
+// between fails that read, as on NFS. Without watchers (the main gateway) the open asks the
+// gateway, whose SFTP handle keeps a removed file readable until the close; and a server's
+// change is seen at the next open (close-to-open, DataPath.ServerSideChangeBetweenOpensIsSeen).
+TEST_F(Coherence, OpensForReadingSkipTheGatewayOnlyWhileTheServersAreWatched) {
+  std::string error;
+  auto g =
+      start_gateway("deferred", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1, error);
+  ASSERT_TRUE(g) << error;
+  ASSERT_GE(
+      wait_until(
+          [&] { return status_of(g->mount(0)).find("servers watched: yes") != std::string::npos; },
+          15s),
+      0)
+      << status_of(g->mount(0));
+  EXPECT_NE(status_of(main_->mount(A)).find("servers watched: no"), std::string::npos)
+      << "the main gateway has no remote watcher";
+  const std::string watched = g->mount(0) + "/srv0/" + name_ + "/";
+  for (const char* f : {"removed", "kept", "changed"}) ASSERT_TRUE(write_file(s(f), "old"));
+
+  // Watched: the open is deferred, so the first read finds the file gone.
+  struct stat st;
+  ASSERT_EQ(::stat((watched + "removed").c_str(), &st), 0) << strerror(errno);
+  int fd = ::open((watched + "removed").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_EQ(::unlink(s("removed").c_str()), 0);
+  char buf[16];
+  errno = 0;
+  EXPECT_EQ(::read(fd, buf, sizeof buf), -1);
+  EXPECT_EQ(errno, ENOENT);
+  ::close(fd);
+
+  // Not watched: the gateway opened it, and its handle reads on.
+  ASSERT_EQ(::stat(m(A, "kept").c_str(), &st), 0) << strerror(errno);
+  fd = ::open(m(A, "kept").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_EQ(::unlink(s("kept").c_str()), 0);
+  EXPECT_EQ(::read(fd, buf, sizeof buf), 3) << strerror(errno);
+  ::close(fd);
+
+  // Watched: a server's change reaches the open through the watcher, within a second.
+  EXPECT_EQ(read_file(watched + "changed"), "old");
+  ASSERT_TRUE(write_file(s("changed"), "new!"));
+  double took = wait_until([&] { return read_file(watched + "changed") == "new!"; }, 5s);
+  EXPECT_GE(took, 0) << "never seen";
+  EXPECT_LT(took, 1.0) << "slower than a second";
+}
+
 TEST_F(Coherence, SkeinLocalStopAndStartGatewaySwitchesMountsToSafeModeAndBack) {
   const std::string script =
       "SKEIN_BUILD_DIR='" + build_dir() + "' '" + source_dir() + "/deploy/skein-local'";

@@ -195,6 +195,80 @@ TEST(CachePolicy, OpenAsksForAttributeRefreshWhenTheKernelWasToldOtherwise) {
   EXPECT_TRUE(policy.opened(policy.ticket(), 7, 1000, 12).refresh_attrs);
 }
 
+TEST(CachePolicy, FileAttributesAreCurrentUntilAnInvalidationOrAChangeOfThisMount) {
+  HealthyPolicy policy;
+  policy.set_servers_watched(true);
+  const FileAttr file{.mode = 0100644, .size = 10, .mtime_ns = 42};
+  const FileAttr dir{.mode = 040755, .size = 4096, .mtime_ns = 42};
+  EXPECT_FALSE(policy.current_attrs(7).has_value()) << "never told";
+  policy.sent_attrs(7, file, policy.ticket());
+  policy.sent_attrs(3, dir, policy.ticket());
+  ASSERT_TRUE(policy.current_attrs(7).has_value());
+  EXPECT_EQ(policy.current_attrs(7)->size, 10u);
+  EXPECT_FALSE(policy.current_attrs(3).has_value()) << "directories have dir_attrs";
+  policy.wrote(7);  // this mount writes it: size and mtime move
+  EXPECT_FALSE(policy.current_attrs(7).has_value());
+  policy.sent_attrs(7, file, policy.ticket());
+  policy.invalidating(7);  // another mount changed it
+  EXPECT_FALSE(policy.current_attrs(7).has_value());
+  policy.sent_attrs(7, file, policy.ticket());
+  policy.invalidating_all();
+  EXPECT_FALSE(policy.current_attrs(7).has_value());
+  // Fetched across an invalidation of anything: not known to be current.
+  auto ticket = policy.ticket();
+  policy.invalidating();
+  policy.sent_attrs(7, file, ticket);
+  EXPECT_FALSE(policy.current_attrs(7).has_value());
+  // An open that finds the file otherwise than the kernel was told.
+  policy.sent_attrs(7, file, policy.ticket());
+  policy.opened(policy.ticket(), 7, 43, 10);
+  EXPECT_FALSE(policy.current_attrs(7).has_value());
+  policy.sent_attrs(7, file, policy.ticket());
+  policy.set_healthy(false);
+  EXPECT_FALSE(policy.current_attrs(7).has_value()) << "never in safe mode";
+  policy.set_healthy(true);
+  policy.set_servers_watched(true);
+  policy.sent_attrs(7, file, policy.ticket());
+  EXPECT_TRUE(policy.current_attrs(7).has_value());
+  policy.forget(7);
+  EXPECT_FALSE(policy.current_attrs(7).has_value());
+}
+
+// Without remote watchers a server's change reaches the mount only in the attributes the next
+// open fetches (close-to-open): nothing is current then, and what was fetched then stays stale
+// once the servers are watched again.
+TEST(CachePolicy, FileAttributesAreCurrentOnlyWhileTheServersAreWatched) {
+  HealthyPolicy policy;
+  const FileAttr file{.mode = 0100644, .size = 10, .mtime_ns = 42};
+  policy.sent_attrs(7, file, policy.ticket());
+  EXPECT_FALSE(policy.current_attrs(7).has_value());
+  policy.set_servers_watched(true);
+  EXPECT_FALSE(policy.current_attrs(7).has_value()) << "fetched while unwatched";
+  auto ticket = policy.ticket();
+  policy.set_servers_watched(false);
+  policy.set_servers_watched(true);
+  policy.sent_attrs(7, file, ticket);
+  EXPECT_FALSE(policy.current_attrs(7).has_value()) << "fetched across a time unwatched";
+  policy.sent_attrs(7, file, policy.ticket());
+  EXPECT_TRUE(policy.current_attrs(7).has_value());
+  policy.set_servers_watched(false);
+  EXPECT_FALSE(policy.current_attrs(7).has_value());
+  policy.set_servers_watched(true);
+  EXPECT_FALSE(policy.current_attrs(7).has_value());
+  policy.sent_attrs(7, file, policy.ticket());
+  policy.set_healthy(false);
+  policy.set_healthy(true);
+  EXPECT_FALSE(policy.current_attrs(7).has_value()) << "a new stream tells again";
+}
+
+TEST(CachePolicy, FileAttributesAreNotKeptWithoutDeferredOpen) {
+  CachePolicy policy({60, 1, false, /*deferred_open=*/false});
+  policy.set_healthy(true);
+  policy.set_servers_watched(true);
+  policy.sent_attrs(7, FileAttr{.mode = 0100644, .size = 10}, policy.ticket());
+  EXPECT_FALSE(policy.current_attrs(7).has_value());
+}
+
 TEST(CachePolicy, KnownNamesAnswerAbsentNamesAndFollowThisMountsChanges) {
   HealthyPolicy policy;
   const InodeNumber dir = 7;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
+#include <string>
 #include <thread>
 
 #include "coherence/interest_set.hpp"
@@ -110,6 +112,40 @@ TEST(InvalidationBroker, TellsOtherInterestedMountsButNotTheOrigin) {
   broker.detach(a.id);
   broker.detach(b.id);
   broker.detach(c.id);
+}
+
+// The welcome says whether the namespace's servers are watched, and each stream hears when
+// that changes, once per change, before anything else of its namespace.
+TEST(InvalidationBroker, StreamsAreToldWhetherTheServersAreWatched) {
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  std::map<std::string, bool> watched{{"ns", false}, {"other", true}};
+  broker.set_servers_watched([&](const std::string& ns) { return watched[ns]; });
+  FakeStream a(broker, false), b(broker, false);
+  v1::WatchEvent welcome;
+  welcome.set_lease_ms(2000);
+  a.id = broker.attach("ns", "A", &a, &welcome);
+  b.id = broker.attach("other", "B", &b, &welcome);
+  ASSERT_EQ(a.events.size(), 1u);
+  EXPECT_EQ(a.events[0].seq(), 0u);
+  EXPECT_EQ(a.events[0].lease_ms(), 2000u);
+  EXPECT_FALSE(a.events[0].servers_watched());
+  ASSERT_EQ(b.events.size(), 1u);
+  EXPECT_TRUE(b.events[0].servers_watched());
+  broker.servers_watched_changed();  // nothing changed
+  EXPECT_EQ(a.events.size(), 1u);
+  EXPECT_EQ(b.events.size(), 1u);
+  watched["ns"] = true;
+  broker.servers_watched_changed();
+  ASSERT_EQ(a.events.size(), 2u);
+  EXPECT_EQ(a.events[1].seq(), 0u) << "nothing to acknowledge";
+  EXPECT_TRUE(a.events[1].servers_watched());
+  EXPECT_EQ(b.events.size(), 1u);
+  watched["other"] = false;
+  broker.servers_watched_changed();
+  ASSERT_EQ(b.events.size(), 2u);
+  EXPECT_FALSE(b.events[1].servers_watched());
+  broker.detach(a.id);
+  broker.detach(b.id);
 }
 
 // Brokers whose echo window a test can wait out.

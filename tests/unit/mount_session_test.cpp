@@ -14,6 +14,7 @@
 #include <chrono>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fake_gateway.hpp"
@@ -275,6 +276,81 @@ TEST_F(MountSessionTest, LookupsOfAbsentNamesAreAnsweredFromTheDirectorysKnownNa
   gw.put_file("/d/later", "y");
   cache.set_healthy(false);
   EXPECT_TRUE(session.lookup(d, "later"));
+}
+
+// An open for reading of a file whose attributes the mount holds as current (Watch stream up, no
+// invalidation since) makes no call: the first read names the mount's own handle, and the gateway
+// opens the file by path. Nothing is released for an open that never reached the gateway.
+TEST_F(MountSessionTest, OpensForReadingOfCurrentFilesAreDeferredToTheFirstRead) {
+  using namespace std::chrono_literals;
+  cache.set_healthy(true);
+  cache.set_servers_watched(true);
+  gw.put_file("/f", "contents");
+  gw.put_file("/private", "secret", 0600);
+  const InodeNumber f = looked_up("f");
+  const InodeNumber p = looked_up("private");
+  gw.reset_calls();
+
+  auto unread = opened(f, O_RDONLY);
+  ASSERT_TRUE(unread);
+  EXPECT_EQ(gw.calls("Open"), 0);
+  EXPECT_NE(unread->gw_handle, 0u);
+  session.release(f, std::move(unread));
+
+  auto file = opened(f, O_RDONLY);
+  ASSERT_TRUE(file);
+  EXPECT_EQ(gw.calls("Open"), 0);
+  auto read = session.read(f, *file, 0, 100);
+  ASSERT_TRUE(read) << read.error();
+  EXPECT_EQ(read->size, 8u);
+  EXPECT_GE(gw.calls("Read"), 1);
+  session.release(f, std::move(file));
+  for (int i = 0; i < 500 && gw.calls("Release") < 1; ++i) std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(100ms);  // an unread open's release would have come by now
+  EXPECT_EQ(gw.calls("Release"), 1) << "only the open the gateway saw is released";
+
+  // Not for a file some server user might not be allowed to read, nor for writing.
+  auto priv = opened(p, O_RDONLY);
+  EXPECT_EQ(gw.calls("Open"), 1);
+  session.release(p, std::move(priv));
+  auto rw = opened(f, O_RDWR);
+  EXPECT_EQ(gw.calls("Open"), 2);
+  session.release(f, std::move(rw));
+  // Nor once the file may have changed: another mount's change, or this mount's write.
+  cache.invalidating(f);
+  auto after = opened(f, O_RDONLY);
+  EXPECT_EQ(gw.calls("Open"), 3);
+  session.release(f, std::move(after));
+  ASSERT_TRUE(session.getattr(f));  // current again
+  auto again = opened(f, O_RDONLY);
+  EXPECT_EQ(gw.calls("Open"), 3);
+  session.release(f, std::move(again));
+  // Nor while a server's change could go unreported.
+  cache.set_servers_watched(false);
+  ASSERT_TRUE(session.getattr(f));
+  auto unwatched = opened(f, O_RDONLY);
+  EXPECT_EQ(gw.calls("Open"), 4);
+  session.release(f, std::move(unwatched));
+  cache.set_servers_watched(true);
+  ASSERT_TRUE(session.getattr(f));
+  cache.set_healthy(false);
+  auto unhealthy = opened(f, O_RDONLY);
+  EXPECT_EQ(gw.calls("Open"), 5);
+  session.release(f, std::move(unhealthy));
+}
+
+TEST_F(MountSessionTest, ADeferredOpenOfAFileRemovedElsewhereFailsAtTheFirstRead) {
+  cache.set_healthy(true);
+  cache.set_servers_watched(true);
+  gw.put_file("/f", "contents");
+  const InodeNumber f = looked_up("f");
+  auto file = opened(f, O_RDONLY);
+  ASSERT_TRUE(file);
+  gw.remove("/f");  // another mount removed it; its invalidation comes after the open
+  auto read = session.read(f, *file, 0, 100);
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error(), ENOENT);
+  session.release(f, std::move(file));
 }
 
 TEST_F(MountSessionTest, ListingErrorsComeFromOpendir) {
