@@ -136,7 +136,7 @@ uint64_t CachePolicy::names_changes(InodeNumber dir) const {
 
 void CachePolicy::names_known(InodeNumber dir, Ticket t, uint64_t changes,
                               const std::vector<std::string_view>& names) {
-  if (!options_.know_names) return;
+  if (!knowing_names()) return;
   std::lock_guard lock(mu_);
   const uint64_t now = state_.load(std::memory_order_acquire);
   if (!healthy_throughout(now, t)) return;
@@ -176,7 +176,7 @@ void CachePolicy::names_unknown(InodeNumber dir) {
 
 bool CachePolicy::missed(InodeNumber dir) {
   constexpr uint32_t kMissesBeforeListing = 2;
-  if (!options_.know_names || !healthy()) return false;
+  if (!knowing_names() || !healthy()) return false;
   std::lock_guard lock(mu_);
   Known& k = known_[dir];
   if (k.names || ++k.misses < kMissesBeforeListing) return false;
@@ -184,8 +184,14 @@ bool CachePolicy::missed(InodeNumber dir) {
   return true;
 }
 
+bool CachePolicy::knowing_names() const {
+  using K = Options::KnowNames;
+  return options_.know_names == K::kAlways ||
+         (options_.know_names == K::kWhileWatched && servers_watched());
+}
+
 bool CachePolicy::known_absent(InodeNumber dir, std::string_view name) const {
-  if (!healthy()) return false;
+  if (!healthy() || !knowing_names()) return false;
   std::lock_guard lock(mu_);
   auto it = known_.find(dir);
   return it != known_.end() && it->second.names && !it->second.names->count(name);
@@ -217,8 +223,12 @@ void CachePolicy::set_servers_watched(bool watched) {
   // What was fetched while a server's change could go unreported may be out of date: neither it
   // nor a reply on its way now is current.
   bump();
+  const bool keep_names = options_.know_names == Options::KnowNames::kAlways;
   std::lock_guard lock(mu_);
-  for (auto& [ino, k] : known_) k.file_attrs.reset();
+  for (auto& [ino, k] : known_) {
+    k.file_attrs.reset();
+    if (!keep_names) k.names.reset();
+  }
 }
 
 void CachePolicy::set_healthy(bool healthy) {

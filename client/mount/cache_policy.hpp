@@ -24,8 +24,11 @@ class CachePolicy {
   struct Options {
     double cache_ttl = 3600.0;  // seconds, while the Watch stream is healthy
     double safe_ttl = 1.0;      // seconds, while it is not
-    // Learn directories' names to answer lookups of absent ones (see names_known).
-    bool know_names = false;
+    // Learn directories' names to answer lookups of absent ones (see names_known): never, while
+    // the gateway reports every change on the namespace's servers (set_servers_watched), or
+    // always (a name made on a server then shows only once revalidation finds it).
+    enum class KnowNames { kNever, kWhileWatched, kAlways };
+    KnowNames know_names = KnowNames::kWhileWatched;
     // Let an open for reading of a file whose attributes are current skip the gateway (see
     // current_attrs).
     bool deferred_open = true;
@@ -167,6 +170,8 @@ class CachePolicy {
   void set_servers_watched(bool watched);
   bool healthy() const { return (state_.load(std::memory_order_acquire) & 1) != 0; }
   bool servers_watched() const { return servers_watched_.load(std::memory_order_acquire); }
+  // Whether directories' names are learnt and used now (Options::know_names).
+  bool knowing_names() const;
 
  private:
   struct Known {

@@ -67,7 +67,9 @@ struct MountArgs {
   unsigned kernel_readahead_kb = 4096;
   double cache_ttl = 3600.0;  // entry/attribute lifetime while the Watch stream is healthy
   double safe_ttl = 1.0;      // and while it is not
-  bool know_names = false;    // answer lookups of absent names from directories' known names
+  // answer lookups of absent names from directories' known names: auto (while the servers are
+  // watched), always, never
+  std::string know_names = "auto";
   bool deferred_open = true;  // opens for reading of files known current skip the gateway
   std::string control_dir;    // where the control socket goes; empty: ControlSocket::default_dir()
   // Control commands to a running mount instead of mounting: the mount point to send them to.
@@ -334,7 +336,11 @@ int run(const MountArgs& args, const std::string& token) {
   skein::keep_large_buffers_on_heap();
   skein::client::MountDaemon mount;
   const std::string mount_id = new_mount_id();
-  mount.cache.set_options({args.cache_ttl, args.safe_ttl, args.know_names, args.deferred_open});
+  using KnowNames = skein::client::CachePolicy::Options::KnowNames;
+  const KnowNames know_names = args.know_names == "always"  ? KnowNames::kAlways
+                               : args.know_names == "never" ? KnowNames::kNever
+                                                            : KnowNames::kWhileWatched;
+  mount.cache.set_options({args.cache_ttl, args.safe_ttl, know_names, args.deferred_open});
   const std::string opts = fuse_mount_options(args);
   std::vector<const char*> argv = {kProgram, "-o", opts.c_str()};
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
@@ -476,12 +482,15 @@ int main(int argc, char** argv) {
                  "Entry and attribute lifetime (seconds) while the gateway's Watch stream is up")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("--know-names,!--no-know-names", args.know_names,
-               "Answer lookups of absent names in a directory whose names the mount knows (learnt "
-               "after two misses in it) without asking the gateway. A name made on a server behind "
-               "the gateway's back then appears only once the gateway reports it (remote watcher: "
-               "50-100 ms; without one, revalidation)")
-      ->capture_default_str();
+  app.add_option("--know-names", args.know_names,
+                 "Answer lookups of absent names in a directory whose names the mount knows (a "
+                 "directory it made, or learnt from a listing after two misses in it) without "
+                 "asking the gateway: 'auto' while the gateway's remote watchers report every "
+                 "change on the namespace's servers (a name made there appears within 50-100 ms), "
+                 "'always' (without watchers such a name appears only once revalidation finds "
+                 "it), or 'never'")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "always", "never"}));
   app.add_flag("--deferred-open,!--no-deferred-open", args.deferred_open,
                "Open a file for reading without asking the gateway when the mount holds its "
                "current attributes (Watch stream up, readable by all); the gateway opens it at the "

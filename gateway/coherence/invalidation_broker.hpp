@@ -54,6 +54,9 @@ class InvalidationBroker {
     servers_watched_ = std::move(servers_watched);
   }
   void servers_watched_changed();
+  bool servers_watched(const std::string& ns) const {
+    return servers_watched_ && servers_watched_(ns);
+  }
   // Its stream ended; `stream` must not be used after this returns.
   void detach(SessionId id);
   void acked(SessionId id, uint64_t seq);

@@ -247,6 +247,11 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   if (t.mount) {
     auto f = t.mount->layout->open(t.rel, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
     r = f ? R(std::move(*f)) : R::failure(f.error());
+    // The client holds the file open: not found while one of its servers is down means it is on
+    // that server, out of reach, not gone.
+    if (!r && r.error() == ENOENT)
+      for (auto& b : t.mount->layout->backends())
+        if (!b->up()) r = R::failure(EIO);
   }
   {
     std::lock_guard lock(files_mu_);

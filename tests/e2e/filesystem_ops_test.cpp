@@ -280,14 +280,14 @@ TEST_F(FilesystemOps, WritesToSynthesisedRootAreRefused) {
 }
 
 // Small files through two mounts of one server, both answering lookups of absent names where they
-// know a directory's names (--know-names): what one mount creates is on the server and seen by the
-// other as soon as close returns; what the server refuses is reported, at the latest at close, and
-// leaves nothing behind.
+// know a directory's names (--know-names=always): what one mount creates is on the server and seen
+// by the other as soon as close returns; what the server refuses is reported, at the latest at
+// close, and leaves nothing behind.
 class SmallFiles : public ClusterSuite<1, 2> {
  protected:
-  // Both mounts run with --know-names: lookups of absent names answered by the mount.
+  // Both mounts run with --know-names=always: lookups of absent names answered by the mount.
   static void SetUpTestSuite() {
-    ::setenv("SKEIN_MOUNT_ARGS", "--know-names", 1);
+    ::setenv("SKEIN_MOUNT_ARGS", "--know-names=always", 1);
     ClusterSuite::SetUpTestSuite();
     ::unsetenv("SKEIN_MOUNT_ARGS");
   }

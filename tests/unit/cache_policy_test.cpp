@@ -13,7 +13,7 @@ namespace {
 
 // A policy with a 60 s cache TTL and a 1 s safe TTL, its Watch stream healthy.
 struct HealthyPolicy : CachePolicy {
-  HealthyPolicy() : CachePolicy({/*cache_ttl=*/60, /*safe_ttl=*/1, /*know_names=*/true}) {
+  HealthyPolicy() : CachePolicy({/*cache_ttl=*/60, /*safe_ttl=*/1, Options::KnowNames::kAlways}) {
     set_healthy(true);
   }
 };
@@ -262,7 +262,7 @@ TEST(CachePolicy, FileAttributesAreCurrentOnlyWhileTheServersAreWatched) {
 }
 
 TEST(CachePolicy, FileAttributesAreNotKeptWithoutDeferredOpen) {
-  CachePolicy policy({60, 1, false, /*deferred_open=*/false});
+  CachePolicy policy({60, 1, CachePolicy::Options::KnowNames::kNever, /*deferred_open=*/false});
   policy.set_healthy(true);
   policy.set_servers_watched(true);
   policy.sent_attrs(7, FileAttr{.mode = 0100644, .size = 10}, policy.ticket());
@@ -295,18 +295,37 @@ TEST(CachePolicy, TheSecondMissInADirectoryAsksForItsNames) {
   policy.invalidating(7);
   EXPECT_FALSE(policy.missed(7));
   EXPECT_TRUE(policy.missed(7));
-  CachePolicy unhealthy({60, 1, true});
+  CachePolicy unhealthy({60, 1, CachePolicy::Options::KnowNames::kAlways});
   EXPECT_FALSE(unhealthy.missed(7));
   EXPECT_FALSE(unhealthy.missed(7));
 }
 
-TEST(CachePolicy, NamesAreNotLearntUnlessAskedFor) {
+// By default names are known only while every change on the servers is reported: a name made
+// on a server then reaches the mount within the watcher's delay.
+TEST(CachePolicy, NamesAreKnownOnlyWhileTheServersAreWatchedUnlessAskedOtherwise) {
   CachePolicy policy({60, 1});
   policy.set_healthy(true);
   EXPECT_FALSE(policy.missed(7));
   EXPECT_FALSE(policy.missed(7));
   policy.names_known(7, policy.ticket(), policy.names_changes(7), {});
-  EXPECT_FALSE(policy.known_absent(7, "x"));
+  EXPECT_FALSE(policy.known_absent(7, "x")) << "servers not watched";
+  policy.set_servers_watched(true);
+  EXPECT_FALSE(policy.missed(7));
+  EXPECT_TRUE(policy.missed(7));
+  policy.names_known(7, policy.ticket(), policy.names_changes(7), {});
+  EXPECT_TRUE(policy.known_absent(7, "x"));
+  policy.set_servers_watched(false);
+  EXPECT_FALSE(policy.known_absent(7, "x")) << "not used while unwatched";
+  policy.set_servers_watched(true);
+  EXPECT_FALSE(policy.known_absent(7, "x")) << "a name may have come meanwhile";
+
+  CachePolicy never({60, 1, CachePolicy::Options::KnowNames::kNever});
+  never.set_healthy(true);
+  never.set_servers_watched(true);
+  EXPECT_FALSE(never.missed(7));
+  EXPECT_FALSE(never.missed(7));
+  never.names_known(7, never.ticket(), never.names_changes(7), {});
+  EXPECT_FALSE(never.known_absent(7, "x"));
 }
 
 TEST(CachePolicy, KnownNamesGoWithAnInvalidationOfTheDirectoryOrTheStream) {
@@ -350,7 +369,7 @@ TEST(CachePolicy, NamesFetchedAcrossAnInvalidationOrAChangeOfThisMountAreNotKept
   policy.name_added(dir + 1, "y");
   policy.names_known(dir, t, m, {"x"});
   EXPECT_TRUE(policy.known_absent(dir, "z"));
-  CachePolicy unhealthy({60, 1, true});
+  CachePolicy unhealthy({60, 1, CachePolicy::Options::KnowNames::kAlways});
   unhealthy.names_known(dir, unhealthy.ticket(), unhealthy.names_changes(dir), {});
   EXPECT_FALSE(unhealthy.known_absent(dir, "x"));
 }

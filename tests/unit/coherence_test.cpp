@@ -7,8 +7,13 @@
 #include <string>
 #include <thread>
 
+#include "auth/token_digest.hpp"
 #include "coherence/interest_set.hpp"
 #include "coherence/invalidation_broker.hpp"
+#include "coherence/revalidator.hpp"
+#include "fake_backend.hpp"
+#include "namespace/create_policy.hpp"
+#include "namespace/union_layout.hpp"
 
 namespace skein {
 namespace {
@@ -274,6 +279,41 @@ TEST(InvalidationBroker, UnsubscribedMountsAreNotTracked) {
   auto start = std::chrono::steady_clock::now();
   broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/x")}, "");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+}
+
+// While the servers are watched, revalidation is a rare safety net: one round in
+// kWatchedRounds re-reads what mounts cache; without watchers, every round does.
+TEST(Revalidator, RoundsSkipNamespacesWhoseServersAreWatched) {
+  auto backend = test::FakeBackend::make("srv0");
+  backend->put_file("f", "x");
+  NamespaceRegistry registry;
+  registry.add(std::make_shared<NamespaceFs>(
+      "ns", TokenSet::of("secret"),
+      std::make_shared<const MountTable>(
+          std::vector<Mount>{{"/", std::make_shared<UnionLayout>(
+                                       std::vector<Branch>{{backend, BranchMode::read_write}},
+                                       make_create_policy("ff"))}})));
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  bool watched = true;
+  broker.set_servers_watched([&](const std::string&) { return watched; });
+  FakeStream a(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  broker.served("ns", "A", "/f", std::nullopt, true);
+  Revalidator revalidator(broker, registry, std::chrono::hours(1), 100);  // rounds run by hand
+  auto lstats = [&] { return backend->calls("lstat"); };
+  size_t before = lstats();
+  revalidator.round();  // the safety net's round
+  EXPECT_GT(lstats(), before);
+  before = lstats();
+  for (uint64_t i = 1; i < Revalidator::kWatchedRounds; ++i) revalidator.round();
+  EXPECT_EQ(lstats(), before) << "watched: nothing re-read between safety-net rounds";
+  revalidator.round();
+  EXPECT_GT(lstats(), before);
+  watched = false;
+  before = lstats();
+  revalidator.round();
+  EXPECT_GT(lstats(), before) << "unwatched: every round";
+  broker.detach(a.id);
 }
 
 }  // namespace

@@ -250,7 +250,7 @@ TEST_F(MountSessionTest, AKeptListingIsNotFetchedAgainWhileNothingChanged) {
 // directory once and answers the lookups of absent names itself, following its own creates; an
 // invalidation of the directory (another mount's change) sends lookups to the gateway again.
 TEST_F(MountSessionTest, LookupsOfAbsentNamesAreAnsweredFromTheDirectorysKnownNames) {
-  cache.set_options({3600, 1, /*know_names=*/true});  // skein-mount --know-names
+  cache.set_options({3600, 1, CachePolicy::Options::KnowNames::kAlways});  // --know-names always
   cache.set_healthy(true);
   gw.put_dir("/d");
   const InodeNumber d = looked_up("d");

@@ -8,10 +8,13 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "backend/backend_file.hpp"
 #include "fake_backend.hpp"
@@ -164,6 +167,27 @@ TEST(NamespaceFs, AnUnknownHandleIsReopenedByPathNeverCreatingOrTruncating) {
   EXPECT_EQ(n.fs->open_files(), 1u) << "registered under the number the client had";
   EXPECT_EQ(n.fs->file(0x5678, "/srv0/gone", O_RDWR | O_CREAT).error(), ENOENT);
   EXPECT_FALSE(n.srv0->has("/gone"));
+}
+
+// A mount's deferred open: several first reads at once share one open, and a file out of reach
+// on a down server is EIO (the client holds it open), not ENOENT.
+TEST(NamespaceFs, FirstUsesOfAClientsHandleShareOneOpenAndADownServerIsEio) {
+  Namespace n;
+  n.srv0->put_file("/f", "kept");
+  const size_t opens = n.srv0->calls("open");
+  std::vector<std::thread> readers;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i)
+    readers.emplace_back([&] {
+      auto f = n.fs->file(0xabc, "/srv0/f", O_RDONLY);
+      if (f && (*f)->read(0, 10)->flatten() == "kept") ++ok;
+    });
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  EXPECT_EQ(n.srv0->calls("open") - opens, 1u);
+  EXPECT_EQ(n.fs->open_files(), 1u);
+  n.srv0->set_down(true);
+  EXPECT_EQ(n.fs->file(0xdef, "/srv0/f", O_RDONLY).error(), EIO);
 }
 
 TEST(NamespaceFs, SetattrTruncatesThroughTheCallersHandle) {

@@ -241,7 +241,7 @@ def main():
     ap.add_argument("--sshfs-opts", default="", help="extra sshfs -o options, e.g. Ciphers=aes128-gcm@openssh.com")
     ap.add_argument("--on-disk", action="store_true", help="exports on disk (--workdir) instead of a tmpfs")
     ap.add_argument("--mount-args", default="",
-                    help="extra skein-mount arguments for skein's mounts, e.g. --know-names "
+                    help="extra skein-mount arguments for skein's mounts, e.g. --know-names=always "
                          "(skein-local's SKEIN_MOUNT_ARGS; remounts get them too)")
     ap.add_argument("--insecure", action="store_true",
                     help="skein's gRPC in plaintext (skein-local up --insecure), to measure what TLS costs")
