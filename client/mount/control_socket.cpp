@@ -171,6 +171,8 @@ ControlSocket::~ControlSocket() {
     while (::write(wake_fd_[1], &stop, 1) < 0 && errno == EINTR) {
     }
     thread_.join();
+    std::unique_lock lock(mu_);
+    done_.wait(lock, [this] { return answering_ == 0; });
   }
   for (int fd : {listen_fd_, wake_fd_[0], wake_fd_[1]}) {
     if (fd >= 0) ::close(fd);
@@ -190,10 +192,23 @@ void ControlSocket::serve() {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 || (fds[1].revents & POLLIN) != 0) return;
     if ((fds[0].revents & POLLIN) == 0) continue;
+    {
+      std::unique_lock lock(mu_);
+      done_.wait(lock, [this] { return answering_ < kMaxAnswering; });
+    }
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    answer(fd);
-    ::close(fd);
+    {
+      std::lock_guard lock(mu_);
+      ++answering_;
+    }
+    std::thread([this, fd] {
+      answer(fd);
+      ::close(fd);
+      std::lock_guard lock(mu_);
+      --answering_;
+      done_.notify_all();
+    }).detach();
   }
 }
 

@@ -3,11 +3,15 @@
 // and a symlink `<dir>/by-mountpoint/<mount point, %-encoded>` to it, so that
 // `skein-mount --drop-caches MOUNTPOINT` finds it from the mount point alone, without touching
 // the mount (which may be hung). <dir> is /run/skein for root, else $XDG_RUNTIME_DIR/skein or
-// /tmp/skein-<uid>.
+// /tmp/skein-<uid>. Connections are answered at once, each on a thread of its own (up to
+// kMaxAnswering; more wait), so that one slow command (a `fill fetch` reading from the gateway)
+// does not hold up the others: the handler must be thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,9 +32,13 @@ class ControlSocket {
   // with `error` set on failure.
   static std::unique_ptr<ControlSocket> open(const std::string& dir, const std::string& mount_id,
                                              const std::string& mountpoint, std::string& error);
-  // Serves commands on a thread of its own until destroyed.
+  // Connections answered at once; a further one waits until one of them is done.
+  static constexpr int kMaxAnswering = 8;
+
+  // Serves commands on threads of its own until destroyed.
   void start(Handler handler);
-  // Stops the thread; removes the socket and the links that still point to it.
+  // Stops the threads (waiting for commands being answered); removes the socket and the links
+  // that still point to it.
   ~ControlSocket();
   ControlSocket(const ControlSocket&) = delete;
   ControlSocket& operator=(const ControlSocket&) = delete;
@@ -53,6 +61,9 @@ class ControlSocket {
   std::vector<std::string> links_;
   Handler handler_;
   std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable done_;
+  int answering_ = 0;  // connections being answered, each on a detached thread
 };
 
 }  // namespace skein::client
