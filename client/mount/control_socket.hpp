@@ -20,8 +20,10 @@ namespace skein::client {
 
 class ControlSocket {
  public:
-  // Answers one command (without its newline); runs on the socket's thread.
-  using Handler = std::function<std::string(const std::string& command)>;
+  // Answers one command (without its newline); runs on a thread of the socket's. `fd` is a file
+  // descriptor the client passed with the command (SCM_RIGHTS), or -1; the socket closes it
+  // once the handler has returned.
+  using Handler = std::function<std::string(const std::string& command, int fd)>;
 
   static std::string default_dir();
   // The names a mount point is known by: the absolute, lexically normal path, and the same with
@@ -45,10 +47,12 @@ class ControlSocket {
 
   const std::string& path() const { return path_; }
 
-  // Client side: sends `command` to the mount at `mountpoint` and returns its answer. On failure
-  // returns false with `error` set.
+  // Client side: sends `command` to the mount at `mountpoint` and returns its answer. With
+  // `fd` >= 0 that file descriptor goes with it (SCM_RIGHTS). On failure returns false with
+  // `error` set.
   static bool request(const std::string& dir, const std::string& mountpoint,
-                      const std::string& command, std::string& answer, std::string& error);
+                      const std::string& command, std::string& answer, std::string& error,
+                      int fd = -1);
 
  private:
   ControlSocket() = default;

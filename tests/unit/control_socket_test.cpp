@@ -1,9 +1,13 @@
 // The mount's control socket, on a real unix socket in a temporary directory: commands are
-// answered at once, so a slow one (a `fill fetch` reading from the gateway) holds up no other.
+// answered at once, so a slow one (a `fill fetch` reading from the gateway) holds up no other;
+// a file descriptor passed with a command (SCM_RIGHTS, as skein-mpi passes its buffer) reaches
+// the handler.
 #include "control_socket.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -36,7 +40,7 @@ TEST(ControlSocketTest, AnswersACommandWhileAnotherIsStillBeingAnswered) {
   std::condition_variable cv;
   bool release = false;
   std::atomic<int> slow_started{0};
-  socket->start([&](const std::string& command) -> std::string {
+  socket->start([&](const std::string& command, int) -> std::string {
     if (command == "slow") {
       ++slow_started;
       std::unique_lock lock(mu);
@@ -76,7 +80,7 @@ TEST(ControlSocketTest, DestructionWaitsForTheCommandsBeingAnswered) {
   auto socket = ControlSocket::open(dir.path + "/sockets", "m1", mountpoint, error);
   ASSERT_TRUE(socket) << error;
   std::atomic<int> started{0}, finished{0};
-  socket->start([&](const std::string&) -> std::string {
+  socket->start([&](const std::string&, int) -> std::string {
     ++started;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     ++finished;
@@ -94,6 +98,41 @@ TEST(ControlSocketTest, DestructionWaitsForTheCommandsBeingAnswered) {
   EXPECT_EQ(finished, 1);
   client.join();
   EXPECT_EQ(answer, "done\n");
+}
+
+TEST(ControlSocketTest, PassesAFileDescriptorWithACommand) {
+  TempDir dir;
+  const std::string mountpoint = dir.path + "/mnt";
+  std::string error;
+  auto socket = ControlSocket::open(dir.path + "/sockets", "m1", mountpoint, error);
+  ASSERT_TRUE(socket) << error;
+  std::atomic<int> handler_fd{-2};
+  socket->start([&](const std::string& command, int fd) -> std::string {
+    handler_fd = fd;
+    if (fd < 0) return command + ": no fd\n";
+    // The handler writes into the caller's file, which only the descriptor names.
+    const std::string text = "written by the handler";
+    if (::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+      return "error: pwrite\n";
+    return command + ": wrote\n";
+  });
+  const int memfd = ::memfd_create("control-socket-test", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  std::string answer;
+  ASSERT_TRUE(
+      ControlSocket::request(dir.path + "/sockets", mountpoint, "with", answer, error, memfd))
+      << error;
+  EXPECT_EQ(answer, "with: wrote\n");
+  char back[64] = {};
+  ASSERT_GT(::pread(memfd, back, sizeof back - 1, 0), 0);
+  EXPECT_STREQ(back, "written by the handler");
+  ::close(memfd);
+  // The socket closed its copy once the handler returned: the fd number is free again there, and
+  // a command without one gets -1.
+  ASSERT_TRUE(ControlSocket::request(dir.path + "/sockets", mountpoint, "without", answer, error))
+      << error;
+  EXPECT_EQ(answer, "without: no fd\n");
+  EXPECT_EQ(handler_fd, -1);
 }
 
 }  // namespace
