@@ -117,10 +117,10 @@ std::string resolve(const std::vector<std::string>& paths, const std::string& mo
 struct Mount {
   std::string dir;
   std::string control_dir;
-  // Sends a control command; "" or the failure.
-  std::string command(const std::string& cmd, std::string* answer = nullptr) const {
+  // Sends a control command (with the file descriptor `fd`, if >= 0); "" or the failure.
+  std::string command(const std::string& cmd, std::string* answer = nullptr, int fd = -1) const {
     std::string a, e;
-    if (!client::ControlSocket::request(control_dir, dir, cmd, a, e)) return e;
+    if (!client::ControlSocket::request(control_dir, dir, cmd, a, e, fd)) return e;
     if (a.rfind("error: ", 0) == 0) {
       while (!a.empty() && a.back() == '\n') a.pop_back();
       return dir + ": " + a.substr(7);
@@ -130,28 +130,30 @@ struct Mount {
   }
 };
 
-// A leader's buffer: a file in /dev/shm (the mount reads and writes it by name), mapped.
+// A leader's buffer: a memfd, mapped, sealed against changes of its size. Its file descriptor
+// goes with every `fill` command (the mount maps it too; the seal keeps that mapping from
+// faulting), and its pages are touched once here, so that neither side allocates them later.
 struct Buffer {
-  std::string path;
   int fd = -1;
   char* data = nullptr;
   std::size_t size = 0;
   std::string open(std::size_t bytes) {
-    char name[] = "/dev/shm/skein-mpi-XXXXXX";
-    fd = ::mkstemp(name);
-    if (fd < 0) return errno_text("buffer in /dev/shm");
-    path = name;
-    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return errno_text(path);
+    fd = ::memfd_create("skein-mpi-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return errno_text("memfd_create");
+    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
+      return errno_text("buffer of " + std::to_string(bytes) + " bytes");
+    if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+      return errno_text("seal the buffer");
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) return errno_text("mmap " + path);
+    if (p == MAP_FAILED) return errno_text("map the buffer");
     data = static_cast<char*>(p);
     size = bytes;
+    std::memset(data, 0, size);
     return "";
   }
   ~Buffer() {
     if (data) ::munmap(data, size);
     if (fd >= 0) ::close(fd);
-    if (!path.empty()) ::unlink(path.c_str());
   }
 };
 
@@ -167,8 +169,11 @@ using Fill =
     std::function<std::string(const char* mode, uint64_t off, uint64_t len, uint64_t slot)>;
 
 // Slot sets of the buffer: round r uses set r % kDepth (a chunk per leader), so that while round
-// r's chunks are being stored, round r+1's are broadcast and round r+2's fetched.
-constexpr uint64_t kDepth = 3;
+// r's chunks are being stored, round r+1's are broadcast and rounds r+2 and r+3 fetched.
+constexpr uint64_t kDepth = 4;
+// Fetches a leader has its mount make at once: while one is storing its pieces into the page
+// cache, the other's reads keep the gateway busy.
+constexpr int kFetchers = 2;
 
 // Test hook (docs/mpi.md, tests/e2e/mpi_test.cpp): with SKEIN_MPI_TEST_HOLD=PATH, rank 0 makes
 // PATH.held after the first round of each file is broadcast and waits (up to 120 s) until PATH
@@ -185,12 +190,12 @@ void test_hold(const Node& node) {
 }
 
 // A leader's rounds of one file (`chunks` chunks of `size` bytes), in three stages that overlap:
-// a thread has this node's mount fetch its chunk of each round into the round's slot set (up to
-// kDepth rounds ahead of the stores), this thread broadcasts each round's chunks over the
-// leaders' communicator once every leader has fetched its own, and a thread has the mount store
-// the chunks the other leaders fetched. Every leader learns every failure at the next round's
-// agreement, and stops there: every leader stops after the same round. Returns this leader's
-// failure (or "another node failed"), "" when every leader finished.
+// kFetchers threads have this node's mount fetch its chunk of each round into the round's slot
+// set (up to kDepth rounds ahead of the stores), this thread broadcasts each round's chunks over
+// the leaders' communicator once every leader has fetched its own, and a thread has the mount
+// store the chunks the other leaders fetched. Every leader learns every failure at the next
+// round's agreement, and stops there: every leader stops after the same round. Returns this
+// leader's failure (or "another node failed"), "" when every leader finished.
 std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t chunks,
                              uint64_t size, const Fill& fill, uint64_t& fetched) {
   const uint64_t L = static_cast<uint64_t>(node.nodes);
@@ -201,33 +206,39 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
 
   std::mutex mu;
   std::condition_variable cv;
-  uint64_t was_fetched = 0;    // rounds whose own chunk is fetched (or whose fetch failed)
-  uint64_t was_broadcast = 0;  // rounds handed to the storer
-  uint64_t was_stored = 0;     // rounds whose slot set is free again
-  bool stop = false;           // a failure: the stages end
+  uint64_t next_fetch = 0;                // the next round a fetcher takes
+  std::vector<bool> was_fetched(rounds);  // own chunk of the round is in the buffer
+  uint64_t was_broadcast = 0;             // rounds handed to the storer
+  uint64_t was_stored = 0;                // rounds whose slot set is free again
+  bool stop = false;                      // a failure: the stages end
   std::string fetch_failure, store_failure;
   uint64_t fetch_bytes = 0;
 
-  std::thread fetcher([&] {
-    for (uint64_t r = 0; r < rounds; ++r) {
+  auto fetch_rounds = [&] {
+    for (;;) {
+      uint64_t r = 0;
       {
         std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return stop || r < was_stored + kDepth; });
-        if (stop) return;
+        cv.wait(lock, [&] {
+          return stop || !fetch_failure.empty() || next_fetch >= rounds ||
+                 next_fetch < was_stored + kDepth;
+        });
+        if (stop || !fetch_failure.empty() || next_fetch >= rounds) return;
+        r = next_fetch++;
       }
       const uint64_t k = r * L + self;
       std::string e;
-      if (k < chunks) {
-        e = fill("fetch", k * o.chunk, length(k), slot(r, self));
-        if (e.empty()) fetch_bytes += length(k);
-      }
+      if (k < chunks) e = fill("fetch", k * o.chunk, length(k), slot(r, self));
       std::lock_guard lock(mu);
-      if (!e.empty()) fetch_failure = e;
-      was_fetched = r + 1;
+      if (!e.empty() && fetch_failure.empty()) fetch_failure = e;
+      if (e.empty() && k < chunks) fetch_bytes += length(k);
+      was_fetched[r] = true;
       cv.notify_all();
       if (!e.empty()) return;
     }
-  });
+  };
+  std::vector<std::thread> fetchers;
+  for (int i = 0; i < kFetchers; ++i) fetchers.emplace_back(fetch_rounds);
   std::thread storer([&] {
     for (uint64_t r = 0; r < rounds; ++r) {
       {
@@ -252,7 +263,8 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
   for (uint64_t r = 0; r < rounds; ++r) {
     {
       std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return r < was_fetched || !store_failure.empty(); });
+      cv.wait(lock,
+              [&] { return was_fetched[r] || !fetch_failure.empty() || !store_failure.empty(); });
       mine = !fetch_failure.empty() ? fetch_failure : store_failure;
     }
     int bad = mine.empty() ? 0 : 1, any = 0;
@@ -283,7 +295,7 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
       cv.notify_all();
     }
   }
-  fetcher.join();
+  for (auto& f : fetchers) f.join();
   storer.join();
   fetched += fetch_bytes;
   if (mine.empty()) mine = store_failure;  // a store of the last rounds
@@ -338,10 +350,11 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
     const uint64_t chunks = (size + o.chunk - 1) / o.chunk;
     // `fill MODE` of bytes [off, off + len) of the file, to or from chunk `slot` of the buffer.
     const Fill fill = [&](const char* mode, uint64_t off, uint64_t len, uint64_t slot) {
-      std::string e = mount.command("fill " + std::string(mode) + " " + std::to_string(meta[0]) +
-                                    " " + std::to_string(size) + " " + std::to_string(off) + " " +
-                                    std::to_string(len) + " " + std::to_string(slot * o.chunk) +
-                                    " " + buf.path + " " + rel);
+      std::string e =
+          mount.command("fill " + std::string(mode) + " " + std::to_string(meta[0]) + " " +
+                            std::to_string(size) + " " + std::to_string(off) + " " +
+                            std::to_string(len) + " " + std::to_string(slot * o.chunk) + " " + rel,
+                        nullptr, buf.fd);
       // The mount's words for a version that is no longer the opened one: "PATH changed (...)".
       if (!e.empty() && e.find(rel + " changed") != std::string::npos)
         e = rel + " changed during bcast (" + e + ")";
