@@ -2,6 +2,8 @@
 #include "cache_fill.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,47 +23,47 @@ constexpr uint64_t kWindow = 8;       // pieces fetched at once
 
 std::string err(const std::string& what) { return "error: " + what + "\n"; }
 
-bool pwrite_all(int fd, const char* data, std::size_t len, off_t at) {
-  while (len > 0) {
-    ssize_t n = ::pwrite(fd, data, len, at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    len -= std::size_t(n);
-    at += n;
-  }
-  return true;
-}
-
-bool pread_all(int fd, char* data, std::size_t len, off_t at) {
-  while (len > 0) {
-    ssize_t n = ::pread(fd, data, len, at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    len -= std::size_t(n);
-    at += n;
-  }
-  return true;
-}
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
+// A mapping of [offset, offset + length) of the caller's buffer.
+struct Mapping {
+  void* base = MAP_FAILED;
+  std::size_t size = 0;
+  char* data = nullptr;
+  ~Mapping() {
+    if (base != MAP_FAILED) ::munmap(base, size);
   }
 };
 
+// Maps the buffer's range; "" or the failure.
+std::string map_buffer(int fd, uint64_t offset, uint64_t length, bool writable, Mapping& m) {
+  if (fd < 0) return "fill: no buffer (its file descriptor goes with the command, SCM_RIGHTS)";
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
+    return "fill: the buffer must be a memfd sealed against shrinking (F_SEAL_SHRINK)";
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return std::string("fill: buffer: ") + std::strerror(errno);
+  if (offset > static_cast<uint64_t>(st.st_size) ||
+      length > static_cast<uint64_t>(st.st_size) - offset)
+    return "fill: range beyond the buffer's size";
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;
+  m.size = static_cast<std::size_t>(offset - start + length);
+  m.base = ::mmap(nullptr, m.size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                  MAP_SHARED | MAP_POPULATE, fd, static_cast<off_t>(start));
+  if (m.base == MAP_FAILED) return std::string("fill: map the buffer: ") + std::strerror(errno);
+  m.data = static_cast<char*>(m.base) + (offset - start);
+  return "";
+}
+
 }  // namespace
 
-std::string cache_fill(MountDaemon& mount, const std::string& args) {
+std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd) {
   std::istringstream in(args);
-  std::string mode, buf_path;
+  std::string mode;
   int64_t mtime_ns = 0;
   uint64_t size = 0, offset = 0, length = 0, buf_offset = 0;
-  if (!(in >> mode >> mtime_ns >> size >> offset >> length >> buf_offset >> buf_path) ||
+  if (!(in >> mode >> mtime_ns >> size >> offset >> length >> buf_offset) ||
       (mode != "fetch" && mode != "store")) {
-    return err("usage: fill fetch|store MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET BUF_PATH NS_PATH");
+    return err("usage: fill fetch|store MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET NS_PATH");
   }
   std::string path;
   std::getline(in >> std::ws, path);
@@ -73,9 +75,9 @@ std::string cache_fill(MountDaemon& mount, const std::string& args) {
     return err(path + " changed (it is not as this mount's last open of it saw it)");
   if (length == 0) return "ok 0\n";
 
-  Fd buf;
-  buf.fd = ::open(buf_path.c_str(), (mode == "fetch" ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-  if (buf.fd < 0) return err("fill: " + buf_path + ": " + std::strerror(errno));
+  Mapping buf;
+  if (std::string e = map_buffer(buf_fd, buf_offset, length, mode == "fetch", buf); !e.empty())
+    return err(e);
 
   uint64_t handle = 0;
   if (mode == "fetch") {
@@ -89,31 +91,36 @@ std::string cache_fill(MountDaemon& mount, const std::string& args) {
   }
   const FileRef ref{path, handle, O_RDONLY};
   std::string failure;
-  // Fetch: up to kWindow pieces in flight at once (read_async), then each written to the buffer
-  // and stored, in order. Store: piece by piece from the buffer.
-  std::vector<std::string> pieces;
+  // Fetch: up to kWindow pieces in flight at once (read_async), each copied into the buffer as
+  // it arrives, then each stored from the buffer, in order. Store: piece by piece from the buffer.
   for (uint64_t done = 0; done < length && failure.empty();) {
     const uint64_t window = std::min<uint64_t>(length - done, kWindow * kPiece);
-    const std::size_t count = std::size_t((window + kPiece - 1) / kPiece);
-    pieces.assign(count, std::string());
+    const std::size_t count = static_cast<std::size_t>((window + kPiece - 1) / kPiece);
     if (mode == "fetch") {
       std::mutex mu;
       std::condition_variable cv;
       std::size_t left = count;
       std::vector<int> errors(count, 0);
+      std::vector<uint64_t> got_bytes(count, 0);
       for (std::size_t i = 0; i < count; ++i) {
         const uint64_t at = done + i * kPiece;
         const uint64_t n = std::min(kPiece, length - at);
+        char* to = buf.data + at;
         mount.gateway->read_async(ref, offset + at, static_cast<uint32_t>(n),
-                                  [&, i](Result<SharedBytes> got) {
-                                    std::string bytes;
+                                  [&, i, n, to](Result<SharedBytes> got) {
+                                    uint64_t copied = 0;
                                     int e = 0;
-                                    if (got)
-                                      bytes = got->flatten();
-                                    else
+                                    if (got) {
+                                      for (auto p : got->pieces()) {
+                                        const uint64_t k = std::min<uint64_t>(p.size(), n - copied);
+                                        std::memcpy(to + copied, p.data(), k);
+                                        copied += k;
+                                      }
+                                    } else {
                                       e = got.error();
+                                    }
                                     std::lock_guard lock(mu);
-                                    pieces[i] = std::move(bytes);
+                                    got_bytes[i] = copied;
                                     errors[i] = e;
                                     if (--left == 0) cv.notify_all();
                                   });
@@ -121,30 +128,17 @@ std::string cache_fill(MountDaemon& mount, const std::string& args) {
       std::unique_lock lock(mu);
       cv.wait(lock, [&] { return left == 0; });
       for (std::size_t i = 0; i < count && failure.empty(); ++i) {
-        if (errors[i] != 0) failure = "read " + path + ": " + std::strerror(errors[i]);
+        const uint64_t n = std::min(kPiece, length - (done + i * kPiece));
+        if (errors[i] != 0)
+          failure = "read " + path + ": " + std::strerror(errors[i]);
+        else if (got_bytes[i] != n)
+          failure = path + " changed (shorter than its size)";
       }
     }
     for (std::size_t i = 0; i < count && failure.empty(); ++i) {
       const uint64_t at = done + i * kPiece;
       const uint64_t n = std::min(kPiece, length - at);
-      std::string& piece = pieces[i];
-      if (mode == "fetch") {
-        if (piece.size() != n) {
-          failure = path + " changed (shorter than its size)";
-          break;
-        }
-        if (!pwrite_all(buf.fd, piece.data(), n, static_cast<off_t>(buf_offset + at))) {
-          failure = "write " + buf_path + ": " + std::strerror(errno);
-          break;
-        }
-      } else {
-        piece.resize(n);
-        if (!pread_all(buf.fd, piece.data(), n, static_cast<off_t>(buf_offset + at))) {
-          failure = "read " + buf_path + ": " + (errno ? std::strerror(errno) : "short file");
-          break;
-        }
-      }
-      const int rc = mount.kernel_cache->store(*ino, offset + at, piece.data(), n);
+      const int rc = mount.kernel_cache->store(*ino, offset + at, buf.data + at, n);
       if (rc != 0) failure = "notify_store " + path + ": " + std::strerror(-rc);
     }
     done += window;

@@ -1,17 +1,23 @@
 // The control socket's `fill` command: puts a byte range of a file into this mount's kernel page
 // cache (fuse_lowlevel_notify_store), for skein-mpi's collective reads. The bytes come either
 // from the gateway (`fetch`: the mount reads exactly that range, no read-ahead, and also copies
-// it into the caller's buffer file so that the caller can share it with other nodes) or from the
-// caller's buffer file (`store`: bytes another node fetched).
+// it into the caller's buffer so that the caller can share it with other nodes) or from the
+// caller's buffer (`store`: bytes another node fetched).
 //
-//   fill fetch|store MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET BUF_PATH NS_PATH
+//   fill fetch|store MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET NS_PATH
+//
+// The buffer is not named: its file descriptor comes with the command (SCM_RIGHTS), so the mount
+// touches only memory the caller could touch itself. It must be a memfd sealed against
+// shrinking (F_SEAL_SHRINK), which the mount maps: a buffer that cannot shrink cannot make the
+// mapping fault. BUF_OFFSET is where in the buffer the range goes (fetch) or comes from (store).
 //
 // NS_PATH (the rest of the line) is the file's path in the namespace; the caller must hold it
 // open through this mount, and MTIME_NS and SIZE must be what that open saw (the cache policy's
 // record of it, see CachePolicy::open_matches). The record is what later opens compare against
 // to keep the page cache, so bytes stored for a version of the file are kept only while that
 // version is current; an invalidation since the open fails the command ("changed"), and one
-// arriving after it drops the pages as any invalidation does. LENGTH 0 only checks.
+// arriving after it drops the pages as any invalidation does. LENGTH 0 only checks (no buffer
+// needed).
 #pragma once
 
 #include <string>
@@ -20,8 +26,8 @@
 
 namespace skein::client {
 
-// Runs one `fill` command (without the leading "fill "); returns the answer line: "ok BYTES" or
-// "error: ...".
-std::string cache_fill(MountDaemon& mount, const std::string& args);
+// Runs one `fill` command (without the leading "fill "), with the buffer's file descriptor
+// `buf_fd` (-1: none passed); returns the answer line: "ok BYTES" or "error: ...".
+std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd);
 
 }  // namespace skein::client

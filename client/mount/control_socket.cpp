@@ -171,6 +171,8 @@ ControlSocket::~ControlSocket() {
     while (::write(wake_fd_[1], &stop, 1) < 0 && errno == EINTR) {
     }
     thread_.join();
+    std::unique_lock lock(mu_);
+    done_.wait(lock, [this] { return answering_ == 0; });
   }
   for (int fd : {listen_fd_, wake_fd_[0], wake_fd_[1]}) {
     if (fd >= 0) ::close(fd);
@@ -190,10 +192,23 @@ void ControlSocket::serve() {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 || (fds[1].revents & POLLIN) != 0) return;
     if ((fds[0].revents & POLLIN) == 0) continue;
+    {
+      std::unique_lock lock(mu_);
+      done_.wait(lock, [this] { return answering_ < kMaxAnswering; });
+    }
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    answer(fd);
-    ::close(fd);
+    {
+      std::lock_guard lock(mu_);
+      ++answering_;
+    }
+    std::thread([this, fd] {
+      answer(fd);
+      ::close(fd);
+      std::lock_guard lock(mu_);
+      --answering_;
+      done_.notify_all();
+    }).detach();
   }
 }
 
@@ -206,21 +221,54 @@ void ControlSocket::answer(int fd) {
     return;
   }
   set_timeouts(fd, kServerTimeoutSeconds);
+  // The command up to its newline (a client sends nothing after it), and the first file
+  // descriptor passed with it; any further ones are closed.
   std::string command;
-  char c;
-  while (command.size() < kMaxCommand) {
-    ssize_t n = ::recv(fd, &c, 1, 0);
+  int passed = -1;
+  char buf[512];
+  bool line_done = false;
+  while (!line_done && command.size() < kMaxCommand) {
+    iovec iov{buf, sizeof buf};
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || c == '\n') break;
-    command += c;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int got = -1;
+        std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+        if (passed < 0) {
+          passed = got;
+        } else {
+          ::close(got);
+        }
+      }
+    }
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] == '\n') {
+        line_done = true;
+        break;
+      }
+      command += buf[i];
+    }
   }
+  if (command.size() > kMaxCommand) command.resize(kMaxCommand);
   while (!command.empty() && (command.back() == '\r' || command.back() == ' ')) command.pop_back();
-  spdlog::info("control socket: {}", command);
-  write_all(fd, handler_(command));
+  spdlog::info("control socket: {}{}", command, passed >= 0 ? " (with a file descriptor)" : "");
+  write_all(fd, handler_(command, passed));
+  if (passed >= 0) ::close(passed);
 }
 
 bool ControlSocket::request(const std::string& dir, const std::string& mountpoint,
-                            const std::string& command, std::string& answer, std::string& error) {
+                            const std::string& command, std::string& answer, std::string& error,
+                            int pass_fd) {
   std::string target;
   for (const std::string& key : mountpoint_keys(mountpoint)) {
     std::error_code ec;
@@ -258,7 +306,33 @@ bool ControlSocket::request(const std::string& dir, const std::string& mountpoin
     return false;
   }
   set_timeouts(fd, kClientTimeoutSeconds);
-  if (!write_all(fd, command + "\n")) {
+  const std::string line = command + "\n";
+  std::size_t sent = 0;
+  if (pass_fd >= 0) {
+    // The descriptor goes with the first bytes of the command.
+    iovec iov{const_cast<char*>(line.data()), line.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
+    ssize_t n;
+    do {
+      n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      error = errno_text("send to " + target);
+      return false;
+    }
+    sent = static_cast<std::size_t>(n);
+  }
+  if (!write_all(fd, line.substr(sent))) {
     error = errno_text("send to " + target);
     return false;
   }

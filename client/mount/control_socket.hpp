@@ -3,11 +3,15 @@
 // and a symlink `<dir>/by-mountpoint/<mount point, %-encoded>` to it, so that
 // `skein-mount --drop-caches MOUNTPOINT` finds it from the mount point alone, without touching
 // the mount (which may be hung). <dir> is /run/skein for root, else $XDG_RUNTIME_DIR/skein or
-// /tmp/skein-<uid>.
+// /tmp/skein-<uid>. Connections are answered at once, each on a thread of its own (up to
+// kMaxAnswering; more wait), so that one slow command (a `fill fetch` reading from the gateway)
+// does not hold up the others: the handler must be thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,8 +20,10 @@ namespace skein::client {
 
 class ControlSocket {
  public:
-  // Answers one command (without its newline); runs on the socket's thread.
-  using Handler = std::function<std::string(const std::string& command)>;
+  // Answers one command (without its newline); runs on a thread of the socket's. `fd` is a file
+  // descriptor the client passed with the command (SCM_RIGHTS), or -1; the socket closes it
+  // once the handler has returned.
+  using Handler = std::function<std::string(const std::string& command, int fd)>;
 
   static std::string default_dir();
   // The names a mount point is known by: the absolute, lexically normal path, and the same with
@@ -28,19 +34,25 @@ class ControlSocket {
   // with `error` set on failure.
   static std::unique_ptr<ControlSocket> open(const std::string& dir, const std::string& mount_id,
                                              const std::string& mountpoint, std::string& error);
-  // Serves commands on a thread of its own until destroyed.
+  // Connections answered at once; a further one waits until one of them is done.
+  static constexpr int kMaxAnswering = 8;
+
+  // Serves commands on threads of its own until destroyed.
   void start(Handler handler);
-  // Stops the thread; removes the socket and the links that still point to it.
+  // Stops the threads (waiting for commands being answered); removes the socket and the links
+  // that still point to it.
   ~ControlSocket();
   ControlSocket(const ControlSocket&) = delete;
   ControlSocket& operator=(const ControlSocket&) = delete;
 
   const std::string& path() const { return path_; }
 
-  // Client side: sends `command` to the mount at `mountpoint` and returns its answer. On failure
-  // returns false with `error` set.
+  // Client side: sends `command` to the mount at `mountpoint` and returns its answer. With
+  // `fd` >= 0 that file descriptor goes with it (SCM_RIGHTS). On failure returns false with
+  // `error` set.
   static bool request(const std::string& dir, const std::string& mountpoint,
-                      const std::string& command, std::string& answer, std::string& error);
+                      const std::string& command, std::string& answer, std::string& error,
+                      int fd = -1);
 
  private:
   ControlSocket() = default;
@@ -53,6 +65,9 @@ class ControlSocket {
   std::vector<std::string> links_;
   Handler handler_;
   std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable done_;
+  int answering_ = 0;  // connections being answered, each on a detached thread
 };
 
 }  // namespace skein::client

@@ -288,7 +288,7 @@ std::string status_text(skein::client::MountDaemon& mount, const MountArgs& args
 
 // Serves the control socket's commands.
 std::string control_command(skein::client::MountDaemon& mount, const MountArgs& args,
-                            const std::string& mount_id, const std::string& command) {
+                            const std::string& mount_id, const std::string& command, int fd) {
   if (command == "status") return status_text(mount, args, mount_id);
   if (command == "drop-caches") {
     auto dropped = mount.kernel_cache->drop_all();
@@ -297,7 +297,8 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
            std::to_string(dropped.inodes) + " inodes, " + std::to_string(dropped.entries) +
            " names\n";
   }
-  if (command.rfind("fill ", 0) == 0) return skein::client::cache_fill(mount, command.substr(5));
+  if (command.rfind("fill ", 0) == 0)
+    return skein::client::cache_fill(mount, command.substr(5), fd);
   return "error: unknown command '" + command + "' (known: drop-caches, status, fill)\n";
 }
 
@@ -417,8 +418,8 @@ int run(const MountArgs& args, const std::string& token) {
   mount.watch = std::make_unique<skein::client::WatchStream>(
       channel, skein::client::WatchStream::Options{args.ns, mount_id, token}, *mount.kernel_cache);
   if (mount.control) {
-    mount.control->start([&mount, &args, mount_id](const std::string& command) {
-      return control_command(mount, args, mount_id, command);
+    mount.control->start([&mount, &args, mount_id](const std::string& command, int fd) {
+      return control_command(mount, args, mount_id, command, fd);
     });
   }
 

@@ -3,17 +3,23 @@
 #include <openssl/evp.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collective.hpp"
@@ -111,10 +117,10 @@ std::string resolve(const std::vector<std::string>& paths, const std::string& mo
 struct Mount {
   std::string dir;
   std::string control_dir;
-  // Sends a control command; "" or the failure.
-  std::string command(const std::string& cmd, std::string* answer = nullptr) const {
+  // Sends a control command (with the file descriptor `fd`, if >= 0); "" or the failure.
+  std::string command(const std::string& cmd, std::string* answer = nullptr, int fd = -1) const {
     std::string a, e;
-    if (!client::ControlSocket::request(control_dir, dir, cmd, a, e)) return e;
+    if (!client::ControlSocket::request(control_dir, dir, cmd, a, e, fd)) return e;
     if (a.rfind("error: ", 0) == 0) {
       while (!a.empty() && a.back() == '\n') a.pop_back();
       return dir + ": " + a.substr(7);
@@ -124,28 +130,30 @@ struct Mount {
   }
 };
 
-// A leader's buffer: a file in /dev/shm (the mount reads and writes it by name), mapped.
+// A leader's buffer: a memfd, mapped, sealed against changes of its size. Its file descriptor
+// goes with every `fill` command (the mount maps it too; the seal keeps that mapping from
+// faulting), and its pages are touched once here, so that neither side allocates them later.
 struct Buffer {
-  std::string path;
   int fd = -1;
   char* data = nullptr;
   std::size_t size = 0;
   std::string open(std::size_t bytes) {
-    char name[] = "/dev/shm/skein-mpi-XXXXXX";
-    fd = ::mkstemp(name);
-    if (fd < 0) return errno_text("buffer in /dev/shm");
-    path = name;
-    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return errno_text(path);
+    fd = ::memfd_create("skein-mpi-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return errno_text("memfd_create");
+    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
+      return errno_text("buffer of " + std::to_string(bytes) + " bytes");
+    if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+      return errno_text("seal the buffer");
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) return errno_text("mmap " + path);
+    if (p == MAP_FAILED) return errno_text("map the buffer");
     data = static_cast<char*>(p);
     size = bytes;
+    std::memset(data, 0, size);
     return "";
   }
   ~Buffer() {
     if (data) ::munmap(data, size);
     if (fd >= 0) ::close(fd);
-    if (!path.empty()) ::unlink(path.c_str());
   }
 };
 
@@ -155,6 +163,144 @@ struct Options {
   bool quiet = false;
   std::string control_dir;
 };
+
+// Runs one `fill` command for a chunk of the file being broadcast; "" or the failure.
+using Fill =
+    std::function<std::string(const char* mode, uint64_t off, uint64_t len, uint64_t slot)>;
+
+// Slot sets of the buffer: round r uses set r % kDepth (a chunk per leader), so that while round
+// r's chunks are being stored, round r+1's are broadcast and rounds r+2 and r+3 fetched.
+constexpr uint64_t kDepth = 4;
+// Fetches a leader has its mount make at once: while one is storing its pieces into the page
+// cache, the other's reads keep the gateway busy.
+constexpr int kFetchers = 2;
+
+// Test hook (docs/mpi.md, tests/e2e/mpi_test.cpp): with SKEIN_MPI_TEST_HOLD=PATH, rank 0 makes
+// PATH.held after the first round of each file is broadcast and waits (up to 120 s) until PATH
+// exists, so that a test can change the file at a known point of a bcast.
+void test_hold(const Node& node) {
+  const char* hold = std::getenv("SKEIN_MPI_TEST_HOLD");
+  if (node.rank != 0 || !hold || !*hold) return;
+  const std::string held = std::string(hold) + ".held";
+  if (int fd = ::open(held.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644); fd >= 0) ::close(fd);
+  for (int i = 0; i < 12000 && ::access(hold, F_OK) != 0; ++i) {
+    timespec t{0, 10000000};
+    ::nanosleep(&t, nullptr);
+  }
+}
+
+// A leader's rounds of one file (`chunks` chunks of `size` bytes), in three stages that overlap:
+// kFetchers threads have this node's mount fetch its chunk of each round into the round's slot
+// set (up to kDepth rounds ahead of the stores), this thread broadcasts each round's chunks over
+// the leaders' communicator once every leader has fetched its own, and a thread has the mount
+// store the chunks the other leaders fetched. Every leader learns every failure at the next
+// round's agreement, and stops there: every leader stops after the same round. Returns this
+// leader's failure (or "another node failed"), "" when every leader finished.
+std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t chunks,
+                             uint64_t size, const Fill& fill, uint64_t& fetched) {
+  const uint64_t L = static_cast<uint64_t>(node.nodes);
+  const uint64_t self = static_cast<uint64_t>(node.node);
+  const uint64_t rounds = (chunks + L - 1) / L;
+  auto slot = [&](uint64_t round, uint64_t l) { return (round % kDepth) * L + l; };
+  auto length = [&](uint64_t k) { return std::min<uint64_t>(o.chunk, size - k * o.chunk); };
+
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t next_fetch = 0;                // the next round a fetcher takes
+  std::vector<bool> was_fetched(rounds);  // own chunk of the round is in the buffer
+  uint64_t was_broadcast = 0;             // rounds handed to the storer
+  uint64_t was_stored = 0;                // rounds whose slot set is free again
+  bool stop = false;                      // a failure: the stages end
+  std::string fetch_failure, store_failure;
+  uint64_t fetch_bytes = 0;
+
+  auto fetch_rounds = [&] {
+    for (;;) {
+      uint64_t r = 0;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] {
+          return stop || !fetch_failure.empty() || next_fetch >= rounds ||
+                 next_fetch < was_stored + kDepth;
+        });
+        if (stop || !fetch_failure.empty() || next_fetch >= rounds) return;
+        r = next_fetch++;
+      }
+      const uint64_t k = r * L + self;
+      std::string e;
+      if (k < chunks) e = fill("fetch", k * o.chunk, length(k), slot(r, self));
+      std::lock_guard lock(mu);
+      if (!e.empty() && fetch_failure.empty()) fetch_failure = e;
+      if (e.empty() && k < chunks) fetch_bytes += length(k);
+      was_fetched[r] = true;
+      cv.notify_all();
+      if (!e.empty()) return;
+    }
+  };
+  std::vector<std::thread> fetchers;
+  for (int i = 0; i < kFetchers; ++i) fetchers.emplace_back(fetch_rounds);
+  std::thread storer([&] {
+    for (uint64_t r = 0; r < rounds; ++r) {
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stop || r < was_broadcast; });
+        if (stop) return;
+      }
+      std::string e;
+      for (uint64_t l = 0; l < L && e.empty(); ++l) {
+        const uint64_t k = r * L + l;
+        if (l != self && k < chunks) e = fill("store", k * o.chunk, length(k), slot(r, l));
+      }
+      std::lock_guard lock(mu);
+      if (!e.empty()) store_failure = e;
+      was_stored = r + 1;
+      cv.notify_all();
+      if (!e.empty()) return;
+    }
+  });
+
+  std::string mine;
+  for (uint64_t r = 0; r < rounds; ++r) {
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock,
+              [&] { return was_fetched[r] || !fetch_failure.empty() || !store_failure.empty(); });
+      mine = !fetch_failure.empty() ? fetch_failure : store_failure;
+    }
+    int bad = mine.empty() ? 0 : 1, any = 0;
+    MPI_Request agreed;
+    MPI_Iallreduce(&bad, &any, 1, MPI_INT, MPI_MAX, node.leaders, &agreed);
+    wait_quietly(agreed);
+    if (any) {
+      if (mine.empty()) mine = "another node failed";  // its own failure is the agreed one
+      break;
+    }
+    // Every leader is here now: the chunks go at full speed (a blocking broadcast polls, which
+    // moves the bytes faster than tests between sleeps would).
+    for (uint64_t l = 0; l < L && r * L + l < chunks; ++l) {
+      MPI_Bcast(buf.data + slot(r, l) * o.chunk, static_cast<int>(length(r * L + l)), MPI_BYTE,
+                static_cast<int>(l), node.leaders);
+    }
+    {
+      std::lock_guard lock(mu);
+      was_broadcast = r + 1;
+      cv.notify_all();
+    }
+    if (r == 0) test_hold(node);
+  }
+  {
+    std::unique_lock lock(mu);
+    if (!mine.empty()) {
+      stop = true;
+      cv.notify_all();
+    }
+  }
+  for (auto& f : fetchers) f.join();
+  storer.join();
+  fetched += fetch_bytes;
+  if (mine.empty()) mine = store_failure;  // a store of the last rounds
+  return mine;
+}
 
 // One file, collectively. Returns the agreed failure or "".
 std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Options& o,
@@ -202,50 +348,19 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
   if (node.leader) {
     const uint64_t size = static_cast<uint64_t>(meta[1]);
     const uint64_t chunks = (size + o.chunk - 1) / o.chunk;
-    const uint64_t L = static_cast<uint64_t>(node.nodes);
-    auto fill = [&](const char* mode, uint64_t off, uint64_t len, uint64_t slot) {
-      return mount.command("fill " + std::string(mode) + " " + std::to_string(meta[0]) + " " +
-                           std::to_string(size) + " " + std::to_string(off) + " " +
-                           std::to_string(len) + " " + std::to_string(slot * o.chunk) + " " +
-                           buf.path + " " + rel);
+    // `fill MODE` of bytes [off, off + len) of the file, to or from chunk `slot` of the buffer.
+    const Fill fill = [&](const char* mode, uint64_t off, uint64_t len, uint64_t slot) {
+      std::string e =
+          mount.command("fill " + std::string(mode) + " " + std::to_string(meta[0]) + " " +
+                            std::to_string(size) + " " + std::to_string(off) + " " +
+                            std::to_string(len) + " " + std::to_string(slot * o.chunk) + " " + rel,
+                        nullptr, buf.fd);
+      // The mount's words for a version that is no longer the opened one: "PATH changed (...)".
+      if (!e.empty() && e.find(rel + " changed") != std::string::npos)
+        e = rel + " changed during bcast (" + e + ")";
+      return e;
     };
-    for (uint64_t round = 0; round * L < chunks && mine.empty(); ++round) {
-      // Each leader's mount fetches one chunk of the round from the gateway, all at once.
-      const uint64_t own = round * L + static_cast<uint64_t>(node.node);
-      if (own < chunks) {
-        const uint64_t off = own * o.chunk;
-        const uint64_t len = std::min<uint64_t>(o.chunk, size - off);
-        mine = fill("fetch", off, len, static_cast<uint64_t>(node.node));
-        if (mine.empty()) fetched += len;
-      }
-      int bad = mine.empty() ? 0 : 1, any = 0;
-      MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, node.leaders);
-      if (any) {
-        if (mine.empty()) mine = "another node failed";  // its own failure is the agreed one
-        break;
-      }
-      // Then every chunk of the round goes to every other leader, which stores it.
-      std::vector<MPI_Request> requests;
-      std::vector<uint64_t> slots;
-      for (uint64_t l = 0; l < L; ++l) {
-        const uint64_t k = round * L + l;
-        if (k >= chunks) break;
-        const uint64_t len = std::min<uint64_t>(o.chunk, size - k * o.chunk);
-        MPI_Request r;
-        MPI_Ibcast(buf.data + l * o.chunk, static_cast<int>(len), MPI_BYTE, static_cast<int>(l),
-                   node.leaders, &r);
-        requests.push_back(r);
-        slots.push_back(l);
-      }
-      for (std::size_t i = 0; i < requests.size(); ++i) {
-        MPI_Wait(&requests[i], MPI_STATUS_IGNORE);
-        const uint64_t l = slots[i];
-        if (l == static_cast<uint64_t>(node.node) || !mine.empty()) continue;
-        const uint64_t k = round * L + l;
-        const uint64_t len = std::min<uint64_t>(o.chunk, size - k * o.chunk);
-        mine = fill("store", k * o.chunk, len, l);
-      }
-    }
+    mine = pipelined_rounds(node, buf, o, chunks, size, fill, fetched);
     // The kernel may have let go of some pages already (or not taken them): each leader asks its
     // mount to fetch the ranges that are not resident (mincore on a mapping of the file, which
     // reads nothing), so that a later read does not miss and start the mount's read-ahead.
@@ -264,7 +379,7 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
             while (q < resident.size() && !(resident[q] & 1) && (q - p) * page < o.chunk) ++q;
             const uint64_t off = p * page;
             const uint64_t len = std::min<uint64_t>((q - p) * page, size - off);
-            mine = fill("fetch", off, len, static_cast<uint64_t>(node.node));
+            mine = fill("fetch", off, len, 0);
             if (mine.empty()) fetched += len;
             p = q;
           }
@@ -327,7 +442,7 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
   mine.clear();
   if (node.leader) {
     mine = mount.command("status");
-    if (mine.empty()) mine = buf.open(o.chunk * std::size_t(node.nodes));
+    if (mine.empty()) mine = buf.open(o.chunk * kDepth * static_cast<std::size_t>(node.nodes));
   }
   failure = agree(node.world, mine);
   if (!failure.empty()) return finish(failure, error, error_size);

@@ -3,8 +3,10 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -50,6 +52,18 @@ std::string sha256_hex(const std::string& path, std::string& error) {
   return hex;
 }
 
+void wait_quietly(MPI_Request& request) {
+  int done = 0;
+  long pause_ns = 20000;
+  for (;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    timespec t{0, pause_ns};
+    ::nanosleep(&t, nullptr);
+    pause_ns = std::min(pause_ns * 2, 500000L);
+  }
+}
+
 std::string agree(MPI_Comm comm, const std::string& mine) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
@@ -57,7 +71,9 @@ std::string agree(MPI_Comm comm, const std::string& mine) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   int first = mine.empty() ? INT_MAX : rank;
   int lowest = INT_MAX;
-  MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, comm);
+  MPI_Request r;
+  MPI_Iallreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, comm, &r);
+  wait_quietly(r);
   if (lowest == INT_MAX) return "";
   std::string msg = "rank " + std::to_string(world_rank) + ": " + mine;
   bcast_string(comm, msg, lowest);

@@ -21,6 +21,11 @@ std::string errno_text(const std::string& what);
 // cannot be read.
 std::string sha256_hex(const std::string& path, std::string& error);
 
+// MPI_Wait without spinning: Open MPI's blocking waits poll, and the ranks of a node that wait
+// for its leader (or a leader waiting for a slower one) would take the CPUs its mount, the
+// gateway and sshd need. Tests, then sleeps (from 20 us, doubling up to 500 us) between tests.
+void wait_quietly(MPI_Request& request);
+
 // `s` from rank `root` of `comm`, on every rank.
 void bcast_string(MPI_Comm comm, std::string& s, int root);
 void bcast_strings(MPI_Comm comm, std::vector<std::string>& v, int root);

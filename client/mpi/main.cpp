@@ -35,7 +35,9 @@ int usage_error(int rank, const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // Only this thread calls MPI; bcast's helper threads talk to the mount.
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   // Arguments are the same on every rank, so every rank reaches the same verdict on them.

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -22,6 +23,12 @@ namespace {
 
 using Json = nlohmann::json;
 std::string q(const std::string& s) { return "'" + s + "'"; }
+// `s` as one word of a shell command, whatever it holds.
+std::string shell_word(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
 
 class MpiTest : public ClusterSuite<2, 2> {
  protected:
@@ -146,6 +153,51 @@ TEST_F(MpiTest, BcastOfALargeFileFetchesItOnceAndFillsEveryNodesPageCache) {
     EXPECT_EQ(seen, changed) << "mount " << m << " kept the broadcast pages after a change";
   }
   EXPECT_GT(bytes_read(), after);
+}
+
+// A file rewritten (through the other node's mount) while a bcast of it runs: the bcast stops on
+// every rank, rank 0 says the file changed. Deterministic: skein-mpi's test hook
+// (SKEIN_MPI_TEST_HOLD) holds rank 0 after the first round until the test has rewritten it.
+TEST_F(MpiTest, AFileChangedDuringBcastFailsItOnEveryRank) {
+  const std::string name = "/srv0/bcast-change";
+  const std::size_t size = 64u << 20;
+  ASSERT_TRUE(write_file(cluster_->export_dir(0) + "/bcast-change", random_bytes(size, 5)));
+  settle();
+  const std::string hold = make_test_dir("hold") + "/go";
+  // Each rank's exit status, printed by a shell around it.
+  std::string out;
+  int rc = -1;
+  std::thread bcast([&] {
+    rc = run_command(
+        "SKEIN_MPI_NODE_MAP=" + q(node_map()) + " SKEIN_MPI_TEST_HOLD=" + q(hold) +
+            " timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 -x "
+            "SKEIN_MPI_TEST_HOLD -x SKEIN_MPI_NODE_MAP sh -c " +
+            shell_word(q(skein_mpi()) + " bcast --chunk 1048576 " + q(cluster_->mount(0) + name) +
+                       "; echo \"rank $OMPI_COMM_WORLD_RANK exit $?\"") +
+            " 2>&1",
+        &out);
+  });
+  bool held = false;
+  for (int i = 0; i < 600 && !held; ++i) {
+    held = ::access((hold + ".held").c_str(), F_OK) == 0;
+    if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // Rewritten with another size through the second node's mount: when the write returns, the
+  // gateway has had the first mount acknowledge the file's invalidation.
+  const bool rewritten =
+      held && write_file(cluster_->mount(1) + name, random_bytes(size + 4096, 6));
+  write_file(hold, "");  // released in any case, so that nothing waits
+  bcast.join();
+  ASSERT_TRUE(held) << "bcast never reached its first round: " << out;
+  ASSERT_TRUE(rewritten);
+  EXPECT_EQ(rc, 0) << "mpirun (its ranks' shells exit 0): " << out;
+  for (int r = 0; r < 4; ++r)
+    EXPECT_NE(out.find("rank " + std::to_string(r) + " exit 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("skein-mpi bcast: rank "), std::string::npos) << out;
+  EXPECT_NE(out.find(name + " changed during bcast"), std::string::npos) << out;
+  // The mounts serve the new version.
+  for (int m = 0; m < 2; ++m)
+    EXPECT_EQ(sha256(cluster_->mount(m) + name), sha256(cluster_->export_dir(0) + "/bcast-change"));
 }
 
 TEST_F(MpiTest, BcastOfATreeOf200Files) {
