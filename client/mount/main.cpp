@@ -69,7 +69,7 @@ struct MountArgs {
   double safe_ttl = 1.0;      // and while it is not
   // answer lookups of absent names from directories' known names: auto (while the servers are
   // watched), always, never
-  std::string know_names = "auto";
+  std::string know_names = "never";
   bool deferred_open = true;  // opens for reading of files known current skip the gateway
   std::string control_dir;    // where the control socket goes; empty: ControlSocket::default_dir()
   // Control commands to a running mount instead of mounting: the mount point to send them to.
