@@ -443,8 +443,7 @@ void MountSession::release(InodeNumber ino, std::unique_ptr<FileHandle> file) {
     spdlog::warn("{}: a write failed after the last flush: errno {}", file->path, written.error());
   // The read-ahead that named the handle has ended with the flush: gateway_knows is final.
   if (file->gateway_knows.load(std::memory_order_relaxed))
-    gateway_.release_async(
-        FileRef{inodes_.last_path_of(ino).value_or(file->path), file->gw_handle, file->flags});
+    gateway_.release_async(file_ref(ino, *file));
   closed(ino);
 }
 
