@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <memory>
 #include <thread>
@@ -150,8 +151,17 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  skein::NamespaceService ns_service(gateway->registry(), &coherence.broker());
-  skein::DataService data_service(gateway->registry(), &coherence.broker());
+  // gRPC runs its callback handlers on max(2, cores / 2) threads (at most 16), which also poll
+  // for every call and serve the Watch streams: half of them may block on one inline call each.
+  const std::size_t callback_threads =
+      std::clamp<std::size_t>(std::thread::hardware_concurrency() / 2, 2, 16);
+  // Blocking calls on the pool at once, at most; more wait for a thread. Generous: a server that
+  // hangs holds a thread per request to it until the first deadline marks it down, and requests
+  // to healthy servers must not queue behind those meanwhile.
+  constexpr std::size_t kMaxBlockingThreads = 256;
+  skein::CallPlacement placement(kMaxBlockingThreads, callback_threads / 2);
+  skein::NamespaceService ns_service(gateway->registry(), placement, &coherence.broker());
+  skein::DataService data_service(gateway->registry(), placement, &coherence.broker());
   skein::AdminService admin_service(*gateway, admin_token, roles);
   admin_service.set_jobs(jobs.get(), stages.get());
   skein::NodeService node_service(jobs.get(), roles);

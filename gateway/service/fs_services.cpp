@@ -77,12 +77,12 @@ std::string mount_of(const grpc::ServerContextBase* ctx) {
 }
 
 // Reports to the broker, when there is one.
-void served(InvalidationBroker* b, ServerContext* ctx, const Target& t, const std::string& path,
-            const Result<sftp::Attrs>& attrs, bool entry) {
+void served(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& t,
+            const std::string& path, const Result<sftp::Attrs>& attrs, bool entry) {
   if (b && attrs) b->served(t.ns->name(), mount_of(ctx), path, SeenAttrs::of(*attrs), entry);
 }
 // Reports a change `t`'s caller made (invalidation_rules.hpp says what it makes stale).
-void changed(InvalidationBroker* b, ServerContext* ctx, const Target& t, Change change,
+void changed(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& t, Change change,
              const std::string& path, const std::string& other = {}) {
   if (b) b->changed(t.ns->name(), invalidations_for(change, path, other), mount_of(ctx));
 }
@@ -91,8 +91,8 @@ void changed(InvalidationBroker* b, ServerContext* ctx, const Target& t, Change 
 
 // --- Namespace ---------------------------------------------------------------------------------
 
-grpc::Status NamespaceService::GetAttr(ServerContext* ctx, const v1::PathRequest* req,
-                                       v1::AttrReply* reply) {
+grpc::Status NamespaceService::get_attr(grpc::ServerContextBase* ctx, const v1::PathRequest* req,
+                                        v1::AttrReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
@@ -101,8 +101,8 @@ grpc::Status NamespaceService::GetAttr(ServerContext* ctx, const v1::PathRequest
   return attr_reply(r, reply);
 }
 
-grpc::Status NamespaceService::SetAttr(ServerContext* ctx, const v1::SetAttrRequest* req,
-                                       v1::AttrReply* reply) {
+grpc::Status NamespaceService::set_attr(grpc::ServerContextBase* ctx, const v1::SetAttrRequest* req,
+                                        v1::AttrReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
@@ -156,7 +156,7 @@ grpc::Status NamespaceService::ReadDir(ServerContext* ctx, const v1::PathRequest
   return grpc::Status::OK;
 }
 
-grpc::Status NamespaceService::Mkdir(ServerContext* ctx, const v1::MkdirRequest* req,
+grpc::Status NamespaceService::mkdir(grpc::ServerContextBase* ctx, const v1::MkdirRequest* req,
                                      v1::AttrReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
@@ -169,7 +169,7 @@ grpc::Status NamespaceService::Mkdir(ServerContext* ctx, const v1::MkdirRequest*
   return attr_reply(r, reply);
 }
 
-grpc::Status NamespaceService::Rmdir(ServerContext* ctx, const v1::PathRequest* req,
+grpc::Status NamespaceService::rmdir(grpc::ServerContextBase* ctx, const v1::PathRequest* req,
                                      v1::ErrorReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
@@ -179,7 +179,7 @@ grpc::Status NamespaceService::Rmdir(ServerContext* ctx, const v1::PathRequest* 
   return error_reply(st, reply);
 }
 
-grpc::Status NamespaceService::Unlink(ServerContext* ctx, const v1::PathRequest* req,
+grpc::Status NamespaceService::unlink(grpc::ServerContextBase* ctx, const v1::PathRequest* req,
                                       v1::ErrorReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
@@ -189,7 +189,7 @@ grpc::Status NamespaceService::Unlink(ServerContext* ctx, const v1::PathRequest*
   return error_reply(st, reply);
 }
 
-grpc::Status NamespaceService::Rename(ServerContext* ctx, const v1::RenameRequest* req,
+grpc::Status NamespaceService::rename(grpc::ServerContextBase* ctx, const v1::RenameRequest* req,
                                       v1::ErrorReply* reply) {
   grpc::Status s;
   auto from = resolve(registry_, ctx, req->ns(), req->from(), s);
@@ -201,7 +201,7 @@ grpc::Status NamespaceService::Rename(ServerContext* ctx, const v1::RenameReques
   return error_reply(st, reply);
 }
 
-grpc::Status NamespaceService::Symlink(ServerContext* ctx, const v1::SymlinkRequest* req,
+grpc::Status NamespaceService::symlink(grpc::ServerContextBase* ctx, const v1::SymlinkRequest* req,
                                        v1::AttrReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
@@ -216,7 +216,7 @@ grpc::Status NamespaceService::Symlink(ServerContext* ctx, const v1::SymlinkRequ
   return attr_reply(r, reply);
 }
 
-grpc::Status NamespaceService::Readlink(ServerContext* ctx, const v1::PathRequest* req,
+grpc::Status NamespaceService::readlink(grpc::ServerContextBase* ctx, const v1::PathRequest* req,
                                         v1::ReadlinkReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
@@ -229,7 +229,7 @@ grpc::Status NamespaceService::Readlink(ServerContext* ctx, const v1::PathReques
   return grpc::Status::OK;
 }
 
-grpc::Status NamespaceService::Link(ServerContext* ctx, const v1::LinkRequest* req,
+grpc::Status NamespaceService::link(grpc::ServerContextBase* ctx, const v1::LinkRequest* req,
                                     v1::AttrReply* reply) {
   grpc::Status s;
   auto from = resolve(registry_, ctx, req->ns(), req->existing(), s);
@@ -246,7 +246,7 @@ grpc::Status NamespaceService::Link(ServerContext* ctx, const v1::LinkRequest* r
   return grpc::Status::OK;
 }
 
-grpc::Status NamespaceService::StatFs(ServerContext* ctx, const v1::PathRequest* req,
+grpc::Status NamespaceService::statfs(grpc::ServerContextBase* ctx, const v1::PathRequest* req,
                                       v1::StatFsReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
@@ -270,7 +270,7 @@ grpc::Status NamespaceService::StatFs(ServerContext* ctx, const v1::PathRequest*
 
 // --- Data --------------------------------------------------------------------------------------
 
-grpc::Status DataService::Open(ServerContext* ctx, const v1::OpenRequest* req,
+grpc::Status DataService::open(grpc::ServerContextBase* ctx, const v1::OpenRequest* req,
                                v1::OpenReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
@@ -287,7 +287,7 @@ grpc::Status DataService::Open(ServerContext* ctx, const v1::OpenRequest* req,
   return grpc::Status::OK;
 }
 
-grpc::Status DataService::Create(ServerContext* ctx, const v1::OpenRequest* req,
+grpc::Status DataService::create(grpc::ServerContextBase* ctx, const v1::OpenRequest* req,
                                  v1::OpenReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
@@ -336,7 +336,8 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
     reactor->Finish(grpc::Status(StatusCode::INVALID_ARGUMENT, "malformed ReadRequest"));
     return reactor;
   }
-  pool_.run([this, ctx, reactor, response, req = std::move(req)] {
+  const bool small = req.size() <= kInlineIoBytes;
+  placement_.run(small, [this, ctx, reactor, response, req = std::move(req)] {
     v1::ReadReply head;
     SharedBytes data;
     grpc::Status s = read(ctx, req, head, data);
@@ -380,15 +381,19 @@ grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
     reactor->Finish(grpc::Status(StatusCode::INVALID_ARGUMENT, "malformed WriteRequest"));
     return reactor;
   }
-  pool_.run([this, ctx, reactor, response, req = std::move(req), data = std::move(data)] {
-    v1::WriteReply reply;
-    grpc::Status s = write(ctx, req, data, reply);
-    if (s.ok()) {
-      bool own;
-      s = grpc::SerializationTraits<v1::WriteReply>::Serialize(reply, response, &own);
-    }
-    reactor->Finish(s);
-  });
+  uint64_t bytes = data.size();
+  for (const auto& e : req.more()) bytes += e.data().size();
+  const bool small = bytes <= kInlineIoBytes;
+  placement_.run(
+      small, [this, ctx, reactor, response, req = std::move(req), data = std::move(data)] {
+        v1::WriteReply reply;
+        grpc::Status s = write(ctx, req, data, reply);
+        if (s.ok()) {
+          bool own;
+          s = grpc::SerializationTraits<v1::WriteReply>::Serialize(reply, response, &own);
+        }
+        reactor->Finish(s);
+      });
   return reactor;
 }
 
@@ -406,17 +411,23 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     reply.set_error(err);
     return grpc::Status::OK;
   }
-  auto r = f->write(req.offset(), data);
-  // The extents, in order, each whole before the next; the first failure ends the call. Their
-  // bytes live in the request, which outlives the writes.
-  uint64_t written = r ? *r : 0, expected = data.size();
-  for (int i = 0; r && written == expected && i < req.more_size(); ++i) {
-    const auto& e = req.more(i);
-    expected += e.data().size();
-    r = f->write(e.offset(), SharedBytes({std::string_view(e.data())}, nullptr));
-    if (r) written += *r;
+  Result<uint64_t> r = static_cast<uint64_t>(0);
+  if (req.more_size() == 0) {
+    auto one = f->write(req.offset(), data);
+    r = one ? Result<uint64_t>(static_cast<uint64_t>(*one))
+            : Result<uint64_t>::failure(one.error());
+  } else {
+    // The extents, in order, in flight together where the file allows; the first failure ends
+    // the call. Their bytes live in the request, which outlives the writes.
+    std::vector<OpenFile::Extent> extents;
+    extents.reserve(req.more_size() + 1);
+    extents.push_back({req.offset(), data});
+    for (const auto& e : req.more())
+      extents.push_back({e.offset(), SharedBytes({std::string_view(e.data())}, nullptr)});
+    r = f->write_extents(extents);
   }
-  if (r && written != total) r = Result<uint32_t>::failure(EIO);  // a short write
+  uint64_t written = r ? *r : 0;
+  if (r && written != total) r = Result<uint64_t>::failure(EIO);  // a short write
   if (r) {
     reply.set_written(static_cast<uint32_t>(written));
     ns->count_written(written);
@@ -431,7 +442,8 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
   return grpc::Status::OK;
 }
 
-grpc::Status DataService::Flush(ServerContext* ctx, const v1::FileRef* req, v1::ErrorReply* reply) {
+grpc::Status DataService::flush(grpc::ServerContextBase* ctx, const v1::FileRef* req,
+                                v1::ErrorReply* reply) {
   // Writes are acknowledged only once the server has them, so there is nothing left to push;
   // still check the request, so a bad token or namespace is reported here too.
   grpc::Status s;
@@ -441,7 +453,7 @@ grpc::Status DataService::Flush(ServerContext* ctx, const v1::FileRef* req, v1::
   return grpc::Status::OK;
 }
 
-grpc::Status DataService::Fsync(ServerContext* ctx, const v1::FsyncRequest* req,
+grpc::Status DataService::fsync(grpc::ServerContextBase* ctx, const v1::FsyncRequest* req,
                                 v1::ErrorReply* reply) {
   grpc::Status s;
   int err = 0;
@@ -454,7 +466,7 @@ grpc::Status DataService::Fsync(ServerContext* ctx, const v1::FsyncRequest* req,
   return error_reply(f->fsync(), reply);
 }
 
-grpc::Status DataService::Release(ServerContext* ctx, const v1::FileRef* req,
+grpc::Status DataService::release(grpc::ServerContextBase* ctx, const v1::FileRef* req,
                                   v1::ErrorReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
