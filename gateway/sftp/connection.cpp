@@ -102,7 +102,10 @@ bool Connection::handshake(std::string& error) {
           static_cast<uint8_t>(body[0]) == FXP_EXTENDED_REPLY) {
         PacketReader lr(std::string_view(body).substr(5));
         auto mp = lr.u64(), mr = lr.u64(), mw = lr.u64(), mh = lr.u64();
-        if (mp && mr && mw && mh) limits_ = {*mp, *mr, *mw, *mh};
+        if (mp && mr && mw && mh) {
+          limits_ = {*mp, *mr, *mw, *mh};
+          limits_from_server_ = true;
+        }
       }
     }
   }

@@ -57,6 +57,10 @@ class Connection {
   bool alive() const { return alive_.load(); }
   size_t in_flight() const { return in_flight_.load(); }
   const Limits& limits() const { return limits_; }
+  // True when a READ of at most limits().max_read bytes that comes back short has reached the end
+  // of the file: the server said its limits (limits@openssh.com), and OpenSSH's sftp-server, the
+  // one that does, answers a READ with one read(2), which on a regular file is short only there.
+  bool short_read_is_eof() const { return limits_from_server_; }
   bool has_extension(const std::string& name) const { return extensions_.count(name) > 0; }
   // The SSH implementation this connection runs on.
   SshTransport transport() const { return endpoint_.transport; }
@@ -110,6 +114,7 @@ class Connection {
   std::unique_ptr<ByteChannel> channel_;
   Endpoint endpoint_;
   Limits limits_;
+  bool limits_from_server_ = false;
   std::set<std::string> extensions_;
   int wake_fd_ = -1;
 
