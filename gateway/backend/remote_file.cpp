@@ -238,12 +238,6 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
       total += data->size();
       replies->push_back(std::move(*r));  // the body's bytes stay where they are
       if (got == p.len || data->empty()) break;
-      // A short reply from a server whose short reads mean the end of the file: no READ more
-      // (a small file costs one round trip, not two).
-      if (p.len <= p.handle.conn->limits().max_read && p.handle.conn->short_read_is_eof()) {
-        at_eof = true;
-        break;
-      }
       r = p.handle.conn->call(PacketWriter(FXP_READ)
                                   .str(p.handle.handle)
                                   .u64(p.off + got)
@@ -267,49 +261,33 @@ Result<uint32_t> RemoteFile::write(uint64_t offset, const SharedBytes& data) {
   // Reads that start from now on, and those after the write is acknowledged, fetch afresh.
   const std::string path = backend_->remote_path(rel_path());
   ReadCollapser::shared().detach(&backend_->pool(), path);
-  auto written = write_pipelined({Extent{offset, data}});
-  ReadCollapser::shared().detach(&backend_->pool(), path);
-  if (!written) return Result<uint32_t>::failure(written.error());
-  return static_cast<uint32_t>(*written);
-}
-
-Result<uint64_t> RemoteFile::write_extents(const std::vector<Extent>& extents) {
-  const std::string path = backend_->remote_path(rel_path());
-  ReadCollapser::shared().detach(&backend_->pool(), path);
-  auto written = write_pipelined(extents);
+  auto written = write_pipelined(offset, data);
   ReadCollapser::shared().detach(&backend_->pool(), path);
   return written;
 }
 
-Result<uint64_t> RemoteFile::write_pipelined(const std::vector<Extent>& extents) {
-  using R = Result<uint64_t>;
-  uint64_t total = 0;
-  for (const auto& e : extents) total += e.data.size();
-  if (total == 0) return static_cast<uint64_t>(0);
+Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, const SharedBytes& data) {
+  using R = Result<uint32_t>;
   // One connection takes the whole write: on an idle one the calling thread writes every chunk
   // and reads the answers itself (Connection::call_all), with no hand-off to an I/O thread. A
   // large write goes to the least busy connection: the mount keeps several in flight, each on a
   // connection of its own, so the pool works in parallel (a handle is opened there once per
   // file). A small one stays on a connection the file is open on already: an extra OPEN would
   // cost more than it saves. Appends stay on one connection, in order.
-  const bool large = total > (256u << 10);
+  const bool large = data.size() > (256u << 10);
   auto h = (flags_ & O_APPEND) || !large ? any_handle() : handle_on(backend_->pool().pick_slot());
   if (!h) h = any_handle();
   if (!h) return R::failure(h.error());
   const uint64_t chunk =
       std::max<uint64_t>(4096, std::min<uint64_t>(h->conn->limits().max_write, 1 << 20));
   // Each request's data is sent from the pieces themselves, never joined: call_all returns only
-  // once every request is answered. The server applies them in the order sent.
+  // once every request is answered.
   std::vector<Request> requests;
-  for (const auto& e : extents) {
-    for (uint64_t off = 0; off < e.data.size(); off += chunk) {
-      std::vector<std::string_view> parts;
-      e.data.view(off, chunk, parts);
-      requests.push_back(PacketWriter(FXP_WRITE)
-                             .str(h->handle)
-                             .u64(e.offset + off)
-                             .take_with_str(std::move(parts)));
-    }
+  for (uint64_t off = 0; off < data.size(); off += chunk) {
+    std::vector<std::string_view> parts;
+    data.view(off, chunk, parts);
+    requests.push_back(
+        PacketWriter(FXP_WRITE).str(h->handle).u64(offset + off).take_with_str(std::move(parts)));
   }
   backend_->pool().count_ops(1);
   auto replies = h->conn->call_all(std::move(requests));
@@ -333,8 +311,8 @@ Result<uint64_t> RemoteFile::write_pipelined(const std::vector<Extent>& extents)
   }
   if (failure) err = diagnose_failure(*backend_, FailedOp::write, rel_path());
   if (err) return R::failure(err);
-  backend_->pool().count_written(total);
-  return total;
+  backend_->pool().count_written(data.size());
+  return static_cast<uint32_t>(data.size());
 }
 
 Status RemoteFile::fsync() {

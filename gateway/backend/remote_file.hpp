@@ -42,8 +42,6 @@ class RemoteFile final : public BackendFile {
   // Writes all of `data`, its chunks pipelined on one connection (see write_pipelined); the
   // first error is returned. The pieces go to libssh as they are, never joined.
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override;
-  // Every extent's chunks in flight together on one connection, as write() sends one's.
-  Result<uint64_t> write_extents(const std::vector<Extent>& extents) override;
   Status fsync() override;
   Status truncate(uint64_t size) override;
   Result<sftp::Attrs> fstat() override;
@@ -62,7 +60,7 @@ class RemoteFile final : public BackendFile {
   Result<Handle> any_handle();
   // The SFTP requests behind read(), write() and truncate().
   Result<SharedBytes> fetch(uint64_t offset, uint32_t size);
-  Result<uint64_t> write_pipelined(const std::vector<Extent>& extents);
+  Result<uint32_t> write_pipelined(uint64_t offset, const SharedBytes& data);
   Status truncate_now(uint64_t size);
 
   std::shared_ptr<SftpBackend> backend_;

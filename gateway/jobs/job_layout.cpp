@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <cerrno>
 
 namespace skein {
@@ -26,17 +25,18 @@ class CountedFile final : public OpenFile {
   }
 
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override {
-    if (auto st = count_growth(offset + data.size()); !st)
-      return Result<uint32_t>::failure(st.error());
+    const uint64_t end = offset + data.size();
+    {
+      std::lock_guard lock(cell_->mu);
+      if (auto st = know_size(); !st) return Result<uint32_t>::failure(st.error());
+      if (end > cell_->size) {
+        if (!quota_->take_bytes(end - cell_->size)) return Result<uint32_t>::failure(EDQUOT);
+        cell_->size = end;
+      }
+    }
+    // Should the write fail, the count stays (it can only be high, never let usage pass the
+    // quota); the namespace's next recount corrects it.
     return inner_->write(offset, data);
-  }
-
-  // The extents' growth of the file is counted at once, up to the last byte any of them writes.
-  Result<uint64_t> write_extents(const std::vector<Extent>& extents) override {
-    uint64_t end = 0;
-    for (const auto& e : extents) end = std::max(end, e.offset + e.data.size());
-    if (auto st = count_growth(end); !st) return Result<uint64_t>::failure(st.error());
-    return inner_->write_extents(extents);
   }
 
   Status truncate(uint64_t size) override {
@@ -58,19 +58,6 @@ class CountedFile final : public OpenFile {
   void renamed(std::string new_rel) override { inner_->renamed(std::move(new_rel)); }
 
  private:
-  // Takes from the quota what a write reaching `end` adds to the file, or EDQUOT. Should the
-  // write fail, the count stays (it can only be high, never let usage pass the quota); the
-  // namespace's next recount corrects it.
-  Status count_growth(uint64_t end) {
-    std::lock_guard lock(cell_->mu);
-    if (auto st = know_size(); !st) return st;
-    if (end > cell_->size) {
-      if (!quota_->take_bytes(end - cell_->size)) return Status::failure(EDQUOT);
-      cell_->size = end;
-    }
-    return ok_status();
-  }
-
   // Caller holds cell_->mu.
   Status know_size() {
     if (cell_->known) return ok_status();

@@ -64,23 +64,6 @@ class OpenFile {
   // All of `data`, or an error with the real errno. The data comes in pieces (a received gRPC
   // message's slices), which are sent as they are, never joined.
   virtual Result<uint32_t> write(uint64_t offset, const SharedBytes& data) = 0;
-  // Writes at several offsets (none overlapping another), as one call of the mount brings them;
-  // the bytes of all, or the first error. This one writes them one after another; a file that
-  // can keep them in flight together overrides it.
-  struct Extent {
-    uint64_t offset = 0;
-    SharedBytes data;
-  };
-  virtual Result<uint64_t> write_extents(const std::vector<Extent>& extents) {
-    uint64_t written = 0;
-    for (const auto& e : extents) {
-      auto r = write(e.offset, e.data);
-      if (!r) return Result<uint64_t>::failure(r.error());
-      written += *r;
-      if (*r != e.data.size()) break;  // short: the caller sees fewer bytes than it sent
-    }
-    return written;
-  }
   virtual Status fsync() = 0;
   virtual Status truncate(uint64_t size) = 0;
   virtual Result<sftp::Attrs> fstat() = 0;

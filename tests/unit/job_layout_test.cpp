@@ -101,31 +101,6 @@ TEST(JobLayout, TwoHandlesOfOneFileCountItsGrowthOnce) {
   EXPECT_EQ(j.used(), 30u);
 }
 
-TEST(JobLayout, ExtentsOfOneCallCountTheirGrowthOnceAndAreRefusedWholeOverTheQuota) {
-  Job j(100);
-  auto f = j.create("/f");
-  // Three extents, the last reaching byte 60: 60 counted, every extent written.
-  std::vector<OpenFile::Extent> three = {{40, bytes(std::string(20, 'c'))},
-                                         {0, bytes(std::string(10, 'a'))},
-                                         {20, bytes(std::string(10, 'b'))}};
-  auto w = f->write_extents(three);
-  ASSERT_TRUE(w) << strerror(w.error());
-  EXPECT_EQ(*w, 40u);
-  EXPECT_EQ(j.used(), 60u);
-  auto back = f->read(0, 60);
-  ASSERT_TRUE(back);
-  EXPECT_EQ(back->flatten(), std::string(10, 'a') + std::string(10, '\0') + std::string(10, 'b') +
-                                 std::string(10, '\0') + std::string(20, 'c'));
-  // One extent past the quota refuses the whole call before any of it is written.
-  std::vector<OpenFile::Extent> over = {{0, bytes(std::string(5, 'x'))},
-                                        {95, bytes(std::string(10, 'y'))}};
-  auto refused = f->write_extents(over);
-  ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.error(), EDQUOT);
-  EXPECT_EQ(j.used(), 60u);
-  EXPECT_EQ(f->read(0, 1)->flatten(), "a") << "nothing of a refused call is written";
-}
-
 TEST(JobLayout, UnlinkTruncateOTruncAndAReplacingRenameGiveSpaceBack) {
   Job j(100);
   ASSERT_TRUE(j.create("/a")->write(0, bytes(std::string(40, 'a'))));
