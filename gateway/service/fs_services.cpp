@@ -381,9 +381,9 @@ grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
     reactor->Finish(grpc::Status(StatusCode::INVALID_ARGUMENT, "malformed WriteRequest"));
     return reactor;
   }
-  uint64_t bytes = data.size();
-  for (const auto& e : req.more()) bytes += e.data().size();
-  const bool small = bytes <= kInlineIoBytes;
+  // One small write may run inline; a call that carries several (random writes the mount
+  // gathered) makes a round trip for each, too long to hold a gRPC thread.
+  const bool small = req.more_size() == 0 && data.size() <= kInlineIoBytes;
   placement_.run(
       small, [this, ctx, reactor, response, req = std::move(req), data = std::move(data)] {
         v1::WriteReply reply;
@@ -411,23 +411,17 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     reply.set_error(err);
     return grpc::Status::OK;
   }
-  Result<uint64_t> r = static_cast<uint64_t>(0);
-  if (req.more_size() == 0) {
-    auto one = f->write(req.offset(), data);
-    r = one ? Result<uint64_t>(static_cast<uint64_t>(*one))
-            : Result<uint64_t>::failure(one.error());
-  } else {
-    // The extents, in order, in flight together where the file allows; the first failure ends
-    // the call. Their bytes live in the request, which outlives the writes.
-    std::vector<OpenFile::Extent> extents;
-    extents.reserve(req.more_size() + 1);
-    extents.push_back({req.offset(), data});
-    for (const auto& e : req.more())
-      extents.push_back({e.offset(), SharedBytes({std::string_view(e.data())}, nullptr)});
-    r = f->write_extents(extents);
+  auto r = f->write(req.offset(), data);
+  // The extents, in order, each whole before the next; the first failure ends the call. Their
+  // bytes live in the request, which outlives the writes.
+  uint64_t written = r ? *r : 0, expected = data.size();
+  for (int i = 0; r && written == expected && i < req.more_size(); ++i) {
+    const auto& e = req.more(i);
+    expected += e.data().size();
+    r = f->write(e.offset(), SharedBytes({std::string_view(e.data())}, nullptr));
+    if (r) written += *r;
   }
-  uint64_t written = r ? *r : 0;
-  if (r && written != total) r = Result<uint64_t>::failure(EIO);  // a short write
+  if (r && written != total) r = Result<uint32_t>::failure(EIO);  // a short write
   if (r) {
     reply.set_written(static_cast<uint32_t>(written));
     ns->count_written(written);

@@ -86,8 +86,8 @@ class NamespaceService final : public NamespaceCallbacks {
 // Read and Write are raw callback methods: their contents are framed by hand (as the mount does,
 // proto/wire/bulk_message), so that a Read's reply is sent from the fetched buffer and a Write's
 // contents go to the SFTP server from the received slices, neither copied by gRPC or protobuf.
-// Every call's work runs where CallPlacement puts it; large reads and writes, and fsync, which
-// may wait for a disk, always on the pool.
+// Every call's work runs where CallPlacement puts it; large reads and writes, writes of several
+// extents, and fsync, which may wait for a disk, always on the pool.
 using DataCallbacks = v1::Data::WithRawCallbackMethod_Read<v1::Data::WithRawCallbackMethod_Write<
     v1::Data::WithCallbackMethod_Open<v1::Data::WithCallbackMethod_Create<
         v1::Data::WithCallbackMethod_Flush<v1::Data::WithCallbackMethod_Fsync<
@@ -118,7 +118,7 @@ class DataService final : public DataCallbacks {
     return placement_.serve(c, true, [=, this] { return release(c, q, r); });
   }
 
-  // Reads and writes up to this size may run in the receiving thread; larger ones are bulk
+  // Reads and single writes up to this size may run in the receiving thread; larger ones are bulk
   // transfers, spread over several SFTP connections, and always go to the pool.
   static constexpr uint64_t kInlineIoBytes = 64u << 10;
 
