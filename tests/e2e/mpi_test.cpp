@@ -5,6 +5,7 @@
 // server is still seen. Bad input fails on every rank with an error from rank 0, within a timeout.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "control_socket.hpp"
 #include "fs_test_support.hpp"
 
 namespace skein::test {
@@ -261,6 +263,49 @@ TEST_F(MpiTest, PrefetchWarmsEveryNode) {
   }
   EXPECT_EQ(after - before, (long long)size);
   EXPECT_EQ(reread, after);
+}
+
+// The mount's fill command stores bytes only from a buffer the caller cannot shrink while the
+// mount reads it: no descriptor, a memfd without the F_SEAL_SHRINK seal and a plain file are
+// refused with a message, and the file's pages keep what the server has.
+TEST_F(MpiTest, AFillFromABufferThatIsNotASealedMemfdIsRefused) {
+  const std::string content = random_bytes(64u << 10, 11);
+  ASSERT_TRUE(write_file(cluster_->export_dir(0) + "/fill-buffer", content));
+  settle();
+  const std::string file = cluster_->mount(0) + "/srv0/fill-buffer";
+  const int open_fd = ::open(file.c_str(), O_RDONLY);  // fill needs the file open on the mount
+  ASSERT_GE(open_fd, 0);
+  struct stat st {};
+  ASSERT_EQ(::fstat(open_fd, &st), 0);
+  const std::string command =
+      "fill store " + std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
+      std::to_string(st.st_size) + " 0 " + std::to_string(st.st_size) + " 0 /srv0/fill-buffer";
+  const std::string dir = client::ControlSocket::default_dir();
+  auto ask = [&](int fd) {
+    std::string answer, error;
+    EXPECT_TRUE(client::ControlSocket::request(dir, cluster_->mount(0), command, answer, error, fd))
+        << error;
+    return answer;
+  };
+  const std::string garbage(content.size(), 'x');
+  EXPECT_NE(ask(-1).find("error: fill: no buffer"), std::string::npos);
+  const int unsealed = ::memfd_create("skein-test-unsealed", MFD_ALLOW_SEALING);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(::write(unsealed, garbage.data(), garbage.size()), (ssize_t)garbage.size());
+  EXPECT_NE(ask(unsealed).find("sealed against shrinking"), std::string::npos);
+  const std::string plain_path = make_test_dir("fill-buffer") + "/plain";
+  ASSERT_TRUE(write_file(plain_path, garbage));
+  const int plain = ::open(plain_path.c_str(), O_RDONLY);
+  ASSERT_GE(plain, 0);
+  EXPECT_NE(ask(plain).find("sealed against shrinking"), std::string::npos);
+  ::close(unsealed);
+  ::close(plain);
+  ::unlink(plain_path.c_str());
+  // What a reader gets is still the file's own content, not the refused buffers'.
+  std::string got(content.size(), '\0');
+  EXPECT_EQ(::pread(open_fd, got.data(), got.size(), 0), (ssize_t)got.size());
+  EXPECT_TRUE(got == content);
+  ::close(open_fd);
 }
 
 // The tree's listing with modes, types, symlink targets and mtimes (to the second: the mount's
