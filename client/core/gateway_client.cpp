@@ -409,11 +409,13 @@ Status GatewayClient::rmdir(const std::string& path) const {
   return reply ? ok_status() : Status::failure(reply.error());
 }
 
-Status GatewayClient::unlink(const std::string& path) const {
+Result<std::optional<FileAttr>> GatewayClient::unlink(const std::string& path) const {
   auto reply = stubs_->call<pb::ErrorReply>(options_, "Unlink", path, [&](auto* ctx, auto* out) {
     return stubs_->names->Unlink(ctx, path_request(options_.ns, path), out);
   });
-  return reply ? ok_status() : Status::failure(reply.error());
+  if (!reply) return Result<std::optional<FileAttr>>::failure(reply.error());
+  if (reply->has_parent_attr()) return std::optional<FileAttr>(from_proto(reply->parent_attr()));
+  return std::optional<FileAttr>();
 }
 
 Status GatewayClient::rename(const std::string& from, const std::string& to, uint32_t flags) const {

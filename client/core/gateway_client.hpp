@@ -127,7 +127,8 @@ class GatewayClient {
   Result<std::vector<DirEntry>> readdir(const std::string& path) const;
   Result<FileAttr> mkdir(const std::string& path, uint32_t mode) const;
   Status rmdir(const std::string& path) const;
-  Status unlink(const std::string& path) const;
+  // The directory's attributes right after the unlink when the gateway gave them, else nullopt.
+  Result<std::optional<FileAttr>> unlink(const std::string& path) const;
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE, as renameat2(2).
   Status rename(const std::string& from, const std::string& to, uint32_t flags) const;
   Result<FileAttr> symlink(const std::string& path, const std::string& target) const;

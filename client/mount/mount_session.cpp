@@ -69,7 +69,7 @@ void MountSession::forget_lookups(InodeNumber ino, uint64_t n) {
 // Removes a silly-renamed file whose last open on this mount has been closed.
 void MountSession::remove_hidden(const std::string& hidden) {
   (void)cache_.begin_mutation();
-  Status removed = gateway_.unlink(hidden);
+  auto removed = gateway_.unlink(hidden);
   if (auto dir = inodes_.find(parent_path(hidden))) cache_.dir_changed(*dir);
   if (!removed && removed.error() != ENOENT) {
     spdlog::warn("cannot remove {} (deleted while open): errno {}", hidden, removed.error());
@@ -286,7 +286,7 @@ Result<Entry> MountSession::link(InodeNumber ino, InodeNumber newparent, std::st
 Status MountSession::unlink(InodeNumber parent, std::string_view name) {
   auto path = child_path(parent, name);
   if (!path) return Status::failure(path.error());
-  (void)cache_.begin_mutation();
+  const CachePolicy::Mutation mutation = cache_.begin_mutation();
   auto hidden = hide_if_open(*path);
   cache_.dir_changed(parent);
   if (!hidden) return Status::failure(hidden.error());
@@ -294,13 +294,17 @@ Status MountSession::unlink(InodeNumber parent, std::string_view name) {
     cache_.names_unknown(parent);  // a hidden name took its place
     return ok_status();
   }
-  Status removed = gateway_.unlink(*path);
-  cache_.dir_changed(parent);
-  if (removed) {
-    inodes_.unlink(*path);
-    cache_.name_removed(parent, name);
-  }
-  return removed;
+  auto removed = gateway_.unlink(*path);
+  // The directory as the unlink left it, when the gateway said: the kernel, which drops its own
+  // copy of the directory's attributes after an unlink, gets them from here without a call.
+  if (removed && *removed)
+    cache_.post_op_attrs(parent, **removed, mutation);
+  else
+    cache_.dir_changed(parent);
+  if (!removed) return Status::failure(removed.error());
+  inodes_.unlink(*path);
+  cache_.name_removed(parent, name);
+  return ok_status();
 }
 
 Status MountSession::rmdir(InodeNumber parent, std::string_view name) {

@@ -52,6 +52,12 @@ class Backend {
   virtual Status mkdir(std::string_view rel, uint32_t mode) = 0;
   virtual Status rmdir(std::string_view rel) = 0;
   virtual Status unlink(std::string_view rel) = 0;
+  // unlink(), with the directory's attributes right after it where the backend gets them in the
+  // same round trip; nullopt where it does not.
+  virtual Result<std::optional<sftp::Attrs>> unlink_reporting_parent(std::string_view rel) {
+    if (auto st = unlink(rel); !st) return Result<std::optional<sftp::Attrs>>::failure(st.error());
+    return std::optional<sftp::Attrs>();
+  }
   // flags: 0 (replace what is at `to`, atomically), or RENAME_NOREPLACE (1).
   virtual Status rename(std::string_view from, std::string_view to, unsigned flags) = 0;
   // Makes `rel` a symlink holding `target` as it is (it is never followed here).

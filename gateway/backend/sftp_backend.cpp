@@ -347,6 +347,25 @@ Status SftpBackend::unlink(std::string_view rel) {
   return expect_status(std::move(r));
 }
 
+Result<std::optional<Attrs>> SftpBackend::unlink_reporting_parent(std::string_view rel) {
+  using R = Result<std::optional<Attrs>>;
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return R::failure(st.error());
+  auto conn = connection(pool().pick_slot());
+  if (!conn) return R::failure(conn.error());
+  // sftp-server answers in order: the LSTAT sees the directory as the REMOVE left it.
+  pool().count_ops(2);
+  auto replies = (*conn)->call_all(
+      {PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(),
+       PacketWriter(FXP_LSTAT).str(remote_path(parent_path(std::string(rel)))).take()});
+  auto code = status_code(replies[0]);
+  if (code && *code == FX_FAILURE)
+    return R::failure(diagnose_failure(*this, FailedOp::unlink, rel));
+  if (auto st = expect_status(std::move(replies[0])); !st) return R::failure(st.error());
+  auto dir = expect_attrs(std::move(replies[1]));
+  return dir ? std::optional<Attrs>(*dir) : std::nullopt;
+}
+
 Status SftpBackend::rename(std::string_view from, std::string_view to, unsigned flags) {
   // It can put a symlink (or a tree holding one) where a directory was: nothing else runs on
   // this server's paths meanwhile, and what was verified at either name is looked at again.

@@ -69,6 +69,8 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   Status mkdir(std::string_view rel, uint32_t mode) override;
   Status rmdir(std::string_view rel) override;
   Status unlink(std::string_view rel) override;
+  // The REMOVE and an LSTAT of the directory behind it on one connection: one round trip.
+  Result<std::optional<sftp::Attrs>> unlink_reporting_parent(std::string_view rel) override;
   // Uses posix-rename@openssh.com (atomic replace); without it a replacing rename is ENOTSUP.
   Status rename(std::string_view from, std::string_view to, unsigned flags) override;
   Status symlink(std::string_view target, std::string_view rel) override;

@@ -179,11 +179,24 @@ Status JobLayout::unlink(const std::string& rel) {
   auto a = inner_->getattr(rel);
   if (!a) return Status::failure(a.error());
   auto st = inner_->unlink(rel);
-  if (st) {
-    give_back(*a);
-    sizes_.removed(rel);
-  }
+  if (st) removed(rel, *a);
   return st;
+}
+
+Result<std::optional<sftp::Attrs>> JobLayout::unlink_reporting_parent(const std::string& rel) {
+  auto a = inner_->getattr(rel);
+  if (!a) return Result<std::optional<sftp::Attrs>>::failure(a.error());
+  auto r = inner_->unlink_reporting_parent(rel);
+  if (r) {
+    removed(rel, *a);
+    if (*r) *r = owned(**r);
+  }
+  return r;
+}
+
+void JobLayout::removed(const std::string& rel, const sftp::Attrs& attrs) {
+  give_back(attrs);
+  sizes_.removed(rel);
 }
 
 Status JobLayout::rename(const std::string& from, const std::string& to, unsigned flags) {

@@ -26,6 +26,7 @@ class JobLayout final : public Layout {
   Result<sftp::Attrs> mkdir(const std::string& rel, uint32_t mode) override;
   Status rmdir(const std::string& rel) override;
   Status unlink(const std::string& rel) override;
+  Result<std::optional<sftp::Attrs>> unlink_reporting_parent(const std::string& rel) override;
   Status rename(const std::string& from, const std::string& to, unsigned flags) override;
   Result<sftp::Attrs> symlink(const std::string& rel, const std::string& target) override;
   Result<std::string> readlink(const std::string& rel) override;
@@ -40,6 +41,8 @@ class JobLayout final : public Layout {
 
  private:
   sftp::Attrs owned(sftp::Attrs a) const;
+  // A file that was at `rel` with `attrs` is gone: its bytes and inode go back to the quota.
+  void removed(const std::string& rel, const sftp::Attrs& attrs);
   Result<sftp::Attrs> owned(Result<sftp::Attrs> r) const;
   // A writable handle that counts what its writes and truncations add or take away.
   std::shared_ptr<OpenFile> counted(std::shared_ptr<OpenFile> file, const std::string& rel,

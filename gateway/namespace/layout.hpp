@@ -90,6 +90,12 @@ class Layout {
   virtual Result<sftp::Attrs> mkdir(const std::string& rel, uint32_t mode) = 0;
   virtual Status rmdir(const std::string& rel) = 0;
   virtual Status unlink(const std::string& rel) = 0;
+  // unlink(), with the directory's attributes right after it where the layout gets them in the
+  // same round trip (NFS's post-op attributes); nullopt where it does not.
+  virtual Result<std::optional<sftp::Attrs>> unlink_reporting_parent(const std::string& rel) {
+    if (auto st = unlink(rel); !st) return Result<std::optional<sftp::Attrs>>::failure(st.error());
+    return std::optional<sftp::Attrs>();
+  }
   virtual Status rename(const std::string& from, const std::string& to, unsigned flags) = 0;
   virtual Result<sftp::Attrs> symlink(const std::string& rel, const std::string& target) = 0;
   virtual Result<std::string> readlink(const std::string& rel) = 0;

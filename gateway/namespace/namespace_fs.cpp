@@ -132,6 +132,14 @@ Status NamespaceFs::unlink(const std::string& vpath) {
   return t.mount->layout->unlink(t.rel);
 }
 
+Result<std::optional<sftp::Attrs>> NamespaceFs::unlink_reporting_parent(const std::string& vpath) {
+  using R = Result<std::optional<sftp::Attrs>>;
+  auto t = locate(vpath);
+  if (t.table->is_synthetic_dir(vpath)) return R::failure(EISDIR);
+  if (!t.mount) return R::failure(ENOENT);
+  return t.mount->layout->unlink_reporting_parent(t.rel);
+}
+
 Status NamespaceFs::rename(const std::string& from, const std::string& to, unsigned flags) {
   if (flags & ~1u) return Status::failure(EINVAL);  // RENAME_EXCHANGE cannot be done over SFTP
   auto f = locate(from);

@@ -47,6 +47,8 @@ class NamespaceFs {
   Result<sftp::Attrs> mkdir(const std::string& vpath, uint32_t mode);
   Status rmdir(const std::string& vpath);
   Status unlink(const std::string& vpath);
+  // unlink(), with the directory's attributes right after it where the layout got them with it.
+  Result<std::optional<sftp::Attrs>> unlink_reporting_parent(const std::string& vpath);
   Status rename(const std::string& from, const std::string& to, unsigned flags);
   Result<sftp::Attrs> symlink(const std::string& vpath, const std::string& target);
   Result<std::string> readlink(const std::string& vpath);

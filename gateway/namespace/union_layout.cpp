@@ -231,6 +231,14 @@ Status UnionLayout::unlink(const std::string& rel) {
   });
 }
 
+Result<std::optional<sftp::Attrs>> UnionLayout::unlink_reporting_parent(const std::string& rel) {
+  // One writable branch: its directory is the namespace's. Over several, the merged directory's
+  // attributes are not one server's: the mount asks again.
+  if (branches_.size() == 1 && branches_[0].writable())
+    return branches_[0].backend->unlink_reporting_parent(rel);
+  return Layout::unlink_reporting_parent(rel);
+}
+
 Status UnionLayout::rename(const std::string& from, const std::string& to, unsigned flags) {
   auto src = lookup_all(from);
   if (src.copies.empty()) return Status::failure(src.error);

@@ -31,6 +31,7 @@ class UnionLayout final : public Layout {
   Result<sftp::Attrs> mkdir(const std::string& rel, uint32_t mode) override;
   Status rmdir(const std::string& rel) override;
   Status unlink(const std::string& rel) override;
+  Result<std::optional<sftp::Attrs>> unlink_reporting_parent(const std::string& rel) override;
   Status rename(const std::string& from, const std::string& to, unsigned flags) override;
   Result<sftp::Attrs> symlink(const std::string& rel, const std::string& target) override;
   Result<std::string> readlink(const std::string& rel) override;

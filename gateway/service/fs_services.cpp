@@ -184,9 +184,17 @@ grpc::Status NamespaceService::unlink(grpc::ServerContextBase* ctx, const v1::Pa
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  auto st = t->ns->unlink(t->path);
-  if (st) changed(broker_, ctx, *t, Change::unlink, t->path);
-  return error_reply(st, reply);
+  auto r = t->ns->unlink_reporting_parent(t->path);
+  if (!r) {
+    reply->set_error(r.error());
+    return grpc::Status::OK;
+  }
+  changed(broker_, ctx, *t, Change::unlink, t->path);
+  if (*r) {
+    served(broker_, ctx, *t, parent_path(t->path), **r, false);
+    fill_attr(**r, reply->mutable_parent_attr());
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status NamespaceService::rename(grpc::ServerContextBase* ctx, const v1::RenameRequest* req,

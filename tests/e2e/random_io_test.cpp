@@ -411,6 +411,36 @@ TEST_P(RandomIo, ConcurrentRequestsOnOneGatewayHandleAllLand) {
   EXPECT_TRUE(server_view("shared") == want) << "the servers' copy differs";
 }
 
+TEST_P(RandomIo, AnUnlinkOnOneServerAnswersWithItsDirectoryAsItLeftIt) {
+  // The kernel drops its copy of a directory's attributes after an unlink; the gateway's answer
+  // carries them (an LSTAT behind the REMOVE), so the mount does not ask again. A striped file's
+  // directory is on every server: no one server's attributes are its, and none come back.
+  client::GatewayOptions opts;
+  opts.ns = "default";
+  opts.token = read_token(cluster_->token_file());
+  std::string tls_error;
+  auto channel = client::GatewayClient::connect(cluster_->env("SKEIN_GATEWAY"),
+                                                cluster_tls(*cluster_), tls_error);
+  ASSERT_TRUE(channel) << tls_error;
+  client::GatewayClient gw(channel, opts);
+  ASSERT_TRUE(write_file(m("doomed"), "x"));
+  const std::string path = "/" + GetParam().mount + "/" + rel_dir_ + "/doomed";
+  auto removed = gw.unlink(path);
+  ASSERT_TRUE(removed) << strerror(removed.error());
+  EXPECT_NE(::access(m("doomed").c_str(), F_OK), 0);
+  if (GetParam().striped) {
+    EXPECT_FALSE(*removed);
+    return;
+  }
+  ASSERT_TRUE(*removed);
+  struct stat dir;
+  ASSERT_EQ(::stat(exports()[0].c_str(), &dir), 0);
+  EXPECT_TRUE(S_ISDIR((*removed)->mode));
+  EXPECT_EQ((*removed)->mtime_ns / 1000000000, static_cast<int64_t>(dir.st_mtime));
+  EXPECT_EQ((*removed)->mode & 07777, dir.st_mode & 07777);
+  EXPECT_EQ(gw.unlink(path).error(), ENOENT) << "and a second unlink fails as before";
+}
+
 TEST_P(RandomIo, AppendsLandAtTheEndAcrossStripes) {
   std::string want;
   int fd = ::open(m("append").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);

@@ -123,6 +123,7 @@ class FakeGateway::Names final : public pb::Namespace::Service {
     --node->nlink;
     gw_.tree_.erase(req->path());
     gw_.touch_parent_locked(req->path());
+    fill_attr(gw_.find_locked(parent_path(req->path())), reply->mutable_parent_attr());
     return grpc::Status::OK;
   }
 

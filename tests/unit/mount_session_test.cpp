@@ -491,6 +491,22 @@ TEST_F(MountSessionTest, AnUnchangedDirectorysAttributesAreAnsweredByTheMount) {
   EXPECT_EQ(gw.calls("GetAttr"), 1);
 }
 
+TEST_F(MountSessionTest, AfterAnUnlinkTheDirectorysAttributesComeFromItsReply) {
+  cache.set_healthy(true);
+  gw.put_dir("/d");
+  gw.put_file("/d/f", "x");
+  InodeNumber d = looked_up("d");
+  ASSERT_TRUE(session.lookup(d, "f"));
+  auto before = session.getattr(d);
+  ASSERT_TRUE(before);
+  gw.reset_calls();
+  ASSERT_TRUE(session.unlink(d, "f"));
+  auto after = session.getattr(d);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(gw.calls("GetAttr"), 0) << "the unlink's reply said how it left the directory";
+  EXPECT_NE(after->attr.mtime_ns, before->attr.mtime_ns) << "and that is what the kernel is told";
+}
+
 TEST_F(MountSessionTest, RenameMovesTheInodesOfTheSubtree) {
   gw.put_dir("/a");
   gw.put_file("/a/x", "x");
