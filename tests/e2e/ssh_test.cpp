@@ -71,7 +71,9 @@ class SshServer {
                          "/authorized_keys\n" +
                          "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
                          "KbdInteractiveAuthentication no\nStrictModes no\nUsePAM no\n"
-                         "UseDNS no\nSubsystem sftp internal-sftp\nMaxSessions 50\n" +
+                         "UseDNS no\nSubsystem sftp internal-sftp\nMaxSessions 50\n"
+                         // A command's bash reads no ~/.bashrc (see deploy/skein-local).
+                         "SetEnv SHLVL=1\n" +
                          extra + "\n";
     for (auto& t : host_key_types) {
       const std::string key = dir_ + "/host_" + t;
