@@ -340,11 +340,14 @@ Status SftpBackend::rmdir(std::string_view rel) {
 Status SftpBackend::unlink(std::string_view rel) {
   auto hold = paths_->hold(PathGuard::Mode::shared);
   if (auto st = confine(rel); !st) return st;
-  auto r = pool().call(PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(), false);
-  auto code = status_code(r);
+  return removed(pool().call(PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(), false), rel);
+}
+
+Status SftpBackend::removed(Result<Reply> reply, std::string_view rel) {
+  auto code = status_code(reply);
   if (code && *code == FX_FAILURE)
     return Status::failure(diagnose_failure(*this, FailedOp::unlink, rel));
-  return expect_status(std::move(r));
+  return expect_status(std::move(reply));
 }
 
 Result<std::optional<Attrs>> SftpBackend::unlink_reporting_parent(std::string_view rel) {
@@ -358,10 +361,7 @@ Result<std::optional<Attrs>> SftpBackend::unlink_reporting_parent(std::string_vi
   auto replies = (*conn)->call_all(
       {PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(),
        PacketWriter(FXP_LSTAT).str(remote_path(parent_path(std::string(rel)))).take()});
-  auto code = status_code(replies[0]);
-  if (code && *code == FX_FAILURE)
-    return R::failure(diagnose_failure(*this, FailedOp::unlink, rel));
-  if (auto st = expect_status(std::move(replies[0])); !st) return R::failure(st.error());
+  if (auto st = removed(std::move(replies[0]), rel); !st) return R::failure(st.error());
   auto dir = expect_attrs(std::move(replies[1]));
   return dir ? std::optional<Attrs>(*dir) : std::nullopt;
 }

@@ -128,6 +128,8 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   Result<sftp::Reply> open_confined(sftp::Connection& conn, const std::string& rel, int flags,
                                     const sftp::Attrs& attrs, std::optional<sftp::Attrs>* lstat);
   Status expect_status(Result<sftp::Reply> r);
+  // A REMOVE's answer: the errno, with the cause of a generic failure asked of the server.
+  Status removed(Result<sftp::Reply> reply, std::string_view rel);
 
   std::shared_ptr<Server> server_;
   std::shared_ptr<PathGuard> paths_;

@@ -59,6 +59,17 @@ class RandomIo : public ::testing::TestWithParam<Place> {
   }
 
   std::string m(const std::string& name) const { return dir_ + "/" + name; }
+  // The mount's gateway client of the default namespace, for talking to the gateway directly.
+  std::unique_ptr<client::GatewayClient> gateway_client() const {
+    client::GatewayOptions opts;
+    opts.ns = "default";
+    opts.token = read_token(cluster_->token_file());
+    std::string tls_error;
+    auto channel = client::GatewayClient::connect(cluster_->env("SKEIN_GATEWAY"),
+                                                  cluster_tls(*cluster_), tls_error);
+    EXPECT_TRUE(channel) << tls_error;
+    return channel ? std::make_unique<client::GatewayClient>(channel, opts) : nullptr;
+  }
 
   // What the gateway's health says: as many backends up as it has.
   static bool all_backends_up() {
@@ -349,14 +360,9 @@ TEST_P(RandomIo, ConcurrentWritersToDisjointRangesAllLand) {
 TEST_P(RandomIo, ConcurrentRequestsOnOneGatewayHandleAllLand) {
   // The kernel serialises writes to one file, so talk to the gateway directly: many writes and
   // then many reads of one open file at once, unaligned, each touching one to three backends.
-  client::GatewayOptions opts;
-  opts.ns = "default";
-  opts.token = read_token(cluster_->token_file());
-  std::string tls_error;
-  auto channel = client::GatewayClient::connect(cluster_->env("SKEIN_GATEWAY"),
-                                                cluster_tls(*cluster_), tls_error);
-  ASSERT_TRUE(channel) << tls_error;
-  client::GatewayClient gw(channel, opts);
+  auto client = gateway_client();
+  ASSERT_TRUE(client);
+  client::GatewayClient& gw = *client;
   const std::string path = "/" + GetParam().mount + "/" + rel_dir_ + "/shared";
   auto opened = gw.create(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
   ASSERT_TRUE(opened) << strerror(opened.error());
@@ -415,14 +421,9 @@ TEST_P(RandomIo, AnUnlinkOnOneServerAnswersWithItsDirectoryAsItLeftIt) {
   // The kernel drops its copy of a directory's attributes after an unlink; the gateway's answer
   // carries them (an LSTAT behind the REMOVE), so the mount does not ask again. A striped file's
   // directory is on every server: no one server's attributes are its, and none come back.
-  client::GatewayOptions opts;
-  opts.ns = "default";
-  opts.token = read_token(cluster_->token_file());
-  std::string tls_error;
-  auto channel = client::GatewayClient::connect(cluster_->env("SKEIN_GATEWAY"),
-                                                cluster_tls(*cluster_), tls_error);
-  ASSERT_TRUE(channel) << tls_error;
-  client::GatewayClient gw(channel, opts);
+  auto client = gateway_client();
+  ASSERT_TRUE(client);
+  client::GatewayClient& gw = *client;
   ASSERT_TRUE(write_file(m("doomed"), "x"));
   const std::string path = "/" + GetParam().mount + "/" + rel_dir_ + "/doomed";
   auto removed = gw.unlink(path);
