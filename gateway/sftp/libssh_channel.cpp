@@ -213,6 +213,15 @@ bool LibsshChannel::write(std::string_view head, std::span<const std::string_vie
   return (gather.empty() || put(gather.data(), gather.size())) && ssh_is_connected(session_);
 }
 
+bool LibsshChannel::wants_write() const {
+  return (ssh_get_status(session_) & SSH_WRITE_PENDING) != 0;
+}
+
+bool LibsshChannel::flush() {
+  // One pass of libssh's poll (timeout 0): it sees the socket writable and writes its buffer.
+  return ssh_blocking_flush(session_, 0) != SSH_ERROR && ssh_is_connected(session_);
+}
+
 long LibsshChannel::read(char* dst, size_t n) {
   const int r = ssh_channel_read_nonblocking(channel_, dst, static_cast<uint32_t>(n), 0);
   if (r == SSH_AGAIN) return 0;

@@ -29,6 +29,11 @@ class LibsshChannel : public ByteChannel {
   bool write(std::string_view head, std::span<const std::string_view> pieces,
              Deadline deadline) override;
   long read(char* dst, size_t n) override;
+  // libssh writes what a read queued (the window adjustment that lets the server send more) only
+  // once its own poll has seen the socket writable; until then the bytes wait in its buffer, and
+  // the caller must poll for POLLOUT and flush, or the server stalls on a closed window.
+  bool wants_write() const override;
+  bool flush() override;
   std::string error() const override;
 
  private:
