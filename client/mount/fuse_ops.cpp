@@ -165,6 +165,11 @@ void skein_init(void* userdata, fuse_conn_info* conn) {
   // Without HANDLE_KILLPRIV the kernel clears setuid/setgid bits itself, through setattr.
   conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_SPLICE_READ |
                   FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+  // readdirplus for every chunk of a listing, not only the first (libfuse's default, "auto",
+  // lets the kernel fall back to plain readdir unless lookups came between chunks): the
+  // gateway's listing carries every entry's attributes anyway (SFTP's READDIR does), so the
+  // stat(2) of each name that follows a listing (ls -l, find, cp -r, rsync) costs no call.
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   spdlog::info("FUSE session initialised: protocol {}.{}, max_write {}", conn->proto_major,
                conn->proto_minor, conn->max_write);
   // Coherence starts with the session: invalidations make sense only once the kernel is there.

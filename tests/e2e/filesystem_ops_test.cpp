@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -277,6 +278,83 @@ TEST_F(FilesystemOps, WritesToSynthesisedRootAreRefused) {
   std::string at_root = cluster_->mount() + "/not-a-server";
   EXPECT_EQ(SKEIN_ERRNO_OF(::mkdir(at_root.c_str(), 0755)), EACCES);
   EXPECT_EQ(SKEIN_ERRNO_OF(::open(at_root.c_str(), O_WRONLY | O_CREAT, 0644)), EACCES);
+}
+
+// SFTP requests the gateway has sent to server `i` (skeinctl's per-backend "ops"), or -1.
+long backend_ops(const LocalCluster& cluster, int i) {
+  std::string out;
+  if (run_command(cluster.admin_env() + build_dir() + "/client/skeinctl --gateway " +
+                      cluster.env("SKEIN_GATEWAY") + " --json backends list 2>/dev/null",
+                  &out) != 0)
+    return -1;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (j.is_discarded() || !j.contains("backends")) return -1;
+  for (auto& b : j["backends"])
+    if (b["name"] == "srv" + std::to_string(i)) return b["ops"].get<long>();
+  return -1;
+}
+
+// The mount forgets what it cached (names, attributes, pages), as after a remount.
+bool drop_mount_caches(const LocalCluster& cluster) {
+  return run_command(build_dir() + "/client/skein-mount --drop-caches " + cluster.mount() +
+                     " >/dev/null 2>&1") == 0;
+}
+
+// The SFTP requests server 0 gets while `work` runs, on a cold mount that has listed `dir`, in the
+// quietest of three rounds: files just made on the server bring the remote watcher's events
+// (invalidations, at once correct and late) into the first round.
+template <typename Work>
+long quietest_round(const LocalCluster& cluster, const std::string& dir, Work work) {
+  long least = -1;
+  for (int round = 0; round < 3; ++round) {
+    if (round > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (!drop_mount_caches(cluster)) return -1;
+    list_names(dir);
+    const long before = backend_ops(cluster, 0);
+    if (!work()) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // releases go out unwaited
+    const long after = backend_ops(cluster, 0);
+    if (before < 0 || after < 0) return -1;
+    if (least < 0 || after - before < least) least = after - before;
+  }
+  return least;
+}
+
+TEST_F(FilesystemOps, TheStatsThatFollowAListingCostNoCall) {
+  // Far more entries than one readdirplus reply holds (~30): every chunk must carry attributes,
+  // not only the first, or each stat(2) after it (ls -l, find, cp -r, rsync) is a LOOKUP.
+  constexpr int kFiles = 600;
+  for (int i = 0; i < kFiles; ++i)
+    ASSERT_TRUE(write_file(s("f" + std::to_string(i)), std::string(static_cast<size_t>(i), 'x')));
+  const long ops = quietest_round(*cluster_, dir_, [&] {
+    for (int i = 0; i < kFiles; ++i) {
+      struct stat st;
+      if (::lstat(m("f" + std::to_string(i)).c_str(), &st) != 0 || st.st_size != i ||
+          !S_ISREG(st.st_mode))
+        return false;
+    }
+    return true;
+  });
+  ASSERT_GE(ops, 0) << "a stat failed or gave other attributes than the server's";
+  // One LSTAT a name without the listing's attributes; a few for what else runs meanwhile.
+  EXPECT_LT(ops, 30) << "stat(2) after a listing went to the server";
+}
+
+TEST_F(FilesystemOps, TheFirstReadOfAFileOpenedForReadingIsOneOpenAndOneRead) {
+  // An open for reading of a file whose attributes the mount holds costs no call; its first read
+  // has the gateway open it by path: LSTAT and OPEN in one round trip, then the READ, and the
+  // CLOSE at release: 4 requests a file (5 when the open first looked the name up).
+  constexpr int kFiles = 50;
+  for (int i = 0; i < kFiles; ++i)
+    ASSERT_TRUE(write_file(s("r" + std::to_string(i)), "content " + std::to_string(i)));
+  const long ops = quietest_round(*cluster_, dir_, [&] {
+    for (int i = 0; i < kFiles; ++i)
+      if (read_file(m("r" + std::to_string(i))) != "content " + std::to_string(i)) return false;
+    return true;
+  });
+  ASSERT_GE(ops, 0) << "a file read back other bytes than the server holds";
+  EXPECT_GE(ops * 10 / kFiles, 30) << ops << " requests: fewer than an open and a read a file";
+  EXPECT_LE(ops * 10 / kFiles, 44) << ops << " requests: more than LSTAT+OPEN, READ and CLOSE";
 }
 
 // Small files through two mounts of one server, both answering lookups of absent names where they
