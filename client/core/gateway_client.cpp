@@ -501,11 +501,13 @@ Result<OpenedFile> GatewayClient::create(const std::string& path, uint32_t flags
   return opened;
 }
 
-Result<std::string> GatewayClient::read(const FileRef& file, uint64_t offset, uint32_t size) const {
+Result<std::string> GatewayClient::read(const FileRef& file, uint64_t offset, uint32_t size,
+                                        bool whole_file) const {
   pb::ReadRequest req;
   to_proto(options_.ns, file, req.mutable_file());
   req.set_offset(offset);
   req.set_size(size);
+  req.set_whole_file(whole_file);
   auto reply = stubs_->call<pb::ReadReply>(options_, "Read", file.path, [&](auto* ctx, auto* out) {
     return stubs_->data->Read(ctx, req, out);
   });

@@ -138,8 +138,9 @@ class GatewayClient {
 
   Result<OpenedFile> open(const std::string& path, uint32_t flags) const;
   Result<OpenedFile> create(const std::string& path, uint32_t flags, uint32_t mode) const;
-  // Returns fewer bytes than asked only at end of file.
-  Result<std::string> read(const FileRef& file, uint64_t offset, uint32_t size) const;
+  // Returns fewer bytes than asked only at end of file. `whole_file`: see ReadRequest.whole_file.
+  Result<std::string> read(const FileRef& file, uint64_t offset, uint32_t size,
+                           bool whole_file = false) const;
   Result<uint32_t> write(const FileRef& file, uint64_t offset, std::string_view data) const;
   Status fsync(const FileRef& file, bool datasync) const;
   Status release(const FileRef& file) const;

@@ -91,19 +91,28 @@ std::unique_ptr<DataPath::File> DataPath::open(InodeNumber ino, const GatewayCli
   return file;
 }
 
+namespace {
+Result<ReadData> read_data(Result<std::string> got) {
+  if (!got) return Result<ReadData>::failure(got.error());
+  auto buffer = std::make_shared<std::string>(got.take());
+  ReadData out;
+  out.size = buffer->size();
+  out.pieces.emplace_back(*buffer);
+  out.held.push_back(std::move(buffer));
+  return out;
+}
+}  // namespace
+
+Result<ReadData> DataPath::read_whole(File& file, const FileRef& ref, uint32_t size) {
+  Inode& inode = *file.inode_;
+  if (inode.writes && !inode.writes->idle()) inode.writes->settle();
+  return read_data(file.gateway_.read(ref, 0, size, /*whole_file=*/true));
+}
+
 Result<ReadData> DataPath::read(File& file, const FileRef& ref, uint64_t offset, uint32_t size) {
   Inode& inode = *file.inode_;
   if (inode.writes && !inode.writes->idle()) inode.writes->settle();
-  if (!file.read_ahead_) {
-    auto got = file.gateway_.read(ref, offset, size);
-    if (!got) return Result<ReadData>::failure(got.error());
-    auto buffer = std::make_shared<std::string>(got.take());
-    ReadData out;
-    out.size = buffer->size();
-    out.pieces.emplace_back(*buffer);
-    out.held.push_back(std::move(buffer));
-    return out;
-  }
+  if (!file.read_ahead_) return read_data(file.gateway_.read(ref, offset, size));
   const GatewayClient& gateway = file.gateway_;
   return file.read_ahead_->read(
       offset, size,

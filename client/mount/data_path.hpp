@@ -72,6 +72,9 @@ class DataPath {
                              uint64_t size);
   // The file's bytes at [offset, offset + size), fewer only at end of file.
   Result<ReadData> read(File& file, const FileRef& ref, uint64_t offset, uint32_t size);
+  // The file's first `size` bytes in one call that leaves the gateway holding no handle
+  // (ReadRequest.whole_file), past the read-ahead: for a deferred open's read of a whole file.
+  Result<ReadData> read_whole(File& file, const FileRef& ref, uint32_t size);
   // Takes the write (the bytes are copied); an earlier write's error may come back instead.
   // On success `taken` has run, exactly once, as soon as the bytes were safe here: before they
   // went to the gateway, with write-behind.

@@ -358,6 +358,7 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags)
   if (!opened) return Result<Opened>::failure(opened.error());
   auto file = std::make_unique<FileHandle>(opened->handle, flags, *path);
   file->gateway_knows.store(!deferred, std::memory_order_relaxed);
+  if (deferred) file->deferred_size = opened->attr.size;
   file->data = data_.open(ino, gateway_, flags, opened->attr.size);
   // Close-to-open: pages survive only if the file is as this mount's last open saw it, and the
   // kernel's attributes are dropped if the gateway's (fresh) ones differ from what it was told.
@@ -424,6 +425,14 @@ void MountSession::create_not_received(Created created) {
 
 Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t offset,
                                     uint32_t size) {
+  // The first read of a deferred open that takes the whole file (cat, cp, a stage-in of small
+  // files): the gateway opens, reads and closes it for this call, so the handle stays unknown to
+  // it and the release makes no call. A later read names the handle and opens it for keeps.
+  if (offset == 0 && file.deferred_size && size >= *file.deferred_size &&
+      !file.gateway_knows.load(std::memory_order_relaxed))
+    return data_.read_whole(
+        *file.data,
+        FileRef{inodes_.last_path_of(ino).value_or(file.path), file.gw_handle, file.flags}, size);
   return data_.read(*file.data, file_ref(ino, file), offset, size);
 }
 

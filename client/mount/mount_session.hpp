@@ -55,6 +55,10 @@ struct FileHandle {
   std::unique_ptr<DataPath::File> data;  // its read-ahead and write-behind
   // False while the open is deferred and no call has named the handle yet: nothing to release.
   mutable std::atomic<bool> gateway_knows{true};
+  // A deferred open's size of the file (from the attributes it was opened with): a first read of
+  // at least this many bytes from offset 0 reads the whole file in one call that leaves the
+  // gateway holding nothing (ReadRequest.whole_file).
+  std::optional<uint64_t> deferred_size;
 };
 
 // An open directory: its whole listing, fetched at the first readdir that reaches this mount;

@@ -250,17 +250,8 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
     }
     reopening_.emplace(handle, opening.get_future().share());
   }
-  // Soft state: re-open by path, never creating or truncating.
-  R r = R::failure(ENOENT);
-  if (t.mount) {
-    auto f = t.mount->layout->open(t.rel, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
-    r = f ? R(std::move(*f)) : R::failure(f.error());
-    // The client holds the file open: not found while one of its servers is down means it is on
-    // that server, out of reach, not gone.
-    if (!r && r.error() == ENOENT)
-      for (auto& b : t.mount->layout->backends())
-        if (!b->up()) r = R::failure(EIO);
-  }
+  // Soft state: re-open by path.
+  R r = reopen(t, flags);
   {
     std::lock_guard lock(files_mu_);
     if (r) files_.emplace(handle, *r);
@@ -268,6 +259,41 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   }
   opening.set_value(r);
   return r;
+}
+
+Result<std::shared_ptr<OpenFile>> NamespaceFs::reopen(const Located& at, int flags) {
+  using R = Result<std::shared_ptr<OpenFile>>;
+  if (!at.mount) return R::failure(ENOENT);
+  auto f = at.mount->layout->open(at.rel, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
+  if (f) return std::move(*f);
+  // The client holds the file open: not found while one of its servers is down means it is on
+  // that server, out of reach, not gone.
+  if (f.error() == ENOENT)
+    for (auto& b : at.mount->layout->backends())
+      if (!b->up()) return R::failure(EIO);
+  return R::failure(f.error());
+}
+
+Result<std::shared_ptr<OpenFile>> NamespaceFs::file_for_one_read(uint64_t handle,
+                                                                 const std::string& vpath,
+                                                                 bool& just_opened) {
+  auto t = locate(vpath);
+  just_opened = false;
+  {
+    std::unique_lock lock(files_mu_);
+    auto it = files_.find(handle);
+    if (it != files_.end()) {
+      if (t.mount && t.rel != it->second->rel_path()) it->second->renamed(t.rel);
+      return it->second;
+    }
+    if (reopening_.count(handle)) {  // another read is opening it for keeps: use that
+      lock.unlock();
+      return file(handle, vpath, O_RDONLY);
+    }
+  }
+  auto f = reopen(t, O_RDONLY);
+  just_opened = f.ok();
+  return f;
 }
 
 Status NamespaceFs::release(uint64_t handle) {

@@ -67,6 +67,11 @@ class NamespaceFs {
   Result<Opened> open(const std::string& vpath, int flags);
   Result<Opened> create(const std::string& vpath, int flags, uint32_t mode);
   Result<std::shared_ptr<OpenFile>> file(uint64_t handle, const std::string& vpath, int flags);
+  // For a mount's read of a whole file it opened without a call: the open file `handle` names if
+  // the gateway holds it (`just_opened` false), else `vpath` opened for reading for this one use
+  // and not kept (`just_opened` true: the caller closes it).
+  Result<std::shared_ptr<OpenFile>> file_for_one_read(uint64_t handle, const std::string& vpath,
+                                                      bool& just_opened);
   Status release(uint64_t handle);
   size_t open_files() const;
 
@@ -101,6 +106,8 @@ class NamespaceFs {
   Located locate(const std::string& vpath) const;
   sftp::Attrs synthetic_dir_attrs() const;
   uint64_t register_file(std::shared_ptr<OpenFile> file);
+  // Opens `at` by path for a handle the gateway does not hold: never creating or truncating.
+  Result<std::shared_ptr<OpenFile>> reopen(const Located& at, int flags);
 
   std::string name_;
   mutable std::mutex credential_mu_;  // guards credential_

@@ -348,23 +348,42 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
   placement_.run(small, [this, ctx, reactor, response, req = std::move(req)] {
     v1::ReadReply head;
     SharedBytes data;
-    grpc::Status s = read(ctx, req, head, data);
+    std::shared_ptr<OpenFile> one_read;
+    grpc::Status s = read(ctx, req, head, data, one_read);
     if (s.ok())
       *response =
           wire::serialize_with_bytes(head, v1::ReadReply::kDataFieldNumber, std::move(data));
     reactor->Finish(s);
+    // A file opened for this read alone: closed once the reply is on its way.
+    if (one_read) (void)one_read->close();
   });
   return reactor;
 }
 
 grpc::Status DataService::read(grpc::ServerContextBase* ctx, const v1::ReadRequest& req,
-                               v1::ReadReply& reply, SharedBytes& data) {
+                               v1::ReadReply& reply, SharedBytes& data,
+                               std::shared_ptr<OpenFile>& one_read) {
   if (req.size() > kMaxIoSize)
     return grpc::Status(StatusCode::INVALID_ARGUMENT, "read size over 1 MiB");
   grpc::Status s;
   int err = 0;
   std::shared_ptr<NamespaceFs> ns;
-  auto f = open_file(registry_, ctx, req.file(), s, err, &ns);
+  std::shared_ptr<OpenFile> f;
+  if (req.whole_file() && (req.file().flags() & O_ACCMODE) == O_RDONLY) {
+    auto t = resolve(registry_, ctx, req.file().ns(), req.file().path(), s);
+    if (!t) return s;
+    ns = t->ns;
+    bool just_opened = false;
+    auto got = ns->file_for_one_read(req.file().handle(), t->path, just_opened);
+    if (got) {
+      f = *got;
+      if (just_opened) one_read = f;
+    } else {
+      err = got.error();
+    }
+  } else {
+    f = open_file(registry_, ctx, req.file(), s, err, &ns);
+  }
   if (!f) {
     if (!s.ok()) return s;
     reply.set_error(err);

@@ -129,7 +129,10 @@ class DataService final : public DataCallbacks {
   grpc::Status flush(Base*, const v1::FileRef*, v1::ErrorReply*);
   grpc::Status fsync(Base*, const v1::FsyncRequest*, v1::ErrorReply*);
   grpc::Status release(Base*, const v1::FileRef*, v1::ErrorReply*);
-  grpc::Status read(Base* ctx, const v1::ReadRequest& req, v1::ReadReply& reply, SharedBytes& data);
+  // `one_read`: set to a file opened for this read alone (ReadRequest.whole_file), which the
+  // caller closes after replying.
+  grpc::Status read(Base* ctx, const v1::ReadRequest& req, v1::ReadReply& reply, SharedBytes& data,
+                    std::shared_ptr<OpenFile>& one_read);
   grpc::Status write(Base* ctx, const v1::WriteRequest& req, const SharedBytes& data,
                      v1::WriteReply& reply);
 

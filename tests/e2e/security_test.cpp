@@ -354,6 +354,39 @@ TEST_F(Security, TheLastComponentIsNeverFollowed) {
   EXPECT_TRUE(exists(outside() + "/secret"));
 }
 
+TEST_F(Security, AWholeFileReadByPathNeedsTheTokenAndFollowsNoSymlink) {
+  // ReadRequest.whole_file opens the file by path for that one read: the same checks as any open.
+  ASSERT_EQ(::symlink((outside() + "/secret").c_str(), server("wlink").c_str()), 0);
+  write_file(server("plain"), "inside the export\n");
+  auto read_whole = [&](const std::string& path, const char* token, pb::ReadReply& reply) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token);
+    pb::ReadRequest req;
+    req.mutable_file()->set_ns("default");
+    req.mutable_file()->set_path(path);
+    req.mutable_file()->set_handle(0x5eed5eed5eedULL);  // never handed out
+    req.mutable_file()->set_flags(O_RDONLY);
+    req.set_size(4096);
+    req.set_whole_file(true);
+    return data_->Read(&ctx, req, &reply);
+  };
+  pb::ReadReply reply;
+  EXPECT_EQ(read_whole(vpath("plain"), nullptr, reply).error_code(), StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(reply.data().empty());
+  reply.Clear();
+  EXPECT_EQ(read_whole(vpath("plain"), "not-the-token", reply).error_code(),
+            StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(reply.data().empty());
+  reply.Clear();
+  ASSERT_TRUE(read_whole(vpath("wlink"), token_.c_str(), reply).ok());
+  EXPECT_EQ(reply.error(), ELOOP);
+  EXPECT_TRUE(reply.data().empty()) << "a file outside the export was read";
+  reply.Clear();
+  ASSERT_TRUE(read_whole(vpath("plain"), token_.c_str(), reply).ok());
+  EXPECT_EQ(reply.error(), 0);
+  EXPECT_EQ(reply.data(), "inside the export\n");
+}
+
 TEST_F(Security, ARaceOfRenamesAndSymlinksThroughTheApiCannotLeadOutside) {
   // One client swaps a directory for a symlink to the outside and back, as fast as it can;
   // another creates and opens files through the directory at the same time. The gateway must
