@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -159,11 +160,19 @@ class Counter {
   MPI_Win win_;
 };
 
+// A piece of work: a chunk of a large file, or a few whole small files (one claim of the shared
+// counter for several files: on a busy node each claim costs an MPI round trip).
 struct Unit {
-  std::size_t item;
-  uint64_t chunk;  // for chunked files; whole files: 0
-  bool whole;
+  std::vector<std::size_t> items;  // one for a chunk
+  uint64_t chunk = 0;              // for chunked files; whole files: 0
+  bool whole = true;
 };
+
+// Files of a unit of whole files: enough that the counter is not claimed per file, few enough
+// that every rank gets several units to balance with (at most 32 files or 16 MiB).
+std::size_t files_per_unit(std::size_t files, int ranks) {
+  return std::clamp<std::size_t>(files / (static_cast<std::size_t>(ranks) * 8), 1, 32);
+}
 
 }  // namespace
 
@@ -181,6 +190,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   // Rank 0 lists the source, makes the directories and symlinks, and finds what is done.
   std::vector<Item> items;
   std::vector<std::string> packed, units_packed;
+  std::vector<std::size_t> whole_files;  // rank 0: the files copied whole, to put into units
   uint64_t skipped_files = 0, skipped_bytes = 0;
   std::string mine;
   if (rank == 0) {
@@ -206,7 +216,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         ++skipped_files;
         skipped_bytes += i.size;
       } else if (i.size <= chunk) {
-        units_packed.push_back(std::to_string(k) + " 0 w");
+        whole_files.push_back(k);
       } else {
         // A large file: chunks written in place into DST/.NAME.skein-partial, each recorded in
         // DST/.NAME.skein-partial.chunks (a header naming the source's version, then one byte
@@ -241,10 +251,21 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
           if (old[header.size() + c] == '1') {
             skipped_bytes += std::min<uint64_t>(chunk, i.size - c * chunk);
           } else {
-            units_packed.push_back(std::to_string(k) + " " + std::to_string(c) + " c");
+            units_packed.push_back("c " + std::to_string(k) + " " + std::to_string(c));
           }
         }
       }
+    }
+    const std::size_t per_unit = files_per_unit(whole_files.size(), size);
+    for (std::size_t at = 0; at < whole_files.size();) {
+      std::string unit = "w";
+      uint64_t bytes = 0;
+      for (std::size_t n = 0;
+           at < whole_files.size() && n < per_unit && (n == 0 || bytes < (16u << 20)); ++n) {
+        unit += " " + std::to_string(whole_files[at]);
+        bytes += items[whole_files[at++]].size;
+      }
+      units_packed.push_back(std::move(unit));
     }
     for (auto& i : items) packed.push_back(pack(i));
   }
@@ -259,11 +280,19 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     for (auto& p : packed) items.push_back(unpack(p));
   std::vector<Unit> units;
   for (auto& u : units_packed) {
-    std::size_t k = 0;
-    unsigned long long c = 0;
+    std::istringstream in(u);
     char kind = 'w';
-    std::sscanf(u.c_str(), "%zu %llu %c", &k, &c, &kind);
-    units.push_back({k, c, kind == 'w'});
+    in >> kind;
+    Unit unit;
+    unit.whole = kind == 'w';
+    if (unit.whole) {
+      for (std::size_t k; in >> k;) unit.items.push_back(k);
+    } else {
+      std::size_t k = 0;
+      in >> k >> unit.chunk;
+      unit.items.push_back(k);
+    }
+    units.push_back(std::move(unit));
   }
 
   // Every rank takes units off the shared counter until none are left.
@@ -273,51 +302,63 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     Counter counter(comm);
     std::string buf;
     auto last_progress = std::chrono::steady_clock::now();
-    for (long long u; (u = counter.next()) < (long long)units.size();) {
-      const Unit& unit = units[std::size_t(u)];
-      const Item& i = items[unit.item];
+    // One whole file: copied to DST/.NAME.skein-partial, renamed once complete.
+    auto copy_whole = [&](const Item& i) {
       const std::string s = src + i.rel, d = dst + i.rel;
       std::string err;
       int in = ::open(s.c_str(), O_RDONLY | O_CLOEXEC);
-      if (in < 0) err = errno_text(s);
-      if (err.empty() && unit.whole) {
-        const std::string part = partial_of(dst, i.rel, kPartial);
-        int out = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (out < 0) err = errno_text(part);
-        if (err.empty()) err = copy_range(in, out, 0, i.size, buf, i.rel);
-        timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
-        if (err.empty() && (::fchmod(out, i.mode) != 0 || ::futimens(out, t) != 0))
-          err = errno_text(part);
-        if (out >= 0 && ::close(out) != 0 && err.empty()) err = errno_text(part);
-        if (err.empty() && ::rename(part.c_str(), d.c_str()) != 0) err = errno_text(d);
-        if (err.empty()) {
-          moved += i.size;
-          ++files_done;
-        } else {
-          ::unlink(part.c_str());
-        }
-      } else if (err.empty()) {
-        const std::string part = partial_of(dst, i.rel, kPartial);
-        const std::string rec = partial_of(dst, i.rel, kRecord);
-        const uint64_t off = unit.chunk * chunk;
-        const uint64_t len = std::min<uint64_t>(chunk, i.size - off);
-        int out = ::open(part.c_str(), O_WRONLY | O_CLOEXEC);
-        if (out < 0) err = errno_text(part);
-        if (err.empty()) err = copy_range(in, out, off, len, buf, i.rel);
-        if (err.empty() && ::fdatasync(out) != 0) err = errno_text(part);
-        if (out >= 0) ::close(out);
-        if (err.empty()) {
-          const std::string header = std::to_string(i.size) + " " + std::to_string(i.mtime_ns) +
-                                     " " + std::to_string(chunk) + "\n";
-          int r = ::open(rec.c_str(), O_WRONLY | O_CLOEXEC);
-          if (r < 0 || ::pwrite(r, "1", 1, static_cast<off_t>(header.size() + unit.chunk)) != 1)
-            err = errno_text(rec);
-          if (r >= 0) ::close(r);
-        }
-        if (err.empty()) moved += len;
+      if (in < 0) return errno_text(s);
+      const std::string part = partial_of(dst, i.rel, kPartial);
+      int out = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (out < 0) err = errno_text(part);
+      if (err.empty()) err = copy_range(in, out, 0, i.size, buf, i.rel);
+      timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
+      if (err.empty() && (::fchmod(out, i.mode) != 0 || ::futimens(out, t) != 0))
+        err = errno_text(part);
+      if (out >= 0 && ::close(out) != 0 && err.empty()) err = errno_text(part);
+      if (err.empty() && ::rename(part.c_str(), d.c_str()) != 0) err = errno_text(d);
+      if (err.empty()) {
+        moved += i.size;
+        ++files_done;
+      } else if (out >= 0) {
+        ::unlink(part.c_str());
       }
-      if (in >= 0) ::close(in);
-      if (!err.empty()) failed.push_back(i.rel + ": " + err);
+      ::close(in);
+      return err;
+    };
+    // One chunk of a large file: written in place into DST/.NAME.skein-partial, then recorded.
+    auto copy_chunk = [&](const Item& i, uint64_t c) {
+      const std::string s = src + i.rel;
+      int in = ::open(s.c_str(), O_RDONLY | O_CLOEXEC);
+      if (in < 0) return errno_text(s);
+      std::string err;
+      const std::string part = partial_of(dst, i.rel, kPartial);
+      const std::string rec = partial_of(dst, i.rel, kRecord);
+      const uint64_t off = c * chunk;
+      const uint64_t len = std::min<uint64_t>(chunk, i.size - off);
+      int out = ::open(part.c_str(), O_WRONLY | O_CLOEXEC);
+      if (out < 0) err = errno_text(part);
+      if (err.empty()) err = copy_range(in, out, off, len, buf, i.rel);
+      if (err.empty() && ::fdatasync(out) != 0) err = errno_text(part);
+      if (out >= 0) ::close(out);
+      if (err.empty()) {
+        const std::string header = std::to_string(i.size) + " " + std::to_string(i.mtime_ns) + " " +
+                                   std::to_string(chunk) + "\n";
+        int r = ::open(rec.c_str(), O_WRONLY | O_CLOEXEC);
+        if (r < 0 || ::pwrite(r, "1", 1, static_cast<off_t>(header.size() + c)) != 1)
+          err = errno_text(rec);
+        if (r >= 0) ::close(r);
+      }
+      if (err.empty()) moved += len;
+      ::close(in);
+      return err;
+    };
+    for (long long u; (u = counter.next()) < (long long)units.size();) {
+      const Unit& unit = units[std::size_t(u)];
+      for (std::size_t k : unit.items) {
+        std::string err = unit.whole ? copy_whole(items[k]) : copy_chunk(items[k], unit.chunk);
+        if (!err.empty()) failed.push_back(items[k].rel + ": " + err);
+      }
       if (rank == 0 && std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(1)) {
         last_progress = std::chrono::steady_clock::now();
         const bool tty = ::isatty(1) != 0;
