@@ -285,6 +285,7 @@ class FakeGateway::Data final : public pb::Data::Service {
   grpc::Status Read(ServerContext*, const pb::ReadRequest* req, pb::ReadReply* reply) override {
     std::lock_guard lock(gw_.mu_);
     gw_.count_locked("Read");
+    if (req->whole_file()) gw_.count_locked("Read.whole_file");
     if (int e = gw_.failure_locked("Read", req->file().path())) return Names::error(reply, e);
     auto node = node_of(req->file());
     if (!node) return Names::error(reply, ENOENT);

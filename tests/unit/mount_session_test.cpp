@@ -297,17 +297,29 @@ TEST_F(MountSessionTest, OpensForReadingOfCurrentFilesAreDeferredToTheFirstRead)
   EXPECT_NE(unread->gw_handle, 0u);
   session.release(f, std::move(unread));
 
+  // Read whole from offset 0: one call in which the gateway opens, reads and closes the file.
   auto file = opened(f, O_RDONLY);
   ASSERT_TRUE(file);
   EXPECT_EQ(gw.calls("Open"), 0);
   auto read = session.read(f, *file, 0, 100);
   ASSERT_TRUE(read) << read.error();
   EXPECT_EQ(read->size, 8u);
-  EXPECT_GE(gw.calls("Read"), 1);
+  EXPECT_EQ(gw.calls("Read"), 1);
+  EXPECT_EQ(gw.calls("Read.whole_file"), 1);
   session.release(f, std::move(file));
+
+  // Read in part: the call names the handle, which the gateway then holds until the release.
+  auto part = opened(f, O_RDONLY);
+  ASSERT_TRUE(part);
+  auto some = session.read(f, *part, 2, 3);
+  ASSERT_TRUE(some) << some.error();
+  EXPECT_EQ(some->size, 3u);
+  EXPECT_EQ(gw.calls("Read.whole_file"), 1);
+  session.release(f, std::move(part));
   for (int i = 0; i < 500 && gw.calls("Release") < 1; ++i) std::this_thread::sleep_for(10ms);
   std::this_thread::sleep_for(100ms);  // an unread open's release would have come by now
-  EXPECT_EQ(gw.calls("Release"), 1) << "only the open the gateway saw is released";
+  EXPECT_EQ(gw.calls("Release"), 1)
+      << "only the open the gateway holds is released: not the unread one, nor the one read whole";
 
   // Not for a file some server user might not be allowed to read, nor for writing.
   auto priv = opened(p, O_RDONLY);
