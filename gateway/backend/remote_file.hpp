@@ -12,6 +12,13 @@
 
 namespace skein {
 
+// The connection (of `slots`) that run `run` of a file is read on: the sum of the run number's
+// digits in base `slots`, modulo `slots`. Consecutive runs go to different connections (one
+// stream keeps them all busy), and so do runs a power of `slots` apart: readers that split one
+// file into equal parts (skein-mpi's 64 MiB chunks are 16 runs of 4 MiB) would otherwise all read
+// on one connection, one server process, at the same time.
+size_t slot_for_run(uint64_t run, size_t slots);
+
 // An open file on one backend. It holds one SFTP handle per pool connection it uses, opened on
 // demand, so large reads and writes spread over the pool; a handle lost with its connection is
 // re-opened by path (never with O_CREAT, O_EXCL or O_TRUNC again).
