@@ -280,18 +280,25 @@ TEST_F(FilesystemOps, WritesToSynthesisedRootAreRefused) {
   EXPECT_EQ(SKEIN_ERRNO_OF(::open(at_root.c_str(), O_WRONLY | O_CREAT, 0644)), EACCES);
 }
 
-// SFTP requests the gateway has sent to server `i` (skeinctl's per-backend "ops"), or -1.
-long backend_ops(const LocalCluster& cluster, int i) {
+// A number of one row of `skeinctl --json LIST`: the row of `list` ("backends", "namespaces")
+// whose name is `name`, its field `field`; -1 when skeinctl fails or there is no such row.
+long skeinctl_number(const LocalCluster& cluster, const std::string& list, const std::string& name,
+                     const std::string& field) {
   std::string out;
   if (run_command(cluster.admin_env() + build_dir() + "/client/skeinctl --gateway " +
-                      cluster.env("SKEIN_GATEWAY") + " --json backends list 2>/dev/null",
+                      cluster.env("SKEIN_GATEWAY") + " --json " + list + " list 2>/dev/null",
                   &out) != 0)
     return -1;
   auto j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded() || !j.contains("backends")) return -1;
-  for (auto& b : j["backends"])
-    if (b["name"] == "srv" + std::to_string(i)) return b["ops"].get<long>();
+  if (j.is_discarded() || !j.contains(list)) return -1;
+  for (auto& row : j[list])
+    if (row["name"] == name) return row[field].get<long>();
   return -1;
+}
+
+// SFTP requests the gateway has sent to server `i` (skeinctl's per-backend "ops"), or -1.
+long backend_ops(const LocalCluster& cluster, int i) {
+  return skeinctl_number(cluster, "backends", "srv" + std::to_string(i), "ops");
 }
 
 // The mount forgets what it cached (names, attributes, pages), as after a remount.
@@ -359,16 +366,7 @@ TEST_F(FilesystemOps, TheFirstReadOfAFileOpenedForReadingIsOneOpenAndOneRead) {
 
 // The files the gateway holds open for the default namespace (skeinctl's open_files), or -1.
 long gateway_open_files(const LocalCluster& cluster) {
-  std::string out;
-  if (run_command(cluster.admin_env() + build_dir() + "/client/skeinctl --gateway " +
-                      cluster.env("SKEIN_GATEWAY") + " --json namespaces list 2>/dev/null",
-                  &out) != 0)
-    return -1;
-  auto j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded() || !j.contains("namespaces")) return -1;
-  for (auto& n : j["namespaces"])
-    if (n["name"] == "default") return n["open_files"].get<long>();
-  return -1;
+  return skeinctl_number(cluster, "namespaces", "default", "open_files");
 }
 
 TEST_F(FilesystemOps, AWholeFileReadOfAFileOpenedWithoutACallLeavesNoHandleAtTheGateway) {
