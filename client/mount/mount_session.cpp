@@ -45,6 +45,11 @@ Result<std::string> MountSession::child_path(InodeNumber parent, std::string_vie
 // and one whose name was removed keeps its last path.
 FileRef MountSession::file_ref(InodeNumber ino, const FileHandle& file) const {
   file.gateway_knows.store(true, std::memory_order_relaxed);  // the caller sends it
+  return unnamed_ref(ino, file);
+}
+
+// The same, for a call that leaves the gateway holding no handle (ReadRequest.whole_file).
+FileRef MountSession::unnamed_ref(InodeNumber ino, const FileHandle& file) const {
   return FileRef{inodes_.last_path_of(ino).value_or(file.path), file.gw_handle, file.flags};
 }
 
@@ -430,9 +435,7 @@ Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t 
   // it and the release makes no call. A later read names the handle and opens it for keeps.
   if (offset == 0 && file.deferred_size && size >= *file.deferred_size &&
       !file.gateway_knows.load(std::memory_order_relaxed))
-    return data_.read_whole(
-        *file.data,
-        FileRef{inodes_.last_path_of(ino).value_or(file.path), file.gw_handle, file.flags}, size);
+    return data_.read_whole(*file.data, unnamed_ref(ino, file), size);
   return data_.read(*file.data, file_ref(ino, file), offset, size);
 }
 

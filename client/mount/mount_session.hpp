@@ -194,6 +194,7 @@ class MountSession {
   Result<std::string> child_path(InodeNumber parent, std::string_view name) const;
   // The file as a call to the gateway names it; from then on the gateway knows the handle.
   FileRef file_ref(InodeNumber ino, const FileHandle& file) const;
+  FileRef unnamed_ref(InodeNumber ino, const FileHandle& file) const;
   // When an open may skip the gateway (see FileHandle): the attributes to answer it with.
   std::optional<FileAttr> deferrable_open(InodeNumber ino, uint32_t flags) const;
   // A fresh handle for a deferred open.

@@ -277,21 +277,15 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::reopen(const Located& at, int fla
 Result<std::shared_ptr<OpenFile>> NamespaceFs::file_for_one_read(uint64_t handle,
                                                                  const std::string& vpath,
                                                                  bool& just_opened) {
-  auto t = locate(vpath);
   just_opened = false;
+  bool held;
   {
-    std::unique_lock lock(files_mu_);
-    auto it = files_.find(handle);
-    if (it != files_.end()) {
-      if (t.mount && t.rel != it->second->rel_path()) it->second->renamed(t.rel);
-      return it->second;
-    }
-    if (reopening_.count(handle)) {  // another read is opening it for keeps: use that
-      lock.unlock();
-      return file(handle, vpath, O_RDONLY);
-    }
+    std::lock_guard lock(files_mu_);
+    held = files_.count(handle) || reopening_.count(handle);
   }
-  auto f = reopen(t, O_RDONLY);
+  // A handle the gateway holds, or is opening for keeps for another read: read through that.
+  if (held) return file(handle, vpath, O_RDONLY);
+  auto f = reopen(locate(vpath), O_RDONLY);
   just_opened = f.ok();
   return f;
 }

@@ -318,18 +318,25 @@ grpc::Status DataService::create(grpc::ServerContextBase* ctx, const v1::OpenReq
 
 namespace {
 // The open file a FileRef names, re-opened by path when the gateway no longer has it.
-// `ns`, when given, is set to the file's namespace.
+// `ns`, when given, is set to the file's namespace. `one_read`, when given for a file opened for
+// reading (ReadRequest.whole_file), lets an unknown handle be opened for this use alone: it is
+// then set to the file, which the caller closes.
 std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, grpc::ServerContextBase* ctx,
                                     const v1::FileRef& ref, grpc::Status& s, int& err,
-                                    std::shared_ptr<NamespaceFs>* ns = nullptr) {
+                                    std::shared_ptr<NamespaceFs>* ns = nullptr,
+                                    std::shared_ptr<OpenFile>* one_read = nullptr) {
   auto t = resolve(reg, ctx, ref.ns(), ref.path(), s);
   if (!t) return nullptr;
   if (ns) *ns = t->ns;
-  auto f = t->ns->file(ref.handle(), t->path, static_cast<int>(ref.flags()));
+  bool just_opened = false;
+  auto f = one_read && (ref.flags() & O_ACCMODE) == O_RDONLY
+               ? t->ns->file_for_one_read(ref.handle(), t->path, just_opened)
+               : t->ns->file(ref.handle(), t->path, static_cast<int>(ref.flags()));
   if (!f) {
     err = f.error();
     return nullptr;
   }
+  if (just_opened) *one_read = *f;
   return *f;
 }
 }  // namespace
@@ -368,22 +375,8 @@ grpc::Status DataService::read(grpc::ServerContextBase* ctx, const v1::ReadReque
   grpc::Status s;
   int err = 0;
   std::shared_ptr<NamespaceFs> ns;
-  std::shared_ptr<OpenFile> f;
-  if (req.whole_file() && (req.file().flags() & O_ACCMODE) == O_RDONLY) {
-    auto t = resolve(registry_, ctx, req.file().ns(), req.file().path(), s);
-    if (!t) return s;
-    ns = t->ns;
-    bool just_opened = false;
-    auto got = ns->file_for_one_read(req.file().handle(), t->path, just_opened);
-    if (got) {
-      f = *got;
-      if (just_opened) one_read = f;
-    } else {
-      err = got.error();
-    }
-  } else {
-    f = open_file(registry_, ctx, req.file(), s, err, &ns);
-  }
+  auto f =
+      open_file(registry_, ctx, req.file(), s, err, &ns, req.whole_file() ? &one_read : nullptr);
   if (!f) {
     if (!s.ok()) return s;
     reply.set_error(err);
