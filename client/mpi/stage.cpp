@@ -160,6 +160,13 @@ class Counter {
   MPI_Win win_;
 };
 
+// The first line of DST/.NAME.skein-partial.chunks: the source's version and the chunk size the
+// record is for (a rerun resumes only from a record of the same).
+std::string record_header(const Item& i, uint64_t chunk) {
+  return std::to_string(i.size) + " " + std::to_string(i.mtime_ns) + " " + std::to_string(chunk) +
+         "\n";
+}
+
 // A piece of work: a chunk of a large file, or a few whole small files (one claim of the shared
 // counter for several files: on a busy node each claim costs an MPI round trip).
 struct Unit {
@@ -224,8 +231,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         const uint64_t n = (i.size + chunk - 1) / chunk;
         const std::string part = partial_of(dst, i.rel, kPartial);
         const std::string rec = partial_of(dst, i.rel, kRecord);
-        const std::string header = std::to_string(i.size) + " " + std::to_string(i.mtime_ns) + " " +
-                                   std::to_string(chunk) + "\n";
+        const std::string header = record_header(i, chunk);
         std::string old;
         if (FILE* f = std::fopen(rec.c_str(), "rb")) {
           char b[4096];
@@ -342,8 +348,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       if (err.empty() && ::fdatasync(out) != 0) err = errno_text(part);
       if (out >= 0) ::close(out);
       if (err.empty()) {
-        const std::string header = std::to_string(i.size) + " " + std::to_string(i.mtime_ns) + " " +
-                                   std::to_string(chunk) + "\n";
+        const std::string header = record_header(i, chunk);
         int r = ::open(rec.c_str(), O_WRONLY | O_CLOEXEC);
         if (r < 0 || ::pwrite(r, "1", 1, static_cast<off_t>(header.size() + c)) != 1)
           err = errno_text(rec);
