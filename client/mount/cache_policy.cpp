@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 namespace skein::client {
 
 double CachePolicy::timeout(Ticket t) const {
@@ -40,10 +42,10 @@ void CachePolicy::sent_attrs(InodeNumber ino, const FileAttr& attr, Ticket t) {
 
 CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, int64_t mtime_ns,
                                               uint64_t size) {
-  const uint64_t now = state_.load(std::memory_order_acquire);
-  const bool kept = healthy_throughout(now, t);
   OpenDecision decision;
   std::lock_guard lock(mu_);
+  // Read under the lock: an invalidation of `ino` bumps the state and records `ino` in one hold.
+  const bool kept = open_unspoilt(state_.load(std::memory_order_acquire), t, ino);
   Known& k = known_[ino];
   decision.refresh_attrs = !k.sent || k.sent_mtime_ns != mtime_ns || k.sent_size != size;
   decision.keep_cache = kept && k.opened && k.open_mtime_ns == mtime_ns && k.open_size == size;
@@ -204,17 +206,34 @@ void CachePolicy::forget(InodeNumber ino) {
 
 void CachePolicy::bump() { state_.fetch_add(2, std::memory_order_acq_rel); }
 
+void CachePolicy::bump_all_locked() {
+  all_invalidated_ = state_.fetch_add(2, std::memory_order_acq_rel) + 2;
+}
+
+bool CachePolicy::open_unspoilt(uint64_t now, Ticket t, InodeNumber ino) const {
+  if (healthy_throughout(now, t)) return true;
+  if ((now & 1) == 0 || (t.word_ & 1) == 0) return false;
+  if (all_invalidated_ > t.word_ || invalidated_floor_ > t.word_) return false;
+  for (const Invalidated& i : invalidated_) {
+    if (i.ino == ino && i.epoch > t.word_) return false;
+  }
+  return true;
+}
+
 void CachePolicy::invalidating() { bump(); }
 
 void CachePolicy::invalidating(InodeNumber ino) {
-  bump();
   std::lock_guard lock(mu_);
+  Invalidated& slot = invalidated_[invalidated_next_];
+  invalidated_floor_ = std::max(invalidated_floor_, slot.epoch);
+  slot = Invalidated{state_.fetch_add(2, std::memory_order_acq_rel) + 2, ino};
+  invalidated_next_ = (invalidated_next_ + 1) % invalidated_.size();
   known_.erase(ino);
 }
 
 void CachePolicy::invalidating_all() {
-  bump();
   std::lock_guard lock(mu_);
+  bump_all_locked();
   known_.clear();
 }
 
@@ -222,9 +241,9 @@ void CachePolicy::set_servers_watched(bool watched) {
   if (servers_watched_.exchange(watched, std::memory_order_acq_rel) == watched || !watched) return;
   // What was fetched while a server's change could go unreported may be out of date: neither it
   // nor a reply on its way now is current.
-  bump();
   const bool keep_names = options_.know_names == Options::KnowNames::kAlways;
   std::lock_guard lock(mu_);
+  bump_all_locked();
   for (auto& [ino, k] : known_) {
     k.file_attrs.reset();
     if (!keep_names) k.names.reset();
@@ -233,11 +252,13 @@ void CachePolicy::set_servers_watched(bool watched) {
 
 void CachePolicy::set_healthy(bool healthy) {
   if (!healthy) servers_watched_.store(false, std::memory_order_release);
+  std::lock_guard lock(mu_);
   uint64_t old = state_.load(std::memory_order_acquire);
   uint64_t next;
   do {
     next = ((old | 1) + 2) - (healthy ? 0 : 1);
   } while (!state_.compare_exchange_weak(old, next, std::memory_order_acq_rel));
+  all_invalidated_ = next;
 }
 
 }  // namespace skein::client

@@ -84,8 +84,10 @@ class CachePolicy {
   // dir_attrs) if the stream was healthy throughout.
   void sent_attrs(InodeNumber ino, const FileAttr& attr, Ticket t);
   // An open of `ino` (begun at `t`) got these attributes from the gateway. Keeps the page cache
-  // when healthy throughout and the file's mtime and size are those of this mount's previous open
-  // of it; asks for an attribute refresh when they differ from what the kernel was last told.
+  // when the stream stayed healthy, no invalidation of `ino` came since `t` (the reply may predate
+  // the change it announced; invalidations of other files do not count, see open_unspoilt), and
+  // the file's mtime and size are those of this mount's previous open of it; asks for an
+  // attribute refresh when they differ from what the kernel was last told.
   OpenDecision opened(Ticket t, InodeNumber ino, int64_t mtime_ns, uint64_t size);
 
   // Whether this mount's last open of `ino` saw these mtime and size with a healthy stream and no
@@ -191,6 +193,14 @@ class CachePolicy {
 
   // Bumps the epoch, keeping the healthy bit.
   void bump();
+  // The epoch after a bump that drops everything (a change of the stream's state, every inode
+  // invalidated): no open in flight across it keeps pages. Under mu_.
+  void bump_all_locked();
+  // Whether an open of `ino` that took `t` may keep pages, the state being `now`: healthy, and
+  // since `t` no invalidation of `ino` and none of everything. A reply is suspect only for what
+  // was invalidated while it was on its way; an open resolves its inode before it takes its
+  // ticket, so an invalidation of its path names that inode. Under mu_.
+  bool open_unspoilt(uint64_t now, Ticket t, InodeNumber ino) const;
   // Whether state `now` is the one ticket `t` was taken in, healthy: no invalidation, loss or
   // renewal of the stream since.
   static bool healthy_throughout(uint64_t now, Ticket t) {
@@ -205,6 +215,17 @@ class CachePolicy {
   // Lock order: a leaf; never held across a gateway call, a notify or a fuse_reply_*.
   mutable std::mutex mu_;
   std::unordered_map<InodeNumber, Known> known_;  // guarded by mu_
+  // The last invalidations of single inodes, with the epoch each made (a ring; guarded by mu_),
+  // for open_unspoilt. An open whose ticket is older than the oldest one kept keeps nothing.
+  struct Invalidated {
+    uint64_t epoch = 0;
+    InodeNumber ino = 0;
+  };
+  static constexpr std::size_t kInvalidationsKept = 1024;
+  std::vector<Invalidated> invalidated_ = std::vector<Invalidated>(kInvalidationsKept);
+  std::size_t invalidated_next_ = 0;  // guarded by mu_
+  uint64_t invalidated_floor_ = 0;    // guarded by mu_; the epoch of the last one overwritten
+  uint64_t all_invalidated_ = 0;      // guarded by mu_; the epoch of the last bump_all_locked
 };
 
 }  // namespace skein::client

@@ -149,7 +149,7 @@ TEST(CachePolicy, OpenMatchesOnlyTheVersionTheLastOpenSawUntilAnInvalidation) {
   EXPECT_FALSE(policy.open_matches(7, 1000, 10));
   // An open that overlapped an invalidation is no basis either.
   auto t = policy.ticket();
-  policy.invalidating();
+  policy.invalidating(7);
   policy.opened(t, 7, 1000, 10);
   EXPECT_FALSE(policy.open_matches(7, 1000, 10));
   policy.opened(policy.ticket(), 7, 1000, 10);
@@ -178,8 +178,63 @@ TEST(CachePolicy, OpenOverlappingAnInvalidationKeepsNothingNowOrNextTime) {
   policy.opened(policy.ticket(), 7, 1000, 10);
   auto ticket = policy.ticket();
   policy.invalidating();
+  policy.invalidating(7);
   EXPECT_FALSE(policy.opened(ticket, 7, 1000, 10).keep_cache);
   EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 10).keep_cache);
+  EXPECT_TRUE(policy.opened(policy.ticket(), 7, 1000, 10).keep_cache);
+  // Recorded by an open that overlapped the invalidation, the version is no basis either.
+  ticket = policy.ticket();
+  policy.invalidating(7);
+  policy.opened(ticket, 7, 1000, 10);
+  EXPECT_FALSE(policy.open_matches(7, 1000, 10));
+  EXPECT_FALSE(policy.opened(policy.ticket(), 7, 1000, 10).keep_cache);
+}
+
+// On a cluster where other mounts write all the time, invalidations of other files arrive during
+// nearly every open; they say nothing about this file's pages.
+TEST(CachePolicy, OpenOverlappingInvalidationsOfOtherFilesKeepsThePages) {
+  HealthyPolicy policy;
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  auto ticket = policy.ticket();
+  policy.invalidating();  // a batch of invalidations begins
+  policy.invalidating(8);
+  policy.invalidating(9);
+  EXPECT_TRUE(policy.opened(ticket, 7, 1000, 10).keep_cache);
+  EXPECT_TRUE(policy.open_matches(7, 1000, 10));
+  // ... but not the entries and attributes replied meanwhile (a lookup's path may be new).
+  EXPECT_EQ(policy.timeout(ticket), 0.0);
+}
+
+TEST(CachePolicy, OpenOverlappingADropOfEverythingOrOfTheStreamKeepsNoPages) {
+  HealthyPolicy policy;
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  auto ticket = policy.ticket();
+  policy.invalidating_all();
+  EXPECT_FALSE(policy.opened(ticket, 7, 1000, 10).keep_cache);
+
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  ticket = policy.ticket();
+  policy.set_healthy(false);
+  policy.set_healthy(true);
+  EXPECT_FALSE(policy.opened(ticket, 7, 1000, 10).keep_cache);
+
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  ticket = policy.ticket();
+  policy.set_servers_watched(true);
+  EXPECT_FALSE(policy.opened(ticket, 7, 1000, 10).keep_cache);
+}
+
+TEST(CachePolicy, OpenOlderThanTheInvalidationsRememberedKeepsNoPages) {
+  HealthyPolicy policy;
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  auto ticket = policy.ticket();
+  // More invalidations of other inodes than are remembered: one of 7 may have been among them.
+  for (InodeNumber i = 100; i < 100 + 2000; ++i) policy.invalidating(i);
+  EXPECT_FALSE(policy.opened(ticket, 7, 1000, 10).keep_cache);
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  ticket = policy.ticket();
+  for (InodeNumber i = 100; i < 100 + 500; ++i) policy.invalidating(i);
+  EXPECT_TRUE(policy.opened(ticket, 7, 1000, 10).keep_cache);
 }
 
 TEST(CachePolicy, OpenAsksForAttributeRefreshWhenTheKernelWasToldOtherwise) {
