@@ -4,7 +4,12 @@
 // and random I/O"); not part of tests/run.
 //
 //   call_latency --gateway HOST:PORT --token-file F (--ca-file F [--cert-file F --key-file F] |
-//                --insecure) [--namespace NS] [--count N] [--read] PATH
+//                --insecure) [--namespace NS] [--count N] [--read | --create] PATH
+//
+// --create: PATH is a directory; creates PATH/call-latency-N (each released without waiting,
+// as a mount's close does), then removes them, and reports both.
+#include <fcntl.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -22,6 +27,7 @@ int main(int argc, char** argv) {
   skein::wire::ClientTls tls;
   int count = 2000;
   bool read = false;
+  bool create = false;
   app.add_option("--gateway", gateway, "HOST:PORT")->required();
   app.add_option("--token-file", token_file, "the namespace's token (mode 0600)")->required();
   app.add_option("--ca-file", tls.ca_file);
@@ -31,6 +37,8 @@ int main(int argc, char** argv) {
   app.add_option("--namespace", ns);
   app.add_option("--count", count, "calls to time")->check(CLI::PositiveNumber);
   app.add_flag("--read", read, "4 KiB Reads at random offsets of PATH instead of GetAttr");
+  app.add_flag("--create", create, "create files in directory PATH, then remove them")
+      ->excludes("--read");
   app.add_option("path", path, "a path of the namespace")->required();
   CLI11_PARSE(app, argc, argv);
 
@@ -51,6 +59,31 @@ int main(int argc, char** argv) {
   if (read && !attr) {
     std::fprintf(stderr, "call_latency: %s: %s\n", path.c_str(), std::strerror(attr.error()));
     return 1;
+  }
+  if (create) {
+    int failed = 0;
+    auto start = std::chrono::steady_clock::now();
+    auto per_call = [&] {
+      const auto now = std::chrono::steady_clock::now();
+      const double us = std::chrono::duration<double, std::micro>(now - start).count() / count;
+      start = now;
+      return us;
+    };
+    const auto name = [&](int i) { return path + "/call-latency-" + std::to_string(i); };
+    for (int i = 0; i < count; ++i) {
+      auto made = client.create(name(i), O_WRONLY | O_CREAT | O_EXCL, 0644);
+      if (made) {
+        client.release_async({name(i), made->handle, O_WRONLY});
+      } else {
+        ++failed;
+      }
+    }
+    const double create_us = per_call();
+    for (int i = 0; i < count; ++i) failed += client.unlink(name(i)) ? 0 : 1;
+    const double unlink_us = per_call();
+    std::printf("create %s/*: %d calls, %.0f us per call; unlink %.0f us per call (%d failed)\n",
+                path.c_str(), count, create_us, unlink_us, failed);
+    return failed == 0 ? 0 : 1;
   }
   skein::client::FileRef file{path, 0, 0};
   if (read) {
