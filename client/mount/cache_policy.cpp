@@ -126,8 +126,28 @@ std::optional<FileAttr> CachePolicy::current_attrs(InodeNumber ino) const {
 
 void CachePolicy::wrote(InodeNumber ino) {
   std::lock_guard lock(mu_);
+  Known& k = known_[ino];
+  ++k.writes;
+  k.file_attrs.reset();
+}
+
+uint64_t CachePolicy::writes(InodeNumber ino) const {
+  std::lock_guard lock(mu_);
   auto it = known_.find(ino);
-  if (it != known_.end()) it->second.file_attrs.reset();
+  return it == known_.end() ? 0 : it->second.writes;
+}
+
+void CachePolicy::opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes) {
+  if (!options_.deferred_open || !S_ISREG(attr.mode) ||
+      !servers_watched_.load(std::memory_order_acquire))
+    return;
+  std::lock_guard lock(mu_);
+  if (!open_unspoilt(state_.load(std::memory_order_acquire), t, ino)) return;
+  auto it = known_.find(ino);
+  // Forgotten meanwhile (an invalidation, a forget) or written: a write count of 0 is right
+  // only for an inode that was never written, which has no entry to lose.
+  if ((it == known_.end() ? 0 : it->second.writes) != writes) return;
+  known_[ino].file_attrs = attr;
 }
 
 uint64_t CachePolicy::names_changes(InodeNumber dir) const {

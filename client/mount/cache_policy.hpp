@@ -127,8 +127,19 @@ class CachePolicy {
   // still exists, so an open for reading may skip the gateway (the gateway opens it at the first
   // read, by path); nothing without the deferred_open option.
   std::optional<FileAttr> current_attrs(InodeNumber ino) const;
-  // This mount is about to write `ino` or change its attributes: what was kept of them is stale.
+  // This mount is about to write `ino` or change its attributes or links, or has just done so:
+  // what was kept of them is stale. Called before the change is sent and again once it is
+  // queued or answered, so that attributes fetched meanwhile are not taken (opened_attrs).
   void wrote(InodeNumber ino);
+  // How often wrote(ino) was called: taken before an open asks the gateway.
+  uint64_t writes(InodeNumber ino) const;
+  // The attributes an open of the regular file `ino` got from the gateway (the server's, taken
+  // with the OPEN), the open having taken `t` and `writes` before it asked, with no write of this
+  // mount's in flight then. Kept as current (current_attrs) under sent_attrs's conditions if no
+  // invalidation of `ino` and no write or change of this mount's came since: the kernel asks for
+  // them right after an open that refreshes its attributes (a file this mount wrote, then
+  // opened again: cat, cp), and getattr answers from them.
+  void opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes);
 
   // Every name of a directory, when this mount knows them all: from a whole listing, or for a
   // directory it made itself (empty), then kept up to date with this mount's own changes. A name
@@ -189,6 +200,7 @@ class CachePolicy {
     std::optional<std::set<std::string, std::less<>>> names;  // all of a directory's names
     uint32_t misses = 0;        // lookups in it that found nothing while its names were unknown
     uint64_t name_changes = 0;  // this mount's changes of its names (name_added, ...)
+    uint64_t writes = 0;        // wrote() calls
   };
 
   // Bumps the epoch, keeping the healthy bit.

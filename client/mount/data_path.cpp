@@ -159,6 +159,11 @@ void DataPath::settle(InodeNumber ino) {
     inode->writes->settle();
 }
 
+bool DataPath::writes_idle(InodeNumber ino) {
+  auto inode = find(ino);
+  return !inode || !inode->writes || inode->writes->idle();
+}
+
 void DataPath::settle_all() {
   std::vector<std::shared_ptr<Inode>> open;
   {

@@ -86,6 +86,8 @@ class DataPath {
 
   // Waits for every write to `ino` (before its attributes are asked for or changed).
   void settle(InodeNumber ino);
+  // Whether no write to `ino` is queued or on its way to the gateway.
+  bool writes_idle(InodeNumber ino);
   // Waits for every write of the mount (before a listing carries sizes).
   void settle_all();
   // `ino` changed otherwise than through write (truncated, written by another mount): what was

@@ -208,6 +208,15 @@ Result<Attributes> MountSession::getattr(InodeNumber ino) {
   // A directory whose attributes nothing changed since the mount last told the kernel (which
   // asks again after every readdir and every change of an entry in it).
   if (auto kept = cache_.dir_attrs(ino)) return Attributes{kept->first, kept->second};
+  // A file whose attributes are current (CachePolicy::current_attrs): the kernel asks after an
+  // open that refreshed them (opened_attrs), and after a read (for atime, which the mount does
+  // not follow, as with directories). Not while writes of this mount are on their way.
+  if (auto kept = cache_.current_attrs(ino); kept && data_.writes_idle(ino)) {
+    const CachePolicy::Ticket ticket = cache_.ticket();
+    cache_.sent_attrs(ino, *kept, ticket);
+    open_inodes_.seen(ino, *kept);
+    return Attributes{*kept, cache_.timeout(ticket)};
+  }
   auto path = path_of(ino);
   if (path) data_.settle(ino);  // the size and mtime of writes acknowledged to the kernel
   CachePolicy::Ticket ticket = cache_.ticket();
@@ -233,6 +242,7 @@ Result<Attributes> MountSession::setattr(InodeNumber ino, SetAttrArgs change,
   cache_.wrote(ino);
   CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
   auto changed = gateway_.setattr(*path, change);
+  cache_.wrote(ino);
   if (change.fields & SetAttrArgs::kSize) data_.changed(ino);
   if (!changed) return Result<Attributes>::failure(changed.error());
   cache_.sent_attrs(ino, *changed, ticket);
@@ -281,7 +291,9 @@ Result<Entry> MountSession::link(InodeNumber ino, InodeNumber newparent, std::st
   auto path = child_path(newparent, newname);
   if (!path) return Result<Entry>::failure(path.error());
   CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
+  cache_.wrote(ino);  // its link count and ctime change
   auto attr = gateway_.link(*existing, *path);
+  cache_.wrote(ino);
   cache_.dir_changed(newparent);
   if (!attr) return made_nothing(newparent, attr.error());
   cache_.name_added(newparent, newname);
@@ -299,6 +311,8 @@ Status MountSession::unlink(InodeNumber parent, std::string_view name) {
     cache_.names_unknown(parent);  // a hidden name took its place
     return ok_status();
   }
+  const auto named = inodes_.find(*path);  // its link count changes
+  if (named) cache_.wrote(*named);
   auto removed = gateway_.unlink(*path);
   // The directory as the unlink left it, when the gateway said: the kernel, which drops its own
   // copy of the directory's attributes after an unlink, gets them from here without a call.
@@ -333,7 +347,14 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
   auto to = child_path(newparent, newname);
   if (!to) return Status::failure(to.error());
   (void)cache_.begin_mutation();
+  // The files named at both ends change (ctime; a replaced file loses a link).
+  const auto files_named = [&] {
+    for (const std::string* named : {&*from, &*to})
+      if (auto ino = inodes_.find(*named)) cache_.wrote(*ino);
+  };
+  files_named();
   Status renamed = gateway_.rename(*from, *to, flags);
+  files_named();
   cache_.dir_changed(parent);
   cache_.dir_changed(newparent);
   cache_.names_unknown(parent);
@@ -351,7 +372,13 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
 Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags) {
   auto path = path_of(ino);
   if (!path) return Result<Opened>::failure(path.error());
+  const bool truncates = (flags & O_TRUNC) != 0;
+  if (truncates) cache_.wrote(ino);
   CachePolicy::Ticket ticket = cache_.ticket();
+  // The writes to `ino` counted before asking, with none on its way: the gateway's attributes
+  // then include every write of this mount's, unless one begins meanwhile (opened_attrs).
+  const uint64_t writes = cache_.writes(ino);
+  const bool writes_done = !truncates && data_.writes_idle(ino);
   Result<OpenedFile> opened = Result<OpenedFile>::failure(EIO);
   bool deferred = false;
   if (auto kept = deferrable_open(ino, flags)) {
@@ -359,6 +386,7 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags)
     deferred = true;
   } else {
     opened = gateway_.open(*path, flags);
+    if (truncates) cache_.wrote(ino);
   }
   if (!opened) return Result<Opened>::failure(opened.error());
   auto file = std::make_unique<FileHandle>(opened->handle, flags, *path);
@@ -368,6 +396,7 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags)
   // Close-to-open: pages survive only if the file is as this mount's last open saw it, and the
   // kernel's attributes are dropped if the gateway's (fresh) ones differ from what it was told.
   auto decision = cache_.opened(ticket, ino, opened->attr.mtime_ns, opened->attr.size);
+  if (!deferred && writes_done) cache_.opened_attrs(ino, opened->attr, ticket, writes);
   open_inodes_.opened(ino, opened->attr);  // before the reply: a release may follow
   return Opened{std::move(file), decision.keep_cache, decision.refresh_attrs};
 }
@@ -442,7 +471,9 @@ Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t 
 Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
                            std::string_view data, const std::function<void()>& taken) {
   cache_.wrote(ino);
-  return data_.write(*file.data, file_ref(ino, file), offset, data, taken);
+  Status written = data_.write(*file.data, file_ref(ino, file), offset, data, taken);
+  cache_.wrote(ino);  // queued now: an open that counted writes before this one sees it in flight
+  return written;
 }
 
 Status MountSession::flush(FileHandle& file) { return data_.flush(*file.data); }

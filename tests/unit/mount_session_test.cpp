@@ -477,6 +477,72 @@ TEST_F(MountSessionTest, AttributesWaitForTheWritesAcknowledgedBeforeThem) {
   session.release(ino, std::move(created->file));
 }
 
+// cat or cp of a file this mount wrote: the open goes to the gateway (the file's attributes are
+// not current after a write), the kernel was told other attributes (at create), so it drops them
+// and asks again at once (fstat); the open's fresh attributes answer that.
+TEST_F(MountSessionTest, AnOpenOfAFileWrittenHereAnswersTheGetattrThatFollowsIt) {
+  cache.set_healthy(true);
+  cache.set_servers_watched(true);
+  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber f = created->entry.ref.ino;
+  ASSERT_TRUE(session.write(f, *created->file, 0, "hello", [] {}));
+  ASSERT_TRUE(session.flush(*created->file));
+  session.release(f, std::move(created->file));
+  gw.reset_calls();
+
+  auto reading = session.open(f, O_RDONLY);
+  ASSERT_TRUE(reading);
+  EXPECT_EQ(gw.calls("Open"), 1);
+  EXPECT_TRUE(reading->refresh_attrs) << "the kernel was told size 0 at create";
+  auto attr = session.getattr(f);
+  ASSERT_TRUE(attr);
+  EXPECT_EQ(attr->attr.size, 5u);
+  EXPECT_EQ(gw.calls("GetAttr"), 0) << "answered from the open's attributes";
+  session.release(f, std::move(reading->file));
+  auto again = opened(f, O_RDONLY);
+  EXPECT_EQ(gw.calls("Open"), 1) << "the next open needs no call";
+  session.release(f, std::move(again));
+
+  // A write on its way while another open asks the gateway: the attributes that open gets may
+  // predate the write, so the getattr after it waits for the write and asks.
+  auto writer = opened(f, O_WRONLY);
+  gw.hold_writes(true);
+  ASSERT_TRUE(session.write(f, *writer, 5, " world", [] {}));
+  auto racing = session.open(f, O_RDONLY);
+  ASSERT_TRUE(racing);
+  EXPECT_EQ(gw.calls("Open"), 3);  // the writer's and this one
+  auto getattr = std::async(std::launch::async, [&] { return session.getattr(f); });
+  EXPECT_EQ(getattr.wait_for(200ms), std::future_status::timeout);
+  gw.hold_writes(false);
+  auto after = getattr.get();
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->attr.size, 11u);
+  EXPECT_EQ(gw.calls("GetAttr"), 1);
+  ASSERT_TRUE(session.flush(*writer));
+  session.release(f, std::move(writer));
+  session.release(f, std::move(racing->file));
+
+  // A change of this mount's (a link: the link count) makes what was kept stale.
+  auto fresh = opened(f, O_RDONLY);
+  session.release(f, std::move(fresh));
+  ASSERT_TRUE(session.getattr(f));
+  const int asked = gw.calls("GetAttr");
+  ASSERT_TRUE(session.link(f, kRootInode, "g"));
+  auto linked = session.getattr(f);
+  ASSERT_TRUE(linked);
+  EXPECT_EQ(gw.calls("GetAttr"), asked + 1);
+  EXPECT_EQ(linked->attr.nlink, 2u);
+
+  // Nor without the servers watched (a server's change could go unreported).
+  cache.set_servers_watched(false);
+  auto unwatched = session.open(f, O_RDONLY);
+  ASSERT_TRUE(unwatched);
+  ASSERT_TRUE(session.getattr(f));
+  EXPECT_EQ(gw.calls("GetAttr"), asked + 2);
+  session.release(f, std::move(unwatched->file));
+}
+
 TEST_F(MountSessionTest, TruncateThroughAnOpenFileUsesItsHandle) {
   gw.put_file("/f", "0123456789");
   InodeNumber f = looked_up("f");
