@@ -244,6 +244,13 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
       total += data->size();
       replies->push_back(std::move(*r));  // the body's bytes stay where they are
       if (got == p.len || data->empty()) break;
+      // A short reply from a server whose short reads mean the end of the file: no READ more
+      // (a small file costs one round trip, not two).
+      if (p.len <= p.handle.conn->limits().max_read && p.handle.conn->short_read_is_eof()) {
+        at_eof = true;
+        break;
+      }
+      backend_->pool().count_ops(1);
       r = p.handle.conn->call(PacketWriter(FXP_READ)
                                   .str(p.handle.handle)
                                   .u64(p.off + got)
