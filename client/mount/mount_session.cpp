@@ -314,6 +314,7 @@ Status MountSession::unlink(InodeNumber parent, std::string_view name) {
   const auto named = inodes_.find(*path);  // its link count changes
   if (named) cache_.wrote(*named);
   auto removed = gateway_.unlink(*path);
+  if (named) cache_.wrote(*named);
   // The directory as the unlink left it, when the gateway said: the kernel, which drops its own
   // copy of the directory's attributes after an unlink, gets them from here without a call.
   if (removed && *removed)
