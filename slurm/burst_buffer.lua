@@ -15,6 +15,16 @@ else they need comes from the script's directives and from `scontrol show job`.
 local SCRIPT = "skein burst_buffer.lua"
 local DEFAULT_CONFIG = "/etc/skein/slurm.toml"
 
+-- Run by a plain Lua 5.1 interpreter (`lua5.1 burst_buffer.lua reap`: see the end of this file),
+-- there is no slurm table; its logging goes to standard error.
+local STANDALONE = slurm == nil and arg ~= nil
+if STANDALONE then
+	local function say(fmt, ...)
+		io.stderr:write(os.date("%Y-%m-%dT%H:%M:%S ") .. string.format(fmt, ...) .. "\n")
+	end
+	slurm = { SUCCESS = 0, ERROR = -1, log_info = say, log_error = say }
+end
+
 -- ---------------------------------------------------------------- small helpers
 
 local function log_info(fmt, ...)
@@ -202,8 +212,13 @@ end
 -- ---------------------------------------------------------------- running commands
 
 -- Runs a shell command; returns its exit status, its standard output and its standard error.
-local function run(cmd)
+-- A detached command runs in a session of its own (setsid): slurmscriptd kills a hook's process
+-- group when it cancels the hook, and a detached command then still runs to its end.
+local function run(cmd, detached)
 	local err_file = os.tmpname()
+	if detached then
+		cmd = "setsid -w " .. cmd
+	end
 	local p = io.popen(cmd .. " 2>" .. shq(err_file) .. "; echo \"__skein_rc=$?\"")
 	local out = p:read("*a")
 	p:close()
@@ -215,7 +230,7 @@ local function run(cmd)
 end
 
 -- skeinctl with the controller's admin credentials. Returns ok, stdout, and a reason on failure.
-local function skeinctl(c, args)
+local function skeinctl(c, args, detached)
 	local ctl = c.controller
 	local env = { "SKEIN_GATEWAY=" .. shq(c.gateway.address) }
 	local function put(name, value)
@@ -229,7 +244,7 @@ local function skeinctl(c, args)
 	put("SKEIN_ADMIN_KEY", ctl.admin_key)
 	put("SKEIN_ADMIN_TOKEN_FILE", ctl.admin_token_file)
 	local cmd = "env " .. table.concat(env, " ") .. " " .. shq(ctl.skeinctl or "skeinctl") .. " --json " .. args
-	local rc, out, err = run(cmd)
+	local rc, out, err = run(cmd, detached)
 	if rc == 0 then
 		return true, out
 	end
@@ -437,6 +452,149 @@ local function fail(job_id, what, reason)
 	return slurm.ERROR, msg
 end
 
+-- ---------------------------------------------------------------- the reaper
+
+--[[ A job's namespace outlives its job when the teardown never ran to its end: Slurm 22.05 kills
+a teardown it has just started when the job's cancel flushes its scripts, and gives up on a
+teardown after three failures. The reaper destroys the namespaces that this configuration made
+(id job_prefix + JOBID, label slurm_job=JOBID, label slurm_cluster = [controller] cluster) for
+jobs that
+  - Slurm no longer knows (purged after MinJobAge), or
+  - ended (a final JobState) with BurstBufferState teardown or complete, reap_grace_s or more
+    ago (their teardown had that long to finish).
+A job still pending, running or staging out keeps its namespace: a failed stage-out leaves it for
+the user or admin to rescue. slurm_bb_pools, which slurmctld calls about every 30 s, starts the
+reaper in the background (`[controller] reap = false` turns that off); an admin can run it by
+hand: `lua5.1 burst_buffer.lua reap [--dry-run]`. ]]
+
+local FINAL_JOB_STATES = { BOOT_FAIL = true, CANCELLED = true, COMPLETED = true, DEADLINE = true, FAILED = true,
+	NODE_FAIL = true, OUT_OF_MEMORY = true, PREEMPTED = true, TIMEOUT = true }
+
+-- scontrol's times (2026-12-03T07:05:00, local time) as seconds since the epoch; nil for others.
+local function slurm_time(text)
+	local y, mo, d, h, mi, sec = tostring(text):match("^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)$")
+	if not y then
+		return nil
+	end
+	return os.time({ year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h), min = tonumber(mi),
+		sec = tonumber(sec) })
+end
+
+-- Every job slurmctld knows, by id: { state, bb_state, end_time }. nil and a reason when
+-- scontrol cannot say.
+local function known_jobs()
+	local rc, out, err = run("scontrol show job -o")
+	if rc ~= 0 then
+		return nil, "scontrol show job failed: " .. trim(err ~= "" and err or out)
+	end
+	-- One record per job, starting at a line "JobId=N"; a record may span lines (its BurstBuffer
+	-- field holds the script's #BB_LUA lines).
+	local jobs = {}
+	local text = "\n" .. out
+	local at = text:find("\nJobId=%d")
+	while at do
+		local next_at = text:find("\nJobId=%d", at + 1)
+		local record = text:sub(at + 1, (next_at or #text + 1) - 1)
+		local id = record:match("^JobId=(%d+)")
+		jobs[id] = {
+			state = record:match("%sJobState=(%S+)"),
+			bb_state = record:match("%sBurstBufferState=(%S+)"),
+			end_time = slurm_time(record:match("%sEndTime=(%S+)")),
+		}
+		at = next_at
+	end
+	return jobs
+end
+
+-- The job namespaces this configuration made: a list of { id, job }.
+local function our_namespaces(c)
+	local ok, out, reason = skeinctl(c, "ns list")
+	if not ok then
+		return nil, reason
+	end
+	local list = {}
+	local namespaces = out:match('"job_namespaces"%s*:%s*(%b[])') or "[]"
+	for obj in namespaces:gmatch("%b{}") do
+		local id = obj:match('"job_id"%s*:%s*"(.-)"')
+		local labels = {}
+		for k, v in (obj:match('"labels"%s*:%s*(%b{})') or "{}"):gmatch('"([^"]+)"%s*:%s*"(.-)"') do
+			labels[k] = v
+		end
+		local job = labels.slurm_job
+		if id and job and id == job_namespace_id(c, job) and labels.slurm_cluster == c.controller.cluster then
+			list[#list + 1] = { id = id, job = job }
+		end
+	end
+	return list
+end
+
+-- Why job's namespace may go, or nil while the job may still need it.
+local function reap_reason(job_id, job, grace, now)
+	if not job then
+		return "Slurm no longer knows job " .. job_id
+	end
+	if FINAL_JOB_STATES[job.state] and (job.bb_state == "teardown" or job.bb_state == "complete") and job.end_time
+		and now - job.end_time >= grace then
+		return string.format("job %s ended %d s ago (%s) and its teardown did not remove it (BurstBufferState=%s)",
+			job_id, now - job.end_time, job.state, job.bb_state)
+	end
+	return nil
+end
+
+-- One pass of the reaper; returns the number of namespaces destroyed (or that would be), or nil
+-- and a reason.
+local function reap(c, dry_run)
+	-- The namespaces first, then the jobs: a namespace in the list was made for a job that
+	-- existed before the jobs are read, so a job missing from them is gone, not yet to come.
+	local namespaces, why = our_namespaces(c)
+	if not namespaces then
+		return nil, "cannot list job namespaces: " .. why
+	end
+	if #namespaces == 0 then
+		return 0
+	end
+	local jobs, problem = known_jobs()
+	if not jobs then
+		return nil, problem
+	end
+	local grace = tonumber(c.controller.reap_grace_s) or 30
+	local now = os.time()
+	local count = 0
+	for _, n in ipairs(namespaces) do
+		local reason = reap_reason(n.job, jobs[n.job], grace, now)
+		if reason then
+			count = count + 1
+			if dry_run then
+				log_info("reap: would destroy namespace %s: %s", n.id, reason)
+			else
+				local ok, _, failure = skeinctl(c, "ns destroy " .. shq(n.id) .. " --wait-ms " ..
+					tostring(c.controller.destroy_wait_ms or 10000))
+				if ok then
+					log_info("reap: destroyed namespace %s: %s", n.id, reason)
+				else
+					log_error("reap: cannot destroy namespace %s (%s): %s", n.id, reason, failure)
+				end
+			end
+		end
+	end
+	return count
+end
+
+-- Starts one pass of the reaper in the background, in a session of its own, unless one still
+-- runs (flock). Its lines go to [controller] reaper_log.
+local function start_reaper(c)
+	if c.controller.reap == false then
+		return
+	end
+	local script = debug.getinfo(1, "S").source:match("^@(.*)$")
+	if not script then
+		return
+	end
+	local log = c.controller.reaper_log or "/var/log/skein-slurm-reaper.log"
+	os.execute(string.format("SKEIN_SLURM_CONFIG=%s setsid flock -n -E 0 %s %s %s reap </dev/null >>%s 2>&1 &",
+		shq(c.path), shq(log .. ".lock"), shq(c.controller.lua or "lua5.1"), shq(script), shq(log)))
+end
+
 -- ---------------------------------------------------------------- hooks
 
 --[[ slurm_bb_job_process (synchronous, in slurmctld: no gateway calls). Rejects a submission whose
@@ -484,6 +642,7 @@ function slurm_bb_pools()
 	for _, p in ipairs(c.pools) do
 		items[#items + 1] = string.format('{"id":"%s","quantity":%.0f,"granularity":%.0f}', p.name, p.quantity, p.granularity_bytes)
 	end
+	start_reaper(c)
 	return slurm.SUCCESS, '{"pools":[' .. table.concat(items, ",") .. "]}"
 end
 
@@ -650,7 +809,10 @@ function slurm_bb_data_out(job_id, job_script, ...)
 end
 
 --[[ slurm_bb_job_teardown (asynchronous): destroys the namespace. With hurry (a cancelled job),
-staging operations still running for it are cancelled first. Idempotent. ]]
+staging operations still running for it are cancelled first. Idempotent. The skeinctl calls run
+detached: Slurm 22.05 may kill the teardown it has just started for a cancelled job (the cancel
+flushes the job's scripts), and a destroy that has begun then still finishes. A teardown killed
+before its destroy began leaves the namespace to the reaper below. ]]
 function slurm_bb_job_teardown(job_id, job_script, hurry, ...)
 	local c, problem = load_config()
 	if not c then
@@ -662,12 +824,12 @@ function slurm_bb_job_teardown(job_id, job_script, hurry, ...)
 		if ok then
 			for op, state in out:gmatch('"id"%s*:%s*"?([%w_.-]+)"?.-"state"%s*:%s*"(%a+)"') do
 				if state == "queued" or state == "running" then
-					skeinctl(c, "stage cancel " .. shq(op))
+					skeinctl(c, "stage cancel " .. shq(op), true)
 				end
 			end
 		end
 	end
-	local ok, _, reason = skeinctl(c, "ns destroy " .. shq(id) .. " --wait-ms " .. tostring(c.controller.destroy_wait_ms or 10000))
+	local ok, _, reason = skeinctl(c, "ns destroy " .. shq(id) .. " --wait-ms " .. tostring(c.controller.destroy_wait_ms or 10000), true)
 	if not ok then
 		return fail(job_id, "cannot destroy the job's scratch namespace", reason)
 	end
@@ -685,4 +847,26 @@ function slurm_bb_get_status(uid, gid, ...)
 		return slurm.ERROR, reason
 	end
 	return slurm.SUCCESS, out
+end
+
+-- ---------------------------------------------------------------- run by hand
+
+if STANDALONE then
+	local usage = "usage: lua5.1 burst_buffer.lua reap [--dry-run]\n" ..
+		"  destroys the job namespaces whose Slurm job no longer needs them (docs/slurm.md)\n"
+	if arg[1] ~= "reap" or (arg[2] and arg[2] ~= "--dry-run") or arg[3] then
+		io.stderr:write(usage)
+		os.exit(2)
+	end
+	local c, problem = load_config()
+	if not c then
+		log_error("%s", problem)
+		os.exit(2)
+	end
+	local count, why = reap(c, arg[2] == "--dry-run")
+	if not count then
+		log_error("reap: %s", why)
+		os.exit(1)
+	end
+	os.exit(0)
 end

@@ -22,8 +22,10 @@ SKEIN_LOCAL = os.environ.get("SKEIN_LOCAL") or os.path.join(SOURCE, "deploy", "s
 SLURM_LOCAL = os.path.join(HERE, "slurm-local")
 USERS = ("skein-sl-a", "skein-sl-b")
 POOL = "skein"
+# How long after its job ended the reaper leaves a namespace to its teardown (docs/slurm.md).
+REAP_GRACE_S = 5
 
-SLURM_PROGRAMS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "sbatch", "scontrol")
+SLURM_PROGRAMS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "sbatch", "scontrol", "lua5.1")
 
 
 class Interrupted(Exception):
@@ -103,6 +105,7 @@ class Cluster:
         self.slurm_state = os.path.join(self.dir, "slurmd-state")
         self.scratch_root = os.path.join(self.dir, "scratch")
         self.config_path = os.path.join(self.dir, "etc", "slurm.toml")
+        self.reaper_log_path = os.path.join(self.dir, "reaper.log")
         self.skein_env = {}
         self.slurm_env = {}
         self.users_made = []
@@ -140,6 +143,8 @@ skeinctl = "{BUILD}/client/skeinctl"
 admin_cert = "{e['SKEIN_ADMIN_CERT']}"
 admin_key = "{e['SKEIN_ADMIN_KEY']}"
 admin_token_file = "{e['SKEIN_ADMIN_TOKEN_FILE']}"
+reaper_log = "{self.reaper_log_path}"
+reap_grace_s = {REAP_GRACE_S}
 
 [node]
 skein_mount = "{BUILD}/client/skein-mount"
@@ -208,6 +213,7 @@ allow = ["/srv0/users/$USER"]
         if self.slurm_up:
             attempt("slurm-local down", lambda: run([SLURM_LOCAL, "down", "--state", self.slurm_state],
                                                     timeout=60))
+        attempt("reaper", self.end_reapers)
         attempt("mounts", self.clean_mounts)
         if self.skein_up:
             attempt("skein-local down", lambda: run([SKEIN_LOCAL, "down", "--state", self.skein_state],
@@ -216,6 +222,29 @@ allow = ["/srv0/users/$USER"]
             attempt(f"userdel {user}", lambda u=user: self.remove_user(u))
         if errors:
             print("teardown problems: " + "; ".join(errors), file=sys.stderr)
+
+    def end_reapers(self):
+        """The reaper runs detached from slurmctld (setsid); one may still run after Slurm is down."""
+        for pid in procs_mentioning(self.burst_buffer_script()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def burst_buffer_script(self):
+        return os.path.join(self.slurm_state, "etc", "burst_buffer.lua")
+
+    def reap_by_hand(self, *args):
+        """`lua5.1 burst_buffer.lua reap ARGS`, as an admin runs it."""
+        return run(["lua5.1", self.burst_buffer_script(), "reap", *args], check=False,
+                   env=self.env(SKEIN_SLURM_CONFIG=self.config_path))
+
+    def reaper_log(self):
+        try:
+            with open(self.reaper_log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
 
     def clean_mounts(self):
         for pid in procs_mentioning(self.scratch_root, "skein-mount"):

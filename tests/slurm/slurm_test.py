@@ -303,6 +303,63 @@ echo kept > "$SKEIN_SCRATCH/precious"
     h.run(["runuser", "-u", A, "--", "scancel", "--hurry", job], env=c.env())
     assert_clean(c, job)
 
+def test_reaper_removes_namespaces_whose_job_is_gone_and_keeps_the_rest(c):
+    # What a teardown that Slurm killed (or gave up on) leaves behind, made by hand: a namespace of
+    # a job Slurm never knew, and one of a job that ended and was torn down. Beside them, what the
+    # reaper must keep: another cluster's, one not made by the burst buffer, and a held job's.
+    uid, gid = str(h.pwd.getpwnam(A).pw_uid), str(h.pwd.getpwnam(A).pw_gid)
+
+    def make(job_id, *labels):
+        c.skeinctl("ns", "create", job_id, "--uid", uid, "--gid", gid, "--quota-bytes", "1G",
+                   *[a for label in labels for a in ("--label", label)])
+
+    ended, r = c.sbatch(A, f"#!/bin/bash\n{BB}echo ran\n")
+    check(ended, f"sbatch refused: {r.stderr}")
+    c.wait_job(ended, states=("COMPLETED",))
+    assert_clean(c, ended)
+    held, r = c.sbatch(A, f"""#!/bin/bash
+#BB_LUA pool={h.POOL} capacity=1G
+#BB_LUA skein stage_in=/srv0/users/{A}/not-there:/in
+echo ran
+""")
+    check(held, f"sbatch refused: {r.stderr}")
+    wait_reason(c, held, "stage-in_of_")
+    unknown, foreign, unlabelled = "990001", "990002", "990003"
+    make(unknown, f"slurm_job={unknown}")
+    make(ended, f"slurm_job={ended}")
+    make(foreign, f"slurm_job={foreign}", "slurm_cluster=elsewhere")
+    make(unlabelled)
+    try:
+        time.sleep(h.REAP_GRACE_S)
+        dry = c.reap_by_hand("--dry-run")
+        check(dry.returncode == 0, f"reap --dry-run failed ({dry.returncode}): {dry.stderr}")
+        print("  reap --dry-run: " + dry.stderr.strip().replace("\n", "\n  "))
+        check(f"would destroy namespace {unknown}: Slurm no longer knows job {unknown}" in dry.stderr,
+              f"the dry run does not name namespace {unknown}: {dry.stderr}")
+        check(f"would destroy namespace {ended}: job {ended} ended" in dry.stderr,
+              f"the dry run does not name namespace {ended}: {dry.stderr}")
+        for kept in (foreign, unlabelled, held):
+            check(f"namespace {kept}:" not in dry.stderr, f"the dry run would destroy namespace {kept}")
+        check({unknown, ended} <= c.job_namespaces(), "the dry run destroyed something")
+        # slurmctld starts the reaper with its pool query, about every 30 s.
+        deadline = time.monotonic() + 75
+        while {unknown, ended} & c.job_namespaces() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        left = c.job_namespaces()
+        check(not ({unknown, ended} & left),
+              f"the reaper left {sorted({unknown, ended} & left)}; its log: {c.reaper_log()!r}")
+        check({foreign, unlabelled, held} <= left,
+              f"the reaper removed {sorted({foreign, unlabelled, held} - left)}; its log: {c.reaper_log()!r}")
+        check(f"destroyed namespace {unknown}: Slurm no longer knows job {unknown}" in c.reaper_log(),
+              f"the reaper's log does not say why {unknown} went: {c.reaper_log()!r}")
+    finally:
+        for extra in (foreign, unlabelled):
+            c.skeinctl("ns", "destroy", extra, check=False)
+        h.run(["scancel", held], env=c.env(), check=False)
+    c.wait_job(held, states=("CANCELLED",))
+    assert_clean(c, held)
+
+
 def test_gateway_unreachable_at_mount_requeues_the_job_held_and_keeps_the_node(c):
     # The nodes reach the gateway at an address where nothing listens; slurmctld still reaches it.
     c.write_config(node_gateway=f"127.0.0.1:{h.free_port()}")
@@ -341,6 +398,7 @@ TESTS = [
     test_bad_directive_is_refused_at_sbatch,
     test_gateway_down_at_setup_holds_the_job_and_keeps_the_node,
     test_gateway_unreachable_at_mount_requeues_the_job_held_and_keeps_the_node,
+    test_reaper_removes_namespaces_whose_job_is_gone_and_keeps_the_rest,
 ]
 
 
