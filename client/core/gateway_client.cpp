@@ -86,6 +86,10 @@ void to_proto(const std::string& ns, const FileRef& file, pb::FileRef* out) {
   out->set_path(file.path);
   out->set_handle(file.handle);
   out->set_flags(file.flags);
+  if (file.create) {
+    out->set_create(true);
+    out->set_create_mode(file.create_mode);
+  }
 }
 
 pb::PathRequest path_request(const std::string& ns, const std::string& path) {
@@ -515,8 +519,8 @@ Result<std::string> GatewayClient::read(const FileRef& file, uint64_t offset, ui
   return std::move(*reply->mutable_data());
 }
 
-Result<uint32_t> GatewayClient::write(const FileRef& file, uint64_t offset,
-                                      std::string_view data) const {
+Result<uint32_t> GatewayClient::write(const FileRef& file, uint64_t offset, std::string_view data,
+                                      std::optional<FileAttr>* parent_attr) const {
   pb::WriteRequest req;
   to_proto(options_.ns, file, req.mutable_file());
   req.set_offset(offset);
@@ -525,6 +529,7 @@ Result<uint32_t> GatewayClient::write(const FileRef& file, uint64_t offset,
       options_, "Write", file.path,
       [&](auto* ctx, auto* out) { return stubs_->data->Write(ctx, req, out); });
   if (!reply) return Result<uint32_t>::failure(reply.error());
+  if (parent_attr && reply->has_parent_attr()) *parent_attr = from_proto(reply->parent_attr());
   return reply->written();
 }
 

@@ -64,6 +64,9 @@ struct FileRef {
   std::string path;
   uint64_t handle = 0;
   uint32_t flags = 0;  // open(2) flags the file was opened with
+  // An asynchronous create's first call: the gateway creates the file under `handle` (fs.proto).
+  bool create = false;
+  uint32_t create_mode = 0;
 };
 
 struct OpenedFile {
@@ -141,7 +144,10 @@ class GatewayClient {
   // Returns fewer bytes than asked only at end of file. `whole_file`: see ReadRequest.whole_file.
   Result<std::string> read(const FileRef& file, uint64_t offset, uint32_t size,
                            bool whole_file = false) const;
-  Result<uint32_t> write(const FileRef& file, uint64_t offset, std::string_view data) const;
+  // `parent_attr`, when given, gets the directory's attributes right after the create a write
+  // with `file.create` made, if the gateway sent them.
+  Result<uint32_t> write(const FileRef& file, uint64_t offset, std::string_view data,
+                         std::optional<FileAttr>* parent_attr = nullptr) const;
   Status fsync(const FileRef& file, bool datasync) const;
   Status release(const FileRef& file) const;
 

@@ -266,8 +266,8 @@ void skein_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, o
   if (!written) fuse_reply_err(req, written.error());
 }
 
-void skein_flush(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
-  reply_status(req, session_of(req).flush(file_handle(fi)));
+void skein_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  reply_status(req, session_of(req).flush(ino, file_handle(fi)));
 }
 
 void skein_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

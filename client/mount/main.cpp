@@ -64,6 +64,7 @@ struct MountArgs {
   // a mount that cannot raise the kernel's) and aligned blocks the gateway can collapse.
   unsigned read_ahead_mb = 8;
   unsigned write_behind_mb = 8;
+  bool sync_creates = false;
   unsigned kernel_readahead_kb = 4096;
   double cache_ttl = 3600.0;  // entry/attribute lifetime while the Watch stream is healthy
   double safe_ttl = 1.0;      // and while it is not
@@ -414,6 +415,7 @@ int run(const MountArgs& args, const std::string& token) {
   mount.data = std::make_unique<skein::client::DataPath>(data_path_options(args));
   mount.session = std::make_unique<skein::client::MountSession>(
       *mount.gateway, *mount.data, mount.inodes, mount.cache, mount.open_inodes);
+  mount.session->set_async_creates(!args.sync_creates);
   // Started by the init operation, once the kernel is there to be told.
   mount.watch = std::make_unique<skein::client::WatchStream>(
       channel, skein::client::WatchStream::Options{args.ns, mount_id, token}, *mount.kernel_cache);
@@ -476,6 +478,9 @@ int main(int argc, char** argv) {
   app.add_option("--write-behind-mb", args.write_behind_mb,
                  "Most a file holds of writes not yet acknowledged, in MiB (0: write through)")
       ->capture_default_str();
+  app.add_flag("--sync-creates", args.sync_creates,
+               "Wait for the server at every create (default: a create for writing only is "
+               "answered at once, and made with its first write or at close)");
   app.add_option("--kernel-readahead-kb", args.kernel_readahead_kb,
                  "The kernel's read-ahead for the mount, in KiB (needs root; 0: leave FUSE's)")
       ->capture_default_str();

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
 #include <utility>
 
 #include "skein/path.hpp"
@@ -161,6 +162,7 @@ Result<Entry> MountSession::made_nothing(InodeNumber dir, int error) {
 // ---- names ----
 
 Result<Entry> MountSession::lookup(InodeNumber parent, std::string_view name) {
+  settle_creates();
   auto path = child_path(parent, name);
   if (!path) return Result<Entry>::failure(path.error());
   // A directory whose names this mount knows: the kernel's lookup before a create, answered here.
@@ -205,6 +207,10 @@ void MountSession::entry_not_received(const Entry& entry) { forget_lookups(entry
 // ---- attributes ----
 
 Result<Attributes> MountSession::getattr(InodeNumber ino) {
+  // A file being created here: what the kernel was told, not to be kept (the kernel asks right
+  // after the create, for the open's permission check). Nothing is made for it.
+  if (auto told = unsent_create_attrs(ino)) return Attributes{*told, 0};
+  settle_creates();
   // A directory whose attributes nothing changed since the mount last told the kernel (which
   // asks again after every readdir and every change of an entry in it).
   if (auto kept = cache_.dir_attrs(ino)) return Attributes{kept->first, kept->second};
@@ -234,6 +240,7 @@ Result<Attributes> MountSession::getattr(InodeNumber ino) {
 
 Result<Attributes> MountSession::setattr(InodeNumber ino, SetAttrArgs change,
                                          const FileHandle* file) {
+  settle_creates();
   // ftruncate and futimens come with the open file: use it, and its path even if unlinked.
   Result<std::string> path = file ? Result<std::string>(file_ref(ino, *file).path) : path_of(ino);
   if (!path) return Result<Attributes>::failure(path.error());
@@ -250,6 +257,7 @@ Result<Attributes> MountSession::setattr(InodeNumber ino, SetAttrArgs change,
 }
 
 Result<std::string> MountSession::readlink(InodeNumber ino) {
+  settle_creates();
   auto path = path_of(ino);
   if (!path) return path;
   return gateway_.readlink(*path);
@@ -263,6 +271,7 @@ Result<FsStats> MountSession::statfs(InodeNumber ino) {
 // ---- changes of names ----
 
 Result<Entry> MountSession::mkdir(InodeNumber parent, std::string_view name, uint32_t mode) {
+  settle_creates();
   auto path = child_path(parent, name);
   if (!path) return Result<Entry>::failure(path.error());
   const CachePolicy::Mutation mutation = cache_.begin_mutation();
@@ -275,6 +284,7 @@ Result<Entry> MountSession::mkdir(InodeNumber parent, std::string_view name, uin
 
 Result<Entry> MountSession::symlink(std::string_view target, InodeNumber parent,
                                     std::string_view name) {
+  settle_creates();
   auto path = child_path(parent, name);
   if (!path) return Result<Entry>::failure(path.error());
   CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
@@ -286,6 +296,7 @@ Result<Entry> MountSession::symlink(std::string_view target, InodeNumber parent,
 }
 
 Result<Entry> MountSession::link(InodeNumber ino, InodeNumber newparent, std::string_view newname) {
+  settle_creates();
   auto existing = path_of(ino);
   if (!existing) return Result<Entry>::failure(existing.error());
   auto path = child_path(newparent, newname);
@@ -301,6 +312,7 @@ Result<Entry> MountSession::link(InodeNumber ino, InodeNumber newparent, std::st
 }
 
 Status MountSession::unlink(InodeNumber parent, std::string_view name) {
+  settle_creates();
   auto path = child_path(parent, name);
   if (!path) return Status::failure(path.error());
   const CachePolicy::Mutation mutation = cache_.begin_mutation();
@@ -328,6 +340,7 @@ Status MountSession::unlink(InodeNumber parent, std::string_view name) {
 }
 
 Status MountSession::rmdir(InodeNumber parent, std::string_view name) {
+  settle_creates();
   auto path = child_path(parent, name);
   if (!path) return Status::failure(path.error());
   (void)cache_.begin_mutation();
@@ -342,6 +355,7 @@ Status MountSession::rmdir(InodeNumber parent, std::string_view name) {
 
 Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumber newparent,
                             std::string_view newname, uint32_t flags) {
+  settle_creates();
   if (flags & ~uint32_t{RENAME_NOREPLACE | RENAME_EXCHANGE}) return Status::failure(EINVAL);
   auto from = child_path(parent, name);
   if (!from) return Status::failure(from.error());
@@ -371,6 +385,7 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
 // ---- files ----
 
 Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags) {
+  settle_creates();
   auto path = path_of(ino);
   if (!path) return Result<Opened>::failure(path.error());
   const bool truncates = (flags & O_TRUNC) != 0;
@@ -406,6 +421,44 @@ Result<MountSession::Created> MountSession::create(InodeNumber parent, std::stri
                                                    uint32_t flags, uint32_t mode) {
   auto path = child_path(parent, name);
   if (!path) return Result<Created>::failure(path.error());
+  // Only where the directory's attributes are current and let someone write (not a directory
+  // the gateway synthesises, where a create is refused at once).
+  const auto dir = async_creates_ ? cache_.dir_attrs(parent) : std::nullopt;
+  if (dir && (dir->first.mode & 0222) && (flags & O_ACCMODE) == O_WRONLY && !(flags & O_EXCL)) {
+    // Asynchronous: the kernel's lookup found no such name, so the file starts empty. Its
+    // attributes are this mount's guess (the server's umask and owner may differ): the kernel
+    // gets them for this reply only, and asks again, which settles the create first.
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    FileAttr attr{};
+    attr.mode = S_IFREG | (mode & 07777);
+    attr.nlink = 1;
+    // The gateway shows a new file with its directory's owner (the server's login, or a job
+    // namespace's owner), more often than with the caller's.
+    attr.uid = dir->first.uid;
+    attr.gid = dir->first.gid;
+    attr.atime_ns = attr.mtime_ns = attr.ctime_ns = now;
+    const CachePolicy::Mutation mutation = cache_.begin_mutation();
+    cache_.name_added(parent, name);
+    cache_.dir_changed(parent);
+    const InodeRef ref = inodes_.lookup_add(*path);
+    cache_.wrote(ref.ino);  // what the cache policy kept of an earlier file at this path is old
+    auto file = std::make_unique<FileHandle>(deferred_handle(), flags, *path);
+    file->gateway_knows.store(false, std::memory_order_relaxed);
+    file->create_mode = mode & 07777;
+    file->create_attrs = attr;
+    file->create_parent = parent;
+    file->create_mutation = mutation;
+    file->data = data_.open(ref.ino, gateway_, flags, 0);
+    open_inodes_.opened(ref.ino, attr);  // before the reply: a release may follow
+    {
+      std::lock_guard lock(pending_mu_);
+      pending_creates_[ref.ino] = file.get();
+      unsent_creates_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    return Created{Entry{ref, attr, 0}, std::move(file)};
+  }
   const CachePolicy::Mutation mutation = cache_.begin_mutation();
   auto created = gateway_.create(*path, flags, mode & 07777);
   if (!created) {
@@ -454,12 +507,70 @@ void MountSession::open_not_received(InodeNumber ino, std::unique_ptr<FileHandle
 
 void MountSession::create_not_received(Created created) {
   const InodeNumber ino = created.entry.ref.ino;
+  {
+    // An asynchronous create the kernel never heard of is not made.
+    std::lock_guard lock(created.file->create_mu);
+    if (created.file->create_mode) {
+      created.file->create_mode.reset();
+      unsent_creates_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+  drop_pending_create(ino, created.file.get());
   open_not_received(ino, std::move(created.file));
   forget_lookups(ino, 1);
 }
 
+Result<bool> MountSession::settle_create(InodeNumber ino, FileHandle& file, uint64_t offset,
+                                         std::string_view data) {
+  std::lock_guard lock(file.create_mu);
+  if (file.create_error) return Result<bool>::failure(file.create_error);
+  if (!file.create_mode) return false;
+  FileRef ref = file_ref(ino, file);
+  ref.create = true;
+  ref.create_mode = *file.create_mode;
+  cache_.wrote(ino);
+  std::optional<FileAttr> parent_attr;
+  auto written = gateway_.write(ref, offset, data, &parent_attr);
+  if (written && *written != data.size()) written = Result<uint32_t>::failure(EIO);
+  file.create_mode.reset();
+  unsent_creates_.fetch_sub(1, std::memory_order_acq_rel);
+  cache_.wrote(ino);
+  // The directory as the create left it: the kernel asks for it at its next path walk.
+  if (parent_attr) cache_.post_op_attrs(file.create_parent, *parent_attr, file.create_mutation);
+  if (!written) {
+    spdlog::debug("{}: asynchronous create failed: errno {}", ref.path, written.error());
+    file.create_error = written.error();
+    file.gateway_knows.store(false, std::memory_order_relaxed);  // nothing to release there
+    return Result<bool>::failure(written.error());
+  }
+  return true;
+}
+
+void MountSession::settle_creates() {
+  if (unsent_creates_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard lock(pending_mu_);
+  for (auto& [ino, file] : pending_creates_) (void)settle_create(ino, *file, 0, {});
+}
+
+std::optional<FileAttr> MountSession::unsent_create_attrs(InodeNumber ino) {
+  if (unsent_creates_.load(std::memory_order_acquire) == 0) return {};
+  std::lock_guard lock(pending_mu_);
+  auto it = pending_creates_.find(ino);
+  if (it == pending_creates_.end()) return {};
+  std::lock_guard file_lock(it->second->create_mu);
+  if (!it->second->create_mode) return {};
+  return it->second->create_attrs;
+}
+
+void MountSession::drop_pending_create(InodeNumber ino, const FileHandle* file) {
+  std::lock_guard lock(pending_mu_);
+  auto it = pending_creates_.find(ino);
+  if (it != pending_creates_.end() && it->second == file) pending_creates_.erase(it);
+}
+
 Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t offset,
                                     uint32_t size) {
+  settle_creates();
   // The first read of a deferred open that takes the whole file (cat, cp, a stage-in of small
   // files): the gateway opens, reads and closes it for this call, so the handle stays unknown to
   // it and the release makes no call. A later read names the handle and opens it for keeps.
@@ -471,21 +582,39 @@ Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t 
 
 Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
                            std::string_view data, const std::function<void()>& taken) {
+  if (file.create_mode || file.create_error) {  // racy reads: settle_create decides under its lock
+    auto settled = settle_create(ino, file, offset, data);
+    if (!settled) return Status::failure(settled.error());
+    if (*settled) {
+      taken();
+      return ok_status();
+    }
+  }
   cache_.wrote(ino);
   Status written = data_.write(*file.data, file_ref(ino, file), offset, data, taken);
   cache_.wrote(ino);  // queued now: an open that counted writes before this one sees it in flight
   return written;
 }
 
-Status MountSession::flush(FileHandle& file) { return data_.flush(*file.data); }
+Status MountSession::flush(InodeNumber ino, FileHandle& file) {
+  // close(2) of an asynchronous create: the file is on the server when it returns.
+  if (auto settled = settle_create(ino, file, 0, {}); !settled)
+    return Status::failure(settled.error());
+  return data_.flush(*file.data);
+}
 
 Status MountSession::fsync(InodeNumber ino, FileHandle& file, bool datasync) {
+  if (auto settled = settle_create(ino, file, 0, {}); !settled)
+    return Status::failure(settled.error());
   Status written = data_.flush(*file.data);
   if (!written) return written;
   return gateway_.fsync(file_ref(ino, file), datasync);
 }
 
 void MountSession::release(InodeNumber ino, std::unique_ptr<FileHandle> file) {
+  if (auto settled = settle_create(ino, *file, 0, {}); !settled)
+    spdlog::warn("{}: the create failed: errno {}", file->path, settled.error());
+  drop_pending_create(ino, file.get());
   Status written = data_.flush(*file->data);
   if (!written)
     spdlog::warn("{}: a write failed after the last flush: errno {}", file->path, written.error());
@@ -498,6 +627,7 @@ void MountSession::release(InodeNumber ino, std::unique_ptr<FileHandle> file) {
 // ---- directories ----
 
 Result<MountSession::OpenedDir> MountSession::opendir(InodeNumber ino) {
+  settle_creates();
   auto path = path_of(ino);
   if (!path) return Result<OpenedDir>::failure(path.error());
   auto dir = std::make_unique<DirHandle>();
@@ -513,6 +643,7 @@ Result<MountSession::OpenedDir> MountSession::opendir(InodeNumber ino) {
 Result<MountSession::Listing> MountSession::readdir(InodeNumber ino, DirHandle& dir,
                                                     uint64_t offset, bool plus,
                                                     const ListFill& fill) {
+  settle_creates();
   std::unique_lock lock(dir.mu);
   if (!dir.fetched || (offset == 0 && dir.served)) {  // first call, or rewinddir: what is there now
     if (Status fetched = fetch_into(ino, dir); !fetched)

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,15 @@ struct FileHandle {
   // at least this many bytes from offset 0 reads the whole file in one call that leaves the
   // gateway holding nothing (ReadRequest.whole_file).
   std::optional<uint64_t> deferred_size;
+  // An asynchronous create (MountSession::create): the mount answered the kernel itself, and the
+  // file is made at the gateway by the first write, with its bytes, or else by the flush, the
+  // fsync, or any other call of the mount (MountSession::settle_creates). Guarded by create_mu.
+  std::mutex create_mu;
+  std::optional<uint32_t> create_mode;  // the create still to be sent, with this mode
+  FileAttr create_attrs;                // what the kernel was told at the create
+  InodeNumber create_parent = 0;        // its directory, and the change the create began there
+  CachePolicy::Mutation create_mutation;
+  int create_error = 0;  // the create failed: every later call returns this
 };
 
 // An open directory: its whole listing, fetched at the first readdir that reaches this mount;
@@ -155,7 +165,12 @@ class MountSession {
 
   // ---- files ----
   Result<Opened> open(InodeNumber ino, uint32_t flags);
+  // A create for writing only (O_WRONLY, without O_EXCL: echo, cp, a shell's >) in a directory
+  // whose attributes are current and writable is answered without a call, when asynchronous
+  // creates are on: the file is made at the gateway by the first write, or at the latest by
+  // close(2), which returns the create's error. The kernel gets attributes it does not keep.
   Result<Created> create(InodeNumber parent, std::string_view name, uint32_t flags, uint32_t mode);
+  void set_async_creates(bool on) { async_creates_ = on; }
   // An open or create whose reply never reached the kernel: no release will come for it.
   void open_not_received(InodeNumber ino, std::unique_ptr<FileHandle> file);
   void create_not_received(Created created);
@@ -167,7 +182,7 @@ class MountSession {
                const std::function<void()>& taken);
   // close(2): waits for the file's write-behind, whose error it returns. The gateway acknowledges
   // a write only once the server has it, so there is no gateway call.
-  Status flush(FileHandle& file);
+  Status flush(InodeNumber ino, FileHandle& file);
   Status fsync(InodeNumber ino, FileHandle& file, bool datasync);
   // The last close of the file's open: the gateway's handle is released without waiting for the
   // answer (the data is on the server already, see flush), and a file deleted while open goes.
@@ -209,6 +224,17 @@ class MountSession {
   Result<Entry> made_nothing(InodeNumber dir, int error);
   // `whole` is cleared when a name of the directory was left out (a hidden or invalid one).
   Result<std::vector<DirEntry>> fetch_listing(InodeNumber ino, bool* whole);
+  // Sends an asynchronous create of `file` if it is still to go: a Write of `data` at `offset`
+  // that makes the file at the gateway. True when the data went with it; the create's error.
+  Result<bool> settle_create(InodeNumber ino, FileHandle& file, uint64_t offset,
+                             std::string_view data);
+  // Every asynchronous create still to go, sent: before any call that might see the files or
+  // their directories (a lookup, getattr, listing, rename, open, ...) asks the gateway.
+  void settle_creates();
+  void drop_pending_create(InodeNumber ino, const FileHandle* file);
+  // The attributes told at an asynchronous create of `ino` not sent yet (the kernel asks for
+  // them at once, to check the open's permissions), or nothing.
+  std::optional<FileAttr> unsent_create_attrs(InodeNumber ino);
   Status fetch_into(InodeNumber ino, DirHandle& dir);
 
   const GatewayClient& gateway_;
@@ -216,6 +242,11 @@ class MountSession {
   InodeTable& inodes_;
   CachePolicy& cache_;
   OpenInodes& open_inodes_;
+  bool async_creates_ = false;
+  // The open files of asynchronous creates, from create to release (the kernel's until then).
+  std::mutex pending_mu_;                                         // before a FileHandle's create_mu
+  std::unordered_map<InodeNumber, FileHandle*> pending_creates_;  // guarded by pending_mu_
+  std::atomic<uint64_t> unsent_creates_{0};  // of those, the creates not sent yet
 };
 
 }  // namespace skein::client

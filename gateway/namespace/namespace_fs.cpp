@@ -58,7 +58,9 @@ NamespaceFs::Resolved NamespaceFs::resolve(const std::string& vpath) const {
 sftp::Attrs NamespaceFs::synthetic_dir_attrs() const {
   sftp::Attrs a;
   a.flags = sftp::ATTR_PERMISSIONS | sftp::ATTR_ACMODTIME | sftp::ATTR_SIZE | sftp::ATTR_UIDGID;
-  a.permissions = S_IFDIR | 0755;
+  // Nothing can be made in a synthesised directory (EACCES), and its mode says so: a mount
+  // answers a create itself only in a directory that may be written.
+  a.permissions = S_IFDIR | 0555;
   a.atime = a.mtime = static_cast<uint32_t>(started_s_);
   a.size = 4096;
   return a;
@@ -230,7 +232,7 @@ Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int fl
 }
 
 Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::string& vpath,
-                                                    int flags) {
+                                                    int flags, const CreateAtFirstUse* create) {
   using R = Result<std::shared_ptr<OpenFile>>;
   auto t = locate(vpath);
   std::promise<R> opening;
@@ -250,8 +252,22 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
     }
     reopening_.emplace(handle, opening.get_future().share());
   }
-  // Soft state: re-open by path.
-  R r = reopen(t, flags);
+  // Soft state: re-open by path; or the first use of an asynchronous create: create it.
+  R r = R::failure(EIO);
+  if (create) {
+    if (t.table->is_synthetic_dir(vpath))
+      r = R::failure(EISDIR);
+    else if (!t.mount)
+      r = R::failure(EACCES);
+    else if (auto made = t.mount->layout->create(t.rel, flags, create->mode); !made)
+      r = R::failure(made.error());
+    else {
+      r = made->file;
+      if (create->made) *create->made = Opened{handle, made->attrs, made->parent_attrs};
+    }
+  } else {
+    r = reopen(t, flags);
+  }
   {
     std::lock_guard lock(files_mu_);
     if (r) files_.emplace(handle, *r);

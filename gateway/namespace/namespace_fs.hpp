@@ -66,7 +66,15 @@ class NamespaceFs {
   };
   Result<Opened> open(const std::string& vpath, int flags);
   Result<Opened> create(const std::string& vpath, int flags, uint32_t mode);
-  Result<std::shared_ptr<OpenFile>> file(uint64_t handle, const std::string& vpath, int flags);
+  // `create` (a mount's asynchronous create, FileRef.create): a handle not held here is made by
+  // creating the file, as create() would, under that handle; `made` then gets its attributes
+  // (and the directory's, when known). A held handle is the file as it is.
+  struct CreateAtFirstUse {
+    uint32_t mode = 0;
+    std::optional<Opened>* made = nullptr;
+  };
+  Result<std::shared_ptr<OpenFile>> file(uint64_t handle, const std::string& vpath, int flags,
+                                         const CreateAtFirstUse* create = nullptr);
   // For a mount's read of a whole file it opened without a call: the open file `handle` names if
   // the gateway holds it (`just_opened` false), else `vpath` opened for reading for this one use
   // and not kept (`just_opened` true: the caller closes it).

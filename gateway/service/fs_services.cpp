@@ -321,20 +321,35 @@ namespace {
 // `ns`, when given, is set to the file's namespace. `one_read`, when given for a file opened for
 // reading (ReadRequest.whole_file), lets an unknown handle be opened for this use alone: it is
 // then set to the file, which the caller closes.
-std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, grpc::ServerContextBase* ctx,
-                                    const v1::FileRef& ref, grpc::Status& s, int& err,
+// A FileRef with `create` (the first call after a mount's asynchronous create) makes the file
+// when the handle is unknown here, and reports the create as Create does, before the call's own
+// change: the other mounts hear of the new name before the creator's call returns.
+std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, InvalidationBroker* broker,
+                                    grpc::ServerContextBase* ctx, const v1::FileRef& ref,
+                                    grpc::Status& s, int& err,
                                     std::shared_ptr<NamespaceFs>* ns = nullptr,
-                                    std::shared_ptr<OpenFile>* one_read = nullptr) {
+                                    std::shared_ptr<OpenFile>* one_read = nullptr,
+                                    std::optional<NamespaceFs::Opened>* made_here = nullptr) {
   auto t = resolve(reg, ctx, ref.ns(), ref.path(), s);
   if (!t) return nullptr;
   if (ns) *ns = t->ns;
   bool just_opened = false;
+  std::optional<NamespaceFs::Opened> made;
+  const NamespaceFs::CreateAtFirstUse create{ref.create_mode() & 07777, &made};
   auto f = one_read && (ref.flags() & O_ACCMODE) == O_RDONLY
                ? t->ns->file_for_one_read(ref.handle(), t->path, just_opened)
-               : t->ns->file(ref.handle(), t->path, static_cast<int>(ref.flags()));
+               : t->ns->file(ref.handle(), t->path, static_cast<int>(ref.flags()),
+                             ref.create() ? &create : nullptr);
   if (!f) {
     err = f.error();
     return nullptr;
+  }
+  if (made) {
+    changed(broker, ctx, *t, Change::create, t->path);
+    served(broker, ctx, *t, t->path, made->attrs, true);
+    if (made->parent_attrs)
+      served(broker, ctx, *t, parent_path(t->path), *made->parent_attrs, false);
+    if (made_here) *made_here = std::move(made);
   }
   if (just_opened) *one_read = *f;
   return *f;
@@ -375,8 +390,8 @@ grpc::Status DataService::read(grpc::ServerContextBase* ctx, const v1::ReadReque
   grpc::Status s;
   int err = 0;
   std::shared_ptr<NamespaceFs> ns;
-  auto f =
-      open_file(registry_, ctx, req.file(), s, err, &ns, req.whole_file() ? &one_read : nullptr);
+  auto f = open_file(registry_, broker_, ctx, req.file(), s, err, &ns,
+                     req.whole_file() ? &one_read : nullptr);
   if (!f) {
     if (!s.ok()) return s;
     reply.set_error(err);
@@ -425,12 +440,14 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
   grpc::Status s;
   int err = 0;
   std::shared_ptr<NamespaceFs> ns;
-  auto f = open_file(registry_, ctx, req.file(), s, err, &ns);
+  std::optional<NamespaceFs::Opened> made;
+  auto f = open_file(registry_, broker_, ctx, req.file(), s, err, &ns, nullptr, &made);
   if (!f) {
     if (!s.ok()) return s;
     reply.set_error(err);
     return grpc::Status::OK;
   }
+  if (made && made->parent_attrs) fill_attr(*made->parent_attrs, reply.mutable_parent_attr());
   auto r = f->write(req.offset(), data);
   // The extents, in order, each whole before the next; the first failure ends the call. Their
   // bytes live in the request, which outlives the writes.
@@ -471,7 +488,7 @@ grpc::Status DataService::fsync(grpc::ServerContextBase* ctx, const v1::FsyncReq
                                 v1::ErrorReply* reply) {
   grpc::Status s;
   int err = 0;
-  auto f = open_file(registry_, ctx, req->file(), s, err);
+  auto f = open_file(registry_, broker_, ctx, req->file(), s, err);
   if (!f) {
     if (!s.ok()) return s;
     reply->set_error(err);

@@ -480,12 +480,45 @@ TEST_F(SmallFiles, CreatedFilesAreOnTheServerAndSeenByTheOtherMountOnceCloseRetu
   for (int i = 0; i < 200; ++i) {
     const std::string name = "f" + std::to_string(i);
     const std::string data = "small file " + std::to_string(i) + "\n";
-    ASSERT_TRUE(write_file(a_ + "/" + name, data, O_WRONLY | O_CREAT | O_EXCL)) << strerror(errno);
+    // Half with O_EXCL (the create waits for the server), half as echo and cp create files
+    // (asynchronous: made by the first write, or at close).
+    const int flags = i % 2 ? O_WRONLY | O_CREAT | O_TRUNC : O_WRONLY | O_CREAT | O_EXCL;
+    ASSERT_TRUE(write_file(a_ + "/" + name, data, flags)) << strerror(errno);
     ASSERT_EQ(read_file(server_ + "/" + name), data) << name << " on the server";
     ASSERT_EQ(read_file(b_ + "/" + name), data) << name << " through the other mount";
     names.insert(name);
   }
   EXPECT_EQ(list_names(b_), names);
+}
+
+// An asynchronous create without a write (touch, `: > f`): close makes the file, and the other
+// mount sees it, empty, once close returns. A stat before the close makes it too.
+TEST_F(SmallFiles, AnAsynchronousCreateWithoutWritesIsOnTheServerOnceCloseReturns) {
+  struct stat st;
+  ASSERT_NE(::stat((b_ + "/empty").c_str(), &st), 0);
+  int fd = ::open((a_ + "/empty").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0640);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_NE(::lstat((server_ + "/empty").c_str(), &st), 0)
+      << "on the server before its first use: the create waited for it";
+  ASSERT_EQ(::close(fd), 0) << strerror(errno);
+  ASSERT_EQ(::stat((server_ + "/empty").c_str(), &st), 0) << "not on the server after close";
+  EXPECT_EQ(st.st_size, 0);
+  struct stat here;
+  ASSERT_EQ(::stat((a_ + "/empty").c_str(), &here), 0);
+  EXPECT_EQ(here.st_mode, st.st_mode) << "the creating mount shows the server's mode";
+  EXPECT_EQ(here.st_uid, st.st_uid) << "and owner";
+  ASSERT_EQ(::stat((b_ + "/empty").c_str(), &st), 0) << "not seen by the other mount";
+
+  // A stat by name on the creating mount (another process's, say) makes the create: the others
+  // see the file from then on.
+  fd = ::open((a_ + "/open").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_EQ(::stat((a_ + "/open").c_str(), &st), 0) << strerror(errno);
+  EXPECT_EQ(::stat((server_ + "/open").c_str(), &st), 0) << "the stat did not make the file";
+  EXPECT_EQ(::stat((b_ + "/open").c_str(), &st), 0) << "the other mount does not see it";
+  EXPECT_EQ(::write(fd, "late", 4), 4);
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_EQ(read_file(b_ + "/open"), "late");
 }
 
 // A mount that knows a directory's names answers lookups of absent ones itself; a name made on
@@ -516,6 +549,22 @@ TEST_F(SmallFiles, ACreateTheServerRefusesFailsAtTheLatestAtCloseAndLeavesNothin
     const bool wrote = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
     const int closed = ::close(fd);
     EXPECT_FALSE(wrote && closed == 0) << "a create the server refused went unreported";
+  } else {
+    EXPECT_TRUE(errno == ENOTDIR || errno == ENOENT) << strerror(errno);
+  }
+  // The same as echo or cp create it: the open is answered at once, so the error comes with the
+  // first write, or at the latest with close.
+  fd = ::open((dir + "/y").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    const std::string data = "lost?";
+    const ssize_t wrote = ::write(fd, data.data(), data.size());
+    const int write_errno = errno;
+    const int closed = ::close(fd);
+    EXPECT_FALSE(wrote == static_cast<ssize_t>(data.size()) && closed == 0)
+        << "an asynchronous create the server refused went unreported";
+    if (wrote < 0) {
+      EXPECT_TRUE(write_errno == ENOTDIR || write_errno == ENOENT) << strerror(write_errno);
+    }
   } else {
     EXPECT_TRUE(errno == ENOTDIR || errno == ENOENT) << strerror(errno);
   }

@@ -299,7 +299,25 @@ class FakeGateway::Data final : public pb::Data::Service {
     gw_.count_locked("Write");
     gw_.writes_released_.wait(lock, [&] { return !gw_.hold_writes_; });
     if (int e = gw_.failure_locked("Write", req->file().path())) return Names::error(reply, e);
-    auto node = node_of(req->file());
+    const pb::FileRef& file = req->file();
+    if (file.create() && !gw_.handles_.count(file.handle())) {
+      // An asynchronous create's first call: made as Create makes it, under the mount's handle.
+      gw_.count_locked("Write.create");
+      if (int e = gw_.failure_locked("Create", file.path())) return Names::error(reply, e);
+      auto node = gw_.find_locked(file.path());
+      if (!node) {
+        if (!gw_.find_locked(parent_path(file.path()))) return Names::error(reply, ENOENT);
+        node =
+            std::make_shared<Node>(Node{S_IFREG | file.create_mode(), "", "", gw_.tick_locked()});
+        gw_.tree_[file.path()] = node;
+        gw_.touch_parent_locked(file.path());
+      } else if (file.flags() & O_TRUNC) {
+        node->data.clear();
+      }
+      gw_.handles_[file.handle()] = {file.path(), node};
+      fill_attr(gw_.find_locked(parent_path(file.path())), reply->mutable_parent_attr());
+    }
+    auto node = node_of(file);
     if (!node) return Names::error(reply, ENOENT);
     const std::string& data = req->data();
     const uint64_t end = req->offset() + data.size();

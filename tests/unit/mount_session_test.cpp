@@ -473,7 +473,7 @@ TEST_F(MountSessionTest, AttributesWaitForTheWritesAcknowledgedBeforeThem) {
   ASSERT_TRUE(attr);
   EXPECT_EQ(attr->attr.size, 11u);
   EXPECT_EQ(gw.content("/f"), "hello world");
-  ASSERT_TRUE(session.flush(*created->file));
+  ASSERT_TRUE(session.flush(ino, *created->file));
   session.release(ino, std::move(created->file));
 }
 
@@ -487,7 +487,7 @@ TEST_F(MountSessionTest, AnOpenOfAFileWrittenHereAnswersTheGetattrThatFollowsIt)
   ASSERT_TRUE(created);
   const InodeNumber f = created->entry.ref.ino;
   ASSERT_TRUE(session.write(f, *created->file, 0, "hello", [] {}));
-  ASSERT_TRUE(session.flush(*created->file));
+  ASSERT_TRUE(session.flush(f, *created->file));
   session.release(f, std::move(created->file));
   gw.reset_calls();
 
@@ -519,7 +519,7 @@ TEST_F(MountSessionTest, AnOpenOfAFileWrittenHereAnswersTheGetattrThatFollowsIt)
   ASSERT_TRUE(after);
   EXPECT_EQ(after->attr.size, 11u);
   EXPECT_EQ(gw.calls("GetAttr"), 1);
-  ASSERT_TRUE(session.flush(*writer));
+  ASSERT_TRUE(session.flush(f, *writer));
   session.release(f, std::move(writer));
   session.release(f, std::move(racing->file));
 
@@ -628,11 +628,11 @@ TEST_F(MountSessionTest, AWriteErrorReachesTheNextFlushOnce) {
   gw.fail("Write", "/f", ENOSPC);
   Status written = session.write(f, *file, 0, "data", [] {});
   if (written) {  // acknowledged early: the error comes at flush
-    EXPECT_EQ(session.flush(*file).error(), ENOSPC);
+    EXPECT_EQ(session.flush(f, *file).error(), ENOSPC);
   } else {
     EXPECT_EQ(written.error(), ENOSPC);
   }
-  EXPECT_TRUE(session.flush(*file)) << "reported once";
+  EXPECT_TRUE(session.flush(f, *file)) << "reported once";
   session.release(f, std::move(file));
 }
 
@@ -643,6 +643,200 @@ TEST_F(MountSessionTest, StatfsOfAnInodeWhoseNameIsGoneAsksForTheRoot) {
   auto stats = session.statfs(f);
   ASSERT_TRUE(stats);
   EXPECT_EQ(stats->blocks, 1000u);
+}
+
+// ---- asynchronous creates ----
+
+// echo > f: the create is answered without a call; the first write makes the file with its bytes
+// in one call, and close then has nothing left to send.
+TEST_F(MountSessionTest, AnAsynchronousCreateIsMadeByItsFirstWrite) {
+  session.set_async_creates(true);
+  cache.set_healthy(true);
+  auto root = session.getattr(kRootInode);  // the directory's attributes, current
+  ASSERT_TRUE(root);
+  gw.reset_calls();
+  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY | O_TRUNC, 0640);
+  ASSERT_TRUE(created);
+  const InodeNumber f = created->entry.ref.ino;
+  EXPECT_EQ(gw.calls("Create") + gw.calls("Write") + gw.calls("GetAttr"), 0);
+  EXPECT_FALSE(gw.exists("/f")) << "not made before it is used";
+  EXPECT_EQ(created->entry.attr.mode, S_IFREG | 0640u);
+  EXPECT_EQ(created->entry.attr.uid, root->attr.uid) << "its directory's";
+  EXPECT_EQ(created->entry.timeout, 0) << "the mount's guess of the attributes is not kept";
+  int taken = 0;
+  ASSERT_TRUE(session.write(f, *created->file, 0, "tiny file\n", [&] { ++taken; }));
+  EXPECT_EQ(taken, 1);
+  EXPECT_EQ(gw.calls("Write.create"), 1);
+  EXPECT_EQ(gw.content("/f"), "tiny file\n");
+  ASSERT_TRUE(session.write(f, *created->file, 10, "more", [] {}));
+  ASSERT_TRUE(session.flush(f, *created->file));
+  EXPECT_EQ(gw.calls("Write.create"), 1) << "made once";
+  EXPECT_EQ(gw.calls("Create"), 0);
+  EXPECT_EQ(gw.content("/f"), "tiny file\nmore");
+  session.release(f, std::move(created->file));
+}
+
+// The kernel asks for the directory's attributes at the next path walk (a create changed its
+// mtime): the directory as the create left it answers, as after a create that waited.
+TEST_F(MountSessionTest, TheCallThatMakesAnAsynchronousCreateBringsItsDirectorysAttributes) {
+  cache.set_healthy(true);
+  session.set_async_creates(true);
+  cache.set_healthy(true);
+  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  gw.put_dir("/d");
+  const InodeNumber d = looked_up("d");
+  auto created = session.create(d, "f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber f = created->entry.ref.ino;
+  ASSERT_TRUE(session.write(f, *created->file, 0, "x", [] {}));
+  ASSERT_TRUE(session.flush(f, *created->file));
+  session.release(f, std::move(created->file));
+  gw.reset_calls();
+  auto dir = session.getattr(d);
+  ASSERT_TRUE(dir);
+  EXPECT_EQ(gw.calls("GetAttr"), 0);
+}
+
+// touch f: no write; close(2) makes the file before it returns.
+TEST_F(MountSessionTest, AnAsynchronousCreateWithoutWritesIsMadeByTheFlush) {
+  session.set_async_creates(true);
+  cache.set_healthy(true);
+  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber f = created->entry.ref.ino;
+  EXPECT_FALSE(gw.exists("/f"));
+  ASSERT_TRUE(session.flush(f, *created->file));
+  EXPECT_TRUE(gw.exists("/f"));
+  EXPECT_EQ(gw.content("/f"), "");
+  session.release(f, std::move(created->file));
+  EXPECT_EQ(gw.calls("Write.create"), 1);
+}
+
+// A create the server refuses (permissions, quota, a full disk): the first write returns the
+// error, and so does close; nothing is made.
+TEST_F(MountSessionTest, AnAsynchronousCreateThatFailsReportsItsErrorAtWriteAndClose) {
+  session.set_async_creates(true);
+  cache.set_healthy(true);
+  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  gw.fail("Create", "/f", EDQUOT);
+  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber f = created->entry.ref.ino;
+  int taken = 0;
+  Status written = session.write(f, *created->file, 0, "data", [&] { ++taken; });
+  EXPECT_EQ(written.error(), EDQUOT);
+  EXPECT_EQ(taken, 0);
+  EXPECT_EQ(session.flush(f, *created->file).error(), EDQUOT) << "close reports it too";
+  EXPECT_EQ(session.write(f, *created->file, 0, "data", [] {}).error(), EDQUOT);
+  EXPECT_EQ(gw.calls("Write.create"), 1) << "not tried again";
+  EXPECT_FALSE(gw.exists("/f"));
+  session.release(f, std::move(created->file));
+  EXPECT_EQ(gw.calls("Release"), 0) << "the gateway holds nothing to release";
+}
+
+TEST_F(MountSessionTest, AnAsynchronousCreateWithoutWritesThatFailsReportsItsErrorAtClose) {
+  session.set_async_creates(true);
+  cache.set_healthy(true);
+  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  gw.fail("Create", "/f", EACCES);
+  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
+  ASSERT_TRUE(created);
+  EXPECT_EQ(session.flush(created->entry.ref.ino, *created->file).error(), EACCES);
+  session.release(created->entry.ref.ino, std::move(created->file));
+}
+
+// Anything that might see the file or its directory at the gateway (stat, ls, rename, another
+// open) first makes the creates still to go.
+TEST_F(MountSessionTest, CallsThatMightSeeAnAsynchronousCreateMakeItFirst) {
+  session.set_async_creates(true);
+  cache.set_healthy(true);
+  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  gw.put_dir("/d");
+  const InodeNumber d = looked_up("d");
+  auto created = session.create(d, "f", O_CREAT | O_WRONLY, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber f = created->entry.ref.ino;
+  EXPECT_FALSE(gw.exists("/d/f"));
+  auto told = session.getattr(f);  // the kernel's check of the open's permissions
+  ASSERT_TRUE(told);
+  EXPECT_EQ(told->attr.mode, S_IFREG | 0644u);
+  EXPECT_EQ(told->timeout, 0);
+  EXPECT_FALSE(gw.exists("/d/f")) << "the file's own attributes, as told, need no call";
+  EXPECT_EQ(listing_of(d), (std::vector<std::string>{".", "..", "f"}));
+  EXPECT_TRUE(gw.exists("/d/f"));
+  const int asked = gw.calls("GetAttr");
+  auto attr = session.getattr(f);
+  ASSERT_TRUE(attr);
+  EXPECT_EQ(attr->attr.size, 0u);
+  EXPECT_EQ(gw.calls("GetAttr"), asked + 1) << "made: the gateway's attributes now";
+  ASSERT_TRUE(session.flush(f, *created->file));
+  EXPECT_EQ(gw.calls("Write.create"), 1);
+  session.release(f, std::move(created->file));
+
+  auto second = session.create(d, "g", O_CREAT | O_WRONLY, 0644);
+  ASSERT_TRUE(second);
+  ASSERT_TRUE(session.rename(d, "g", d, "h", 0));
+  EXPECT_TRUE(gw.exists("/d/h"));
+  EXPECT_FALSE(gw.exists("/d/g"));
+  ASSERT_TRUE(session.flush(second->entry.ref.ino, *second->file));
+  session.release(second->entry.ref.ino, std::move(second->file));
+  EXPECT_EQ(gw.calls("Write.create"), 2);
+}
+
+// O_EXCL must fail at open when the name exists, and a file open for reading must be there to
+// read: those creates wait for the server.
+TEST_F(MountSessionTest, ExclusiveAndReadableCreatesWaitForTheServer) {
+  session.set_async_creates(true);
+  cache.set_healthy(true);
+  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  auto excl = session.create(kRootInode, "e", O_CREAT | O_EXCL | O_WRONLY, 0644);
+  ASSERT_TRUE(excl);
+  auto rw = session.create(kRootInode, "r", O_CREAT | O_RDWR, 0644);
+  ASSERT_TRUE(rw);
+  EXPECT_EQ(gw.calls("Create"), 2);
+  EXPECT_TRUE(gw.exists("/e"));
+  EXPECT_TRUE(gw.exists("/r"));
+  ASSERT_TRUE(session.flush(excl->entry.ref.ino, *excl->file));
+  session.release(excl->entry.ref.ino, std::move(excl->file));
+  ASSERT_TRUE(session.flush(rw->entry.ref.ino, *rw->file));
+  session.release(rw->entry.ref.ino, std::move(rw->file));
+  EXPECT_EQ(gw.calls("Write.create"), 0);
+}
+
+// Where the directory's attributes are not current (the Watch stream is down, or the directory
+// changed), or say nobody may write there (a directory the gateway synthesises), the create waits
+// for the server, so that its error comes at open.
+TEST_F(MountSessionTest, CreatesWaitForTheServerWhereTheDirectoryIsNotKnownWritable) {
+  session.set_async_creates(true);
+  gw.put_dir("/ro", 0555);
+  auto unknown = session.create(kRootInode, "f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(gw.calls("Create"), 1) << "no current attributes of the directory (not healthy)";
+  cache.set_healthy(true);
+  const InodeNumber ro = looked_up("ro");
+  auto refused = session.create(ro, "f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  EXPECT_EQ(gw.calls("Create"), 2) << "a directory nobody may write";
+  ASSERT_TRUE(session.flush(unknown->entry.ref.ino, *unknown->file));
+  session.release(unknown->entry.ref.ino, std::move(unknown->file));
+  if (refused) {
+    ASSERT_TRUE(session.flush(refused->entry.ref.ino, *refused->file));
+    session.release(refused->entry.ref.ino, std::move(refused->file));
+  }
+  EXPECT_EQ(gw.calls("Write.create"), 0);
+}
+
+// A create reply the kernel never received (an interrupted open): nothing is made.
+TEST_F(MountSessionTest, AnAsynchronousCreateTheKernelNeverReceivedMakesNothing) {
+  session.set_async_creates(true);
+  cache.set_healthy(true);
+  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
+  ASSERT_TRUE(created);
+  session.create_not_received(created.take());
+  EXPECT_EQ(session.getattr(kRootInode).error(), 0);
+  EXPECT_FALSE(gw.exists("/f"));
+  EXPECT_EQ(gw.calls("Write") + gw.calls("Release") + gw.calls("Create"), 0);
 }
 
 }  // namespace
