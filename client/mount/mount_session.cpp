@@ -447,6 +447,7 @@ Result<MountSession::Created> MountSession::create(InodeNumber parent, std::stri
     auto file = std::make_unique<FileHandle>(deferred_handle(), flags, *path);
     file->gateway_knows.store(false, std::memory_order_relaxed);
     file->create_mode = mode & 07777;
+    file->create_unsettled.store(true, std::memory_order_release);
     file->create_attrs = attr;
     file->create_parent = parent;
     file->create_mutation = mutation;
@@ -512,6 +513,7 @@ void MountSession::create_not_received(Created created) {
     std::lock_guard lock(created.file->create_mu);
     if (created.file->create_mode) {
       created.file->create_mode.reset();
+      created.file->create_unsettled.store(false, std::memory_order_release);
       unsent_creates_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
@@ -539,10 +541,11 @@ Result<bool> MountSession::settle_create(InodeNumber ino, FileHandle& file, uint
   if (parent_attr) cache_.post_op_attrs(file.create_parent, *parent_attr, file.create_mutation);
   if (!written) {
     spdlog::debug("{}: asynchronous create failed: errno {}", ref.path, written.error());
-    file.create_error = written.error();
+    file.create_error = written.error();  // create_unsettled stays: every write returns it
     file.gateway_knows.store(false, std::memory_order_relaxed);  // nothing to release there
     return Result<bool>::failure(written.error());
   }
+  file.create_unsettled.store(false, std::memory_order_release);
   return true;
 }
 
@@ -582,10 +585,14 @@ Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t 
 
 Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
                            std::string_view data, const std::function<void()>& taken) {
-  if (file.create_mode || file.create_error) {  // racy reads: settle_create decides under its lock
-    auto settled = settle_create(ino, file, offset, data);
+  if (file.create_unsettled.load(std::memory_order_acquire)) {  // settle_create decides, locked
+    // A small first write (echo, a small file's whole content) goes with the create, in one call;
+    // a larger one after it, with write-behind as for any file.
+    constexpr size_t kCreateCarriesAtMost = 64 << 10;
+    const bool with_create = data.size() <= kCreateCarriesAtMost;
+    auto settled = settle_create(ino, file, offset, with_create ? data : std::string_view());
     if (!settled) return Status::failure(settled.error());
-    if (*settled) {
+    if (*settled && with_create) {
       taken();
       return ok_status();
     }

@@ -64,9 +64,10 @@ struct FileHandle {
   // file is made at the gateway by the first write, with its bytes, or else by the flush, the
   // fsync, or any other call of the mount (MountSession::settle_creates). Guarded by create_mu.
   std::mutex create_mu;
-  std::optional<uint32_t> create_mode;  // the create still to be sent, with this mode
-  FileAttr create_attrs;                // what the kernel was told at the create
-  InodeNumber create_parent = 0;        // its directory, and the change the create began there
+  std::atomic<bool> create_unsettled{false};  // create_mode is set, or create_error: read unlocked
+  std::optional<uint32_t> create_mode;        // the create still to be sent, with this mode
+  FileAttr create_attrs;                      // what the kernel was told at the create
+  InodeNumber create_parent = 0;  // its directory, and the change the create began there
   CachePolicy::Mutation create_mutation;
   int create_error = 0;  // the create failed: every later call returns this
 };

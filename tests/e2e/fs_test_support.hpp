@@ -34,6 +34,18 @@ inline bool write_file(const std::string& path, const std::string& data,
   return ::close(fd) == 0;
 }
 
+// Creates `path` as echo and cp do (O_WRONLY | O_CREAT | O_TRUNC), writes `data` and closes it:
+// the errno of the first step that failed (an asynchronous create's error comes with the write,
+// or at close), or 0.
+inline int create_write_close_errno(const std::string& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return errno;
+  int err = 0;
+  if (::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  return err;
+}
+
 inline std::string read_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) return "<open failed: " + std::to_string(errno) + ">";

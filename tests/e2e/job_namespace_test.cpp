@@ -221,8 +221,13 @@ TEST_F(JobNamespaces, TheInodeQuotaStopsCreates) {
   ASSERT_FALSE(m.empty());
   ASSERT_EQ(::mkdir((m + "/d").c_str(), 0755), 0);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(write_file(m + "/d/f" + std::to_string(i), "x")) << i;
-  EXPECT_EQ(SKEIN_ERRNO_OF(::open((m + "/d/one-too-many").c_str(), O_CREAT | O_WRONLY, 0644)),
-            EDQUOT);
+  EXPECT_EQ(
+      SKEIN_ERRNO_OF(::open((m + "/d/one-too-many").c_str(), O_CREAT | O_WRONLY | O_EXCL, 0644)),
+      EDQUOT);
+  // Created as echo creates (asynchronously): the error comes with the write, or at close.
+  EXPECT_EQ(create_write_close_errno(m + "/d/echoed", "x"), EDQUOT);
+  struct stat st;
+  EXPECT_NE(::stat((m + "/d/echoed").c_str(), &st), 0) << "a refused create left a file";
   EXPECT_EQ(SKEIN_ERRNO_OF(::mkdir((m + "/e").c_str(), 0755)), EDQUOT);
   ASSERT_EQ(::unlink((m + "/d/f0").c_str()), 0);
   EXPECT_TRUE(write_file(m + "/d/now-it-fits", "x"));

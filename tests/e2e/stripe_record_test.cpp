@@ -135,7 +135,9 @@ TEST_F(StripeRecords, EachBackendRecordsItsPartAndTheRecordIsHidden) {
   EXPECT_EQ(list_names(mount_->path()).count(".skein-stripes"), 0u);
   struct stat st;
   EXPECT_EQ(SKEIN_ERRNO_OF(::stat(m(".skein-stripes").c_str(), &st)), ENOENT);
-  EXPECT_EQ(SKEIN_ERRNO_OF(::open(m(".skein-stripes").c_str(), O_WRONLY | O_CREAT, 0644)), EACCES);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::open(m(".skein-stripes").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644)),
+            EACCES);
+  EXPECT_EQ(create_write_close_errno(m(".skein-stripes"), "x"), EACCES) << "created as echo does";
   EXPECT_EQ(SKEIN_ERRNO_OF(::rename(m("hidden").c_str(), m(".skein-stripes").c_str())), EACCES);
   EXPECT_EQ(SKEIN_ERRNO_OF(::unlink(m(".skein-stripes").c_str())), ENOENT);
   EXPECT_EQ(::unlink(m("hidden").c_str()), 0);

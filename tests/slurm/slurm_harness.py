@@ -130,7 +130,7 @@ class Cluster:
         self.slurm_env = read_env_file(os.path.join(self.slurm_state, "env"))
         return self
 
-    def write_config(self, node_gateway=None):
+    def write_config(self, node_gateway=None, reap=True):
         e = self.skein_env
         os.makedirs(os.path.join(self.dir, "mount-logs"), exist_ok=True)
         text = f"""# skein's Slurm configuration for the test cluster in {self.dir}
@@ -145,6 +145,7 @@ admin_key = "{e['SKEIN_ADMIN_KEY']}"
 admin_token_file = "{e['SKEIN_ADMIN_TOKEN_FILE']}"
 reaper_log = "{self.reaper_log_path}"
 reap_grace_s = {REAP_GRACE_S}
+reap = {"true" if reap else "false"}
 
 [node]
 skein_mount = "{BUILD}/client/skein-mount"
@@ -238,6 +239,12 @@ allow = ["/srv0/users/$USER"]
         """`lua5.1 burst_buffer.lua reap ARGS`, as an admin runs it."""
         return run(["lua5.1", self.burst_buffer_script(), "reap", *args], check=False,
                    env=self.env(SKEIN_SLURM_CONFIG=self.config_path))
+
+    def wait_no_reaper(self, seconds=60):
+        """Until no reaper started by slurmctld runs any more."""
+        deadline = time.monotonic() + seconds
+        while procs_mentioning(self.burst_buffer_script()) and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def reaper_log(self):
         try:

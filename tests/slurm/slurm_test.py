@@ -324,6 +324,10 @@ echo ran
 """)
     check(held, f"sbatch refused: {r.stderr}")
     wait_reason(c, held, "stage-in_of_")
+    # The dry run first, with the background reaper off (and none still running), so that nothing
+    # is gone before it looks.
+    c.write_config(reap=False)
+    c.wait_no_reaper()
     unknown, foreign, unlabelled = "990001", "990002", "990003"
     make(unknown, f"slurm_job={unknown}")
     make(ended, f"slurm_job={ended}")
@@ -342,6 +346,7 @@ echo ran
             check(f"namespace {kept}:" not in dry.stderr, f"the dry run would destroy namespace {kept}")
         check({unknown, ended} <= c.job_namespaces(), "the dry run destroyed something")
         # slurmctld starts the reaper with its pool query, about every 30 s.
+        c.write_config()
         deadline = time.monotonic() + 75
         while {unknown, ended} & c.job_namespaces() and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -353,6 +358,7 @@ echo ran
         check(f"destroyed namespace {unknown}: Slurm no longer knows job {unknown}" in c.reaper_log(),
               f"the reaper's log does not say why {unknown} went: {c.reaper_log()!r}")
     finally:
+        c.write_config()
         for extra in (foreign, unlabelled):
             c.skeinctl("ns", "destroy", extra, check=False)
         h.run(["scancel", held], env=c.env(), check=False)

@@ -697,6 +697,24 @@ TEST_F(MountSessionTest, TheCallThatMakesAnAsynchronousCreateBringsItsDirectorys
   EXPECT_EQ(gw.calls("GetAttr"), 0);
 }
 
+// cp of a large file: the create goes alone, and the first write, like the rest, is taken at
+// once and sent by write-behind.
+TEST_F(MountSessionTest, ALargeFirstWriteOfAnAsynchronousCreateGoesAfterTheCreate) {
+  session.set_async_creates(true);
+  cache.set_healthy(true);
+  ASSERT_TRUE(session.getattr(kRootInode));
+  auto created = session.create(kRootInode, "big", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber f = created->entry.ref.ino;
+  const std::string data(256 << 10, 'b');
+  ASSERT_TRUE(session.write(f, *created->file, 0, data, [] {}));
+  EXPECT_EQ(gw.calls("Write.create"), 1);
+  EXPECT_TRUE(gw.exists("/big"));
+  ASSERT_TRUE(session.flush(f, *created->file));
+  EXPECT_EQ(gw.content("/big"), data);
+  session.release(f, std::move(created->file));
+}
+
 // touch f: no write; close(2) makes the file before it returns.
 TEST_F(MountSessionTest, AnAsynchronousCreateWithoutWritesIsMadeByTheFlush) {
   session.set_async_creates(true);
