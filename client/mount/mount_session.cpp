@@ -427,7 +427,7 @@ Result<MountSession::Created> MountSession::create(InodeNumber parent, std::stri
   if (dir && (dir->first.mode & 0222) && (flags & O_ACCMODE) == O_WRONLY && !(flags & O_EXCL)) {
     // Asynchronous: the kernel's lookup found no such name, so the file starts empty. Its
     // attributes are this mount's guess (the server's umask and owner may differ): the kernel
-    // gets them for this reply only, and asks again, which settles the create first.
+    // may not keep them, and its getattr of the file gets them again until the create is made.
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
