@@ -591,8 +591,11 @@ local function start_reaper(c)
 		return
 	end
 	local log = c.controller.reaper_log or "/var/log/skein-slurm-reaper.log"
-	os.execute(string.format("SKEIN_SLURM_CONFIG=%s setsid flock -n -E 0 %s %s %s reap </dev/null >>%s 2>&1 &",
-		shq(c.path), shq(log .. ".lock"), shq(c.controller.lua or "lua5.1"), shq(script), shq(log)))
+	local lua = c.controller.lua or "lua5.1"
+	local missing = "echo \"$(date +%Y-%m-%dT%H:%M:%S) " .. SCRIPT .. ": reap: its interpreter ([controller] lua, "
+		.. "default lua5.1) is not installed: install Debian's lua5.1\""
+	os.execute(string.format("(command -v %s >/dev/null || %s; SKEIN_SLURM_CONFIG=%s setsid flock -n -E 0 %s %s %s reap) "
+		.. "</dev/null >>%s 2>&1 &", shq(lua), missing, shq(c.path), shq(log .. ".lock"), shq(lua), shq(script), shq(log)))
 end
 
 -- ---------------------------------------------------------------- hooks
