@@ -222,13 +222,16 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
 
 Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int flags,
                                                 uint32_t mode) {
-  using R = Result<Opened>;
-  auto t = locate(vpath);
-  if (t.table->is_synthetic_dir(vpath)) return R::failure(EISDIR);
-  if (!t.mount) return R::failure(EACCES);
-  auto c = t.mount->layout->create(t.rel, flags, mode);
-  if (!c) return R::failure(c.error());
+  auto c = create_at(locate(vpath), vpath, flags, mode);
+  if (!c) return Result<Opened>::failure(c.error());
   return Opened{register_file(c->file), c->attrs, c->parent_attrs};
+}
+
+Result<Created> NamespaceFs::create_at(const Located& at, const std::string& vpath, int flags,
+                                       uint32_t mode) {
+  if (at.table->is_synthetic_dir(vpath)) return Result<Created>::failure(EISDIR);
+  if (!at.mount) return Result<Created>::failure(EACCES);
+  return at.mount->layout->create(at.rel, flags, mode);
 }
 
 Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::string& vpath,
@@ -254,19 +257,13 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   }
   // Soft state: re-open by path; or the first use of an asynchronous create: create it.
   R r = R::failure(EIO);
-  if (create) {
-    if (t.table->is_synthetic_dir(vpath))
-      r = R::failure(EISDIR);
-    else if (!t.mount)
-      r = R::failure(EACCES);
-    else if (auto made = t.mount->layout->create(t.rel, flags, create->mode); !made)
-      r = R::failure(made.error());
-    else {
-      r = made->file;
-      if (create->made) *create->made = Opened{handle, made->attrs, made->parent_attrs};
-    }
-  } else {
+  if (!create) {
     r = reopen(t, flags);
+  } else if (auto made = create_at(t, vpath, flags, create->mode); !made) {
+    r = R::failure(made.error());
+  } else {
+    r = made->file;
+    if (create->made) *create->made = Opened{handle, made->attrs, made->parent_attrs};
   }
   {
     std::lock_guard lock(files_mu_);

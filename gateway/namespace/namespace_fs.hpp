@@ -116,6 +116,9 @@ class NamespaceFs {
   uint64_t register_file(std::shared_ptr<OpenFile> file);
   // Opens `at` by path for a handle the gateway does not hold: never creating or truncating.
   Result<std::shared_ptr<OpenFile>> reopen(const Located& at, int flags);
+  // The create of create() and of an asynchronous create's first use: refused in a synthesised
+  // directory, made by the mount's layout.
+  Result<Created> create_at(const Located& at, const std::string& vpath, int flags, uint32_t mode);
 
   std::string name_;
   mutable std::mutex credential_mu_;  // guards credential_

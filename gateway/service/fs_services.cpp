@@ -86,6 +86,14 @@ void changed(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& 
              const std::string& path, const std::string& other = {}) {
   if (b) b->changed(t.ns->name(), invalidations_for(change, path, other), mount_of(ctx));
 }
+// A create `t`'s caller made (Create, or an asynchronous create's first Write): the other mounts
+// told, and the caller's mount counted among those that cache the file and its directory.
+void created(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& t,
+             const NamespaceFs::Opened& made) {
+  changed(b, ctx, t, Change::create, t.path);
+  served(b, ctx, t, t.path, made.attrs, true);
+  if (made.parent_attrs) served(b, ctx, t, parent_path(t.path), *made.parent_attrs, false);
+}
 
 }  // namespace
 
@@ -305,14 +313,10 @@ grpc::Status DataService::create(grpc::ServerContextBase* ctx, const v1::OpenReq
     reply->set_error(r.error());
     return grpc::Status::OK;
   }
-  changed(broker_, ctx, *t, Change::create, t->path);
-  served(broker_, ctx, *t, t->path, r->attrs, true);
+  created(broker_, ctx, *t, *r);
   reply->set_handle(r->handle);
   fill_attr(r->attrs, reply->mutable_attr());
-  if (r->parent_attrs) {
-    served(broker_, ctx, *t, parent_path(t->path), *r->parent_attrs, false);
-    fill_attr(*r->parent_attrs, reply->mutable_parent_attr());
-  }
+  if (r->parent_attrs) fill_attr(*r->parent_attrs, reply->mutable_parent_attr());
   return grpc::Status::OK;
 }
 
@@ -349,11 +353,8 @@ std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, InvalidationBr
     return nullptr;
   }
   if (made) {
-    changed(broker, ctx, *t, Change::create, t->path);
-    served(broker, ctx, *t, t->path, made->attrs, true);
-    if (made->parent_attrs)
-      served(broker, ctx, *t, parent_path(t->path), *made->parent_attrs, false);
-    if (made_here) *made_here = std::move(made);
+    created(broker, ctx, *t, *made);
+    *made_here = std::move(made);
   }
   if (just_opened) *one_read = *f;
   return *f;
