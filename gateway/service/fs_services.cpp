@@ -334,12 +334,12 @@ std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, InvalidationBr
                                     std::shared_ptr<NamespaceFs>* ns = nullptr,
                                     std::shared_ptr<OpenFile>* one_read = nullptr,
                                     std::optional<NamespaceFs::Opened>* made_here = nullptr) {
+  auto t = resolve(reg, ctx, ref.ns(), ref.path(), s);
+  if (!t) return nullptr;
   if (ref.create() && !made_here) {  // only a Write creates (fs.proto, FileRef.create)
     s = grpc::Status(StatusCode::INVALID_ARGUMENT, "FileRef.create is only for Write");
     return nullptr;
   }
-  auto t = resolve(reg, ctx, ref.ns(), ref.path(), s);
-  if (!t) return nullptr;
   if (ns) *ns = t->ns;
   bool just_opened = false;
   std::optional<NamespaceFs::Opened> made;

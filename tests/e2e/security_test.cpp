@@ -387,6 +387,56 @@ TEST_F(Security, AWholeFileReadByPathNeedsTheTokenAndFollowsNoSymlink) {
   EXPECT_EQ(reply.data(), "inside the export\n");
 }
 
+TEST_F(Security, AnAsynchronousCreateByWriteNeedsTheTokenAndStaysInTheExport) {
+  // FileRef.create lets a Write make its file (a mount's asynchronous create): the same checks as
+  // Create. Tried here without the mount: no token, a wrong token, a path through a symlink to
+  // outside the export, and create on another call than Write.
+  ASSERT_EQ(::symlink(outside().c_str(), server("wescape").c_str()), 0);
+  auto write_creating = [&](const std::string& path, const char* token, pb::WriteReply& reply) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token);
+    pb::WriteRequest req;
+    req.mutable_file()->set_ns("default");
+    req.mutable_file()->set_path(path);
+    req.mutable_file()->set_handle(0xc7ea7ec7ea7eULL);  // the mount's own pick
+    req.mutable_file()->set_flags(O_WRONLY | O_CREAT | O_TRUNC);
+    req.mutable_file()->set_create(true);
+    req.mutable_file()->set_create_mode(0644);
+    req.set_data("planted\n");
+    return data_->Write(&ctx, req, &reply);
+  };
+  pb::WriteReply reply;
+  EXPECT_EQ(write_creating(vpath("made"), nullptr, reply).error_code(),
+            StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(write_creating(vpath("made"), "not-the-token", reply).error_code(),
+            StatusCode::UNAUTHENTICATED);
+  EXPECT_FALSE(exists(server("made"))) << "a Write without the token created a file";
+  reply.Clear();
+  ASSERT_TRUE(write_creating(vpath("wescape/planted-by-write"), token_.c_str(), reply).ok());
+  EXPECT_EQ(reply.error(), ELOOP);
+  EXPECT_FALSE(exists(outside() + "/planted-by-write"))
+      << "a Write created a file outside the export";
+  {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::ReadRequest req;
+    req.mutable_file()->set_ns("default");
+    req.mutable_file()->set_path(vpath("by-read"));
+    req.mutable_file()->set_handle(0xc7ea7ec7ea7fULL);
+    req.mutable_file()->set_flags(O_WRONLY | O_CREAT);
+    req.mutable_file()->set_create(true);
+    req.set_size(16);
+    pb::ReadReply read_reply;
+    EXPECT_EQ(data_->Read(&ctx, req, &read_reply).error_code(), StatusCode::INVALID_ARGUMENT);
+    EXPECT_FALSE(exists(server("by-read"))) << "a Read created a file";
+  }
+  reply.Clear();
+  ASSERT_TRUE(write_creating(vpath("made"), token_.c_str(), reply).ok());
+  EXPECT_EQ(reply.error(), 0);
+  EXPECT_EQ(reply.written(), 8u);
+  EXPECT_EQ(read_file(server("made")), "planted\n");
+}
+
 TEST_F(Security, ARaceOfRenamesAndSymlinksThroughTheApiCannotLeadOutside) {
   // One client swaps a directory for a symlink to the outside and back, as fast as it can;
   // another creates and opens files through the directory at the same time. The gateway must
