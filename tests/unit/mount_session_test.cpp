@@ -56,6 +56,21 @@ class MountSessionTest : public ::testing::Test {
     return opened ? std::move(opened->file) : nullptr;
   }
 
+  // Asynchronous creates on, the Watch stream healthy and the root's attributes current: what
+  // the mount needs to answer a create in the root itself.
+  void async_creates_in_root() {
+    session.set_async_creates(true);
+    cache.set_healthy(true);
+    ASSERT_TRUE(session.getattr(kRootInode));
+  }
+
+  // close(2) of a created file: its flush succeeds, then the release.
+  void close_created(MountSession::Created& created) {
+    const InodeNumber ino = created.entry.ref.ino;
+    ASSERT_TRUE(session.flush(ino, *created.file));
+    session.release(ino, std::move(created.file));
+  }
+
   std::vector<std::string> listing_of(InodeNumber dir) {
     auto opened = session.opendir(dir);
     EXPECT_TRUE(opened);
@@ -680,9 +695,7 @@ TEST_F(MountSessionTest, AnAsynchronousCreateIsMadeByItsFirstWrite) {
 // mtime): the directory as the create left it answers, as after a create that waited.
 TEST_F(MountSessionTest, TheCallThatMakesAnAsynchronousCreateBringsItsDirectorysAttributes) {
   cache.set_healthy(true);
-  session.set_async_creates(true);
-  cache.set_healthy(true);
-  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
   gw.put_dir("/d");
   const InodeNumber d = looked_up("d");
   auto created = session.create(d, "f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
@@ -700,9 +713,7 @@ TEST_F(MountSessionTest, TheCallThatMakesAnAsynchronousCreateBringsItsDirectorys
 // cp of a large file: the create goes alone, and the first write, like the rest, is taken at
 // once and sent by write-behind.
 TEST_F(MountSessionTest, ALargeFirstWriteOfAnAsynchronousCreateGoesAfterTheCreate) {
-  session.set_async_creates(true);
-  cache.set_healthy(true);
-  ASSERT_TRUE(session.getattr(kRootInode));
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
   auto created = session.create(kRootInode, "big", O_CREAT | O_WRONLY | O_TRUNC, 0644);
   ASSERT_TRUE(created);
   const InodeNumber f = created->entry.ref.ino;
@@ -717,9 +728,7 @@ TEST_F(MountSessionTest, ALargeFirstWriteOfAnAsynchronousCreateGoesAfterTheCreat
 
 // touch f: no write; close(2) makes the file before it returns.
 TEST_F(MountSessionTest, AnAsynchronousCreateWithoutWritesIsMadeByTheFlush) {
-  session.set_async_creates(true);
-  cache.set_healthy(true);
-  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
   auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
   ASSERT_TRUE(created);
   const InodeNumber f = created->entry.ref.ino;
@@ -734,9 +743,7 @@ TEST_F(MountSessionTest, AnAsynchronousCreateWithoutWritesIsMadeByTheFlush) {
 // A create the server refuses (permissions, quota, a full disk): the first write returns the
 // error, and so does close; nothing is made.
 TEST_F(MountSessionTest, AnAsynchronousCreateThatFailsReportsItsErrorAtWriteAndClose) {
-  session.set_async_creates(true);
-  cache.set_healthy(true);
-  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
   gw.fail("Create", "/f", EDQUOT);
   auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
   ASSERT_TRUE(created);
@@ -754,9 +761,7 @@ TEST_F(MountSessionTest, AnAsynchronousCreateThatFailsReportsItsErrorAtWriteAndC
 }
 
 TEST_F(MountSessionTest, AnAsynchronousCreateWithoutWritesThatFailsReportsItsErrorAtClose) {
-  session.set_async_creates(true);
-  cache.set_healthy(true);
-  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
   gw.fail("Create", "/f", EACCES);
   auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
   ASSERT_TRUE(created);
@@ -767,9 +772,7 @@ TEST_F(MountSessionTest, AnAsynchronousCreateWithoutWritesThatFailsReportsItsErr
 // Anything that might see the file or its directory at the gateway (stat, ls, rename, another
 // open) first makes the creates still to go.
 TEST_F(MountSessionTest, CallsThatMightSeeAnAsynchronousCreateMakeItFirst) {
-  session.set_async_creates(true);
-  cache.set_healthy(true);
-  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
   gw.put_dir("/d");
   const InodeNumber d = looked_up("d");
   auto created = session.create(d, "f", O_CREAT | O_WRONLY, 0644);
@@ -797,17 +800,14 @@ TEST_F(MountSessionTest, CallsThatMightSeeAnAsynchronousCreateMakeItFirst) {
   ASSERT_TRUE(session.rename(d, "g", d, "h", 0));
   EXPECT_TRUE(gw.exists("/d/h"));
   EXPECT_FALSE(gw.exists("/d/g"));
-  ASSERT_TRUE(session.flush(second->entry.ref.ino, *second->file));
-  session.release(second->entry.ref.ino, std::move(second->file));
+  ASSERT_NO_FATAL_FAILURE(close_created(*second));
   EXPECT_EQ(gw.calls("Write.create"), 2);
 }
 
 // O_EXCL must fail at open when the name exists, and a file open for reading must be there to
 // read: those creates wait for the server.
 TEST_F(MountSessionTest, ExclusiveAndReadableCreatesWaitForTheServer) {
-  session.set_async_creates(true);
-  cache.set_healthy(true);
-  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
   auto excl = session.create(kRootInode, "e", O_CREAT | O_EXCL | O_WRONLY, 0644);
   ASSERT_TRUE(excl);
   auto rw = session.create(kRootInode, "r", O_CREAT | O_RDWR, 0644);
@@ -815,10 +815,8 @@ TEST_F(MountSessionTest, ExclusiveAndReadableCreatesWaitForTheServer) {
   EXPECT_EQ(gw.calls("Create"), 2);
   EXPECT_TRUE(gw.exists("/e"));
   EXPECT_TRUE(gw.exists("/r"));
-  ASSERT_TRUE(session.flush(excl->entry.ref.ino, *excl->file));
-  session.release(excl->entry.ref.ino, std::move(excl->file));
-  ASSERT_TRUE(session.flush(rw->entry.ref.ino, *rw->file));
-  session.release(rw->entry.ref.ino, std::move(rw->file));
+  ASSERT_NO_FATAL_FAILURE(close_created(*excl));
+  ASSERT_NO_FATAL_FAILURE(close_created(*rw));
   EXPECT_EQ(gw.calls("Write.create"), 0);
 }
 
@@ -835,20 +833,16 @@ TEST_F(MountSessionTest, CreatesWaitForTheServerWhereTheDirectoryIsNotKnownWrita
   const InodeNumber ro = looked_up("ro");
   auto refused = session.create(ro, "f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
   EXPECT_EQ(gw.calls("Create"), 2) << "a directory nobody may write";
-  ASSERT_TRUE(session.flush(unknown->entry.ref.ino, *unknown->file));
-  session.release(unknown->entry.ref.ino, std::move(unknown->file));
+  ASSERT_NO_FATAL_FAILURE(close_created(*unknown));
   if (refused) {
-    ASSERT_TRUE(session.flush(refused->entry.ref.ino, *refused->file));
-    session.release(refused->entry.ref.ino, std::move(refused->file));
+    ASSERT_NO_FATAL_FAILURE(close_created(*refused));
   }
   EXPECT_EQ(gw.calls("Write.create"), 0);
 }
 
 // A create reply the kernel never received (an interrupted open): nothing is made.
 TEST_F(MountSessionTest, AnAsynchronousCreateTheKernelNeverReceivedMakesNothing) {
-  session.set_async_creates(true);
-  cache.set_healthy(true);
-  ASSERT_TRUE(session.getattr(kRootInode));  // the directory's attributes, current
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
   auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
   ASSERT_TRUE(created);
   session.create_not_received(created.take());
