@@ -42,13 +42,15 @@ void Coherence::watch_backends(const BackendMap& backends) {
           changed_on_server(name, rel, new_dir);
         },
         [this, name = name](bool watching) {
+          bool again = false;
           {
             std::lock_guard lock(watched_mu_);
             if (watching)
-              watched_.insert(name);
+              again = watched_.insert(name).second && !was_watched_.insert(name).second;
             else
               watched_.erase(name);
           }
+          if (again) watched_again(name);
           broker_.servers_watched_changed();
         });
   }
@@ -66,23 +68,39 @@ bool Coherence::servers_watched(const std::string& ns) const {
   return true;
 }
 
-void Coherence::changed_on_server(const std::string& backend, const std::string& rel,
-                                  bool new_dir) {
+void Coherence::for_each_use(
+    const std::string& backend, const std::string& rel,
+    const std::function<void(const std::string&, const std::string&)>& visit) {
   for (auto& ns : registry_.all()) {
     auto table = ns->table();
     for (auto& m : table->mounts()) {
       bool uses = false;
       for (auto& b : m.layout->backends()) uses |= b->name() == backend;
       if (!uses) continue;
-      std::string vpath = m.path == "/" ? rel : (rel == "/" ? m.path : m.path + rel);
-      broker_.changed_elsewhere(ns->name(), invalidations_for(Change::found_changed, vpath),
-                                // A new directory is never taken for an echo: inotifywait
-                                // watches it only once it has seen it appear, and what was
-                                // made in it before then is reported by nobody. Every mount
-                                // that caches it (its maker too) drops what it holds of it.
-                                /*maybe_echo=*/!new_dir);
+      visit(ns->name(), m.path == "/" ? rel : (rel == "/" ? m.path : m.path + rel));
     }
   }
+}
+
+void Coherence::changed_on_server(const std::string& backend, const std::string& rel,
+                                  bool new_dir) {
+  for_each_use(backend, rel, [&](const std::string& ns, const std::string& vpath) {
+    broker_.changed_elsewhere(ns, invalidations_for(Change::found_changed, vpath),
+                              // A new directory is never taken for an echo: inotifywait
+                              // watches it only once it has seen it appear, and what was
+                              // made in it before then is reported by nobody. Every mount
+                              // that caches it (its maker too) drops what it holds of it.
+                              /*maybe_echo=*/!new_dir);
+  });
+}
+
+void Coherence::watched_again(const std::string& backend) {
+  for_each_use(backend, "/", [&](const std::string& ns, const std::string& vpath) {
+    v1::Invalidation tree;
+    tree.set_kind(v1::Invalidation::TREE);
+    tree.set_path(vpath);
+    broker_.changed_elsewhere(ns, {tree});
+  });
 }
 
 }  // namespace skein

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,14 @@ class Coherence {
  private:
   // A path changed on `backend`'s server: invalidate it wherever a namespace shows it.
   void changed_on_server(const std::string& backend, const std::string& rel, bool new_dir);
+  // `visit(ns, vpath)` for every namespace mount that uses `backend`, with the virtual path of
+  // `rel` on it.
+  void for_each_use(const std::string& backend, const std::string& rel,
+                    const std::function<void(const std::string&, const std::string&)>& visit);
+  // `backend`'s remote watcher watches again (its server is back): what mounts cached of it while
+  // it was not watched may be stale (changes then were not reported, and a union listing served
+  // while the server was down left its names out), so every mount drops all of it.
+  void watched_again(const std::string& backend);
   // Whether every backend of namespace `ns` has a remote watcher that is watching now.
   bool servers_watched(const std::string& ns) const;
 
@@ -52,6 +61,7 @@ class Coherence {
   // joined with watchers_mu_ held.
   mutable std::mutex watched_mu_;
   std::set<std::string> watched_;
+  std::set<std::string> was_watched_;  // backends whose watcher has watched once; by watched_mu_
   std::unique_ptr<Revalidator> revalidator_;  // last: stops first
 };
 
