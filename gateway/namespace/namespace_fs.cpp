@@ -108,8 +108,14 @@ Result<std::vector<DirEntryAttrs>> NamespaceFs::readdir(const std::string& vpath
   }
   std::set<std::string> seen;
   for (auto& e : out) seen.insert(e.name);
-  for (auto& name : t.table->synthetic_children(vpath))
-    if (seen.insert(name).second) out.push_back({name, synthetic_dir_attrs(), 2});
+  for (auto& name : t.table->synthetic_children(vpath)) {
+    if (!seen.insert(name).second) continue;
+    // A mount point's entry shows its backend's root, as its getattr does (the mode the mount
+    // learns here decides whether it may answer a create in it itself); a directory above the
+    // mount points, or a mount point whose backend is down, shows the stand-in.
+    auto attrs = getattr(vpath == "/" ? "/" + name : vpath + "/" + name);
+    out.push_back({name, attrs ? *attrs : synthetic_dir_attrs(), 2});
+  }
   return out;
 }
 

@@ -101,6 +101,16 @@ TEST(NamespaceFs, AMountPointShowsItsBackendsRootAndAStandInWhenItIsDown) {
   mode.permissions = 0700;
   ASSERT_TRUE(n.srv0->setstat("/", mode));
   EXPECT_EQ(n.fs->getattr("/srv0")->permissions & 07777, 0700u);
+  auto entry_of = [](const std::vector<DirEntryAttrs>& entries, const std::string& name) {
+    for (auto& e : entries)
+      if (e.name == name) return e.attrs.permissions & 07777;
+    return 0u;
+  };
+  auto listed = n.fs->readdir("/");
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(entry_of(*listed, "srv0"), 0700u)
+      << "the listing shows the mount point as getattr does";
+  EXPECT_EQ(entry_of(*listed, "data"), 0555u) << "a directory above the mount points";
   n.srv0->set_down(true);
   auto stand_in = n.fs->getattr("/srv0");
   ASSERT_TRUE(stand_in) << "the mount point still shows while its backend is down";
@@ -108,6 +118,7 @@ TEST(NamespaceFs, AMountPointShowsItsBackendsRootAndAStandInWhenItIsDown) {
   auto l = n.fs->readdir("/");
   ASSERT_TRUE(l);
   EXPECT_EQ(names_of(*l).count("srv0"), 1u);
+  EXPECT_EQ(entry_of(*l, "srv0"), 0555u);
 }
 
 TEST(NamespaceFs, RenamesAndLinksAcrossMountsAreExdev) {
