@@ -25,6 +25,15 @@ std::future<Result<Reply>> ready_failure(int err) {
   return p.get_future();
 }
 
+// The data a READ may bring back (its length field), 0 for any other request.
+size_t read_bytes_of(const Request& request) {
+  const std::string& framed = request.framed;
+  if (request.type() != FXP_READ || !request.tail.empty() || framed.size() < 13) return 0;
+  const auto* b = reinterpret_cast<const unsigned char*>(framed.data() + framed.size() - 4);
+  return static_cast<size_t>(b[0]) << 24 | static_cast<size_t>(b[1]) << 16 |
+         static_cast<size_t>(b[2]) << 8 | b[3];
+}
+
 }  // namespace
 
 std::unique_ptr<Connection> Connection::connect(const Endpoint& ep, std::string& error,
@@ -166,10 +175,8 @@ std::string Connection::failure() const {
 std::future<Result<Reply>> Connection::send(Request request) {
   Pending p;
   std::string& framed = request.framed;
-  if (request.type() == FXP_READ && request.tail.empty() && framed.size() >= 13) {
-    const auto* b = reinterpret_cast<const unsigned char*>(framed.data() + framed.size() - 4);
-    p.read_bytes = static_cast<size_t>(b[0]) << 24 | static_cast<size_t>(b[1]) << 16 |
-                   static_cast<size_t>(b[2]) << 8 | b[3];
+  p.read_bytes = read_bytes_of(request);
+  if (p.read_bytes > 0) {
     std::unique_lock lock(window_mu_);
     window_cv_.wait(lock, [&] {
       return !alive_ || read_bytes_in_flight_ == 0 ||
@@ -202,15 +209,23 @@ Result<Reply> Connection::call(Request request) {
 }
 
 std::vector<Result<Reply>> Connection::call_all(std::vector<Request> framed) {
-  // READs keep to the I/O thread: they are counted against the read window.
-  bool any_read = false;
-  for (auto& f : framed) any_read |= f.type() == FXP_READ;
+  // READs count against the read window: they go direct only while no other READ is out (the
+  // small read of a random access, a whole small file), and within the window.
+  size_t read_bytes = 0;
+  for (auto& f : framed) read_bytes += read_bytes_of(f);
+  auto window_taken = [&] {  // lock order: mu_ before window_mu_ (send() takes one at a time)
+    if (read_bytes == 0) return true;
+    std::lock_guard window(window_mu_);
+    if (read_bytes_in_flight_ != 0 || read_bytes > read_window_) return false;
+    read_bytes_in_flight_ += read_bytes;
+    return true;
+  };
   uint32_t first_id = 0;
-  if (!any_read && !framed.empty()) {
+  if (!framed.empty()) {
     std::lock_guard lock(mu_);
     if (alive_ && !direct_ && queue_.empty() && in_flight_ == 0 &&
-        static_cast<uint64_t>(next_id_) + framed.size() <=
-            UINT32_MAX) {  // ids do not wrap within it
+        static_cast<uint64_t>(next_id_) + framed.size() <= UINT32_MAX &&  // ids do not wrap
+        window_taken()) {
       direct_ = true;
       if (next_id_ == 0) next_id_ = 1;
       first_id = next_id_;
@@ -227,6 +242,7 @@ std::vector<Result<Reply>> Connection::call_all(std::vector<Request> framed) {
       in_flight_ -= framed.size();
       queued = !queue_.empty();
     }
+    release_read_bytes(read_bytes);
     if (queued) {  // requests that came meanwhile wait for the I/O thread
       uint64_t one = 1;
       (void)!write(wake_fd_, &one, sizeof one);
