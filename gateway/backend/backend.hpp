@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -79,6 +80,9 @@ class Backend {
   // The server reported a change at `rel` (its watcher): what was checked there is looked at
   // again before it is trusted.
   virtual void changed_on_server(std::string_view rel) { (void)rel; }
+  // `listener` runs each time the backend comes back up after it was down, on a thread of the
+  // backend's; it must not wait for the backend.
+  virtual void on_back_up(std::function<void()> listener) { (void)listener; }
 
   // An lstat on its way.
   class PendingLstat {

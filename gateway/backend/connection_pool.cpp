@@ -138,12 +138,22 @@ void ConnectionPool::probe_until_up() {
       std::lock_guard lock(s.mu);
       s.conn = std::shared_ptr<Connection>(std::move(c));
     }
-    std::lock_guard lock(probe_mu_);
-    probing_ = false;
-    up_ = true;
+    std::vector<std::function<void()>> listeners;
+    {
+      std::lock_guard lock(probe_mu_);
+      probing_ = false;
+      up_ = true;
+      listeners = back_up_;
+    }
     spdlog::info("backend {} is back up", cfg_.name);
+    for (auto& listener : listeners) listener();
     return;
   }
+}
+
+void ConnectionPool::on_back_up(std::function<void()> listener) {
+  std::lock_guard lock(probe_mu_);
+  back_up_.push_back(std::move(listener));
 }
 
 Result<std::shared_ptr<Connection>> ConnectionPool::connection(size_t slot) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -56,6 +57,9 @@ class ConnectionPool {
   // Sends a request without waiting.
   std::future<Result<sftp::Reply>> start(std::string framed);
 
+  // `listener` runs on the prober's thread each time the server answers again after it was down.
+  void on_back_up(std::function<void()> listener);
+
   void count_ops(uint64_t n) { ops_.fetch_add(n, std::memory_order_relaxed); }
   void count_read(uint64_t bytes) { bytes_read_.fetch_add(bytes, std::memory_order_relaxed); }
   void count_written(uint64_t bytes) { bytes_written_.fetch_add(bytes, std::memory_order_relaxed); }
@@ -82,7 +86,8 @@ class ConnectionPool {
   std::atomic<bool> up_{true};
   std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0}, ops_{0};
 
-  std::mutex probe_mu_;  // guards prober_, probing_ and stopping_
+  std::mutex probe_mu_;  // guards prober_, probing_, stopping_ and back_up_
+  std::vector<std::function<void()>> back_up_;
   std::condition_variable probe_cv_;
   std::thread prober_;
   std::thread warmer_;

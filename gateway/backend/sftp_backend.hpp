@@ -83,6 +83,9 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
                                             uint32_t mode) override;
   Result<std::shared_ptr<Backend>> subtree(std::string_view rel) override;
   void changed_on_server(std::string_view rel) override;
+  void on_back_up(std::function<void()> listener) override {
+    server_->pool.on_back_up(std::move(listener));
+  }
 
   static Result<sftp::Attrs> attrs_of(Result<sftp::Reply> reply);
 

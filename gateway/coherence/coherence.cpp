@@ -17,14 +17,27 @@ Coherence::Coherence(CoherenceOptions options, const NamespaceRegistry& registry
 }
 
 Coherence::~Coherence() {
+  {
+    std::lock_guard lock(alive_->mu);
+    alive_->self = nullptr;
+  }
   revalidator_.reset();
   std::lock_guard lock(watchers_mu_);
   watchers_.clear();
 }
 
 void Coherence::watch_backends(const BackendMap& backends) {
-  if (!options_.remote_watch) return;
   std::lock_guard lock(watchers_mu_);
+  for (auto& [name, backend] : backends) {
+    auto& told = told_back_up_[name];
+    if (told.lock() == backend) continue;
+    told = backend;
+    backend->on_back_up([alive = alive_, name = name] {
+      std::lock_guard lock(alive->mu);
+      if (alive->self) alive->self->drop_cached_of(name);
+    });
+  }
+  if (!options_.remote_watch) return;
   for (auto it = watchers_.begin(); it != watchers_.end();) {
     if (!backends.count(it->first))
       it = watchers_.erase(it);
@@ -50,7 +63,7 @@ void Coherence::watch_backends(const BackendMap& backends) {
             else
               watched_.erase(name);
           }
-          if (again) watched_again(name);
+          if (again) drop_cached_of(name);
           broker_.servers_watched_changed();
         });
   }
@@ -94,7 +107,7 @@ void Coherence::changed_on_server(const std::string& backend, const std::string&
   });
 }
 
-void Coherence::watched_again(const std::string& backend) {
+void Coherence::drop_cached_of(const std::string& backend) {
   for_each_use(backend, "/", [&](const std::string& ns, const std::string& vpath) {
     v1::Invalidation tree;
     tree.set_kind(v1::Invalidation::TREE);

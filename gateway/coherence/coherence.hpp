@@ -34,7 +34,8 @@ class Coherence {
   ~Coherence();
   InvalidationBroker& broker() { return broker_; }
   WatchService& service() { return service_; }
-  // Runs one remote watcher per backend in `backends` (starting new ones, stopping removed ones).
+  // Runs one remote watcher per backend in `backends` (starting new ones, stopping removed ones),
+  // and has every mount drop what it cached of a backend that comes back up after it was down.
   void watch_backends(const BackendMap& backends);
 
  private:
@@ -44,10 +45,10 @@ class Coherence {
   // `rel` on it.
   void for_each_use(const std::string& backend, const std::string& rel,
                     const std::function<void(const std::string&, const std::string&)>& visit);
-  // `backend`'s remote watcher watches again (its server is back): what mounts cached of it while
-  // it was not watched may be stale (changes then were not reported, and a union listing served
-  // while the server was down left its names out), so every mount drops all of it.
-  void watched_again(const std::string& backend);
+  // `backend` came back up, or its remote watcher watches again: what mounts cached of it
+  // meanwhile may be stale (a union listing served while the server was down left its names out,
+  // and changes made while it was not watched were not reported), so every mount drops all of it.
+  void drop_cached_of(const std::string& backend);
   // Whether every backend of namespace `ns` has a remote watcher that is watching now.
   bool servers_watched(const std::string& ns) const;
 
@@ -62,6 +63,15 @@ class Coherence {
   mutable std::mutex watched_mu_;
   std::set<std::string> watched_;
   std::set<std::string> was_watched_;  // backends whose watcher has watched once; by watched_mu_
+  // The backends told to report coming back up (by watchers_mu_), and the Coherence their
+  // listeners reach, null once it is gone (a listener runs on the backend's thread).
+  std::map<std::string, std::weak_ptr<Backend>> told_back_up_;
+  struct Alive {
+    explicit Alive(Coherence* c) : self(c) {}
+    std::mutex mu;
+    Coherence* self;
+  };
+  std::shared_ptr<Alive> alive_ = std::make_shared<Alive>(this);
   std::unique_ptr<Revalidator> revalidator_;  // last: stops first
 };
 

@@ -58,10 +58,12 @@ class UnionNamespaces : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
 
   static std::string branch_dir(int i) { return cluster_->export_dir(i) + "/u"; }
-  static std::string config_text(const std::string& address) {
+  // The suite's configuration; `gateway_extra` goes into its [gateway] table.
+  static std::string config_text(const std::string& address,
+                                 const std::string& gateway_extra = "") {
     std::string key = cluster_->env("SKEIN_SSH_KEY"), kh = cluster_->env("SKEIN_KNOWN_HOSTS");
     auto ports = cluster_->list("SKEIN_SSH_PORTS");
-    std::string t = "[gateway]\nlisten = \"" + address + "\"\ntimeout_ms = 5000\n" +
+    std::string t = "[gateway]\nlisten = \"" + address + "\"\ntimeout_ms = 5000\n" + gateway_extra +
                     cluster_->gateway_tls_toml();
     auto backend = [&](const std::string& name, int i, const std::string& extra) {
       t += "[[backend]]\nname = \"" + name +
@@ -314,6 +316,51 @@ TEST_F(UnionNamespaces, DownBackendDropsOutThenComesBack) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_TRUE(list(m("ff", d)).count("one")) << "b1 did not come back";
   EXPECT_EQ(read_file(m("ff", d + "/one")), "1");
+}
+
+// Without remote watching (remote_watch = false, and revalidation too rare to matter), a branch
+// that comes back up still has every mount drop what it cached of it: the listing served while it
+// was down, which left its names out, is not kept.
+TEST_F(UnionNamespaces, ABranchThatComesBackIsListedAgainWithoutRemoteWatching) {
+  auto d = test_dir();
+  ASSERT_TRUE(write_file(b(0, d + "/zero"), "0"));
+  ASSERT_TRUE(write_file(b(1, d + "/one"), "1"));
+  std::string error;
+  const std::string config = cluster_->state() + "/union-unwatched.toml";
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  std::ofstream(config) << config_text(address,
+                                       "remote_watch = false\nrevalidate_interval_ms = 3600000\n");
+  auto gateway = GatewayProcess::start(config, address,
+                                       cluster_->state() + "/union-unwatched-gateway.log", error);
+  ASSERT_TRUE(gateway) << error;
+  auto mount = FuseMount::start(address, cluster_->state() + "/u-unwatched", "ff", error,
+                                "-o allow_other" + cluster_->mount_credentials());
+  ASSERT_TRUE(mount) << error;
+  const std::string dir = mount->path() + "/" + d;
+  EXPECT_EQ(list(dir), (std::set<std::string>{"zero", "one"}));
+
+  ASSERT_TRUE(cluster_->stop_server(1));
+  struct Restart {  // the suite's other tests need b1, whatever happens here
+    ~Restart() { cluster_->start_server(1); }
+  } restart;
+  // A change while b1 is down has the directory listed afresh, without b1's names. (Until then
+  // the mount may keep showing the listing it had; reading "one" would be EIO.)
+  std::set<std::string> names;
+  for (int i = 0; i < 50; ++i) {
+    if (write_file(dir + "/while-down", "ok")) {
+      names = list(dir);
+      if (!names.count("one")) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(names, (std::set<std::string>{"zero", "while-down"})) << "the listing while b1 is down";
+
+  ASSERT_TRUE(cluster_->start_server(1));
+  for (int i = 0; i < 150 && !list(dir).count("one"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(list(dir), (std::set<std::string>{"zero", "one", "while-down"}))
+      << "the listing served while b1 was down is still cached 15 s after it came back";
+  EXPECT_EQ(read_file(dir + "/one"), "1");
 }
 
 }  // namespace
