@@ -279,7 +279,22 @@ Result<uint32_t> RemoteFile::write(uint64_t offset, const SharedBytes& data) {
   return written;
 }
 
-Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, const SharedBytes& data) {
+Result<RemoteFile::Written> RemoteFile::write_reporting_attrs(uint64_t offset,
+                                                              const SharedBytes& data) {
+  using R = Result<Written>;
+  if (data.empty()) return Written{};
+  const std::string path = backend_->remote_path(rel_path());
+  ReadCollapser::shared().detach(&backend_->pool(), path);
+  Written out;
+  auto written = write_pipelined(offset, data, &out.attrs);
+  ReadCollapser::shared().detach(&backend_->pool(), path);
+  if (!written) return R::failure(written.error());
+  out.bytes = *written;
+  return out;
+}
+
+Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, const SharedBytes& data,
+                                             std::optional<Attrs>* attrs_after) {
   using R = Result<uint32_t>;
   // One connection takes the whole write: on an idle one the calling thread writes every chunk
   // and reads the answers itself (Connection::call_all), with no hand-off to an I/O thread. A
@@ -302,8 +317,14 @@ Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, const SharedBytes&
     requests.push_back(
         PacketWriter(FXP_WRITE).str(h->handle).u64(offset + off).take_with_str(std::move(parts)));
   }
+  // One connection answers in order: the FSTAT sees every WRITE before it.
+  if (attrs_after) requests.push_back(PacketWriter(FXP_FSTAT).str(h->handle).take());
   backend_->pool().count_ops(1);
   auto replies = h->conn->call_all(std::move(requests));
+  if (attrs_after) {
+    if (auto a = expect_attrs(std::move(replies.back()))) *attrs_after = *a;
+    replies.pop_back();
+  }
   int err = 0;
   bool failure = false;
   for (auto& r : replies) {

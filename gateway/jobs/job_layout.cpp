@@ -25,18 +25,14 @@ class CountedFile final : public OpenFile {
   }
 
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override {
-    const uint64_t end = offset + data.size();
-    {
-      std::lock_guard lock(cell_->mu);
-      if (auto st = know_size(); !st) return Result<uint32_t>::failure(st.error());
-      if (end > cell_->size) {
-        if (!quota_->take_bytes(end - cell_->size)) return Result<uint32_t>::failure(EDQUOT);
-        cell_->size = end;
-      }
-    }
-    // Should the write fail, the count stays (it can only be high, never let usage pass the
-    // quota); the namespace's next recount corrects it.
+    if (auto st = count_write(offset, data.size()); !st)
+      return Result<uint32_t>::failure(st.error());
     return inner_->write(offset, data);
+  }
+  Result<Written> write_reporting_attrs(uint64_t offset, const SharedBytes& data) override {
+    if (auto st = count_write(offset, data.size()); !st)
+      return Result<Written>::failure(st.error());
+    return inner_->write_reporting_attrs(offset, data);
   }
 
   Status truncate(uint64_t size) override {
@@ -58,6 +54,20 @@ class CountedFile final : public OpenFile {
   void renamed(std::string new_rel) override { inner_->renamed(std::move(new_rel)); }
 
  private:
+  // What a write of `size` bytes at `offset` adds to the file, taken from the quota first (EDQUOT
+  // if it has no room). Should the write fail, the count stays (it can only be high, never let
+  // usage pass the quota); the namespace's next recount corrects it.
+  Status count_write(uint64_t offset, uint64_t size) {
+    const uint64_t end = offset + size;
+    std::lock_guard lock(cell_->mu);
+    if (auto st = know_size(); !st) return st;
+    if (end > cell_->size) {
+      if (!quota_->take_bytes(end - cell_->size)) return Status::failure(EDQUOT);
+      cell_->size = end;
+    }
+    return ok_status();
+  }
+
   // Caller holds cell_->mu.
   Status know_size() {
     if (cell_->known) return ok_status();

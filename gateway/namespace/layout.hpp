@@ -64,6 +64,17 @@ class OpenFile {
   // All of `data`, or an error with the real errno. The data comes in pieces (a received gRPC
   // message's slices), which are sent as they are, never joined.
   virtual Result<uint32_t> write(uint64_t offset, const SharedBytes& data) = 0;
+  // write(), with the file's attributes right after it where the file gets them in the same
+  // round trip (an FSTAT behind the WRITEs); nullopt where it does not.
+  struct Written {
+    uint32_t bytes = 0;
+    std::optional<sftp::Attrs> attrs;
+  };
+  virtual Result<Written> write_reporting_attrs(uint64_t offset, const SharedBytes& data) {
+    auto w = write(offset, data);
+    if (!w) return Result<Written>::failure(w.error());
+    return Written{*w, std::nullopt};
+  }
   virtual Status fsync() = 0;
   virtual Status truncate(uint64_t size) = 0;
   virtual Result<sftp::Attrs> fstat() = 0;

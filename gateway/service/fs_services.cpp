@@ -453,7 +453,19 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     return grpc::Status::OK;
   }
   if (made && made->parent_attrs) fill_attr(*made->parent_attrs, reply.mutable_parent_attr());
-  auto r = f->write(req.offset(), data);
+  Result<uint32_t> r = Result<uint32_t>::failure(EIO);
+  std::optional<sftp::Attrs> after;  // the file's attributes right after the write, if known
+  if (made && req.offset() == 0 && req.more_size() == 0 && !data.empty()) {
+    // The file's whole content: its attributes come with the write, in the same round trip.
+    auto w = f->write_reporting_attrs(0, data);
+    r = w ? Result<uint32_t>(w->bytes) : Result<uint32_t>::failure(w.error());
+    if (w && w->attrs) {
+      after = w->attrs;
+      fill_attr(*after, reply.mutable_file_attr());
+    }
+  } else {
+    r = f->write(req.offset(), data);
+  }
   // The extents, in order, each whole before the next; the first failure ends the call. Their
   // bytes live in the request, which outlives the writes.
   uint64_t written = r ? *r : 0, expected = data.size();
@@ -468,10 +480,13 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     reply.set_written(static_cast<uint32_t>(written));
     ns->count_written(written);
     // Every other mount that caches this file hears of it before the writer does.
-    if (broker_)
-      broker_->changed(req.file().ns(),
-                       invalidations_for(Change::write, *normalize_virtual_path(req.file().path())),
-                       mount_of(ctx));
+    const std::string path = *normalize_virtual_path(req.file().path());
+    if (broker_) {
+      broker_->changed(req.file().ns(), invalidations_for(Change::write, path), mount_of(ctx));
+      // The writer now holds the file as the write left it (its attributes went back with the
+      // reply): revalidation compares the server's file with that.
+      if (after) broker_->served(req.file().ns(), mount_of(ctx), path, SeenAttrs::of(*after), true);
+    }
   } else {
     reply.set_error(r.error());
   }
