@@ -210,6 +210,10 @@ void InvalidationBroker::changed_elsewhere(const std::string& ns,
                                            const std::vector<v1::Invalidation>& items,
                                            bool maybe_echo) {
   std::lock_guard lock(mu_);
+  // What was served of each path before this report (targets() forgets it), for echo checks.
+  std::vector<std::optional<SeenAttrs>> served;
+  if (maybe_echo)
+    for (auto& i : items) served.push_back(interest(ns).seen_of(i.path()));
   for (SessionId id : targets(ns, items)) {
     auto it = sessions_.find(id);
     if (it == sessions_.end()) continue;
@@ -218,10 +222,59 @@ void InvalidationBroker::changed_elsewhere(const std::string& ns,
       continue;
     }
     std::vector<v1::Invalidation> news;
-    for (auto& i : items)
-      if (auto* r = recent_locked(ns, i.path()); !r || r->origin != id) news.push_back(i);
+    for (size_t k = 0; k < items.size(); ++k) {
+      const auto& i = items[k];
+      if (auto* r = recent_locked(ns, i.path()); !r || r->origin != id) {
+        news.push_back(i);
+        continue;
+      }
+      // Taken for the mount's own change. Checked after the window where the version it holds
+      // is known; a later report of the same path keeps the version of the first.
+      auto key = ns + '\0' + i.path();
+      auto pending = echo_checks_.find(key);
+      if (pending != echo_checks_.end())
+        pending->second.at = std::chrono::steady_clock::now();
+      else if (served[k])
+        echo_checks_[key] = PendingEcho{std::chrono::steady_clock::now(), served[k]};
+    }
     if (!news.empty()) send_locked(it->second, news);
   }
+}
+
+std::vector<InvalidationBroker::EchoCheck> InvalidationBroker::due_echo_checks() {
+  std::lock_guard lock(mu_);
+  std::vector<EchoCheck> due;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = echo_checks_.begin(); it != echo_checks_.end();) {
+    if (now - it->second.at <= options_.echo_window) {
+      ++it;
+      continue;
+    }
+    const size_t zero = it->first.find('\0');
+    // Served since the report: that version is the one mounts hold now.
+    auto& set = interest(it->first.substr(0, zero));
+    const std::string path = it->first.substr(zero + 1);
+    if (!set.seen_of(path)) set.set_seen(path, *it->second.served);
+    due.push_back({it->first.substr(0, zero), path});
+    it = echo_checks_.erase(it);
+  }
+  return due;
+}
+
+bool InvalidationBroker::echo_checked(const std::string& ns, const std::string& path,
+                                      const SeenAttrs& now) {
+  std::lock_guard lock(mu_);
+  if (recent_locked(ns, path)) return false;  // changed again meanwhile: checked after that
+  auto& set = interest(ns);
+  const auto held = set.seen_of(path);
+  if (!held || *held == now) return false;
+  auto items = invalidations_for(Change::found_changed, path);
+  for (SessionId id : targets(ns, items)) {
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) send_locked(it->second, items);
+  }
+  set.set_seen(path, now);
+  return true;
 }
 
 void InvalidationBroker::note_recent_locked(const std::string& ns, const std::string& path,

@@ -73,9 +73,22 @@ class InvalidationBroker {
                const std::string& origin_mount);
   // A change found behind the gateway's back: invalidate every interested mount; nobody waits.
   // With `maybe_echo` (the remote watcher's reports), a mount that changed one of these paths
-  // through the gateway within the echo window is not told of that path.
+  // through the gateway within the echo window is not told of that path. Where the gateway knows
+  // the version that mount holds (what it served last), the path is checked once the window has
+  // passed (due_echo_checks): a change made on the server within the window is reported the same
+  // way as the echo.
   void changed_elsewhere(const std::string& ns, const std::vector<v1::Invalidation>& items,
                          bool maybe_echo = false);
+  // Paths whose reports were taken for a mount's own change, now older than the echo window;
+  // they are handed out once, for echo_checked().
+  struct EchoCheck {
+    std::string ns, path;
+  };
+  std::vector<EchoCheck> due_echo_checks();
+  // An echo check read `now` for `path`: if that is not the version the gateway served last (as
+  // it was when the report came, or as served since), every interested mount is told. Returns
+  // whether it invalidated.
+  bool echo_checked(const std::string& ns, const std::string& path, const SeenAttrs& now);
 
   // For revalidation.
   std::vector<std::string> namespaces() const;
@@ -135,6 +148,13 @@ class InvalidationBroker {
   // Who changed `path` through the gateway within the echo window, if anybody.
   const Recent* recent_locked(const std::string& ns, const std::string& path) const;
   std::unordered_map<std::string, Recent> recent_;  // key: namespace '\0' path
+  // Reports taken for echoes, to check after the window, by namespace '\0' path: when the last
+  // came, and the version served before the first (a report forgets what was seen of its path).
+  struct PendingEcho {
+    std::chrono::steady_clock::time_point at;
+    std::optional<SeenAttrs> served;
+  };
+  std::unordered_map<std::string, PendingEcho> echo_checks_;
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>> recent_order_;
 };
 

@@ -34,6 +34,17 @@ void Revalidator::run() {
 void Revalidator::round() {
   constexpr size_t kWorkers = 8;
   const bool safety_net = rounds_++ % kWatchedRounds == 0;
+  // Reports taken for a mount's own change: the server shows either the version that mount holds,
+  // or a change made on the server meanwhile, which every mount that caches the path is told of.
+  for (auto& check : broker_.due_echo_checks()) {
+    auto ns = registry_.find(check.ns);
+    if (!ns) continue;
+    auto a = ns->getattr(check.path);
+    if (!a && a.error() != ENOENT) continue;  // a server that is down tells us nothing
+    if (broker_.echo_checked(check.ns, check.path, a ? SeenAttrs::of(*a) : SeenAttrs::missing()))
+      spdlog::debug("revalidate: {}:{} changed on the server within the echo window", check.ns,
+                    check.path);
+  }
   for (auto& ns_name : broker_.namespaces()) {
     auto ns = registry_.find(ns_name);
     if (!ns) continue;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -188,6 +189,40 @@ TEST(InvalidationBroker, TheWatchersEchoOfAChangeSkipsTheMountThatMadeItForAWhil
   EXPECT_EQ(a.events[2].invalidations_size(), 2);
   broker.detach(a.id);
   broker.detach(b.id);
+}
+
+// A report taken for A's own change may also be a change made on the server within the echo
+// window: once the window has passed, the path is checked against the version A was served last
+// (after its write), and A hears of it only if the server shows another.
+TEST(InvalidationBroker, AReportTakenForAnEchoIsCheckedAfterTheWindow) {
+  InvalidationBroker broker(kShortEchoWindow);
+  FakeStream a(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  const SeenAttrs written{true, 0100644, 0, 0, 100, 5}, rewritten{true, 0100644, 0, 0, 100, 9};
+  for (const std::string f : {"/echo", "/raced", "/unknown"}) {
+    broker.changed("ns", {InvalidationBroker::item(Kind::INODE, f)}, "A");
+    // A's write reply brought the file's attributes: A holds that version (not for /unknown).
+    broker.served("ns", "A", f, f == "/unknown" ? std::optional<SeenAttrs>() : written, true);
+  }
+  const std::vector<v1::Invalidation> report{InvalidationBroker::item(Kind::INODE, "/echo"),
+                                             InvalidationBroker::item(Kind::INODE, "/raced"),
+                                             InvalidationBroker::item(Kind::INODE, "/unknown")};
+  broker.changed_elsewhere("ns", report, /*maybe_echo=*/true);
+  broker.changed_elsewhere("ns", {report[1]}, /*maybe_echo=*/true);  // the server's own change
+  EXPECT_TRUE(a.events.empty()) << "within the window, A takes both for its own";
+  EXPECT_TRUE(broker.due_echo_checks().empty()) << "not before the window has passed";
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto due = broker.due_echo_checks();
+  std::set<std::string> paths;
+  for (auto& c : due) paths.insert(c.path);
+  EXPECT_EQ(paths, (std::set<std::string>{"/echo", "/raced"})) << "/unknown: no version to compare";
+  EXPECT_TRUE(broker.due_echo_checks().empty()) << "handed out once";
+  EXPECT_FALSE(broker.echo_checked("ns", "/echo", written));
+  EXPECT_TRUE(a.events.empty());
+  EXPECT_TRUE(broker.echo_checked("ns", "/raced", rewritten));
+  ASSERT_EQ(a.events.size(), 1u);
+  EXPECT_EQ(a.events[0].invalidations(0).path(), "/raced");
+  broker.detach(a.id);
 }
 
 TEST(InvalidationBroker, RevalidationInvalidatesOnlyWhatChangedBehindTheGatewaysBack) {
