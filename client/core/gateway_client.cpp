@@ -520,7 +520,8 @@ Result<std::string> GatewayClient::read(const FileRef& file, uint64_t offset, ui
 }
 
 Result<uint32_t> GatewayClient::write(const FileRef& file, uint64_t offset, std::string_view data,
-                                      std::optional<FileAttr>* parent_attr) const {
+                                      std::optional<FileAttr>* parent_attr,
+                                      std::optional<FileAttr>* file_attr) const {
   pb::WriteRequest req;
   to_proto(options_.ns, file, req.mutable_file());
   req.set_offset(offset);
@@ -530,6 +531,7 @@ Result<uint32_t> GatewayClient::write(const FileRef& file, uint64_t offset, std:
       [&](auto* ctx, auto* out) { return stubs_->data->Write(ctx, req, out); });
   if (!reply) return Result<uint32_t>::failure(reply.error());
   if (parent_attr && reply->has_parent_attr()) *parent_attr = from_proto(reply->parent_attr());
+  if (file_attr && reply->has_file_attr()) *file_attr = from_proto(reply->file_attr());
   return reply->written();
 }
 

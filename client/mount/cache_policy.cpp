@@ -129,6 +129,7 @@ void CachePolicy::wrote(InodeNumber ino) {
   Known& k = known_[ino];
   ++k.writes;
   k.file_attrs.reset();
+  drop_content_locked(ino);
 }
 
 uint64_t CachePolicy::writes(InodeNumber ino) const {
@@ -148,6 +149,49 @@ void CachePolicy::opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, 
   // only for an inode that was never written, which has no entry to lose.
   if ((it == known_.end() ? 0 : it->second.writes) != writes) return;
   known_[ino].file_attrs = attr;
+}
+
+void CachePolicy::wrote_whole(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
+                              std::shared_ptr<const std::string> content) {
+  if (!options_.deferred_open || !S_ISREG(attr.mode) || !content || attr.size != content->size() ||
+      !servers_watched_.load(std::memory_order_acquire))
+    return;
+  std::lock_guard lock(mu_);
+  if (!open_unspoilt(state_.load(std::memory_order_acquire), t, ino)) return;
+  auto it = known_.find(ino);
+  if ((it == known_.end() ? 0 : it->second.writes) != writes) return;
+  known_[ino].file_attrs = attr;
+  drop_content_locked(ino);
+  if (content->size() > kContentFileBytes) return;
+  const uint64_t number = ++contents_made_;
+  content_bytes_ += content->size();
+  contents_[ino] = Content{std::move(content), attr.mtime_ns, number};
+  content_order_.emplace_back(ino, number);
+  while (content_bytes_ > kContentBytes && !content_order_.empty()) {
+    auto [oldest, n] = content_order_.front();
+    content_order_.pop_front();
+    auto c = contents_.find(oldest);
+    if (c != contents_.end() && c->second.number == n) drop_content_locked(oldest);
+  }
+}
+
+std::shared_ptr<const std::string> CachePolicy::whole_content(InodeNumber ino) const {
+  if (!healthy() || !servers_watched_.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard lock(mu_);
+  auto c = contents_.find(ino);
+  auto k = known_.find(ino);
+  if (c == contents_.end() || k == known_.end() || !k->second.file_attrs) return nullptr;
+  const FileAttr& now = *k->second.file_attrs;
+  if (now.mtime_ns != c->second.mtime_ns || now.size != c->second.data->size()) return nullptr;
+  return c->second.data;
+}
+
+void CachePolicy::drop_content_locked(InodeNumber ino) {
+  auto c = contents_.find(ino);
+  if (c == contents_.end()) return;
+  content_bytes_ -= c->second.data->size();
+  contents_.erase(c);
+  if (contents_.empty()) content_order_.clear();
 }
 
 uint64_t CachePolicy::names_changes(InodeNumber dir) const {
@@ -222,6 +266,7 @@ bool CachePolicy::known_absent(InodeNumber dir, std::string_view name) const {
 void CachePolicy::forget(InodeNumber ino) {
   std::lock_guard lock(mu_);
   known_.erase(ino);
+  drop_content_locked(ino);
 }
 
 void CachePolicy::bump() { state_.fetch_add(2, std::memory_order_acq_rel); }
@@ -249,12 +294,16 @@ void CachePolicy::invalidating(InodeNumber ino) {
   slot = Invalidated{state_.fetch_add(2, std::memory_order_acq_rel) + 2, ino};
   invalidated_next_ = (invalidated_next_ + 1) % invalidated_.size();
   known_.erase(ino);
+  drop_content_locked(ino);
 }
 
 void CachePolicy::invalidating_all() {
   std::lock_guard lock(mu_);
   bump_all_locked();
   known_.clear();
+  contents_.clear();
+  content_order_.clear();
+  content_bytes_ = 0;
 }
 
 void CachePolicy::set_servers_watched(bool watched) {

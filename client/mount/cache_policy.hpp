@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -141,6 +143,19 @@ class CachePolicy {
   // opened again: cat, cp), and getattr answers from them.
   void opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes);
 
+  // The whole content of the regular file `ino`, which this mount wrote in one piece (an
+  // echo-style create's first write), with the attributes the server gave right after that write;
+  // `t` and `writes` taken as for opened_attrs, before the write was sent and after it was
+  // answered. The attributes are kept as current (opened_attrs), and the content with them while
+  // they stay current and are still of that version, so that reading the file back (cat, cp, an
+  // import) needs no call. At most kContentBytes across the mount, the oldest dropped first.
+  static constexpr uint64_t kContentBytes = 16 << 20;
+  static constexpr uint64_t kContentFileBytes = 64 << 10;  // larger files are not kept
+  void wrote_whole(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
+                   std::shared_ptr<const std::string> content);
+  // That content, while the file's attributes are current and still of its version; or null.
+  std::shared_ptr<const std::string> whole_content(InodeNumber ino) const;
+
   // Every name of a directory, when this mount knows them all: from a whole listing, or for a
   // directory it made itself (empty), then kept up to date with this mount's own changes. A name
   // not among them does not exist, so a lookup of it (the kernel's, before every create) needs
@@ -227,6 +242,17 @@ class CachePolicy {
   // Lock order: a leaf; never held across a gateway call, a notify or a fuse_reply_*.
   mutable std::mutex mu_;
   std::unordered_map<InodeNumber, Known> known_;  // guarded by mu_
+  // wrote_whole's contents, guarded by mu_: by inode, and in the order they came (with the
+  // number each was given, so that an inode's older place in the order drops nothing newer).
+  struct Content {
+    std::shared_ptr<const std::string> data;
+    int64_t mtime_ns = 0;
+    uint64_t number = 0;
+  };
+  std::unordered_map<InodeNumber, Content> contents_;
+  std::deque<std::pair<InodeNumber, uint64_t>> content_order_;
+  uint64_t content_bytes_ = 0, contents_made_ = 0;
+  void drop_content_locked(InodeNumber ino);
   // The last invalidations of single inodes, with the epoch each made (a ring; guarded by mu_),
   // for open_unspoilt. An open whose ticket is older than the oldest one kept keeps nothing.
   struct Invalidated {

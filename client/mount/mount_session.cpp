@@ -531,12 +531,18 @@ Result<bool> MountSession::settle_create(InodeNumber ino, FileHandle& file, uint
   ref.create = true;
   ref.create_mode = *file.create_mode;
   cache_.wrote(ino);
-  std::optional<FileAttr> parent_attr;
-  auto written = gateway_.write(ref, offset, data, &parent_attr);
+  const CachePolicy::Ticket ticket = cache_.ticket();
+  std::optional<FileAttr> parent_attr, file_attr;
+  auto written = gateway_.write(ref, offset, data, &parent_attr, &file_attr);
   if (written && *written != data.size()) written = Result<uint32_t>::failure(EIO);
   file.create_mode.reset();
   unsent_creates_.fetch_sub(1, std::memory_order_acq_rel);
   cache_.wrote(ino);
+  // The file's whole content, if the server's attributes right after the write say so: reading it
+  // back needs no call while they stay current (CachePolicy::wrote_whole).
+  if (written && file_attr && offset == 0 && !data.empty() && file_attr->size == data.size())
+    cache_.wrote_whole(ino, *file_attr, ticket, cache_.writes(ino),
+                       std::make_shared<const std::string>(data));
   // The directory as the create left it: the kernel asks for it at its next path walk.
   if (parent_attr) cache_.post_op_attrs(file.create_parent, *parent_attr, file.create_mutation);
   if (!written) {
@@ -574,6 +580,16 @@ void MountSession::drop_pending_create(InodeNumber ino, const FileHandle* file) 
 Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t offset,
                                     uint32_t size) {
   settle_creates();
+  // A small file this mount wrote whole, unchanged since (CachePolicy::whole_content).
+  if (auto content = cache_.whole_content(ino); content && data_.writes_idle(ino)) {
+    ReadData out;
+    if (offset < content->size()) {
+      out.size = std::min<uint64_t>(size, content->size() - offset);
+      out.pieces.emplace_back(content->data() + offset, out.size);
+    }
+    out.held.push_back(std::move(content));
+    return out;
+  }
   // The first read of a deferred open that takes the whole file (cat, cp, a stage-in of small
   // files): the gateway opens, reads and closes it for this call, so the handle stays unknown to
   // it and the release makes no call. A later read names the handle and opens it for keeps.

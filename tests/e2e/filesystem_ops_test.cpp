@@ -365,14 +365,16 @@ TEST_F(FilesystemOps, TheFirstReadOfAFileOpenedForReadingIsOneOpenAndOneRead) {
 }
 
 TEST_F(FilesystemOps, ReadingBackFilesThisMountWroteAsksForNoAttributesAfterTheOpen) {
-  // echo > f; cat f: the open goes to the gateway (the mount wrote the file), and the kernel,
-  // told another size at create, asks for the attributes at cat's fstat: the open's (LSTAT with
-  // the OPEN) answer it. 4 requests a file: LSTAT+OPEN, READ, CLOSE (5 with a GetAttr's LSTAT).
+  // creat(f) and a write; cat f: the open goes to the gateway (the mount wrote the file, in a
+  // create that waited for the server: O_EXCL), and the kernel, told another size at create,
+  // asks for the attributes at cat's fstat: the open's (LSTAT with the OPEN) answer it. 4
+  // requests a file: LSTAT+OPEN, READ, CLOSE (5 with a GetAttr's LSTAT).
   constexpr int kFiles = 50;
   long least = -1;
   for (int round = 0; round < 3; ++round) {
     const auto name = [&](int i) { return "b" + std::to_string(round) + "_" + std::to_string(i); };
-    for (int i = 0; i < kFiles; ++i) ASSERT_TRUE(write_file(m(name(i)), "written " + name(i)));
+    for (int i = 0; i < kFiles; ++i)
+      ASSERT_TRUE(write_file(m(name(i)), "written " + name(i), O_WRONLY | O_CREAT | O_EXCL));
     // The remote watcher's reports of these writes come within ~100 ms, and releases go unwaited.
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const long before = backend_ops(*cluster_, 0);
@@ -569,6 +571,60 @@ TEST_F(SmallFiles, ACreateTheServerRefusesFailsAtTheLatestAtCloseAndLeavesNothin
     EXPECT_TRUE(errno == ENOTDIR || errno == ENOENT) << strerror(errno);
   }
   EXPECT_EQ(read_file(server_ + "/d"), "not a directory");
+}
+
+TEST_F(SmallFiles, FilesThisMountWroteWholeAreReadBackWithoutARequestAndStayCoherent) {
+  // open, write, close; then open, fstat, read, close: the write that made the file brought its
+  // attributes from the server, so the mount knows its whole content, and reading it back asks
+  // for nothing but the kernel's lookup of the name (an asynchronously created entry is not kept).
+  constexpr int kFiles = 40;
+  const auto name = [](int i) { return "e" + std::to_string(i); };
+  const auto content = [&](int i) { return "written " + name(i) + "\n"; };
+  // The test's directory is new: the remote watcher's report of it makes every mount drop what
+  // it holds below it (coherence.md), files made there meanwhile included. Once it has come:
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (int i = 0; i < kFiles; ++i) ASSERT_TRUE(write_file(a_ + "/" + name(i), content(i)));
+  // The reports of these writes (this mount's own) come within ~100 ms, and the gateway checks
+  // them a second later: all done before the reads.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const long before = backend_ops(*cluster_, 0);
+  for (int i = 0; i < kFiles; ++i) {
+    const int fd = ::open((a_ + "/" + name(i)).c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << name(i);
+    struct stat st;
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    EXPECT_EQ(st.st_size, static_cast<off_t>(content(i).size()));
+    std::string got(4096, '\0');
+    const ssize_t n = ::read(fd, got.data(), got.size());
+    ::close(fd);
+    ASSERT_GE(n, 0);
+    got.resize(static_cast<size_t>(n));
+    EXPECT_EQ(got, content(i));
+  }
+  const long after = backend_ops(*cluster_, 0);
+  ASSERT_GE(before, 0);
+  ASSERT_GE(after, 0);
+  // 1 a file (the lookup's LSTAT); 4 when the open and read went to the server.
+  EXPECT_LE((after - before) * 10 / kFiles, 12)
+      << after - before << " requests to read back " << kFiles << " files this mount wrote whole";
+
+  // Rewritten through the other mount, and on the server itself: the new bytes, not the kept.
+  ASSERT_TRUE(write_file(b_ + "/" + name(0), "rewritten through b\n"));
+  EXPECT_EQ(read_file(a_ + "/" + name(0)), "rewritten through b\n");
+  ASSERT_TRUE(write_file(server_ + "/" + name(1), "rewritten on the server, longer\n"));
+  std::string seen;
+  for (int i = 0; i < 100 && seen != "rewritten on the server, longer\n"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    seen = read_file(a_ + "/" + name(1));
+  }
+  EXPECT_EQ(seen, "rewritten on the server, longer\n") << "10 s after the server's change";
+  // Appended to through this mount: read back whole from the server.
+  const int fd = ::open((a_ + "/" + name(2)).c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "more\n", 5), 5);
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_EQ(read_file(a_ + "/" + name(2)), content(2) + "more\n");
+  EXPECT_EQ(read_file(b_ + "/" + name(2)), content(2) + "more\n");
 }
 
 }  // namespace

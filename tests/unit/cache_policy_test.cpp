@@ -289,6 +289,79 @@ TEST(CachePolicy, FileAttributesAreCurrentUntilAnInvalidationOrAChangeOfThisMoun
   EXPECT_FALSE(policy.current_attrs(7).has_value());
 }
 
+// A small file this mount wrote whole (an echo-style create): its content is read back without a
+// call while its attributes stay current and of that version, and is dropped by every change.
+TEST(CachePolicy, AFileWrittenWholeIsKeptWhileItsAttributesAreCurrent) {
+  HealthyPolicy policy;
+  policy.set_servers_watched(true);
+  const FileAttr file{.mode = 0100644, .size = 5, .mtime_ns = 42};
+  auto hello = std::make_shared<const std::string>("hello");
+  auto write_whole = [&](InodeNumber ino,
+                         const FileAttr& attr = {.mode = 0100644, .size = 5, .mtime_ns = 42}) {
+    policy.wrote(ino);
+    auto ticket = policy.ticket();
+    policy.wrote(ino);
+    policy.wrote_whole(ino, attr, ticket, policy.writes(ino), hello);
+  };
+  write_whole(7);
+  ASSERT_TRUE(policy.whole_content(7));
+  EXPECT_EQ(*policy.whole_content(7), "hello");
+  ASSERT_TRUE(policy.current_attrs(7).has_value()) << "its attributes are current too";
+  EXPECT_EQ(policy.current_attrs(7)->mtime_ns, 42);
+
+  policy.wrote(7);  // written again
+  EXPECT_FALSE(policy.whole_content(7));
+  write_whole(7);
+  policy.invalidating(7);  // changed through another mount or on the server
+  EXPECT_FALSE(policy.whole_content(7));
+  write_whole(7);
+  policy.invalidating_all();
+  EXPECT_FALSE(policy.whole_content(7));
+  write_whole(7);
+  policy.forget(7);
+  EXPECT_FALSE(policy.whole_content(7));
+  write_whole(7);
+  policy.sent_attrs(7, FileAttr{.mode = 0100644, .size = 5, .mtime_ns = 43}, policy.ticket());
+  EXPECT_FALSE(policy.whole_content(7)) << "another version";
+  write_whole(7);
+  policy.set_healthy(false);
+  EXPECT_FALSE(policy.whole_content(7)) << "never in safe mode";
+  policy.set_healthy(true);
+  policy.set_servers_watched(true);
+
+  // Not kept: a size other than the bytes written (the file was not empty), an invalidation of
+  // the file while the write was on its way, a write of this mount meanwhile.
+  write_whole(8, FileAttr{.mode = 0100644, .size = 9, .mtime_ns = 42});
+  EXPECT_FALSE(policy.whole_content(8));
+  auto ticket = policy.ticket();
+  policy.invalidating(8);
+  policy.wrote_whole(8, file, ticket, policy.writes(8), hello);
+  EXPECT_FALSE(policy.whole_content(8));
+  ticket = policy.ticket();
+  const uint64_t writes = policy.writes(8);
+  policy.wrote(8);
+  policy.wrote_whole(8, file, ticket, writes, hello);
+  EXPECT_FALSE(policy.whole_content(8));
+
+  // At most kContentBytes across the mount, the oldest dropped first.
+  auto big = std::make_shared<const std::string>(CachePolicy::kContentFileBytes, 'x');
+  const FileAttr big_attr{.mode = 0100644, .size = big->size(), .mtime_ns = 42};
+  const uint64_t fit = CachePolicy::kContentBytes / CachePolicy::kContentFileBytes;
+  for (InodeNumber ino = 100; ino < 100 + fit + 1; ++ino) {
+    auto t = policy.ticket();
+    policy.wrote_whole(ino, big_attr, t, policy.writes(ino), big);
+  }
+  EXPECT_FALSE(policy.whole_content(100)) << "the oldest";
+  EXPECT_TRUE(policy.whole_content(101));
+  EXPECT_TRUE(policy.whole_content(100 + fit));
+  auto larger = std::make_shared<const std::string>(CachePolicy::kContentFileBytes + 1, 'x');
+  auto t = policy.ticket();
+  policy.wrote_whole(9, FileAttr{.mode = 0100644, .size = larger->size(), .mtime_ns = 42}, t,
+                     policy.writes(9), larger);
+  EXPECT_FALSE(policy.whole_content(9)) << "larger files are not kept";
+  EXPECT_TRUE(policy.current_attrs(9).has_value()) << "their attributes are";
+}
+
 // Without remote watchers a server's change reaches the mount only in the attributes the next
 // open fetches (close-to-open): nothing is current then, and what was fetched then stays stale
 // once the servers are watched again.

@@ -300,7 +300,8 @@ class FakeGateway::Data final : public pb::Data::Service {
     gw_.writes_released_.wait(lock, [&] { return !gw_.hold_writes_; });
     if (int e = gw_.failure_locked("Write", req->file().path())) return Names::error(reply, e);
     const pb::FileRef& file = req->file();
-    if (file.create() && !gw_.handles_.count(file.handle())) {
+    const bool made = file.create() && !gw_.handles_.count(file.handle());
+    if (made) {
       // An asynchronous create's first call: made as Create makes it, under the mount's handle.
       gw_.count_locked("Write.create");
       if (int e = gw_.failure_locked("Create", file.path())) return Names::error(reply, e);
@@ -325,6 +326,8 @@ class FakeGateway::Data final : public pb::Data::Service {
     node->data.replace(req->offset(), data.size(), data);
     node->mtime_ns = gw_.tick_locked();
     reply->set_written(static_cast<uint32_t>(data.size()));
+    // As the gateway does: the file's attributes after the write that made it, from offset 0.
+    if (made && req->offset() == 0 && !data.empty()) fill_attr(node, reply->mutable_file_attr());
     return grpc::Status::OK;
   }
 

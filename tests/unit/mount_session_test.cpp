@@ -691,6 +691,73 @@ TEST_F(MountSessionTest, AnAsynchronousCreateIsMadeByItsFirstWrite) {
   session.release(f, std::move(created->file));
 }
 
+// echo > f; cat f: a file this mount wrote whole is read back without a call (no open, no
+// attributes, no read) while nothing changes it; once another mount's change of it is announced,
+// the read asks the gateway again.
+TEST_F(MountSessionTest, AFileAnAsynchronousCreateWroteWholeIsReadBackWithoutACall) {
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
+  cache.set_servers_watched(true);
+  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber f = created->entry.ref.ino;
+  ASSERT_TRUE(session.write(f, *created->file, 0, "tiny file\n", [] {}));
+  ASSERT_NO_FATAL_FAILURE(close_created(*created));
+  gw.reset_calls();
+  auto text = [](const ReadData& d) {
+    std::string out;
+    for (auto piece : d.pieces) out += piece;
+    return out;
+  };
+
+  auto attrs = session.getattr(f);
+  ASSERT_TRUE(attrs);
+  EXPECT_EQ(attrs->attr.size, 10u) << "the server's, from the write";
+  auto file = opened(f, O_RDONLY);
+  ASSERT_TRUE(file);
+  auto read = session.read(f, *file, 0, 4096);
+  ASSERT_TRUE(read) << read.error();
+  EXPECT_EQ(text(*read), "tiny file\n");
+  auto part = session.read(f, *file, 5, 3);
+  ASSERT_TRUE(part);
+  EXPECT_EQ(text(*part), "fil");
+  auto past = session.read(f, *file, 10, 100);
+  ASSERT_TRUE(past);
+  EXPECT_EQ(past->size, 0u);
+  session.release(f, std::move(file));
+  EXPECT_EQ(gw.calls("Open") + gw.calls("GetAttr") + gw.calls("Read"), 0);
+
+  gw.put_file("/f", "rewritten elsewhere");
+  cache.invalidating(f);  // what the Watch stream does for it
+  file = opened(f, O_RDONLY);
+  ASSERT_TRUE(file);
+  read = session.read(f, *file, 0, 4096);
+  ASSERT_TRUE(read) << read.error();
+  EXPECT_EQ(text(*read), "rewritten elsewhere");
+  EXPECT_GE(gw.calls("Read"), 1);
+  session.release(f, std::move(file));
+}
+
+// Only what the mount knows whole: a file written in more than one piece is read from the
+// gateway.
+TEST_F(MountSessionTest, AFileNotWrittenWholeInOnePieceIsReadFromTheGateway) {
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
+  cache.set_servers_watched(true);
+  auto created = session.create(kRootInode, "two", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber two = created->entry.ref.ino;
+  ASSERT_TRUE(session.write(two, *created->file, 0, "one", [] {}));
+  ASSERT_TRUE(session.write(two, *created->file, 3, " two", [] {}));
+  ASSERT_NO_FATAL_FAILURE(close_created(*created));
+  gw.reset_calls();
+  auto file = opened(two, O_RDONLY);
+  ASSERT_TRUE(file);
+  auto read = session.read(two, *file, 0, 4096);
+  ASSERT_TRUE(read) << read.error();
+  EXPECT_EQ(read->size, 7u);
+  EXPECT_GE(gw.calls("Read"), 1);
+  session.release(two, std::move(file));
+}
+
 // The kernel asks for the directory's attributes at the next path walk (a create changed its
 // mtime): the directory as the create left it answers, as after a create that waited.
 TEST_F(MountSessionTest, TheCallThatMakesAnAsynchronousCreateBringsItsDirectorysAttributes) {
