@@ -167,7 +167,15 @@ Result<Entry> MountSession::lookup(InodeNumber parent, std::string_view name) {
   if (!path) return Result<Entry>::failure(path.error());
   // A directory whose names this mount knows: the kernel's lookup before a create, answered here.
   if (cache_.known_absent(parent, name)) return Result<Entry>::failure(ENOENT);
-  if (auto known = inodes_.find(*path)) data_.settle(*known);
+  if (auto known = inodes_.find(*path)) {
+    // A file whose attributes this mount holds as current (CachePolicy::current_attrs: one it
+    // wrote whole, whose asynchronously created entry the kernel did not keep; one whose entry
+    // the kernel let go): the name still names it, as a change of the name would have come as
+    // an invalidation of the file.
+    if (auto kept = cache_.current_attrs(*known); kept && data_.writes_idle(*known))
+      return add_entry(*path, *kept, cache_.ticket());
+    data_.settle(*known);
+  }
   CachePolicy::Ticket ticket = cache_.ticket();
   auto attr = gateway_.getattr(*path);
   if (!attr) {

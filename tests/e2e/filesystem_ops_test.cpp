@@ -575,56 +575,76 @@ TEST_F(SmallFiles, ACreateTheServerRefusesFailsAtTheLatestAtCloseAndLeavesNothin
 
 TEST_F(SmallFiles, FilesThisMountWroteWholeAreReadBackWithoutARequestAndStayCoherent) {
   // open, write, close; then open, fstat, read, close: the write that made the file brought its
-  // attributes from the server, so the mount knows its whole content, and reading it back asks
-  // for nothing but the kernel's lookup of the name (an asynchronously created entry is not kept).
+  // attributes from the server, so the mount knows its whole content, and reading it back (the
+  // kernel's lookup of the name included) asks the server for nothing.
   constexpr int kFiles = 40;
-  const auto name = [](int i) { return "e" + std::to_string(i); };
-  const auto content = [&](int i) { return "written " + name(i) + "\n"; };
+  const auto name = [](int round, int i) {
+    return "e" + std::to_string(round) + "_" + std::to_string(i);
+  };
+  const auto content = [&](int round, int i) { return "written " + name(round, i) + "\n"; };
   // The test's directory is new: the remote watcher's report of it makes every mount drop what
   // it holds below it (coherence.md), files made there meanwhile included. Once it has come:
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  for (int i = 0; i < kFiles; ++i) ASSERT_TRUE(write_file(a_ + "/" + name(i), content(i)));
-  // The reports of these writes (this mount's own) come within ~100 ms, and the gateway checks
-  // them a second later: all done before the reads.
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  const long before = backend_ops(*cluster_, 0);
-  for (int i = 0; i < kFiles; ++i) {
-    const int fd = ::open((a_ + "/" + name(i)).c_str(), O_RDONLY);
-    ASSERT_GE(fd, 0) << name(i);
-    struct stat st;
-    ASSERT_EQ(::fstat(fd, &st), 0);
-    EXPECT_EQ(st.st_size, static_cast<off_t>(content(i).size()));
-    std::string got(4096, '\0');
-    const ssize_t n = ::read(fd, got.data(), got.size());
-    ::close(fd);
-    ASSERT_GE(n, 0);
-    got.resize(static_cast<size_t>(n));
-    EXPECT_EQ(got, content(i));
+  long least = -1;  // the quietest of two rounds: revalidation's safety net may fall in one
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kFiles; ++i)
+      ASSERT_TRUE(write_file(a_ + "/" + name(round, i), content(round, i)));
+    // The reports of these writes (this mount's own) come within ~100 ms, and the gateway checks
+    // them a second later: all done before the reads.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    const long before = backend_ops(*cluster_, 0);
+    for (int i = 0; i < kFiles; ++i) {
+      const int fd = ::open((a_ + "/" + name(round, i)).c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0) << name(round, i);
+      struct stat st;
+      ASSERT_EQ(::fstat(fd, &st), 0);
+      EXPECT_EQ(st.st_size, static_cast<off_t>(content(round, i).size()));
+      std::string got(4096, '\0');
+      const ssize_t n = ::read(fd, got.data(), got.size());
+      ::close(fd);
+      ASSERT_GE(n, 0);
+      got.resize(static_cast<size_t>(n));
+      EXPECT_EQ(got, content(round, i));
+    }
+    const long after = backend_ops(*cluster_, 0);
+    ASSERT_GE(before, 0);
+    ASSERT_GE(after, 0);
+    if (least < 0 || after - before < least) least = after - before;
   }
-  const long after = backend_ops(*cluster_, 0);
-  ASSERT_GE(before, 0);
-  ASSERT_GE(after, 0);
-  // 1 a file (the lookup's LSTAT); 4 when the open and read went to the server.
-  EXPECT_LE((after - before) * 10 / kFiles, 12)
-      << after - before << " requests to read back " << kFiles << " files this mount wrote whole";
+  // 0 a file; 4 when the lookup, the open and the read went to the server.
+  EXPECT_LE(least, kFiles / 20) << least << " requests to read back " << kFiles
+                                << " files this mount wrote whole";
+  const auto name0 = [&](int i) { return name(0, i); };
+  const auto content0 = [&](int i) { return content(0, i); };
 
   // Rewritten through the other mount, and on the server itself: the new bytes, not the kept.
-  ASSERT_TRUE(write_file(b_ + "/" + name(0), "rewritten through b\n"));
-  EXPECT_EQ(read_file(a_ + "/" + name(0)), "rewritten through b\n");
-  ASSERT_TRUE(write_file(server_ + "/" + name(1), "rewritten on the server, longer\n"));
+  ASSERT_TRUE(write_file(b_ + "/" + name0(0), "rewritten through b\n"));
+  EXPECT_EQ(read_file(a_ + "/" + name0(0)), "rewritten through b\n");
+  ASSERT_TRUE(write_file(server_ + "/" + name0(1), "rewritten on the server, longer\n"));
   std::string seen;
   for (int i = 0; i < 100 && seen != "rewritten on the server, longer\n"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    seen = read_file(a_ + "/" + name(1));
+    seen = read_file(a_ + "/" + name0(1));
   }
   EXPECT_EQ(seen, "rewritten on the server, longer\n") << "10 s after the server's change";
+  // Rewritten on the server right after this mount wrote it, within the echo window (the
+  // watcher's report is taken for this mount's own change): the gateway's check after the window
+  // finds another version and tells.
+  ASSERT_TRUE(write_file(a_ + "/raced", "written through a\n"));
+  ASSERT_TRUE(write_file(server_ + "/raced", "rewritten on the server at once\n"));
+  seen.clear();
+  for (int i = 0; i < 100 && seen != "rewritten on the server at once\n"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    seen = read_file(a_ + "/raced");
+  }
+  EXPECT_EQ(seen, "rewritten on the server at once\n") << "10 s after the server's change";
   // Appended to through this mount: read back whole from the server.
-  const int fd = ::open((a_ + "/" + name(2)).c_str(), O_WRONLY | O_APPEND);
+  const int fd = ::open((a_ + "/" + name0(2)).c_str(), O_WRONLY | O_APPEND);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::write(fd, "more\n", 5), 5);
   ASSERT_EQ(::close(fd), 0);
-  EXPECT_EQ(read_file(a_ + "/" + name(2)), content(2) + "more\n");
-  EXPECT_EQ(read_file(b_ + "/" + name(2)), content(2) + "more\n");
+  EXPECT_EQ(read_file(a_ + "/" + name0(2)), content0(2) + "more\n");
+  EXPECT_EQ(read_file(b_ + "/" + name0(2)), content0(2) + "more\n");
 }
 
 }  // namespace

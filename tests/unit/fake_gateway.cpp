@@ -453,6 +453,13 @@ int FakeGateway::calls(const std::string& method) const {
   return it == calls_.end() ? 0 : it->second;
 }
 
+int FakeGateway::total_calls() const {
+  std::lock_guard lock(mu_);
+  int total = 0;
+  for (auto& [method, n] : calls_) total += n;
+  return total;
+}
+
 void FakeGateway::reset_calls() {
   std::lock_guard lock(mu_);
   calls_.clear();

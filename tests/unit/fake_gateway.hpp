@@ -37,6 +37,8 @@ class FakeGateway {
   // ---- what the mount did ----
   // Calls of `method` ("GetAttr", "ReadDir", "Open", ...) since the start or reset_calls().
   int calls(const std::string& method) const;
+  // Calls of every method (a call counted under a detail too, "Write.create", counts twice).
+  int total_calls() const;
   void reset_calls();
   // Handles opened and not yet released.
   std::size_t open_handles() const;

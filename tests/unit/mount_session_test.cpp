@@ -709,6 +709,11 @@ TEST_F(MountSessionTest, AFileAnAsynchronousCreateWroteWholeIsReadBackWithoutACa
     return out;
   };
 
+  auto found = session.lookup(kRootInode, "f");  // the kernel did not keep the created entry
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->ref.ino, f);
+  EXPECT_GT(found->timeout, 0) << "the entry may be kept now";
+  session.forget(f, 1);
   auto attrs = session.getattr(f);
   ASSERT_TRUE(attrs);
   EXPECT_EQ(attrs->attr.size, 10u) << "the server's, from the write";
@@ -725,6 +730,7 @@ TEST_F(MountSessionTest, AFileAnAsynchronousCreateWroteWholeIsReadBackWithoutACa
   EXPECT_EQ(past->size, 0u);
   session.release(f, std::move(file));
   EXPECT_EQ(gw.calls("Open") + gw.calls("GetAttr") + gw.calls("Read"), 0);
+  EXPECT_EQ(gw.total_calls(), 0);
 
   gw.put_file("/f", "rewritten elsewhere");
   cache.invalidating(f);  // what the Watch stream does for it
