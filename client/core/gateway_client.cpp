@@ -521,10 +521,11 @@ Result<std::string> GatewayClient::read(const FileRef& file, uint64_t offset, ui
 
 Result<uint32_t> GatewayClient::write(const FileRef& file, uint64_t offset, std::string_view data,
                                       std::optional<FileAttr>* parent_attr,
-                                      std::optional<FileAttr>* file_attr) const {
+                                      std::optional<FileAttr>* file_attr, bool report_attrs) const {
   pb::WriteRequest req;
   to_proto(options_.ns, file, req.mutable_file());
   req.set_offset(offset);
+  req.set_report_attrs(report_attrs);
   req.set_data(data.data(), data.size());
   auto reply = stubs_->call<pb::WriteReply>(
       options_, "Write", file.path,

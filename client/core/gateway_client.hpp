@@ -146,10 +146,12 @@ class GatewayClient {
                            bool whole_file = false) const;
   // `parent_attr`, when given, gets the directory's attributes right after the create a write
   // with `file.create` made, if the gateway sent them; `file_attr` the file's right after the
-  // write, which the gateway sends for such a write from offset 0.
+  // write, which the gateway sends for such a write from offset 0, or when asked
+  // (`report_attrs`, for a write from offset 0).
   Result<uint32_t> write(const FileRef& file, uint64_t offset, std::string_view data,
                          std::optional<FileAttr>* parent_attr = nullptr,
-                         std::optional<FileAttr>* file_attr = nullptr) const;
+                         std::optional<FileAttr>* file_attr = nullptr,
+                         bool report_attrs = false) const;
   Status fsync(const FileRef& file, bool datasync) const;
   Status release(const FileRef& file) const;
 

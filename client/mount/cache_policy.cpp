@@ -55,7 +55,10 @@ CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, int64_t
   k.open_size = size;
   if (decision.refresh_attrs) {  // the kernel will ask again; what it was told is not current
     k.sent = false;
-    k.file_attrs.reset();
+    // Attributes kept as current stay if they are the open's (a deferred open's come from them):
+    // the kernel's are the old ones.
+    if (k.file_attrs && (k.file_attrs->mtime_ns != mtime_ns || k.file_attrs->size != size))
+      k.file_attrs.reset();
   }
   return decision;
 }

@@ -127,6 +127,16 @@ Result<ReadData> DataPath::read(File& file, const FileRef& ref, uint64_t offset,
       });
 }
 
+Result<uint32_t> DataPath::write_reporting_attrs(File& file, const FileRef& ref, uint64_t offset,
+                                                 std::string_view data,
+                                                 std::optional<FileAttr>* attrs) {
+  Inode& inode = *file.inode_;
+  if (inode.writes) inode.writes->settle();
+  auto written = file.gateway_.write(ref, offset, data, nullptr, attrs, /*report_attrs=*/true);
+  inode.generation.fetch_add(1, std::memory_order_acq_rel);
+  return written;
+}
+
 Status DataPath::write(File& file, const FileRef& ref, uint64_t offset, std::string_view data,
                        const std::function<void()>& taken) {
   Inode& inode = *file.inode_;

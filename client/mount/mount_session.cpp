@@ -560,6 +560,7 @@ Result<bool> MountSession::settle_create(InodeNumber ino, FileHandle& file, uint
     return Result<bool>::failure(written.error());
   }
   file.create_unsettled.store(false, std::memory_order_release);
+  if (data.empty()) file.made_empty.store(true, std::memory_order_release);
   return true;
 }
 
@@ -621,6 +622,27 @@ Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
       return ok_status();
     }
   }
+  if (file.made_empty.exchange(false, std::memory_order_acq_rel) && offset == 0 && !data.empty() &&
+      data.size() <= CachePolicy::kContentFileBytes) {
+    // The first write of an asynchronous create that a flush made empty (a shell's redirection
+    // closes a duplicate of the descriptor before it writes), from the file's start: it goes at
+    // once, as it would have with the create, and brings back the file's attributes, which say
+    // whether it is all of the file (CachePolicy::wrote_whole). The close that follows would
+    // wait for it anyway.
+    cache_.wrote(ino);
+    const CachePolicy::Ticket ticket = cache_.ticket();
+    std::optional<FileAttr> file_attr;
+    auto sent = data_.write_reporting_attrs(*file.data, file_ref(ino, file), 0, data, &file_attr);
+    cache_.wrote(ino);
+    if (!sent) return Status::failure(sent.error());
+    if (*sent != data.size()) return Status::failure(EIO);
+    taken();
+    if (file_attr && file_attr->size == data.size())
+      cache_.wrote_whole(ino, *file_attr, ticket, cache_.writes(ino),
+                         std::make_shared<const std::string>(data));
+    return ok_status();
+  }
+  file.made_empty.store(false, std::memory_order_release);
   cache_.wrote(ino);
   Status written = data_.write(*file.data, file_ref(ino, file), offset, data, taken);
   cache_.wrote(ino);  // queued now: an open that counted writes before this one sees it in flight

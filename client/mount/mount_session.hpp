@@ -70,6 +70,10 @@ struct FileHandle {
   InodeNumber create_parent = 0;  // its directory, and the change the create began there
   CachePolicy::Mutation create_mutation;
   int create_error = 0;  // the create failed: every later call returns this
+  // An asynchronous create made empty (by a flush, before any write), with nothing written
+  // through this handle yet: its first write, from offset 0, may be all of it
+  // (MountSession::write).
+  std::atomic<bool> made_empty{false};
 };
 
 // An open directory: its whole listing, fetched at the first readdir that reaches this mount;

@@ -326,8 +326,12 @@ class FakeGateway::Data final : public pb::Data::Service {
     node->data.replace(req->offset(), data.size(), data);
     node->mtime_ns = gw_.tick_locked();
     reply->set_written(static_cast<uint32_t>(data.size()));
-    // As the gateway does: the file's attributes after the write that made it, from offset 0.
-    if (made && req->offset() == 0 && !data.empty()) fill_attr(node, reply->mutable_file_attr());
+    // As the gateway does: the file's attributes after a write from offset 0 that made the file
+    // or asks for them.
+    if ((made || req->report_attrs()) && req->offset() == 0 && !data.empty()) {
+      if (req->report_attrs()) gw_.count_locked("Write.report_attrs");
+      fill_attr(node, reply->mutable_file_attr());
+    }
     return grpc::Status::OK;
   }
 

@@ -743,6 +743,62 @@ TEST_F(MountSessionTest, AFileAnAsynchronousCreateWroteWholeIsReadBackWithoutACa
   session.release(f, std::move(file));
 }
 
+// echo > f in a shell: the redirection closes a duplicate of the descriptor before the write, so
+// a flush makes the file empty; the first write, from offset 0, then asks for the attributes
+// after it, and the file is read back without a call as above.
+TEST_F(MountSessionTest, TheFirstWriteOfAFileAFlushMadeEmptyBringsItsAttributesBack) {
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
+  cache.set_servers_watched(true);
+  auto text = [](const ReadData& d) {
+    std::string out;
+    for (auto piece : d.pieces) out += piece;
+    return out;
+  };
+  for (const std::string name : {"echo", "again"}) {
+    auto created = session.create(kRootInode, name, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    ASSERT_TRUE(created);
+    const InodeNumber f = created->entry.ref.ino;
+    ASSERT_TRUE(session.flush(f, *created->file));  // the duplicate's close
+    EXPECT_TRUE(gw.exists("/" + name));
+    gw.reset_calls();
+    int taken = 0;
+    ASSERT_TRUE(session.write(f, *created->file, 0, name + " text\n", [&] { ++taken; }));
+    EXPECT_EQ(taken, 1);
+    EXPECT_EQ(gw.calls("Write.report_attrs"), 1) << name;
+    EXPECT_EQ(gw.content("/" + name), name + " text\n") << "on the server once write returns";
+    ASSERT_NO_FATAL_FAILURE(close_created(*created));
+    gw.reset_calls();
+    auto file = opened(f, O_RDONLY);
+    ASSERT_TRUE(file);
+    auto attrs = session.getattr(f);  // the kernel's, after the open told it to drop its own
+    ASSERT_TRUE(attrs);
+    EXPECT_EQ(attrs->attr.size, name.size() + 6);
+    auto read = session.read(f, *file, 0, 4096);
+    ASSERT_TRUE(read) << read.error();
+    EXPECT_EQ(text(*read), name + " text\n");
+    session.release(f, std::move(file));
+    EXPECT_EQ(gw.calls("Open") + gw.calls("Read") + gw.calls("GetAttr"), 0) << name;
+  }
+  // A second write through the same handle goes as any write, and the file is read from the
+  // gateway again.
+  auto created = session.create(kRootInode, "two", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber two = created->entry.ref.ino;
+  ASSERT_TRUE(session.flush(two, *created->file));
+  gw.reset_calls();
+  ASSERT_TRUE(session.write(two, *created->file, 0, "first ", [] {}));
+  ASSERT_TRUE(session.write(two, *created->file, 6, "second", [] {}));
+  ASSERT_NO_FATAL_FAILURE(close_created(*created));
+  gw.reset_calls();
+  auto file = opened(two, O_RDONLY);
+  ASSERT_TRUE(file);
+  auto read = session.read(two, *file, 0, 4096);
+  ASSERT_TRUE(read) << read.error();
+  EXPECT_EQ(text(*read), "first second");
+  EXPECT_GE(gw.calls("Read"), 1);
+  session.release(two, std::move(file));
+}
+
 // Only what the mount knows whole: a file written in more than one piece is read from the
 // gateway.
 TEST_F(MountSessionTest, AFileNotWrittenWholeInOnePieceIsReadFromTheGateway) {
