@@ -241,11 +241,11 @@ void InvalidationBroker::changed_elsewhere(const std::string& ns,
   }
 }
 
-std::vector<InvalidationBroker::EchoCheck> InvalidationBroker::due_echo_checks() {
+std::vector<InvalidationBroker::EchoCheck> InvalidationBroker::due_echo_checks(size_t max) {
   std::lock_guard lock(mu_);
   std::vector<EchoCheck> due;
   const auto now = std::chrono::steady_clock::now();
-  for (auto it = echo_checks_.begin(); it != echo_checks_.end();) {
+  for (auto it = echo_checks_.begin(); it != echo_checks_.end() && due.size() < max;) {
     if (now - it->second.at <= options_.echo_window) {
       ++it;
       continue;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
@@ -79,12 +80,12 @@ class InvalidationBroker {
   // way as the echo.
   void changed_elsewhere(const std::string& ns, const std::vector<v1::Invalidation>& items,
                          bool maybe_echo = false);
-  // Paths whose reports were taken for a mount's own change, now older than the echo window;
-  // they are handed out once, for echo_checked().
+  // Paths whose reports were taken for a mount's own change, now older than the echo window, at
+  // most `max` of them; they are handed out once, for echo_checked().
   struct EchoCheck {
     std::string ns, path;
   };
-  std::vector<EchoCheck> due_echo_checks();
+  std::vector<EchoCheck> due_echo_checks(size_t max = SIZE_MAX);
   // An echo check read `now` for `path`: if that is not the version the gateway served last (as
   // it was when the report came, or as served since), every interested mount is told. Returns
   // whether it invalidated.

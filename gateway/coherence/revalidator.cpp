@@ -36,7 +36,8 @@ void Revalidator::round() {
   const bool safety_net = rounds_++ % kWatchedRounds == 0;
   // Reports taken for a mount's own change: the server shows either the version that mount holds,
   // or a change made on the server meanwhile, which every mount that caches the path is told of.
-  for (auto& check : broker_.due_echo_checks()) {
+  // At most a round's worth at a time: the rest stay due for the next round.
+  for (auto& check : broker_.due_echo_checks(paths_per_round_)) {
     auto ns = registry_.find(check.ns);
     if (!ns) continue;
     auto a = ns->getattr(check.path);

@@ -212,7 +212,9 @@ TEST(InvalidationBroker, AReportTakenForAnEchoIsCheckedAfterTheWindow) {
   EXPECT_TRUE(a.events.empty()) << "within the window, A takes both for its own";
   EXPECT_TRUE(broker.due_echo_checks().empty()) << "not before the window has passed";
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  auto due = broker.due_echo_checks();
+  auto due = broker.due_echo_checks(1);  // a round's worth at a time
+  ASSERT_EQ(due.size(), 1u);
+  for (auto& c : broker.due_echo_checks()) due.push_back(c);
   std::set<std::string> paths;
   for (auto& c : due) paths.insert(c.path);
   EXPECT_EQ(paths, (std::set<std::string>{"/echo", "/raced"})) << "/unknown: no version to compare";
