@@ -702,6 +702,8 @@ TEST_F(MountSessionTest, AFileAnAsynchronousCreateWroteWholeIsReadBackWithoutACa
   const InodeNumber f = created->entry.ref.ino;
   ASSERT_TRUE(session.write(f, *created->file, 0, "tiny file\n", [] {}));
   ASSERT_NO_FATAL_FAILURE(close_created(*created));
+  // The release goes without waiting: let it arrive before counting.
+  for (int i = 0; i < 500 && gw.calls("Release") < 1; ++i) std::this_thread::sleep_for(10ms);
   gw.reset_calls();
   auto text = [](const ReadData& d) {
     std::string out;
