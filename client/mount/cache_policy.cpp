@@ -141,34 +141,35 @@ uint64_t CachePolicy::writes(InodeNumber ino) const {
   return it == known_.end() ? 0 : it->second.writes;
 }
 
-void CachePolicy::opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes) {
+bool CachePolicy::keep_file_attrs_locked(InodeNumber ino, const FileAttr& attr, Ticket t,
+                                         uint64_t writes) {
   if (!options_.deferred_open || !S_ISREG(attr.mode) ||
       !servers_watched_.load(std::memory_order_acquire))
-    return;
-  std::lock_guard lock(mu_);
-  if (!open_unspoilt(state_.load(std::memory_order_acquire), t, ino)) return;
+    return false;
+  if (!open_unspoilt(state_.load(std::memory_order_acquire), t, ino)) return false;
   auto it = known_.find(ino);
   // Forgotten meanwhile (an invalidation, a forget) or written: a write count of 0 is right
   // only for an inode that was never written, which has no entry to lose.
-  if ((it == known_.end() ? 0 : it->second.writes) != writes) return;
+  if ((it == known_.end() ? 0 : it->second.writes) != writes) return false;
   known_[ino].file_attrs = attr;
+  return true;
+}
+
+void CachePolicy::opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes) {
+  std::lock_guard lock(mu_);
+  (void)keep_file_attrs_locked(ino, attr, t, writes);
 }
 
 void CachePolicy::wrote_whole(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
-                              std::shared_ptr<const std::string> content) {
-  if (!options_.deferred_open || !S_ISREG(attr.mode) || !content || attr.size != content->size() ||
-      !servers_watched_.load(std::memory_order_acquire))
-    return;
+                              std::string_view content) {
+  if (attr.size != content.size()) return;  // the file holds more than the write
   std::lock_guard lock(mu_);
-  if (!open_unspoilt(state_.load(std::memory_order_acquire), t, ino)) return;
-  auto it = known_.find(ino);
-  if ((it == known_.end() ? 0 : it->second.writes) != writes) return;
-  known_[ino].file_attrs = attr;
+  if (!keep_file_attrs_locked(ino, attr, t, writes)) return;
   drop_content_locked(ino);
-  if (content->size() > kContentFileBytes) return;
+  if (content.size() > kContentFileBytes) return;
   const uint64_t number = ++contents_made_;
-  content_bytes_ += content->size();
-  contents_[ino] = Content{std::move(content), attr.mtime_ns, number};
+  content_bytes_ += content.size();
+  contents_[ino] = Content{std::make_shared<const std::string>(content), attr.mtime_ns, number};
   content_order_.emplace_back(ino, number);
   while (content_bytes_ > kContentBytes && !content_order_.empty()) {
     auto [oldest, n] = content_order_.front();

@@ -143,16 +143,17 @@ class CachePolicy {
   // opened again: cat, cp), and getattr answers from them.
   void opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes);
 
-  // The whole content of the regular file `ino`, which this mount wrote in one piece (an
-  // echo-style create's first write), with the attributes the server gave right after that write;
-  // `t` and `writes` taken as for opened_attrs, before the write was sent and after it was
-  // answered. The attributes are kept as current (opened_attrs), and the content with them while
-  // they stay current and are still of that version, so that reading the file back (cat, cp, an
-  // import) needs no call. At most kContentBytes across the mount, the oldest dropped first.
+  // What this mount wrote to the regular file `ino` from offset 0, in one piece (an echo-style
+  // create's first write), with the attributes the server gave right after that write; `t` and
+  // `writes` taken as for opened_attrs. When their size is that of `content`, the write was all
+  // of the file: the attributes are kept as current (opened_attrs), and the content with them
+  // while they stay current and are still of that version, so that reading the file back (cat,
+  // cp, an import) needs no call. At most kContentBytes across the mount, the oldest dropped
+  // first.
   static constexpr uint64_t kContentBytes = 16 << 20;
   static constexpr uint64_t kContentFileBytes = 64 << 10;  // larger files are not kept
   void wrote_whole(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
-                   std::shared_ptr<const std::string> content);
+                   std::string_view content);
   // That content, while the file's attributes are current and still of its version; or null.
   std::shared_ptr<const std::string> whole_content(InodeNumber ino) const;
 
@@ -228,6 +229,9 @@ class CachePolicy {
   // was invalidated while it was on its way; an open resolves its inode before it takes its
   // ticket, so an invalidation of its path names that inode. Under mu_.
   bool open_unspoilt(uint64_t now, Ticket t, InodeNumber ino) const;
+  // opened_attrs's decision: keeps `attr` as the current attributes of `ino` and returns true,
+  // or returns false. Under mu_.
+  bool keep_file_attrs_locked(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes);
   // Whether state `now` is the one ticket `t` was taken in, healthy: no invalidation, loss or
   // renewal of the stream since.
   static bool healthy_throughout(uint64_t now, Ticket t) {

@@ -548,9 +548,8 @@ Result<bool> MountSession::settle_create(InodeNumber ino, FileHandle& file, uint
   cache_.wrote(ino);
   // The file's whole content, if the server's attributes right after the write say so: reading it
   // back needs no call while they stay current (CachePolicy::wrote_whole).
-  if (written && file_attr && offset == 0 && !data.empty() && file_attr->size == data.size())
-    cache_.wrote_whole(ino, *file_attr, ticket, cache_.writes(ino),
-                       std::make_shared<const std::string>(data));
+  if (written && file_attr && offset == 0)
+    cache_.wrote_whole(ino, *file_attr, ticket, cache_.writes(ino), data);
   // The directory as the create left it: the kernel asks for it at its next path walk.
   if (parent_attr) cache_.post_op_attrs(file.create_parent, *parent_attr, file.create_mutation);
   if (!written) {
@@ -637,9 +636,7 @@ Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
     if (!sent) return Status::failure(sent.error());
     if (*sent != data.size()) return Status::failure(EIO);
     taken();
-    if (file_attr && file_attr->size == data.size())
-      cache_.wrote_whole(ino, *file_attr, ticket, cache_.writes(ino),
-                         std::make_shared<const std::string>(data));
+    if (file_attr) cache_.wrote_whole(ino, *file_attr, ticket, cache_.writes(ino), data);
     return ok_status();
   }
   file.made_empty.store(false, std::memory_order_release);

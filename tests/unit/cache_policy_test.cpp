@@ -295,7 +295,7 @@ TEST(CachePolicy, AFileWrittenWholeIsKeptWhileItsAttributesAreCurrent) {
   HealthyPolicy policy;
   policy.set_servers_watched(true);
   const FileAttr file{.mode = 0100644, .size = 5, .mtime_ns = 42};
-  auto hello = std::make_shared<const std::string>("hello");
+  const std::string hello = "hello";
   auto write_whole = [&](InodeNumber ino,
                          const FileAttr& attr = {.mode = 0100644, .size = 5, .mtime_ns = 42}) {
     policy.wrote(ino);
@@ -344,8 +344,8 @@ TEST(CachePolicy, AFileWrittenWholeIsKeptWhileItsAttributesAreCurrent) {
   EXPECT_FALSE(policy.whole_content(8));
 
   // At most kContentBytes across the mount, the oldest dropped first.
-  auto big = std::make_shared<const std::string>(CachePolicy::kContentFileBytes, 'x');
-  const FileAttr big_attr{.mode = 0100644, .size = big->size(), .mtime_ns = 42};
+  const std::string big(CachePolicy::kContentFileBytes, 'x');
+  const FileAttr big_attr{.mode = 0100644, .size = big.size(), .mtime_ns = 42};
   const uint64_t fit = CachePolicy::kContentBytes / CachePolicy::kContentFileBytes;
   for (InodeNumber ino = 100; ino < 100 + fit + 1; ++ino) {
     auto t = policy.ticket();
@@ -354,9 +354,9 @@ TEST(CachePolicy, AFileWrittenWholeIsKeptWhileItsAttributesAreCurrent) {
   EXPECT_FALSE(policy.whole_content(100)) << "the oldest";
   EXPECT_TRUE(policy.whole_content(101));
   EXPECT_TRUE(policy.whole_content(100 + fit));
-  auto larger = std::make_shared<const std::string>(CachePolicy::kContentFileBytes + 1, 'x');
+  const std::string larger(CachePolicy::kContentFileBytes + 1, 'x');
   auto t = policy.ticket();
-  policy.wrote_whole(9, FileAttr{.mode = 0100644, .size = larger->size(), .mtime_ns = 42}, t,
+  policy.wrote_whole(9, FileAttr{.mode = 0100644, .size = larger.size(), .mtime_ns = 42}, t,
                      policy.writes(9), larger);
   EXPECT_FALSE(policy.whole_content(9)) << "larger files are not kept";
   EXPECT_TRUE(policy.current_attrs(9).has_value()) << "their attributes are";
