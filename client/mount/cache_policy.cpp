@@ -127,12 +127,13 @@ std::optional<FileAttr> CachePolicy::current_attrs(InodeNumber ino) const {
   return it->second.file_attrs;
 }
 
-void CachePolicy::wrote(InodeNumber ino) {
+uint64_t CachePolicy::wrote(InodeNumber ino) {
   std::lock_guard lock(mu_);
   Known& k = known_[ino];
   ++k.writes;
   k.file_attrs.reset();
   drop_content_locked(ino);
+  return k.writes;
 }
 
 uint64_t CachePolicy::writes(InodeNumber ino) const {

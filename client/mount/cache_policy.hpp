@@ -132,7 +132,8 @@ class CachePolicy {
   // This mount is about to write `ino` or change its attributes or links, or has just done so:
   // what was kept of them is stale. Called before the change is sent and again once it is
   // queued or answered, so that attributes fetched meanwhile are not taken (opened_attrs).
-  void wrote(InodeNumber ino);
+  // Returns how often it was called for `ino` (writes(ino)).
+  uint64_t wrote(InodeNumber ino);
   // How often wrote(ino) was called: taken before an open asks the gateway.
   uint64_t writes(InodeNumber ino) const;
   // The attributes an open of the regular file `ino` got from the gateway (the server's, taken

@@ -538,7 +538,9 @@ Result<bool> MountSession::settle_create(InodeNumber ino, FileHandle& file, uint
   FileRef ref = file_ref(ino, file);
   ref.create = true;
   ref.create_mode = *file.create_mode;
-  cache_.wrote(ino);
+  // The write count once this write is answered (its second wrote() below), if no other write
+  // of this mount's comes meanwhile.
+  const uint64_t writes = cache_.wrote(ino) + 1;
   const CachePolicy::Ticket ticket = cache_.ticket();
   std::optional<FileAttr> parent_attr, file_attr;
   auto written = gateway_.write(ref, offset, data, &parent_attr, &file_attr);
@@ -549,7 +551,7 @@ Result<bool> MountSession::settle_create(InodeNumber ino, FileHandle& file, uint
   // The file's whole content, if the server's attributes right after the write say so: reading it
   // back needs no call while they stay current (CachePolicy::wrote_whole).
   if (written && file_attr && offset == 0)
-    cache_.wrote_whole(ino, *file_attr, ticket, cache_.writes(ino), data);
+    cache_.wrote_whole(ino, *file_attr, ticket, writes, data);
   // The directory as the create left it: the kernel asks for it at its next path walk.
   if (parent_attr) cache_.post_op_attrs(file.create_parent, *parent_attr, file.create_mutation);
   if (!written) {
@@ -628,7 +630,7 @@ Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
     // once, as it would have with the create, and brings back the file's attributes, which say
     // whether it is all of the file (CachePolicy::wrote_whole). The close that follows would
     // wait for it anyway.
-    cache_.wrote(ino);
+    const uint64_t writes = cache_.wrote(ino) + 1;  // as in settle_create
     const CachePolicy::Ticket ticket = cache_.ticket();
     std::optional<FileAttr> file_attr;
     auto sent = data_.write_reporting_attrs(*file.data, file_ref(ino, file), 0, data, &file_attr);
@@ -636,7 +638,7 @@ Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
     if (!sent) return Status::failure(sent.error());
     if (*sent != data.size()) return Status::failure(EIO);
     taken();
-    if (file_attr) cache_.wrote_whole(ino, *file_attr, ticket, cache_.writes(ino), data);
+    if (file_attr) cache_.wrote_whole(ino, *file_attr, ticket, writes, data);
     return ok_status();
   }
   file.made_empty.store(false, std::memory_order_release);

@@ -801,6 +801,28 @@ TEST_F(MountSessionTest, TheFirstWriteOfAFileAFlushMadeEmptyBringsItsAttributesB
   session.release(two, std::move(file));
 }
 
+// Another write of this mount's to the file (through another handle) while the first one is on
+// its way: what the first write's reply says need not be all of the file, and is not kept.
+TEST_F(MountSessionTest, AWriteMeanwhileKeepsTheFirstWriteFromBeingTakenForTheWholeFile) {
+  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
+  cache.set_servers_watched(true);
+  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber f = created->entry.ref.ino;
+  ASSERT_TRUE(session.flush(f, *created->file));  // a shell's duplicate closed: made empty
+  gw.reset_calls();
+  gw.hold_writes(true);
+  std::thread first([&] { EXPECT_TRUE(session.write(f, *created->file, 0, "mine", [] {})); });
+  for (int i = 0; i < 500 && gw.calls("Write") < 1; ++i) std::this_thread::sleep_for(10ms);
+  cache.wrote(f);  // another handle's write, counted as MountSession::write counts it
+  gw.hold_writes(false);
+  first.join();
+  EXPECT_EQ(gw.calls("Write.report_attrs"), 1);
+  EXPECT_FALSE(cache.whole_content(f));
+  EXPECT_FALSE(cache.current_attrs(f).has_value());
+  ASSERT_NO_FATAL_FAILURE(close_created(*created));
+}
+
 // Only what the mount knows whole: a file written in more than one piece is read from the
 // gateway.
 TEST_F(MountSessionTest, AFileNotWrittenWholeInOnePieceIsReadFromTheGateway) {
