@@ -64,6 +64,13 @@ class MountSessionTest : public ::testing::Test {
     ASSERT_TRUE(session.getattr(kRootInode));
   }
 
+  // The bytes of a read, joined.
+  static std::string text(const ReadData& d) {
+    std::string out;
+    for (auto piece : d.pieces) out += piece;
+    return out;
+  }
+
   // close(2) of a created file: its flush succeeds, then the release.
   void close_created(MountSession::Created& created) {
     const InodeNumber ino = created.entry.ref.ino;
@@ -705,11 +712,6 @@ TEST_F(MountSessionTest, AFileAnAsynchronousCreateWroteWholeIsReadBackWithoutACa
   // The release goes without waiting: let it arrive before counting.
   for (int i = 0; i < 500 && gw.calls("Release") < 1; ++i) std::this_thread::sleep_for(10ms);
   gw.reset_calls();
-  auto text = [](const ReadData& d) {
-    std::string out;
-    for (auto piece : d.pieces) out += piece;
-    return out;
-  };
 
   auto found = session.lookup(kRootInode, "f");  // the kernel did not keep the created entry
   ASSERT_TRUE(found);
@@ -751,11 +753,6 @@ TEST_F(MountSessionTest, AFileAnAsynchronousCreateWroteWholeIsReadBackWithoutACa
 TEST_F(MountSessionTest, TheFirstWriteOfAFileAFlushMadeEmptyBringsItsAttributesBack) {
   ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
   cache.set_servers_watched(true);
-  auto text = [](const ReadData& d) {
-    std::string out;
-    for (auto piece : d.pieces) out += piece;
-    return out;
-  };
   for (const std::string name : {"echo", "again"}) {
     auto created = session.create(kRootInode, name, O_CREAT | O_WRONLY | O_TRUNC, 0644);
     ASSERT_TRUE(created);
@@ -781,24 +778,6 @@ TEST_F(MountSessionTest, TheFirstWriteOfAFileAFlushMadeEmptyBringsItsAttributesB
     session.release(f, std::move(file));
     EXPECT_EQ(gw.calls("Open") + gw.calls("Read") + gw.calls("GetAttr"), 0) << name;
   }
-  // A second write through the same handle goes as any write, and the file is read from the
-  // gateway again.
-  auto created = session.create(kRootInode, "two", O_CREAT | O_WRONLY | O_TRUNC, 0644);
-  ASSERT_TRUE(created);
-  const InodeNumber two = created->entry.ref.ino;
-  ASSERT_TRUE(session.flush(two, *created->file));
-  gw.reset_calls();
-  ASSERT_TRUE(session.write(two, *created->file, 0, "first ", [] {}));
-  ASSERT_TRUE(session.write(two, *created->file, 6, "second", [] {}));
-  ASSERT_NO_FATAL_FAILURE(close_created(*created));
-  gw.reset_calls();
-  auto file = opened(two, O_RDONLY);
-  ASSERT_TRUE(file);
-  auto read = session.read(two, *file, 0, 4096);
-  ASSERT_TRUE(read) << read.error();
-  EXPECT_EQ(text(*read), "first second");
-  EXPECT_GE(gw.calls("Read"), 1);
-  session.release(two, std::move(file));
 }
 
 // Another write of this mount's to the file (through another handle) while the first one is on
@@ -824,24 +803,32 @@ TEST_F(MountSessionTest, AWriteMeanwhileKeepsTheFirstWriteFromBeingTakenForTheWh
 }
 
 // Only what the mount knows whole: a file written in more than one piece is read from the
-// gateway.
+// gateway, whether its first write made it or came after a flush had (the second goes as any
+// write).
 TEST_F(MountSessionTest, AFileNotWrittenWholeInOnePieceIsReadFromTheGateway) {
   ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
   cache.set_servers_watched(true);
-  auto created = session.create(kRootInode, "two", O_CREAT | O_WRONLY | O_TRUNC, 0644);
-  ASSERT_TRUE(created);
-  const InodeNumber two = created->entry.ref.ino;
-  ASSERT_TRUE(session.write(two, *created->file, 0, "one", [] {}));
-  ASSERT_TRUE(session.write(two, *created->file, 3, " two", [] {}));
-  ASSERT_NO_FATAL_FAILURE(close_created(*created));
-  gw.reset_calls();
-  auto file = opened(two, O_RDONLY);
-  ASSERT_TRUE(file);
-  auto read = session.read(two, *file, 0, 4096);
-  ASSERT_TRUE(read) << read.error();
-  EXPECT_EQ(read->size, 7u);
-  EXPECT_GE(gw.calls("Read"), 1);
-  session.release(two, std::move(file));
+  for (const bool flushed_first : {false, true}) {
+    const std::string name = flushed_first ? "flushed" : "two";
+    auto created = session.create(kRootInode, name, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    ASSERT_TRUE(created);
+    const InodeNumber two = created->entry.ref.ino;
+    if (flushed_first) {
+      ASSERT_TRUE(session.flush(two, *created->file));
+    }
+    ASSERT_TRUE(session.write(two, *created->file, 0, "first ", [] {}));
+    ASSERT_TRUE(session.write(two, *created->file, 6, "second", [] {}));
+    ASSERT_NO_FATAL_FAILURE(close_created(*created));
+    gw.reset_calls();
+    auto file = opened(two, O_RDONLY);
+    ASSERT_TRUE(file);
+    auto read = session.read(two, *file, 0, 4096);
+    ASSERT_TRUE(read) << read.error();
+    EXPECT_EQ(read->size, 12u) << name;
+    EXPECT_EQ(text(*read), "first second") << name;
+    EXPECT_GE(gw.calls("Read"), 1) << name;
+    session.release(two, std::move(file));
+  }
 }
 
 // The kernel asks for the directory's attributes at the next path walk (a create changed its
