@@ -255,26 +255,10 @@ std::vector<InvalidationBroker::EchoCheck> InvalidationBroker::due_echo_checks(s
     auto& set = interest(it->first.substr(0, zero));
     const std::string path = it->first.substr(zero + 1);
     if (!set.seen_of(path)) set.set_seen(path, *it->second.served);
-    due.push_back({it->first.substr(0, zero), path});
+    due.push_back({it->first.substr(0, zero), path, set.seen_of(path)});
     it = echo_checks_.erase(it);
   }
   return due;
-}
-
-bool InvalidationBroker::echo_checked(const std::string& ns, const std::string& path,
-                                      const SeenAttrs& now) {
-  std::lock_guard lock(mu_);
-  if (recent_locked(ns, path)) return false;  // changed again meanwhile: checked after that
-  auto& set = interest(ns);
-  const auto held = set.seen_of(path);
-  if (!held || *held == now) return false;
-  auto items = invalidations_for(Change::found_changed, path);
-  for (SessionId id : targets(ns, items)) {
-    auto it = sessions_.find(id);
-    if (it != sessions_.end()) send_locked(it->second, items);
-  }
-  set.set_seen(path, now);
-  return true;
 }
 
 void InvalidationBroker::note_recent_locked(const std::string& ns, const std::string& path,

@@ -81,15 +81,14 @@ class InvalidationBroker {
   void changed_elsewhere(const std::string& ns, const std::vector<v1::Invalidation>& items,
                          bool maybe_echo = false);
   // Paths whose reports were taken for a mount's own change, now older than the echo window, at
-  // most `max` of them; they are handed out once, for echo_checked().
+  // most `max` of them, each with the version the gateway served last (as it was when the report
+  // came, or as served since), which the report had made it forget; they are handed out once, for
+  // revalidated().
   struct EchoCheck {
     std::string ns, path;
+    std::optional<SeenAttrs> seen;
   };
   std::vector<EchoCheck> due_echo_checks(size_t max = SIZE_MAX);
-  // An echo check read `now` for `path`: if that is not the version the gateway served last (as
-  // it was when the report came, or as served since), every interested mount is told. Returns
-  // whether it invalidated.
-  bool echo_checked(const std::string& ns, const std::string& path, const SeenAttrs& now);
 
   // For revalidation.
   std::vector<std::string> namespaces() const;

@@ -27,6 +27,10 @@ class Revalidator {
 
  private:
   void run();
+  // Reads `path`'s attributes and hands them to the broker (revalidated), `seen` being what was
+  // last served of it.
+  void check(NamespaceFs& ns, const std::string& ns_name, const std::string& path,
+             const std::optional<SeenAttrs>& seen);
   InvalidationBroker& broker_;
   const NamespaceRegistry& registry_;
   std::chrono::milliseconds interval_;
