@@ -109,10 +109,7 @@ void Coherence::changed_on_server(const std::string& backend, const std::string&
 
 void Coherence::drop_cached_of(const std::string& backend) {
   for_each_use(backend, "/", [&](const std::string& ns, const std::string& vpath) {
-    v1::Invalidation tree;
-    tree.set_kind(v1::Invalidation::TREE);
-    tree.set_path(vpath);
-    broker_.changed_elsewhere(ns, {tree});
+    broker_.changed_elsewhere(ns, {InvalidationBroker::item(v1::Invalidation::TREE, vpath)});
   });
 }
 

@@ -113,7 +113,7 @@ Result<std::vector<DirEntryAttrs>> NamespaceFs::readdir(const std::string& vpath
     // A mount point's entry shows its backend's root, as its getattr does (the mode the mount
     // learns here decides whether it may answer a create in it itself); a directory above the
     // mount points, or a mount point whose backend is down, shows the stand-in.
-    auto attrs = getattr(vpath == "/" ? "/" + name : vpath + "/" + name);
+    auto attrs = getattr(join_path(vpath, name));
     out.push_back({name, attrs ? *attrs : synthetic_dir_attrs(), 2});
   }
   return out;
