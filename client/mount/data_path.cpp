@@ -127,12 +127,11 @@ Result<ReadData> DataPath::read(File& file, const FileRef& ref, uint64_t offset,
       });
 }
 
-Result<uint32_t> DataPath::write_reporting_attrs(File& file, const FileRef& ref, uint64_t offset,
-                                                 std::string_view data,
-                                                 std::optional<FileAttr>* attrs) {
+Result<uint32_t> DataPath::write_through(File& file, const FileRef& ref, uint64_t offset,
+                                         std::string_view data, std::optional<FileAttr>* attrs) {
   Inode& inode = *file.inode_;
   if (inode.writes) inode.writes->settle();
-  auto written = file.gateway_.write(ref, offset, data, nullptr, attrs, /*report_attrs=*/true);
+  auto written = file.gateway_.write(ref, offset, data, nullptr, attrs, attrs != nullptr);
   inode.generation.fetch_add(1, std::memory_order_acq_rel);
   return written;
 }
@@ -143,9 +142,7 @@ Status DataPath::write(File& file, const FileRef& ref, uint64_t offset, std::str
   // Without write-behind, and for a write the kernel sends through a file not open for writing
   // (pages of a shared mapping): through to the gateway, after any writes queued before it.
   if (!inode.writes || !file.writer_) {
-    if (inode.writes) inode.writes->settle();
-    auto written = file.gateway_.write(ref, offset, data);
-    inode.generation.fetch_add(1, std::memory_order_acq_rel);
+    auto written = write_through(file, ref, offset, data);
     if (!written) return Status::failure(written.error());
     if (*written != data.size()) return Status::failure(EIO);
     taken();

@@ -78,13 +78,13 @@ class DataPath {
   // Takes the write (the bytes are copied); an earlier write's error may come back instead.
   // On success `taken` has run, exactly once, as soon as the bytes were safe here: before they
   // went to the gateway, with write-behind.
-  // A write straight to the gateway, after the writes queued before it, that brings back the
-  // file's attributes right after it (GatewayClient::write's report_attrs): for a file's first
-  // write, which may be all of it.
-  Result<uint32_t> write_reporting_attrs(File& file, const FileRef& ref, uint64_t offset,
-                                         std::string_view data, std::optional<FileAttr>* attrs);
   Status write(File& file, const FileRef& ref, uint64_t offset, std::string_view data,
                const std::function<void()>& taken);
+  // A write straight to the gateway, after the writes queued before it; with `attrs`, it brings
+  // back the file's attributes right after it (GatewayClient::write's report_attrs): for a
+  // file's first write, which may be all of it.
+  Result<uint32_t> write_through(File& file, const FileRef& ref, uint64_t offset,
+                                 std::string_view data, std::optional<FileAttr>* attrs = nullptr);
   // Every write to the file acknowledged by the gateway; then the error of one of this open
   // file's writes not reported yet, if any. For flush, fsync and release.
   Status flush(File& file);

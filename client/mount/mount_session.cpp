@@ -633,7 +633,7 @@ Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
     const uint64_t writes = cache_.wrote(ino) + 1;  // as in settle_create
     const CachePolicy::Ticket ticket = cache_.ticket();
     std::optional<FileAttr> file_attr;
-    auto sent = data_.write_reporting_attrs(*file.data, file_ref(ino, file), 0, data, &file_attr);
+    auto sent = data_.write_through(*file.data, file_ref(ino, file), 0, data, &file_attr);
     cache_.wrote(ino);
     if (!sent) return Status::failure(sent.error());
     if (*sent != data.size()) return Status::failure(EIO);
