@@ -435,6 +435,32 @@ TEST_F(Security, AnAsynchronousCreateByWriteNeedsTheTokenAndStaysInTheExport) {
   EXPECT_EQ(reply.error(), 0);
   EXPECT_EQ(reply.written(), 8u);
   EXPECT_EQ(read_file(server("made")), "planted\n");
+  EXPECT_TRUE(reply.has_file_attr()) << "the creating write from offset 0 reports the file";
+  // WriteRequest.report_attrs (a mount's first write after a flush made the file) reports the
+  // file's attributes only to a caller with the token, and writes nothing for one without.
+  auto write_reporting = [&](const char* token, pb::WriteReply& out) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token);
+    pb::WriteRequest req;
+    req.mutable_file()->set_ns("default");
+    req.mutable_file()->set_path(vpath("made"));
+    req.mutable_file()->set_handle(0xc7ea7ec7ea80ULL);
+    req.mutable_file()->set_flags(O_WRONLY);
+    req.set_report_attrs(true);
+    req.set_data("rewritten\n");
+    return data_->Write(&ctx, req, &out);
+  };
+  for (const char* token : {static_cast<const char*>(nullptr), "not-the-token"}) {
+    pb::WriteReply refused;
+    EXPECT_EQ(write_reporting(token, refused).error_code(), StatusCode::UNAUTHENTICATED);
+    EXPECT_FALSE(refused.has_file_attr());
+  }
+  EXPECT_EQ(read_file(server("made")), "planted\n") << "a Write without the token wrote";
+  pb::WriteReply reported;
+  ASSERT_TRUE(write_reporting(token_.c_str(), reported).ok());
+  EXPECT_EQ(reported.error(), 0);
+  ASSERT_TRUE(reported.has_file_attr());
+  EXPECT_EQ(reported.file_attr().size(), 10u);
 }
 
 TEST_F(Security, ARaceOfRenamesAndSymlinksThroughTheApiCannotLeadOutside) {
