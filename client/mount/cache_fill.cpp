@@ -79,17 +79,17 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd) 
   if (std::string e = map_buffer(buf_fd, buf_offset, length, mode == "fetch", buf); !e.empty())
     return err(e);
 
-  uint64_t handle = 0;
+  // Fetches read through one gateway handle of the file, kept by the session while the caller
+  // holds the file open (one open for all of a file's chunks).
+  MountSession::FillHandle handle;
   if (mode == "fetch") {
-    auto opened = mount.gateway->open(path, O_RDONLY);
-    if (!opened) return err("fill: open " + path + ": " + std::strerror(opened.error()));
-    handle = opened->handle;
-    if (opened->attr.mtime_ns != mtime_ns || opened->attr.size != size) {
-      mount.gateway->release_async(FileRef{path, handle, O_RDONLY});
+    auto opened = mount.session->fill_handle(*ino, path, mtime_ns, size);
+    if (!opened && opened.error() == ESTALE)
       return err(path + " changed (the gateway's size or mtime differs)");
-    }
+    if (!opened) return err("fill: open " + path + ": " + std::strerror(opened.error()));
+    handle = *opened;
   }
-  const FileRef ref{path, handle, O_RDONLY};
+  const FileRef ref{path, handle.handle, O_RDONLY};
   std::string failure;
   // Fetch: up to kWindow pieces in flight at once (read_async), each copied into the buffer as
   // it arrives, then each stored from the buffer, in order. Store: piece by piece from the buffer.
@@ -143,7 +143,7 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd) 
     }
     done += window;
   }
-  if (handle != 0) mount.gateway->release_async(ref);
+  if (handle.handle != 0 && !handle.kept) mount.gateway->release_async(ref);
   if (!failure.empty()) return err(failure);
   // Checked again: an invalidation during the command may have come before the pages landed.
   if (!mount.cache.open_matches(*ino, mtime_ns, size))

@@ -87,6 +87,50 @@ void MountSession::remove_hidden(const std::string& hidden) {
 // while open goes for good.
 void MountSession::closed(InodeNumber ino) {
   if (auto hidden = open_inodes_.closed(ino)) remove_hidden(*hidden);
+  if (open_inodes_.is_open(ino)) return;
+  // The last close: a fill handle kept for the inode goes too (after the open count, so that a
+  // fill_handle that still saw the inode open has put its handle where this finds it).
+  std::optional<FileRef> kept;
+  {
+    std::lock_guard lock(fill_mu_);
+    if (auto it = fill_handles_.find(ino); it != fill_handles_.end()) {
+      kept = std::move(it->second.ref);
+      fill_handles_.erase(it);
+    }
+  }
+  if (kept) gateway_.release_async(*kept);
+}
+
+Result<MountSession::FillHandle> MountSession::fill_handle(InodeNumber ino, const std::string& path,
+                                                           int64_t mtime_ns, uint64_t size) {
+  using R = Result<FillHandle>;
+  std::optional<FileRef> stale;
+  {
+    std::lock_guard lock(fill_mu_);
+    if (auto it = fill_handles_.find(ino); it != fill_handles_.end()) {
+      if (it->second.mtime_ns == mtime_ns && it->second.size == size)
+        return FillHandle{it->second.ref.handle, true};
+      stale = std::move(it->second.ref);  // another version's: released, and opened afresh
+      fill_handles_.erase(it);
+    }
+  }
+  if (stale) gateway_.release_async(*stale);
+  auto opened = gateway_.open(path, O_RDONLY);
+  if (!opened) return R::failure(opened.error());
+  FileRef ref{path, opened->handle, O_RDONLY};
+  if (opened->attr.mtime_ns != mtime_ns || opened->attr.size != size) {
+    gateway_.release_async(ref);
+    return R::failure(ESTALE);
+  }
+  std::lock_guard lock(fill_mu_);
+  if (!open_inodes_.is_open(ino)) return FillHandle{ref.handle, false};
+  auto [it, added] = fill_handles_.try_emplace(ino, KeptFillHandle{ref, mtime_ns, size});
+  if (added) return FillHandle{ref.handle, true};
+  if (it->second.mtime_ns == mtime_ns && it->second.size == size) {
+    gateway_.release_async(ref);  // another fetch opened it meanwhile: one is enough
+    return FillHandle{it->second.ref.handle, true};
+  }
+  return FillHandle{ref.handle, false};
 }
 
 // NFS-style silly rename: a file this mount has open is not removed but renamed to a hidden name

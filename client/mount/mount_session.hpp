@@ -209,6 +209,20 @@ class MountSession {
   void listing_replied(InodeNumber ino, const Listing& listing, bool received);
   void releasedir(std::unique_ptr<DirHandle> dir);
 
+  // ---- the control socket's cache fills ----
+  // A gateway handle of `ino` (at `path`) opened for reading, for the fill command's fetches
+  // (cache_fill.hpp). It is opened at the first fetch and kept while the kernel has the inode
+  // open here (the fill's caller must hold it open), so a file fetched chunk by chunk costs one
+  // open at the gateway, not one per chunk; it is released at the inode's last close, or when a
+  // fetch finds another version. `kept` false: not kept (the inode is not open here); the caller
+  // releases it after its fetch. ESTALE: the gateway's size or mtime is not `size`/`mtime_ns`.
+  struct FillHandle {
+    uint64_t handle = 0;
+    bool kept = false;
+  };
+  Result<FillHandle> fill_handle(InodeNumber ino, const std::string& path, int64_t mtime_ns,
+                                 uint64_t size);
+
  private:
   Result<std::string> path_of(InodeNumber ino) const;
   Result<std::string> child_path(InodeNumber parent, std::string_view name) const;
@@ -252,6 +266,14 @@ class MountSession {
   std::mutex pending_mu_;                                         // before a FileHandle's create_mu
   std::unordered_map<InodeNumber, FileHandle*> pending_creates_;  // guarded by pending_mu_
   std::atomic<uint64_t> unsent_creates_{0};  // of those, the creates not sent yet
+  // The fill handles kept (fill_handle), by inode. A leaf lock: never held across a call.
+  struct KeptFillHandle {
+    FileRef ref;
+    int64_t mtime_ns = 0;
+    uint64_t size = 0;
+  };
+  std::mutex fill_mu_;
+  std::unordered_map<InodeNumber, KeptFillHandle> fill_handles_;  // guarded by fill_mu_
 };
 
 }  // namespace skein::client

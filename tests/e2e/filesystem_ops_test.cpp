@@ -280,22 +280,6 @@ TEST_F(FilesystemOps, WritesToSynthesisedRootAreRefused) {
   EXPECT_EQ(SKEIN_ERRNO_OF(::open(at_root.c_str(), O_WRONLY | O_CREAT, 0644)), EACCES);
 }
 
-// A number of one row of `skeinctl --json LIST`: the row of `list` ("backends", "namespaces")
-// whose name is `name`, its field `field`; -1 when skeinctl fails or there is no such row.
-long skeinctl_number(const LocalCluster& cluster, const std::string& list, const std::string& name,
-                     const std::string& field) {
-  std::string out;
-  if (run_command(cluster.admin_env() + build_dir() + "/client/skeinctl --gateway " +
-                      cluster.env("SKEIN_GATEWAY") + " --json " + list + " list 2>/dev/null",
-                  &out) != 0)
-    return -1;
-  auto j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded() || !j.contains(list)) return -1;
-  for (auto& row : j[list])
-    if (row["name"] == name) return row[field].get<long>();
-  return -1;
-}
-
 // SFTP requests the gateway has sent to server `i` (skeinctl's per-backend "ops"), or -1.
 long backend_ops(const LocalCluster& cluster, int i) {
   return skeinctl_number(cluster, "backends", "srv" + std::to_string(i), "ops");

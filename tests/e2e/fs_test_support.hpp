@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -102,5 +103,21 @@ class ClusterSuite : public ::testing::Test {
   static inline std::unique_ptr<LocalCluster> cluster_;
   static inline std::string start_error_;
 };
+
+// A number of one row of `skeinctl --json LIST`: the row of `list` ("backends", "namespaces")
+// whose name is `name`, its field `field`; -1 when skeinctl fails or there is no such row.
+inline long skeinctl_number(const LocalCluster& cluster, const std::string& list,
+                            const std::string& name, const std::string& field) {
+  std::string out;
+  if (run_command(cluster.admin_env() + build_dir() + "/client/skeinctl --gateway " +
+                      cluster.env("SKEIN_GATEWAY") + " --json " + list + " list 2>/dev/null",
+                  &out) != 0)
+    return -1;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (j.is_discarded() || !j.contains(list)) return -1;
+  for (auto& row : j[list])
+    if (row["name"] == name) return row[field].get<long>();
+  return -1;
+}
 
 }  // namespace skein::test

@@ -157,6 +157,31 @@ TEST_F(MpiTest, BcastOfALargeFileFetchesItOnceAndFillsEveryNodesPageCache) {
   EXPECT_GT(bytes_read(), after);
 }
 
+// Each node's mount opens the file at the gateway once for all the chunks it fetches (not once a
+// chunk), and lets go of it when the bcast is over.
+TEST_F(MpiTest, BcastOpensTheFileOnceANodeAndHoldsNoHandleAfterIt) {
+  const std::string name = "/srv0/bcast-opens";
+  constexpr long kChunks = 64;
+  ASSERT_TRUE(write_file(cluster_->export_dir(0) + "/bcast-opens",
+                         random_bytes(static_cast<std::size_t>(kChunks) << 20, 7)));
+  settle();
+  const long before = skeinctl_number(*cluster_, "backends", "srv0", "ops");
+  ASSERT_GE(before, 0);
+  std::string out;
+  ASSERT_EQ(run_mpi("bcast --chunk 1048576 " + q(cluster_->mount(0) + name), out), 0) << out;
+  const long ops = skeinctl_number(*cluster_, "backends", "srv0", "ops") - before;
+  // One read a chunk (a gateway read counts one operation however many SFTP READs it sends), and
+  // for each node an open's few (LSTAT and OPEN, the handle opened on the connection of each run,
+  // the CLOSEs). An open and a close for every chunk would be over 3 operations a chunk more.
+  EXPECT_LE(ops, kChunks + 32) << "SFTP operations for a bcast of " << kChunks << " chunks";
+  long held = -1;
+  for (int i = 0; i < 50 && held != 0; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    held = skeinctl_number(*cluster_, "namespaces", "default", "open_files");
+  }
+  EXPECT_EQ(held, 0) << "handles the gateway still holds after the bcast";
+}
+
 // A file rewritten (through the other node's mount) while a bcast of it runs: the bcast stops on
 // every rank, rank 0 says the file changed. Deterministic: skein-mpi's test hook
 // (SKEIN_MPI_TEST_HOLD) holds rank 0 after the first round until the test has rewritten it.

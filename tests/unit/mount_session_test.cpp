@@ -991,5 +991,53 @@ TEST_F(MountSessionTest, AnAsynchronousCreateTheKernelNeverReceivedMakesNothing)
   EXPECT_EQ(gw.calls("Write") + gw.calls("Release") + gw.calls("Create"), 0);
 }
 
+
+// ---- the control socket's cache fills ----
+
+// The fill command's fetches of one file share one gateway handle while the kernel has the file
+// open here: opened at the first, released at the last close, and opened afresh for another
+// version.
+TEST_F(MountSessionTest, AFileFilledChunkByChunkIsOpenedAtTheGatewayOnce) {
+  gw.put_file("/f", "contents");
+  const InodeNumber ino = looked_up("f");
+  auto attrs = session.getattr(ino);
+  ASSERT_TRUE(attrs);
+  const int64_t mtime = attrs->attr.mtime_ns;
+  const uint64_t size = attrs->attr.size;
+  auto file = opened(ino, O_RDONLY);
+  ASSERT_TRUE(file);
+  gw.reset_calls();
+  const std::size_t before = gw.open_handles();
+
+  auto first = session.fill_handle(ino, "/f", mtime, size);
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->kept);
+  for (int chunk = 1; chunk < 8; ++chunk) {
+    auto next = session.fill_handle(ino, "/f", mtime, size);
+    ASSERT_TRUE(next);
+    EXPECT_EQ(next->handle, first->handle);
+  }
+  EXPECT_EQ(gw.calls("Open"), 1);
+  EXPECT_EQ(gw.open_handles(), before + 1);
+
+  // A fetch for a version the gateway does not have: refused, and the kept handle goes.
+  EXPECT_EQ(session.fill_handle(ino, "/f", mtime + 1, size).error(), ESTALE);
+  auto again = session.fill_handle(ino, "/f", mtime, size);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(gw.calls("Open"), 3);
+
+  // The last close releases it (and the open's own handle); a fill of a file not open here keeps
+  // nothing.
+  session.release(ino, std::move(file));
+  for (int i = 0; i < 200 && gw.open_handles() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(gw.open_handles(), 0u);
+  auto unkept = session.fill_handle(ino, "/f", mtime, size);
+  ASSERT_TRUE(unkept);
+  EXPECT_FALSE(unkept->kept);
+  EXPECT_TRUE(gateway.release(FileRef{"/f", unkept->handle, O_RDONLY}));
+  EXPECT_EQ(gw.open_handles(), 0u);
+}
+
 }  // namespace
 }  // namespace skein::client
