@@ -122,15 +122,18 @@ Result<MountSession::FillHandle> MountSession::fill_handle(InodeNumber ino, cons
     gateway_.release_async(ref);
     return R::failure(ESTALE);
   }
-  std::lock_guard lock(fill_mu_);
-  if (!open_inodes_.is_open(ino)) return FillHandle{ref.handle, false};
-  auto [it, added] = fill_handles_.try_emplace(ino, KeptFillHandle{ref, mtime_ns, size});
-  if (added) return FillHandle{ref.handle, true};
-  if (it->second.mtime_ns == mtime_ns && it->second.size == size) {
-    gateway_.release_async(ref);  // another fetch opened it meanwhile: one is enough
-    return FillHandle{it->second.ref.handle, true};
+  uint64_t theirs = 0;
+  {
+    std::lock_guard lock(fill_mu_);
+    if (!open_inodes_.is_open(ino)) return FillHandle{ref.handle, false};
+    auto [it, added] = fill_handles_.try_emplace(ino, KeptFillHandle{ref, mtime_ns, size});
+    if (added) return FillHandle{ref.handle, true};
+    if (it->second.mtime_ns != mtime_ns || it->second.size != size)
+      return FillHandle{ref.handle, false};
+    theirs = it->second.ref.handle;
   }
-  return FillHandle{ref.handle, false};
+  gateway_.release_async(ref);  // another fetch opened it meanwhile: one is enough
+  return FillHandle{theirs, true};
 }
 
 // NFS-style silly rename: a file this mount has open is not removed but renamed to a hidden name
