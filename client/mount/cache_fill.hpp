@@ -17,7 +17,8 @@
 // to keep the page cache, so bytes stored for a version of the file are kept only while that
 // version is current; an invalidation since the open fails the command ("changed"), and one
 // arriving after it drops the pages as any invalidation does. LENGTH 0 only checks (no buffer
-// needed).
+// needed). The fetches of one file read through one gateway handle, which the session keeps
+// until the file's last close here (MountSession::fill_handle).
 #pragma once
 
 #include <string>
