@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -260,6 +261,7 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
   });
 
   std::string mine;
+  std::vector<int> counts(L), offsets(L);  // of each round's allgather
   for (uint64_t r = 0; r < rounds; ++r) {
     {
       std::unique_lock lock(mu);
@@ -275,11 +277,24 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
       if (mine.empty()) mine = "another node failed";  // its own failure is the agreed one
       break;
     }
-    // Every leader is here now: the chunks go at full speed (a blocking broadcast polls, which
-    // moves the bytes faster than tests between sleeps would).
-    for (uint64_t l = 0; l < L && r * L + l < chunks; ++l) {
-      MPI_Bcast(buf.data + slot(r, l) * o.chunk, static_cast<int>(length(r * L + l)), MPI_BYTE,
-                static_cast<int>(l), node.leaders);
+    // Every leader is here now: the chunks go at full speed (a blocking collective polls, which
+    // moves the bytes faster than tests between sleeps would). The round's slots lie in leader
+    // order, one after another, so one allgather gives every leader the others' chunks, at less
+    // cost than a broadcast from each (docs/benchmarks.md, "One gateway handle per file for the
+    // fills"); a buffer too large for int offsets takes a broadcast from each leader instead.
+    if (L * o.chunk <= static_cast<uint64_t>(INT_MAX)) {
+      for (uint64_t l = 0; l < L; ++l) {
+        const uint64_t k = r * L + l;
+        counts[l] = k < chunks ? static_cast<int>(length(k)) : 0;
+        offsets[l] = static_cast<int>(l * o.chunk);
+      }
+      MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf.data + slot(r, 0) * o.chunk,
+                     counts.data(), offsets.data(), MPI_BYTE, node.leaders);
+    } else {
+      for (uint64_t l = 0; l < L && r * L + l < chunks; ++l) {
+        MPI_Bcast(buf.data + slot(r, l) * o.chunk, static_cast<int>(length(r * L + l)), MPI_BYTE,
+                  static_cast<int>(l), node.leaders);
+      }
     }
     {
       std::lock_guard lock(mu);
