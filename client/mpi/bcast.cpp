@@ -319,7 +319,7 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
 
 // One file, collectively. Returns the agreed failure or "".
 std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Options& o,
-                       const std::string& rel, uint64_t& fetched) {
+                       const std::string& rel, uint64_t& fetched, uint64_t& fetched_again) {
   const std::string local_path = mount.dir + rel;
   // Leaders open the file through their mount (the open the mount keeps page cache for) and
   // agree on its version.
@@ -395,7 +395,7 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
             const uint64_t off = p * page;
             const uint64_t len = std::min<uint64_t>((q - p) * page, size - off);
             mine = fill("fetch", off, len, 0);
-            if (mine.empty()) fetched += len;
+            if (mine.empty()) fetched_again += len;
             p = q;
           }
         }
@@ -478,22 +478,27 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     failure = agree(node.world, mine);
     if (!failure.empty()) return finish(failure, error, error_size);
   }
-  uint64_t fetched = 0, files = 0;
+  uint64_t fetched = 0, fetched_again = 0, files = 0;
   for (auto& e : entries) {
     if (e.dir) continue;
-    failure = bcast_file(node, mount, buf, o, e.rel, fetched);
+    failure = bcast_file(node, mount, buf, o, e.rel, fetched, fetched_again);
     if (!failure.empty()) return finish(failure, error, error_size);
     ++files;
   }
-  unsigned long long mine_fetched = fetched, total = 0;
-  MPI_Reduce(&mine_fetched, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, node.world);
+  unsigned long long counts[2] = {fetched, fetched_again}, total[2] = {0, 0};
+  MPI_Reduce(counts, total, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, node.world);
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (node.rank == 0 && !o.quiet) {
     std::printf(
         "skein-mpi: %s %llu files, %llu bytes fetched once, into %d nodes' page cache in "
         "%.2f s\n",
-        prefetch ? "prefetched" : "broadcast", (unsigned long long)files, total, node.nodes, secs);
+        prefetch ? "prefetched" : "broadcast", (unsigned long long)files, total[0], node.nodes,
+        secs);
+    // Pages a node's kernel let go of before the end (memory pressure, proactive reclaim).
+    if (total[1] > 0)
+      std::printf("skein-mpi: %llu bytes fetched again that a page cache had let go of\n",
+                  total[1]);
     std::fflush(stdout);
   }
   if (o.verify) {
