@@ -270,27 +270,27 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
 }
 
 Result<uint32_t> RemoteFile::write(uint64_t offset, const SharedBytes& data) {
-  if (data.empty()) return static_cast<uint32_t>(0);
-  // Reads that start from now on, and those after the write is acknowledged, fetch afresh.
-  const std::string path = backend_->remote_path(rel_path());
-  ReadCollapser::shared().detach(&backend_->pool(), path);
-  auto written = write_pipelined(offset, data);
-  ReadCollapser::shared().detach(&backend_->pool(), path);
-  return written;
+  return write_detaching(offset, data, nullptr);
 }
 
 Result<RemoteFile::Written> RemoteFile::write_reporting_attrs(uint64_t offset,
                                                               const SharedBytes& data) {
-  using R = Result<Written>;
-  if (data.empty()) return Written{};
-  const std::string path = backend_->remote_path(rel_path());
-  ReadCollapser::shared().detach(&backend_->pool(), path);
   Written out;
-  auto written = write_pipelined(offset, data, &out.attrs);
-  ReadCollapser::shared().detach(&backend_->pool(), path);
-  if (!written) return R::failure(written.error());
+  auto written = write_detaching(offset, data, &out.attrs);
+  if (!written) return Result<Written>::failure(written.error());
   out.bytes = *written;
   return out;
+}
+
+Result<uint32_t> RemoteFile::write_detaching(uint64_t offset, const SharedBytes& data,
+                                             std::optional<sftp::Attrs>* attrs_after) {
+  if (data.empty()) return static_cast<uint32_t>(0);
+  // Reads that start from now on, and those after the write is acknowledged, fetch afresh.
+  const std::string path = backend_->remote_path(rel_path());
+  ReadCollapser::shared().detach(&backend_->pool(), path);
+  auto written = write_pipelined(offset, data, attrs_after);
+  ReadCollapser::shared().detach(&backend_->pool(), path);
+  return written;
 }
 
 Result<uint32_t> RemoteFile::write_pipelined(uint64_t offset, const SharedBytes& data,

@@ -69,10 +69,14 @@ class RemoteFile final : public BackendFile {
   Result<Handle> any_handle();
   // The SFTP requests behind read(), write() and truncate().
   Result<SharedBytes> fetch(uint64_t offset, uint32_t size);
+  // write() and write_reporting_attrs(): write_pipelined, with reads of the file that are in
+  // flight or start meanwhile kept from sharing their bytes with later ones.
+  Result<uint32_t> write_detaching(uint64_t offset, const SharedBytes& data,
+                                   std::optional<sftp::Attrs>* attrs_after);
   // With `attrs_after`, an FSTAT goes behind the WRITEs and its answer lands there (left empty
   // when the server gives none).
   Result<uint32_t> write_pipelined(uint64_t offset, const SharedBytes& data,
-                                   std::optional<sftp::Attrs>* attrs_after = nullptr);
+                                   std::optional<sftp::Attrs>* attrs_after);
   Status truncate_now(uint64_t size);
 
   std::shared_ptr<SftpBackend> backend_;
