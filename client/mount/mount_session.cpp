@@ -688,7 +688,6 @@ Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
     if (file_attr) cache_.wrote_whole(ino, *file_attr, ticket, writes, data);
     return ok_status();
   }
-  file.made_empty.store(false, std::memory_order_release);
   cache_.wrote(ino);
   Status written = data_.write(*file.data, file_ref(ino, file), offset, data, taken);
   cache_.wrote(ino);  // queued now: an open that counted writes before this one sees it in flight
