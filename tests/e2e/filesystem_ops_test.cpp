@@ -618,23 +618,18 @@ TEST_F(SmallFiles, FilesThisMountWroteWholeAreReadBackWithoutARequestAndStayCohe
   ASSERT_TRUE(write_file(b_ + "/" + name0(0), "rewritten through b\n"));
   EXPECT_EQ(read_file(a_ + "/" + name0(0)), "rewritten through b\n");
   ASSERT_TRUE(write_file(server_ + "/" + name0(1), "rewritten on the server, longer\n"));
-  std::string seen;
-  for (int i = 0; i < 100 && seen != "rewritten on the server, longer\n"; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    seen = read_file(a_ + "/" + name0(1));
-  }
-  EXPECT_EQ(seen, "rewritten on the server, longer\n") << "10 s after the server's change";
+  const auto seen_within_10s = [](const std::string& path, const std::string& expected) {
+    return eventually([&] { return read_file(path) == expected; }, std::chrono::seconds(10));
+  };
+  EXPECT_TRUE(seen_within_10s(a_ + "/" + name0(1), "rewritten on the server, longer\n"))
+      << "10 s after the server's change: " << read_file(a_ + "/" + name0(1));
   // Rewritten on the server right after this mount wrote it, within the echo window (the
   // watcher's report is taken for this mount's own change): the gateway's check after the window
   // finds another version and tells.
   ASSERT_TRUE(write_file(a_ + "/raced", "written through a\n"));
   ASSERT_TRUE(write_file(server_ + "/raced", "rewritten on the server at once\n"));
-  seen.clear();
-  for (int i = 0; i < 100 && seen != "rewritten on the server at once\n"; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    seen = read_file(a_ + "/raced");
-  }
-  EXPECT_EQ(seen, "rewritten on the server at once\n") << "10 s after the server's change";
+  EXPECT_TRUE(seen_within_10s(a_ + "/raced", "rewritten on the server at once\n"))
+      << "10 s after the server's change: " << read_file(a_ + "/raced");
   // Appended to through this mount: read back whole from the server.
   const int fd = ::open((a_ + "/" + name0(2)).c_str(), O_WRONLY | O_APPEND);
   ASSERT_GE(fd, 0);

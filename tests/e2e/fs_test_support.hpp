@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "local_cluster.hpp"
 
@@ -103,6 +105,17 @@ class ClusterSuite : public ::testing::Test {
   static inline std::unique_ptr<LocalCluster> cluster_;
   static inline std::string start_error_;
 };
+
+// Whether `f()` comes true within `within`, asked every 100 ms.
+template <typename F>
+inline bool eventually(F f, std::chrono::milliseconds within = std::chrono::seconds(15)) {
+  auto until = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < until) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return f();
+}
 
 // A number of one row of `skeinctl --json LIST`: the row of `list` ("backends", "namespaces")
 // whose name is `name`, its field `field`; -1 when skeinctl fails or there is no such row.

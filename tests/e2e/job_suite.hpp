@@ -24,16 +24,6 @@ inline uid_t uid_of(const std::string& user) {
   return pw ? pw->pw_uid : static_cast<uid_t>(-1);
 }
 
-template <typename F>
-inline bool eventually(F f, std::chrono::milliseconds within = std::chrono::seconds(15)) {
-  auto until = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < until) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return f();
-}
-
 class JobSuite : public ClusterSuite<3, 0> {
  protected:
   // Two unprivileged users of the suite's own, named after it (suites that run at once do not

@@ -64,6 +64,13 @@ class MountSessionTest : public ::testing::Test {
     ASSERT_TRUE(session.getattr(kRootInode));
   }
 
+  // What keeping the content of a file this mount wrote whole needs: asynchronous creates in the
+  // root, and every server watched.
+  void whole_files_kept() {
+    ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
+    cache.set_servers_watched(true);
+  }
+
   // The bytes of a read, joined.
   static std::string text(const ReadData& d) {
     std::string out;
@@ -702,8 +709,7 @@ TEST_F(MountSessionTest, AnAsynchronousCreateIsMadeByItsFirstWrite) {
 // attributes, no read) while nothing changes it; once another mount's change of it is announced,
 // the read asks the gateway again.
 TEST_F(MountSessionTest, AFileAnAsynchronousCreateWroteWholeIsReadBackWithoutACall) {
-  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
-  cache.set_servers_watched(true);
+  ASSERT_NO_FATAL_FAILURE(whole_files_kept());
   auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
   ASSERT_TRUE(created);
   const InodeNumber f = created->entry.ref.ino;
@@ -751,8 +757,7 @@ TEST_F(MountSessionTest, AFileAnAsynchronousCreateWroteWholeIsReadBackWithoutACa
 // a flush makes the file empty; the first write, from offset 0, then asks for the attributes
 // after it, and the file is read back without a call as above.
 TEST_F(MountSessionTest, TheFirstWriteOfAFileAFlushMadeEmptyBringsItsAttributesBack) {
-  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
-  cache.set_servers_watched(true);
+  ASSERT_NO_FATAL_FAILURE(whole_files_kept());
   for (const std::string name : {"echo", "again"}) {
     auto created = session.create(kRootInode, name, O_CREAT | O_WRONLY | O_TRUNC, 0644);
     ASSERT_TRUE(created);
@@ -783,8 +788,7 @@ TEST_F(MountSessionTest, TheFirstWriteOfAFileAFlushMadeEmptyBringsItsAttributesB
 // Another write of this mount's to the file (through another handle) while the first one is on
 // its way: what the first write's reply says need not be all of the file, and is not kept.
 TEST_F(MountSessionTest, AWriteMeanwhileKeepsTheFirstWriteFromBeingTakenForTheWholeFile) {
-  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
-  cache.set_servers_watched(true);
+  ASSERT_NO_FATAL_FAILURE(whole_files_kept());
   auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
   ASSERT_TRUE(created);
   const InodeNumber f = created->entry.ref.ino;
@@ -806,8 +810,7 @@ TEST_F(MountSessionTest, AWriteMeanwhileKeepsTheFirstWriteFromBeingTakenForTheWh
 // gateway, whether its first write made it or came after a flush had (the second goes as any
 // write).
 TEST_F(MountSessionTest, AFileNotWrittenWholeInOnePieceIsReadFromTheGateway) {
-  ASSERT_NO_FATAL_FAILURE(async_creates_in_root());
-  cache.set_servers_watched(true);
+  ASSERT_NO_FATAL_FAILURE(whole_files_kept());
   for (const bool flushed_first : {false, true}) {
     const std::string name = flushed_first ? "flushed" : "two";
     auto created = session.create(kRootInode, name, O_CREAT | O_WRONLY | O_TRUNC, 0644);
@@ -990,7 +993,6 @@ TEST_F(MountSessionTest, AnAsynchronousCreateTheKernelNeverReceivedMakesNothing)
   EXPECT_FALSE(gw.exists("/f"));
   EXPECT_EQ(gw.calls("Write") + gw.calls("Release") + gw.calls("Create"), 0);
 }
-
 
 // ---- the control socket's cache fills ----
 
