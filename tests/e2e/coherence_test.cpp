@@ -195,33 +195,50 @@ class Coherence : public ClusterSuite<1, 2> {
 constexpr size_t A = 0, B = 1, C = 2;
 
 TEST_F(Coherence, MountsCacheLongerThanTheSafeTtlWhileHealthy) {
-  ASSERT_TRUE(write_file(m(A, "attrs"), "12345"));
-  ASSERT_TRUE(write_file(m(A, "pages"), "old pages"));
-  EXPECT_EQ(size_of(m(B, "attrs")), 5);
-  EXPECT_EQ(read_file(m(B, "pages")), "old pages");
-  const std::set<std::string> listed = list_names(m(B, ""));
-  EXPECT_EQ(listed.count("attrs"), 1u);
-  // Behind the gateway's back (it watches nothing here): only an expired cache would notice.
-  ASSERT_TRUE(write_file(s("attrs"), "1234567890"));
-  rewrite_keeping_size_and_mtime(s("pages"), "new pages");
-  ASSERT_TRUE(write_file(s("unseen"), "made on the server"));
-  std::this_thread::sleep_for(1500ms);  // longer than the safe TTL of 1 s
-  EXPECT_EQ(size_of(m(B, "attrs")), 5) << "attributes were not cached for long";
-  EXPECT_EQ(read_file(m(B, "pages")), "old pages") << "page cache was not kept across opens";
-  EXPECT_EQ(list_names(m(B, "")), listed) << "the listing was not kept across opendirs";
-  struct stat dir_st;
-  ASSERT_EQ(::stat(m(B, "").c_str(), &dir_st), 0);
-  EXPECT_EQ(dir_st.st_mode & 07777, 0755u);
-  ASSERT_EQ(::chmod(s("").c_str(), 0711), 0);  // behind the gateway's back
-  std::this_thread::sleep_for(1500ms);
-  // The kernel asks for the directory's attributes again after a listing.
-  (void)list_names(m(B, ""));
-  ASSERT_EQ(::stat(m(B, "").c_str(), &dir_st), 0);
-  EXPECT_EQ(dir_st.st_mode & 07777, 0755u) << "directory attributes were not kept";
-  ASSERT_EQ(::chmod(s("").c_str(), 0755), 0);
+  // Each attempt in a directory of its own. A write to /proc/sys/vm/drop_caches by another program
+  // empties B's caches too (the kernel then looks names up again and gets the new attributes), so
+  // an attempt across one tells nothing and is repeated.
+  std::string dir;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const long long drops = system_cache_drops();
+    dir = "try" + std::to_string(attempt);
+    ASSERT_EQ(::mkdir(s(dir).c_str(), 0755), 0) << strerror(errno);
+    auto in = [&](const std::string& rel) { return dir + "/" + rel; };
+    ASSERT_TRUE(write_file(m(A, in("attrs")), "12345"));
+    ASSERT_TRUE(write_file(m(A, in("pages")), "old pages"));
+    EXPECT_EQ(size_of(m(B, in("attrs"))), 5);
+    EXPECT_EQ(read_file(m(B, in("pages"))), "old pages");
+    const std::set<std::string> listed = list_names(m(B, dir));
+    EXPECT_EQ(listed.count("attrs"), 1u);
+    // Behind the gateway's back (it watches nothing here): only an expired cache would notice.
+    ASSERT_TRUE(write_file(s(in("attrs")), "1234567890"));
+    rewrite_keeping_size_and_mtime(s(in("pages")), "new pages");
+    ASSERT_TRUE(write_file(s(in("unseen")), "made on the server"));
+    std::this_thread::sleep_for(1500ms);  // longer than the safe TTL of 1 s
+    std::vector<std::string> lost;        // what B did not keep
+    if (size_of(m(B, in("attrs"))) != 5) lost.push_back("attributes were not cached for long");
+    if (read_file(m(B, in("pages"))) != "old pages")
+      lost.push_back("page cache was not kept across opens");
+    if (list_names(m(B, dir)) != listed) lost.push_back("the listing was not kept across opendirs");
+    struct stat dir_st;
+    ASSERT_EQ(::stat(m(B, dir).c_str(), &dir_st), 0);
+    EXPECT_EQ(dir_st.st_mode & 07777, 0755u);
+    ASSERT_EQ(::chmod(s(dir).c_str(), 0711), 0);  // behind the gateway's back
+    std::this_thread::sleep_for(1500ms);
+    // The kernel asks for the directory's attributes again after a listing.
+    (void)list_names(m(B, dir));
+    ASSERT_EQ(::stat(m(B, dir).c_str(), &dir_st), 0);
+    if ((dir_st.st_mode & 07777) != 0755u) lost.push_back("directory attributes were not kept");
+    ASSERT_EQ(::chmod(s(dir).c_str(), 0755), 0);
+    if (lost.empty()) break;
+    if (system_cache_drops() == drops || attempt == 2) {
+      for (const std::string& what : lost) ADD_FAILURE() << what;
+      break;
+    }
+  }
   // A change through the gateway drops the listing on the other mounts at once.
-  ASSERT_TRUE(write_file(m(A, "through-a"), "x"));
-  EXPECT_EQ(list_names(m(B, "")).count("through-a"), 1u)
+  ASSERT_TRUE(write_file(m(A, dir + "/through-a"), "x"));
+  EXPECT_EQ(list_names(m(B, dir)).count("through-a"), 1u)
       << "a cached listing survived an invalidation";
   std::string status = status_of(main_->mount(B));
   EXPECT_NE(status.find("entry ttl: 3600 s"), std::string::npos) << status;

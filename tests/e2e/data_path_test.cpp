@@ -76,7 +76,20 @@ class DataPath : public ::testing::Test {
   std::string small(const std::string& rel) { return small_mount_->path() + "/" + rel; }
   std::string name() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
 
-  static void drop_page_cache() { std::ofstream("/proc/sys/vm/drop_caches") << "3\n"; }
+  // Empties the kernel's caches of this suite's two mounts (their control socket's drop-caches),
+  // so that the next reads go through the mount to the gateway. Not /proc/sys/vm/drop_caches:
+  // that empties every mount's caches on the machine, and other suites running at the same time
+  // check what their mounts keep.
+  static void drop_page_cache() {
+    for (int i : {0, 1}) {
+      std::string out;
+      ASSERT_EQ(run_command(build_dir() + "/client/skein-mount --drop-caches '" +
+                                cluster_->mount(i) + "' 2>&1",
+                            &out),
+                0)
+          << out;
+    }
+  }
 
   static bool set_mtime(const std::string& path, time_t mtime) {
     const timespec times[2] = {{mtime, 0}, {mtime, 0}};

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -20,6 +21,21 @@
 #include "local_cluster.hpp"
 
 namespace skein::test {
+
+// How many times anyone wrote /proc/sys/vm/drop_caches (drop_pagecache plus drop_slab in
+// /proc/vmstat). Such a write empties every mount's page cache, names and attributes on the
+// machine; no test here does it, but another program may, and a check of what a mount keeps across
+// it tells nothing.
+inline long long system_cache_drops() {
+  std::ifstream vmstat("/proc/vmstat");
+  long long drops = 0;
+  std::string key;
+  long long value = 0;
+  while (vmstat >> key >> value) {
+    if (key == "drop_pagecache" || key == "drop_slab") drops += value;
+  }
+  return drops;
+}
 
 inline bool write_file(const std::string& path, const std::string& data,
                        int flags = O_WRONLY | O_CREAT | O_TRUNC) {

@@ -86,13 +86,6 @@ class MpiTest : public ClusterSuite<2, 2> {
       last = now;
     }
   }
-  // How many times anyone wrote /proc/sys/vm/drop_caches (other programs on the machine may; that
-  // empties every page cache, so a measurement across it tells nothing and is repeated).
-  static long long cache_drops() {
-    std::string out;
-    run_command("grep '^drop_pagecache ' /proc/vmstat", &out);
-    return out.size() > 15 ? std::atoll(out.c_str() + 15) : -1;
-  }
   // The bytes a bcast fetched a second time because a page cache had let go of them (its
   // "N bytes fetched again" line), 0 without such a line.
   static long long fetched_again(const std::string& out) {
@@ -335,7 +328,7 @@ TEST_F(MpiTest, PrefetchWarmsEveryNode) {
   long long before = 0, after = 0, reread = 0;
   std::string out;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const long long drops = cache_drops();
+    const long long drops = system_cache_drops();
     before = bytes_read();
     // A path on the second node's mount: rank 0 finds the mount it is on.
     ASSERT_EQ(run_mpi("prefetch " + q(cluster_->mount(1) + "/srv0/prefetch"), out), 0) << out;
@@ -343,7 +336,7 @@ TEST_F(MpiTest, PrefetchWarmsEveryNode) {
     for (int m = 0; m < 2; ++m)
       EXPECT_EQ(read_file(cluster_->mount(m) + "/srv0/prefetch").size(), size);
     reread = bytes_read();
-    if (cache_drops() == drops) break;
+    if (system_cache_drops() == drops) break;
   }
   EXPECT_EQ(after - before, (long long)size);
   EXPECT_EQ(reread, after);
