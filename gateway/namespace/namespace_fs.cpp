@@ -309,6 +309,34 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file_for_one_read(uint64_t handle
   return f;
 }
 
+Result<NamespaceFs::WholeFile> NamespaceFs::read_whole(const std::string& vpath,
+                                                       uint32_t max_bytes) {
+  using R = Result<WholeFile>;
+  auto t = locate(vpath);
+  if (!t.mount) return R::failure(t.table->is_synthetic_dir(vpath) ? EISDIR : ENOENT);
+  auto f = t.mount->layout->open_with_attrs(t.rel, O_RDONLY);
+  if (!f) return R::failure(f.error());
+  WholeFile whole{f->attrs, {}};
+  int error = 0;
+  if (!S_ISREG(f->attrs.permissions)) {
+    error = S_ISDIR(f->attrs.permissions) ? EISDIR : EINVAL;
+  } else if (f->attrs.size > max_bytes) {
+    error = EFBIG;
+  } else {
+    // One byte more than allowed: a file that grew since its open shows as too long.
+    auto data = f->file->read(0, max_bytes + 1);
+    if (!data)
+      error = data.error();
+    else if (data->size() > max_bytes)
+      error = EFBIG;
+    else
+      whole.data = data.take();
+  }
+  (void)f->file->close();
+  if (error != 0) return R::failure(error);
+  return whole;
+}
+
 Status NamespaceFs::release(uint64_t handle) {
   std::shared_ptr<OpenFile> f;
   {

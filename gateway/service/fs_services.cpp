@@ -4,8 +4,12 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <thread>
+#include <vector>
 
 #include "coherence/invalidation_rules.hpp"
 #include "skein/path.hpp"
@@ -523,6 +527,59 @@ grpc::Status DataService::release(grpc::ServerContextBase* ctx, const v1::FileRe
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
   return error_reply(t->ns->release(req->handle()), reply);
+}
+
+grpc::Status DataService::read_files(grpc::ServerContextBase* ctx, const v1::ReadFilesRequest* req,
+                                     v1::ReadFilesReply* reply) {
+  const int count = req->paths_size();
+  if (count > kMaxReadFiles)
+    return grpc::Status(StatusCode::INVALID_ARGUMENT,
+                        "ReadFiles: more than " + std::to_string(kMaxReadFiles) + " paths");
+  if (static_cast<uint64_t>(count) * req->max_bytes() > kMaxIoSize)
+    return grpc::Status(StatusCode::INVALID_ARGUMENT, "ReadFiles: paths x max_bytes over 1 MiB (" +
+                                                          std::to_string(count) + " x " +
+                                                          std::to_string(req->max_bytes()) + ")");
+  grpc::Status s;
+  auto ns = registry_.authorize(ctx, req->ns(), s);
+  if (!ns) return s;
+  std::vector<std::string> paths;
+  paths.reserve(static_cast<size_t>(count));
+  for (const std::string& p : req->paths()) {
+    auto norm = normalize_virtual_path(p);
+    if (!norm)
+      return grpc::Status(StatusCode::INVALID_ARGUMENT,
+                          "bad path '" + p + "': must be absolute, without '..' above /");
+    paths.push_back(std::move(*norm));
+  }
+  // Several files at once, each on its own thread, so that their SFTP requests are in flight
+  // together (on the pool's connections) rather than one round trip after another.
+  std::vector<Result<NamespaceFs::WholeFile>> got(paths.size(),
+                                                  Result<NamespaceFs::WholeFile>::failure(EIO));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < paths.size();)
+      got[i] = ns->read_whole(paths[i], req->max_bytes());
+  };
+  std::vector<std::thread> helpers;
+  const size_t extra = std::min<size_t>(paths.size(), kReadFilesAtOnce) - (paths.empty() ? 0 : 1);
+  for (size_t k = 0; k < extra; ++k) helpers.emplace_back(work);
+  work();
+  for (auto& h : helpers) h.join();
+  uint64_t bytes = 0;
+  for (auto& g : got) {
+    v1::FileContent* f = reply->add_files();
+    if (!g) {
+      f->set_error(g.error());
+      continue;
+    }
+    fill_attr(g->attrs, f->mutable_attr());
+    std::string* data = f->mutable_data();
+    data->reserve(g->data.size());
+    for (std::string_view piece : g->data.pieces()) data->append(piece);
+    bytes += g->data.size();
+  }
+  ns->count_read(bytes);
+  return grpc::Status::OK;
 }
 
 }  // namespace skein

@@ -88,10 +88,11 @@ class NamespaceService final : public NamespaceCallbacks {
 // contents go to the SFTP server from the received slices, neither copied by gRPC or protobuf.
 // Every call's work runs where CallPlacement puts it; large reads and writes, writes of several
 // extents, and fsync, which may wait for a disk, always on the pool.
-using DataCallbacks = v1::Data::WithRawCallbackMethod_Read<v1::Data::WithRawCallbackMethod_Write<
-    v1::Data::WithCallbackMethod_Open<v1::Data::WithCallbackMethod_Create<
-        v1::Data::WithCallbackMethod_Flush<v1::Data::WithCallbackMethod_Fsync<
-            v1::Data::WithCallbackMethod_Release<v1::Data::Service>>>>>>>;
+using DataCallbacks = v1::Data::WithRawCallbackMethod_Read<
+    v1::Data::WithRawCallbackMethod_Write<v1::Data::WithCallbackMethod_Open<
+        v1::Data::WithCallbackMethod_Create<v1::Data::WithCallbackMethod_Flush<
+            v1::Data::WithCallbackMethod_Fsync<v1::Data::WithCallbackMethod_Release<
+                v1::Data::WithCallbackMethod_ReadFiles<v1::Data::Service>>>>>>>>;
 
 class DataService final : public DataCallbacks {
  public:
@@ -117,6 +118,10 @@ class DataService final : public DataCallbacks {
   grpc::ServerUnaryReactor* Release(Ctx* c, const v1::FileRef* q, v1::ErrorReply* r) override {
     return placement_.serve(c, true, [=, this] { return release(c, q, r); });
   }
+  grpc::ServerUnaryReactor* ReadFiles(Ctx* c, const v1::ReadFilesRequest* q,
+                                      v1::ReadFilesReply* r) override {
+    return placement_.serve(c, false, [=, this] { return read_files(c, q, r); });
+  }
 
   // Reads and single writes up to this size may run in the receiving thread; larger ones are bulk
   // transfers, spread over several SFTP connections, and always go to the pool.
@@ -129,6 +134,7 @@ class DataService final : public DataCallbacks {
   grpc::Status flush(Base*, const v1::FileRef*, v1::ErrorReply*);
   grpc::Status fsync(Base*, const v1::FsyncRequest*, v1::ErrorReply*);
   grpc::Status release(Base*, const v1::FileRef*, v1::ErrorReply*);
+  grpc::Status read_files(Base*, const v1::ReadFilesRequest*, v1::ReadFilesReply*);
   // `one_read`: set to a file opened for this read alone (ReadRequest.whole_file), which the
   // caller closes after replying.
   grpc::Status read(Base* ctx, const v1::ReadRequest& req, v1::ReadReply& reply, SharedBytes& data,
@@ -141,7 +147,10 @@ class DataService final : public DataCallbacks {
   InvalidationBroker* broker_;
 };
 
-// Largest Read or Write payload accepted.
+// Largest Read or Write payload accepted; also the most a ReadFiles call may return.
 inline constexpr uint32_t kMaxIoSize = 1u << 20;
+// Most paths in one ReadFiles call, and how many of its files are read at once.
+inline constexpr int kMaxReadFiles = 256;
+inline constexpr int kReadFilesAtOnce = 8;
 
 }  // namespace skein

@@ -387,6 +387,56 @@ TEST_F(Security, AWholeFileReadByPathNeedsTheTokenAndFollowsNoSymlink) {
   EXPECT_EQ(reply.data(), "inside the export\n");
 }
 
+TEST_F(Security, ReadFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
+  // ReadFiles opens each file by path: the same checks as any open, per file.
+  ASSERT_EQ(::symlink((outside() + "/secret").c_str(), server("rlink").c_str()), 0);
+  write_file(server("small"), "inside the export\n");
+  write_file(server("bigger"), std::string(5000, 'b'));
+  auto read_files = [&](const std::vector<std::string>& paths, uint32_t max_bytes,
+                        const char* token, pb::ReadFilesReply& reply) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token);
+    pb::ReadFilesRequest req;
+    req.set_ns("default");
+    for (const auto& p : paths) req.add_paths(p);
+    req.set_max_bytes(max_bytes);
+    return data_->ReadFiles(&ctx, req, &reply);
+  };
+  pb::ReadFilesReply reply;
+  EXPECT_EQ(read_files({vpath("small")}, 4096, nullptr, reply).error_code(),
+            StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(reply.files_size(), 0);
+  EXPECT_EQ(read_files({vpath("small")}, 4096, "not-the-token", reply).error_code(),
+            StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(reply.files_size(), 0);
+  // A path leading above the root, too many paths, or too many bytes: the whole call is refused.
+  grpc::Status st =
+      read_files({vpath("small"), "/srv0/../../etc/passwd"}, 4096, token_.c_str(), reply);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_EQ(reply.files_size(), 0);
+  st = read_files(std::vector<std::string>(257, vpath("small")), 16, token_.c_str(), reply);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << st.error_message();
+  st = read_files({vpath("small"), vpath("small")}, 1u << 20, token_.c_str(), reply);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_EQ(reply.files_size(), 0);
+  // Each file's own answer: read, gone, a symlink out of the export, a directory, too long.
+  ASSERT_TRUE(
+      read_files({vpath("small"), vpath("absent"), vpath("rlink"), vpath(""), vpath("bigger")},
+                 4096, token_.c_str(), reply)
+          .ok());
+  ASSERT_EQ(reply.files_size(), 5);
+  EXPECT_EQ(reply.files(0).error(), 0);
+  EXPECT_EQ(reply.files(0).data(), "inside the export\n");
+  EXPECT_EQ(reply.files(0).attr().size(), 18u);
+  EXPECT_TRUE(S_ISREG(reply.files(0).attr().mode()));
+  EXPECT_EQ(reply.files(1).error(), ENOENT);
+  EXPECT_EQ(reply.files(2).error(), ELOOP);
+  EXPECT_TRUE(reply.files(2).data().empty()) << "a file outside the export was read";
+  EXPECT_EQ(reply.files(3).error(), EISDIR);
+  EXPECT_EQ(reply.files(4).error(), EFBIG);
+  EXPECT_TRUE(reply.files(4).data().empty());
+}
+
 TEST_F(Security, AnAsynchronousCreateByWriteNeedsTheTokenAndStaysInTheExport) {
   // FileRef.create lets a Write make its file (a mount's asynchronous create): the same checks as
   // Create. Tried here without the mount: no token, a wrong token, a path through a symlink to
