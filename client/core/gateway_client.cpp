@@ -555,6 +555,41 @@ Status GatewayClient::release(const FileRef& file) const {
   return reply ? ok_status() : Status::failure(reply.error());
 }
 
+Result<std::vector<GatewayClient::WholeFile>> GatewayClient::read_files(
+    const std::vector<std::string>& paths, uint32_t max_bytes) const {
+  using R = Result<std::vector<WholeFile>>;
+  pb::ReadFilesRequest req;
+  req.set_ns(options_.ns);
+  for (const std::string& p : paths) req.add_paths(p);
+  req.set_max_bytes(max_bytes);
+  grpc::ClientContext context;
+  Stubs::prepare(options_, options_.timeout, &context);
+  pb::ReadFilesReply reply;
+  const std::string first = paths.empty() ? std::string("/") : paths.front();
+  grpc::Status status = stubs_->data->ReadFiles(&context, req, &reply);
+  if (!status.ok()) {
+    Stubs::log_failure("ReadFiles", first, status);
+    return R::failure(errno_from_status(status));
+  }
+  if (reply.files_size() != static_cast<int>(paths.size())) {
+    spdlog::warn("gateway ReadFiles {}: {} answers for {} paths", first, reply.files_size(),
+                 paths.size());
+    return R::failure(EIO);
+  }
+  std::vector<WholeFile> files(paths.size());
+  for (int i = 0; i < reply.files_size(); ++i) {
+    pb::FileContent* f = reply.mutable_files(i);
+    WholeFile& w = files[static_cast<size_t>(i)];
+    if (f->error() != 0) {
+      w.error = errno_from_reply(f->error());
+      continue;
+    }
+    w.attr = from_proto(f->attr());
+    w.data = std::move(*f->mutable_data());
+  }
+  return files;
+}
+
 void GatewayClient::release_async(const FileRef& file) const {
   pb::FileRef req;
   to_proto(options_.ns, file, &req);

@@ -2,9 +2,6 @@
 #include "cache_fill.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <condition_variable>
@@ -15,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "caller_buffer.hpp"
+
 namespace skein::client {
 namespace {
 
@@ -22,37 +21,6 @@ constexpr uint64_t kPiece = 1 << 20;  // one gateway read, one notify_store
 constexpr uint64_t kWindow = 8;       // pieces fetched at once
 
 std::string err(const std::string& what) { return "error: " + what + "\n"; }
-
-// A mapping of [offset, offset + length) of the caller's buffer.
-struct Mapping {
-  void* base = MAP_FAILED;
-  std::size_t size = 0;
-  char* data = nullptr;
-  ~Mapping() {
-    if (base != MAP_FAILED) ::munmap(base, size);
-  }
-};
-
-// Maps the buffer's range; "" or the failure.
-std::string map_buffer(int fd, uint64_t offset, uint64_t length, bool writable, Mapping& m) {
-  if (fd < 0) return "fill: no buffer (its file descriptor goes with the command, SCM_RIGHTS)";
-  const int seals = ::fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
-    return "fill: the buffer must be a memfd sealed against shrinking (F_SEAL_SHRINK)";
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return std::string("fill: buffer: ") + std::strerror(errno);
-  if (offset > static_cast<uint64_t>(st.st_size) ||
-      length > static_cast<uint64_t>(st.st_size) - offset)
-    return "fill: range beyond the buffer's size";
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t start = offset / page * page;
-  m.size = static_cast<std::size_t>(offset - start + length);
-  m.base = ::mmap(nullptr, m.size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-                  MAP_SHARED | MAP_POPULATE, fd, static_cast<off_t>(start));
-  if (m.base == MAP_FAILED) return std::string("fill: map the buffer: ") + std::strerror(errno);
-  m.data = static_cast<char*>(m.base) + (offset - start);
-  return "";
-}
 
 }  // namespace
 
@@ -75,8 +43,9 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd) 
     return err(path + " changed (it is not as this mount's last open of it saw it)");
   if (length == 0) return "ok 0\n";
 
-  Mapping buf;
-  if (std::string e = map_buffer(buf_fd, buf_offset, length, mode == "fetch", buf); !e.empty())
+  CallerBuffer buf;
+  if (std::string e = map_caller_buffer("fill", buf_fd, buf_offset, length, mode == "fetch", buf);
+      !e.empty())
     return err(e);
 
   // Fetches read through one gateway handle of the file, kept by the session while the caller

@@ -262,7 +262,7 @@ void ControlSocket::answer(int fd) {
   if (command.size() > kMaxCommand) command.resize(kMaxCommand);
   while (!command.empty() && (command.back() == '\r' || command.back() == ' ')) command.pop_back();
   spdlog::info("control socket: {}{}", command, passed >= 0 ? " (with a file descriptor)" : "");
-  write_all(fd, handler_(command, passed));
+  write_all(fd, handler_(command, passed, ControlPeer{peer.pid, peer.uid, peer.gid}));
   if (passed >= 0) ::close(passed);
 }
 

@@ -8,6 +8,8 @@
 // does not hold up the others: the handler must be thread-safe.
 #pragma once
 
+#include <sys/types.h>
+
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -18,12 +20,20 @@
 
 namespace skein::client {
 
+// Who sent a command (SO_PEERCRED): root or the mount's own user, as the socket accepts no other.
+struct ControlPeer {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
 class ControlSocket {
  public:
-  // Answers one command (without its newline); runs on a thread of the socket's. `fd` is a file
-  // descriptor the client passed with the command (SCM_RIGHTS), or -1; the socket closes it
-  // once the handler has returned.
-  using Handler = std::function<std::string(const std::string& command, int fd)>;
+  // Answers one command (without its newline) from `peer`; runs on a thread of the socket's. `fd`
+  // is a file descriptor the client passed with the command (SCM_RIGHTS), or -1; the socket
+  // closes it once the handler has returned.
+  using Handler =
+      std::function<std::string(const std::string& command, int fd, const ControlPeer& peer)>;
 
   static std::string default_dir();
   // The names a mount point is known by: the absolute, lexically normal path, and the same with

@@ -22,6 +22,7 @@
 
 #include "cache_fill.hpp"
 #include "control_socket.hpp"
+#include "file_fetch.hpp"
 #include "fuse_ops.hpp"
 #include "gateway_client.hpp"
 #include "log_file.hpp"
@@ -289,7 +290,8 @@ std::string status_text(skein::client::MountDaemon& mount, const MountArgs& args
 
 // Serves the control socket's commands.
 std::string control_command(skein::client::MountDaemon& mount, const MountArgs& args,
-                            const std::string& mount_id, const std::string& command, int fd) {
+                            const std::string& mount_id, const std::string& command, int fd,
+                            const skein::client::ControlPeer& peer) {
   if (command == "status") return status_text(mount, args, mount_id);
   if (command == "drop-caches") {
     auto dropped = mount.kernel_cache->drop_all();
@@ -300,7 +302,16 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
   }
   if (command.rfind("fill ", 0) == 0)
     return skein::client::cache_fill(mount, command.substr(5), fd);
-  return "error: unknown command '" + command + "' (known: drop-caches, status, fill)\n";
+  if (command.rfind("fetch-files ", 0) == 0) {
+    const skein::client::FileFetchContext context{
+        [&mount](const std::string& path) { return mount.inodes.find(path).has_value(); },
+        [&mount](const std::vector<std::string>& paths, uint32_t max_bytes) {
+          return mount.gateway->read_files(paths, max_bytes);
+        }};
+    return skein::client::fetch_files(context, command.substr(12), fd, peer);
+  }
+  return "error: unknown command '" + command +
+         "' (known: drop-caches, status, fill, fetch-files)\n";
 }
 
 // `skein-mount --drop-caches|--status MOUNTPOINT`: asks the running mount and prints its answer.
@@ -420,8 +431,9 @@ int run(const MountArgs& args, const std::string& token) {
   mount.watch = std::make_unique<skein::client::WatchStream>(
       channel, skein::client::WatchStream::Options{args.ns, mount_id, token}, *mount.kernel_cache);
   if (mount.control) {
-    mount.control->start([&mount, &args, mount_id](const std::string& command, int fd) {
-      return control_command(mount, args, mount_id, command, fd);
+    mount.control->start([&mount, &args, mount_id](const std::string& command, int fd,
+                                                   const skein::client::ControlPeer& peer) {
+      return control_command(mount, args, mount_id, command, fd, peer);
     });
   }
 

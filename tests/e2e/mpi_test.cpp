@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -383,6 +384,57 @@ TEST_F(MpiTest, AFillFromABufferThatIsNotASealedMemfdIsRefused) {
   EXPECT_EQ(::pread(open_fd, got.data(), got.size(), 0), (ssize_t)got.size());
   EXPECT_TRUE(got == content);
   ::close(open_fd);
+}
+
+// The mount's fetch-files command reads, in one gateway call, only files the mount has looked up
+// (the kernel checked the way to them): a name never looked up through the mount is answered
+// ENOENT even though the server has it, and the gateway's bytes_read grows by the files read.
+TEST_F(MpiTest, FetchFilesReadsOnlyFilesTheMountHasLookedUp) {
+  ASSERT_TRUE(write_file(cluster_->export_dir(0) + "/fetch-a", "first"));
+  ASSERT_TRUE(write_file(cluster_->export_dir(0) + "/fetch-b", std::string(3000, 'b')));
+  ASSERT_TRUE(write_file(cluster_->export_dir(0) + "/fetch-unseen", "never looked up"));
+  settle();
+  struct stat st {};
+  ASSERT_EQ(::stat((cluster_->mount(0) + "/srv0/fetch-a").c_str(), &st), 0);
+  ASSERT_EQ(::stat((cluster_->mount(0) + "/srv0/fetch-b").c_str(), &st), 0);
+  std::string list;
+  for (const char* p : {"/srv0/fetch-a", "/srv0/fetch-unseen", "/srv0/fetch-b"})
+    list += std::string(p) + std::string(1, '\0');
+  const int buf = ::memfd_create("skein-test-fetch", MFD_ALLOW_SEALING);
+  ASSERT_GE(buf, 0);
+  ASSERT_EQ(::ftruncate(buf, 1 << 20), 0);
+  ASSERT_EQ(::pwrite(buf, list.data(), list.size(), 0), (ssize_t)list.size());
+  ASSERT_EQ(::fcntl(buf, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  const long long before = bytes_read();
+  std::string answer, error;
+  ASSERT_TRUE(client::ControlSocket::request(
+      client::ControlSocket::default_dir(), cluster_->mount(0),
+      "fetch-files 4096 " + std::to_string(list.size()), answer, error, buf))
+      << error;
+  std::istringstream in(answer);
+  std::string ok;
+  int n = 0;
+  in >> ok >> n;
+  ASSERT_EQ(ok, "ok") << answer;
+  ASSERT_EQ(n, 3) << answer;
+  std::vector<std::string> got;
+  std::vector<int> errors;
+  for (int i = 0; i < n; ++i) {
+    int e = -1;
+    uint64_t offset = 0, length = 0, mode = 0;
+    long long mtime = 0;
+    in >> e >> offset >> length >> mode >> mtime;
+    errors.push_back(e);
+    std::string bytes(length, '\0');
+    EXPECT_EQ(::pread(buf, bytes.data(), length, static_cast<off_t>(offset)), (ssize_t)length);
+    got.push_back(bytes);
+  }
+  ::close(buf);
+  EXPECT_EQ(errors, (std::vector<int>{0, ENOENT, 0})) << answer;
+  EXPECT_EQ(got[0], "first");
+  EXPECT_EQ(got[2], std::string(3000, 'b'));
+  EXPECT_TRUE(got[1].empty());
+  EXPECT_EQ(bytes_read() - before, 5 + 3000);
 }
 
 // The tree's listing with modes, types, symlink targets and mtimes (to the second: the mount's

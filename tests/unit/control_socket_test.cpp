@@ -40,7 +40,7 @@ TEST(ControlSocketTest, AnswersACommandWhileAnotherIsStillBeingAnswered) {
   std::condition_variable cv;
   bool release = false;
   std::atomic<int> slow_started{0};
-  socket->start([&](const std::string& command, int) -> std::string {
+  socket->start([&](const std::string& command, int, const ControlPeer&) -> std::string {
     if (command == "slow") {
       ++slow_started;
       std::unique_lock lock(mu);
@@ -80,7 +80,7 @@ TEST(ControlSocketTest, DestructionWaitsForTheCommandsBeingAnswered) {
   auto socket = ControlSocket::open(dir.path + "/sockets", "m1", mountpoint, error);
   ASSERT_TRUE(socket) << error;
   std::atomic<int> started{0}, finished{0};
-  socket->start([&](const std::string&, int) -> std::string {
+  socket->start([&](const std::string&, int, const ControlPeer&) -> std::string {
     ++started;
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     ++finished;
@@ -107,7 +107,7 @@ TEST(ControlSocketTest, PassesAFileDescriptorWithACommand) {
   auto socket = ControlSocket::open(dir.path + "/sockets", "m1", mountpoint, error);
   ASSERT_TRUE(socket) << error;
   std::atomic<int> handler_fd{-2};
-  socket->start([&](const std::string& command, int fd) -> std::string {
+  socket->start([&](const std::string& command, int fd, const ControlPeer&) -> std::string {
     handler_fd = fd;
     if (fd < 0) return command + ": no fd\n";
     // The handler writes into the caller's file, which only the descriptor names.

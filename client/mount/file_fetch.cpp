@@ -1,0 +1,136 @@
+// The control socket's fetch-files command; see file_fetch.hpp.
+#include "file_fetch.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "caller_buffer.hpp"
+
+namespace skein::client {
+namespace {
+
+std::string err(const std::string& what) { return "error: fetch-files: " + what + "\n"; }
+
+// The gateway's limits on one ReadFiles call (gateway/service/fs_services.hpp).
+constexpr std::size_t kMaxFiles = 256;
+constexpr uint64_t kMaxCallBytes = 1u << 20;
+// Most paths in one command.
+constexpr std::size_t kMaxPaths = 4096;
+
+}  // namespace
+
+bool may_read(const FileAttr& attr, uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
+  if (uid == 0) return true;
+  if (attr.uid == uid) return (attr.mode & 0400) != 0;
+  if (attr.gid == gid || std::find(groups.begin(), groups.end(), attr.gid) != groups.end())
+    return (attr.mode & 0040) != 0;
+  return (attr.mode & 0004) != 0;
+}
+
+std::vector<gid_t> supplementary_groups(pid_t pid) {
+  std::vector<gid_t> groups;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Groups:", 0) != 0) continue;
+    std::istringstream in(line.substr(7));
+    for (gid_t g; in >> g;) groups.push_back(g);
+    break;
+  }
+  return groups;
+}
+
+std::string fetch_files(const FileFetchContext& mount, const std::string& args, int buf_fd,
+                        const ControlPeer& peer) {
+  std::istringstream in(args);
+  uint64_t max_bytes = 0, list_length = 0;
+  std::string rest;
+  if (!(in >> max_bytes >> list_length) || (in >> rest))
+    return err("usage: fetch-files MAX_BYTES LIST_LENGTH (the paths in the buffer)");
+  if (max_bytes == 0 || max_bytes > kMaxCallBytes)
+    return err("MAX_BYTES must be 1 to " + std::to_string(kMaxCallBytes));
+  if (list_length == 0) return "ok 0\n";
+  // The list first (read-only), to know how large the rest must be.
+  std::vector<std::string> paths;
+  {
+    CallerBuffer list;
+    if (std::string e = map_caller_buffer("fetch-files", buf_fd, 0, list_length, false, list);
+        !e.empty())
+      return "error: " + e + "\n";
+    const std::string_view names(list.data, list_length);
+    for (std::size_t at = 0; at < names.size();) {
+      const std::size_t end = names.find('\0', at);
+      if (end == std::string_view::npos) return err("the last path does not end with a NUL byte");
+      paths.emplace_back(names.substr(at, end - at));
+      at = end + 1;
+    }
+  }
+  if (paths.size() > kMaxPaths)
+    return err("more than " + std::to_string(kMaxPaths) + " paths in one command");
+  for (const std::string& p : paths) {
+    if (p.empty() || p[0] != '/') return err("paths must be absolute: '" + p + "'");
+  }
+  CallerBuffer out;
+  if (std::string e = map_caller_buffer("fetch-files", buf_fd, list_length,
+                                        paths.size() * max_bytes, true, out);
+      !e.empty())
+    return "error: " + e + "\n";
+
+  const std::vector<gid_t> groups =
+      peer.uid == 0 ? std::vector<gid_t>{} : supplementary_groups(peer.pid);
+  struct Answer {
+    int error = 0;
+    uint64_t offset = 0, length = 0;
+    uint32_t mode = 0;
+    int64_t mtime_ns = 0;
+  };
+  std::vector<Answer> answers(paths.size());
+  // Calls of at most kMaxFiles paths and 1 MiB; paths this mount does not know are not asked.
+  const std::size_t per_call =
+      std::max<std::size_t>(1, std::min<uint64_t>(kMaxFiles, kMaxCallBytes / max_bytes));
+  uint64_t written = 0;
+  for (std::size_t first = 0; first < paths.size(); first += per_call) {
+    const std::size_t last = std::min(paths.size(), first + per_call);
+    std::vector<std::string> ask;
+    std::vector<std::size_t> index;
+    for (std::size_t i = first; i < last; ++i) {
+      if (mount.known(paths[i])) {
+        ask.push_back(paths[i]);
+        index.push_back(i);
+      } else {
+        answers[i].error = ENOENT;
+      }
+    }
+    if (ask.empty()) continue;
+    auto got = mount.read_files(ask, static_cast<uint32_t>(max_bytes));
+    if (!got) return err(std::string("the gateway's ReadFiles: ") + std::strerror(got.error()));
+    for (std::size_t k = 0; k < ask.size(); ++k) {
+      GatewayClient::WholeFile& f = (*got)[k];
+      Answer& a = answers[index[k]];
+      if (f.error != 0) {
+        a.error = f.error;
+      } else if (!may_read(f.attr, peer.uid, peer.gid, groups)) {
+        a.error = EACCES;
+      } else if (f.data.size() > max_bytes) {
+        a.error = EFBIG;
+      } else {
+        a.offset = list_length + written;
+        a.length = f.data.size();
+        a.mode = f.attr.mode;
+        a.mtime_ns = f.attr.mtime_ns;
+        std::memcpy(out.data + written, f.data.data(), f.data.size());
+        written += f.data.size();
+      }
+    }
+  }
+  std::string answer = "ok " + std::to_string(paths.size()) + "\n";
+  for (const Answer& a : answers) {
+    answer += std::to_string(a.error) + " " + std::to_string(a.offset) + " " +
+              std::to_string(a.length) + " " + std::to_string(a.mode) + " " +
+              std::to_string(a.mtime_ns) + "\n";
+  }
+  return answer;
+}
+
+}  // namespace skein::client

@@ -1,0 +1,55 @@
+// The control socket's `fetch-files` command: the whole contents of many small files in one
+// gateway call (ReadFiles), for skein-mpi's stage-in, where a FUSE open, read and release and a
+// gateway call per file would cost more than the file.
+//
+//   fetch-files MAX_BYTES LIST_LENGTH
+//
+// The caller's buffer (a memfd sealed against shrinking, passed with the command; see
+// caller_buffer.hpp) holds the files' paths in the namespace in its first LIST_LENGTH bytes, each
+// ending with a NUL byte. The mount writes the files' contents one after another into the buffer
+// from LIST_LENGTH on, so the buffer needs LIST_LENGTH + files x MAX_BYTES bytes. The answer is
+// "ok N", then a line per file, in order: "ERRNO OFFSET LENGTH MODE MTIME_NS" (ERRNO 0: LENGTH
+// bytes at OFFSET of the buffer are the whole file; else the file's errno and zeros; EFBIG: longer
+// than MAX_BYTES).
+//
+// No file is read on the caller's behalf that the caller could not read through the mount: a path
+// must name an inode this mount knows (the kernel looked it up, checking the search permission of
+// every directory on the way), and the caller must be root or have read permission by the file's
+// mode, owner and group, as the kernel's default_permissions would judge (EACCES otherwise; the
+// bytes never reach the buffer).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "control_socket.hpp"
+#include "file_attr.hpp"
+#include "gateway_client.hpp"
+
+namespace skein::client {
+
+// Whether a process with these user, group and supplementary groups may read a file with these
+// attributes: root always; the file's owner by the owner bits; a member of its group by the group
+// bits; anyone else by the others' bits.
+bool may_read(const FileAttr& attr, uid_t uid, gid_t gid, const std::vector<gid_t>& groups);
+
+// The supplementary groups of process `pid` (/proc/PID/status), empty if it is gone.
+std::vector<gid_t> supplementary_groups(pid_t pid);
+
+// What the command needs of the mount, so that it runs without FUSE in unit tests.
+struct FileFetchContext {
+  std::function<bool(const std::string& ns_path)> known;  // an inode of this mount
+  std::function<Result<std::vector<GatewayClient::WholeFile>>(const std::vector<std::string>&,
+                                                              uint32_t)>
+      read_files;
+};
+
+// Runs one `fetch-files` command (without the leading "fetch-files "); returns the answer.
+std::string fetch_files(const FileFetchContext& mount, const std::string& args, int buf_fd,
+                        const ControlPeer& peer);
+
+}  // namespace skein::client

@@ -1,0 +1,220 @@
+// The control socket's fetch-files command without FUSE: a fake gateway's ReadFiles, a real
+// sealed memfd as the caller's buffer. What it writes where, what it refuses, and the permission
+// check on the caller's behalf.
+#include "file_fetch.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace skein::client {
+namespace {
+
+// A memfd of `size` bytes holding `paths` (each ending with a NUL byte) at its start, sealed
+// against shrinking (`seal`) as the command requires.
+struct CallerMemfd {
+  int fd = -1;
+  std::size_t list_length = 0;
+  CallerMemfd(const std::vector<std::string>& paths, std::size_t size, bool seal = true) {
+    fd = ::memfd_create("fetch-files-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);
+    std::string list;
+    for (const auto& p : paths) list += p + std::string(1, '\0');
+    list_length = list.size();
+    EXPECT_EQ(::pwrite(fd, list.data(), list.size(), 0), static_cast<ssize_t>(list.size()));
+    if (seal) {
+      EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    }
+  }
+  ~CallerMemfd() { ::close(fd); }
+  std::string bytes(uint64_t offset, uint64_t length) const {
+    std::string out(length, '\0');
+    EXPECT_EQ(::pread(fd, out.data(), length, static_cast<off_t>(offset)),
+              static_cast<ssize_t>(length));
+    return out;
+  }
+};
+
+FileAttr file_attr(uint32_t mode, uint32_t uid, uint32_t gid, uint64_t size) {
+  FileAttr a;
+  a.mode = mode;
+  a.uid = uid;
+  a.gid = gid;
+  a.size = size;
+  a.mtime_ns = 1700000000LL * 1000000000LL;
+  return a;
+}
+
+// The gateway's files, the paths the mount knows, and the calls made.
+struct FakeMount {
+  std::map<std::string, GatewayClient::WholeFile> files;
+  std::set<std::string> known;
+  std::vector<std::vector<std::string>> calls;
+  int call_error = 0;
+
+  void add(const std::string& path, const std::string& data, uint32_t mode = 0100644,
+           uint32_t uid = 0, uint32_t gid = 0) {
+    files[path] = {0, file_attr(mode, uid, gid, data.size()), data};
+    known.insert(path);
+  }
+  FileFetchContext context() {
+    return {[this](const std::string& p) { return known.count(p) > 0; },
+            [this](const std::vector<std::string>& paths,
+                   uint32_t max_bytes) -> Result<std::vector<GatewayClient::WholeFile>> {
+              calls.push_back(paths);
+              if (call_error)
+                return Result<std::vector<GatewayClient::WholeFile>>::failure(call_error);
+              std::vector<GatewayClient::WholeFile> out;
+              for (const auto& p : paths) {
+                auto it = files.find(p);
+                GatewayClient::WholeFile f;
+                if (it == files.end())
+                  f.error = ENOENT;
+                else if (it->second.data.size() > max_bytes)
+                  f.error = EFBIG;
+                else
+                  f = it->second;
+                out.push_back(f);
+              }
+              return out;
+            }};
+  }
+};
+
+struct Line {
+  int error = -1;
+  uint64_t offset = 0, length = 0;
+  uint32_t mode = 0;
+  int64_t mtime_ns = 0;
+};
+
+// The answer's lines, after "ok N" (which must say `n`).
+std::vector<Line> lines_of(const std::string& answer, std::size_t n) {
+  std::istringstream in(answer);
+  std::string ok;
+  std::size_t count = 0;
+  in >> ok >> count;
+  EXPECT_EQ(ok, "ok") << answer;
+  EXPECT_EQ(count, n) << answer;
+  std::vector<Line> lines(count);
+  for (auto& l : lines) in >> l.error >> l.offset >> l.length >> l.mode >> l.mtime_ns;
+  return lines;
+}
+
+const ControlPeer kRoot{1, 0, 0};
+
+TEST(FileFetchTest, WritesEachFileAfterTheListAndSaysWhere) {
+  FakeMount mount;
+  mount.add("/a", "first file");
+  mount.add("/d/b", "");
+  mount.add("/d/c", std::string(3000, 'c'));
+  CallerMemfd buf({"/a", "/d/b", "/d/c"}, 64 << 10);
+  const std::string answer =
+      fetch_files(mount.context(), "4096 " + std::to_string(buf.list_length), buf.fd, kRoot);
+  auto lines = lines_of(answer, 3);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].error, 0);
+  EXPECT_EQ(lines[0].offset, buf.list_length);
+  EXPECT_EQ(buf.bytes(lines[0].offset, lines[0].length), "first file");
+  EXPECT_EQ(lines[0].mode, 0100644u);
+  EXPECT_EQ(lines[0].mtime_ns, 1700000000LL * 1000000000LL);
+  EXPECT_EQ(lines[1].error, 0);
+  EXPECT_EQ(lines[1].length, 0u);
+  EXPECT_EQ(lines[2].error, 0);
+  EXPECT_EQ(buf.bytes(lines[2].offset, lines[2].length), std::string(3000, 'c'));
+  EXPECT_GE(lines[2].offset, lines[0].offset + lines[0].length);
+  ASSERT_EQ(mount.calls.size(), 1u) << "one gateway call for the three files";
+}
+
+TEST(FileFetchTest, AnswersEachFileOnItsOwnAndAsksNothingOfPathsTheMountDoesNotKnow) {
+  FakeMount mount;
+  mount.add("/ok", "fine");
+  mount.add("/big", std::string(5000, 'x'));
+  mount.files["/unknown"] = {0, file_attr(0100644, 0, 0, 4), "data"};  // never looked up here
+  mount.known.insert("/gone");  // known, but no longer on the gateway
+  CallerMemfd buf({"/ok", "/big", "/unknown", "/gone"}, 64 << 10);
+  auto lines = lines_of(
+      fetch_files(mount.context(), "4096 " + std::to_string(buf.list_length), buf.fd, kRoot), 4);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0].error, 0);
+  EXPECT_EQ(lines[1].error, EFBIG);
+  EXPECT_EQ(lines[2].error, ENOENT);
+  EXPECT_EQ(lines[3].error, ENOENT);
+  ASSERT_EQ(mount.calls.size(), 1u);
+  EXPECT_EQ(mount.calls[0], (std::vector<std::string>{"/ok", "/big", "/gone"}));
+}
+
+TEST(FileFetchTest, ReadsForACallerOnlyWhatItsPermissionsAllow) {
+  FakeMount mount;
+  mount.add("/mine", "owner may read", 0100400, 1000, 1000);
+  mount.add("/mine-no-read", "owner may not", 0100044, 1000, 1000);  // owner bits win
+  mount.add("/group", "group may read", 0100040, 0, 2000);
+  mount.add("/others", "others may read", 0100004, 0, 4242);
+  mount.add("/closed", "nobody but root", 0100600, 0, 0);
+  const std::vector<std::string> paths{"/mine", "/mine-no-read", "/group", "/others", "/closed"};
+  CallerMemfd buf(paths, 64 << 10);
+  const std::string args = "4096 " + std::to_string(buf.list_length);
+  // This process, as a user 1000 of group 1000 (its supplementary groups are its own, root's at
+  // most: not 2000 nor 4242).
+  auto lines = lines_of(fetch_files(mount.context(), args, buf.fd, {::getpid(), 1000, 1000}), 5);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0].error, 0);
+  EXPECT_EQ(lines[1].error, EACCES);
+  EXPECT_EQ(lines[2].error, EACCES);
+  EXPECT_EQ(lines[3].error, 0);
+  EXPECT_EQ(lines[4].error, EACCES);
+  // Its primary group 2000: the group's file too.
+  lines = lines_of(fetch_files(mount.context(), args, buf.fd, {::getpid(), 1000, 2000}), 5);
+  EXPECT_EQ(lines[2].error, 0);
+  // Root reads all of them.
+  lines = lines_of(fetch_files(mount.context(), args, buf.fd, kRoot), 5);
+  for (const auto& l : lines) EXPECT_EQ(l.error, 0);
+}
+
+TEST(FileFetchTest, ASupplementaryGroupCountsAsTheFilesGroup) {
+  FileAttr a = file_attr(0100040, 0, 3000, 1);
+  EXPECT_FALSE(may_read(a, 1000, 1000, {}));
+  EXPECT_TRUE(may_read(a, 1000, 1000, {5, 3000}));
+  EXPECT_TRUE(may_read(a, 0, 0, {}));
+}
+
+TEST(FileFetchTest, RefusesBadCommandsAndBuffers) {
+  FakeMount mount;
+  mount.add("/a", "x");
+  CallerMemfd buf({"/a"}, 8192);
+  const std::string len = std::to_string(buf.list_length);
+  auto refused = [&](const std::string& args, int fd, const std::string& what) {
+    const std::string answer = fetch_files(mount.context(), args, fd, kRoot);
+    EXPECT_EQ(answer.rfind("error: ", 0), 0u) << args << ": " << answer;
+    EXPECT_NE(answer.find(what), std::string::npos) << args << ": " << answer;
+  };
+  refused("", buf.fd, "usage");
+  refused("4096", buf.fd, "usage");
+  refused("4096 " + len + " extra", buf.fd, "usage");
+  refused("0 " + len, buf.fd, "MAX_BYTES");
+  refused("2097152 " + len, buf.fd, "MAX_BYTES");
+  refused("4096 " + len, -1, "no buffer");
+  refused("65536 " + len, buf.fd, "beyond the buffer");  // 1 file x 64 KiB does not fit in 8 KiB
+  refused("4096 99999", buf.fd, "beyond the buffer");
+  refused("4096 " + std::to_string(buf.list_length - 1), buf.fd, "NUL");
+  CallerMemfd unsealed({"/a"}, 8192, false);
+  refused("4096 " + len, unsealed.fd, "sealed");
+  CallerMemfd relative({"a"}, 8192);
+  refused("4096 " + len, relative.fd, "absolute");
+  EXPECT_TRUE(mount.calls.empty()) << "a refused command asked the gateway";
+  // A failing gateway call fails the command.
+  mount.call_error = EIO;
+  refused("4096 " + len, buf.fd, "ReadFiles");
+}
+
+}  // namespace
+}  // namespace skein::client
