@@ -25,44 +25,13 @@
 
 #include "collective.hpp"
 #include "control_socket.hpp"
+#include "mount_control.hpp"
 #include "skein/mpi.h"
 
 namespace fs = std::filesystem;
 
 namespace skein::mpi {
 namespace {
-
-// The skein mount (a fuse.skein entry of /proc/self/mountinfo) holding `path`, or "".
-std::string skein_mount_of(const std::string& path) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string best;
-  for (std::string line; std::getline(in, line);) {
-    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
-    std::istringstream f(line);
-    std::string id, parent, dev, root, point;
-    f >> id >> parent >> dev >> root >> point;
-    auto dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    std::istringstream t(line.substr(dash + 3));
-    std::string fstype;
-    t >> fstype;
-    if (fstype != "fuse.skein") continue;
-    // Octal escapes (\040 for a space) in the mount point.
-    std::string unescaped;
-    for (std::size_t i = 0; i < point.size(); ++i) {
-      if (point[i] == '\\' && i + 3 < point.size()) {
-        unescaped.push_back(static_cast<char>(std::stoi(point.substr(i + 1, 3), nullptr, 8)));
-        i += 3;
-      } else {
-        unescaped.push_back(point[i]);
-      }
-    }
-    if ((path == unescaped || path.rfind(unescaped + "/", 0) == 0 || unescaped == "/") &&
-        unescaped.size() > best.size())
-      best = unescaped;
-  }
-  return best;
-}
 
 struct Entry {
   std::string rel;  // path in the namespace below the mount, "/..."
@@ -113,50 +82,6 @@ std::string resolve(const std::vector<std::string>& paths, const std::string& mo
   }
   return "";
 }
-
-// One node's mount, as its leader uses it.
-struct Mount {
-  std::string dir;
-  std::string control_dir;
-  // Sends a control command (with the file descriptor `fd`, if >= 0); "" or the failure.
-  std::string command(const std::string& cmd, std::string* answer = nullptr, int fd = -1) const {
-    std::string a, e;
-    if (!client::ControlSocket::request(control_dir, dir, cmd, a, e, fd)) return e;
-    if (a.rfind("error: ", 0) == 0) {
-      while (!a.empty() && a.back() == '\n') a.pop_back();
-      return dir + ": " + a.substr(7);
-    }
-    if (answer) *answer = a;
-    return "";
-  }
-};
-
-// A leader's buffer: a memfd, mapped, sealed against changes of its size. Its file descriptor
-// goes with every `fill` command (the mount maps it too; the seal keeps that mapping from
-// faulting), and its pages are touched once here, so that neither side allocates them later.
-struct Buffer {
-  int fd = -1;
-  char* data = nullptr;
-  std::size_t size = 0;
-  std::string open(std::size_t bytes) {
-    fd = ::memfd_create("skein-mpi-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) return errno_text("memfd_create");
-    if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
-      return errno_text("buffer of " + std::to_string(bytes) + " bytes");
-    if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
-      return errno_text("seal the buffer");
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) return errno_text("map the buffer");
-    data = static_cast<char*>(p);
-    size = bytes;
-    std::memset(data, 0, size);
-    return "";
-  }
-  ~Buffer() {
-    if (data) ::munmap(data, size);
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 struct Options {
   std::size_t chunk = 4 << 20;

@@ -1,7 +1,7 @@
 // skein-mpi: collective operations of an MPI job on skein mounts (docs/mpi.md).
 //   skein-mpi bcast [--verify] [--chunk BYTES] PATH...
 //   skein-mpi prefetch [--verify] [--chunk BYTES] PATH...
-//   skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] SRC DST
+//   skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] [--control-dir DIR] SRC DST
 // Run under mpirun or srun; every rank runs the same command. Failures are printed by rank 0 and
 // every rank exits with status 1.
 #include <mpi.h>
@@ -17,7 +17,7 @@
 
 namespace skein::mpi {
 int stage(MPI_Comm comm, const std::string& src, const std::string& dst, uint64_t chunk,
-          bool verify, std::string& summary, std::string& failures);
+          bool verify, const std::string& control_dir, std::string& summary, std::string& failures);
 }
 
 namespace {
@@ -25,7 +25,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: skein-mpi bcast|prefetch [--verify] [--quiet] [--chunk BYTES] [--control-dir DIR] "
     "PATH...\n"
-    "       skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] SRC DST\n";
+    "       skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] [--control-dir DIR] SRC DST\n";
 
 int usage_error(int rank, const std::string& what) {
   if (rank == 0) std::fprintf(stderr, "skein-mpi: %s\n%s", what.c_str(), kUsage);
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     std::string summary, failures;
     const uint64_t chunk = chunk_given ? options.chunk_size : (64u << 20);
     const int r = skein::mpi::stage(MPI_COMM_WORLD, paths[0], paths[1], chunk, options.verify != 0,
-                                    summary, failures);
+                                    control_dir, summary, failures);
     if (rank == 0) {
       if (!summary.empty()) std::printf("%s\n", summary.c_str());
       std::fflush(stdout);

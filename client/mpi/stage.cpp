@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "collective.hpp"
+#include "control_socket.hpp"
+#include "mount_control.hpp"
 #include "skein/mpi.h"
 
 namespace fs = std::filesystem;
@@ -24,6 +26,10 @@ namespace {
 
 constexpr const char* kPartial = ".skein-partial";
 constexpr const char* kRecord = ".skein-partial.chunks";
+// Files up to this size are fetched several at a time (fetch-files); a buffer holds a unit's
+// paths and its files at the largest one's size each.
+constexpr uint64_t kFetchMaxFile = 256u << 10;
+constexpr std::size_t kFetchBuffer = 32 * kFetchMaxFile + (256u << 10);
 
 struct Item {
   char type = 'f';  // f, d, l
@@ -184,7 +190,10 @@ std::size_t files_per_unit(std::size_t files, int ranks) {
 }  // namespace
 
 int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg, uint64_t chunk,
-          bool verify, std::string& summary, std::string& failures) {
+          bool verify, const std::string& control_dir_arg, std::string& summary,
+          std::string& failures) {
+  const std::string control_dir =
+      control_dir_arg.empty() ? client::ControlSocket::default_dir() : control_dir_arg;
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -303,21 +312,31 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
 
   // Every rank takes units off the shared counter until none are left.
   std::vector<std::string> failed;
-  unsigned long long moved = 0, files_done = 0;
+  unsigned long long moved = 0, files_done = 0, fetched_files = 0;
   {
     Counter counter(comm);
     std::string buf;
     auto last_progress = std::chrono::steady_clock::now();
-    // One whole file: copied to DST/.NAME.skein-partial, renamed once complete.
-    auto copy_whole = [&](const Item& i) {
+    // One whole file: copied to DST/.NAME.skein-partial, renamed once complete. Its bytes come
+    // from `data` when given (fetched already, i.size of them), else from the source.
+    auto copy_whole = [&](const Item& i, const char* data = nullptr) {
       const std::string s = src + i.rel, d = dst + i.rel;
       std::string err;
-      int in = ::open(s.c_str(), O_RDONLY | O_CLOEXEC);
-      if (in < 0) return errno_text(s);
+      int in = -1;
+      if (!data) {
+        in = ::open(s.c_str(), O_RDONLY | O_CLOEXEC);
+        if (in < 0) return errno_text(s);
+      }
       const std::string part = partial_of(dst, i.rel, kPartial);
       int out = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       if (out < 0) err = errno_text(part);
-      if (err.empty()) err = copy_range(in, out, 0, i.size, buf, i.rel);
+      if (err.empty() && !data) err = copy_range(in, out, 0, i.size, buf, i.rel);
+      for (uint64_t w = 0; err.empty() && data && w < i.size;) {
+        const ssize_t k = ::write(out, data + w, std::size_t(i.size - w));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) err = errno_text("write " + part);
+        if (k > 0) w += static_cast<uint64_t>(k);
+      }
       timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
       if (err.empty() && (::fchmod(out, i.mode) != 0 || ::futimens(out, t) != 0))
         err = errno_text(part);
@@ -329,8 +348,76 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       } else if (out >= 0) {
         ::unlink(part.c_str());
       }
-      ::close(in);
+      if (in >= 0) ::close(in);
       return err;
+    };
+    // Small files on a skein mount: a unit's files in one `fetch-files` command to the mount (one
+    // gateway call for all of them) instead of a FUSE open, read and release and a gateway call
+    // each. A file the command does not give as it was listed (changed, unreadable, gone) is
+    // copied the plain way, which reports what is wrong with it; a mount that cannot run the
+    // command (an older skein-mount) gets plain copies from then on.
+    const Mount mount{skein_mount_of(src), control_dir};
+    Buffer fetch_buf;
+    bool fetching = !mount.dir.empty() && fetch_buf.open(kFetchBuffer).empty();
+    auto ns_path = [&](const Item& i) {
+      const std::string p = src + i.rel;
+      if (mount.dir == "/") return p;
+      return p.size() == mount.dir.size() ? std::string("/") : p.substr(mount.dir.size());
+    };
+    // Copies the unit's files it fetched; returns those left for plain copies.
+    auto fetch_whole = [&](const std::vector<std::size_t>& unit_items) {
+      std::vector<std::size_t> rest, asked;
+      std::string list;
+      uint64_t max_bytes = 1;
+      for (std::size_t k : unit_items) {
+        const Item& i = items[k];
+        if (!fetching || i.size > kFetchMaxFile) {
+          rest.push_back(k);
+          continue;
+        }
+        list += ns_path(i);
+        list.push_back('\0');
+        asked.push_back(k);
+        max_bytes = std::max<uint64_t>(max_bytes, i.size);
+      }
+      if (asked.empty()) return rest;
+      std::string answer, failure = "more than the buffer holds";
+      if (list.size() + asked.size() * max_bytes <= fetch_buf.size) {
+        std::memcpy(fetch_buf.data, list.data(), list.size());
+        failure = mount.command(
+            "fetch-files " + std::to_string(max_bytes) + " " + std::to_string(list.size()), &answer,
+            fetch_buf.fd);
+        if (!failure.empty()) fetching = false;
+      }
+      if (!failure.empty()) {
+        rest.insert(rest.end(), asked.begin(), asked.end());
+        return rest;
+      }
+      std::istringstream in(answer);
+      std::string ok;
+      std::size_t n = 0;
+      in >> ok >> n;
+      for (std::size_t a = 0; a < asked.size(); ++a) {
+        const Item& i = items[asked[a]];
+        int error = -1;
+        uint64_t offset = 0, length = 0;
+        uint32_t mode = 0;
+        int64_t mtime_ns = 0;
+        if (ok == "ok" && n == asked.size()) in >> error >> offset >> length >> mode >> mtime_ns;
+        // As listed: the same size, mtime (to the second) and permissions.
+        if (!in || error != 0 || length != i.size || offset + length > fetch_buf.size ||
+            mtime_ns / 1000000000LL != i.mtime_ns / 1000000000LL || (mode & 07777) != i.mode) {
+          rest.push_back(asked[a]);
+          continue;
+        }
+        std::string err = copy_whole(i, fetch_buf.data + offset);
+        if (err.empty()) {
+          ++fetched_files;
+        } else {
+          failed.push_back(i.rel + ": " + err);
+        }
+      }
+      return rest;
     };
     // One chunk of a large file: written in place into DST/.NAME.skein-partial, then recorded.
     auto copy_chunk = [&](const Item& i, uint64_t c) {
@@ -360,7 +447,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     };
     for (long long u; (u = counter.next()) < (long long)units.size();) {
       const Unit& unit = units[std::size_t(u)];
-      for (std::size_t k : unit.items) {
+      const std::vector<std::size_t> plain = unit.whole ? fetch_whole(unit.items) : unit.items;
+      for (std::size_t k : plain) {
         std::string err = unit.whole ? copy_whole(items[k]) : copy_chunk(items[k], unit.chunk);
         if (!err.empty()) failed.push_back(items[k].rel + ": " + err);
       }
@@ -443,8 +531,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   std::string all(std::size_t(rank == 0 ? total_len : 0), '\0');
   MPI_Gatherv(local.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
               comm);
-  unsigned long long sums[2] = {moved, files_done}, totals[2] = {0, 0};
-  MPI_Reduce(sums, totals, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, comm);
+  unsigned long long sums[3] = {moved, files_done, fetched_files}, totals[3] = {0, 0, 0};
+  MPI_Reduce(sums, totals, 3, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, comm);
   int bad = failed.empty() ? 0 : 1, any = 0;
   MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
   if (rank == 0) {
@@ -452,10 +540,11 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     char line[512];
     std::snprintf(line, sizeof line,
-                  "skein-mpi: %s -> %s: copied %llu bytes, finished %llu files; skipped %llu "
-                  "complete files and %llu bytes; %.2f s on %d ranks",
-                  src.c_str(), dst.c_str(), totals[0], totals[1], (unsigned long long)skipped_files,
-                  (unsigned long long)skipped_bytes, secs, size);
+                  "skein-mpi: %s -> %s: copied %llu bytes, finished %llu files (%llu of them "
+                  "fetched several at a time); skipped %llu complete files and %llu bytes; %.2f s "
+                  "on %d ranks",
+                  src.c_str(), dst.c_str(), totals[0], totals[1], totals[2],
+                  (unsigned long long)skipped_files, (unsigned long long)skipped_bytes, secs, size);
     summary = line;
     failures = all;
   }

@@ -1,0 +1,79 @@
+// Mounts, their control sockets and command buffers; see mount_control.hpp.
+#include "mount_control.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "collective.hpp"
+#include "control_socket.hpp"
+
+namespace skein::mpi {
+
+std::string skein_mount_of(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string best;
+  for (std::string line; std::getline(in, line);) {
+    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTS
+    std::istringstream f(line);
+    std::string id, parent, dev, root, point;
+    f >> id >> parent >> dev >> root >> point;
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream t(line.substr(dash + 3));
+    std::string fstype;
+    t >> fstype;
+    if (fstype != "fuse.skein") continue;
+    // Octal escapes (\040 for a space) in the mount point.
+    std::string unescaped;
+    for (std::size_t i = 0; i < point.size(); ++i) {
+      if (point[i] == '\\' && i + 3 < point.size()) {
+        unescaped.push_back(static_cast<char>(std::stoi(point.substr(i + 1, 3), nullptr, 8)));
+        i += 3;
+      } else {
+        unescaped.push_back(point[i]);
+      }
+    }
+    if ((path == unescaped || path.rfind(unescaped + "/", 0) == 0 || unescaped == "/") &&
+        unescaped.size() > best.size())
+      best = unescaped;
+  }
+  return best;
+}
+
+std::string Mount::command(const std::string& cmd, std::string* answer, int fd) const {
+  std::string a, e;
+  if (!client::ControlSocket::request(control_dir, dir, cmd, a, e, fd)) return e;
+  if (a.rfind("error: ", 0) == 0) {
+    while (!a.empty() && a.back() == '\n') a.pop_back();
+    return dir + ": " + a.substr(7);
+  }
+  if (answer) *answer = a;
+  return "";
+}
+
+std::string Buffer::open(std::size_t bytes) {
+  fd = ::memfd_create("skein-mpi-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return errno_text("memfd_create");
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
+    return errno_text("buffer of " + std::to_string(bytes) + " bytes");
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return errno_text("seal the buffer");
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return errno_text("map the buffer");
+  data = static_cast<char*>(p);
+  size = bytes;
+  std::memset(data, 0, size);
+  return "";
+}
+
+Buffer::~Buffer() {
+  if (data) ::munmap(data, size);
+  if (fd >= 0) ::close(fd);
+}
+
+}  // namespace skein::mpi

@@ -1,0 +1,33 @@
+// A node's skein mount as skein-mpi's ranks use it: which mount holds a path, commands to its
+// control socket, and the buffer that goes with them (docs/mpi.md).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace skein::mpi {
+
+// The skein mount (a fuse.skein entry of /proc/self/mountinfo) holding `path`, or "".
+std::string skein_mount_of(const std::string& path);
+
+// One node's mount.
+struct Mount {
+  std::string dir;
+  std::string control_dir;
+  // Sends a control command (with the file descriptor `fd`, if >= 0); "" or the failure.
+  std::string command(const std::string& cmd, std::string* answer = nullptr, int fd = -1) const;
+};
+
+// A buffer for the mount's commands: a memfd, mapped, sealed against changes of its size. Its
+// file descriptor goes with the command (the mount maps it too; the seal keeps that mapping
+// from faulting), and its pages are touched once here, so that neither side allocates them
+// later.
+struct Buffer {
+  int fd = -1;
+  char* data = nullptr;
+  std::size_t size = 0;
+  std::string open(std::size_t bytes);
+  ~Buffer();
+};
+
+}  // namespace skein::mpi
