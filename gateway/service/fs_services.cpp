@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -562,7 +563,13 @@ grpc::Status DataService::read_files(grpc::ServerContextBase* ctx, const v1::Rea
   };
   std::vector<std::thread> helpers;
   const size_t extra = std::min<size_t>(paths.size(), kReadFilesAtOnce) - (paths.empty() ? 0 : 1);
-  for (size_t k = 0; k < extra; ++k) helpers.emplace_back(work);
+  for (size_t k = 0; k < extra; ++k) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had now: this one reads the rest
+    }
+  }
   work();
   for (auto& h : helpers) h.join();
   uint64_t bytes = 0;
