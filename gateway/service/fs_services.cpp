@@ -28,17 +28,22 @@ struct Target {
   std::string path;
 };
 
+// `path` normalised, or nothing with `status` saying why it is refused.
+std::optional<std::string> checked_path(const std::string& path, grpc::Status& status) {
+  auto norm = normalize_virtual_path(path);
+  if (!norm)
+    status = grpc::Status(StatusCode::INVALID_ARGUMENT,
+                          "bad path '" + path + "': must be absolute, without '..' above /");
+  return norm;
+}
+
 std::optional<Target> resolve(const NamespaceRegistry& reg, grpc::ServerContextBase* ctx,
                               const std::string& ns, const std::string& path,
                               grpc::Status& status) {
   auto fs = reg.authorize(ctx, ns, status);
   if (!fs) return std::nullopt;
-  auto norm = normalize_virtual_path(path);
-  if (!norm) {
-    status = grpc::Status(StatusCode::INVALID_ARGUMENT,
-                          "bad path '" + path + "': must be absolute, without '..' above /");
-    return std::nullopt;
-  }
+  auto norm = checked_path(path, status);
+  if (!norm) return std::nullopt;
   return Target{std::move(fs), std::move(*norm)};
 }
 
@@ -546,10 +551,8 @@ grpc::Status DataService::read_files(grpc::ServerContextBase* ctx, const v1::Rea
   std::vector<std::string> paths;
   paths.reserve(static_cast<size_t>(count));
   for (const std::string& p : req->paths()) {
-    auto norm = normalize_virtual_path(p);
-    if (!norm)
-      return grpc::Status(StatusCode::INVALID_ARGUMENT,
-                          "bad path '" + p + "': must be absolute, without '..' above /");
+    auto norm = checked_path(p, s);
+    if (!norm) return s;
     paths.push_back(std::move(*norm));
   }
   // Several files at once, each on its own thread, so that their SFTP requests are in flight

@@ -87,7 +87,7 @@ class NamespaceService final : public NamespaceCallbacks {
 // proto/wire/bulk_message), so that a Read's reply is sent from the fetched buffer and a Write's
 // contents go to the SFTP server from the received slices, neither copied by gRPC or protobuf.
 // Every call's work runs where CallPlacement puts it; large reads and writes, writes of several
-// extents, and fsync, which may wait for a disk, always on the pool.
+// extents, ReadFiles, and fsync, which may wait for a disk, always on the pool.
 using DataCallbacks = v1::Data::WithRawCallbackMethod_Read<
     v1::Data::WithRawCallbackMethod_Write<v1::Data::WithCallbackMethod_Open<
         v1::Data::WithCallbackMethod_Create<v1::Data::WithCallbackMethod_Flush<
