@@ -15,10 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,8 +52,7 @@ std::string resolve(const std::vector<std::string>& paths, const std::string& mo
     if (!mount.empty() && mount != m)
       return "the paths are on different mounts: " + mount + ", " + m;
     mount = m;
-    std::string rel = abs.substr(m.size());
-    if (rel.empty()) rel = "/";
+    const std::string rel = namespace_path(abs, m);
     struct stat st;
     if (::stat(abs.c_str(), &st) != 0) return errno_text(p);
     if (S_ISREG(st.st_mode)) {
@@ -69,7 +66,7 @@ std::string resolve(const std::vector<std::string>& paths, const std::string& mo
         if (ec) return p + ": " + ec.message();
         auto status = it->symlink_status(ec);
         if (ec) return it->path().string() + ": " + ec.message();
-        std::string r = it->path().string().substr(m.size());
+        std::string r = namespace_path(it->path().string(), m);
         if (fs::is_directory(status))
           entries.push_back({r, true});
         else if (fs::is_regular_file(status))

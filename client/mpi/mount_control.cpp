@@ -45,6 +45,11 @@ std::string skein_mount_of(const std::string& path) {
   return best;
 }
 
+std::string namespace_path(const std::string& path, const std::string& mount) {
+  std::string rel = path.substr(mount.size());
+  return rel.empty() ? "/" : rel;
+}
+
 std::string Mount::command(const std::string& cmd, std::string* answer, int fd) const {
   std::string a, e;
   if (!client::ControlSocket::request(control_dir, dir, cmd, a, e, fd)) return e;

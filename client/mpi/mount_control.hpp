@@ -9,6 +9,8 @@ namespace skein::mpi {
 
 // The skein mount (a fuse.skein entry of /proc/self/mountinfo) holding `path`, or "".
 std::string skein_mount_of(const std::string& path);
+// The path in the namespace of `path` (absolute, normal), which lies on the mount at `mount`.
+std::string namespace_path(const std::string& path, const std::string& mount);
 
 // One node's mount.
 struct Mount {

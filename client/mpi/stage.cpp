@@ -359,11 +359,6 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     const Mount mount{skein_mount_of(src), control_dir};
     Buffer fetch_buf;
     bool fetching = !mount.dir.empty() && fetch_buf.open(kFetchBuffer).empty();
-    auto ns_path = [&](const Item& i) {
-      const std::string p = src + i.rel;
-      if (mount.dir == "/") return p;
-      return p.size() == mount.dir.size() ? std::string("/") : p.substr(mount.dir.size());
-    };
     // Copies the unit's files it fetched; returns those left for plain copies.
     auto fetch_whole = [&](const std::vector<std::size_t>& unit_items) {
       std::vector<std::size_t> rest, asked;
@@ -375,7 +370,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
           rest.push_back(k);
           continue;
         }
-        list += ns_path(i);
+        list += namespace_path(src + i.rel, mount.dir);
         list.push_back('\0');
         asked.push_back(k);
         max_bytes = std::max<uint64_t>(max_bytes, i.size);
