@@ -30,8 +30,8 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd) 
   int64_t mtime_ns = 0;
   uint64_t size = 0, offset = 0, length = 0, buf_offset = 0;
   if (!(in >> mode >> mtime_ns >> size >> offset >> length >> buf_offset) ||
-      (mode != "fetch" && mode != "store")) {
-    return err("usage: fill fetch|store MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET NS_PATH");
+      (mode != "fetch" && mode != "store" && mode != "read")) {
+    return err("usage: fill fetch|store|read MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET NS_PATH");
   }
   std::string path;
   std::getline(in >> std::ws, path);
@@ -44,14 +44,14 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd) 
   if (length == 0) return "ok 0\n";
 
   CallerBuffer buf;
-  if (std::string e = map_caller_buffer("fill", buf_fd, buf_offset, length, mode == "fetch", buf);
-      !e.empty())
+  const bool fetch = mode != "store", store = mode != "read";
+  if (std::string e = map_caller_buffer("fill", buf_fd, buf_offset, length, fetch, buf); !e.empty())
     return err(e);
 
   // Fetches read through one gateway handle of the file, kept by the session while the caller
   // holds the file open (one open for all of a file's chunks).
   MountSession::FillHandle handle;
-  if (mode == "fetch") {
+  if (fetch) {
     auto opened = mount.session->fill_handle(*ino, path, mtime_ns, size);
     if (!opened && opened.error() == ESTALE)
       return err(path + " changed (the gateway's size or mtime differs)");
@@ -60,12 +60,12 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd) 
   }
   const FileRef ref{path, handle.handle, O_RDONLY};
   std::string failure;
-  // Fetch: up to kWindow pieces in flight at once (read_async), each copied into the buffer as
-  // it arrives, then each stored from the buffer, in order. Store: piece by piece from the buffer.
+  // Fetch and read: up to kWindow pieces in flight at once (read_async), each copied into the
+  // buffer as it arrives; fetch and store then store each from the buffer, in order.
   for (uint64_t done = 0; done < length && failure.empty();) {
     const uint64_t window = std::min<uint64_t>(length - done, kWindow * kPiece);
     const std::size_t count = static_cast<std::size_t>((window + kPiece - 1) / kPiece);
-    if (mode == "fetch") {
+    if (fetch) {
       std::mutex mu;
       std::condition_variable cv;
       std::size_t left = count;
@@ -104,7 +104,7 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd) 
           failure = path + " changed (shorter than its size)";
       }
     }
-    for (std::size_t i = 0; i < count && failure.empty(); ++i) {
+    for (std::size_t i = 0; store && i < count && failure.empty(); ++i) {
       const uint64_t at = done + i * kPiece;
       const uint64_t n = std::min(kPiece, length - at);
       const int rc = mount.kernel_cache->store(*ino, offset + at, buf.data + at, n);
@@ -114,9 +114,10 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd) 
   }
   if (handle.handle != 0 && !handle.kept) mount.gateway->release_async(ref);
   if (!failure.empty()) return err(failure);
-  // Checked again: an invalidation during the command may have come before the pages landed.
+  // Checked again: an invalidation during the command may have come before the bytes landed.
   if (!mount.cache.open_matches(*ino, mtime_ns, size))
-    return err(path + " changed while its pages were stored");
+    return err(path +
+               (store ? " changed while its pages were stored" : " changed while it was read"));
   return "ok " + std::to_string(length) + "\n";
 }
 

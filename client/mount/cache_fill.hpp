@@ -2,9 +2,11 @@
 // cache (fuse_lowlevel_notify_store), for skein-mpi's collective reads. The bytes come either
 // from the gateway (`fetch`: the mount reads exactly that range, no read-ahead, and also copies
 // it into the caller's buffer so that the caller can share it with other nodes) or from the
-// caller's buffer (`store`: bytes another node fetched).
+// caller's buffer (`store`: bytes another node fetched). `read` fills the caller's buffer only:
+// the range comes from the gateway as for `fetch` and goes into no page cache (skein-mpi's
+// stage-in of a large file, which it reads once).
 //
-//   fill fetch|store MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET NS_PATH
+//   fill fetch|store|read MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET NS_PATH
 //
 // The buffer is not named: its file descriptor comes with the command (SCM_RIGHTS), so the mount
 // touches only memory the caller could touch itself. It must be a memfd sealed against

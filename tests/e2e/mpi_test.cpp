@@ -386,6 +386,58 @@ TEST_F(MpiTest, AFillFromABufferThatIsNotASealedMemfdIsRefused) {
   ::close(open_fd);
 }
 
+// The mount's `fill read` puts a range of a file held open through it into the caller's buffer
+// and nowhere else: the buffer has the server's bytes, the mount's page cache holds none of the
+// file, and the gateway served exactly the range. A file not open through the mount, or named
+// with another version than the open saw, is refused.
+TEST_F(MpiTest, AFillReadFillsTheCallersBufferAndNoPageCache) {
+  const std::string content = random_bytes((3u << 20) + 777, 12);
+  ASSERT_TRUE(write_file(cluster_->export_dir(0) + "/fill-read", content));
+  settle();
+  const std::string file = cluster_->mount(0) + "/srv0/fill-read";
+  const std::string dir = client::ControlSocket::default_dir();
+  const int buf = ::memfd_create("skein-test-fill-read", MFD_ALLOW_SEALING);
+  ASSERT_GE(buf, 0);
+  ASSERT_EQ(::ftruncate(buf, 4 << 20), 0);
+  ASSERT_EQ(::fcntl(buf, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  auto ask = [&](long long mtime_ns, uint64_t size, uint64_t off, uint64_t len) {
+    std::string answer, error;
+    EXPECT_TRUE(client::ControlSocket::request(
+        dir, cluster_->mount(0),
+        "fill read " + std::to_string(mtime_ns) + " " + std::to_string(size) + " " +
+            std::to_string(off) + " " + std::to_string(len) + " 4096 /srv0/fill-read",
+        answer, error, buf))
+        << error;
+    return answer;
+  };
+  // Not open through the mount: refused.
+  struct stat st {};
+  ASSERT_EQ(::stat((cluster_->export_dir(0) + "/fill-read").c_str(), &st), 0);
+  EXPECT_EQ(ask(st.st_mtim.tv_sec * 1000000000LL, content.size(), 0, 4096).rfind("error: ", 0), 0u);
+  const int fd = ::open(file.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  const long long opened = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+  EXPECT_NE(ask(opened + 1000000000LL, content.size(), 0, 4096).find("changed"), std::string::npos);
+  const uint64_t off = 1000001, len = (2u << 20) + 5;
+  const long long before = bytes_read();
+  EXPECT_EQ(ask(opened, content.size(), off, len), "ok " + std::to_string(len) + "\n");
+  EXPECT_EQ(bytes_read() - before, (long long)len);
+  std::string got(len, '\0');
+  ASSERT_EQ(::pread(buf, got.data(), len, 4096), (ssize_t)len);
+  EXPECT_TRUE(got == content.substr(off, len));
+  // No page of the file came into the mount's page cache (mincore reads nothing).
+  void* map = ::mmap(nullptr, content.size(), PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  std::vector<unsigned char> resident((content.size() + 4095) / 4096);
+  ASSERT_EQ(::mincore(map, content.size(), resident.data()), 0);
+  EXPECT_EQ(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }),
+            0);
+  ::munmap(map, content.size());
+  ::close(fd);
+  ::close(buf);
+}
+
 // The mount's fetch-files command reads, in one gateway call, only files the mount has looked up
 // (the kernel checked the way to them): a name never looked up through the mount is answered
 // ENOENT even though the server has it, and the gateway's bytes_read grows by the files read.
@@ -471,8 +523,11 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
   EXPECT_NE(out.find("finished 1002 files"), std::string::npos) << out;
   ASSERT_EQ(run_mpi("stage-in --verify --chunk 4194304 " + q(mounted) + " " + q(back), out), 0)
       << out;
-  // The small files came several to a gateway call (fetch-files), the large ones in chunks.
-  EXPECT_NE(out.find("finished 1002 files (1000 of them fetched several at a time)"),
+  // The small files came several to a gateway call (fetch-files), the large ones in chunks that
+  // the mount read from the gateway into the ranks' buffers (fill read), every byte of them.
+  EXPECT_NE(out.find("(" + std::to_string((40u << 20) + (24u << 20) + 12345) +
+                     " of them read past the mount's page cache), finished 1002 files (1000 of "
+                     "them fetched several at a time)"),
             std::string::npos)
       << out;
   std::string diff;
@@ -481,7 +536,8 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
   EXPECT_EQ(listing(cluster_->export_dir(1) + "/staged"), listing(src));
   // A rerun finds everything complete and copies nothing.
   ASSERT_EQ(run_mpi("stage-in " + q(mounted) + " " + q(back), out), 0) << out;
-  EXPECT_NE(out.find("copied 0 bytes, finished 0 files (0 of them fetched several at a time); "
+  EXPECT_NE(out.find("copied 0 bytes (0 of them read past the mount's page cache), finished 0 "
+                     "files (0 of them fetched several at a time); "
                      "skipped 1003 complete files"),
             std::string::npos)
       << out;
