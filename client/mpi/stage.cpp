@@ -30,6 +30,10 @@ constexpr const char* kRecord = ".skein-partial.chunks";
 // paths and its files at the largest one's size each.
 constexpr uint64_t kFetchMaxFile = 256u << 10;
 constexpr std::size_t kFetchBuffer = 32 * kFetchMaxFile + (256u << 10);
+// A large file's chunk is read by the mount (`fill read`) this much at a time, into the same
+// buffer: whole windows of the mount's eight 1 MiB reads in flight.
+constexpr uint64_t kReadRange = 8u << 20;
+static_assert(kReadRange <= kFetchBuffer);
 
 struct Item {
   char type = 'f';  // f, d, l
@@ -415,7 +419,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       return rest;
     };
     // A range of a large file on a skein mount, read by the mount from the gateway straight into
-    // the buffer (`fill read`, a buffer's worth at a time) and written to `out` from there: no
+    // the buffer (`fill read`, kReadRange at a time) and written to `out` from there: no
     // FUSE reads, and no copy in the mount's page cache of bytes this rank reads once. `in` is
     // the file open through the mount (the command reads only a file held open there, at the
     // version that open saw). Returns the bytes copied; `err` is set only for a write failure,
@@ -432,7 +436,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
                         path = " 0 " + namespace_path(src + i.rel, mount.dir);
       uint64_t done = 0;
       while (done < len) {
-        const uint64_t n = std::min<uint64_t>(fetch_buf.size, len - done);
+        const uint64_t n = std::min<uint64_t>(kReadRange, len - done);
         std::string e =
             mount.command(fill + std::to_string(off + done) + " " + std::to_string(n) + path,
                           nullptr, fetch_buf.fd);
