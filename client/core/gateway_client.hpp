@@ -154,10 +154,10 @@ class GatewayClient {
                          bool report_attrs = false) const;
   Status fsync(const FileRef& file, bool datasync) const;
   Status release(const FileRef& file) const;
-  // Whole small files in one call (ReadFiles, at most kMaxReadFiles paths and paths x max_bytes
-  // at most 1 MiB): for each path, in order, its contents and attributes, or its own errno (EFBIG:
-  // longer than `max_bytes`). The call fails as a whole only for its own errors (the gateway, the
-  // token, the arguments).
+  // Whole small files in one call (ReadFiles, at most wire::kMaxReadFiles paths and paths x
+  // max_bytes at most 1 MiB): for each path, in order, its contents and attributes, or its own
+  // errno (EFBIG: longer than `max_bytes`). The call fails as a whole only for its own errors (the
+  // gateway, the token, the arguments).
   struct WholeFile {
     int error = 0;
     FileAttr attr;

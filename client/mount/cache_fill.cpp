@@ -13,12 +13,13 @@
 #include <vector>
 
 #include "caller_buffer.hpp"
+#include "wire/limits.hpp"
 
 namespace skein::client {
 namespace {
 
-constexpr uint64_t kPiece = 1 << 20;  // one gateway read, one notify_store
-constexpr uint64_t kWindow = 8;       // pieces fetched at once
+constexpr uint64_t kPiece = wire::kMaxIoSize;  // one gateway read, one notify_store
+constexpr uint64_t kWindow = 8;                // pieces fetched at once
 
 std::string err(const std::string& what) { return "error: " + what + "\n"; }
 

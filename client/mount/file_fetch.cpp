@@ -7,15 +7,16 @@
 #include <sstream>
 
 #include "caller_buffer.hpp"
+#include "wire/limits.hpp"
 
 namespace skein::client {
 namespace {
 
 std::string err(const std::string& what) { return "error: fetch-files: " + what + "\n"; }
 
-// The gateway's limits on one ReadFiles call (gateway/service/fs_services.hpp).
-constexpr std::size_t kMaxFiles = 256;
-constexpr uint64_t kMaxCallBytes = 1u << 20;
+// The gateway's limits on one ReadFiles call.
+constexpr std::size_t kMaxFiles = wire::kMaxReadFiles;
+constexpr uint64_t kMaxCallBytes = wire::kMaxIoSize;
 // Most paths in one command.
 constexpr std::size_t kMaxPaths = 4096;
 

@@ -13,12 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "wire/limits.hpp"
+
 namespace skein::client {
 namespace {
 
 static_assert(FUSE_ROOT_ID == kRootInode);
 
-constexpr unsigned kMaxIoBytes = 1 << 20;  // the Data service's largest read and write
+constexpr unsigned kMaxIoBytes = wire::kMaxIoSize;  // the Data service's largest read and write
 constexpr blksize_t kBlockSize = 4096;
 // d_ino of a readdir entry the kernel holds no inode for (libfuse's FUSE_UNKNOWN_INO).
 constexpr ino_t kUnknownIno = 0xffffffff;

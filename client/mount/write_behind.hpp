@@ -16,6 +16,7 @@
 #include "byte_budget.hpp"
 #include "gateway_client.hpp"
 #include "skein/result.hpp"
+#include "wire/limits.hpp"
 
 namespace skein::client {
 
@@ -34,10 +35,10 @@ class WriteBehind {
       std::function<void(const FileRef& file, std::vector<GatewayClient::Extent>, SendDone done)>;
 
   struct Limits {
-    std::size_t request = 1 << 20;   // the largest request gathered
-    uint64_t file_bytes = 8 << 20;   // held for this file before its writers wait
-    std::size_t file_requests = 16;  // calls in flight at once for this file
-    std::size_t batch = 64;          // requests per call, with batch_with
+    std::size_t request = wire::kMaxIoSize;  // the largest request gathered: a Write's most
+    uint64_t file_bytes = 8 << 20;           // held for this file before its writers wait
+    std::size_t file_requests = 16;          // calls in flight at once for this file
+    std::size_t batch = 64;                  // requests per call, with batch_with
   };
 
   // One open file writing through this WriteBehind: its requests, and the first error of one of

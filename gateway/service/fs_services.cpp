@@ -15,6 +15,7 @@
 #include "coherence/invalidation_rules.hpp"
 #include "skein/path.hpp"
 #include "wire/bulk_message.hpp"
+#include "wire/limits.hpp"
 
 namespace skein {
 namespace {
@@ -400,7 +401,7 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
 grpc::Status DataService::read(grpc::ServerContextBase* ctx, const v1::ReadRequest& req,
                                v1::ReadReply& reply, SharedBytes& data,
                                std::shared_ptr<OpenFile>& one_read) {
-  if (req.size() > kMaxIoSize)
+  if (req.size() > wire::kMaxIoSize)
     return grpc::Status(StatusCode::INVALID_ARGUMENT, "read size over 1 MiB");
   grpc::Status s;
   int err = 0;
@@ -451,7 +452,8 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
                                 const SharedBytes& data, v1::WriteReply& reply) {
   uint64_t total = data.size();
   for (const auto& e : req.more()) total += e.data().size();
-  if (total > kMaxIoSize) return grpc::Status(StatusCode::INVALID_ARGUMENT, "write over 1 MiB");
+  if (total > wire::kMaxIoSize)
+    return grpc::Status(StatusCode::INVALID_ARGUMENT, "write over 1 MiB");
   grpc::Status s;
   int err = 0;
   std::shared_ptr<NamespaceFs> ns;
@@ -538,10 +540,10 @@ grpc::Status DataService::release(grpc::ServerContextBase* ctx, const v1::FileRe
 grpc::Status DataService::read_files(grpc::ServerContextBase* ctx, const v1::ReadFilesRequest* req,
                                      v1::ReadFilesReply* reply) {
   const int count = req->paths_size();
-  if (count > kMaxReadFiles)
+  if (count > wire::kMaxReadFiles)
     return grpc::Status(StatusCode::INVALID_ARGUMENT,
-                        "ReadFiles: more than " + std::to_string(kMaxReadFiles) + " paths");
-  if (static_cast<uint64_t>(count) * req->max_bytes() > kMaxIoSize)
+                        "ReadFiles: more than " + std::to_string(wire::kMaxReadFiles) + " paths");
+  if (static_cast<uint64_t>(count) * req->max_bytes() > wire::kMaxIoSize)
     return grpc::Status(StatusCode::INVALID_ARGUMENT, "ReadFiles: paths x max_bytes over 1 MiB (" +
                                                           std::to_string(count) + " x " +
                                                           std::to_string(req->max_bytes()) + ")");

@@ -147,10 +147,8 @@ class DataService final : public DataCallbacks {
   InvalidationBroker* broker_;
 };
 
-// Largest Read or Write payload accepted; also the most a ReadFiles call may return.
-inline constexpr uint32_t kMaxIoSize = 1u << 20;
-// Most paths in one ReadFiles call, and how many of its files are read at once.
-inline constexpr int kMaxReadFiles = 256;
+// The Data service's limits are wire::kMaxIoSize and wire::kMaxReadFiles (wire/limits.hpp). How
+// many of a ReadFiles call's files are read at once:
 inline constexpr int kReadFilesAtOnce = 8;
 
 }  // namespace skein

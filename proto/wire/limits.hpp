@@ -1,0 +1,15 @@
+// The Data service's limits (fs.proto states them): the gateway refuses a call beyond them, and
+// its clients (the mount, skein-mpi through it) keep to them.
+#pragma once
+
+#include <cstdint>
+
+namespace skein::wire {
+
+// The largest Read or Write payload, and the most one ReadFiles call may return (its paths times
+// its max_bytes).
+inline constexpr uint32_t kMaxIoSize = 1u << 20;
+// The most paths in one ReadFiles call.
+inline constexpr int kMaxReadFiles = 256;
+
+}  // namespace skein::wire
