@@ -51,6 +51,10 @@ class CallPlacement {
     return reactor;
   }
 
+  // Queues `work` on the pool: a helper of a call running there, which must not wait for it to
+  // start (the pool may be full of such calls); see DataService::read_files.
+  void help(std::function<void()> work) { pool_.run(std::move(work)); }
+
   std::size_t max_inline() const { return max_inline_; }
 
  private:

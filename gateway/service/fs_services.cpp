@@ -8,8 +8,9 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <system_error>
-#include <thread>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "coherence/invalidation_rules.hpp"
@@ -557,28 +558,53 @@ grpc::Status DataService::read_files(grpc::ServerContextBase* ctx, const v1::Rea
     if (!norm) return s;
     paths.push_back(std::move(*norm));
   }
-  // Several files at once, each on its own thread, so that their SFTP requests are in flight
-  // together (on the pool's connections) rather than one round trip after another.
-  std::vector<Result<NamespaceFs::WholeFile>> got(paths.size(),
-                                                  Result<NamespaceFs::WholeFile>::failure(EIO));
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < paths.size();)
-      got[i] = ns->read_whole(paths[i], req->max_bytes());
-  };
-  std::vector<std::thread> helpers;
-  const size_t extra = std::min<size_t>(paths.size(), kReadFilesAtOnce) - (paths.empty() ? 0 : 1);
-  for (size_t k = 0; k < extra; ++k) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no thread to be had now: this one reads the rest
+  // Several files at once, so that their SFTP requests are in flight together (on the backends'
+  // connections) rather than one round trip after another: this thread and up to
+  // kReadFilesAtOnce - 1 helpers on the pool take the files one by one. This thread never waits
+  // for a helper to start (the pool may be full, of calls like this one): once it finds no file
+  // left, helpers that start later take none, and it waits only for those reading one.
+  struct Shared {
+    std::vector<std::string> paths;
+    uint32_t max_bytes = 0;
+    std::shared_ptr<NamespaceFs> ns;
+    std::vector<Result<NamespaceFs::WholeFile>> got;
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    std::condition_variable idle;
+    size_t reading = 0;  // helpers between their start and their last file
+    bool closed = false;
+    void work() {
+      for (size_t i; (i = next.fetch_add(1)) < paths.size();)
+        got[i] = ns->read_whole(paths[i], max_bytes);
     }
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->got.assign(paths.size(), Result<NamespaceFs::WholeFile>::failure(EIO));
+  shared->paths = std::move(paths);
+  shared->max_bytes = req->max_bytes();
+  shared->ns = ns;
+  const size_t files = shared->paths.size();
+  const size_t extra = std::min<size_t>(files, kReadFilesAtOnce) - (files == 0 ? 0 : 1);
+  for (size_t k = 0; k < extra; ++k) {
+    placement_.help([shared] {
+      {
+        std::lock_guard lock(shared->mu);
+        if (shared->closed) return;
+        ++shared->reading;
+      }
+      shared->work();
+      std::lock_guard lock(shared->mu);
+      if (--shared->reading == 0) shared->idle.notify_all();
+    });
   }
-  work();
-  for (auto& h : helpers) h.join();
+  shared->work();
+  {
+    std::unique_lock lock(shared->mu);
+    shared->closed = true;
+    shared->idle.wait(lock, [&] { return shared->reading == 0; });
+  }
   uint64_t bytes = 0;
-  for (auto& g : got) {
+  for (auto& g : shared->got) {
     v1::FileContent* f = reply->add_files();
     if (!g) {
       f->set_error(g.error());
