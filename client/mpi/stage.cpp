@@ -474,7 +474,6 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       if (out < 0) err = errno_text(part);
       uint64_t read = 0;
       if (err.empty()) read = read_range(i, in, out, off, len, err);
-      read_past_cache += read;
       if (err.empty()) err = copy_range(in, out, off + read, len - read, buf, i.rel);
       if (err.empty() && ::fdatasync(out) != 0) err = errno_text(part);
       if (out >= 0) ::close(out);
@@ -485,7 +484,10 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
           err = errno_text(rec);
         if (r >= 0) ::close(r);
       }
-      if (err.empty()) moved += len;
+      if (err.empty()) {
+        moved += len;
+        read_past_cache += read;
+      }
       ::close(in);
       return err;
     };
