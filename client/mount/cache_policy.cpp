@@ -94,6 +94,17 @@ CachePolicy::Mutation CachePolicy::begin_mutation() {
   return m;
 }
 
+CachePolicy::Mutation CachePolicy::begin_mutation(InodeNumber dir) {
+  Mutation m;
+  m.ticket = ticket();
+  m.dir = dir;
+  std::lock_guard lock(mu_);
+  m.number = mutations_.load(std::memory_order_acquire);
+  auto it = known_.find(dir);
+  if (it != known_.end()) m.dir_number = ++it->second.mutations;
+  return m;
+}
+
 void CachePolicy::dir_changed(InodeNumber dir) {
   std::lock_guard lock(mu_);
   auto it = known_.find(dir);
@@ -107,7 +118,10 @@ void CachePolicy::post_op_attrs(InodeNumber dir, const FileAttr& attr, const Mut
   it->second.dir_attrs.reset();
   const uint64_t now = state_.load(std::memory_order_acquire);
   if (!healthy_throughout(now, m.ticket)) return;
-  if (mutations_.load(std::memory_order_acquire) != m.number) return;  // another change began
+  // Another change that may have touched the directory began: one of any directory, or one of
+  // this directory (a directory unknown when `m` began counted none of its changes).
+  if (mutations_.load(std::memory_order_acquire) != m.number) return;
+  if (m.dir != dir || m.dir_number == 0 || it->second.mutations != m.dir_number) return;
   it->second.dir_attrs = attr;
 }
 

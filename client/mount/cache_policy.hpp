@@ -62,10 +62,13 @@ class CachePolicy {
   CachePolicy& operator=(const CachePolicy&) = delete;
 
   // A metadata change this mount is about to make (create, mkdir, unlink, rename, setattr...):
-  // the cache state, and which of this mount's changes it is.
+  // the cache state, and which of this mount's changes it is: of all that touch any directory
+  // (renames), and of those of the directory it changes, if it names one.
   struct Mutation {
     Ticket ticket;
-    uint64_t number = 0;
+    uint64_t number = 0;      // changes begun that may touch any directory, so far
+    InodeNumber dir = 0;      // the directory whose entries (or itself) it changes, or 0
+    uint64_t dir_number = 0;  // this one's number among `dir`'s changes; 0: not counted
   };
 
   // Set before the session starts; not synchronised.
@@ -114,9 +117,15 @@ class CachePolicy {
   // the kernel, until an invalidation touches the directory (invalidating(ino), which an entry's
   // invalidation also does) or this mount changes an entry in it (dir_changed). After a change of
   // its own, a reply that brought the directory's attributes as they were right after the change
-  // (NFS's post-op attributes) is kept instead, if no other metadata change of this mount began
-  // since `m` (its reply might predate that change).
+  // (NFS's post-op attributes) is kept instead, if no other change of this mount that may touch
+  // the directory began since `m` (its reply might predate that change): one of the same
+  // directory (`begin_mutation(dir)`) or one that may touch any (`begin_mutation()`: renames).
+  // Changes in other directories do not count, so processes that create or remove files in
+  // directories of their own do not spoil each other's post-op attributes. (Two changes of one
+  // directory's entries do not overlap anyway: the kernel holds the directory's lock for each.)
   Mutation begin_mutation();
+  // A change of the entries of `dir`, or of `dir` itself (setattr).
+  Mutation begin_mutation(InodeNumber dir);
   void dir_changed(InodeNumber dir);
   void post_op_attrs(InodeNumber dir, const FileAttr& attr, const Mutation& m);
   // The kept attributes of `dir` with the lifetime they may be cached for; or nothing.
@@ -218,6 +227,7 @@ class CachePolicy {
     uint32_t misses = 0;        // lookups in it that found nothing while its names were unknown
     uint64_t name_changes = 0;  // this mount's changes of its names (name_added, ...)
     uint64_t writes = 0;        // wrote() calls
+    uint64_t mutations = 0;     // begin_mutation(this inode) calls while known
   };
 
   // Bumps the epoch, keeping the healthy bit.
@@ -242,7 +252,8 @@ class CachePolicy {
   Options options_;
   // Bit 0: healthy. Bits 1..63: an epoch, bumped by every invalidation and every state change.
   std::atomic<uint64_t> state_{0};
-  std::atomic<uint64_t> mutations_{0};  // this mount's metadata changes begun so far
+  // This mount's metadata changes that may touch any directory (renames), begun so far.
+  std::atomic<uint64_t> mutations_{0};
   std::atomic<bool> servers_watched_{false};
   // Lock order: a leaf; never held across a gateway call, a notify or a fuse_reply_*.
   mutable std::mutex mu_;

@@ -74,9 +74,10 @@ void MountSession::forget_lookups(InodeNumber ino, uint64_t n) {
 
 // Removes a silly-renamed file whose last open on this mount has been closed.
 void MountSession::remove_hidden(const std::string& hidden) {
-  (void)cache_.begin_mutation();
+  const auto dir = inodes_.find(parent_path(hidden));
+  (void)(dir ? cache_.begin_mutation(*dir) : cache_.begin_mutation());
   auto removed = gateway_.unlink(hidden);
-  if (auto dir = inodes_.find(parent_path(hidden))) cache_.dir_changed(*dir);
+  if (dir) cache_.dir_changed(*dir);
   if (!removed && removed.error() != ENOENT) {
     spdlog::warn("cannot remove {} (deleted while open): errno {}", hidden, removed.error());
   }
@@ -302,7 +303,7 @@ Result<Attributes> MountSession::setattr(InodeNumber ino, SetAttrArgs change,
   if (file) change.handle = file->gw_handle;
   data_.settle(ino);  // writes acknowledged before must not land after (or undo) it
   cache_.wrote(ino);
-  CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
+  CachePolicy::Ticket ticket = cache_.begin_mutation(ino).ticket;
   auto changed = gateway_.setattr(*path, change);
   cache_.wrote(ino);
   if (change.fields & SetAttrArgs::kSize) data_.changed(ino);
@@ -329,7 +330,7 @@ Result<Entry> MountSession::mkdir(InodeNumber parent, std::string_view name, uin
   settle_creates();
   auto path = child_path(parent, name);
   if (!path) return Result<Entry>::failure(path.error());
-  const CachePolicy::Mutation mutation = cache_.begin_mutation();
+  const CachePolicy::Mutation mutation = cache_.begin_mutation(parent);
   auto attr = gateway_.mkdir(*path, mode & 07777);
   cache_.dir_changed(parent);
   if (!attr) return made_nothing(parent, attr.error());
@@ -342,7 +343,7 @@ Result<Entry> MountSession::symlink(std::string_view target, InodeNumber parent,
   settle_creates();
   auto path = child_path(parent, name);
   if (!path) return Result<Entry>::failure(path.error());
-  CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
+  CachePolicy::Ticket ticket = cache_.begin_mutation(parent).ticket;
   auto attr = gateway_.symlink(*path, std::string(target));
   cache_.dir_changed(parent);
   if (!attr) return made_nothing(parent, attr.error());
@@ -356,7 +357,7 @@ Result<Entry> MountSession::link(InodeNumber ino, InodeNumber newparent, std::st
   if (!existing) return Result<Entry>::failure(existing.error());
   auto path = child_path(newparent, newname);
   if (!path) return Result<Entry>::failure(path.error());
-  CachePolicy::Ticket ticket = cache_.begin_mutation().ticket;
+  CachePolicy::Ticket ticket = cache_.begin_mutation(newparent).ticket;
   cache_.wrote(ino);  // its link count and ctime change
   auto attr = gateway_.link(*existing, *path);
   cache_.wrote(ino);
@@ -370,7 +371,7 @@ Status MountSession::unlink(InodeNumber parent, std::string_view name) {
   settle_creates();
   auto path = child_path(parent, name);
   if (!path) return Status::failure(path.error());
-  const CachePolicy::Mutation mutation = cache_.begin_mutation();
+  const CachePolicy::Mutation mutation = cache_.begin_mutation(parent);
   auto hidden = hide_if_open(*path);
   cache_.dir_changed(parent);
   if (!hidden) return Status::failure(hidden.error());
@@ -398,7 +399,7 @@ Status MountSession::rmdir(InodeNumber parent, std::string_view name) {
   settle_creates();
   auto path = child_path(parent, name);
   if (!path) return Status::failure(path.error());
-  (void)cache_.begin_mutation();
+  (void)cache_.begin_mutation(parent);
   Status removed = gateway_.rmdir(*path);
   cache_.dir_changed(parent);
   if (removed) {
@@ -494,7 +495,7 @@ Result<MountSession::Created> MountSession::create(InodeNumber parent, std::stri
     attr.uid = dir->first.uid;
     attr.gid = dir->first.gid;
     attr.atime_ns = attr.mtime_ns = attr.ctime_ns = now;
-    const CachePolicy::Mutation mutation = cache_.begin_mutation();
+    const CachePolicy::Mutation mutation = cache_.begin_mutation(parent);
     cache_.name_added(parent, name);
     cache_.dir_changed(parent);
     const InodeRef ref = inodes_.lookup_add(*path);
@@ -515,7 +516,7 @@ Result<MountSession::Created> MountSession::create(InodeNumber parent, std::stri
     }
     return Created{Entry{ref, attr, 0}, std::move(file)};
   }
-  const CachePolicy::Mutation mutation = cache_.begin_mutation();
+  const CachePolicy::Mutation mutation = cache_.begin_mutation(parent);
   auto created = gateway_.create(*path, flags, mode & 07777);
   if (!created) {
     (void)made_nothing(parent, created.error());

@@ -107,23 +107,57 @@ TEST(CachePolicy, DirectoryAttributesFetchedAcrossAnInvalidationAreNotKept) {
   EXPECT_FALSE(policy.dir_attrs(3).has_value());
 }
 
-TEST(CachePolicy, PostOpAttributesReplaceTheKeptOnesUnlessAnotherChangeBegan) {
+TEST(CachePolicy, PostOpAttributesReplaceTheKeptOnesUnlessAnotherChangeOfTheDirectoryBegan) {
   HealthyPolicy policy;
   const FileAttr before{.mode = 040755, .mtime_ns = 1};
   const FileAttr after{.mode = 040755, .mtime_ns = 2};
   policy.sent_attrs(3, before, policy.ticket());
-  auto create = policy.begin_mutation();
+  policy.sent_attrs(4, before, policy.ticket());
+  auto create = policy.begin_mutation(3);
   policy.post_op_attrs(3, after, create);
   ASSERT_TRUE(policy.dir_attrs(3).has_value());
   EXPECT_EQ(policy.dir_attrs(3)->first.mtime_ns, 2);
-  // Two creates in flight at once: the first reply may predate the second create.
-  auto first = policy.begin_mutation();
-  (void)policy.begin_mutation();
+  // Two creates in the directory in flight at once: the first reply may predate the second.
+  auto first = policy.begin_mutation(3);
+  (void)policy.begin_mutation(3);
   policy.post_op_attrs(3, after, first);
   EXPECT_FALSE(policy.dir_attrs(3).has_value());
+  // A change of the directory itself (setattr) meanwhile counts too.
+  policy.sent_attrs(3, before, policy.ticket());
+  create = policy.begin_mutation(3);
+  (void)policy.begin_mutation(3);
+  policy.post_op_attrs(3, after, create);
+  EXPECT_FALSE(policy.dir_attrs(3).has_value());
+  // A change in another directory does not: two processes creating or removing files in
+  // directories of their own each keep their post-op attributes.
+  policy.sent_attrs(3, before, policy.ticket());
+  create = policy.begin_mutation(3);
+  auto elsewhere = policy.begin_mutation(4);
+  policy.post_op_attrs(3, after, create);
+  policy.post_op_attrs(4, after, elsewhere);
+  ASSERT_TRUE(policy.dir_attrs(3).has_value());
+  EXPECT_EQ(policy.dir_attrs(3)->first.mtime_ns, 2);
+  ASSERT_TRUE(policy.dir_attrs(4).has_value());
+  EXPECT_EQ(policy.dir_attrs(4)->first.mtime_ns, 2);
+  // A change that may touch any directory (a rename) does.
+  policy.sent_attrs(3, before, policy.ticket());
+  create = policy.begin_mutation(3);
+  (void)policy.begin_mutation();
+  policy.post_op_attrs(3, after, create);
+  EXPECT_FALSE(policy.dir_attrs(3).has_value());
+  // Attributes of another directory than the change's are not taken for it.
+  policy.sent_attrs(4, before, policy.ticket());
+  create = policy.begin_mutation(3);
+  policy.post_op_attrs(4, after, create);
+  EXPECT_FALSE(policy.dir_attrs(4).has_value());
+  // A directory the mount held nothing of when the change began: its changes were not counted.
+  create = policy.begin_mutation(9);
+  policy.sent_attrs(9, before, policy.ticket());
+  policy.post_op_attrs(9, after, create);
+  EXPECT_FALSE(policy.dir_attrs(9).has_value());
   // An invalidation while the create was on its way.
   policy.sent_attrs(3, before, policy.ticket());
-  create = policy.begin_mutation();
+  create = policy.begin_mutation(3);
   policy.invalidating();
   policy.post_op_attrs(3, after, create);
   EXPECT_FALSE(policy.dir_attrs(3).has_value());
