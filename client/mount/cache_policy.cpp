@@ -116,8 +116,10 @@ void CachePolicy::post_op_attrs(InodeNumber dir, const FileAttr& attr, const Mut
   auto it = known_.find(dir);
   if (it == known_.end()) return;  // the kernel holds nothing of it
   it->second.dir_attrs.reset();
+  // An invalidation of the directory (an entry's invalidates it too) while the reply was on its
+  // way; invalidations of other inodes leave it as good as an open's (open_unspoilt).
   const uint64_t now = state_.load(std::memory_order_acquire);
-  if (!healthy_throughout(now, m.ticket)) return;
+  if (!open_unspoilt(now, m.ticket, dir)) return;
   // Another change that may have touched the directory began: one of any directory, or one of
   // this directory (a directory unknown when `m` began counted none of its changes).
   if (mutations_.load(std::memory_order_acquire) != m.number) return;

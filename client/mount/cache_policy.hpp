@@ -117,11 +117,11 @@ class CachePolicy {
   // the kernel, until an invalidation touches the directory (invalidating(ino), which an entry's
   // invalidation also does) or this mount changes an entry in it (dir_changed). After a change of
   // its own, a reply that brought the directory's attributes as they were right after the change
-  // (NFS's post-op attributes) is kept instead, if no other change of this mount that may touch
-  // the directory began since `m` (its reply might predate that change): one of the same
-  // directory (`begin_mutation(dir)`) or one that may touch any (`begin_mutation()`: renames).
-  // Changes in other directories do not count, so processes that create or remove files in
-  // directories of their own do not spoil each other's post-op attributes. (Two changes of one
+  // (NFS's post-op attributes) is kept instead, if no invalidation of the directory came since `m`
+  // and no other change of this mount that may touch it began (its reply might predate that): one
+  // of the same directory (`begin_mutation(dir)`) or one that may touch any (`begin_mutation()`:
+  // renames). Changes in other directories do not count, so processes that create or remove files
+  // in directories of their own do not spoil each other's post-op attributes. (Two changes of one
   // directory's entries do not overlap anyway: the kernel holds the directory's lock for each.)
   Mutation begin_mutation();
   // A change of the entries of `dir`, or of `dir` itself (setattr).

@@ -155,10 +155,26 @@ TEST(CachePolicy, PostOpAttributesReplaceTheKeptOnesUnlessAnotherChangeOfTheDire
   policy.sent_attrs(9, before, policy.ticket());
   policy.post_op_attrs(9, after, create);
   EXPECT_FALSE(policy.dir_attrs(9).has_value());
-  // An invalidation while the create was on its way.
+  // An invalidation of the directory while the create was on its way.
   policy.sent_attrs(3, before, policy.ticket());
   create = policy.begin_mutation(3);
   policy.invalidating();
+  policy.invalidating(3);
+  policy.sent_attrs(3, before, policy.ticket());  // the kernel asked again meanwhile
+  policy.post_op_attrs(3, after, create);
+  EXPECT_FALSE(policy.dir_attrs(3).has_value());
+  // One of another inode does not spoil it, as it would not an open's reply.
+  create = policy.begin_mutation(3);
+  policy.invalidating();
+  policy.invalidating(5);
+  policy.post_op_attrs(3, after, create);
+  ASSERT_TRUE(policy.dir_attrs(3).has_value());
+  EXPECT_EQ(policy.dir_attrs(3)->first.mtime_ns, 2);
+  // Nor does a loss of the stream while it was on its way go unnoticed.
+  policy.sent_attrs(3, before, policy.ticket());
+  create = policy.begin_mutation(3);
+  policy.set_healthy(false);
+  policy.set_healthy(true);
   policy.post_op_attrs(3, after, create);
   EXPECT_FALSE(policy.dir_attrs(3).has_value());
 }
