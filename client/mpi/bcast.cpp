@@ -258,7 +258,7 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
     } else if (!S_ISREG(st.st_mode)) {
       mine = local_path + " is not a regular file";
     } else {
-      meta[0] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+      meta[0] = mtime_ns_of(st);
       meta[1] = st.st_size;
     }
   }
@@ -287,11 +287,8 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
     const uint64_t chunks = (size + o.chunk - 1) / o.chunk;
     // `fill MODE` of bytes [off, off + len) of the file, to or from chunk `slot` of the buffer.
     const Fill fill = [&](const char* mode, uint64_t off, uint64_t len, uint64_t slot) {
-      std::string e =
-          mount.command("fill " + std::string(mode) + " " + std::to_string(meta[0]) + " " +
-                            std::to_string(size) + " " + std::to_string(off) + " " +
-                            std::to_string(len) + " " + std::to_string(slot * o.chunk) + " " + rel,
-                        nullptr, buf.fd);
+      std::string e = mount.command(
+          fill_command(mode, meta[0], size, off, len, slot * o.chunk, rel), nullptr, buf.fd);
       // The mount's words for a version that is no longer the opened one: "PATH changed (...)".
       if (!e.empty() && e.find(rel + " changed") != std::string::npos)
         e = rel + " changed during bcast (" + e + ")";

@@ -50,6 +50,17 @@ std::string namespace_path(const std::string& path, const std::string& mount) {
   return rel.empty() ? "/" : rel;
 }
 
+int64_t mtime_ns_of(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+std::string fill_command(const char* mode, int64_t mtime_ns, uint64_t size, uint64_t offset,
+                         uint64_t length, uint64_t buf_offset, const std::string& ns_path) {
+  return "fill " + std::string(mode) + " " + std::to_string(mtime_ns) + " " + std::to_string(size) +
+         " " + std::to_string(offset) + " " + std::to_string(length) + " " +
+         std::to_string(buf_offset) + " " + ns_path;
+}
+
 std::string Mount::command(const std::string& cmd, std::string* answer, int fd) const {
   std::string a, e;
   if (!client::ControlSocket::request(control_dir, dir, cmd, a, e, fd)) return e;

@@ -2,7 +2,10 @@
 // control socket, and the buffer that goes with them (docs/mpi.md).
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace skein::mpi {
@@ -11,6 +14,16 @@ namespace skein::mpi {
 std::string skein_mount_of(const std::string& path);
 // The path in the namespace of `path` (absolute, normal), which lies on the mount at `mount`.
 std::string namespace_path(const std::string& path, const std::string& mount);
+
+// A file's mtime in nanoseconds, as stat(2) gives it (and a mount's `fill` command names a
+// version).
+int64_t mtime_ns_of(const struct stat& st);
+
+// The mount's `fill MODE` command (cache_fill.hpp) for bytes [offset, offset + length) of the file
+// at `ns_path` in the namespace, in the version of `mtime_ns` and `size` its open saw, to or from
+// `buf_offset` in the buffer that goes with it.
+std::string fill_command(const char* mode, int64_t mtime_ns, uint64_t size, uint64_t offset,
+                         uint64_t length, uint64_t buf_offset, const std::string& ns_path);
 
 // One node's mount.
 struct Mount {

@@ -69,10 +69,6 @@ Item unpack(const std::string& s) {
   return i;
 }
 
-int64_t mtime_of(const struct stat& st) {
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
-}
-
 timespec to_ts(int64_t ns) {
   return timespec{static_cast<time_t>(ns / 1000000000LL), static_cast<long>(ns % 1000000000LL)};
 }
@@ -81,7 +77,7 @@ std::string walk(const std::string& src, std::vector<Item>& items) {
   struct stat st;
   if (::lstat(src.c_str(), &st) != 0) return errno_text(src);
   if (!S_ISDIR(st.st_mode)) return src + " is not a directory";
-  items.push_back({'d', static_cast<uint32_t>(st.st_mode & 07777), mtime_of(st), 0, "", ""});
+  items.push_back({'d', static_cast<uint32_t>(st.st_mode & 07777), mtime_ns_of(st), 0, "", ""});
   std::error_code ec;
   fs::recursive_directory_iterator it(src, ec), end;
   if (ec) return src + ": " + ec.message();
@@ -91,7 +87,7 @@ std::string walk(const std::string& src, std::vector<Item>& items) {
     if (::lstat(p.c_str(), &st) != 0) return errno_text(p);
     Item i{'f',
            static_cast<uint32_t>(st.st_mode & 07777),
-           mtime_of(st),
+           mtime_ns_of(st),
            static_cast<uint64_t>(st.st_size),
            p.substr(src.size()),
            ""};
@@ -123,6 +119,17 @@ bool complete(const std::string& path, const Item& i) {
          st.st_mtim.tv_sec == i.mtime_ns / 1000000000LL && (st.st_mode & 07777) == i.mode;
 }
 
+// Writes all `n` bytes of `data` to `out` at `off`; "" or the failure ("write WHAT: ...").
+std::string write_at(int out, const char* data, uint64_t n, uint64_t off, const std::string& what) {
+  for (uint64_t w = 0; w < n;) {
+    const ssize_t k = ::pwrite(out, data + w, std::size_t(n - w), static_cast<off_t>(off + w));
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return errno_text("write " + what);
+    w += static_cast<uint64_t>(k);
+  }
+  return "";
+}
+
 // Copies [off, off+len) of `in` to `out`; "" or the failure.
 std::string copy_range(int in, int out, uint64_t off, uint64_t len, std::string& buf,
                        const std::string& what) {
@@ -133,12 +140,8 @@ std::string copy_range(int in, int out, uint64_t off, uint64_t len, std::string&
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return errno_text("read " + what);
     if (r == 0) return what + " changed (shorter than when listed)";
-    for (ssize_t w = 0; w < r;) {
-      ssize_t k = ::pwrite(out, buf.data() + w, std::size_t(r - w), static_cast<off_t>(off) + w);
-      if (k < 0 && errno == EINTR) continue;
-      if (k < 0) return errno_text("write " + what);
-      w += k;
-    }
+    if (std::string e = write_at(out, buf.data(), static_cast<uint64_t>(r), off, what); !e.empty())
+      return e;
     off += static_cast<uint64_t>(r);
     len -= static_cast<uint64_t>(r);
   }
@@ -334,13 +337,9 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       const std::string part = partial_of(dst, i.rel, kPartial);
       int out = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       if (out < 0) err = errno_text(part);
-      if (err.empty() && !data) err = copy_range(in, out, 0, i.size, buf, i.rel);
-      for (uint64_t w = 0; err.empty() && data && w < i.size;) {
-        const ssize_t k = ::write(out, data + w, std::size_t(i.size - w));
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) err = errno_text("write " + part);
-        if (k > 0) w += static_cast<uint64_t>(k);
-      }
+      if (err.empty())
+        err = data ? write_at(out, data, i.size, 0, part)
+                   : copy_range(in, out, 0, i.size, buf, i.rel);
       timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
       if (err.empty() && (::fchmod(out, i.mode) != 0 || ::futimens(out, t) != 0))
         err = errno_text(part);
@@ -430,15 +429,12 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       struct stat st;
       if (!reading_ranges || ::fstat(in, &st) != 0 || static_cast<uint64_t>(st.st_size) != i.size)
         return 0;
-      const int64_t mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
-      const std::string fill = "fill read " + std::to_string(mtime_ns) + " " +
-                               std::to_string(i.size) + " ",
-                        path = " 0 " + namespace_path(src + i.rel, mount.dir);
+      const std::string path = namespace_path(src + i.rel, mount.dir);
       uint64_t done = 0;
       while (done < len) {
         const uint64_t n = std::min<uint64_t>(kReadRange, len - done);
         std::string e =
-            mount.command(fill + std::to_string(off + done) + " " + std::to_string(n) + path,
+            mount.command(fill_command("read", mtime_ns_of(st), i.size, off + done, n, 0, path),
                           nullptr, fetch_buf.fd);
         if (!e.empty()) {
           // A mount that cannot or will not (an older skein-mount, a socket this user may not
@@ -446,16 +442,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
           reading_ranges = false;
           break;
         }
-        for (uint64_t w = 0; w < n;) {
-          const ssize_t k = ::pwrite(out, fetch_buf.data + w, std::size_t(n - w),
-                                     static_cast<off_t>(off + done + w));
-          if (k < 0 && errno == EINTR) continue;
-          if (k < 0) {
-            err = errno_text("write " + i.rel);
-            return done;
-          }
-          w += static_cast<uint64_t>(k);
-        }
+        err = write_at(out, fetch_buf.data, n, off + done, i.rel);
+        if (!err.empty()) return done;
         done += n;
       }
       return done;
