@@ -231,9 +231,12 @@ struct GatewayClient::Stubs {
       log_failure(method, path, status);
       return Result<Reply>::failure(errno_from_status(status));
     }
-    if (reply.error() != 0) {
-      spdlog::debug("gateway {} {}: errno {}", method, path, reply.error());
-      return Result<Reply>::failure(errno_from_reply(reply.error()));
+    // A reply with an errno of its own for the whole call (ReadFiles' are per file).
+    if constexpr (requires { reply.error(); }) {
+      if (reply.error() != 0) {
+        spdlog::debug("gateway {} {}: errno {}", method, path, reply.error());
+        return Result<Reply>::failure(errno_from_reply(reply.error()));
+      }
     }
     return reply;
   }
@@ -562,15 +565,12 @@ Result<std::vector<GatewayClient::WholeFile>> GatewayClient::read_files(
   req.set_ns(options_.ns);
   for (const std::string& p : paths) req.add_paths(p);
   req.set_max_bytes(max_bytes);
-  grpc::ClientContext context;
-  Stubs::prepare(options_, options_.timeout, &context);
-  pb::ReadFilesReply reply;
   const std::string first = paths.empty() ? std::string("/") : paths.front();
-  grpc::Status status = stubs_->data->ReadFiles(&context, req, &reply);
-  if (!status.ok()) {
-    Stubs::log_failure("ReadFiles", first, status);
-    return R::failure(errno_from_status(status));
-  }
+  auto got = stubs_->call<pb::ReadFilesReply>(
+      options_, "ReadFiles", first,
+      [&](auto* ctx, auto* out) { return stubs_->data->ReadFiles(ctx, req, out); });
+  if (!got) return R::failure(got.error());
+  pb::ReadFilesReply& reply = *got;
   if (reply.files_size() != static_cast<int>(paths.size())) {
     spdlog::warn("gateway ReadFiles {}: {} answers for {} paths", first, reply.files_size(),
                  paths.size());
