@@ -83,11 +83,7 @@ class DataPath : public ::testing::Test {
   static void drop_page_cache() {
     for (int i : {0, 1}) {
       std::string out;
-      ASSERT_EQ(run_command(build_dir() + "/client/skein-mount --drop-caches '" +
-                                cluster_->mount(i) + "' 2>&1",
-                            &out),
-                0)
-          << out;
+      ASSERT_TRUE(drop_mount_caches(cluster_->mount(i), &out)) << out;
     }
   }
 

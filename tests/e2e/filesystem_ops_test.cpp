@@ -285,12 +285,6 @@ long backend_ops(const LocalCluster& cluster, int i) {
   return skeinctl_number(cluster, "backends", "srv" + std::to_string(i), "ops");
 }
 
-// The mount forgets what it cached (names, attributes, pages), as after a remount.
-bool drop_mount_caches(const LocalCluster& cluster) {
-  return run_command(build_dir() + "/client/skein-mount --drop-caches " + cluster.mount() +
-                     " >/dev/null 2>&1") == 0;
-}
-
 // The SFTP requests server 0 gets while `work` runs, on a cold mount that has listed `dir`, in the
 // quietest of three rounds: files just made on the server bring the remote watcher's events
 // (invalidations, at once correct and late) into the first round.
@@ -299,7 +293,7 @@ long quietest_round(const LocalCluster& cluster, const std::string& dir, Work wo
   long least = -1;
   for (int round = 0; round < 3; ++round) {
     if (round > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
-    if (!drop_mount_caches(cluster)) return -1;
+    if (!drop_mount_caches(cluster.mount())) return -1;
     list_names(dir);
     const long before = backend_ops(cluster, 0);
     if (!work()) return -1;
@@ -405,7 +399,7 @@ TEST_F(FilesystemOps, AWholeFileReadOfAFileOpenedWithoutACallLeavesNoHandleAtThe
   // the attributes the first round's opens would use.
   for (int round = 0; round < 3; ++round) {
     if (round > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
-    ASSERT_TRUE(drop_mount_caches(*cluster_));
+    ASSERT_TRUE(drop_mount_caches(cluster_->mount()));
     list_names(dir_);
     std::vector<int> fds;
     for (int i = 0; i < kFiles; ++i) {

@@ -133,6 +133,13 @@ inline bool eventually(F f, std::chrono::milliseconds within = std::chrono::seco
   return f();
 }
 
+// Has the mount at `mountpoint` forget what it cached (names, attributes, pages), as after a
+// remount, through its control socket (`skein-mount --drop-caches`); its output goes to *out.
+inline bool drop_mount_caches(const std::string& mountpoint, std::string* out = nullptr) {
+  return run_command("'" + build_dir() + "/client/skein-mount' --drop-caches '" + mountpoint + "'",
+                     out) == 0;
+}
+
 // A number of one row of `skeinctl --json LIST`: the row of `list` ("backends", "namespaces")
 // whose name is `name`, its field `field`; -1 when skeinctl fails or there is no such row.
 inline long skeinctl_number(const LocalCluster& cluster, const std::string& list,
