@@ -194,7 +194,7 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
     int bad = mine.empty() ? 0 : 1, any = 0;
     MPI_Request agreed;
     MPI_Iallreduce(&bad, &any, 1, MPI_INT, MPI_MAX, node.leaders, &agreed);
-    wait_quietly(agreed);
+    wait_quietly(agreed, 500'000);  // on the pipeline's path: a leader stalls for no longer
     if (any) {
       if (mine.empty()) mine = "another node failed";  // its own failure is the agreed one
       break;

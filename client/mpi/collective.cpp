@@ -52,7 +52,7 @@ std::string sha256_hex(const std::string& path, std::string& error) {
   return hex;
 }
 
-void wait_quietly(MPI_Request& request) {
+void wait_quietly(MPI_Request& request, long max_pause_ns) {
   int done = 0;
   long pause_ns = 20000;
   for (;;) {
@@ -60,7 +60,7 @@ void wait_quietly(MPI_Request& request) {
     if (done) return;
     timespec t{0, pause_ns};
     ::nanosleep(&t, nullptr);
-    pause_ns = std::min(pause_ns * 2, 500000L);
+    pause_ns = std::min(pause_ns * 2, max_pause_ns);
   }
 }
 

@@ -23,8 +23,10 @@ std::string sha256_hex(const std::string& path, std::string& error);
 
 // MPI_Wait without spinning: Open MPI's blocking waits poll, and the ranks of a node that wait
 // for its leader (or a leader waiting for a slower one) would take the CPUs its mount, the
-// gateway and sshd need. Tests, then sleeps (from 20 us, doubling up to 500 us) between tests.
-void wait_quietly(MPI_Request& request);
+// gateway and sshd need. Tests, then sleeps between tests: from 20 us, doubling up to
+// `max_pause_ns`. The default lets a rank that waits seconds for its leader wake 250 times a
+// second; a wait of a few ms still ends within about its own length.
+void wait_quietly(MPI_Request& request, long max_pause_ns = 4'000'000);
 
 // `s` from rank `root` of `comm`, on every rank.
 void bcast_string(MPI_Comm comm, std::string& s, int root);
