@@ -181,6 +181,10 @@ grpc::Status NamespaceService::mkdir(grpc::ServerContextBase* ctx, const v1::Mkd
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
+  // The caller counts among the mounts that cache the directory before it exists, so that a name
+  // another mount makes in it at once is announced to the caller, which may take the directory
+  // for empty from this reply on (the mount's known names).
+  if (broker_) broker_->served(t->ns->name(), mount_of(ctx), t->path, std::nullopt, true);
   auto r = t->ns->mkdir(t->path, req->mode());
   if (r) {
     changed(broker_, ctx, *t, Change::mkdir, t->path);
