@@ -225,6 +225,7 @@ void CachePolicy::names_known(InodeNumber dir, Ticket t, uint64_t changes,
                               const std::vector<std::string_view>& names) {
   if (!knowing_names()) return;
   std::lock_guard lock(mu_);
+  if (!may_learn_names_locked(dir)) return;
   const uint64_t now = state_.load(std::memory_order_acquire);
   if (!healthy_throughout(now, t)) return;
   auto found = known_.find(dir);
@@ -236,6 +237,20 @@ void CachePolicy::names_known(InodeNumber dir, Ticket t, uint64_t changes,
   auto& kept = k.names;
   kept.emplace();
   for (std::string_view n : names) kept->emplace(n);
+}
+
+bool CachePolicy::may_learn_names_locked(InodeNumber dir) const {
+  return options_.know_names != Options::KnowNames::kMadeDirs || made_dirs_.count(dir) != 0;
+}
+
+void CachePolicy::made_dir(InodeNumber dir, Ticket t) {
+  if (options_.know_names == Options::KnowNames::kNever) return;
+  std::lock_guard lock(mu_);
+  made_dirs_.insert(dir);
+  if (!knowing_names() || !healthy_throughout(state_.load(std::memory_order_acquire), t)) return;
+  Known& k = known_[dir];
+  k.misses = 0;
+  k.names.emplace();
 }
 
 void CachePolicy::name_added(InodeNumber dir, std::string_view name) {
@@ -265,6 +280,7 @@ bool CachePolicy::missed(InodeNumber dir) {
   constexpr uint32_t kMissesBeforeListing = 2;
   if (!knowing_names() || !healthy()) return false;
   std::lock_guard lock(mu_);
+  if (!may_learn_names_locked(dir)) return false;
   Known& k = known_[dir];
   if (k.names || ++k.misses < kMissesBeforeListing) return false;
   k.misses = 0;  // a listing that is not recorded is tried again only after as many misses
@@ -274,7 +290,8 @@ bool CachePolicy::missed(InodeNumber dir) {
 bool CachePolicy::knowing_names() const {
   using K = Options::KnowNames;
   return options_.know_names == K::kAlways ||
-         (options_.know_names == K::kWhileWatched && servers_watched());
+         ((options_.know_names == K::kWhileWatched || options_.know_names == K::kMadeDirs) &&
+          servers_watched());
 }
 
 bool CachePolicy::known_absent(InodeNumber dir, std::string_view name) const {
@@ -287,6 +304,7 @@ bool CachePolicy::known_absent(InodeNumber dir, std::string_view name) const {
 void CachePolicy::forget(InodeNumber ino) {
   std::lock_guard lock(mu_);
   known_.erase(ino);
+  made_dirs_.erase(ino);
   drop_content_locked(ino);
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "file_attr.hpp"
@@ -26,10 +27,11 @@ class CachePolicy {
   struct Options {
     double cache_ttl = 3600.0;  // seconds, while the Watch stream is healthy
     double safe_ttl = 1.0;      // seconds, while it is not
-    // Learn directories' names to answer lookups of absent ones (see names_known): never, while
-    // the gateway reports every change on the namespace's servers (set_servers_watched), or
-    // always (a name made on a server then shows only once revalidation finds it).
-    enum class KnowNames { kNever, kWhileWatched, kAlways };
+    // Know directories' names to answer lookups of absent ones (see names_known): never; those
+    // of directories this mount made (made_dir), or also those learnt from listings, while the
+    // gateway reports every change on the namespace's servers (set_servers_watched); or always
+    // (a name made on a server then shows only once revalidation finds it).
+    enum class KnowNames { kNever, kMadeDirs, kWhileWatched, kAlways };
     KnowNames know_names = KnowNames::kWhileWatched;
     // Let an open for reading of a file whose attributes are current skip the gateway (see
     // current_attrs).
@@ -167,8 +169,9 @@ class CachePolicy {
   // That content, while the file's attributes are current and still of its version; or null.
   std::shared_ptr<const std::string> whole_content(InodeNumber ino) const;
 
-  // Every name of a directory, when this mount knows them all: from a whole listing, or for a
-  // directory it made itself (empty), then kept up to date with this mount's own changes. A name
+  // Every name of a directory, when this mount knows them all: from a whole listing (unless only
+  // made directories' names are known), or for a directory it made itself (made_dir), then kept
+  // up to date with this mount's own changes. A name
   // not among them does not exist, so a lookup of it (the kernel's, before every create) needs
   // no gateway call. Kept only while the Watch stream is healthy: another mount's change of the
   // directory comes as an invalidation of it, which drops its names (the gateway waits for this
@@ -179,6 +182,14 @@ class CachePolicy {
   uint64_t names_changes(InodeNumber dir) const;
   void names_known(InodeNumber dir, Ticket t, uint64_t changes,
                    const std::vector<std::string_view>& names);
+  // This mount made directory `dir` (on the gateway, successfully): it has no names yet. `t` was
+  // taken before the mkdir was sent, and the gateway counted this mount among those that cache
+  // `dir` before it made it, so that another mount's name made in it since comes as an
+  // invalidation; they are recorded only if no invalidation came in between. The gateway
+  // invalidates a new directory for its maker too once a server's remote watcher has seen it
+  // (names made in it before the watch began are reported by nobody); after that its names are
+  // learnt from a listing, as with `auto`, after two misses.
+  void made_dir(InodeNumber dir, Ticket t);
   // This mount added or removed `name` in `dir` (on the gateway, successfully).
   void name_added(InodeNumber dir, std::string_view name);
   void name_removed(InodeNumber dir, std::string_view name);
@@ -258,6 +269,11 @@ class CachePolicy {
   // Lock order: a leaf; never held across a gateway call, a notify or a fuse_reply_*.
   mutable std::mutex mu_;
   std::unordered_map<InodeNumber, Known> known_;  // guarded by mu_
+  // Directories this mount made (made_dir), until the kernel forgets them: with
+  // KnowNames::kMadeDirs, the only ones whose names are known. Guarded by mu_.
+  std::unordered_set<InodeNumber> made_dirs_;
+  // Whether names of `dir` may be learnt from a listing (Options::know_names). Under mu_.
+  bool may_learn_names_locked(InodeNumber dir) const;
   // wrote_whole's contents, guarded by mu_: by inode, and in the order they came (with the
   // number each was given, so that an inode's older place in the order drops nothing newer).
   struct Content {

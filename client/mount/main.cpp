@@ -69,9 +69,10 @@ struct MountArgs {
   unsigned kernel_readahead_kb = 4096;
   double cache_ttl = 3600.0;  // entry/attribute lifetime while the Watch stream is healthy
   double safe_ttl = 1.0;      // and while it is not
-  // answer lookups of absent names from directories' known names: auto (while the servers are
-  // watched), always, never
-  std::string know_names = "never";
+  // answer lookups of absent names from directories' known names: made (directories this mount
+  // made) and auto (also names learnt from listings), both while the servers are watched;
+  // always; never
+  std::string know_names = "made";
   bool deferred_open = true;  // opens for reading of files known current skip the gateway
   std::string control_dir;    // where the control socket goes; empty: ControlSocket::default_dir()
   // Control commands to a running mount instead of mounting: the mount point to send them to.
@@ -352,6 +353,7 @@ int run(const MountArgs& args, const std::string& token) {
   using KnowNames = skein::client::CachePolicy::Options::KnowNames;
   const KnowNames know_names = args.know_names == "always"  ? KnowNames::kAlways
                                : args.know_names == "never" ? KnowNames::kNever
+                               : args.know_names == "made"  ? KnowNames::kMadeDirs
                                                             : KnowNames::kWhileWatched;
   mount.cache.set_options({args.cache_ttl, args.safe_ttl, know_names, args.deferred_open});
   const std::string opts = fuse_mount_options(args);
@@ -501,14 +503,15 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--know-names", args.know_names,
-                 "Answer lookups of absent names in a directory whose names the mount knows (a "
-                 "directory it made, or learnt from a listing after two misses in it) without "
-                 "asking the gateway: 'auto' while the gateway's remote watchers report every "
-                 "change on the namespace's servers (a name made there appears within 50-100 ms), "
-                 "'always' (without watchers such a name appears only once revalidation finds "
-                 "it), or 'never'")
+                 "Answer lookups of absent names in a directory whose names the mount knows "
+                 "without asking the gateway (the lookup the kernel makes before every create): "
+                 "'made', those of directories this mount made, and 'auto', also those learnt "
+                 "from a listing after two misses in a directory, both while the gateway's remote "
+                 "watchers report every change on the namespace's servers (a name made there "
+                 "appears within 50-100 ms); 'always' (without watchers such a name appears only "
+                 "once revalidation finds it); or 'never'")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "always", "never"}));
+      ->check(CLI::IsMember({"made", "auto", "always", "never"}));
   app.add_flag("--deferred-open,!--no-deferred-open", args.deferred_open,
                "Open a file for reading without asking the gateway when the mount holds its "
                "current attributes (Watch stream up, readable by all); the gateway opens it at the "

@@ -335,7 +335,10 @@ Result<Entry> MountSession::mkdir(InodeNumber parent, std::string_view name, uin
   cache_.dir_changed(parent);
   if (!attr) return made_nothing(parent, attr.error());
   cache_.name_added(parent, name);
-  return add_entry(*path, *attr, mutation.ticket);
+  Entry entry = add_entry(*path, *attr, mutation.ticket);
+  // A new directory has no names: creates in it need no lookup call (CachePolicy::made_dir).
+  cache_.made_dir(entry.ref.ino, mutation.ticket);
+  return entry;
 }
 
 Result<Entry> MountSession::symlink(std::string_view target, InodeNumber parent,

@@ -51,13 +51,17 @@ TEST_F(FilesystemOps, CreateWriteReadBackAndSeeItOnTheServer) {
 }
 
 TEST_F(FilesystemOps, FileMadeOnServerIsVisibleWithAttributes) {
-  ASSERT_TRUE(write_file(s("made-on-server"), std::string(5000, 'x')));
-  ::chmod(s("made-on-server").c_str(), 0640);
+  // In a directory made on the server, whose names the mount does not know: seen at once. (In
+  // one the mount made, such a name appears once the remote watcher reports it: MadeDirectories.)
+  const std::string server = server_dir_ + "-on-server", here = dir_ + "-on-server";
+  ASSERT_EQ(::mkdir(server.c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(server + "/made-on-server", std::string(5000, 'x')));
+  ::chmod((server + "/made-on-server").c_str(), 0640);
   struct stat st;
-  ASSERT_EQ(::stat(m("made-on-server").c_str(), &st), 0);
+  ASSERT_EQ(::stat((here + "/made-on-server").c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 5000);
   EXPECT_EQ(st.st_mode & 07777, 0640u);
-  EXPECT_EQ(list_names(dir_), (std::set<std::string>{".", "..", "made-on-server"}));
+  EXPECT_EQ(list_names(here), (std::set<std::string>{".", "..", "made-on-server"}));
 }
 
 TEST_F(FilesystemOps, ReaddirCarriesAttributes) {
@@ -631,6 +635,85 @@ TEST_F(SmallFiles, FilesThisMountWroteWholeAreReadBackWithoutARequestAndStayCohe
   ASSERT_EQ(::close(fd), 0);
   EXPECT_EQ(read_file(a_ + "/" + name0(2)), content0(2) + "more\n");
   EXPECT_EQ(read_file(b_ + "/" + name0(2)), content0(2) + "more\n");
+}
+
+// Two mounts with the default --know-names (made): a mount answers the lookups of absent names
+// in a directory it made itself, so that a create there is one call; another mount's names and
+// the server's still appear in it.
+class MadeDirectories : public ClusterSuite<1, 2> {
+ protected:
+  void SetUp() override {
+    ClusterSuite::SetUp();
+    name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    a_ = cluster_->mount(0) + "/srv0/" + name_;
+    b_ = cluster_->mount(1) + "/srv0/" + name_;
+    server_ = cluster_->export_dir(0) + "/" + name_;
+  }
+  std::string name_, a_, b_, server_;
+};
+
+TEST_F(MadeDirectories, CreatesInADirectoryThisMountMadeLookNothingUp) {
+  // 50 creates (O_EXCL, as the bench's) in a directory made through the mount, and 50 in one made
+  // on the server: the second costs a lookup's LSTAT a file more.
+  constexpr int kFiles = 50;
+  ASSERT_EQ(::mkdir(a_.c_str(), 0755), 0) << strerror(errno);
+  ASSERT_EQ(::mkdir((server_ + "/found").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((a_ + "/made").c_str(), 0755), 0) << strerror(errno);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the remote watcher's reports
+  auto ops_of_creates = [&](const std::string& dir) {
+    const long before = backend_ops(*cluster_, 0);
+    for (int i = 0; i < kFiles; ++i)
+      if (!write_file(dir + "/f" + std::to_string(i), "x", O_WRONLY | O_CREAT | O_EXCL)) return -1L;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // releases go out unwaited
+    const long after = backend_ops(*cluster_, 0);
+    return before < 0 || after < 0 ? -1L : after - before;
+  };
+  const long made = ops_of_creates(a_ + "/made");
+  const long found = ops_of_creates(a_ + "/found");
+  ASSERT_GE(made, 0);
+  ASSERT_GE(found, 0);
+  // Two misses and a listing once the watcher has seen the new directory; a few for what else
+  // runs meanwhile.
+  EXPECT_GE(found - made, kFiles - 15)
+      << made << " requests in the made directory, " << found << " in the one found on the server";
+  for (int i = 0; i < kFiles; ++i)
+    EXPECT_EQ(read_file(server_ + "/made/f" + std::to_string(i)), "x") << i;
+}
+
+TEST_F(MadeDirectories, AnotherMountsNameInAMadeDirectoryIsSeenAtOnce) {
+  // Right after the mkdir, before the remote watcher has reported the directory: the gateway
+  // counted the maker among the mounts that cache it, so the other mount's create waits until
+  // the maker has dropped the names it knew.
+  ASSERT_EQ(::mkdir(a_.c_str(), 0755), 0) << strerror(errno);
+  for (int i = 0; i < 20; ++i) {
+    const std::string d = "/d" + std::to_string(i);
+    ASSERT_EQ(::mkdir((a_ + d).c_str(), 0755), 0) << strerror(errno);
+    struct stat st;
+    ASSERT_NE(::stat((a_ + d + "/x").c_str(), &st), 0);
+    ASSERT_TRUE(write_file(b_ + d + "/x", "from b", O_WRONLY | O_CREAT | O_EXCL))
+        << strerror(errno);
+    ASSERT_EQ(::stat((a_ + d + "/x").c_str(), &st), 0) << d << "/x, made by the other mount";
+    EXPECT_EQ(read_file(a_ + d + "/x"), "from b");
+  }
+}
+
+TEST_F(MadeDirectories, ANameMadeOnTheServerInAMadeDirectoryAppears) {
+  ASSERT_EQ(::mkdir(a_.c_str(), 0755), 0) << strerror(errno);
+  struct stat st;
+  for (int i = 0; i < 5; ++i)
+    ASSERT_NE(::stat((a_ + "/absent" + std::to_string(i)).c_str(), &st), 0);
+  ASSERT_TRUE(write_file(server_ + "/made-on-server", "hello"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (::stat((a_ + "/made-on-server").c_str(), &st) != 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(read_file(a_ + "/made-on-server"), "hello");
+  // And in a directory found on the server, at once: its names are not known.
+  ASSERT_EQ(::mkdir((server_ + "/found").c_str(), 0755), 0);
+  for (int i = 0; i < 5; ++i)
+    ASSERT_NE(::stat((a_ + "/found/absent" + std::to_string(i)).c_str(), &st), 0);
+  ASSERT_TRUE(write_file(server_ + "/found/new", "at once"));
+  EXPECT_EQ(read_file(a_ + "/found/new"), "at once");
 }
 
 }  // namespace

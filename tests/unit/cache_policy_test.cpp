@@ -552,6 +552,60 @@ TEST(CachePolicy, NamesFetchedAcrossAnInvalidationOrAChangeOfThisMountAreNotKept
   EXPECT_FALSE(unhealthy.known_absent(dir, "x"));
 }
 
+TEST(CachePolicy, OnlyDirectoriesThisMountMadeHaveKnownNamesWhenOnlyTheyAreAskedFor) {
+  CachePolicy policy({60, 1, CachePolicy::Options::KnowNames::kMadeDirs});
+  policy.set_healthy(true);
+  policy.set_servers_watched(true);
+  const InodeNumber made = 7, found = 8;
+  // A directory found on the server: no names learnt, however often lookups miss in it.
+  EXPECT_FALSE(policy.missed(found));
+  EXPECT_FALSE(policy.missed(found));
+  policy.names_known(found, policy.ticket(), policy.names_changes(found), {});
+  EXPECT_FALSE(policy.known_absent(found, "x")) << "a listing teaches nothing of it";
+  // A directory this mount made: empty from the mkdir on, then kept with this mount's changes.
+  policy.made_dir(made, policy.ticket());
+  EXPECT_TRUE(policy.known_absent(made, "x"));
+  policy.name_added(made, "x");
+  EXPECT_FALSE(policy.known_absent(made, "x"));
+  EXPECT_TRUE(policy.known_absent(made, "y"));
+  // The gateway's invalidation once the servers' watchers see it: names learnt again from a
+  // listing after two misses, as for any directory with `auto`.
+  policy.invalidating();
+  policy.invalidating(made);
+  EXPECT_FALSE(policy.known_absent(made, "y"));
+  EXPECT_FALSE(policy.missed(made));
+  EXPECT_TRUE(policy.missed(made));
+  policy.names_known(made, policy.ticket(), policy.names_changes(made), {"x"});
+  EXPECT_TRUE(policy.known_absent(made, "y"));
+  EXPECT_FALSE(policy.known_absent(made, "x"));
+  // Once the kernel forgets it, it is a directory like any other.
+  policy.forget(made);
+  EXPECT_FALSE(policy.missed(made));
+  EXPECT_FALSE(policy.missed(made));
+  policy.names_known(made, policy.ticket(), policy.names_changes(made), {});
+  EXPECT_FALSE(policy.known_absent(made, "y"));
+
+  // An invalidation between the mkdir's ticket and its reply: a name may be there already.
+  auto t = policy.ticket();
+  policy.invalidating();
+  policy.made_dir(9, t);
+  EXPECT_FALSE(policy.known_absent(9, "x"));
+  // Not used while the servers are not watched, nor in safe mode; and never with `never`.
+  policy.made_dir(10, policy.ticket());
+  EXPECT_TRUE(policy.known_absent(10, "x"));
+  policy.set_servers_watched(false);
+  EXPECT_FALSE(policy.known_absent(10, "x"));
+  policy.set_servers_watched(true);
+  policy.made_dir(11, policy.ticket());
+  policy.set_healthy(false);
+  EXPECT_FALSE(policy.known_absent(11, "x"));
+  CachePolicy never({60, 1, CachePolicy::Options::KnowNames::kNever});
+  never.set_healthy(true);
+  never.set_servers_watched(true);
+  never.made_dir(made, never.ticket());
+  EXPECT_FALSE(never.known_absent(made, "x"));
+}
+
 TEST(OpenInodes, LastCloseOfASillyRenamedFileNamesTheHiddenPathToRemove) {
   OpenInodes open;
   open.opened(5, FileAttr{});
