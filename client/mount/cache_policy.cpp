@@ -243,14 +243,39 @@ bool CachePolicy::may_learn_names_locked(InodeNumber dir) const {
   return options_.know_names != Options::KnowNames::kMadeDirs || made_dirs_.count(dir) != 0;
 }
 
-void CachePolicy::made_dir(InodeNumber dir, Ticket t) {
+void CachePolicy::made_dir(InodeNumber dir, const std::string& path, Ticket t) {
   if (options_.know_names == Options::KnowNames::kNever) return;
   std::lock_guard lock(mu_);
   made_dirs_.insert(dir);
+  if (made_paths_.size() >= kMadePaths) made_paths_.clear();
+  made_paths_.insert(path);
   if (!knowing_names() || !healthy_throughout(state_.load(std::memory_order_acquire), t)) return;
   Known& k = known_[dir];
   k.misses = 0;
   k.names.emplace();
+}
+
+void CachePolicy::entry_added(InodeNumber ino, const std::string& path, const FileAttr& attr) {
+  if (options_.know_names == Options::KnowNames::kNever || !S_ISDIR(attr.mode)) return;
+  std::lock_guard lock(mu_);
+  if (made_paths_.count(path)) made_dirs_.insert(ino);
+}
+
+void CachePolicy::dir_removed(const std::string& path) {
+  std::lock_guard lock(mu_);
+  auto below = made_paths_.lower_bound(path + '/');
+  made_paths_.erase(below, made_paths_.lower_bound(path + char('/' + 1)));
+  made_paths_.erase(path);
+}
+
+void CachePolicy::dir_renamed(const std::string& from, const std::string& to) {
+  std::lock_guard lock(mu_);
+  const bool made = made_paths_.count(from) != 0;
+  auto below = made_paths_.lower_bound(from + '/');
+  made_paths_.erase(below, made_paths_.lower_bound(from + char('/' + 1)));
+  made_paths_.erase(from);
+  made_paths_.erase(to);
+  if (made) made_paths_.insert(to);
 }
 
 void CachePolicy::name_added(InodeNumber dir, std::string_view name) {

@@ -189,7 +189,15 @@ class CachePolicy {
   // invalidates a new directory for its maker too once a server's remote watcher has seen it
   // (names made in it before the watch began are reported by nobody); after that its names are
   // learnt from a listing, as with `auto`, after two misses.
-  void made_dir(InodeNumber dir, Ticket t);
+  // The directory keeps being one this mount made under its path when the kernel forgets it and
+  // looks it up again (a new inode number: entry_added), until this mount removes or renames it.
+  void made_dir(InodeNumber dir, const std::string& path, Ticket t);
+  // The kernel is given `ino` for `path` (an entry reply).
+  void entry_added(InodeNumber ino, const std::string& path, const FileAttr& attr);
+  // This mount removed the directory at `path`, or renamed it to `to`: what it made there is gone
+  // or moved (what was below it is no longer counted as made).
+  void dir_removed(const std::string& path);
+  void dir_renamed(const std::string& from, const std::string& to);
   // This mount added or removed `name` in `dir` (on the gateway, successfully).
   void name_added(InodeNumber dir, std::string_view name);
   void name_removed(InodeNumber dir, std::string_view name);
@@ -272,6 +280,10 @@ class CachePolicy {
   // Directories this mount made (made_dir), until the kernel forgets them: with
   // KnowNames::kMadeDirs, the only ones whose names are known. Guarded by mu_.
   std::unordered_set<InodeNumber> made_dirs_;
+  // Their paths, for the inode a later lookup gives them; at most kMadePaths (then forgotten all
+  // at once: such directories' names are then learnt no more). Guarded by mu_.
+  static constexpr size_t kMadePaths = 65536;
+  std::set<std::string, std::less<>> made_paths_;
   // Whether names of `dir` may be learnt from a listing (Options::know_names). Under mu_.
   bool may_learn_names_locked(InodeNumber dir) const;
   // wrote_whole's contents, guarded by mu_: by inode, and in the order they came (with the

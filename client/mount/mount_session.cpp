@@ -64,7 +64,9 @@ Entry MountSession::make_entry(InodeRef ref, const FileAttr& attr, CachePolicy::
 // The entry at `path`, counting the lookup the kernel will hold.
 Entry MountSession::add_entry(const std::string& path, const FileAttr& attr,
                               CachePolicy::Ticket ticket) {
-  return make_entry(inodes_.lookup_add(path), attr, ticket);
+  const InodeRef ref = inodes_.lookup_add(path);
+  cache_.entry_added(ref.ino, path, attr);
+  return make_entry(ref, attr, ticket);
 }
 
 // Takes back kernel lookups; what the cache policy knew of a dropped inode goes with it.
@@ -337,7 +339,7 @@ Result<Entry> MountSession::mkdir(InodeNumber parent, std::string_view name, uin
   cache_.name_added(parent, name);
   Entry entry = add_entry(*path, *attr, mutation.ticket);
   // A new directory has no names: creates in it need no lookup call (CachePolicy::made_dir).
-  cache_.made_dir(entry.ref.ino, mutation.ticket);
+  cache_.made_dir(entry.ref.ino, *path, mutation.ticket);
   return entry;
 }
 
@@ -408,6 +410,7 @@ Status MountSession::rmdir(InodeNumber parent, std::string_view name) {
   if (removed) {
     inodes_.unlink(*path);
     cache_.name_removed(parent, name);
+    cache_.dir_removed(*path);
   }
   return removed;
 }
@@ -433,8 +436,15 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
   cache_.dir_changed(newparent);
   cache_.names_unknown(parent);
   cache_.names_unknown(newparent);
-  if (renamed && (flags & RENAME_EXCHANGE)) inodes_.exchange(*from, *to);
-  if (renamed && !(flags & RENAME_EXCHANGE)) inodes_.rename(*from, *to);
+  if (renamed && (flags & RENAME_EXCHANGE)) {
+    inodes_.exchange(*from, *to);
+    cache_.dir_removed(*from);  // what this mount made at either is no longer told apart
+    cache_.dir_removed(*to);
+  }
+  if (renamed && !(flags & RENAME_EXCHANGE)) {
+    inodes_.rename(*from, *to);
+    cache_.dir_renamed(*from, *to);
+  }
   for (const std::string* moved : {&*from, &*to}) {  // a moved directory's ".." changed
     if (auto ino = inodes_.find(*moved)) cache_.dir_changed(*ino);
   }

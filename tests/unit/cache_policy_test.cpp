@@ -563,7 +563,7 @@ TEST(CachePolicy, OnlyDirectoriesThisMountMadeHaveKnownNamesWhenOnlyTheyAreAsked
   policy.names_known(found, policy.ticket(), policy.names_changes(found), {});
   EXPECT_FALSE(policy.known_absent(found, "x")) << "a listing teaches nothing of it";
   // A directory this mount made: empty from the mkdir on, then kept with this mount's changes.
-  policy.made_dir(made, policy.ticket());
+  policy.made_dir(made, "/made", policy.ticket());
   EXPECT_TRUE(policy.known_absent(made, "x"));
   policy.name_added(made, "x");
   EXPECT_FALSE(policy.known_absent(made, "x"));
@@ -578,31 +578,52 @@ TEST(CachePolicy, OnlyDirectoriesThisMountMadeHaveKnownNamesWhenOnlyTheyAreAsked
   policy.names_known(made, policy.ticket(), policy.names_changes(made), {"x"});
   EXPECT_TRUE(policy.known_absent(made, "y"));
   EXPECT_FALSE(policy.known_absent(made, "x"));
-  // Once the kernel forgets it, it is a directory like any other.
+  // The kernel forgets it and looks it up again (another inode number): still made here, so its
+  // names are learnt again; until this mount removes it or renames it away.
+  FileAttr dir_attr;
+  dir_attr.mode = S_IFDIR | 0755;
   policy.forget(made);
-  EXPECT_FALSE(policy.missed(made));
-  EXPECT_FALSE(policy.missed(made));
-  policy.names_known(made, policy.ticket(), policy.names_changes(made), {});
-  EXPECT_FALSE(policy.known_absent(made, "y"));
+  const InodeNumber again = 12;
+  policy.entry_added(again, "/made", dir_attr);
+  EXPECT_FALSE(policy.missed(again));
+  EXPECT_TRUE(policy.missed(again));
+  policy.names_known(again, policy.ticket(), policy.names_changes(again), {});
+  EXPECT_TRUE(policy.known_absent(again, "y"));
+  policy.made_dir(13, "/made/sub", policy.ticket());
+  policy.dir_renamed("/made", "/moved");
+  policy.forget(again);
+  policy.forget(13);
+  auto learns = [&](InodeNumber d, const std::string& path) {
+    policy.entry_added(d, path, dir_attr);
+    policy.missed(d);
+    policy.names_known(d, policy.ticket(), policy.names_changes(d), {});
+    return policy.known_absent(d, "y");
+  };
+  EXPECT_TRUE(learns(14, "/moved")) << "renamed by this mount: made still";
+  EXPECT_FALSE(learns(15, "/made")) << "another directory at the old path";
+  EXPECT_FALSE(learns(16, "/moved/sub")) << "what was below is not counted";
+  policy.forget(14);
+  policy.dir_removed("/moved");
+  EXPECT_FALSE(learns(17, "/moved")) << "removed by this mount";
 
   // An invalidation between the mkdir's ticket and its reply: a name may be there already.
   auto t = policy.ticket();
   policy.invalidating();
-  policy.made_dir(9, t);
+  policy.made_dir(9, "/nine", t);
   EXPECT_FALSE(policy.known_absent(9, "x"));
   // Not used while the servers are not watched, nor in safe mode; and never with `never`.
-  policy.made_dir(10, policy.ticket());
+  policy.made_dir(10, "/ten", policy.ticket());
   EXPECT_TRUE(policy.known_absent(10, "x"));
   policy.set_servers_watched(false);
   EXPECT_FALSE(policy.known_absent(10, "x"));
   policy.set_servers_watched(true);
-  policy.made_dir(11, policy.ticket());
+  policy.made_dir(11, "/eleven", policy.ticket());
   policy.set_healthy(false);
   EXPECT_FALSE(policy.known_absent(11, "x"));
   CachePolicy never({60, 1, CachePolicy::Options::KnowNames::kNever});
   never.set_healthy(true);
   never.set_servers_watched(true);
-  never.made_dir(made, never.ticket());
+  never.made_dir(made, "/made", never.ticket());
   EXPECT_FALSE(never.known_absent(made, "x"));
 }
 
