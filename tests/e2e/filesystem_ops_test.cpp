@@ -431,27 +431,58 @@ TEST_F(FilesystemOps, AWholeFileReadOfAFileOpenedWithoutACallLeavesNoHandleAtThe
   EXPECT_EQ(held, 0) << "the gateway kept a handle for each file read whole";
 }
 
-// Small files through two mounts of one server, both answering lookups of absent names where they
-// know a directory's names (--know-names=always): what one mount creates is on the server and seen
-// by the other as soon as close returns; what the server refuses is reported, at the latest at
-// close, and leaves nothing behind.
-class SmallFiles : public ClusterSuite<1, 2> {
- protected:
-  // Both mounts run with --know-names=always: lookups of absent names answered by the mount.
-  static void SetUpTestSuite() {
-    ::setenv("SKEIN_MOUNT_ARGS", "--know-names=always", 1);
-    ClusterSuite::SetUpTestSuite();
-    ::unsetenv("SKEIN_MOUNT_ARGS");
+// Whether `path` exists within `limit`: a name made on the server behind the gateway's back, in a
+// directory whose names a mount knows, appears once the remote watcher reports it.
+bool appears_within(const std::string& path, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  struct stat st;
+  while (::stat(path.c_str(), &st) != 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  return true;
+}
+
+// Two mounts of one server, and this test's paths through each and on the server.
+class TwoMounts : public ClusterSuite<1, 2> {
+ protected:
   void SetUp() override {
     ClusterSuite::SetUp();
     name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     a_ = cluster_->mount(0) + "/srv0/" + name_;
     b_ = cluster_->mount(1) + "/srv0/" + name_;
     server_ = cluster_->export_dir(0) + "/" + name_;
-    ASSERT_EQ(::mkdir(a_.c_str(), 0755), 0) << strerror(errno);
+  }
+  // Lookups of absent names in the test's directory through the first mount (enough for it to
+  // know the directory's names), then a file written there on the server: the mount finds it
+  // once the remote watcher reports it.
+  void expect_a_name_made_on_the_server_appears() {
+    struct stat st;
+    for (int i = 0; i < 5; ++i)
+      ASSERT_NE(::stat((a_ + "/absent" + std::to_string(i)).c_str(), &st), 0);
+    ASSERT_TRUE(write_file(server_ + "/made-on-server", "hello"));
+    EXPECT_TRUE(appears_within(a_ + "/made-on-server", std::chrono::seconds(5)));
+    EXPECT_EQ(read_file(a_ + "/made-on-server"), "hello");
   }
   std::string name_, a_, b_, server_;
+};
+
+// Small files through two mounts of one server, both answering lookups of absent names where they
+// know a directory's names (--know-names=always): what one mount creates is on the server and seen
+// by the other as soon as close returns; what the server refuses is reported, at the latest at
+// close, and leaves nothing behind.
+class SmallFiles : public TwoMounts {
+ protected:
+  // Both mounts run with --know-names=always: lookups of absent names answered by the mount.
+  static void SetUpTestSuite() {
+    ::setenv("SKEIN_MOUNT_ARGS", "--know-names=always", 1);
+    TwoMounts::SetUpTestSuite();
+    ::unsetenv("SKEIN_MOUNT_ARGS");
+  }
+  void SetUp() override {
+    TwoMounts::SetUp();
+    ASSERT_EQ(::mkdir(a_.c_str(), 0755), 0) << strerror(errno);
+  }
 };
 
 TEST_F(SmallFiles, CreatedFilesAreOnTheServerAndSeenByTheOtherMountOnceCloseReturns) {
@@ -508,15 +539,7 @@ TEST_F(SmallFiles, AnAsynchronousCreateWithoutWritesIsOnTheServerOnceCloseReturn
 // A mount that knows a directory's names answers lookups of absent ones itself; a name made on
 // the server behind the gateway's back still appears, once the remote watcher reports it.
 TEST_F(SmallFiles, ANameMadeOnTheServerAppearsWhereTheMountKnowsTheNames) {
-  struct stat st;
-  for (int i = 0; i < 5; ++i)
-    ASSERT_NE(::stat((a_ + "/absent" + std::to_string(i)).c_str(), &st), 0);
-  ASSERT_TRUE(write_file(server_ + "/made-on-server", "hello"));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (::stat((a_ + "/made-on-server").c_str(), &st) != 0 &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(read_file(a_ + "/made-on-server"), "hello");
+  expect_a_name_made_on_the_server_appears();
 }
 
 TEST_F(SmallFiles, ACreateTheServerRefusesFailsAtTheLatestAtCloseAndLeavesNothing) {
@@ -640,17 +663,7 @@ TEST_F(SmallFiles, FilesThisMountWroteWholeAreReadBackWithoutARequestAndStayCohe
 // Two mounts with the default --know-names (made): a mount answers the lookups of absent names
 // in a directory it made itself, so that a create there is one call; another mount's names and
 // the server's still appear in it.
-class MadeDirectories : public ClusterSuite<1, 2> {
- protected:
-  void SetUp() override {
-    ClusterSuite::SetUp();
-    name_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    a_ = cluster_->mount(0) + "/srv0/" + name_;
-    b_ = cluster_->mount(1) + "/srv0/" + name_;
-    server_ = cluster_->export_dir(0) + "/" + name_;
-  }
-  std::string name_, a_, b_, server_;
-};
+class MadeDirectories : public TwoMounts {};
 
 TEST_F(MadeDirectories, CreatesInADirectoryThisMountMadeLookNothingUp) {
   // 50 creates (O_EXCL, as the bench's) in a directory made through the mount, and 50 in one made
@@ -701,15 +714,8 @@ TEST_F(MadeDirectories, AnotherMountsNameInAMadeDirectoryIsSeenAtOnce) {
 
 TEST_F(MadeDirectories, ANameMadeOnTheServerInAMadeDirectoryAppears) {
   ASSERT_EQ(::mkdir(a_.c_str(), 0755), 0) << strerror(errno);
+  expect_a_name_made_on_the_server_appears();
   struct stat st;
-  for (int i = 0; i < 5; ++i)
-    ASSERT_NE(::stat((a_ + "/absent" + std::to_string(i)).c_str(), &st), 0);
-  ASSERT_TRUE(write_file(server_ + "/made-on-server", "hello"));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (::stat((a_ + "/made-on-server").c_str(), &st) != 0 &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(read_file(a_ + "/made-on-server"), "hello");
   // And in a directory found on the server, at once: its names are not known.
   ASSERT_EQ(::mkdir((server_ + "/found").c_str(), 0755), 0);
   for (int i = 0; i < 5; ++i)
