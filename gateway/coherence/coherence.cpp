@@ -98,13 +98,12 @@ void Coherence::for_each_use(
 void Coherence::changed_on_server(const std::string& backend, const std::string& rel,
                                   bool new_dir) {
   for_each_use(backend, rel, [&](const std::string& ns, const std::string& vpath) {
-    // A new directory is never taken for an echo: inotifywait watches it only once it has seen
-    // it appear, and what was made in it before then is reported by nobody.
-    if (new_dir)
-      broker_.new_directory_elsewhere(ns, vpath);
-    else
-      broker_.changed_elsewhere(ns, invalidations_for(Change::found_changed, vpath),
-                                /*maybe_echo=*/true);
+    broker_.changed_elsewhere(ns, invalidations_for(Change::found_changed, vpath),
+                              // A new directory is never taken for an echo: inotifywait
+                              // watches it only once it has seen it appear, and what was
+                              // made in it before then is reported by nobody. Every mount
+                              // that caches it (its maker too) drops what it holds of it.
+                              /*maybe_echo=*/!new_dir);
   });
 }
 

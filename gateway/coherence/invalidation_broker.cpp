@@ -241,20 +241,6 @@ void InvalidationBroker::changed_elsewhere(const std::string& ns,
   }
 }
 
-void InvalidationBroker::new_directory_elsewhere(const std::string& ns, const std::string& path) {
-  std::lock_guard lock(mu_);
-  const auto items = invalidations_for(Change::found_changed, path);
-  const Recent* made = recent_locked(ns, path);
-  const SessionId maker = made ? made->origin : 0;
-  std::vector<v1::Invalidation> contents;
-  for (const auto& i : items)
-    if (i.kind() != v1::Invalidation::ENTRY) contents.push_back(i);
-  for (SessionId id : targets(ns, items)) {
-    auto it = sessions_.find(id);
-    if (it != sessions_.end()) send_locked(it->second, id == maker ? contents : items);
-  }
-}
-
 std::vector<InvalidationBroker::EchoCheck> InvalidationBroker::due_echo_checks(size_t max) {
   std::lock_guard lock(mu_);
   std::vector<EchoCheck> due;

@@ -80,12 +80,6 @@ class InvalidationBroker {
   // way as the echo.
   void changed_elsewhere(const std::string& ns, const std::vector<v1::Invalidation>& items,
                          bool maybe_echo = false);
-  // A directory a server's remote watcher saw appear at `path`. It watches it only from then on,
-  // and what was made in it before is reported by nobody, so every mount that caches it drops
-  // what it holds of it; nobody waits. The mount that made it through the gateway (within the
-  // echo window) is told of its contents only: its name still names it, and the mount keeps
-  // knowing it made it (the kernel does not forget it).
-  void new_directory_elsewhere(const std::string& ns, const std::string& path);
   // Paths whose reports were taken for a mount's own change, now older than the echo window, at
   // most `max` of them, each with the version the gateway served last (as it was when the report
   // came, or as served since), which the report had made it forget; they are handed out once, for

@@ -11,7 +11,6 @@
 #include "auth/token_digest.hpp"
 #include "coherence/interest_set.hpp"
 #include "coherence/invalidation_broker.hpp"
-#include "coherence/invalidation_rules.hpp"
 #include "coherence/revalidator.hpp"
 #include "fake_backend.hpp"
 #include "namespace/create_policy.hpp"
@@ -188,37 +187,6 @@ TEST(InvalidationBroker, TheWatchersEchoOfAChangeSkipsTheMountThatMadeItForAWhil
   broker.changed_elsewhere("ns", report, /*maybe_echo=*/true);
   ASSERT_EQ(a.events.size(), 3u);
   EXPECT_EQ(a.events[2].invalidations_size(), 2);
-  broker.detach(a.id);
-  broker.detach(b.id);
-}
-
-// A directory the watcher saw appear: every mount that caches it drops what it holds of it, but
-// the one that made it keeps the name (and with it the kernel's inode, which knows it made it).
-TEST(InvalidationBroker, ANewDirectorysReportSparesItsMakersName) {
-  InvalidationBroker broker(kShortEchoWindow);
-  FakeStream a(broker, true), b(broker, true);
-  a.id = broker.attach("ns", "A", &a);
-  b.id = broker.attach("ns", "B", &b);
-  broker.served("ns", "B", "/d", std::nullopt, false);     // B listed /d
-  broker.served("ns", "A", "/d/new", std::nullopt, true);  // A made /d/new
-  broker.changed("ns", invalidations_for(Change::mkdir, "/d/new"), "A");
-  b.join();
-  ASSERT_EQ(b.events.size(), 1u);
-  broker.served("ns", "A", "/d/new", std::nullopt, true);
-  broker.served("ns", "B", "/d/new", std::nullopt, true);
-  broker.new_directory_elsewhere("ns", "/d/new");
-  ASSERT_EQ(a.events.size(), 1u) << "the maker drops what it knows of the contents";
-  ASSERT_EQ(a.events[0].invalidations_size(), 1);
-  EXPECT_EQ(a.events[0].invalidations(0).kind(), Kind::INODE);
-  EXPECT_EQ(a.events[0].invalidations(0).path(), "/d/new");
-  ASSERT_EQ(b.events.size(), 2u);
-  EXPECT_EQ(b.events[1].invalidations_size(), 2) << "the others drop the name too";
-  // After the window, the maker is not told apart.
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  broker.served("ns", "A", "/d/new", std::nullopt, true);
-  broker.new_directory_elsewhere("ns", "/d/new");
-  ASSERT_EQ(a.events.size(), 2u);
-  EXPECT_EQ(a.events[1].invalidations_size(), 2);
   broker.detach(a.id);
   broker.detach(b.id);
 }

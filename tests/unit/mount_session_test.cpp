@@ -307,6 +307,31 @@ TEST_F(MountSessionTest, LookupsOfAbsentNamesAreAnsweredFromTheDirectorysKnownNa
   EXPECT_TRUE(session.lookup(d, "later"));
 }
 
+// --know-names made (the default): a directory this mount made answers lookups of absent names
+// itself from its mkdir on; one it renames, and everything below it, asks the gateway again (the
+// gateway does not yet count this mount among those that cache the new paths).
+TEST_F(MountSessionTest, ADirectoryThisMountMadeAnswersAbsentNamesUntilItIsRenamed) {
+  cache.set_options({3600, 1, CachePolicy::Options::KnowNames::kMadeDirs});
+  cache.set_healthy(true);
+  cache.set_servers_watched(true);
+  auto d = session.mkdir(kRootInode, "d", 0755);
+  ASSERT_TRUE(d);
+  auto sub = session.mkdir(d->ref.ino, "sub", 0755);
+  ASSERT_TRUE(sub);
+  gw.reset_calls();
+  for (auto [dir, name] : {std::pair{d->ref.ino, "x"}, std::pair{sub->ref.ino, "y"}}) {
+    auto miss = session.lookup(dir, name);
+    ASSERT_FALSE(miss);
+    EXPECT_EQ(miss.error(), ENOENT);
+  }
+  EXPECT_EQ(gw.calls("GetAttr"), 0) << "a made directory's absent names asked the gateway";
+  ASSERT_TRUE(session.rename(kRootInode, "d", kRootInode, "e", 0));
+  gw.put_file("/e/sub/z", "made elsewhere");
+  gw.put_file("/e/w", "made elsewhere");
+  EXPECT_TRUE(session.lookup(sub->ref.ino, "z")) << "names kept below a renamed directory";
+  EXPECT_TRUE(session.lookup(d->ref.ino, "w")) << "names kept of a renamed directory";
+}
+
 // An open for reading of a file whose attributes the mount holds as current (Watch stream up, no
 // invalidation since) makes no call: the first read names the mount's own handle, and the gateway
 // opens the file by path. Nothing is released for an open that never reached the gateway.
