@@ -261,19 +261,21 @@ void CachePolicy::entry_added(InodeNumber ino, const std::string& path, const Fi
   if (made_paths_.count(path)) made_dirs_.insert(ino);
 }
 
+void CachePolicy::forget_made_at_or_below_locked(const std::string& path) {
+  made_paths_.erase(made_paths_.lower_bound(path + '/'),
+                    made_paths_.lower_bound(path + char('/' + 1)));
+  made_paths_.erase(path);
+}
+
 void CachePolicy::dir_removed(const std::string& path) {
   std::lock_guard lock(mu_);
-  auto below = made_paths_.lower_bound(path + '/');
-  made_paths_.erase(below, made_paths_.lower_bound(path + char('/' + 1)));
-  made_paths_.erase(path);
+  forget_made_at_or_below_locked(path);
 }
 
 void CachePolicy::dir_renamed(const std::string& from, const std::string& to) {
   std::lock_guard lock(mu_);
   const bool made = made_paths_.count(from) != 0;
-  auto below = made_paths_.lower_bound(from + '/');
-  made_paths_.erase(below, made_paths_.lower_bound(from + char('/' + 1)));
-  made_paths_.erase(from);
+  forget_made_at_or_below_locked(from);
   made_paths_.erase(to);
   if (made) made_paths_.insert(to);
 }

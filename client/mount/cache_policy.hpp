@@ -284,6 +284,8 @@ class CachePolicy {
   // at once: such directories' names are then learnt no more). Guarded by mu_.
   static constexpr size_t kMadePaths = 65536;
   std::set<std::string, std::less<>> made_paths_;
+  // Drops `path` and every path below it from made_paths_. Under mu_.
+  void forget_made_at_or_below_locked(const std::string& path);
   // Whether names of `dir` may be learnt from a listing (Options::know_names). Under mu_.
   bool may_learn_names_locked(InodeNumber dir) const;
   // wrote_whole's contents, guarded by mu_: by inode, and in the order they came (with the

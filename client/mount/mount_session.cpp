@@ -445,18 +445,13 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
     inodes_.rename(*from, *to);
     cache_.dir_renamed(*from, *to);
   }
-  if (renamed) {
-    // The moved directories keep their inode numbers, but the gateway counts this mount among
-    // those that cache their new paths only once it asks for them: the names it knew of them go.
-    for (const auto& n : inodes_.names_at_or_below(*to)) cache_.names_unknown(n.ino);
-    if (auto moved = inodes_.find(*to)) cache_.names_unknown(*moved);
-    if (flags & RENAME_EXCHANGE) {
-      for (const auto& n : inodes_.names_at_or_below(*from)) cache_.names_unknown(n.ino);
-      if (auto moved = inodes_.find(*from)) cache_.names_unknown(*moved);
-    }
-  }
   for (const std::string* moved : {&*from, &*to}) {  // a moved directory's ".." changed
     if (auto ino = inodes_.find(*moved)) cache_.dir_changed(*ino);
+    // The moved directories keep their inode numbers, but the gateway counts this mount among
+    // those that cache their new paths only once it asks for them: the names it knew of them go.
+    // (After a plain rename nothing is attached at `from` any more.)
+    if (renamed)
+      for (const auto& n : inodes_.names_at_or_below(*moved)) cache_.names_unknown(n.ino);
   }
   return renamed;
 }
