@@ -447,9 +447,10 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
   }
   for (const std::string* moved : {&*from, &*to}) {  // a moved directory's ".." changed
     if (auto ino = inodes_.find(*moved)) cache_.dir_changed(*ino);
-    // The moved directories keep their inode numbers, but the gateway counts this mount among
-    // those that cache their new paths only once it asks for them: the names it knew of them go.
-    // (After a plain rename nothing is attached at `from` any more.)
+    // The moved directories keep their inode numbers and the kernel its cache of what is below
+    // them (the gateway counts this mount among those that cache the new paths from the rename
+    // on), but the names this mount knew of them are learnt again from a listing rather than
+    // carried over. (After a plain rename nothing is attached at `from` any more.)
     if (renamed)
       for (const auto& n : inodes_.names_at_or_below(*moved)) cache_.names_unknown(n.ino);
   }

@@ -2,6 +2,7 @@
 #include "coherence/interest_set.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace skein {
 
@@ -22,6 +23,10 @@ std::vector<InterestSet::Evicted> InterestSet::note(const std::string& path, Ses
     if (changed && e.seen && !(*e.seen == *seen)) *changed = true;
     e.seen = seen;
   }
+  return evict_over_limit();
+}
+
+std::vector<InterestSet::Evicted> InterestSet::evict_over_limit() {
   std::vector<Evicted> evicted;
   while (entries_.size() > limit_) {
     std::string victim = lru_.back();
@@ -65,6 +70,38 @@ void InterestSet::forget_session(SessionId session) {
       ++it;
     }
   }
+}
+
+std::vector<InterestSet::Evicted> InterestSet::follow_rename(const std::string& from,
+                                                             const std::string& to,
+                                                             SessionId session) {
+  if (from == to) return {};
+  // What the session caches at `from` and below it (a range of the ordered map), as it will be
+  // named after the rename; gathered first, since the new names may fall inside the range.
+  std::vector<std::pair<std::string, std::optional<SeenAttrs>>> moved;
+  const auto caches = [&](const Entry& e) {
+    return std::find(e.sessions.begin(), e.sessions.end(), session) != e.sessions.end();
+  };
+  if (auto it = entries_.find(from); it != entries_.end() && caches(it->second))
+    moved.emplace_back(to, it->second.seen);
+  const std::string below = from == "/" ? from : from + '/';
+  for (auto it = entries_.lower_bound(below);
+       it != entries_.end() && it->first.compare(0, below.size(), below) == 0; ++it)
+    if (caches(it->second))
+      moved.emplace_back((to == "/" ? std::string() : to) + '/' + it->first.substr(below.size()),
+                         it->second.seen);
+  for (auto& [path, seen] : moved) {
+    auto it = entries_.find(path);
+    if (it == entries_.end()) {
+      lru_.push_front(path);
+      it = entries_.emplace(path, Entry{{}, seen, lru_.begin()}).first;
+    } else {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+    }
+    auto& s = it->second.sessions;
+    if (std::find(s.begin(), s.end(), session) == s.end()) s.push_back(session);
+  }
+  return evict_over_limit();
 }
 
 std::vector<std::pair<std::string, std::optional<SeenAttrs>>> InterestSet::next_batch(size_t max) {

@@ -6,9 +6,9 @@
 
 #include <cstdint>
 #include <list>
+#include <map>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "sftp/protocol.hpp"
@@ -51,6 +51,12 @@ class InterestSet {
   std::optional<SeenAttrs> seen_of(const std::string& path) const;
   // Drops a session from every path (its stream ended); paths nobody caches go.
   void forget_session(SessionId session);
+  // A rename of `from` to `to` that `session` makes: it keeps what it cached at and below `from`
+  // under the new names, so it comes to count among those that cache each of them at `to` (and
+  // keeps its old ones until they are evicted). A new path takes over what was seen at the old
+  // one, for revalidation. Returns what had to go to stay within the limit.
+  std::vector<Evicted> follow_rename(const std::string& from, const std::string& to,
+                                     SessionId session);
 
   // Up to `max` paths with what was last seen of them, continuing round-robin from the last call.
   std::vector<std::pair<std::string, std::optional<SeenAttrs>>> next_batch(size_t max);
@@ -59,15 +65,17 @@ class InterestSet {
   size_t limit() const { return limit_; }
 
  private:
+  // Drops the least recently noted paths while there are more than the limit.
+  std::vector<Evicted> evict_over_limit();
   struct Entry {
     std::vector<SessionId> sessions;  // few per path: a small vector beats a set
     std::optional<SeenAttrs> seen;
     std::list<std::string>::iterator lru;
   };
   size_t limit_;
-  std::unordered_map<std::string, Entry> entries_;
-  std::list<std::string> lru_;  // front: most recently noted
-  std::string cursor_;          // where next_batch continues
+  std::map<std::string, Entry> entries_;  // ordered: the paths below a directory are a range
+  std::list<std::string> lru_;            // front: most recently noted
+  std::string cursor_;                    // where next_batch continues
 };
 
 }  // namespace skein

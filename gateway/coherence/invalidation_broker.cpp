@@ -114,13 +114,7 @@ void InvalidationBroker::served(const std::string& ns, const std::string& mount_
     auto more = set.note(parent_path(path), id, std::nullopt);
     evicted.insert(evicted.end(), more.begin(), more.end());
   }
-  for (auto& e : evicted) {
-    // Never silently forgotten: a mount whose interest is dropped drops its cache of it.
-    for (SessionId s : e.sessions) {
-      auto it = sessions_.find(s);
-      if (it != sessions_.end()) send_locked(it->second, {item(v1::Invalidation::TREE, e.path)});
-    }
-  }
+  invalidate_evicted_locked(evicted);
   if (changed) {
     // The server changed under us; the others that cache it must hear of it.
     auto items = invalidations_for(Change::found_changed, path);
@@ -128,6 +122,25 @@ void InvalidationBroker::served(const std::string& ns, const std::string& mount_
       if (s == id) continue;
       auto it = sessions_.find(s);
       if (it != sessions_.end()) send_locked(it->second, items);
+    }
+  }
+}
+
+void InvalidationBroker::renaming(const std::string& ns, const std::string& mount_id,
+                                  const std::string& from, const std::string& to) {
+  std::lock_guard lock(mu_);
+  auto m = by_mount_.find(mount_id);
+  if (m == by_mount_.end()) return;  // not subscribed: it caches nothing for long
+  invalidate_evicted_locked(interest(ns).follow_rename(from, to, m->second));
+}
+
+void InvalidationBroker::invalidate_evicted_locked(
+    const std::vector<InterestSet::Evicted>& evicted) {
+  for (auto& e : evicted) {
+    // A mount whose interest is dropped drops its cache of it.
+    for (SessionId s : e.sessions) {
+      auto it = sessions_.find(s);
+      if (it != sessions_.end()) send_locked(it->second, {item(v1::Invalidation::TREE, e.path)});
     }
   }
 }

@@ -68,6 +68,12 @@ class InvalidationBroker {
   // parent directory (a lookup).
   void served(const std::string& ns, const std::string& mount_id, const std::string& path,
               std::optional<SeenAttrs> seen, bool entry);
+  // The mount `mount_id` is about to rename `from` to `to` through the gateway, and keeps what it
+  // cached there under the new names (its kernel moves the names): it now counts among those that
+  // cache the new paths, before anybody can change them. If the rename fails, the extra interest
+  // costs at most an invalidation the mount did not need.
+  void renaming(const std::string& ns, const std::string& mount_id, const std::string& from,
+                const std::string& to);
   // The gateway changed these paths for `origin_mount`: invalidate every other interested mount
   // and wait for their acknowledgements, at most one lease.
   void changed(const std::string& ns, const std::vector<v1::Invalidation>& items,
@@ -130,6 +136,8 @@ class InvalidationBroker {
   // Sends `items` to a session; returns the seq to wait for, or 0 when it has no stream.
   uint64_t send_locked(Session& s, const std::vector<v1::Invalidation>& items);
   void drop_locked(SessionId id, const std::string& why);
+  // Tells the mounts that cached evicted paths to drop them (never silently forgotten).
+  void invalidate_evicted_locked(const std::vector<InterestSet::Evicted>& evicted);
   // Remembers that `origin` changed `path` now; forgets what is older than the echo window.
   void note_recent_locked(const std::string& ns, const std::string& path, SessionId origin);
 

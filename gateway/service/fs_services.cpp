@@ -228,6 +228,9 @@ grpc::Status NamespaceService::rename(grpc::ServerContextBase* ctx, const v1::Re
   if (!from) return s;
   auto to = resolve(registry_, ctx, req->ns(), req->to(), s);
   if (!to) return s;
+  // The caller's kernel keeps what it cached under the new names: the caller counts among those
+  // that cache them before the rename, so that a change made there at once reaches it.
+  if (broker_) broker_->renaming(from->ns->name(), mount_of(ctx), from->path, to->path);
   auto st = from->ns->rename(from->path, to->path, req->flags());
   if (st) changed(broker_, ctx, *from, rename_change(req->flags()), from->path, to->path);
   return error_reply(st, reply);

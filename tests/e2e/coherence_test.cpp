@@ -329,6 +329,30 @@ TEST_F(Coherence, ChangesThroughOneMountAreSeenAtOnceByMountsThatCachedTheOldSta
   }
 }
 
+// The mount that renames keeps its cache under the new names (its kernel moves them), so the
+// gateway must count it among those that cache the new paths at once: another mount's change
+// there right after the rename reaches it.
+TEST_F(Coherence, ChangesBelowARenamedDirectoryReachTheMountThatRenamedIt) {
+  ASSERT_EQ(::mkdir(m(A, "dir").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(m(A, "dir/sub").c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(m(A, "dir/sub/f"), "old-data-1234"));
+  ASSERT_TRUE(write_file(m(A, "file"), "old-file-1234"));
+  ASSERT_EQ(read_file(m(A, "dir/sub/f")), "old-data-1234");
+  ASSERT_EQ(read_file(m(A, "file")), "old-file-1234");
+  ASSERT_EQ(::rename(m(A, "dir").c_str(), m(A, "moved").c_str()), 0);
+  ASSERT_EQ(::rename(m(A, "file").c_str(), m(A, "moved-file").c_str()), 0);
+  // B rewrites both before A looks at them again (A's next open of a file would tell the
+  // gateway that A caches it): A sees the new bytes at once.
+  ASSERT_TRUE(write_file(m(B, "moved/sub/f"), "new-data-5678"));
+  EXPECT_EQ(read_file(m(A, "moved/sub/f")), "new-data-5678");
+  ASSERT_TRUE(write_file(m(B, "moved-file"), "new-file-5678"));
+  EXPECT_EQ(read_file(m(A, "moved-file")), "new-file-5678");
+  // And a name B makes in the moved directory is no absent name for A.
+  ASSERT_TRUE(write_file(m(B, "moved/sub/g"), "g"));
+  EXPECT_EQ(read_file(m(A, "moved/sub/g")), "g");
+  EXPECT_EQ(list_names(m(A, "moved/sub")).count("g"), 1u);
+}
+
 TEST_F(Coherence, AppendByOneMountIsReadWholeByAnother) {
   std::string expected;
   for (int i = 0; i < 20; ++i) {

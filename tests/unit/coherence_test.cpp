@@ -11,6 +11,7 @@
 #include "auth/token_digest.hpp"
 #include "coherence/interest_set.hpp"
 #include "coherence/invalidation_broker.hpp"
+#include "coherence/invalidation_rules.hpp"
 #include "coherence/revalidator.hpp"
 #include "fake_backend.hpp"
 #include "namespace/create_policy.hpp"
@@ -73,6 +74,46 @@ TEST(InterestSet, BatchesRotateThroughEveryPath) {
   for (int round = 0; round < 3; ++round)
     for (auto& [p, _] : s.next_batch(2)) seen.insert(p);
   EXPECT_EQ(seen.size(), 5u);
+}
+
+TEST(InterestSet, ARenamerKeepsWhatItCachedUnderTheNewNames) {
+  InterestSet s(100);
+  sftp::Attrs a;
+  a.size = 5;
+  s.note("/d", 1, std::nullopt);
+  s.note("/d/f", 1, SeenAttrs::of(a));
+  s.note("/d/sub/g", 1, std::nullopt);
+  s.note("/d/sub/g", 2, std::nullopt);
+  s.note("/d2/h", 1, std::nullopt);     // a sibling whose name begins the same: not moved
+  s.note("/d/other", 2, std::nullopt);  // cached by another mount only: not moved for 1
+  EXPECT_TRUE(s.follow_rename("/d", "/e/x", 1).empty());
+  EXPECT_EQ(s.sessions_of("/e/x"), (std::vector<SessionId>{1}));
+  EXPECT_EQ(s.sessions_of("/e/x/f"), (std::vector<SessionId>{1}));
+  EXPECT_EQ(s.sessions_of("/e/x/sub/g"), (std::vector<SessionId>{1}));
+  EXPECT_TRUE(s.sessions_of("/e/x2/h").empty());
+  EXPECT_TRUE(s.sessions_of("/e/x/other").empty());
+  EXPECT_EQ(s.seen_of("/e/x/f"), SeenAttrs::of(a)) << "what was seen moves with the name";
+  EXPECT_EQ(s.sessions_of("/d/f"), (std::vector<SessionId>{1})) << "the old names stay noted";
+  // A file renamed over one another mount caches: both count there, and what was seen of the
+  // replaced file is not overwritten (the rename's own invalidation clears it).
+  sftp::Attrs b;
+  b.size = 9;
+  s.note("/t", 2, SeenAttrs::of(b));
+  s.follow_rename("/d/f", "/t", 1);
+  EXPECT_EQ(s.sessions_of("/t"), (std::vector<SessionId>{2, 1}));
+  EXPECT_EQ(s.seen_of("/t"), SeenAttrs::of(b));
+  // Into its own subdirectory (the server refuses it): the walk ends.
+  s.follow_rename("/e", "/e/in", 1);
+  EXPECT_EQ(s.sessions_of("/e/in/x/f"), (std::vector<SessionId>{1}));
+  // Past the limit, the least recently noted paths go and are reported.
+  InterestSet small(3);
+  small.note("/old", 3, std::nullopt);
+  small.note("/a/1", 1, std::nullopt);
+  small.note("/a/2", 1, std::nullopt);
+  auto evicted = small.follow_rename("/a", "/b", 1);
+  ASSERT_EQ(evicted.size(), 2u);
+  EXPECT_EQ(evicted[0].path, "/old");
+  EXPECT_EQ(small.size(), 3u);
 }
 
 // A stream that records events and acknowledges them after `delay` (or never).
@@ -311,6 +352,32 @@ TEST(InvalidationBroker, EvictedInterestIsInvalidatedNotForgotten) {
   EXPECT_EQ(a.events[0].invalidations(0).kind(), Kind::TREE);
   EXPECT_EQ(a.events[0].invalidations(0).path(), "/1");
   broker.detach(a.id);
+}
+
+// A mount that renames a directory keeps its cache of what is below under the new names; a
+// change another mount makes there right after the rename must reach it.
+TEST(InvalidationBroker, AChangeBelowARenamedDirectoryReachesTheMountThatRenamedIt) {
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  FakeStream a(broker, true), b(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);
+  broker.served("ns", "A", "/d/sub/f", std::nullopt, true);
+  broker.renaming("ns", "A", "/d", "/e");
+  broker.changed("ns", invalidations_for(Change::rename, "/d", "/e"), "A");
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/e/sub/f")}, "B");
+  a.join();
+  ASSERT_EQ(a.events.size(), 1u);
+  EXPECT_EQ(a.events[0].invalidations(0).path(), "/e/sub/f");
+  // Without the rename's notice, nobody would have told A (the rename's own TREE item goes to
+  // the others).
+  broker.served("ns", "A", "/p/f", std::nullopt, true);
+  broker.changed("ns", invalidations_for(Change::rename, "/p", "/q"), "A");
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/q/f")}, "B");
+  a.join();
+  EXPECT_EQ(a.events.size(), 1u);
+  broker.renaming("ns", "nobody", "/x", "/y");  // an unsubscribed mount: nothing to follow
+  broker.detach(a.id);
+  broker.detach(b.id);
 }
 
 TEST(InvalidationBroker, UnsubscribedMountsAreNotTracked) {
