@@ -91,6 +91,8 @@ CachePolicy::Mutation CachePolicy::begin_mutation() {
   Mutation m;
   m.ticket = ticket();
   m.number = mutations_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  std::lock_guard lock(mu_);
+  drop_all_ahead_locked();  // a rename may move any directory's entries
   return m;
 }
 
@@ -99,6 +101,7 @@ CachePolicy::Mutation CachePolicy::begin_mutation(InodeNumber dir) {
   m.ticket = ticket();
   m.dir = dir;
   std::lock_guard lock(mu_);
+  drop_ahead_locked(dir);
   m.number = mutations_.load(std::memory_order_acquire);
   auto it = known_.find(dir);
   if (it != known_.end()) m.dir_number = ++it->second.mutations;
@@ -182,6 +185,11 @@ void CachePolicy::wrote_whole(InodeNumber ino, const FileAttr& attr, Ticket t, u
   if (attr.size != content.size()) return;  // the file holds more than the write
   std::lock_guard lock(mu_);
   if (!keep_file_attrs_locked(ino, attr, t, writes)) return;
+  keep_content_locked(ino, attr, content);
+}
+
+void CachePolicy::keep_content_locked(InodeNumber ino, const FileAttr& attr,
+                                      std::string_view content) {
   drop_content_locked(ino);
   if (content.size() > kContentFileBytes) return;
   const uint64_t number = ++contents_made_;
@@ -213,6 +221,99 @@ void CachePolicy::drop_content_locked(InodeNumber ino) {
   content_bytes_ -= c->second.data->size();
   contents_.erase(c);
   if (contents_.empty()) content_order_.clear();
+}
+
+uint64_t CachePolicy::read_whole_in(InodeNumber dir) {
+  if (!options_.read_ahead_dirs || !options_.deferred_open || !healthy() || !servers_watched())
+    return 0;
+  std::lock_guard lock(mu_);
+  if (ahead_.count(dir)) return 0;  // being read ahead, or read ahead and still held
+  Known& k = known_[dir];
+  if (++k.whole_reads < kAheadAfter) return 0;
+  k.whole_reads = 0;
+  const uint64_t number = ++aheads_made_;
+  ahead_[dir].number = number;
+  ahead_order_.emplace_back(dir, number);
+  while (ahead_.size() > kAheadDirs && !ahead_order_.empty()) {
+    auto [oldest, n] = ahead_order_.front();
+    ahead_order_.pop_front();
+    auto a = ahead_.find(oldest);
+    if (a != ahead_.end() && a->second.number == n) ahead_.erase(a);
+  }
+  return number;
+}
+
+void CachePolicy::ahead_listed(InodeNumber dir, uint64_t number,
+                               std::vector<std::pair<std::string, FileAttr>> entries) {
+  std::lock_guard lock(mu_);
+  auto a = ahead_.find(dir);
+  if (a == ahead_.end() || a->second.number != number || a->second.listed) return;
+  a->second.listed = true;
+  if (entries.size() > kAheadNames) entries.resize(kAheadNames);
+  for (auto& [name, attr] : entries) a->second.names.emplace(std::move(name), Ahead{attr, nullptr});
+}
+
+bool CachePolicy::ahead_alive(InodeNumber dir, uint64_t number) const {
+  std::lock_guard lock(mu_);
+  auto a = ahead_.find(dir);
+  return a != ahead_.end() && a->second.number == number;
+}
+
+void CachePolicy::ahead_content(InodeNumber dir, uint64_t number, const std::string& name,
+                                const FileAttr& attr, std::string data) {
+  if (data.size() != attr.size || !S_ISREG(attr.mode)) return;  // changed while being read
+  std::lock_guard lock(mu_);
+  auto a = ahead_.find(dir);
+  if (a == ahead_.end() || a->second.number != number) return;
+  auto n = a->second.names.find(name);
+  if (n == a->second.names.end() || n->second.content) return;
+  if (a->second.bytes + data.size() > kAheadBytes) return;
+  a->second.bytes += data.size();
+  n->second = Ahead{attr, std::make_shared<const std::string>(std::move(data))};
+}
+
+std::optional<CachePolicy::Ahead> CachePolicy::take_ahead(InodeNumber dir, std::string_view name) {
+  if (!healthy() || !servers_watched()) return std::nullopt;
+  std::lock_guard lock(mu_);
+  auto a = ahead_.find(dir);
+  if (a == ahead_.end() || !a->second.listed) return std::nullopt;
+  auto n = a->second.names.find(std::string(name));
+  if (n == a->second.names.end()) return std::nullopt;
+  ++aheads_taken_;
+  Ahead taken = std::move(n->second);
+  if (taken.content) a->second.bytes -= taken.content->size();
+  a->second.names.erase(n);
+  return taken;
+}
+
+CachePolicy::AheadCounts CachePolicy::ahead_counts() const {
+  std::lock_guard lock(mu_);
+  return {aheads_made_, aheads_taken_};
+}
+
+void CachePolicy::ahead_given(InodeNumber dir, std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto a = ahead_.find(dir);
+  if (a == ahead_.end()) return;
+  auto n = a->second.names.find(std::string(name));
+  if (n == a->second.names.end()) return;
+  if (n->second.content) a->second.bytes -= n->second.content->size();
+  a->second.names.erase(n);
+}
+
+void CachePolicy::ahead_changed(InodeNumber dir) {
+  std::lock_guard lock(mu_);
+  drop_ahead_locked(dir);
+}
+
+void CachePolicy::fetched_whole(InodeNumber ino, const Ahead& ahead, Ticket t) {
+  if (!options_.deferred_open || !S_ISREG(ahead.attr.mode)) return;
+  std::lock_guard lock(mu_);
+  if (!healthy_throughout(state_.load(std::memory_order_acquire), t) || !servers_watched()) return;
+  Known& k = known_[ino];
+  if (k.writes != 0) return;  // written here since the kernel got it
+  k.file_attrs = ahead.attr;
+  if (ahead.content) keep_content_locked(ino, ahead.attr, *ahead.content);
 }
 
 uint64_t CachePolicy::names_changes(InodeNumber dir) const {
@@ -333,6 +434,7 @@ void CachePolicy::forget(InodeNumber ino) {
   known_.erase(ino);
   made_dirs_.erase(ino);
   drop_content_locked(ino);
+  drop_ahead_locked(ino);
 }
 
 void CachePolicy::bump() { state_.fetch_add(2, std::memory_order_acq_rel); }
@@ -361,11 +463,13 @@ void CachePolicy::invalidating(InodeNumber ino) {
   invalidated_next_ = (invalidated_next_ + 1) % invalidated_.size();
   known_.erase(ino);
   drop_content_locked(ino);
+  drop_ahead_locked(ino);
 }
 
 void CachePolicy::invalidating_all() {
   std::lock_guard lock(mu_);
   bump_all_locked();
+  drop_all_ahead_locked();
   known_.clear();
   contents_.clear();
   content_order_.clear();
@@ -373,7 +477,12 @@ void CachePolicy::invalidating_all() {
 }
 
 void CachePolicy::set_servers_watched(bool watched) {
-  if (servers_watched_.exchange(watched, std::memory_order_acq_rel) == watched || !watched) return;
+  if (servers_watched_.exchange(watched, std::memory_order_acq_rel) == watched) return;
+  if (!watched) {
+    std::lock_guard lock(mu_);
+    drop_all_ahead_locked();
+    return;
+  }
   // What was fetched while a server's change could go unreported may be out of date: neither it
   // nor a reply on its way now is current.
   const bool keep_names = options_.know_names == Options::KnowNames::kAlways;
@@ -388,6 +497,7 @@ void CachePolicy::set_servers_watched(bool watched) {
 void CachePolicy::set_healthy(bool healthy) {
   if (!healthy) servers_watched_.store(false, std::memory_order_release);
   std::lock_guard lock(mu_);
+  drop_all_ahead_locked();
   uint64_t old = state_.load(std::memory_order_acquire);
   uint64_t next;
   do {

@@ -36,6 +36,8 @@ class CachePolicy {
     // Let an open for reading of a file whose attributes are current skip the gateway (see
     // current_attrs).
     bool deferred_open = true;
+    // Read ahead directories whose files are being read whole one after another (read_whole_in).
+    bool read_ahead_dirs = true;
   };
 
   // The cache's state when an operation started, taken before it asks the gateway. A reply may be
@@ -169,6 +171,58 @@ class CachePolicy {
   // That content, while the file's attributes are current and still of its version; or null.
   std::shared_ptr<const std::string> whole_content(InodeNumber ino) const;
 
+  // Directories read ahead. A program that reads the files of one directory one after another
+  // (`cat` in a loop, `grep -r`, an import of many modules, a copy) pays a lookup call and a read
+  // call per file. After kAheadAfter whole-file reads in a directory went to the gateway
+  // (read_whole_in), the mount fetches the directory's listing, with every entry's attributes,
+  // and then the contents of its small files in a few ReadFiles calls (at most kAheadBytes, else
+  // none), and answers the kernel's next lookups of those names, and the opens and reads of those
+  // files, itself (take_ahead, then fetched_whole). The gateway counts this mount among those
+  // that cache the directory from the listing on, so another mount's change of an entry in it,
+  // and the remote watcher's report of one made on a server, come as invalidations naming the
+  // directory or an entry in it, which drop what was read ahead of it (ahead_changed, invalidating
+  // the directory), as does any change of this mount in it (begin_mutation), a rename anywhere,
+  // and every change of the stream's or the servers' state. Only while the stream is healthy and
+  // the servers watched. At most kAheadDirs directories are held, the oldest dropped first.
+  static constexpr int kAheadAfter = 4;
+  static constexpr uint64_t kAheadBytes = 4 << 20;
+  static constexpr size_t kAheadNames = 65536;
+  static constexpr size_t kAheadDirs = 4;
+  // A whole-file read of a file in `dir` went to the gateway. Returns non-zero when `dir` is to
+  // be read ahead now: the number that ahead_listed and ahead_content take, which they ignore
+  // once anything dropped what `dir` holds.
+  uint64_t read_whole_in(InodeNumber dir);
+  // The listing of `dir` (names with their attributes), fetched after read_whole_in gave `number`.
+  void ahead_listed(InodeNumber dir, uint64_t number,
+                    std::vector<std::pair<std::string, FileAttr>> entries);
+  // Whether `dir` still holds what read ahead `number` is fetching.
+  bool ahead_alive(InodeNumber dir, uint64_t number) const;
+  // The whole content of `name` in `dir`, with the attributes of the open that read it.
+  void ahead_content(InodeNumber dir, uint64_t number, const std::string& name,
+                     const FileAttr& attr, std::string data);
+  struct Ahead {
+    FileAttr attr;
+    std::shared_ptr<const std::string> content;  // null: the attributes only
+  };
+  // What was read ahead of `name` in `dir`, taken (once): for the kernel's lookup of a name it
+  // has no inode for. Take a ticket before, and give it to fetched_whole.
+  std::optional<Ahead> take_ahead(InodeNumber dir, std::string_view name);
+  // The kernel is given an entry for `name` in `dir` by other means (a lookup, a listing, a
+  // create): what was read ahead of it goes, since this mount's own later changes of the file
+  // come back as no invalidation.
+  void ahead_given(InodeNumber dir, std::string_view name);
+  // An invalidation names an entry of `dir` (its inode perhaps unknown here).
+  void ahead_changed(InodeNumber dir);
+  // How many directories were read ahead, and how many names the kernel got from them (status).
+  struct AheadCounts {
+    uint64_t dirs = 0, names = 0;
+  };
+  AheadCounts ahead_counts() const;
+  // The kernel got `ino` for what take_ahead gave (after a ticket `t` taken before it): its
+  // attributes are current, and its content (if any) answers the open and reads, if nothing was
+  // invalidated at all since `t` (the name's inode may have been unknown to that invalidation).
+  void fetched_whole(InodeNumber ino, const Ahead& ahead, Ticket t);
+
   // Every name of a directory, when this mount knows them all: from a whole listing (unless only
   // made directories' names are known), or for a directory it made itself (made_dir), then kept
   // up to date with this mount's own changes. A name
@@ -247,6 +301,7 @@ class CachePolicy {
     uint64_t name_changes = 0;  // this mount's changes of its names (name_added, ...)
     uint64_t writes = 0;        // wrote() calls
     uint64_t mutations = 0;     // begin_mutation(this inode) calls while known
+    int whole_reads = 0;        // whole-file reads of its files since it was last read ahead
   };
 
   // Bumps the epoch, keeping the healthy bit.
@@ -288,6 +343,23 @@ class CachePolicy {
   void forget_made_at_or_below_locked(const std::string& path);
   // Whether names of `dir` may be learnt from a listing (Options::know_names). Under mu_.
   bool may_learn_names_locked(InodeNumber dir) const;
+  // Directories read ahead (read_whole_in), guarded by mu_: by inode, and in the order they came.
+  struct AheadDir {
+    uint64_t number = 0;
+    bool listed = false;
+    uint64_t bytes = 0;  // of the contents held
+    std::unordered_map<std::string, Ahead> names;
+  };
+  std::unordered_map<InodeNumber, AheadDir> ahead_;
+  std::deque<std::pair<InodeNumber, uint64_t>> ahead_order_;
+  uint64_t aheads_made_ = 0, aheads_taken_ = 0;
+  void drop_ahead_locked(InodeNumber dir) { ahead_.erase(dir); }
+  void drop_all_ahead_locked() {
+    ahead_.clear();
+    ahead_order_.clear();
+  }
+  // Keeps `content` for `ino` whose current attributes are `attr` (wrote_whole, fetched_whole).
+  void keep_content_locked(InodeNumber ino, const FileAttr& attr, std::string_view content);
   // wrote_whole's contents, guarded by mu_: by inode, and in the order they came (with the
   // number each was given, so that an inode's older place in the order drops nothing newer).
   struct Content {

@@ -98,6 +98,9 @@ void KernelCache::invalidate(const std::vector<Invalidation>& items) {
           policy_.invalidating(*ino);
           inval_inode(*ino);
         }
+        // What its directory read ahead of it, whether the kernel has the inode or not.
+        if (item.path != "/")
+          if (auto parent = inodes_.find(parent_path(item.path))) policy_.ahead_changed(*parent);
         break;
       case Invalidation::Kind::kEntry: {
         // A name the inode table does not hold is not in the kernel's directory cache either

@@ -73,8 +73,9 @@ struct MountArgs {
   // made) and auto (also names learnt from listings), both while the servers are watched;
   // always; never
   std::string know_names = "made";
-  bool deferred_open = true;  // opens for reading of files known current skip the gateway
-  std::string control_dir;    // where the control socket goes; empty: ControlSocket::default_dir()
+  bool deferred_open = true;   // opens for reading of files known current skip the gateway
+  bool dir_read_ahead = true;  // directories whose files are read one after another
+  std::string control_dir;     // where the control socket goes; empty: ControlSocket::default_dir()
   // Control commands to a running mount instead of mounting: the mount point to send them to.
   std::string drop_caches;
   std::string status;
@@ -283,7 +284,11 @@ std::string status_text(skein::client::MountDaemon& mount, const MountArgs& args
       << (mount.cache.servers_watched() && mount.cache.options().deferred_open
               ? "deferred to the first read when the file is current"
               : "asked of the gateway")
-      << "\n"
+      << "\n";
+  const auto ahead = mount.cache.ahead_counts();
+  out << "directory read-ahead: " << (mount.cache.options().read_ahead_dirs ? "on" : "off") << "\n"
+      << "directories read ahead: " << ahead.dirs << "\n"
+      << "names answered from read-ahead: " << ahead.names << "\n"
       << "inodes: " << mount.inodes.size() << "\n"
       << "open files: " << mount.open_inodes.count() << "\n";
   return out.str();
@@ -355,7 +360,8 @@ int run(const MountArgs& args, const std::string& token) {
                                : args.know_names == "never" ? KnowNames::kNever
                                : args.know_names == "made"  ? KnowNames::kMadeDirs
                                                             : KnowNames::kWhileWatched;
-  mount.cache.set_options({args.cache_ttl, args.safe_ttl, know_names, args.deferred_open});
+  mount.cache.set_options(
+      {args.cache_ttl, args.safe_ttl, know_names, args.deferred_open, args.dir_read_ahead});
   const std::string opts = fuse_mount_options(args);
   std::vector<const char*> argv = {kProgram, "-o", opts.c_str()};
   fuse_args fargs = FUSE_ARGS_INIT(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
@@ -517,6 +523,13 @@ int main(int argc, char** argv) {
                "current attributes (Watch stream up, readable by all); the gateway opens it at the "
                "first read, by path. As on NFS, a file removed through another mount between the "
                "open and the first read then fails that read (ENOENT)")
+      ->capture_default_str();
+  app.add_flag("--dir-read-ahead,!--no-dir-read-ahead", args.dir_read_ahead,
+               "After a few files of one directory were read whole one after another (cat in a "
+               "loop, grep -r, imports), fetch the directory's listing and the contents of its "
+               "small files (up to 4 MiB) in a few calls, and answer the next files' lookups, "
+               "opens and reads from them while the gateway's remote watchers report every change "
+               "on the namespace's servers; any change reported in the directory drops them")
       ->capture_default_str();
   app.add_option("--safe-ttl", args.safe_ttl,
                  "Entry and attribute lifetime (seconds) while the Watch stream is down")

@@ -9,11 +9,13 @@
 #include <stdlib.h>  // arc4random
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <utility>
 
 #include "skein/path.hpp"
+#include "wire/limits.hpp"
 
 namespace skein::client {
 namespace {
@@ -66,6 +68,8 @@ Entry MountSession::add_entry(const std::string& path, const FileAttr& attr,
                               CachePolicy::Ticket ticket) {
   const InodeRef ref = inodes_.lookup_add(path);
   cache_.entry_added(ref.ino, path, attr);
+  if (path != "/")
+    if (auto dir = inodes_.find(parent_path(path))) cache_.ahead_given(*dir, base_name(path));
   return make_entry(ref, attr, ticket);
 }
 
@@ -225,6 +229,14 @@ Result<Entry> MountSession::lookup(InodeNumber parent, std::string_view name) {
     if (auto kept = cache_.current_attrs(*known); kept && data_.writes_idle(*known))
       return add_entry(*path, *kept, cache_.ticket());
     data_.settle(*known);
+  } else {
+    // A name of a directory read ahead (CachePolicy::read_whole_in).
+    CachePolicy::Ticket ticket = cache_.ticket();
+    if (auto ahead = cache_.take_ahead(parent, name)) {
+      Entry entry = add_entry(*path, ahead->attr, ticket);
+      cache_.fetched_whole(entry.ref.ino, *ahead, ticket);
+      return entry;
+    }
   }
   CachePolicy::Ticket ticket = cache_.ticket();
   auto attr = gateway_.getattr(*path);
@@ -256,6 +268,62 @@ void MountSession::learn_names(InodeNumber dir) {
     names.push_back(e.name);
   }
   cache_.names_known(dir, ticket, changes, names);
+}
+
+// Files of one directory read whole one after another: after a few, the directory is read ahead
+// (CachePolicy::read_whole_in), its listing and then its small files' contents in ReadFiles calls
+// of at most wire::kMaxReadFiles files and 1 MiB, the smallest files first.
+void MountSession::read_ahead_dir_of(const std::string& file_path) {
+  if (file_path == "/") return;
+  const std::string path = parent_path(file_path);
+  const auto dir = inodes_.find(path);
+  if (!dir) return;
+  const uint64_t number = cache_.read_whole_in(*dir);
+  if (!number) return;
+  auto listed = gateway_.readdir(path);
+  if (!listed) return;
+  std::vector<std::pair<std::string, FileAttr>> entries;
+  std::vector<std::pair<uint64_t, std::string>> small;  // size, name
+  uint64_t small_bytes = 0;
+  for (const DirEntry& e : *listed) {
+    if (is_dot_or_dotdot(e.name) || !is_valid_entry_name(e.name) ||
+        OpenInodes::is_hidden_name(e.name))
+      continue;
+    if (inodes_.find(join_path(path, e.name))) continue;  // the kernel has it, or had it
+    if (S_ISREG(e.attr.mode) && e.attr.size <= CachePolicy::kContentFileBytes) {
+      small.emplace_back(e.attr.size, e.name);
+      small_bytes += e.attr.size;
+    }
+    entries.emplace_back(e.name, e.attr);
+  }
+  const size_t names = entries.size();
+  cache_.ahead_listed(*dir, number, std::move(entries));
+  if (small_bytes > CachePolicy::kAheadBytes) {  // the attributes only
+    spdlog::debug("read ahead {}: {} names; {} small files of {} bytes left out", path, names,
+                  small.size(), small_bytes);
+    return;
+  }
+  spdlog::debug("read ahead {}: {} names, {} small files of {} bytes", path, names, small.size(),
+                small_bytes);
+  std::sort(small.begin(), small.end());
+  for (size_t at = 0; at < small.size() && cache_.ahead_alive(*dir, number);) {
+    std::vector<std::string> paths;
+    uint64_t max_bytes = 1;
+    for (; at < small.size() && paths.size() < wire::kMaxReadFiles; ++at) {
+      const uint64_t widest = std::max<uint64_t>(max_bytes, small[at].first);
+      if ((paths.size() + 1) * widest > wire::kMaxIoSize) break;
+      max_bytes = widest;
+      paths.push_back(join_path(path, small[at].second));
+    }
+    auto files = gateway_.read_files(paths, static_cast<uint32_t>(max_bytes));
+    if (!files) return;
+    for (size_t i = 0; i < paths.size(); ++i) {
+      auto& f = (*files)[i];
+      if (f.error == 0)
+        cache_.ahead_content(*dir, number, std::string(base_name(paths[i])), f.attr,
+                             std::move(f.data));
+    }
+  }
 }
 
 void MountSession::forget(InodeNumber ino, uint64_t n) { forget_lookups(ino, n); }
@@ -671,8 +739,11 @@ Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t 
   // files): the gateway opens, reads and closes it for this call, so the handle stays unknown to
   // it and the release makes no call. A later read names the handle and opens it for keeps.
   if (offset == 0 && file.deferred_size && size >= *file.deferred_size &&
-      !file.gateway_knows.load(std::memory_order_relaxed))
-    return data_.read_whole(*file.data, unnamed_ref(ino, file), size);
+      !file.gateway_knows.load(std::memory_order_relaxed)) {
+    auto whole = data_.read_whole(*file.data, unnamed_ref(ino, file), size);
+    if (whole) read_ahead_dir_of(file.path);
+    return whole;
+  }
   return data_.read(*file.data, file_ref(ino, file), offset, size);
 }
 

@@ -240,6 +240,7 @@ class MountSession {
   void closed(InodeNumber ino);
   Result<bool> hide_if_open(const std::string& path);
   void learn_names(InodeNumber dir);
+  void read_ahead_dir_of(const std::string& file_path);
   Result<Entry> made_nothing(InodeNumber dir, int error);
   // `whole` is cleared when a name of the directory was left out (a hidden or invalid one).
   Result<std::vector<DirEntry>> fetch_listing(InodeNumber ino, bool* whole);

@@ -724,5 +724,79 @@ TEST_F(MadeDirectories, ANameMadeOnTheServerInAMadeDirectoryAppears) {
   EXPECT_EQ(read_file(a_ + "/found/new"), "at once");
 }
 
+// Directories whose files are read one after another (a `cat` loop): the mount reads them ahead
+// (its listing, then its small files' contents in a few calls) and answers the next files'
+// lookups, opens and reads itself; what another mount or the server changes there since is seen
+// as if nothing had been read ahead.
+class DirectoryReadAhead : public TwoMounts {
+ protected:
+  // A number of `skein-mount --status` of mount `i`, or -1.
+  long status_number(size_t i, const std::string& key) {
+    std::string out;
+    if (run_command(
+            "'" + build_dir() + "/client/skein-mount' --status '" + cluster_->mount(i) + "'",
+            &out) != 0)
+      return -1;
+    auto at = out.find("\n" + key + ": ");
+    return at == std::string::npos ? -1
+                                   : std::strtol(out.c_str() + at + key.size() + 3, nullptr, 10);
+  }
+  static std::string content(int i) {
+    // Sizes from 0 up to past the largest file read ahead (64 KiB).
+    if (i == 7) return "";
+    if (i == 9) return std::string(70000, 'z');
+    return "file " + std::to_string(i) + " " +
+           std::string(static_cast<size_t>(i) * 37, 'a' + i % 26);
+  }
+};
+
+TEST_F(DirectoryReadAhead, FilesReadOneAfterAnotherAreServedByTheMountAndStayCoherent) {
+  constexpr int kFiles = 200;
+  ASSERT_EQ(::mkdir(server_.c_str(), 0755), 0);
+  for (int i = 0; i < kFiles; ++i)
+    ASSERT_TRUE(write_file(server_ + "/f" + std::to_string(i), content(i)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the remote watcher's reports
+  const long names_before = status_number(0, "names answered from read-ahead");
+  ASSERT_GE(names_before, 0);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(read_file(a_ + "/f" + std::to_string(i)), content(i)) << i;
+  EXPECT_GE(status_number(0, "names answered from read-ahead") - names_before, 10)
+      << "the directory was not read ahead";
+
+  // Changes after the read-ahead, through the other mount and on the server: each is seen.
+  ASSERT_TRUE(write_file(b_ + "/f50", "changed by b"));
+  EXPECT_EQ(read_file(a_ + "/f50"), "changed by b");
+  ASSERT_TRUE(write_file(b_ + "/f51", std::string(content(51).size(), 'B')));  // the same size
+  EXPECT_EQ(read_file(a_ + "/f51"), std::string(content(51).size(), 'B'));
+  {  // a write alone (no create, no truncation): the gateway names only the file
+    const std::string other(content(54).size(), 'W');
+    const int fd = ::open((b_ + "/f54").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    ASSERT_EQ(::pwrite(fd, other.data(), other.size(), 0), static_cast<ssize_t>(other.size()));
+    ASSERT_EQ(::close(fd), 0);
+    EXPECT_EQ(read_file(a_ + "/f54"), other);
+  }
+  ASSERT_EQ(::unlink((b_ + "/f52").c_str()), 0);
+  struct stat st;
+  EXPECT_NE(::stat((a_ + "/f52").c_str(), &st), 0) << "removed through the other mount";
+  ASSERT_TRUE(write_file(b_ + "/new", "made by b"));
+  EXPECT_EQ(read_file(a_ + "/new"), "made by b");
+  ASSERT_TRUE(write_file(server_ + "/f53", "changed on the server"));
+  EXPECT_TRUE(eventually([&] { return read_file(a_ + "/f53") == "changed on the server"; }))
+      << "a change on the server behind the gateway's back never showed";
+
+  // Read ahead again; then this mount's own change, and every file byte for byte.
+  for (int i = 100; i < 110; ++i) ASSERT_EQ(read_file(a_ + "/f" + std::to_string(i)), content(i));
+  ASSERT_TRUE(write_file(a_ + "/f120", "changed by a"));
+  EXPECT_EQ(read_file(b_ + "/f120"), "changed by a");
+  EXPECT_EQ(read_file(a_ + "/f120"), "changed by a");
+  for (int i = 0; i < kFiles; ++i) {
+    if (i >= 50 && i <= 54) continue;
+    if (i == 120) continue;
+    EXPECT_EQ(read_file(a_ + "/f" + std::to_string(i)), content(i)) << i;
+    ASSERT_EQ(::stat((a_ + "/f" + std::to_string(i)).c_str(), &st), 0);
+    EXPECT_EQ(st.st_size, static_cast<off_t>(content(i).size())) << i;
+  }
+}
+
 }  // namespace
 }  // namespace skein::test

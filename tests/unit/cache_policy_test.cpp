@@ -4,6 +4,11 @@
 #include "cache_policy.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include "inode_table.hpp"
 #include "open_inodes.hpp"
@@ -637,6 +642,98 @@ TEST(OpenInodes, LastCloseOfASillyRenamedFileNamesTheHiddenPathToRemove) {
   EXPECT_EQ(open.closed(5), "/d/.skein-deleted-5-1");
   EXPECT_FALSE(open.is_open(5));
   EXPECT_EQ(open.count(), 0u);
+}
+
+// What a directory read ahead holds, and everything that drops it.
+TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThem) {
+  constexpr InodeNumber kDir = 5, kOther = 6, kFile = 7;
+  FileAttr attr{};
+  attr.mode = S_IFREG | 0644;
+  attr.size = 3;
+  attr.mtime_ns = 42;
+  const auto read_ahead = [&](CachePolicy& p, InodeNumber dir) -> uint64_t {
+    uint64_t number = 0;
+    for (int i = 0; i < CachePolicy::kAheadAfter && !number; ++i) number = p.read_whole_in(dir);
+    if (!number) return 0;
+    p.ahead_listed(dir, number, {{"a", attr}, {"b", attr}, {"c", attr}});
+    p.ahead_content(dir, number, "a", attr, "abc");
+    p.ahead_content(dir, number, "b", attr, "too long");  // changed between listing and read
+    return number;
+  };
+  HealthyPolicy policy;
+  EXPECT_EQ(read_ahead(policy, kDir), 0u) << "not while the servers are not watched";
+  policy.set_servers_watched(true);
+  for (int i = 1; i < CachePolicy::kAheadAfter; ++i) EXPECT_EQ(policy.read_whole_in(kDir), 0u);
+  const uint64_t number = policy.read_whole_in(kDir);
+  ASSERT_NE(number, 0u) << "the kAheadAfter-th whole read";
+  EXPECT_EQ(policy.read_whole_in(kDir), 0u) << "once at a time";
+  EXPECT_FALSE(policy.take_ahead(kDir, "a")) << "nothing before the listing";
+  policy.ahead_listed(kDir, number, {{"a", attr}, {"b", attr}});
+  policy.ahead_content(kDir, number, "a", attr, "abc");
+  policy.ahead_content(kDir, number, "b", attr, "too long");
+  auto a = policy.take_ahead(kDir, "a");
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->content);
+  EXPECT_EQ(*a->content, "abc");
+  EXPECT_FALSE(policy.take_ahead(kDir, "a")) << "taken once";
+  auto b = policy.take_ahead(kDir, "b");
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(b->content) << "a content that is not the listed size is not kept";
+  // What was taken answers the open and reads, unless anything was invalidated since the ticket.
+  auto t = policy.ticket();
+  policy.fetched_whole(kFile, *a, t);
+  EXPECT_TRUE(policy.current_attrs(kFile));
+  ASSERT_TRUE(policy.whole_content(kFile));
+  t = policy.ticket();
+  policy.invalidating();
+  policy.fetched_whole(kFile + 1, *a, t);
+  EXPECT_FALSE(policy.current_attrs(kFile + 1));
+
+  // Each of these drops what was read ahead.
+  const std::vector<std::pair<const char*, std::function<void(CachePolicy&)>>> drops = {
+      {"an entry's invalidation", [&](CachePolicy& p) { p.ahead_changed(kDir); }},
+      {"the directory's invalidation", [&](CachePolicy& p) { p.invalidating(kDir); }},
+      {"everything invalidated", [&](CachePolicy& p) { p.invalidating_all(); }},
+      {"a change of this mount in it", [&](CachePolicy& p) { (void)p.begin_mutation(kDir); }},
+      {"a rename anywhere", [&](CachePolicy& p) { (void)p.begin_mutation(); }},
+      {"the kernel forgetting it", [&](CachePolicy& p) { p.forget(kDir); }},
+      {"the stream lost", [&](CachePolicy& p) { p.set_healthy(false); }},
+      {"the servers no longer watched", [&](CachePolicy& p) { p.set_servers_watched(false); }},
+  };
+  for (const auto& [what, drop] : drops) {
+    HealthyPolicy p;
+    p.set_servers_watched(true);
+    ASSERT_NE(read_ahead(p, kDir), 0u) << what;
+    ASSERT_NE(read_ahead(p, kOther), 0u) << what;
+    drop(p);
+    if (!p.healthy()) p.set_healthy(true);
+    if (!p.servers_watched()) p.set_servers_watched(true);
+    EXPECT_FALSE(p.take_ahead(kDir, "c")) << what;
+  }
+  // A listing that arrives after a drop is not taken; nor is one for a directory not begun.
+  HealthyPolicy p;
+  p.set_servers_watched(true);
+  uint64_t n = 0;
+  for (int i = 0; i < CachePolicy::kAheadAfter && !n; ++i) n = p.read_whole_in(kDir);
+  ASSERT_NE(n, 0u);
+  p.ahead_changed(kDir);
+  p.ahead_listed(kDir, n, {{"a", attr}});
+  EXPECT_FALSE(p.take_ahead(kDir, "a"));
+  EXPECT_FALSE(p.ahead_alive(kDir, n));
+  p.ahead_listed(kOther, n, {{"a", attr}});
+  EXPECT_FALSE(p.take_ahead(kOther, "a"));
+  // A name the kernel got by other means goes.
+  ASSERT_NE(read_ahead(p, kOther), 0u);
+  p.ahead_given(kOther, "c");
+  EXPECT_FALSE(p.take_ahead(kOther, "c"));
+  EXPECT_TRUE(p.take_ahead(kOther, "b"));
+  // At most kAheadDirs directories: the oldest goes first.
+  HealthyPolicy q;
+  q.set_servers_watched(true);
+  for (InodeNumber dir = 100; dir < 100 + CachePolicy::kAheadDirs + 1; ++dir)
+    ASSERT_NE(read_ahead(q, dir), 0u);
+  EXPECT_FALSE(q.take_ahead(100, "c"));
+  EXPECT_TRUE(q.take_ahead(101, "c"));
 }
 
 TEST(OpenInodes, HidingAFileClosedMeanwhileIsRefused) {

@@ -282,6 +282,29 @@ class FakeGateway::Data final : public pb::Data::Service {
     return opened(req->path(), node, reply);
   }
 
+  grpc::Status ReadFiles(ServerContext*, const pb::ReadFilesRequest* req,
+                         pb::ReadFilesReply* reply) override {
+    std::lock_guard lock(gw_.mu_);
+    gw_.count_locked("ReadFiles");
+    for (const std::string& path : req->paths()) {
+      pb::FileContent* f = reply->add_files();
+      auto node = gw_.find_locked(path);
+      if (int e = gw_.failure_locked("ReadFiles", path)) {
+        f->set_error(e);
+      } else if (!node) {
+        f->set_error(ENOENT);
+      } else if (is_dir(node->mode)) {
+        f->set_error(EISDIR);
+      } else if (node->data.size() > req->max_bytes()) {
+        f->set_error(EFBIG);
+      } else {
+        fill_attr(node, f->mutable_attr());
+        f->set_data(node->data);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
   grpc::Status Read(ServerContext*, const pb::ReadRequest* req, pb::ReadReply* reply) override {
     std::lock_guard lock(gw_.mu_);
     gw_.count_locked("Read");

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fake_gateway.hpp"
+#include "skein/path.hpp"
 
 namespace skein::client {
 namespace {
@@ -330,6 +331,84 @@ TEST_F(MountSessionTest, ADirectoryThisMountMadeAnswersAbsentNamesUntilItIsRenam
   gw.put_file("/e/w", "made elsewhere");
   EXPECT_TRUE(session.lookup(sub->ref.ino, "z")) << "names kept below a renamed directory";
   EXPECT_TRUE(session.lookup(d->ref.ino, "w")) << "names kept of a renamed directory";
+}
+
+// Files of one directory read whole one after another: after CachePolicy::kAheadAfter of them,
+// the directory is read ahead (a listing, and a ReadFiles call for its small files), and the
+// next files' lookups, opens and reads make no call. A change reported in the directory, whether
+// the kernel has the changed file's inode or not, drops what was read ahead of it; so does a
+// change of this mount's there.
+TEST_F(MountSessionTest, ADirectoryWhoseFilesAreReadOneAfterAnotherIsReadAhead) {
+  cache.set_healthy(true);
+  cache.set_servers_watched(true);
+  // An INODE invalidation as KernelCache applies it (the FUSE side is not in these tests).
+  const auto invalidate_inode = [&](const std::string& path) {
+    cache.invalidating();
+    if (auto ino = inodes.find(path)) cache.invalidating(*ino);
+    if (auto dir = inodes.find(parent_path(path))) cache.ahead_changed(*dir);
+  };
+  gw.put_dir("/d");
+  const auto content = [](int i) { return "content of " + std::to_string(i); };
+  for (int i = 0; i < 30; ++i) gw.put_file("/d/f" + std::to_string(i), content(i));
+  gw.put_file("/d/big", std::string(CachePolicy::kContentFileBytes + 1, 'b'));
+  const InodeNumber d = looked_up("d");
+  const auto cat = [&](const std::string& name) -> std::string {
+    auto entry = session.lookup(d, name);
+    if (!entry) return "lookup: errno " + std::to_string(entry.error());
+    const InodeNumber ino = entry->ref.ino;
+    auto file = opened(ino, O_RDONLY);
+    if (!file) return "open failed";
+    auto read = session.read(ino, *file, 0, 128 << 10);
+    session.release(ino, std::move(file));
+    return read ? text(*read) : "read: errno " + std::to_string(read.error());
+  };
+  for (int i = 0; i < CachePolicy::kAheadAfter; ++i)
+    EXPECT_EQ(cat("f" + std::to_string(i)), content(i));
+  EXPECT_EQ(gw.calls("ReadDir"), 1);
+  EXPECT_EQ(gw.calls("ReadFiles"), 1) << "26 small files in one call";
+  gw.reset_calls();
+  for (int i = CachePolicy::kAheadAfter; i < 10; ++i)
+    EXPECT_EQ(cat("f" + std::to_string(i)), content(i));
+  EXPECT_EQ(gw.total_calls(), 0) << "lookups, opens and reads answered from what was read ahead";
+  // A file too large to be read ahead: its attributes were, its contents were not.
+  const InodeNumber big = looked_up("big", d);
+  EXPECT_EQ(gw.total_calls(), 0);
+  auto file = opened(big, O_RDONLY);
+  ASSERT_TRUE(file);
+  ASSERT_TRUE(session.read(big, *file, 0, 4096));
+  session.release(big, std::move(file));
+  EXPECT_EQ(gw.calls("Read"), 1);
+
+  // Another mount rewrites f10 (the kernel has no inode for it): the invalidation drops what was
+  // read ahead of the directory, and the next lookups ask the gateway.
+  gw.put_file("/d/f10", "changed 10");
+  invalidate_inode("/d/f10");
+  gw.reset_calls();
+  EXPECT_EQ(cat("f10"), "changed 10");
+  EXPECT_EQ(cat("f11"), content(11));
+  EXPECT_EQ(gw.calls("GetAttr"), 2);
+
+  // Read ahead again after as many whole reads; then this mount removes a file there, and
+  // another mount makes it again behind the mount's back (no invalidation reaches the mount for
+  // its own change): the lookup asks the gateway.
+  for (int i = 12; i < 12 + CachePolicy::kAheadAfter; ++i)
+    EXPECT_EQ(cat("f" + std::to_string(i)), content(i));
+  EXPECT_EQ(gw.calls("ReadDir"), 1);
+  gw.reset_calls();
+  EXPECT_EQ(cat("f16"), content(16));
+  EXPECT_EQ(gw.total_calls(), 0);
+  ASSERT_TRUE(session.unlink(d, "f17"));
+  gw.put_file("/d/f18", "changed 18");
+  gw.reset_calls();
+  EXPECT_EQ(cat("f18"), "changed 18");
+  EXPECT_EQ(gw.calls("GetAttr"), 1);
+
+  // Nothing is read ahead while the servers are not watched.
+  cache.set_servers_watched(false);
+  gw.reset_calls();
+  for (int i = 19; i < 30; ++i) EXPECT_EQ(cat("f" + std::to_string(i)), content(i));
+  EXPECT_EQ(gw.calls("ReadDir"), 0);
+  EXPECT_EQ(gw.calls("ReadFiles"), 0);
 }
 
 // An open for reading of a file whose attributes the mount holds as current (Watch stream up, no
