@@ -237,6 +237,8 @@ void skein_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (opened->refresh_attrs && daemon.kernel_cache) daemon.kernel_cache->attributes_changed(ino);
   fi->keep_cache = opened->keep_cache ? 1 : 0;
   fi->direct_io = 0;
+  // A file opened for reading has nothing to flush at close: the kernel need not ask.
+  fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY ? 1 : 0;
   fi->fh = reinterpret_cast<uint64_t>(opened->file.get());
   if (fuse_reply_open(req, fi) == 0) {
     (void)opened->file.release();  // the kernel's until release
