@@ -188,6 +188,15 @@ void CachePolicy::wrote_whole(InodeNumber ino, const FileAttr& attr, Ticket t, u
   keep_content_locked(ino, attr, content);
 }
 
+void CachePolicy::read_ahead_whole(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
+                                   std::string_view content) {
+  if (attr.size != content.size()) return;  // changed while being read
+  std::lock_guard lock(mu_);
+  if (!keep_file_attrs_locked(ino, attr, t, writes)) return;
+  keep_content_locked(ino, attr, content);
+  ++ahead_contents_;
+}
+
 void CachePolicy::keep_content_locked(InodeNumber ino, const FileAttr& attr,
                                       std::string_view content) {
   drop_content_locked(ino);
@@ -269,6 +278,7 @@ void CachePolicy::ahead_content(InodeNumber dir, uint64_t number, const std::str
   if (n == a->second.names.end() || n->second.content) return;
   if (a->second.bytes + data.size() > kAheadBytes) return;
   a->second.bytes += data.size();
+  ++ahead_contents_;
   n->second = Ahead{attr, std::make_shared<const std::string>(std::move(data))};
 }
 
@@ -288,7 +298,7 @@ std::optional<CachePolicy::Ahead> CachePolicy::take_ahead(InodeNumber dir, std::
 
 CachePolicy::AheadCounts CachePolicy::ahead_counts() const {
   std::lock_guard lock(mu_);
-  return {aheads_made_, aheads_taken_};
+  return {aheads_made_, aheads_taken_, ahead_contents_};
 }
 
 void CachePolicy::ahead_given(InodeNumber dir, std::string_view name) {

@@ -168,6 +168,10 @@ class CachePolicy {
   static constexpr uint64_t kContentFileBytes = 64 << 10;  // larger files are not kept
   void wrote_whole(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
                    std::string_view content);
+  // The same for a small file of a directory read ahead whose inode the kernel has (a listing gave
+  // it): its content as a ReadFiles call fetched it, with the attributes of that call's open.
+  void read_ahead_whole(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
+                        std::string_view content);
   // That content, while the file's attributes are current and still of its version; or null.
   std::shared_ptr<const std::string> whole_content(InodeNumber ino) const;
 
@@ -213,9 +217,10 @@ class CachePolicy {
   void ahead_given(InodeNumber dir, std::string_view name);
   // An invalidation names an entry of `dir` (its inode perhaps unknown here).
   void ahead_changed(InodeNumber dir);
-  // How many directories were read ahead, and how many names the kernel got from them (status).
+  // How many directories were read ahead, how many names the kernel got from them, and how many
+  // files' contents were kept (status).
   struct AheadCounts {
-    uint64_t dirs = 0, names = 0;
+    uint64_t dirs = 0, names = 0, contents = 0;
   };
   AheadCounts ahead_counts() const;
   // The kernel got `ino` for what take_ahead gave (after a ticket `t` taken before it): its
@@ -352,7 +357,7 @@ class CachePolicy {
   };
   std::unordered_map<InodeNumber, AheadDir> ahead_;
   std::deque<std::pair<InodeNumber, uint64_t>> ahead_order_;
-  uint64_t aheads_made_ = 0, aheads_taken_ = 0;
+  uint64_t aheads_made_ = 0, aheads_taken_ = 0, ahead_contents_ = 0;
   void drop_ahead_locked(InodeNumber dir) { ahead_.erase(dir); }
   void drop_all_ahead_locked() {
     ahead_.clear();

@@ -289,6 +289,7 @@ std::string status_text(skein::client::MountDaemon& mount, const MountArgs& args
   out << "directory read-ahead: " << (mount.cache.options().read_ahead_dirs ? "on" : "off") << "\n"
       << "directories read ahead: " << ahead.dirs << "\n"
       << "names answered from read-ahead: " << ahead.names << "\n"
+      << "files read ahead: " << ahead.contents << "\n"
       << "inodes: " << mount.inodes.size() << "\n"
       << "open files: " << mount.open_inodes.count() << "\n";
   return out.str();

@@ -283,15 +283,31 @@ void MountSession::read_ahead_dir_of(const std::string& file_path) {
   auto listed = gateway_.readdir(path);
   if (!listed) return;
   std::vector<std::pair<std::string, FileAttr>> entries;
-  std::vector<std::pair<uint64_t, std::string>> small;  // size, name
+  struct Small {
+    uint64_t size = 0;
+    std::string name;
+    InodeNumber held = 0;  // the kernel's inode of it (a listing gave it), or 0
+    uint64_t writes = 0;   // CachePolicy::writes(held), before the fetch
+    bool operator<(const Small& o) const { return size < o.size; }
+  };
+  std::vector<Small> small;
   uint64_t small_bytes = 0;
   for (const DirEntry& e : *listed) {
     if (is_dot_or_dotdot(e.name) || !is_valid_entry_name(e.name) ||
         OpenInodes::is_hidden_name(e.name))
       continue;
-    if (inodes_.find(join_path(path, e.name))) continue;  // the kernel has it, or had it
-    if (S_ISREG(e.attr.mode) && e.attr.size <= CachePolicy::kContentFileBytes) {
-      small.emplace_back(e.attr.size, e.name);
+    const bool small_file = S_ISREG(e.attr.mode) && e.attr.size <= CachePolicy::kContentFileBytes;
+    if (const auto held = inodes_.find(join_path(path, e.name))) {
+      // The kernel has the name already (from a listing, as cp -r and rsync list first): only
+      // its content can spare a call, kept as for a file this mount wrote whole.
+      if (small_file && data_.writes_idle(*held) && !cache_.whole_content(*held)) {
+        small.push_back({e.attr.size, e.name, *held, cache_.writes(*held)});
+        small_bytes += e.attr.size;
+      }
+      continue;
+    }
+    if (small_file) {
+      small.push_back({e.attr.size, e.name});
       small_bytes += e.attr.size;
     }
     entries.emplace_back(e.name, e.attr);
@@ -305,23 +321,28 @@ void MountSession::read_ahead_dir_of(const std::string& file_path) {
   }
   spdlog::debug("read ahead {}: {} names, {} small files of {} bytes", path, names, small.size(),
                 small_bytes);
-  std::sort(small.begin(), small.end());
+  std::stable_sort(small.begin(), small.end());
   for (size_t at = 0; at < small.size() && cache_.ahead_alive(*dir, number);) {
+    const size_t first = at;
     std::vector<std::string> paths;
     uint64_t max_bytes = 1;
     for (; at < small.size() && paths.size() < wire::kMaxReadFiles; ++at) {
-      const uint64_t widest = std::max<uint64_t>(max_bytes, small[at].first);
+      const uint64_t widest = std::max<uint64_t>(max_bytes, small[at].size);
       if ((paths.size() + 1) * widest > wire::kMaxIoSize) break;
       max_bytes = widest;
-      paths.push_back(join_path(path, small[at].second));
+      paths.push_back(join_path(path, small[at].name));
     }
+    const CachePolicy::Ticket ticket = cache_.ticket();
     auto files = gateway_.read_files(paths, static_cast<uint32_t>(max_bytes));
     if (!files) return;
     for (size_t i = 0; i < paths.size(); ++i) {
       auto& f = (*files)[i];
-      if (f.error == 0)
-        cache_.ahead_content(*dir, number, std::string(base_name(paths[i])), f.attr,
-                             std::move(f.data));
+      const Small& file = small[first + i];
+      if (f.error != 0) continue;
+      if (file.held)
+        cache_.read_ahead_whole(file.held, f.attr, ticket, file.writes, f.data);
+      else
+        cache_.ahead_content(*dir, number, file.name, f.attr, std::move(f.data));
     }
   }
 }

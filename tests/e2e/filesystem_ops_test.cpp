@@ -798,5 +798,34 @@ TEST_F(DirectoryReadAhead, FilesReadOneAfterAnotherAreServedByTheMountAndStayCoh
   }
 }
 
+// The same where the kernel has the names from a listing first (cp -r, rsync, grep -r): only
+// the small files' contents are read ahead, kept for each file as long as its attributes are
+// current.
+TEST_F(DirectoryReadAhead, ContentsOfFilesListedFirstAreReadAheadAndStayCoherent) {
+  constexpr int kFiles = 60;
+  ASSERT_EQ(::mkdir(server_.c_str(), 0755), 0);
+  for (int i = 0; i < kFiles; ++i)
+    ASSERT_TRUE(write_file(server_ + "/g" + std::to_string(i), content(i)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the remote watcher's reports
+  ASSERT_EQ(list_names(a_).size(), static_cast<size_t>(kFiles + 2));
+  const long files_before = status_number(0, "files read ahead");
+  ASSERT_GE(files_before, 0);
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(read_file(a_ + "/g" + std::to_string(i)), content(i)) << i;
+  EXPECT_GE(status_number(0, "files read ahead") - files_before, kFiles - 10)
+      << "the contents were not read ahead";
+  const std::string other(content(20).size(), 'W');
+  const int fd = ::open((b_ + "/g20").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_EQ(::pwrite(fd, other.data(), other.size(), 0), static_cast<ssize_t>(other.size()));
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_EQ(read_file(a_ + "/g20"), other);
+  ASSERT_TRUE(write_file(server_ + "/g21", "changed on the server"));
+  EXPECT_TRUE(eventually([&] { return read_file(a_ + "/g21") == "changed on the server"; }));
+  for (int i = 0; i < kFiles; ++i) {
+    if (i == 20 || i == 21) continue;
+    EXPECT_EQ(read_file(a_ + "/g" + std::to_string(i)), content(i)) << i;
+  }
+}
+
 }  // namespace
 }  // namespace skein::test

@@ -403,6 +403,36 @@ TEST_F(MountSessionTest, ADirectoryWhoseFilesAreReadOneAfterAnotherIsReadAhead) 
   EXPECT_EQ(cat("f18"), "changed 18");
   EXPECT_EQ(gw.calls("GetAttr"), 1);
 
+  // A directory listed first (cp -r, rsync, grep -r): the kernel has every name from the
+  // listing, so only the contents are read ahead, and the reads after the fourth make no call.
+  gw.put_dir("/listed");
+  for (int i = 0; i < 12; ++i) gw.put_file("/listed/g" + std::to_string(i), content(i));
+  const InodeNumber listed = looked_up("listed");
+  {
+    auto dir = session.opendir(listed);
+    ASSERT_TRUE(dir);
+    Filled filled;
+    auto listing = session.readdir(listed, *dir->dir, 0, true, room_for(100, filled));
+    ASSERT_TRUE(listing);
+    session.listing_replied(listed, *listing, true);
+    session.releasedir(std::move(dir->dir));
+  }
+  const auto read_listed = [&](int i) -> std::string {
+    const auto ino = inodes.find("/listed/g" + std::to_string(i));
+    if (!ino) return "no inode";
+    auto file = opened(*ino, O_RDONLY);
+    if (!file) return "open failed";
+    auto read = session.read(*ino, *file, 0, 128 << 10);
+    session.release(*ino, std::move(file));
+    return read ? text(*read) : "read: errno " + std::to_string(read.error());
+  };
+  gw.reset_calls();
+  for (int i = 0; i < CachePolicy::kAheadAfter; ++i) EXPECT_EQ(read_listed(i), content(i));
+  EXPECT_EQ(gw.calls("ReadFiles"), 1);
+  gw.reset_calls();
+  for (int i = CachePolicy::kAheadAfter; i < 12; ++i) EXPECT_EQ(read_listed(i), content(i));
+  EXPECT_EQ(gw.total_calls(), 0) << "the reads of files listed before were not read ahead";
+
   // Nothing is read ahead while the servers are not watched.
   cache.set_servers_watched(false);
   gw.reset_calls();
