@@ -238,6 +238,7 @@ uint64_t CachePolicy::read_whole_in(InodeNumber dir) {
   std::lock_guard lock(mu_);
   if (ahead_.count(dir)) return 0;  // being read ahead, or read ahead and still held
   Known& k = known_[dir];
+  if (k.sent && k.sent_size > kAheadDirSize) return 0;
   if (++k.whole_reads < kAheadAfter) return 0;
   k.whole_reads = 0;
   const uint64_t number = ++aheads_made_;

@@ -192,6 +192,9 @@ class CachePolicy {
   static constexpr uint64_t kAheadBytes = 4 << 20;
   static constexpr size_t kAheadNames = 65536;
   static constexpr size_t kAheadDirs = 4;
+  // A directory larger than this (its st_size: on ext4 some 30,000 names, on tmpfs 50,000) is not
+  // read ahead: the read that finds it due fetches the listing in its own thread.
+  static constexpr uint64_t kAheadDirSize = 1 << 20;
   // A whole-file read of a file in `dir` went to the gateway. Returns non-zero when `dir` is to
   // be read ahead now: the number that ahead_listed and ahead_content take, which they ignore
   // once anything dropped what `dir` holds.

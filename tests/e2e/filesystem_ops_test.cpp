@@ -748,14 +748,29 @@ class DirectoryReadAhead : public TwoMounts {
     return "file " + std::to_string(i) + " " +
            std::string(static_cast<size_t>(i) * 37, 'a' + i % 26);
   }
+  // The test's directory on the server, with `files` files PREFIX0, PREFIX1... of content(i).
+  void make_files_on_server(const std::string& prefix, int files) {
+    ASSERT_EQ(::mkdir(server_.c_str(), 0755), 0);
+    for (int i = 0; i < files; ++i)
+      ASSERT_TRUE(write_file(server_ + "/" + prefix + std::to_string(i), content(i)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the remote watcher's reports
+  }
+  // A write alone through the other mount (no create, no truncation), of as many bytes as the
+  // file holds: the gateway's invalidation names only the file. Returns what it wrote.
+  std::string overwrite_through_b(const std::string& name) {
+    const std::string path = b_ + "/" + name;
+    const std::string other(read_file(path).size(), 'W');
+    const int fd = ::open(path.c_str(), O_WRONLY);
+    EXPECT_GE(fd, 0) << strerror(errno);
+    EXPECT_EQ(::pwrite(fd, other.data(), other.size(), 0), static_cast<ssize_t>(other.size()));
+    EXPECT_EQ(::close(fd), 0);
+    return other;
+  }
 };
 
 TEST_F(DirectoryReadAhead, FilesReadOneAfterAnotherAreServedByTheMountAndStayCoherent) {
   constexpr int kFiles = 200;
-  ASSERT_EQ(::mkdir(server_.c_str(), 0755), 0);
-  for (int i = 0; i < kFiles; ++i)
-    ASSERT_TRUE(write_file(server_ + "/f" + std::to_string(i), content(i)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the remote watcher's reports
+  ASSERT_NO_FATAL_FAILURE(make_files_on_server("f", kFiles));
   const long names_before = status_number(0, "names answered from read-ahead");
   ASSERT_GE(names_before, 0);
   for (int i = 0; i < 20; ++i) ASSERT_EQ(read_file(a_ + "/f" + std::to_string(i)), content(i)) << i;
@@ -767,14 +782,7 @@ TEST_F(DirectoryReadAhead, FilesReadOneAfterAnotherAreServedByTheMountAndStayCoh
   EXPECT_EQ(read_file(a_ + "/f50"), "changed by b");
   ASSERT_TRUE(write_file(b_ + "/f51", std::string(content(51).size(), 'B')));  // the same size
   EXPECT_EQ(read_file(a_ + "/f51"), std::string(content(51).size(), 'B'));
-  {  // a write alone (no create, no truncation): the gateway names only the file
-    const std::string other(content(54).size(), 'W');
-    const int fd = ::open((b_ + "/f54").c_str(), O_WRONLY);
-    ASSERT_GE(fd, 0) << strerror(errno);
-    ASSERT_EQ(::pwrite(fd, other.data(), other.size(), 0), static_cast<ssize_t>(other.size()));
-    ASSERT_EQ(::close(fd), 0);
-    EXPECT_EQ(read_file(a_ + "/f54"), other);
-  }
+  EXPECT_EQ(read_file(a_ + "/f54"), overwrite_through_b("f54"));
   ASSERT_EQ(::unlink((b_ + "/f52").c_str()), 0);
   struct stat st;
   EXPECT_NE(::stat((a_ + "/f52").c_str(), &st), 0) << "removed through the other mount";
@@ -803,22 +811,14 @@ TEST_F(DirectoryReadAhead, FilesReadOneAfterAnotherAreServedByTheMountAndStayCoh
 // current.
 TEST_F(DirectoryReadAhead, ContentsOfFilesListedFirstAreReadAheadAndStayCoherent) {
   constexpr int kFiles = 60;
-  ASSERT_EQ(::mkdir(server_.c_str(), 0755), 0);
-  for (int i = 0; i < kFiles; ++i)
-    ASSERT_TRUE(write_file(server_ + "/g" + std::to_string(i), content(i)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the remote watcher's reports
+  ASSERT_NO_FATAL_FAILURE(make_files_on_server("g", kFiles));
   ASSERT_EQ(list_names(a_).size(), static_cast<size_t>(kFiles + 2));
   const long files_before = status_number(0, "files read ahead");
   ASSERT_GE(files_before, 0);
   for (int i = 0; i < 10; ++i) ASSERT_EQ(read_file(a_ + "/g" + std::to_string(i)), content(i)) << i;
   EXPECT_GE(status_number(0, "files read ahead") - files_before, kFiles - 10)
       << "the contents were not read ahead";
-  const std::string other(content(20).size(), 'W');
-  const int fd = ::open((b_ + "/g20").c_str(), O_WRONLY);
-  ASSERT_GE(fd, 0) << strerror(errno);
-  ASSERT_EQ(::pwrite(fd, other.data(), other.size(), 0), static_cast<ssize_t>(other.size()));
-  ASSERT_EQ(::close(fd), 0);
-  EXPECT_EQ(read_file(a_ + "/g20"), other);
+  EXPECT_EQ(read_file(a_ + "/g20"), overwrite_through_b("g20"));
   ASSERT_TRUE(write_file(server_ + "/g21", "changed on the server"));
   EXPECT_TRUE(eventually([&] { return read_file(a_ + "/g21") == "changed on the server"; }));
   for (int i = 0; i < kFiles; ++i) {

@@ -727,6 +727,12 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
   p.ahead_given(kOther, "c");
   EXPECT_FALSE(p.take_ahead(kOther, "c"));
   EXPECT_TRUE(p.take_ahead(kOther, "b"));
+  // Not a directory too large to list at once.
+  FileAttr huge{};
+  huge.mode = S_IFDIR | 0755;
+  huge.size = CachePolicy::kAheadDirSize + 1;
+  p.sent_attrs(kFile, huge, p.ticket());
+  for (int i = 0; i < 2 * CachePolicy::kAheadAfter; ++i) EXPECT_EQ(p.read_whole_in(kFile), 0u);
   // At most kAheadDirs directories: the oldest goes first.
   HealthyPolicy q;
   q.set_servers_watched(true);
