@@ -233,16 +233,24 @@ void CachePolicy::drop_content_locked(InodeNumber ino) {
 }
 
 uint64_t CachePolicy::read_whole_in(InodeNumber dir) {
-  if (!options_.read_ahead_dirs || !options_.deferred_open || !healthy() || !servers_watched())
-    return 0;
+  if (!options_.read_ahead_dirs || !options_.deferred_open) return 0;
   std::lock_guard lock(mu_);
-  if (ahead_.count(dir)) return 0;  // being read ahead, or read ahead and still held
+  // Under the lock: a change of either state drops every read-ahead under it too.
+  if (!healthy() || !servers_watched() || ahead_.count(dir))
+    return 0;  // being read ahead, or read ahead and still held
   Known& k = known_[dir];
   if (k.sent && k.sent_size > kAheadDirSize) return 0;
   if (++k.whole_reads < kAheadAfter) return 0;
   k.whole_reads = 0;
   const uint64_t number = ++aheads_made_;
   ahead_[dir].number = number;
+  if (ahead_order_.size() >= 8 * kAheadDirs) {  // mostly directories dropped since: forget them
+    std::deque<std::pair<InodeNumber, uint64_t>> live;
+    for (const auto& [d, n] : ahead_order_)
+      if (auto a = ahead_.find(d); a != ahead_.end() && a->second.number == n)
+        live.emplace_back(d, n);
+    ahead_order_.swap(live);
+  }
   ahead_order_.emplace_back(dir, number);
   while (ahead_.size() > kAheadDirs && !ahead_order_.empty()) {
     auto [oldest, n] = ahead_order_.front();
@@ -260,7 +268,13 @@ void CachePolicy::ahead_listed(InodeNumber dir, uint64_t number,
   if (a == ahead_.end() || a->second.number != number || a->second.listed) return;
   a->second.listed = true;
   if (entries.size() > kAheadNames) entries.resize(kAheadNames);
-  for (auto& [name, attr] : entries) a->second.names.emplace(std::move(name), Ahead{attr, nullptr});
+  for (auto& [name, attr] : entries) {
+    // Not a name the kernel got meanwhile, nor a directory (the listing made this mount one of
+    // those that cache this directory, not its subdirectories), nor an entry without a type.
+    if (a->second.given.count(name) || S_ISDIR(attr.mode) || (attr.mode & S_IFMT) == 0) continue;
+    a->second.names.emplace(std::move(name), Ahead{attr, nullptr});
+  }
+  a->second.given.clear();
 }
 
 bool CachePolicy::ahead_alive(InodeNumber dir, uint64_t number) const {
@@ -306,6 +320,10 @@ void CachePolicy::ahead_given(InodeNumber dir, std::string_view name) {
   std::lock_guard lock(mu_);
   auto a = ahead_.find(dir);
   if (a == ahead_.end()) return;
+  if (!a->second.listed) {  // its listing is on its way: it must not bring this name
+    a->second.given.emplace(name);
+    return;
+  }
   auto n = a->second.names.find(std::string(name));
   if (n == a->second.names.end()) return;
   if (n->second.content) a->second.bytes -= n->second.content->size();
@@ -394,6 +412,7 @@ void CachePolicy::dir_renamed(const std::string& from, const std::string& to) {
 
 void CachePolicy::name_added(InodeNumber dir, std::string_view name) {
   std::lock_guard lock(mu_);
+  drop_ahead_locked(dir);  // a read-ahead that listed it before the change ended
   Known& k = known_[dir];
   ++k.name_changes;
   if (k.names) k.names->emplace(name);
@@ -401,6 +420,7 @@ void CachePolicy::name_added(InodeNumber dir, std::string_view name) {
 
 void CachePolicy::name_removed(InodeNumber dir, std::string_view name) {
   std::lock_guard lock(mu_);
+  drop_ahead_locked(dir);  // a read-ahead that listed it before the change ended
   Known& k = known_[dir];
   ++k.name_changes;
   if (!k.names) return;
@@ -410,6 +430,7 @@ void CachePolicy::name_removed(InodeNumber dir, std::string_view name) {
 
 void CachePolicy::names_unknown(InodeNumber dir) {
   std::lock_guard lock(mu_);
+  drop_ahead_locked(dir);
   Known& k = known_[dir];
   ++k.name_changes;
   k.names.reset();
@@ -499,6 +520,7 @@ void CachePolicy::set_servers_watched(bool watched) {
   const bool keep_names = options_.know_names == Options::KnowNames::kAlways;
   std::lock_guard lock(mu_);
   bump_all_locked();
+  drop_all_ahead_locked();  // one begun while the state was changing
   for (auto& [ino, k] : known_) {
     k.file_attrs.reset();
     if (!keep_names) k.names.reset();

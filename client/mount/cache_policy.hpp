@@ -357,6 +357,7 @@ class CachePolicy {
     bool listed = false;
     uint64_t bytes = 0;  // of the contents held
     std::unordered_map<std::string, Ahead> names;
+    std::unordered_set<std::string> given;  // names the kernel got before the listing came
   };
   std::unordered_map<InodeNumber, AheadDir> ahead_;
   std::deque<std::pair<InodeNumber, uint64_t>> ahead_order_;

@@ -534,6 +534,9 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
     inodes_.rename(*from, *to);
     cache_.dir_renamed(*from, *to);
   }
+  // What a read-ahead listed in either directory before the names moved here.
+  cache_.ahead_changed(parent);
+  cache_.ahead_changed(newparent);
   for (const std::string* moved : {&*from, &*to}) {  // a moved directory's ".." changed
     if (auto ino = inodes_.find(*moved)) cache_.dir_changed(*ino);
     // The moved directories keep their inode numbers and the kernel its cache of what is below

@@ -154,6 +154,9 @@ grpc::Status NamespaceService::ReadDir(ServerContext* ctx, const v1::PathRequest
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
+  // The caller counts among those that cache the directory before it is read, so that a change
+  // made while it is being read reaches the caller.
+  if (broker_) broker_->served(t->ns->name(), mount_of(ctx), t->path, std::nullopt, false);
   auto entries = t->ns->readdir(t->path);
   v1::ReadDirReply batch;
   if (!entries) {
@@ -161,7 +164,6 @@ grpc::Status NamespaceService::ReadDir(ServerContext* ctx, const v1::PathRequest
     writer->Write(batch);
     return grpc::Status::OK;
   }
-  if (broker_) broker_->served(t->ns->name(), mount_of(ctx), t->path, std::nullopt, false);
   constexpr int kBatch = 2000;
   for (auto& e : *entries) {
     auto* out = batch.add_entries();

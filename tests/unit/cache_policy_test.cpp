@@ -696,6 +696,15 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
       {"everything invalidated", [&](CachePolicy& p) { p.invalidating_all(); }},
       {"a change of this mount in it", [&](CachePolicy& p) { (void)p.begin_mutation(kDir); }},
       {"a rename anywhere", [&](CachePolicy& p) { (void)p.begin_mutation(); }},
+      // A change of this mount's that began before the read-ahead and ended after its listing.
+      {"a name this mount removed", [&](CachePolicy& p) { p.name_removed(kDir, "a"); }},
+      {"a name this mount added", [&](CachePolicy& p) { p.name_added(kDir, "z"); }},
+      {"names this mount no longer knows", [&](CachePolicy& p) { p.names_unknown(kDir); }},
+      {"the servers watched again",
+       [&](CachePolicy& p) {
+         p.set_servers_watched(false);
+         p.set_servers_watched(true);
+       }},
       {"the kernel forgetting it", [&](CachePolicy& p) { p.forget(kDir); }},
       {"the stream lost", [&](CachePolicy& p) { p.set_healthy(false); }},
       {"the servers no longer watched", [&](CachePolicy& p) { p.set_servers_watched(false); }},
@@ -722,11 +731,23 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
   EXPECT_FALSE(p.ahead_alive(kDir, n));
   p.ahead_listed(kOther, n, {{"a", attr}});
   EXPECT_FALSE(p.take_ahead(kOther, "a"));
-  // A name the kernel got by other means goes.
+  // A name the kernel got by other means goes, also while the listing is on its way; a
+  // subdirectory is never read ahead (this mount is not among those that cache it).
   ASSERT_NE(read_ahead(p, kOther), 0u);
   p.ahead_given(kOther, "c");
   EXPECT_FALSE(p.take_ahead(kOther, "c"));
   EXPECT_TRUE(p.take_ahead(kOther, "b"));
+  constexpr InodeNumber kThird = 8;
+  uint64_t m = 0;
+  for (int i = 0; i < CachePolicy::kAheadAfter && !m; ++i) m = p.read_whole_in(kThird);
+  ASSERT_NE(m, 0u);
+  p.ahead_given(kThird, "looked-up");
+  FileAttr sub{};
+  sub.mode = S_IFDIR | 0755;
+  p.ahead_listed(kThird, m, {{"looked-up", attr}, {"sub", sub}, {"file", attr}});
+  EXPECT_FALSE(p.take_ahead(kThird, "looked-up"));
+  EXPECT_FALSE(p.take_ahead(kThird, "sub"));
+  EXPECT_TRUE(p.take_ahead(kThird, "file"));
   // Not a directory too large to list at once.
   FileAttr huge{};
   huge.mode = S_IFDIR | 0755;
