@@ -182,19 +182,23 @@ void CachePolicy::opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, 
 
 void CachePolicy::wrote_whole(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
                               std::string_view content) {
-  if (attr.size != content.size()) return;  // the file holds more than the write
   std::lock_guard lock(mu_);
-  if (!keep_file_attrs_locked(ino, attr, t, writes)) return;
-  keep_content_locked(ino, attr, content);
+  (void)keep_whole_locked(ino, attr, t, writes, content);
 }
 
 void CachePolicy::read_ahead_whole(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
                                    std::string_view content) {
-  if (attr.size != content.size()) return;  // changed while being read
   std::lock_guard lock(mu_);
-  if (!keep_file_attrs_locked(ino, attr, t, writes)) return;
+  if (keep_whole_locked(ino, attr, t, writes, content)) ++ahead_contents_;
+}
+
+bool CachePolicy::keep_whole_locked(InodeNumber ino, const FileAttr& attr, Ticket t,
+                                    uint64_t writes, std::string_view content) {
+  // The file holds more than the bytes (written after them, or changed while being read).
+  if (attr.size != content.size()) return false;
+  if (!keep_file_attrs_locked(ino, attr, t, writes)) return false;
   keep_content_locked(ino, attr, content);
-  ++ahead_contents_;
+  return true;
 }
 
 void CachePolicy::keep_content_locked(InodeNumber ino, const FileAttr& attr,
@@ -302,12 +306,18 @@ std::optional<CachePolicy::Ahead> CachePolicy::take_ahead(InodeNumber dir, std::
   std::lock_guard lock(mu_);
   auto a = ahead_.find(dir);
   if (a == ahead_.end() || !a->second.listed) return std::nullopt;
-  auto n = a->second.names.find(std::string(name));
-  if (n == a->second.names.end()) return std::nullopt;
-  ++aheads_taken_;
+  auto taken = take_ahead_name_locked(a->second, name);
+  if (taken) ++aheads_taken_;
+  return taken;
+}
+
+std::optional<CachePolicy::Ahead> CachePolicy::take_ahead_name_locked(AheadDir& dir,
+                                                                      std::string_view name) {
+  auto n = dir.names.find(std::string(name));
+  if (n == dir.names.end()) return std::nullopt;
   Ahead taken = std::move(n->second);
-  if (taken.content) a->second.bytes -= taken.content->size();
-  a->second.names.erase(n);
+  if (taken.content) dir.bytes -= taken.content->size();
+  dir.names.erase(n);
   return taken;
 }
 
@@ -324,10 +334,7 @@ void CachePolicy::ahead_given(InodeNumber dir, std::string_view name) {
     a->second.given.emplace(name);
     return;
   }
-  auto n = a->second.names.find(std::string(name));
-  if (n == a->second.names.end()) return;
-  if (n->second.content) a->second.bytes -= n->second.content->size();
-  a->second.names.erase(n);
+  (void)take_ahead_name_locked(a->second, name);
 }
 
 void CachePolicy::ahead_changed(InodeNumber dir) {

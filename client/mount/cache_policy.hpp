@@ -367,6 +367,12 @@ class CachePolicy {
     ahead_.clear();
     ahead_order_.clear();
   }
+  // Removes `name` from what `dir` read ahead and returns it. Under mu_.
+  std::optional<Ahead> take_ahead_name_locked(AheadDir& dir, std::string_view name);
+  // wrote_whole's and read_ahead_whole's decision: keeps `attr` as current and `content` with it
+  // when the content is all of the file and keep_file_attrs_locked allows. Under mu_.
+  bool keep_whole_locked(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
+                         std::string_view content);
   // Keeps `content` for `ino` whose current attributes are `attr` (wrote_whole, fetched_whole).
   void keep_content_locked(InodeNumber ino, const FileAttr& attr, std::string_view content);
   // wrote_whole's contents, guarded by mu_: by inode, and in the order they came (with the
