@@ -1,7 +1,36 @@
 // What every Backend shares; see backend.hpp.
 #include "backend/backend.hpp"
 
+#include <fcntl.h>
+
+#include "backend/backend_file.hpp"
+
 namespace skein {
+
+std::vector<Result<WholeFile>> Backend::read_whole_files(const std::vector<std::string>& rels,
+                                                         uint32_t max_bytes) {
+  std::vector<Result<WholeFile>> out;
+  out.reserve(rels.size());
+  for (const std::string& rel : rels) {
+    auto f = open(rel, O_RDONLY, 0);
+    if (!f) {
+      out.push_back(Result<WholeFile>::failure(f.error()));
+      continue;
+    }
+    auto attrs = (*f)->attrs_at_open();
+    if (!attrs) {
+      auto asked = (*f)->fstat();
+      if (!asked) {
+        (void)(*f)->close();
+        out.push_back(Result<WholeFile>::failure(asked.error()));
+        continue;
+      }
+      attrs = *asked;
+    }
+    out.push_back(read_whole_and_close(**f, *attrs, max_bytes));
+  }
+  return out;
+}
 std::unique_ptr<Backend::PendingLstat> Backend::start_lstat(std::string_view rel) {
   // Answered before it is waited for.
   class Answered final : public PendingLstat {

@@ -19,10 +19,17 @@
 #include "backend/path_guard.hpp"
 #include "sftp/protocol.hpp"
 #include "skein/result.hpp"
+#include "skein/shared_bytes.hpp"
 
 namespace skein {
 
 class BackendFile;
+
+// A regular file's whole contents with its attributes as it was opened: what ReadFiles serves.
+struct WholeFile {
+  sftp::Attrs attrs;
+  SharedBytes data;
+};
 
 // Bytes and operations served by one backend since the gateway started.
 struct BackendCounters {
@@ -71,6 +78,12 @@ class Backend {
   // never opened (ELOOP), also not by O_CREAT without O_EXCL.
   virtual Result<std::shared_ptr<BackendFile>> open(std::string_view rel, int flags,
                                                     uint32_t mode) = 0;
+  // The whole of each of `rels`, if it is a regular file of at most `max_bytes` (else EFBIG; a
+  // directory EISDIR, anything else EINVAL), each opened, read and closed; answers in the order
+  // asked. The default does one file after another; SftpBackend sends the requests of all of
+  // them together.
+  virtual std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
+                                                          uint32_t max_bytes);
 
   // The same backend rooted at its directory `rel` (normalised, below the root; "/" is the root
   // itself): a view that shares what the backend has (for SFTP its connection pool and path

@@ -498,4 +498,133 @@ Result<std::shared_ptr<BackendFile>> SftpBackend::open(std::string_view rel, int
   return std::shared_ptr<BackendFile>(std::move(f));
 }
 
+std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<std::string>& rels,
+                                                             uint32_t max_bytes) {
+  std::vector<Result<WholeFile>> out(rels.size(), Result<WholeFile>::failure(EIO));
+  std::vector<bool> again(rels.size(), false);  // for the default way
+  {
+    // Held until every handle is open: as for open_first().
+    auto hold = paths_->hold(PathGuard::Mode::shared);
+    auto conn = connection(pool().pick_slot());
+    if (!conn || !(*conn)->short_read_is_eof() ||
+        uint64_t{max_bytes} + 1 > (*conn)->limits().max_read)
+      return Backend::read_whole_files(rels, max_bytes);
+    Connection& c = **conn;
+    // First round: every file's LSTAT. Only a regular file that fits is opened: an OPEN of a
+    // fifo would wait in the server for a writer.
+    std::vector<size_t> asked;
+    std::vector<Request> looks;
+    for (size_t i = 0; i < rels.size(); ++i) {
+      if (auto st = confine(rels[i]); !st) {
+        out[i] = Result<WholeFile>::failure(st.error());
+        continue;
+      }
+      asked.push_back(i);
+      looks.push_back(PacketWriter(FXP_LSTAT).str(remote_path(rels[i])).take());
+    }
+    pool().count_ops(looks.size());
+    auto looked = c.call_all(std::move(looks));
+    std::vector<std::pair<size_t, Attrs>> to_open;
+    std::vector<Request> opens;
+    for (size_t k = 0; k < asked.size(); ++k) {
+      const size_t i = asked[k];
+      const auto code = status_code(looked[k]);
+      auto attrs = expect_attrs(std::move(looked[k]));
+      int error = 0;
+      if (!attrs) {
+        if (code && (*code == FX_NO_SUCH_FILE || *code == FX_PERMISSION_DENIED))
+          error = attrs.error();
+        else
+          again[i] = true;
+      } else if (S_ISLNK(attrs->permissions)) {
+        error = ELOOP;
+      } else if (S_ISDIR(attrs->permissions)) {
+        error = EISDIR;
+      } else if (!S_ISREG(attrs->permissions)) {
+        error = EINVAL;
+      } else if (!(attrs->flags & ATTR_SIZE)) {
+        again[i] = true;
+      } else if (attrs->size > max_bytes) {
+        error = EFBIG;
+      } else {
+        to_open.push_back({i, *attrs});
+        opens.push_back(PacketWriter(FXP_OPEN)
+                            .str(remote_path(rels[i]))
+                            .u32(open_flags_to_pflags(O_RDONLY))
+                            .attrs({})
+                            .take());
+      }
+      if (error) out[i] = Result<WholeFile>::failure(error);
+    }
+    pool().count_ops(opens.size());
+    auto opened = c.call_all(std::move(opens));
+    // Last round: each file's READ of one byte more than its size (a short answer is its end),
+    // then its CLOSE; in rounds of READs the connection's window holds.
+    struct Reading {
+      size_t i;
+      Attrs attrs;
+      uint32_t asked;
+      size_t reply;  // index of its READ's reply in its round
+    };
+    std::vector<Reading> reading;
+    std::vector<Request> round;
+    size_t round_bytes = 0;
+    uint64_t bytes = 0;
+    auto send_round = [&] {
+      if (round.empty()) return;
+      pool().count_ops(round.size());
+      auto replies = c.call_all(std::move(round));
+      for (auto& r : reading) {
+        Result<Reply>& got = replies[r.reply];
+        const auto code = status_code(got);
+        if (code && *code == FX_EOF) {  // empty
+          out[r.i] = WholeFile{r.attrs, {}};
+          continue;
+        }
+        if (!got || got->type != FXP_DATA) {
+          again[r.i] = true;
+          continue;
+        }
+        auto owner = std::make_shared<Reply>(std::move(*got));
+        auto data = PacketReader(owner->body).str();
+        if (!data || data->size() >= r.asked) {  // unreadable, or it grew since its LSTAT
+          again[r.i] = true;
+          continue;
+        }
+        bytes += data->size();
+        std::vector<std::string_view> pieces;
+        if (!data->empty()) pieces.push_back(*data);
+        out[r.i] = WholeFile{r.attrs, SharedBytes(std::move(pieces), owner)};
+      }
+      reading.clear();
+      round.clear();
+      round_bytes = 0;
+    };
+    for (size_t k = 0; k < to_open.size(); ++k) {
+      const auto& [i, attrs] = to_open[k];
+      auto handle = expect_handle(std::move(opened[k]));
+      if (!handle) {
+        again[i] = true;
+        continue;
+      }
+      const auto ask = static_cast<uint32_t>(attrs.size + 1);
+      if (round_bytes + ask > c.read_window()) send_round();
+      reading.push_back({i, attrs, ask, round.size()});
+      round.push_back(PacketWriter(FXP_READ).str(*handle).u64(0).u32(ask).take());
+      round.push_back(PacketWriter(FXP_CLOSE).str(*handle).take());
+      round_bytes += ask;
+    }
+    send_round();
+    pool().count_read(bytes);
+  }
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < rels.size(); ++i)
+    if (again[i]) rest.push_back(rels[i]);
+  if (rest.empty()) return out;
+  auto got = Backend::read_whole_files(rest, max_bytes);
+  for (size_t i = 0, k = 0; i < rels.size(); ++i)
+    if (again[i]) out[i] = std::move(got[k++]);
+  return out;
+}
+
 }  // namespace skein

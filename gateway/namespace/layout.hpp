@@ -84,6 +84,11 @@ class OpenFile {
   virtual void renamed(std::string new_rel) = 0;
 };
 
+// The whole of `file`, opened with attributes `attrs`, if it is a regular file of at most
+// `max_bytes` (see Backend::read_whole_files); closes it.
+Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs,
+                                       uint32_t max_bytes);
+
 struct Created {
   std::shared_ptr<OpenFile> file;
   sftp::Attrs attrs;
@@ -127,6 +132,10 @@ class Layout {
     if (!f) return Result<OpenedWithAttrs>::failure(f.error());
     return OpenedWithAttrs{*f, *attrs};
   }
+  // The whole of each of `rels` as Backend::read_whole_files gives it. This one opens, reads and
+  // closes one file after another; a layout on one backend lets the backend batch them.
+  virtual std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
+                                                          uint32_t max_bytes);
   // Creates (or, without O_EXCL, opens) a file.
   virtual Result<Created> create(const std::string& rel, int flags, uint32_t mode) = 0;
   // Every backend the layout uses, for statistics and aggregate statfs.

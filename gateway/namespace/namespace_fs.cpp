@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <set>
@@ -309,32 +310,34 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file_for_one_read(uint64_t handle
   return f;
 }
 
-Result<NamespaceFs::WholeFile> NamespaceFs::read_whole(const std::string& vpath,
-                                                       uint32_t max_bytes) {
-  using R = Result<WholeFile>;
-  auto t = locate(vpath);
-  if (!t.mount) return R::failure(t.table->is_synthetic_dir(vpath) ? EISDIR : ENOENT);
-  auto f = t.mount->layout->open_with_attrs(t.rel, O_RDONLY);
-  if (!f) return R::failure(f.error());
-  WholeFile whole{f->attrs, {}};
-  int error = 0;
-  if (!S_ISREG(f->attrs.permissions)) {
-    error = S_ISDIR(f->attrs.permissions) ? EISDIR : EINVAL;
-  } else if (f->attrs.size > max_bytes) {
-    error = EFBIG;
-  } else {
-    // One byte more than allowed: a file that grew since its open shows as too long.
-    auto data = f->file->read(0, max_bytes + 1);
-    if (!data)
-      error = data.error();
-    else if (data->size() > max_bytes)
-      error = EFBIG;
-    else
-      whole.data = data.take();
+std::vector<Result<WholeFile>> NamespaceFs::read_whole_files(const std::vector<std::string>& vpaths,
+                                                             uint32_t max_bytes) {
+  std::vector<Result<WholeFile>> out(vpaths.size(), Result<WholeFile>::failure(EIO));
+  // The files of each mount, in the order asked; the table that holds the mounts is kept.
+  struct Group {
+    Located at;
+    std::vector<size_t> which;
+    std::vector<std::string> rels;
+  };
+  std::vector<Group> groups;
+  for (size_t i = 0; i < vpaths.size(); ++i) {
+    auto t = locate(vpaths[i]);
+    if (!t.mount) {
+      out[i] = Result<WholeFile>::failure(t.table->is_synthetic_dir(vpaths[i]) ? EISDIR : ENOENT);
+      continue;
+    }
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const Group& x) { return x.at.mount == t.mount; });
+    if (g == groups.end()) g = groups.insert(groups.end(), Group{t, {}, {}});
+    g->which.push_back(i);
+    g->rels.push_back(std::move(t.rel));
   }
-  (void)f->file->close();
-  if (error != 0) return R::failure(error);
-  return whole;
+  for (auto& g : groups) {
+    auto got = g.at.mount->layout->read_whole_files(g.rels, max_bytes);
+    for (size_t k = 0; k < g.which.size() && k < got.size(); ++k)
+      out[g.which[k]] = std::move(got[k]);
+  }
+  return out;
 }
 
 Status NamespaceFs::release(uint64_t handle) {

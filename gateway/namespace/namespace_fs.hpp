@@ -82,14 +82,12 @@ class NamespaceFs {
                                                       bool& just_opened);
   Status release(uint64_t handle);
   size_t open_files() const;
-  // A regular file's whole contents and its attributes as opened, if it is at most `max_bytes`
-  // long (else EFBIG; not a regular file: EINVAL). Opened, read and closed here, no handle kept:
-  // for ReadFiles.
-  struct WholeFile {
-    sftp::Attrs attrs;
-    SharedBytes data;
-  };
-  Result<WholeFile> read_whole(const std::string& vpath, uint32_t max_bytes);
+  // Regular files' whole contents and their attributes as opened, each if it is at most
+  // `max_bytes` long (else EFBIG; a directory EISDIR, anything else EINVAL), in the order asked.
+  // Opened, read and closed here, no handle kept: for ReadFiles. The files of one mount go to
+  // its layout together (Layout::read_whole_files).
+  std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& vpaths,
+                                                  uint32_t max_bytes);
 
   // Bytes served to clients by Read and accepted from them by Write, since the gateway started
   // (`skeinctl namespaces list` shows them; they prove what a collective read fetched).

@@ -371,6 +371,12 @@ Result<Layout::OpenedWithAttrs> UnionLayout::open_with_attrs(const std::string& 
   return OpenedWithAttrs{std::shared_ptr<OpenFile>(*f), *attrs};
 }
 
+std::vector<Result<WholeFile>> UnionLayout::read_whole_files(const std::vector<std::string>& rels,
+                                                             uint32_t max_bytes) {
+  if (branches_.size() != 1) return Layout::read_whole_files(rels, max_bytes);
+  return branches_[0].backend->read_whole_files(rels, max_bytes);
+}
+
 Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t mode) {
   using R = Result<Created>;
   if (branches_.size() == 1 && branches_[0].mode == BranchMode::read_write &&

@@ -40,6 +40,9 @@ class UnionLayout final : public Layout {
   Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) override;
   // One branch: the OPEN alone, the file's attributes coming with it (one round trip, not three).
   Result<OpenedWithAttrs> open_with_attrs(const std::string& rel, int flags) override;
+  // One branch: its backend reads the files together.
+  std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
+                                                  uint32_t max_bytes) override;
   Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
   std::vector<std::shared_ptr<Backend>> backends() const override;
   std::string describe() const override;

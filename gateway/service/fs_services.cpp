@@ -567,33 +567,39 @@ grpc::Status DataService::read_files(grpc::ServerContextBase* ctx, const v1::Rea
     if (!norm) return s;
     paths.push_back(std::move(*norm));
   }
-  // Several files at once, so that their SFTP requests are in flight together (on the backends'
-  // connections) rather than one round trip after another: this thread and up to
-  // kReadFilesAtOnce - 1 helpers on the pool take the files one by one. This thread never waits
-  // for a helper to start (the pool may be full, of calls like this one): once it finds no file
+  // Slices of the files at once, so that their SFTP requests are in flight together (on the
+  // backends' connections) rather than one round trip after another: this thread and up to
+  // kReadFilesAtOnce - 1 helpers on the pool take the slices one by one. This thread never waits
+  // for a helper to start (the pool may be full, of calls like this one): once it finds no slice
   // left, helpers that start later take none, and it waits only for those reading one.
   struct Shared {
     std::vector<std::string> paths;
     uint32_t max_bytes = 0;
     std::shared_ptr<NamespaceFs> ns;
-    std::vector<Result<NamespaceFs::WholeFile>> got;
+    std::vector<Result<WholeFile>> got;
     std::atomic<size_t> next{0};
     std::mutex mu;
     std::condition_variable idle;
-    size_t reading = 0;  // helpers between their start and their last file
+    size_t reading = 0;  // helpers between their start and their last slice
     bool closed = false;
+    size_t slices() const { return (paths.size() + kReadFilesSlice - 1) / kReadFilesSlice; }
     void work() {
-      for (size_t i; (i = next.fetch_add(1)) < paths.size();)
-        got[i] = ns->read_whole(paths[i], max_bytes);
+      for (size_t s; (s = next.fetch_add(1)) < slices();) {
+        const size_t from = s * kReadFilesSlice;
+        const size_t to = std::min(paths.size(), from + kReadFilesSlice);
+        auto read = ns->read_whole_files({paths.begin() + from, paths.begin() + to}, max_bytes);
+        for (size_t i = from; i < to && i - from < read.size(); ++i)
+          got[i] = std::move(read[i - from]);
+      }
     }
   };
   auto shared = std::make_shared<Shared>();
-  shared->got.assign(paths.size(), Result<NamespaceFs::WholeFile>::failure(EIO));
+  shared->got.assign(paths.size(), Result<WholeFile>::failure(EIO));
   shared->paths = std::move(paths);
   shared->max_bytes = req->max_bytes();
   shared->ns = ns;
-  const size_t files = shared->paths.size();
-  const size_t extra = std::min<size_t>(files, kReadFilesAtOnce) - (files == 0 ? 0 : 1);
+  const size_t slices = shared->slices();
+  const size_t extra = std::min<size_t>(slices, kReadFilesAtOnce) - (slices == 0 ? 0 : 1);
   for (size_t k = 0; k < extra; ++k) {
     placement_.help([shared] {
       {

@@ -147,8 +147,11 @@ class DataService final : public DataCallbacks {
   InvalidationBroker* broker_;
 };
 
-// The Data service's limits are wire::kMaxIoSize and wire::kMaxReadFiles (wire/limits.hpp). How
-// many of a ReadFiles call's files are read at once:
+// The Data service's limits are wire::kMaxIoSize and wire::kMaxReadFiles (wire/limits.hpp). A
+// ReadFiles call's files go to the namespace in slices of up to kReadFilesSlice (a backend sends
+// a slice's requests together, on one connection), and up to kReadFilesAtOnce slices are read at
+// once.
+inline constexpr int kReadFilesSlice = 32;
 inline constexpr int kReadFilesAtOnce = 8;
 
 }  // namespace skein

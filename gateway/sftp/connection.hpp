@@ -55,6 +55,9 @@ class Connection {
   std::vector<Result<Reply>> call_all(std::vector<Request> requests);
 
   bool alive() const { return alive_.load(); }
+  // Bytes that READs in flight may ask for at once; call_all() sends READs of up to this many
+  // itself (more wait for the I/O thread).
+  size_t read_window() const { return read_window_; }
   size_t in_flight() const { return in_flight_.load(); }
   const Limits& limits() const { return limits_; }
   // True when a READ of at most limits().max_read bytes that comes back short has reached the end

@@ -435,6 +435,66 @@ TEST_F(Security, ReadFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
   EXPECT_EQ(reply.files(3).error(), EISDIR);
   EXPECT_EQ(reply.files(4).error(), EFBIG);
   EXPECT_TRUE(reply.files(4).data().empty());
+
+  // More files than one slice (the backend sends each slice's requests together): every answer in
+  // the order asked, each checked as above, among them a file through a symlinked directory, a
+  // fifo, an empty file and files of exactly the limit and one byte over it.
+  ASSERT_EQ(::symlink(outside().c_str(), server("rdir").c_str()), 0);
+  ASSERT_EQ(::mkfifo(server("fifo").c_str(), 0644), 0);
+  write_file(server("empty"), "");
+  write_file(server("limit"), std::string(4096, 'l'));
+  write_file(server("over"), std::string(4097, 'o'));
+  std::vector<std::string> paths;
+  std::vector<std::string> want;  // content, or "!" and the errno
+  for (int i = 0; i < 70; ++i) {
+    switch (i % 7) {
+      case 0:
+        paths.push_back(vpath("rdir/secret"));
+        want.push_back("!" + std::to_string(ELOOP));
+        break;
+      case 1:
+        paths.push_back(vpath("fifo"));
+        want.push_back("!" + std::to_string(EINVAL));
+        break;
+      case 2:
+        paths.push_back(vpath("empty"));
+        want.push_back("");
+        break;
+      case 3:
+        paths.push_back(vpath("limit"));
+        want.push_back(std::string(4096, 'l'));
+        break;
+      case 4:
+        paths.push_back(vpath("over"));
+        want.push_back("!" + std::to_string(EFBIG));
+        break;
+      case 5:
+        paths.push_back(vpath("rlink"));
+        want.push_back("!" + std::to_string(ELOOP));
+        break;
+      default: {
+        const std::string name = "many" + std::to_string(i);
+        write_file(server(name), "file " + std::to_string(i) + "\n");
+        paths.push_back(vpath(name));
+        want.push_back("file " + std::to_string(i) + "\n");
+      }
+    }
+  }
+  reply.Clear();
+  ASSERT_TRUE(read_files(paths, 4096, token_.c_str(), reply).ok());
+  ASSERT_EQ(reply.files_size(), 70);
+  for (int i = 0; i < 70; ++i) {
+    const auto& f = reply.files(i);
+    if (want[i][0] == '!') {
+      EXPECT_EQ(f.error(), std::stoi(want[i].substr(1))) << paths[i];
+      EXPECT_TRUE(f.data().empty()) << paths[i];
+    } else {
+      EXPECT_EQ(f.error(), 0) << paths[i];
+      EXPECT_EQ(f.data(), want[i]) << paths[i];
+      EXPECT_EQ(f.attr().size(), want[i].size()) << paths[i];
+    }
+  }
+  EXPECT_EQ(slurp(outside() + "/secret"), "the storage server's own file\n");
 }
 
 TEST_F(Security, AnAsynchronousCreateByWriteNeedsTheTokenAndStaysInTheExport) {

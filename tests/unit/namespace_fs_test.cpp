@@ -229,6 +229,46 @@ TEST(NamespaceFs, OpenWithOTruncReportsTheEmptiedFile) {
   EXPECT_EQ(*n.srv1->contents("/f"), "");
 }
 
+TEST(NamespaceFs, WholeFilesOfSeveralMountsAreAnsweredInTheOrderAsked) {
+  // Each mount's files go to its layout together; the answers come back in the caller's order,
+  // with the namespace's own directories and paths under no mount answered by the namespace.
+  Namespace n;
+  n.srv0->put_file("/a", "zero a");
+  n.srv1->put_file("/b", "one b");
+  n.srv0->put_file("/big", std::string(100, 'x'));
+  ASSERT_TRUE(n.srv0->mkdir("/dir", 0755));
+  ASSERT_TRUE(n.fs->mkdir("/data/striped/d", 0755));
+  auto f = n.fs->create("/data/striped/d/s", O_WRONLY, 0644);
+  ASSERT_TRUE(f);
+  auto w = n.fs->file(f->handle, "/data/striped/d/s", O_WRONLY);
+  ASSERT_TRUE(w);
+  ASSERT_TRUE((*w)->write(0, bytes("striped")));
+  ASSERT_TRUE(n.fs->release(f->handle));
+  auto got = n.fs->read_whole_files({"/srv1/b", "/srv0/a", "/data", "/srv0/big", "/srv1/none",
+                                     "/data/striped/d/s", "/srv0/dir", "/elsewhere/x", "/srv1/b"},
+                                    64);
+  ASSERT_EQ(got.size(), 9u);
+  auto text = [](const Result<WholeFile>& w) {
+    std::string out;
+    for (auto p : w->data.pieces()) out.append(p);
+    return out;
+  };
+  ASSERT_TRUE(got[0]);
+  EXPECT_EQ(text(got[0]), "one b");
+  EXPECT_EQ(got[0]->attrs.size, 5u);
+  ASSERT_TRUE(got[1]);
+  EXPECT_EQ(text(got[1]), "zero a");
+  EXPECT_EQ(got[2].error(), EISDIR) << "a directory above the mounts";
+  EXPECT_EQ(got[3].error(), EFBIG);
+  EXPECT_EQ(got[4].error(), ENOENT);
+  ASSERT_TRUE(got[5]) << got[5].error();
+  EXPECT_EQ(text(got[5]), "striped");
+  EXPECT_EQ(got[6].error(), EISDIR);
+  EXPECT_EQ(got[7].error(), ENOENT) << "under no mount";
+  ASSERT_TRUE(got[8]);
+  EXPECT_EQ(text(got[8]), "one b");
+}
+
 TEST(NamespaceFs, ANewMountTableServesTheNextCall) {
   Namespace n;
   n.srv0->put_file("/f", "x");

@@ -1,0 +1,47 @@
+// What every Layout shares; see layout.hpp.
+#include "namespace/layout.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+namespace skein {
+
+Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs,
+                                       uint32_t max_bytes) {
+  using R = Result<WholeFile>;
+  WholeFile whole{attrs, {}};
+  int error = 0;
+  if (!S_ISREG(attrs.permissions)) {
+    error = S_ISDIR(attrs.permissions) ? EISDIR : EINVAL;
+  } else if (attrs.size > max_bytes) {
+    error = EFBIG;
+  } else {
+    // One byte more than allowed: a file that grew since its open shows as too long.
+    auto data = file.read(0, max_bytes + 1);
+    if (!data)
+      error = data.error();
+    else if (data->size() > max_bytes)
+      error = EFBIG;
+    else
+      whole.data = data.take();
+  }
+  (void)file.close();
+  if (error != 0) return R::failure(error);
+  return whole;
+}
+
+std::vector<Result<WholeFile>> Layout::read_whole_files(const std::vector<std::string>& rels,
+                                                        uint32_t max_bytes) {
+  std::vector<Result<WholeFile>> out;
+  out.reserve(rels.size());
+  for (const std::string& rel : rels) {
+    auto f = open_with_attrs(rel, O_RDONLY);
+    out.push_back(f ? read_whole_and_close(*f->file, f->attrs, max_bytes)
+                    : Result<WholeFile>::failure(f.error()));
+  }
+  return out;
+}
+
+}  // namespace skein
