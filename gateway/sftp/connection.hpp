@@ -86,6 +86,8 @@ class Connection {
   // answers the server's keepalives (an sshd with ClientAliveInterval drops a client that leaves
   // them unanswered).
   static constexpr int kIdleServiceMs = 1000;
+  // Requests of a direct call_all() smaller than this are written together, up to this much.
+  static constexpr size_t kJoinedWrite = 32 * 1024;
   // Reads exactly n bytes (the handshake's replies), bounded by the timeout.
   bool read_exact(std::string& out, size_t n);
   // Writes one request to the channel; false if the channel failed. Caller holds ssh_mu_.
