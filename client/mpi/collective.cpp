@@ -108,6 +108,36 @@ void bcast_strings(MPI_Comm comm, std::vector<std::string>& v, int root) {
   }
 }
 
+bool allgather_strings(MPI_Comm comm, const std::vector<std::string>& mine,
+                       std::vector<std::string>& all) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  std::string joined;
+  for (auto& s : mine) {
+    joined += s;
+    joined.push_back('\0');
+  }
+  all.clear();  // `mine` may be `all`
+  const long long n = static_cast<long long>(joined.size());
+  std::vector<long long> lens(static_cast<std::size_t>(size));
+  MPI_Allgather(&n, 1, MPI_LONG_LONG, lens.data(), 1, MPI_LONG_LONG, comm);
+  long long total = 0;
+  for (long long l : lens) total += l;
+  if (total >= INT_MAX) return false;
+  std::vector<int> counts(lens.begin(), lens.end()), displs(static_cast<std::size_t>(size));
+  for (int r = 1; r < size; ++r)
+    displs[std::size_t(r)] = displs[std::size_t(r - 1)] + counts[std::size_t(r - 1)];
+  std::string joined_all(static_cast<std::size_t>(total), '\0');
+  MPI_Allgatherv(joined.data(), static_cast<int>(n), MPI_CHAR, joined_all.data(), counts.data(),
+                 displs.data(), MPI_CHAR, comm);
+  for (std::size_t at = 0; at < joined_all.size();) {
+    const std::size_t end = joined_all.find('\0', at);
+    all.push_back(joined_all.substr(at, end - at));
+    at = end + 1;
+  }
+  return true;
+}
+
 Node::~Node() {
   if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
   if (local != MPI_COMM_NULL) MPI_Comm_free(&local);

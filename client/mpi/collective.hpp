@@ -31,6 +31,11 @@ void wait_quietly(MPI_Request& request, long max_pause_ns = 4'000'000);
 // `s` from rank `root` of `comm`, on every rank.
 void bcast_string(MPI_Comm comm, std::string& s, int root);
 void bcast_strings(MPI_Comm comm, std::vector<std::string>& v, int root);
+// Every rank's `mine` into `all` on every rank: rank 0's strings first, then rank 1's, and so on.
+// Strings hold no NUL; `mine` may be `all`. False on every rank, and `all` empty, when all of them
+// together (with a byte each) are 2 GiB or more.
+bool allgather_strings(MPI_Comm comm, const std::vector<std::string>& mine,
+                       std::vector<std::string>& all);
 
 // This rank's node. Nodes are the ranks of MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), unless
 // overridden (one machine simulating several nodes, for tests and benchmarks):

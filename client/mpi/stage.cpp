@@ -1,4 +1,5 @@
 // skein_mpi_stage: a parallel tree copy (stage-in, stage-out); see skein/mpi.h and docs/mpi.md.
+#include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
@@ -44,28 +45,22 @@ struct Item {
   std::string target;  // symlinks
 };
 
+// An item as one string: its numbers, then the lengths of its names, then the names themselves
+// (a name may hold any byte but NUL, a separator of its own included).
 std::string pack(const Item& i) {
-  return std::string(1, i.type) + "\x1f" + std::to_string(i.mode) + "\x1f" +
-         std::to_string(i.mtime_ns) + "\x1f" + std::to_string(i.size) + "\x1f" + i.rel + "\x1f" +
-         i.target;
+  return std::string(1, i.type) + " " + std::to_string(i.mode) + " " + std::to_string(i.mtime_ns) +
+         " " + std::to_string(i.size) + " " + std::to_string(i.rel.size()) + " " +
+         std::to_string(i.target.size()) + " " + i.rel + i.target;
 }
 
 Item unpack(const std::string& s) {
   Item i;
-  std::vector<std::string> f;
-  std::size_t at = 0;
-  for (int k = 0; k < 5; ++k) {
-    std::size_t e = s.find('\x1f', at);
-    f.push_back(s.substr(at, e - at));
-    at = e + 1;
-  }
-  f.push_back(s.substr(at));
-  i.type = f[0][0];
-  i.mode = static_cast<uint32_t>(std::stoul(f[1]));
-  i.mtime_ns = std::stoll(f[2]);
-  i.size = std::stoull(f[3]);
-  i.rel = f[4];
-  i.target = f[5];
+  std::istringstream in(s);
+  std::size_t rel_size = 0, target_size = 0;
+  in >> i.type >> i.mode >> i.mtime_ns >> i.size >> rel_size >> target_size;
+  const std::size_t at = static_cast<std::size_t>(in.tellg()) + 1;
+  i.rel = s.substr(at, rel_size);
+  i.target = s.substr(at + rel_size, target_size);
   return i;
 }
 
@@ -73,37 +68,61 @@ timespec to_ts(int64_t ns) {
   return timespec{static_cast<time_t>(ns / 1000000000LL), static_cast<long>(ns % 1000000000LL)};
 }
 
-std::string walk(const std::string& src, std::vector<Item>& items) {
-  struct stat st;
-  if (::lstat(src.c_str(), &st) != 0) return errno_text(src);
-  if (!S_ISDIR(st.st_mode)) return src + " is not a directory";
-  items.push_back({'d', static_cast<uint32_t>(st.st_mode & 07777), mtime_ns_of(st), 0, "", ""});
-  std::error_code ec;
-  fs::recursive_directory_iterator it(src, ec), end;
-  if (ec) return src + ": " + ec.message();
-  for (; it != end; it.increment(ec)) {
-    if (ec) return src + ": " + ec.message();
-    const std::string p = it->path().string();
-    if (::lstat(p.c_str(), &st) != 0) return errno_text(p);
-    Item i{'f',
-           static_cast<uint32_t>(st.st_mode & 07777),
-           mtime_ns_of(st),
-           static_cast<uint64_t>(st.st_size),
-           p.substr(src.size()),
-           ""};
-    if (S_ISDIR(st.st_mode)) {
-      i.type = 'd';
-    } else if (S_ISLNK(st.st_mode)) {
-      i.type = 'l';
-      i.target = fs::read_symlink(p, ec).string();
-      if (ec) return p + ": " + ec.message();
-    } else if (!S_ISREG(st.st_mode)) {
-      continue;  // devices, sockets, fifos are not copied
+Item item_of(const struct stat& st, std::string rel) {
+  return Item{S_ISDIR(st.st_mode)   ? 'd'
+              : S_ISLNK(st.st_mode) ? 'l'
+                                    : 'f',
+              static_cast<uint32_t>(st.st_mode & 07777),
+              mtime_ns_of(st),
+              S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0,
+              std::move(rel),
+              ""};
+}
+
+// Lists SRC/REL (a directory): appends its entries to `found` (devices, sockets and fifos are not
+// copied) and its subdirectories to `subdirs`, and makes DST/REL/SUB for each. "" or the failure.
+std::string list_dir(const std::string& src, const std::string& dst, const std::string& rel,
+                     std::vector<Item>& found, std::vector<std::string>& subdirs) {
+  const std::string dir = src + rel;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return errno_text(dir);
+  std::string err;
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(d);
+    if (!e) {
+      if (errno != 0) err = errno_text(dir);
+      break;
     }
-    items.push_back(std::move(i));
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string child = rel + "/" + name;
+    struct stat st;
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      err = errno_text(src + child);
+      break;
+    }
+    if (!S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode) && !S_ISREG(st.st_mode)) continue;
+    Item i = item_of(st, child);
+    if (i.type == 'l') {
+      std::error_code ec;
+      i.target = fs::read_symlink(src + child, ec).string();
+      if (ec) {
+        err = src + child + ": " + ec.message();
+        break;
+      }
+    } else if (i.type == 'd') {
+      const std::string made = dst + child;
+      if (::mkdir(made.c_str(), 0700) != 0 && errno != EEXIST) {
+        err = errno_text(made);
+        break;
+      }
+      subdirs.push_back(child);
+    }
+    found.push_back(std::move(i));
   }
-  if (ec) return src + ": " + ec.message();
-  return "";
+  ::closedir(d);
+  return err;
 }
 
 std::string partial_of(const std::string& dst, const std::string& rel, const char* suffix) {
@@ -210,96 +229,154 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
   const auto start = std::chrono::steady_clock::now();
 
-  // Rank 0 lists the source, makes the directories and symlinks, and finds what is done.
-  std::vector<Item> items;
-  std::vector<std::string> packed, units_packed;
-  std::vector<std::size_t> whole_files;  // rank 0: the files copied whole, to put into units
-  uint64_t skipped_files = 0, skipped_bytes = 0;
+  // The tree's list goes to every rank in one message, which MPI bounds at 2 GiB.
+  auto too_many = [&] {
+    failures = src +
+               ": too many entries to copy at once (their list is over 2 GiB); copy its "
+               "subdirectories one by one\n";
+    return 1;
+  };
+
+  // Rank 0 checks SRC and DST and makes DST.
   std::string mine;
+  std::vector<Item> found;  // what this rank listed (rank 0: SRC itself first)
   if (rank == 0) {
-    mine = walk(src, items);
-    if (mine.empty() && (dst == src || dst.rfind(src + "/", 0) == 0))
+    struct stat st;
+    if (::lstat(src.c_str(), &st) != 0)
+      mine = errno_text(src);
+    else if (!S_ISDIR(st.st_mode))
+      mine = src + " is not a directory";
+    else if (dst == src || dst.rfind(src + "/", 0) == 0)
       mine = "DST " + dst + " is inside SRC " + src;
-    for (std::size_t k = 0; mine.empty() && k < items.size(); ++k) {
-      const Item& i = items[k];
-      const std::string d = dst + i.rel;
-      if (i.type == 'd') {
-        if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) mine = errno_text(d);
-      } else if (i.type == 'l') {
-        std::error_code ec;
-        if (fs::is_symlink(fs::symlink_status(d, ec)) && fs::read_symlink(d, ec) == i.target) {
-          ++skipped_files;
-        } else {
-          fs::remove(d, ec);
-          if (::symlink(i.target.c_str(), d.c_str()) != 0) mine = errno_text(d);
-        }
-        timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
-        if (mine.empty()) ::utimensat(AT_FDCWD, d.c_str(), t, AT_SYMLINK_NOFOLLOW);
-      } else if (complete(d, i)) {
-        ++skipped_files;
-        skipped_bytes += i.size;
-      } else if (i.size <= chunk) {
-        whole_files.push_back(k);
-      } else {
-        // A large file: chunks written in place into DST/.NAME.skein-partial, each recorded in
-        // DST/.NAME.skein-partial.chunks (a header naming the source's version, then one byte
-        // per chunk) once written; a rerun copies the chunks not recorded.
-        const uint64_t n = (i.size + chunk - 1) / chunk;
-        const std::string part = partial_of(dst, i.rel, kPartial);
-        const std::string rec = partial_of(dst, i.rel, kRecord);
-        const std::string header = record_header(i, chunk);
-        std::string old;
-        if (FILE* f = std::fopen(rec.c_str(), "rb")) {
-          char b[4096];
-          for (std::size_t r; (r = std::fread(b, 1, sizeof b, f)) > 0;) old.append(b, r);
-          std::fclose(f);
-        }
-        struct stat pst;
-        const bool resume = old.size() == header.size() + n && old.rfind(header, 0) == 0 &&
-                            ::stat(part.c_str(), &pst) == 0 &&
-                            static_cast<uint64_t>(pst.st_size) == i.size;
-        if (!resume) {
-          int pf = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-          if (pf < 0 || ::ftruncate(pf, static_cast<off_t>(i.size)) != 0) mine = errno_text(part);
-          if (pf >= 0) ::close(pf);
-          std::string fresh = header + std::string(n, '0');
-          FILE* f = mine.empty() ? std::fopen(rec.c_str(), "wb") : nullptr;
-          if (mine.empty() && (!f || std::fwrite(fresh.data(), 1, fresh.size(), f) != fresh.size()))
-            mine = errno_text(rec);
-          if (f) std::fclose(f);
-          old = fresh;
-        }
-        for (uint64_t c = 0; c < n; ++c) {
-          if (old[header.size() + c] == '1') {
-            skipped_bytes += std::min<uint64_t>(chunk, i.size - c * chunk);
-          } else {
-            units_packed.push_back("c " + std::to_string(k) + " " + std::to_string(c));
-          }
-        }
-      }
-    }
-    const std::size_t per_unit = files_per_unit(whole_files.size(), size);
-    for (std::size_t at = 0; at < whole_files.size();) {
-      std::string unit = "w";
-      uint64_t bytes = 0;
-      for (std::size_t n = 0;
-           at < whole_files.size() && n < per_unit && (n == 0 || bytes < (16u << 20)); ++n) {
-        unit += " " + std::to_string(whole_files[at]);
-        bytes += items[whole_files[at++]].size;
-      }
-      units_packed.push_back(std::move(unit));
-    }
-    for (auto& i : items) packed.push_back(pack(i));
+    else if (::mkdir(dst.c_str(), 0700) != 0 && errno != EEXIST)
+      mine = errno_text(dst);
+    else
+      found.push_back(item_of(st, ""));
   }
   std::string failure = agree(comm, mine);
   if (!failure.empty()) {
     failures = failure + "\n";
     return 1;
   }
-  bcast_strings(comm, packed, 0);
-  bcast_strings(comm, units_packed, 0);
-  if (rank != 0)
-    for (auto& p : packed) items.push_back(unpack(p));
+
+  // Every rank lists directories, one level of the tree at a time: the directories of a level
+  // are handed out by a shared counter, and the subdirectories found make the next level. The
+  // lister of a directory makes its subdirectories in DST.
+  for (std::vector<std::string> level{""}; !level.empty();) {
+    std::vector<std::string> next;
+    {
+      Counter counter(comm);
+      for (long long k; mine.empty() && (k = counter.next()) < (long long)level.size();)
+        mine = list_dir(src, dst, level[std::size_t(k)], found, next);
+    }
+    failure = agree(comm, mine);
+    if (!failure.empty()) {
+      failures = failure + "\n";
+      return 1;
+    }
+    if (!allgather_strings(comm, next, level)) return too_many();
+  }
+
+  // Every rank gets every item, in rank order; this rank's own start at `first`.
+  std::vector<std::string> packed;
+  for (auto& i : found) packed.push_back(pack(i));
+  std::vector<Item> items;
+  if (!allgather_strings(comm, packed, packed)) return too_many();
+  for (auto& p : packed) items.push_back(unpack(p));
+  packed.clear();
+  long long own = static_cast<long long>(found.size()), before = 0;
+  MPI_Exscan(&own, &before, 1, MPI_LONG_LONG, MPI_SUM, comm);
+  const std::size_t first = rank == 0 ? 0 : std::size_t(before);
+  found.clear();
+
+  // Every rank makes the symlinks it listed and finds which of its files are done, which are
+  // copied whole, and which in chunks.
+  std::vector<std::string> chunk_units, whole_own;  // "c ITEM CHUNK"; item numbers
+  uint64_t skipped[2] = {0, 0};                     // files, bytes
+  for (std::size_t k = first; mine.empty() && k < first + std::size_t(own); ++k) {
+    const Item& i = items[k];
+    const std::string d = dst + i.rel;
+    if (i.type == 'd') continue;
+    if (i.type == 'l') {
+      std::error_code ec;
+      if (fs::is_symlink(fs::symlink_status(d, ec)) && fs::read_symlink(d, ec) == i.target) {
+        ++skipped[0];
+      } else {
+        fs::remove(d, ec);
+        if (::symlink(i.target.c_str(), d.c_str()) != 0) mine = errno_text(d);
+      }
+      timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
+      if (mine.empty()) ::utimensat(AT_FDCWD, d.c_str(), t, AT_SYMLINK_NOFOLLOW);
+    } else if (complete(d, i)) {
+      ++skipped[0];
+      skipped[1] += i.size;
+    } else if (i.size <= chunk) {
+      whole_own.push_back(std::to_string(k));
+    } else {
+      // A large file: chunks written in place into DST/.NAME.skein-partial, each recorded in
+      // DST/.NAME.skein-partial.chunks (a header naming the source's version, then one byte
+      // per chunk) once written; a rerun copies the chunks not recorded.
+      const uint64_t n = (i.size + chunk - 1) / chunk;
+      const std::string part = partial_of(dst, i.rel, kPartial);
+      const std::string rec = partial_of(dst, i.rel, kRecord);
+      const std::string header = record_header(i, chunk);
+      std::string old;
+      if (FILE* f = std::fopen(rec.c_str(), "rb")) {
+        char b[4096];
+        for (std::size_t r; (r = std::fread(b, 1, sizeof b, f)) > 0;) old.append(b, r);
+        std::fclose(f);
+      }
+      struct stat pst;
+      const bool resume = old.size() == header.size() + n && old.rfind(header, 0) == 0 &&
+                          ::stat(part.c_str(), &pst) == 0 &&
+                          static_cast<uint64_t>(pst.st_size) == i.size;
+      if (!resume) {
+        int pf = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (pf < 0 || ::ftruncate(pf, static_cast<off_t>(i.size)) != 0) mine = errno_text(part);
+        if (pf >= 0) ::close(pf);
+        std::string fresh = header + std::string(n, '0');
+        FILE* f = mine.empty() ? std::fopen(rec.c_str(), "wb") : nullptr;
+        if (mine.empty() && (!f || std::fwrite(fresh.data(), 1, fresh.size(), f) != fresh.size()))
+          mine = errno_text(rec);
+        if (f) std::fclose(f);
+        old = fresh;
+      }
+      for (uint64_t c = 0; c < n; ++c) {
+        if (old[header.size() + c] == '1') {
+          skipped[1] += std::min<uint64_t>(chunk, i.size - c * chunk);
+        } else {
+          chunk_units.push_back("c " + std::to_string(k) + " " + std::to_string(c));
+        }
+      }
+    }
+  }
+  failure = agree(comm, mine);
+  if (!failure.empty()) {
+    failures = failure + "\n";
+    return 1;
+  }
+  uint64_t skipped_total[2] = {0, 0};
+  MPI_Reduce(skipped, skipped_total, 2, MPI_UINT64_T, MPI_SUM, 0, comm);
+  const uint64_t skipped_files = skipped_total[0], skipped_bytes = skipped_total[1];
+
+  // The pieces, the same on every rank: the chunks, then the whole files a few to a piece.
+  std::vector<std::string> units_packed;
+  std::vector<std::size_t> whole_files;
+  if (!allgather_strings(comm, chunk_units, units_packed) ||
+      !allgather_strings(comm, whole_own, whole_own))
+    return too_many();
+  for (auto& w : whole_own) whole_files.push_back(std::stoull(w));
+  const std::size_t per_unit = files_per_unit(whole_files.size(), size);
+  for (std::size_t at = 0; at < whole_files.size();) {
+    std::string unit = "w";
+    uint64_t bytes = 0;
+    for (std::size_t n = 0;
+         at < whole_files.size() && n < per_unit && (n == 0 || bytes < (16u << 20)); ++n) {
+      unit += " " + std::to_string(whole_files[at]);
+      bytes += items[whole_files[at++]].size;
+    }
+    units_packed.push_back(std::move(unit));
+  }
   std::vector<Unit> units;
   for (auto& u : units_packed) {
     std::istringstream in(u);
@@ -524,12 +601,19 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       ::unlink(rec.c_str());
       ++files_done;
     }
-    for (auto it = items.rbegin(); it != items.rend(); ++it) {  // deepest first
-      if (it->type != 'd') continue;
-      const std::string d = dst + it->rel;
-      timespec t[2] = {to_ts(it->mtime_ns), to_ts(it->mtime_ns)};
-      if (::chmod(d.c_str(), it->mode) != 0 || ::utimensat(AT_FDCWD, d.c_str(), t, 0) != 0)
-        failed.push_back((it->rel.empty() ? "/" : it->rel) + ": " + errno_text(d));
+    // Deepest first: a directory's mode may take away the search permission its subdirectories
+    // need.
+    std::vector<const Item*> dirs;
+    for (auto& i : items)
+      if (i.type == 'd') dirs.push_back(&i);
+    auto depth = [](const Item* i) { return std::count(i->rel.begin(), i->rel.end(), '/'); };
+    std::stable_sort(dirs.begin(), dirs.end(),
+                     [&](const Item* a, const Item* b) { return depth(a) > depth(b); });
+    for (const Item* i : dirs) {
+      const std::string d = dst + i->rel;
+      timespec t[2] = {to_ts(i->mtime_ns), to_ts(i->mtime_ns)};
+      if (::chmod(d.c_str(), i->mode) != 0 || ::utimensat(AT_FDCWD, d.c_str(), t, 0) != 0)
+        failed.push_back((i->rel.empty() ? "/" : i->rel) + ": " + errno_text(d));
     }
   }
   MPI_Barrier(comm);
