@@ -46,9 +46,10 @@ int64_t to_ns(const timespec& ts) {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-struct stat to_stat(const FileAttr& a, fuse_ino_t ino) {
+// `file_id` is what stat(2) shows as st_ino (InodeTable::file_id).
+struct stat to_stat(const FileAttr& a, uint64_t file_id) {
   struct stat st {};
-  st.st_ino = ino;
+  st.st_ino = file_id;
   st.st_mode = a.mode;
   st.st_nlink = a.nlink;
   st.st_uid = a.uid;
@@ -66,7 +67,7 @@ fuse_entry_param to_entry_param(const Entry& entry) {
   fuse_entry_param e{};
   e.ino = entry.ref.ino;
   e.generation = entry.ref.generation;
-  e.attr = to_stat(entry.attr, entry.ref.ino);
+  e.attr = to_stat(entry.attr, entry.ref.file_id);
   e.attr_timeout = e.entry_timeout = entry.timeout;
   return e;
 }
@@ -112,7 +113,7 @@ void reply_entry(fuse_req_t req, const Result<Entry>& entry) {
 
 void reply_attr(fuse_req_t req, fuse_ino_t ino, const Result<Attributes>& attr) {
   if (!attr) return (void)fuse_reply_err(req, attr.error());
-  struct stat st = to_stat(attr->attr, ino);
+  struct stat st = to_stat(attr->attr, session_of(req).file_id(ino));
   fuse_reply_attr(req, &st, attr->timeout);
 }
 

@@ -1,9 +1,17 @@
 // The mount's inode numbers: the kernel names files by number, the gateway by virtual path.
 // Numbers are synthetic (a counter, never a pointer, never reused while mounted) and map to the
 // path they currently have; renames move whole subtrees, removals detach a number from its path.
+//
+// What stat(2) shows as st_ino is a file number of its own: the inode number, except that a path
+// whose inode the kernel forgot keeps its file number for the next inode made there, unless this
+// mount removed or replaced it, or the gateway said that the name changed. The kernel forgets an
+// inode whenever its cache lets it go (memory, an invalidation of every name after the mount lost
+// and regained the gateway's Watch stream), and programs that compare st_ino before and after an
+// open (cp, tar, rsync, git) would otherwise take the file for replaced.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -22,6 +30,7 @@ inline constexpr InodeNumber kRootInode = 1;
 struct InodeRef {
   InodeNumber ino = 0;
   uint64_t generation = 0;
+  uint64_t file_id = 0;  // st_ino
 };
 
 // One name the kernel may cache: `name` in directory `parent` stands for `ino`.
@@ -72,6 +81,14 @@ class InodeTable {
   // every inode known, attached or not.
   std::vector<InodeNumber> all_inodes() const;
 
+  // The file number (st_ino) of `ino`; `ino` itself when unknown.
+  uint64_t file_id(InodeNumber ino) const;
+  // The file number of the inode attached at `path`, if any.
+  std::optional<uint64_t> file_id_at(const std::string& path) const;
+  // The name at `path` (with `below`, also every name below it) may stand for another file now:
+  // an inode made there later gets a file number of its own.
+  void changed(const std::string& path, bool below);
+
   // Kernel lookups counted on `ino` (0 when unknown). For tests and diagnostics.
   uint64_t lookup_count(InodeNumber ino) const;
 
@@ -84,7 +101,16 @@ class InodeTable {
     uint64_t nlookup = 0;
     uint64_t generation = 0;
     bool attached = true;
+    uint64_t file_id = 0;
   };
+
+  // File numbers of paths whose inodes the kernel forgot, at most kRemembered (the oldest go).
+  static constexpr std::size_t kRemembered = 100'000;
+  void remember_locked(const std::string& path, uint64_t file_id);
+  // Forgets the file numbers kept at `path` and, with `below`, below it.
+  void erase_remembered_locked(const std::string& path, bool below);
+  // Moves the file numbers kept at and below `from` to `to`.
+  void move_remembered_locked(const std::string& from, const std::string& to);
 
   // Removes `path` and the entries below it from by_path_, returning them (path, ino) in order.
   std::map<std::string, InodeNumber> take_subtree_locked(const std::string& path);
@@ -99,6 +125,8 @@ class InodeTable {
   std::unordered_map<InodeNumber, Inode> inodes_;  // guarded by mu_
   // Attached inodes only. Ordered, so the entries below "/a" are the one range starting at "/a/".
   std::map<std::string, InodeNumber> by_path_;  // guarded by mu_
+  std::map<std::string, uint64_t> remembered_;  // path -> file number; guarded by mu_
+  std::deque<std::string> remembered_order_;    // oldest first (may hold stale paths)
 };
 
 }  // namespace skein::client

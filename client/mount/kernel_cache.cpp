@@ -106,6 +106,7 @@ void KernelCache::invalidate(const std::vector<Invalidation>& items) {
         // A name the inode table does not hold is not in the kernel's directory cache either
         // (failed lookups are not cached), so only known names need the directory's lock.
         if (item.path == "/") break;
+        inodes_.changed(item.path, false);  // it may name another file now
         if (auto name = inodes_.name_at(item.path)) inval_entry(name->parent, name->name);
         // The directory's attributes and its cached listing (kept in its pages) go too.
         if (auto parent = inodes_.find(parent_path(item.path))) {
@@ -115,6 +116,7 @@ void KernelCache::invalidate(const std::vector<Invalidation>& items) {
         break;
       }
       case Invalidation::Kind::kTree:
+        inodes_.changed(item.path, true);
         drop_tree(item.path);
         break;
       case Invalidation::Kind::kAll:

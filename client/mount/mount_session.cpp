@@ -879,7 +879,7 @@ Result<MountSession::Listing> MountSession::readdir(InodeNumber ino, DirHandle& 
     item.next = i + 1;
     if (!plus) {
       if (dir_path && !is_dot_or_dotdot(entry.name))
-        item.known = inodes_.find(join_path(*dir_path, entry.name));
+        item.known = inodes_.file_id_at(join_path(*dir_path, entry.name));
     } else if (!is_dot_or_dotdot(entry.name) && (entry.attr.mode & S_IFMT) != 0) {
       // The kernel takes no lookup for "." and "..", nor for an entry with ino 0; an entry the
       // gateway sent without a file type gets no inode rather than a broken one.

@@ -114,8 +114,9 @@ class MountSession {
     std::string_view name;
     uint32_t mode = 0;  // the type bits (and permissions) as the gateway sent them
     uint64_t next = 0;  // the offset of the entry after this one
-    // readdir: the inode this mount has for the name, if any (the kernel's d_ino).
-    std::optional<InodeNumber> known;
+    // readdir: the file number (st_ino) of the inode this mount has for the name, if any (the
+    // kernel's d_ino).
+    std::optional<uint64_t> known;
     // readdirplus: the entry, one lookup counted (taken back if it does not fit); none for "."
     // and "..", and for an entry the gateway sent without a file type.
     std::optional<Entry> entry;
@@ -145,6 +146,8 @@ class MountSession {
   void entry_not_received(const Entry& entry);
 
   // ---- attributes ----
+  // What stat(2) shows as the inode's st_ino (InodeTable::file_id).
+  uint64_t file_id(InodeNumber ino) const { return inodes_.file_id(ino); }
   // Answered from the mount's copy for a directory nothing changed since; for an open file whose
   // name is gone, its attributes as last seen (not to be cached).
   Result<Attributes> getattr(InodeNumber ino);

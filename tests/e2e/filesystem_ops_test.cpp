@@ -152,6 +152,23 @@ TEST_F(FilesystemOps, HardLinkSharesContent) {
   EXPECT_EQ(read_file(m("hard")), "shared");
 }
 
+TEST_F(FilesystemOps, AFileKeepsItsInodeNumberWhenTheKernelForgetsIt) {
+  // cp, tar and git compare st_ino before and after an open; the kernel may forget an inode in
+  // between (memory, or every name dropped after the Watch stream came back).
+  ASSERT_EQ(::mkdir(m("keep").c_str(), 0755), 0) << strerror(errno);
+  ASSERT_TRUE(write_file(m("keep/f"), "kept"));
+  struct stat before, after;
+  ASSERT_EQ(::stat(m("keep/f").c_str(), &before), 0);
+  ASSERT_TRUE(write_file("/proc/sys/vm/drop_caches", "2"));  // dentries and inodes: FORGETs
+  ASSERT_EQ(::stat(m("keep/f").c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  // A file removed and made again through the mount is another file.
+  ASSERT_EQ(::unlink(m("keep/f").c_str()), 0);
+  ASSERT_TRUE(write_file(m("keep/f"), "new"));
+  ASSERT_EQ(::stat(m("keep/f").c_str(), &after), 0);
+  EXPECT_NE(after.st_ino, before.st_ino);
+}
+
 TEST_F(FilesystemOps, ChmodChownTruncateUtimens) {
   ASSERT_TRUE(write_file(m("attrs"), "0123456789"));
   ASSERT_EQ(::chmod(m("attrs").c_str(), 0600), 0);

@@ -62,6 +62,88 @@ TEST(InodeTable, NumbersAreNotReusedAfterForget) {
   EXPECT_NE(fresh, old);
 }
 
+TEST(InodeTable, APathKeepsItsFileNumberWhenTheKernelForgetsItsInode) {
+  // st_ino stays the same across the kernel forgetting an inode (cp compares it before and after
+  // its open); the inode number does not come back.
+  InodeTable table;
+  const InodeRef first = table.lookup_add("/d/f");
+  EXPECT_EQ(first.file_id, first.ino);
+  table.forget(first.ino, 1);
+  const InodeRef again = table.lookup_add("/d/f");
+  EXPECT_NE(again.ino, first.ino);
+  EXPECT_EQ(again.file_id, first.file_id);
+  EXPECT_EQ(table.file_id(again.ino), first.file_id);
+  EXPECT_EQ(table.file_id_at("/d/f"), first.file_id);
+  // Another path never gets it.
+  const InodeRef other = table.lookup_add("/d/g");
+  EXPECT_NE(other.file_id, first.file_id);
+  EXPECT_EQ(table.file_id(12345), 12345u) << "unknown: the number itself";
+}
+
+TEST(InodeTable, AFileNumberIsDroppedWhenTheNameMayStandForAnotherFile) {
+  InodeTable table;
+  auto forgotten = [&](const std::string& path) {
+    const InodeRef r = table.lookup_add(path);
+    table.forget(r.ino, 1);
+    return r.file_id;
+  };
+  auto next_id = [&](const std::string& path) {
+    const InodeRef r = table.lookup_add(path);
+    table.forget(r.ino, 1);
+    return r.file_id;
+  };
+  // Removed through this mount (the file, or a directory above it).
+  uint64_t id = forgotten("/a");
+  table.unlink("/a");
+  EXPECT_NE(next_id("/a"), id);
+  id = forgotten("/d1/x");
+  table.unlink("/d1");
+  EXPECT_NE(next_id("/d1/x"), id);
+  // The gateway said the name changed, or a subtree did.
+  id = forgotten("/b");
+  table.changed("/b", false);
+  EXPECT_NE(next_id("/b"), id);
+  id = forgotten("/d2/y");
+  const uint64_t beside = forgotten("/d2z");
+  table.changed("/d2", false);
+  EXPECT_EQ(next_id("/d2/y"), id) << "only the name itself";
+  table.changed("/d2", true);
+  EXPECT_NE(next_id("/d2/y"), id);
+  EXPECT_EQ(next_id("/d2z"), beside) << "a sibling whose name only starts the same";
+}
+
+TEST(InodeTable, FileNumbersFollowRenamesAndExchanges) {
+  InodeTable table;
+  auto forgotten = [&](const std::string& path) {
+    const InodeRef r = table.lookup_add(path);
+    table.forget(r.ino, 1);
+    return r.file_id;
+  };
+  const uint64_t moved = forgotten("/src/f"), replaced = forgotten("/dst/f");
+  table.lookup_add("/src");  // the directory the kernel still holds
+  table.rename("/src", "/dst");
+  EXPECT_EQ(forgotten("/dst/f"), moved);
+  EXPECT_NE(forgotten("/src/f"), moved);
+  EXPECT_NE(forgotten("/dst/f"), replaced);
+  const uint64_t at_a = forgotten("/a/x"), at_b = forgotten("/b/x");
+  table.exchange("/a", "/b");
+  EXPECT_EQ(forgotten("/b/x"), at_a);
+  EXPECT_EQ(forgotten("/a/x"), at_b);
+}
+
+TEST(InodeTable, FileNumbersAreKeptForAtMostAHundredThousandPaths) {
+  InodeTable table;
+  const InodeRef oldest = table.lookup_add("/oldest");
+  table.forget(oldest.ino, 1);
+  for (int i = 0; i < 100'000; ++i) {
+    const InodeRef r = table.lookup_add("/f" + std::to_string(i));
+    table.forget(r.ino, 1);
+  }
+  EXPECT_NE(table.lookup_add("/oldest").file_id, oldest.file_id) << "the oldest went";
+  const InodeRef newest = table.lookup_add("/f99999");
+  EXPECT_NE(newest.ino, newest.file_id) << "the newest stayed";
+}
+
 TEST(InodeTable, RootIsNeverForgotten) {
   InodeTable table;
   table.forget(kRootInode, 100);
