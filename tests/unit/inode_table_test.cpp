@@ -80,18 +80,17 @@ TEST(InodeTable, APathKeepsItsFileNumberWhenTheKernelForgetsItsInode) {
   EXPECT_EQ(table.file_id(12345), 12345u) << "unknown: the number itself";
 }
 
+// The file number an inode made at `path` gets, after which the kernel forgets it again.
+uint64_t looked_up_and_forgotten(InodeTable& table, const std::string& path) {
+  const InodeRef r = table.lookup_add(path);
+  table.forget(r.ino, 1);
+  return r.file_id;
+}
+
 TEST(InodeTable, AFileNumberIsDroppedWhenTheNameMayStandForAnotherFile) {
   InodeTable table;
-  auto forgotten = [&](const std::string& path) {
-    const InodeRef r = table.lookup_add(path);
-    table.forget(r.ino, 1);
-    return r.file_id;
-  };
-  auto next_id = [&](const std::string& path) {
-    const InodeRef r = table.lookup_add(path);
-    table.forget(r.ino, 1);
-    return r.file_id;
-  };
+  auto forgotten = [&](const std::string& path) { return looked_up_and_forgotten(table, path); };
+  auto next_id = forgotten;
   // Removed through this mount (the file, or a directory above it).
   uint64_t id = forgotten("/a");
   table.unlink("/a");
@@ -114,11 +113,7 @@ TEST(InodeTable, AFileNumberIsDroppedWhenTheNameMayStandForAnotherFile) {
 
 TEST(InodeTable, FileNumbersFollowRenamesAndExchanges) {
   InodeTable table;
-  auto forgotten = [&](const std::string& path) {
-    const InodeRef r = table.lookup_add(path);
-    table.forget(r.ino, 1);
-    return r.file_id;
-  };
+  auto forgotten = [&](const std::string& path) { return looked_up_and_forgotten(table, path); };
   const uint64_t moved = forgotten("/src/f"), replaced = forgotten("/dst/f");
   table.lookup_add("/src");  // the directory the kernel still holds
   table.rename("/src", "/dst");
