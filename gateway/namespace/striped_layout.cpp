@@ -557,22 +557,17 @@ Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_
     if (!a) return R::failure(a.error());
     return Created{*f, *a, std::nullopt};
   };
-  auto existing = primary().lstat(rel);
-  if (existing) {
-    if (flags & O_EXCL) return R::failure(EEXIST);
-    if (S_ISDIR(existing->permissions)) return R::failure(EISDIR);
-    return open_existing();
-  }
-  if (existing.error() != ENOENT) return R::failure(existing.error());
-
   // Backend 0 settles who creates the name (O_EXCL there even when the caller did not ask, so
   // that of two racing creators only one truncates the other parts). What is on the other
-  // backends under a name backend 0 did not have is an orphan: truncated.
+  // backends under a name backend 0 did not have is an orphan: truncated. A name that is there
+  // already is looked at only then: a new file costs no lookup first.
   int part_flags = (flags & ~(O_APPEND | O_EXCL)) | O_CREAT;
   auto p0 = primary().open(rel, part_flags | O_EXCL, mode);
   if (!p0) {
-    if (p0.error() == EEXIST && !(flags & O_EXCL)) return open_existing();
-    return R::failure(p0.error());
+    if (p0.error() != EEXIST || (flags & O_EXCL)) return R::failure(p0.error());
+    auto existing = primary().lstat(rel);
+    if (existing && S_ISDIR(existing->permissions)) return R::failure(EISDIR);
+    return open_existing();
   }
   auto others = part_backends(width());
   auto opened = fan_out(
@@ -588,7 +583,9 @@ Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_
     (void)primary().unlink(rel);
     return R::failure(err);
   }
-  auto attrs = (*p0)->fstat();
+  // The attributes the create brought back (same round trip), else asked.
+  auto attrs =
+      (*p0)->attrs_at_open() ? Result<sftp::Attrs>(*(*p0)->attrs_at_open()) : (*p0)->fstat();
   if (!attrs) return R::failure(attrs.error());
   std::vector<std::shared_ptr<BackendFile>> parts{*p0};
   for (auto& p : opened) parts.push_back(*p);

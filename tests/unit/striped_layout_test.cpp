@@ -234,6 +234,31 @@ TEST(StripedLayout, BackendZeroDecidesWhetherANameExists) {
   EXPECT_EQ(s.read("/orphan", 0, 100), "new");
 }
 
+TEST(StripedLayout, ACreateOfANewFileAsksNothingBeforeOrAfterItsOpens) {
+  // The O_EXCL open on backend 0 settles whether the name is new, and brings its attributes: no
+  // lookup before it, no fstat after it. A name already there is looked at only then.
+  Stripes s;
+  const size_t lstats = s.b[0]->calls("lstat"), fstats = s.b[0]->calls("fstat");
+  auto c = s.layout->create("/new", O_RDWR, 0640);
+  ASSERT_TRUE(c) << strerror(c.error());
+  EXPECT_EQ(c->attrs.size, 0u);
+  EXPECT_EQ(c->attrs.permissions & 07777, 0640u);
+  EXPECT_TRUE(S_ISREG(c->attrs.permissions));
+  ASSERT_TRUE(c->file->close());
+  EXPECT_EQ(s.b[0]->calls("lstat"), lstats);
+  EXPECT_EQ(s.b[0]->calls("fstat"), fstats);
+  // An existing file is opened (not truncated without O_TRUNC), O_EXCL refuses it, and a
+  // directory is EISDIR.
+  s.write("/there", 0, "keep me");
+  auto again = s.layout->create("/there", O_RDWR, 0644);
+  ASSERT_TRUE(again) << strerror(again.error());
+  ASSERT_TRUE(again->file->close());
+  EXPECT_EQ(s.read("/there", 0, 100), "keep me");
+  EXPECT_EQ(s.layout->create("/there", O_RDWR | O_EXCL, 0644).error(), EEXIST);
+  ASSERT_TRUE(s.layout->mkdir("/dir", 0755));
+  EXPECT_EQ(s.layout->create("/dir", O_RDWR, 0644).error(), EISDIR);
+}
+
 TEST(StripedLayout, ACreateIsAllOrNothing) {
   Stripes s;
   s.layout->prepare();
