@@ -260,6 +260,22 @@ bool Connection::write_request(const Request& r) {
   return channel_->write(r.framed, r.tail, std::chrono::steady_clock::now() + endpoint_.timeout);
 }
 
+bool Connection::write_joining(const Request& r, std::string& joined, Deadline deadline) {
+  if (!r.tail.empty() || r.framed.size() >= kJoinedWrite)
+    return flush_joined(joined, deadline) && write_request(r);
+  if (joined.size() + r.framed.size() > kJoinedWrite && !flush_joined(joined, deadline))
+    return false;
+  joined.append(r.framed);
+  return true;
+}
+
+bool Connection::flush_joined(std::string& joined, Deadline deadline) {
+  if (joined.empty()) return true;
+  const bool ok = channel_->write(joined, {}, deadline);
+  joined.clear();
+  return ok;
+}
+
 std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& framed,
                                                    uint32_t first_id) {
   const auto deadline = std::chrono::steady_clock::now() + endpoint_.timeout;
@@ -272,29 +288,13 @@ std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& f
   };
   std::lock_guard ssh(ssh_mu_);
   if (!alive_) return finish();
-  // Small requests one after another go in one channel write, up to an SSH packet's worth: the
-  // server then decrypts and hands on one packet for them, not one each.
   std::string joined;
-  auto flush_joined = [&] {
-    if (joined.empty()) return true;
-    const bool ok = channel_->write(joined, {}, deadline);
-    joined.clear();
-    return ok;
-  };
+  bool written = true;
   for (auto& f : framed) {
-    bool ok = true;
-    if (f.tail.empty() && f.framed.size() < kJoinedWrite) {
-      if (joined.size() + f.framed.size() > kJoinedWrite) ok = flush_joined();
-      joined.append(f.framed);
-    } else {
-      ok = flush_joined() && write_request(f);
-    }
-    if (!ok) {
-      mark_dead(why("write failed"));
-      return finish();
-    }
+    written = write_joining(f, joined, deadline);
+    if (!written) break;
   }
-  if (!flush_joined()) {
+  if (!written || !flush_joined(joined, deadline)) {
     mark_dead(why("write failed"));
     return finish();
   }
@@ -423,16 +423,9 @@ void Connection::io_loop() {
       batch.swap(queue_);
     }
     bool write_failed = false;
-    // Small requests one after another go in one channel write, as in call_direct(); each is
-    // registered before anything that holds it is written.
+    // Each request is registered before anything that holds it is written.
     std::string joined;
-    auto flush_joined = [&] {
-      if (joined.empty()) return true;
-      const bool ok =
-          channel_->write(joined, {}, std::chrono::steady_clock::now() + endpoint_.timeout);
-      joined.clear();
-      return ok;
-    };
+    auto deadline = [&] { return std::chrono::steady_clock::now() + endpoint_.timeout; };
     for (auto& [request, p] : batch) {
       const std::string& framed = request.framed;
       uint32_t id = static_cast<uint32_t>(static_cast<uint8_t>(framed[5])) << 24 |
@@ -440,14 +433,7 @@ void Connection::io_loop() {
                     static_cast<uint32_t>(static_cast<uint8_t>(framed[7])) << 8 |
                     static_cast<uint8_t>(framed[8]);
       pending_.emplace(id, std::move(p));
-      bool written = true;
-      if (request.tail.empty() && framed.size() < kJoinedWrite) {
-        if (joined.size() + framed.size() > kJoinedWrite) written = flush_joined();
-        joined.append(framed);
-      } else {
-        written = flush_joined() && write_request(request);
-      }
-      if (!written) {
+      if (!write_joining(request, joined, deadline())) {
         // Requests of this batch not yet registered still need an answer.
         std::lock_guard lock(mu_);
         for (auto& rest : batch)
@@ -459,7 +445,7 @@ void Connection::io_loop() {
       request.framed.clear();  // written (or joined)
       request.tail.clear();
     }
-    if (!write_failed && !flush_joined()) write_failed = true;
+    if (!write_failed && !flush_joined(joined, deadline())) write_failed = true;
     if (write_failed) {
       fail_all(why("write failed"));
       return;

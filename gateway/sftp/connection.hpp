@@ -86,12 +86,18 @@ class Connection {
   // answers the server's keepalives (an sshd with ClientAliveInterval drops a client that leaves
   // them unanswered).
   static constexpr int kIdleServiceMs = 1000;
-  // Requests of a direct call_all() smaller than this are written together, up to this much.
+  // Requests without separate data and smaller than this are written together, up to this much
+  // a channel write: the server then decrypts and hands on one SSH packet for them, not one each.
   static constexpr size_t kJoinedWrite = 32 * 1024;
   // Reads exactly n bytes (the handshake's replies), bounded by the timeout.
   bool read_exact(std::string& out, size_t n);
   // Writes one request to the channel; false if the channel failed. Caller holds ssh_mu_.
   bool write_request(const Request& request);
+  // Writes `request`, or (a small one without separate data) appends it to `joined`, which is
+  // written first when it would grow past kJoinedWrite; flush_joined() writes what is left. False
+  // if the channel failed. Caller holds ssh_mu_.
+  bool write_joining(const Request& request, std::string& joined, Deadline deadline);
+  bool flush_joined(std::string& joined, Deadline deadline);
   // Marks the connection dead from a caller's thread; the I/O thread fails the rest and stops.
   void mark_dead(const std::string& why);
   // Reads what libssh has and hands out complete replies: those with ids first_id..first_id +
