@@ -17,15 +17,11 @@ std::vector<Result<WholeFile>> Backend::read_whole_files(const std::vector<std::
       out.push_back(Result<WholeFile>::failure(f.error()));
       continue;
     }
-    auto attrs = (*f)->attrs_at_open();
+    auto attrs = (*f)->attrs_as_opened();
     if (!attrs) {
-      auto asked = (*f)->fstat();
-      if (!asked) {
-        (void)(*f)->close();
-        out.push_back(Result<WholeFile>::failure(asked.error()));
-        continue;
-      }
-      attrs = *asked;
+      (void)(*f)->close();
+      out.push_back(Result<WholeFile>::failure(attrs.error()));
+      continue;
     }
     out.push_back(read_whole_and_close(**f, *attrs, max_bytes));
   }

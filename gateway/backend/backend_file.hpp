@@ -15,6 +15,11 @@ class BackendFile : public OpenFile {
   // file's attributes as it was opened (before an O_TRUNC), when the backend got them with it.
   virtual std::optional<sftp::Attrs> attrs_at_open() const = 0;
   virtual std::optional<sftp::Attrs> parent_attrs_at_open() const = 0;
+  // The file's attributes as it was opened when the open brought them, else asked (FSTAT).
+  Result<sftp::Attrs> attrs_as_opened() {
+    if (auto known = attrs_at_open()) return *known;
+    return fstat();
+  }
 };
 
 }  // namespace skein

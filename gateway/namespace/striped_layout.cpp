@@ -584,8 +584,7 @@ Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_
     return R::failure(err);
   }
   // The attributes the create brought back (same round trip), else asked.
-  auto attrs =
-      (*p0)->attrs_at_open() ? Result<sftp::Attrs>(*(*p0)->attrs_at_open()) : (*p0)->fstat();
+  auto attrs = (*p0)->attrs_as_opened();
   if (!attrs) return R::failure(attrs.error());
   std::vector<std::shared_ptr<BackendFile>> parts{*p0};
   for (auto& p : opened) parts.push_back(*p);

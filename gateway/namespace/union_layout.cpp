@@ -361,12 +361,8 @@ Result<Layout::OpenedWithAttrs> UnionLayout::open_with_attrs(const std::string& 
   if (writes && !branch.writable()) return R::failure(EROFS);
   auto f = branch.backend->open(rel, flags, 0);
   if (!f) return R::failure(f.error());
-  auto attrs = (*f)->attrs_at_open();
-  if (!attrs) {
-    auto asked = (*f)->fstat();
-    if (!asked) return R::failure(asked.error());
-    attrs = *asked;
-  }
+  auto attrs = (*f)->attrs_as_opened();
+  if (!attrs) return R::failure(attrs.error());
   if (S_ISDIR(attrs->permissions) && writes) return R::failure(EISDIR);
   return OpenedWithAttrs{std::shared_ptr<OpenFile>(*f), *attrs};
 }
@@ -408,8 +404,7 @@ Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t 
   auto f = where->backend->open(rel, flags | O_CREAT, mode);
   if (!f) return R::failure(f.error());
   // The directory's attributes are those of one branch's copy only: not the merged directory.
-  if (auto known = (*f)->attrs_at_open()) return Created{*f, *known, std::nullopt};
-  auto attrs = (*f)->fstat();
+  auto attrs = (*f)->attrs_as_opened();
   if (!attrs) return R::failure(attrs.error());
   return Created{*f, *attrs, std::nullopt};
 }
