@@ -649,52 +649,9 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     (void)set_times(e, dpath);  // a symlink's times are kept where the server lets them be set
     run.done(e.path, true);
   };
-  auto copy_whole = [&](const StageEntry& e) {
-    auto spath = below(source.root, e.path), dpath = below(dest_root, e.path);
-    auto src = source.layout->open(spath, O_RDONLY);
-    if (!src) return run.fail(e.path, "opening the source: " + errno_text(src.error()));
-    auto dst = destination.layout->create(dpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (!dst) {
-      (void)(*src)->close();
-      return run.fail(e.path, "creating the copy: " + errno_text(dst.error()));
-    }
-    auto& out = dst->file;
-    int err = 0;
-    if (dst->attrs.size != 0) {
-      auto t = out->truncate(0);
-      if (!t) err = t.error();
-    }
-    uint64_t offset = 0;
-    while (!err) {
-      // As much as the walk found and one byte more: a file's end is seen in the same reply (a
-      // read far past it would wait for replies that do not come), and one that grew goes on.
-      uint64_t want = offset < e.size ? e.size - offset + 1 : 1;
-      auto data = (*src)->read(offset, static_cast<uint32_t>(std::min<uint64_t>(kReadPiece, want)));
-      if (!data) {
-        err = data.error();
-        break;
-      }
-      if (data->empty()) break;
-      auto w = out->write(offset, *data);
-      if (!w) {
-        err = w.error();
-        break;
-      }
-      offset += data->size();
-      run.bytes_moved += data->size();
-    }
-    auto closed = out->close();
-    (void)(*src)->close();
-    if (!err && !closed) err = closed.error();
-    if (err) return run.fail(e.path, "copying: " + errno_text(err));
-    {
-      std::lock_guard lock(run.mu);
-      run.bytes_done += offset;
-    }
-    finish_file(e, dpath);
-  };
-  // A small file whose contents were read already: the copy made and written in one go.
-  auto copy_data = [&](const StageEntry& e, const SharedBytes& data) {
+  // Makes the copy of `e` and writes into it what `next(offset)` gives, until it gives nothing
+  // (or fails); then the file is finished, or failed with the cause.
+  auto write_copy = [&](const StageEntry& e, auto&& next) {
     auto dpath = below(dest_root, e.path);
     auto dst = destination.layout->create(dpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (!dst) return run.fail(e.path, "creating the copy: " + errno_text(dst.error()));
@@ -704,22 +661,47 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       auto t = out->truncate(0);
       if (!t) err = t.error();
     }
-    if (!err && !data.empty()) {
-      auto w = out->write(0, data);
-      if (!w)
-        err = w.error();
-      else if (*w != data.size())
-        err = EIO;
+    uint64_t offset = 0;
+    while (!err) {
+      Result<SharedBytes> data = next(offset);
+      if (!data) {
+        err = data.error();
+        break;
+      }
+      if (data->empty()) break;
+      auto w = out->write(offset, *data);
+      if (!w || *w != data->size()) {
+        err = w ? EIO : w.error();
+        break;
+      }
+      offset += data->size();
+      run.bytes_moved += data->size();
     }
     auto closed = out->close();
     if (!err && !closed) err = closed.error();
     if (err) return run.fail(e.path, "copying: " + errno_text(err));
-    run.bytes_moved += data.size();
     {
       std::lock_guard lock(run.mu);
-      run.bytes_done += data.size();
+      run.bytes_done += offset;
     }
     finish_file(e, dpath);
+  };
+  auto copy_whole = [&](const StageEntry& e) {
+    auto src = source.layout->open(below(source.root, e.path), O_RDONLY);
+    if (!src) return run.fail(e.path, "opening the source: " + errno_text(src.error()));
+    write_copy(e, [&](uint64_t offset) {
+      // As much as the walk found and one byte more: a file's end is seen in the same reply (a
+      // read far past it would wait for replies that do not come), and one that grew goes on.
+      uint64_t want = offset < e.size ? e.size - offset + 1 : 1;
+      return (*src)->read(offset, static_cast<uint32_t>(std::min<uint64_t>(kReadPiece, want)));
+    });
+    (void)(*src)->close();
+  };
+  // A small file whose contents were read already: written in one go.
+  auto copy_data = [&](const StageEntry& e, const SharedBytes& data) {
+    write_copy(e, [&](uint64_t offset) {
+      return Result<SharedBytes>(offset == 0 ? data : SharedBytes());
+    });
   };
   // Small files read together; one that is not as walked (grown, gone, unreadable) is copied the
   // plain way, which says what is wrong with it.
