@@ -238,7 +238,14 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   };
 
   // Rank 0 checks SRC and DST and makes DST.
-  std::string mine;
+  std::string mine;  // this rank's failure
+  // Every rank's failure agreed on: true on every rank, with `failures` set, when any failed.
+  auto failed_somewhere = [&] {
+    const std::string failure = agree(comm, mine);
+    if (failure.empty()) return false;
+    failures = failure + "\n";
+    return true;
+  };
   std::vector<Item> found;  // what this rank listed (rank 0: SRC itself first)
   if (rank == 0) {
     struct stat st;
@@ -253,11 +260,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     else
       found.push_back(item_of(st, ""));
   }
-  std::string failure = agree(comm, mine);
-  if (!failure.empty()) {
-    failures = failure + "\n";
-    return 1;
-  }
+  if (failed_somewhere()) return 1;
 
   // Every rank lists directories, one level of the tree at a time: the directories of a level
   // are handed out by a shared counter, and the subdirectories found make the next level. The
@@ -269,11 +272,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       for (long long k; mine.empty() && (k = counter.next()) < (long long)level.size();)
         mine = list_dir(src, dst, level[std::size_t(k)], found, next);
     }
-    failure = agree(comm, mine);
-    if (!failure.empty()) {
-      failures = failure + "\n";
-      return 1;
-    }
+    if (failed_somewhere()) return 1;
     if (!allgather_strings(comm, next, level)) return too_many();
   }
 
@@ -350,11 +349,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       }
     }
   }
-  failure = agree(comm, mine);
-  if (!failure.empty()) {
-    failures = failure + "\n";
-    return 1;
-  }
+  if (failed_somewhere()) return 1;
   uint64_t skipped_total[2] = {0, 0};
   MPI_Reduce(skipped, skipped_total, 2, MPI_UINT64_T, MPI_SUM, 0, comm);
   const uint64_t skipped_files = skipped_total[0], skipped_bytes = skipped_total[1];
