@@ -77,25 +77,36 @@ bool write_all(int fd, const std::string& data) {
   return true;
 }
 
-// Creates `dir` (and parents) if missing, private to its owner unless it is the shared /run one.
+// Creates `dir` (and parents) if missing: private to its owner for a user's own mounts; for root's
+// (/run/skein) searchable by everyone whatever the umask, since a job's user must reach the
+// socket of its job's mount there (each socket's own mode and owner say who may connect).
 bool make_dir(const std::string& dir, std::string& error) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  const bool made = fs::create_directories(dir, ec);
   if (ec) {
     error = "cannot create " + dir + ": " + ec.message();
     return false;
   }
-  if (geteuid() != 0) ::chmod(dir.c_str(), 0700);
+  if (geteuid() != 0)
+    ::chmod(dir.c_str(), 0700);
+  else if (made)
+    ::chmod(dir.c_str(), 0755);
   return true;
 }
 
 }  // namespace
 
 std::string ControlSocket::default_dir() {
-  if (geteuid() == 0) return "/run/skein";
+  if (geteuid() == 0) return kSystemDir;
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
   if (runtime != nullptr && *runtime == '/') return std::string(runtime) + "/skein";
   return "/tmp/skein-" + std::to_string(geteuid());
+}
+
+std::vector<std::string> ControlSocket::default_dirs() {
+  std::vector<std::string> dirs{default_dir()};
+  if (dirs[0] != kSystemDir) dirs.push_back(kSystemDir);
+  return dirs;
 }
 
 std::vector<std::string> ControlSocket::mountpoint_keys(const std::string& mountpoint) {
@@ -115,9 +126,10 @@ std::vector<std::string> ControlSocket::mountpoint_keys(const std::string& mount
 std::unique_ptr<ControlSocket> ControlSocket::open(const std::string& dir,
                                                    const std::string& mount_id,
                                                    const std::string& mountpoint,
-                                                   std::string& error) {
+                                                   std::string& error, uid_t user) {
   if (!make_dir(dir, error) || !make_dir(links_dir(dir), error)) return nullptr;
   std::unique_ptr<ControlSocket> socket(new ControlSocket());
+  socket->user_ = user;
   socket->path_ = dir + "/" + mount_id + ".sock";
   sockaddr_un addr;
   if (!fill_address(socket->path_, addr)) {
@@ -139,6 +151,13 @@ std::unique_ptr<ControlSocket> ControlSocket::open(const std::string& dir,
     return nullptr;
   }
   ::chmod(socket->path_.c_str(), 0600);
+  // Root's mount for another user (a job's): that user owns the socket, so only it and root may
+  // connect; answer() checks the peer again.
+  if (user != ::geteuid() && ::chown(socket->path_.c_str(), user, static_cast<gid_t>(-1)) != 0) {
+    error = errno_text("chown " + socket->path_ + " to uid " + std::to_string(user));
+    ::unlink(socket->path_.c_str());
+    return nullptr;
+  }
   if (::listen(socket->listen_fd_, 16) != 0 || ::pipe2(socket->wake_fd_, O_CLOEXEC) != 0) {
     error = errno_text("listen " + socket->path_);
     ::unlink(socket->path_.c_str());
@@ -216,8 +235,18 @@ void ControlSocket::answer(int fd) {
   ucred peer{};
   socklen_t len = sizeof peer;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
-      (peer.uid != 0 && peer.uid != ::geteuid())) {
+      (peer.uid != 0 && peer.uid != ::geteuid() && peer.uid != user_)) {
     write_all(fd, "error: permission denied\n");
+    // The command is read and dropped: closing with it unread would reset the connection, and
+    // the client would see that instead of the answer.
+    set_timeouts(fd, kServerTimeoutSeconds);
+    ::shutdown(fd, SHUT_WR);
+    char drop[512];
+    for (std::size_t n = 0; n < 2 * kMaxCommand;) {
+      const ssize_t r = ::read(fd, drop, sizeof drop);
+      if (r <= 0) break;
+      n += static_cast<std::size_t>(r);
+    }
     return;
   }
   set_timeouts(fd, kServerTimeoutSeconds);
@@ -269,17 +298,21 @@ void ControlSocket::answer(int fd) {
 bool ControlSocket::request(const std::string& dir, const std::string& mountpoint,
                             const std::string& command, std::string& answer, std::string& error,
                             int pass_fd) {
-  std::string target;
-  for (const std::string& key : mountpoint_keys(mountpoint)) {
-    std::error_code ec;
-    fs::path linked = fs::read_symlink(links_dir(dir) + "/" + link_name(key), ec);
-    if (!ec) {
-      target = linked.string();
-      break;
+  std::string target, searched;
+  for (const std::string& d : dir.empty() ? default_dirs() : std::vector<std::string>{dir}) {
+    for (const std::string& key : mountpoint_keys(mountpoint)) {
+      std::error_code ec;
+      fs::path linked = fs::read_symlink(links_dir(d) + "/" + link_name(key), ec);
+      if (!ec) {
+        target = linked.string();
+        break;
+      }
     }
+    if (!target.empty()) break;
+    searched += (searched.empty() ? "" : " or ") + d;
   }
   if (target.empty()) {
-    error = "no skein mount at " + mountpoint + " (no control socket for it in " + dir + ")";
+    error = "no skein mount at " + mountpoint + " (no control socket for it in " + searched + ")";
     return false;
   }
   sockaddr_un addr;
@@ -300,6 +333,10 @@ bool ControlSocket::request(const std::string& dir, const std::string& mountpoin
     if (errno == ECONNREFUSED || errno == ENOENT) {
       error = "the skein-mount of " + mountpoint + " is not running (stale control socket " +
               target + ")";
+    } else if (errno == EACCES) {
+      error = errno_text("connect " + target) +
+              " (a mount's control socket takes root, the mount's own user and the user of "
+              "the job whose namespace it mounts)";
     } else {
       error = errno_text("connect " + target);
     }

@@ -3,12 +3,14 @@
 // and a symlink `<dir>/by-mountpoint/<mount point, %-encoded>` to it, so that
 // `skein-mount --drop-caches MOUNTPOINT` finds it from the mount point alone, without touching
 // the mount (which may be hung). <dir> is /run/skein for root, else $XDG_RUNTIME_DIR/skein or
-// /tmp/skein-<uid>. Connections are answered at once, each on a thread of its own (up to
-// kMaxAnswering; more wait), so that one slow command (a `fill fetch` reading from the gateway)
-// does not hold up the others: the handler must be thread-safe.
+// /tmp/skein-<uid>. Root's mount of a job's namespace (the Slurm prolog's) gives its socket to the
+// job's user, who finds it in /run/skein. Connections are answered at once, each on a thread of its
+// own (up to kMaxAnswering; more wait), so that one slow command (a `fill fetch` reading from the
+// gateway) does not hold up the others: the handler must be thread-safe.
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <functional>
@@ -20,7 +22,8 @@
 
 namespace skein::client {
 
-// Who sent a command (SO_PEERCRED): root or the mount's own user, as the socket accepts no other.
+// Who sent a command (SO_PEERCRED): root, the mount's own user, or the user the socket was opened
+// for, as the socket accepts no other.
 struct ControlPeer {
   pid_t pid = 0;
   uid_t uid = 0;
@@ -35,15 +38,22 @@ class ControlSocket {
   using Handler =
       std::function<std::string(const std::string& command, int fd, const ControlPeer& peer)>;
 
+  // Where a mount puts its socket: /run/skein for root, else the user's own directory.
+  static constexpr const char* kSystemDir = "/run/skein";
   static std::string default_dir();
+  // Where a client looks when given no directory: its own default_dir(), then /run/skein (root's
+  // mounts, among them those of the caller's jobs).
+  static std::vector<std::string> default_dirs();
   // The names a mount point is known by: the absolute, lexically normal path, and the same with
   // its parent directory's symlinks resolved. Never touches the mount point itself.
   static std::vector<std::string> mountpoint_keys(const std::string& mountpoint);
 
   // Binds and listens (no thread yet, so it may be called before the daemon forks). Returns null
-  // with `error` set on failure.
+  // with `error` set on failure. `user`, when not this process's own, also may use the socket:
+  // it owns the socket file (root's mount of a job's namespace, for the job's user).
   static std::unique_ptr<ControlSocket> open(const std::string& dir, const std::string& mount_id,
-                                             const std::string& mountpoint, std::string& error);
+                                             const std::string& mountpoint, std::string& error,
+                                             uid_t user = ::geteuid());
   // Connections answered at once; a further one waits until one of them is done.
   static constexpr int kMaxAnswering = 8;
 
@@ -57,9 +67,9 @@ class ControlSocket {
 
   const std::string& path() const { return path_; }
 
-  // Client side: sends `command` to the mount at `mountpoint` and returns its answer. With
-  // `fd` >= 0 that file descriptor goes with it (SCM_RIGHTS). On failure returns false with
-  // `error` set.
+  // Client side: sends `command` to the mount at `mountpoint`, whose socket is linked from `dir`
+  // (empty: the first of default_dirs() that has it), and returns its answer. With `fd` >= 0
+  // that file descriptor goes with it (SCM_RIGHTS). On failure returns false with `error` set.
   static bool request(const std::string& dir, const std::string& mountpoint,
                       const std::string& command, std::string& answer, std::string& error,
                       int fd = -1);
@@ -72,6 +82,7 @@ class ControlSocket {
   int listen_fd_ = -1;
   int wake_fd_[2] = {-1, -1};  // a pipe: writing to it ends serve()
   std::string path_;
+  uid_t user_ = 0;  // besides root and this process's user, the one that may use the socket
   std::vector<std::string> links_;
   Handler handler_;
   std::thread thread_;

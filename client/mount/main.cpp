@@ -52,6 +52,7 @@ struct MountArgs {
   std::vector<std::string> options;  // each a -o argument, comma-separated
   std::string token_file;
   std::string job;  // mount this job's namespace, with a credential fetched by the node
+  std::optional<uid_t> job_user;  // that job's user, from the credential: may use the socket
   skein::wire::ClientTls tls;
   std::string log_file;
   std::string log_level = "info";
@@ -325,10 +326,9 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
 int send_control_command(const MountArgs& args) {
   const bool drop = !args.drop_caches.empty();
   const std::string& mountpoint = drop ? args.drop_caches : args.status;
-  const std::string dir =
-      args.control_dir.empty() ? ControlSocket::default_dir() : args.control_dir;
   std::string answer, error;
-  if (!ControlSocket::request(dir, mountpoint, drop ? "drop-caches" : "status", answer, error)) {
+  if (!ControlSocket::request(args.control_dir, mountpoint, drop ? "drop-caches" : "status", answer,
+                              error)) {
     fail(error);
     return 1;
   }
@@ -397,9 +397,10 @@ int run(const MountArgs& args, const std::string& token) {
   // Bound before the fork, so it answers as soon as this command returns.
   {
     std::string error;
+    // A job's mount (root's, from the Slurm prolog) also answers the job's user: its skein-mpi.
     mount.control = ControlSocket::open(
         args.control_dir.empty() ? ControlSocket::default_dir() : args.control_dir, mount_id,
-        args.mountpoint, error);
+        args.mountpoint, error, args.job_user.value_or(::geteuid()));
     if (!mount.control)
       fail("no control socket (--drop-caches and --status will not work): " + error);
   }
@@ -538,7 +539,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--control-dir", args.control_dir,
                  "Directory of control sockets (default /run/skein for root, else "
-                 "$XDG_RUNTIME_DIR/skein or /tmp/skein-UID)");
+                 "$XDG_RUNTIME_DIR/skein or /tmp/skein-UID; --drop-caches and --status also look "
+                 "in /run/skein)");
   auto* drop = app.add_option("--drop-caches", args.drop_caches,
                               "Do not mount: drop every cache of the mount at MOUNTPOINT")
                    ->type_name("MOUNTPOINT");
@@ -594,6 +596,7 @@ int main(int argc, char** argv) {
     auto c = fetch_job_credential(args);
     if (!c) return 1;
     args.ns = c->ns;
+    args.job_user = c->uid;
     token = std::move(c->token);
   } else {
     auto token_read = read_token(args.token_file);

@@ -346,7 +346,6 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     o.quiet = options->quiet != 0;
     if (options->control_dir) o.control_dir = options->control_dir;
   }
-  if (o.control_dir.empty()) o.control_dir = client::ControlSocket::default_dir();
   if (o.chunk > (std::size_t(1) << 30)) o.chunk = std::size_t(1) << 30;
   Node node;
   std::string failure;

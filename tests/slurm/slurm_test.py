@@ -12,6 +12,7 @@ Prints one PASS/FAIL line per test and 'N passed, N failed' last.
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -130,6 +131,75 @@ echo done > "$SKEIN_SCRATCH/results/flag"
         check(f.read() == files["a.bin"], "stage-out copy.bin differs from what the job wrote")
     with open(os.path.join(dest, "flag"), "rb") as f:
         check(f.read() == b"done\n", "stage-out flag differs")
+
+
+def test_mpi_job_bcasts_and_stages_its_scratch_with_srun(c):
+    """An MPI job of an unprivileged user runs skein-mpi under srun on its own scratch: bcast fills
+    the mount's page cache and stage-in copies a tree out of it with its small files fetched
+    several at a time. Both go through the mount's control socket, which the prolog's mount (run
+    as root) opens to the job's user and to nobody else."""
+    skein_mpi = os.path.join(h.BUILD, "client", "skein-mpi")
+    check(os.access(skein_mpi, os.X_OK), f"{skein_mpi} is not built (it needs libopenmpi-dev)")
+    export0 = c.skein_env["SKEIN_EXPORTS"].split()[0]
+    src = os.path.join(export0, "users", A, "mpi-in")
+    os.makedirs(os.path.join(src, "sub"), exist_ok=True)
+    files = {"big.bin": os.urandom(6 << 20)}
+    files.update({f"sub/s{i:02d}": os.urandom(1000 + i) for i in range(40)})
+    for name, data in files.items():
+        with open(os.path.join(src, name), "wb") as f:
+            f.write(data)
+    work = c.workdir(A)
+    ready, go = os.path.join(work, "mpi-ready"), os.path.join(work, "mpi-go")
+    job, r = c.sbatch(A, f"""#!/bin/bash
+#SBATCH --ntasks=2
+#BB_LUA pool={h.POOL} capacity=1G
+#BB_LUA skein width=2 stage_in=/srv0/users/{A}/mpi-in:/input
+srun --mpi=pmix -n 2 {skein_mpi} bcast "$SKEIN_SCRATCH/input" || echo "bcast failed"
+srun --mpi=pmix -n 2 {skein_mpi} stage-in "$SKEIN_SCRATCH/input" {work}/copy-$SLURM_JOB_ID || echo "stage-in failed"
+touch {ready}
+for i in $(seq 300); do [ -e {go} ] && break; sleep 0.1; done
+""")
+    check(job, f"sbatch refused: {r.stderr}")
+    try:
+        wait_file(ready, seconds=90)
+        # The other user cannot use the job's control socket: the socket's mode keeps them out,
+        # and the mount's check of its peer (SO_PEERCRED) would, were the mode ever opened.
+        mp = c.mount_point(job)
+        status = h.run(["runuser", "-u", B, "--", os.path.join(h.BUILD, "client", "skein-mount"),
+                        "--status", mp, "--control-dir", "/run/skein"], check=False)
+        check(status.returncode != 0 and "Permission denied" in status.stderr,
+              f"{B} used the control socket of {A}'s job: {status.stdout!r} {status.stderr!r}")
+        link = "".join(ch if ch.isalnum() or ch in "._-" else f"%{ord(ch):02X}" for ch in mp)
+        sock = os.path.realpath(os.path.join("/run/skein/by-mountpoint", link))
+        check(sock.endswith(".sock") and os.path.exists(sock), f"no control socket for {mp}: {sock}")
+        mode = os.stat(sock).st_mode & 0o777
+        os.chmod(sock, 0o666)
+        try:
+            probe = h.run(["runuser", "-u", B, "--", "python3", "-c",
+                           "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+                           "s.sendall(b'status\\n'); print(s.recv(200).decode())", sock], check=False)
+        finally:
+            os.chmod(sock, mode)
+        check("error: permission denied" in probe.stdout,
+              f"the mount answered {B}, who is not the job's user: {probe.stdout!r} {probe.stderr!r}")
+    finally:
+        with open(go, "w"):
+            pass
+    state = c.wait_job(job, seconds=90)
+    out = c.output(A, job)
+    check(state == "COMPLETED", f"job {job} ended {state}: {out}")
+    check("failed" not in out, f"skein-mpi failed in the job: {out}")
+    total = sum(len(d) for d in files.values())
+    check(f"broadcast 41 files, {total} bytes fetched once, into 1 nodes' page cache" in out,
+          f"bcast did not fetch the tree once: {out!r}")
+    check("40 of them fetched several at a time" in out,
+          f"stage-in did not fetch the small files through the control socket: {out!r}")
+    copy = os.path.join(work, f"copy-{job}")
+    for name, data in files.items():
+        with open(os.path.join(copy, name), "rb") as f:
+            check(f.read() == data, f"the job's stage-in copy of {name} differs")
+    shutil.rmtree(copy, ignore_errors=True)
+    assert_clean(c, job)
 
 
 def test_cleanup_after_scancel_of_a_running_job(c):
@@ -396,6 +466,7 @@ TESTS = [
     test_scratch_is_mounted_private_at_first_line,
     test_two_running_jobs_cannot_see_each_others_scratch,
     test_stage_in_and_out_byte_for_byte,
+    test_mpi_job_bcasts_and_stages_its_scratch_with_srun,
     test_failed_staging_holds_the_job_and_cancel_removes_everything,
     test_failed_stage_out_keeps_the_job_in_stage_out_until_scancel_hurry,
     test_cleanup_after_scancel_of_a_running_job,

@@ -1,13 +1,15 @@
 // The mount's control socket, on a real unix socket in a temporary directory: commands are
 // answered at once, so a slow one (a `fill fetch` reading from the gateway) holds up no other;
 // a file descriptor passed with a command (SCM_RIGHTS, as skein-mpi passes its buffer) reaches
-// the handler.
+// the handler; a socket opened for another user (a job's) answers that user and root only.
 #include "control_socket.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -133,6 +135,75 @@ TEST(ControlSocketTest, PassesAFileDescriptorWithACommand) {
       << error;
   EXPECT_EQ(answer, "without: no fd\n");
   EXPECT_EQ(handler_fd, -1);
+}
+
+// Sends `command` as user `uid` (a child process that drops root) and returns what came back:
+// the answer, or "refused: ERROR".
+std::string request_as(uid_t uid, const std::string& dir, const std::string& mountpoint,
+                       const std::string& command) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string answer, error, out;
+    if (::setgid(uid) != 0 || ::setuid(uid) != 0)
+      out = "setuid failed";
+    else
+      out = ControlSocket::request(dir, mountpoint, command, answer, error) ? answer
+                                                                            : "refused: " + error;
+    const bool ok = ::write(fds[1], out.data(), out.size()) == static_cast<ssize_t>(out.size());
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, std::size_t(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return got;
+}
+
+TEST(ControlSocketTest, ASocketOpenedForAJobsUserAnswersThatUserAndRootOnly) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as other users";
+  TempDir dir;
+  ::chmod(dir.path.c_str(), 0755);
+  const std::string sockets = dir.path + "/sockets", mountpoint = dir.path + "/mnt";
+  constexpr uid_t kJobUser = 64001, kOther = 64002;
+  std::string error;
+  auto socket = ControlSocket::open(sockets, "m1", mountpoint, error, kJobUser);
+  ASSERT_TRUE(socket) << error;
+  socket->start([](const std::string& command, int, const ControlPeer& peer) {
+    return command + " from uid " + std::to_string(peer.uid) + "\n";
+  });
+  struct stat st;
+  ASSERT_EQ(::stat(socket->path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, kJobUser);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  EXPECT_EQ(request_as(kJobUser, sockets, mountpoint, "status"), "status from uid 64001\n");
+  std::string answer;
+  ASSERT_TRUE(ControlSocket::request(sockets, mountpoint, "status", answer, error)) << error;
+  EXPECT_EQ(answer, "status from uid 0\n");
+  // Another user: kept out by the socket's mode, with a message that says who may connect...
+  const std::string refused = request_as(kOther, sockets, mountpoint, "status");
+  EXPECT_NE(refused.find("refused: connect " + socket->path() + ": Permission denied"),
+            std::string::npos)
+      << refused;
+  // ...and by the check of the peer, were the mode opened.
+  ASSERT_EQ(::chmod(socket->path().c_str(), 0666), 0);
+  EXPECT_EQ(request_as(kOther, sockets, mountpoint, "status"), "error: permission denied\n");
+}
+
+TEST(ControlSocketTest, AClientWithoutADirectoryLooksInItsOwnAndThenInRunSkein) {
+  const auto dirs = ControlSocket::default_dirs();
+  ASSERT_FALSE(dirs.empty());
+  EXPECT_EQ(dirs.front(), ControlSocket::default_dir());
+  EXPECT_EQ(dirs.back(), std::string(ControlSocket::kSystemDir));
+  std::string answer, error;
+  EXPECT_FALSE(ControlSocket::request("", "/no/such/mount", "status", answer, error));
+  EXPECT_NE(error.find("no control socket for it in " + dirs.front()), std::string::npos) << error;
 }
 
 }  // namespace

@@ -24,7 +24,8 @@ typedef struct skein_mpi_options {
   size_t chunk_size;       /* bytes per chunk; 0: 4 MiB */
   int verify;              /* non-zero: afterwards every rank reads the files through its mount
                               and the SHA-256 digests must agree */
-  const char* control_dir; /* where the mounts' control sockets are; NULL: skein-mount's default */
+  const char* control_dir; /* where the mounts' control sockets are; NULL: this user's own
+                              directory, then /run/skein (root's mounts, a job's among them) */
   int quiet;               /* non-zero: rank 0 prints no progress */
 } skein_mpi_options;
 
