@@ -25,7 +25,19 @@ std::string err(const std::string& what) { return "error: " + what + "\n"; }
 
 }  // namespace
 
-std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd) {
+DirAttrs directory_attrs(MountDaemon& mount) {
+  return [&mount](const std::string& path) -> std::optional<FileAttr> {
+    if (auto ino = mount.inodes.find(path)) {
+      if (auto kept = mount.cache.dir_attrs(*ino)) return kept->first;
+    }
+    auto got = mount.gateway->getattr(path);
+    if (!got) return std::nullopt;
+    return *got;
+  };
+}
+
+std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
+                       const ControlPeer& peer) {
   std::istringstream in(args);
   std::string mode;
   int64_t mtime_ns = 0;
@@ -38,11 +50,21 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd) 
   std::getline(in >> std::ws, path);
   if (path.empty() || path[0] != '/') return err("fill: NS_PATH must be absolute");
   if (offset > size || length > size - offset) return err("fill: range beyond the file's size");
+  if (peer.uid != 0) {
+    PathAccess access(peer, directory_attrs(mount));
+    auto attr = mount.gateway->getattr(path);
+    if (!attr || !access.may_read(path, *attr)) return err(path + ": Permission denied");
+  }
   auto ino = mount.inodes.find(path);
   if (!ino) return err(path + " is not open through this mount");
   if (!mount.cache.open_matches(*ino, mtime_ns, size))
     return err(path + " changed (it is not as this mount's last open of it saw it)");
   if (length == 0) return "ok 0\n";
+  if (mode == "store" && !peer.privileged)
+    return err(
+        "fill store is for root and the mount's own user: its bytes would go into the page cache "
+        "that every user of this node reads the file from (a user's bcast needs a mount of its "
+        "own, or its job's namespace)");
 
   CallerBuffer buf;
   const bool fetch = mode != "store", store = mode != "read";

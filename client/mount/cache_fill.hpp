@@ -21,16 +21,28 @@
 // arriving after it drops the pages as any invalidation does. LENGTH 0 only checks (no buffer
 // needed). The fetches of one file read through one gateway handle, which the session keeps
 // until the file's last close here (MountSession::fill_handle).
+//
+// A caller other than root must be able to read the file through the mount (search permission on
+// every directory above it, read permission on it: PathAccess). `store` is for privileged callers
+// only (root, the mount's own user, a job's user): its bytes come from the caller and go into the
+// page cache that every reader of the file on this node is served from.
 #pragma once
 
 #include <string>
 
+#include "control_socket.hpp"
+#include "file_fetch.hpp"
 #include "fuse_ops.hpp"
 
 namespace skein::client {
 
 // Runs one `fill` command (without the leading "fill "), with the buffer's file descriptor
 // `buf_fd` (-1: none passed); returns the answer line: "ok BYTES" or "error: ...".
-std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd);
+std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
+                       const ControlPeer& peer);
+
+// Directories' attributes for PathAccess: what the mount keeps of a directory it knows, else the
+// gateway's.
+DirAttrs directory_attrs(MountDaemon& mount);
 
 }  // namespace skein::client

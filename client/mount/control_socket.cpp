@@ -126,10 +126,10 @@ std::vector<std::string> ControlSocket::mountpoint_keys(const std::string& mount
 std::unique_ptr<ControlSocket> ControlSocket::open(const std::string& dir,
                                                    const std::string& mount_id,
                                                    const std::string& mountpoint,
-                                                   std::string& error, uid_t user) {
+                                                   std::string& error, Access access) {
   if (!make_dir(dir, error) || !make_dir(links_dir(dir), error)) return nullptr;
   std::unique_ptr<ControlSocket> socket(new ControlSocket());
-  socket->user_ = user;
+  socket->access_ = access;
   socket->path_ = dir + "/" + mount_id + ".sock";
   sockaddr_un addr;
   if (!fill_address(socket->path_, addr)) {
@@ -150,11 +150,12 @@ std::unique_ptr<ControlSocket> ControlSocket::open(const std::string& dir,
     error = errno_text("bind " + socket->path_);
     return nullptr;
   }
-  ::chmod(socket->path_.c_str(), 0600);
+  ::chmod(socket->path_.c_str(), access.everyone ? 0666 : 0600);
   // Root's mount for another user (a job's): that user owns the socket, so only it and root may
   // connect; answer() checks the peer again.
-  if (user != ::geteuid() && ::chown(socket->path_.c_str(), user, static_cast<gid_t>(-1)) != 0) {
-    error = errno_text("chown " + socket->path_ + " to uid " + std::to_string(user));
+  if (access.user != ::geteuid() &&
+      ::chown(socket->path_.c_str(), access.user, static_cast<gid_t>(-1)) != 0) {
+    error = errno_text("chown " + socket->path_ + " to uid " + std::to_string(access.user));
     ::unlink(socket->path_.c_str());
     return nullptr;
   }
@@ -234,8 +235,10 @@ void ControlSocket::serve() {
 void ControlSocket::answer(int fd) {
   ucred peer{};
   socklen_t len = sizeof peer;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
-      (peer.uid != 0 && peer.uid != ::geteuid() && peer.uid != user_)) {
+  const bool known = ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0;
+  const bool privileged =
+      known && (peer.uid == 0 || peer.uid == ::geteuid() || peer.uid == access_.user);
+  if (!privileged && !(known && access_.everyone)) {
     write_all(fd, "error: permission denied\n");
     // The command is read and dropped: closing with it unread would reset the connection, and
     // the client would see that instead of the answer.
@@ -291,7 +294,7 @@ void ControlSocket::answer(int fd) {
   if (command.size() > kMaxCommand) command.resize(kMaxCommand);
   while (!command.empty() && (command.back() == '\r' || command.back() == ' ')) command.pop_back();
   spdlog::info("control socket: {}{}", command, passed >= 0 ? " (with a file descriptor)" : "");
-  write_all(fd, handler_(command, passed, ControlPeer{peer.pid, peer.uid, peer.gid}));
+  write_all(fd, handler_(command, passed, ControlPeer{peer.pid, peer.uid, peer.gid, privileged}));
   if (passed >= 0) ::close(passed);
 }
 

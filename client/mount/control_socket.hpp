@@ -1,12 +1,14 @@
-// The mount's local control socket: a unix socket `<dir>/<mount id>.sock` (mode 0600; only its
-// owner and root may use it) answering one-line commands ("drop-caches", "status") with text,
-// and a symlink `<dir>/by-mountpoint/<mount point, %-encoded>` to it, so that
-// `skein-mount --drop-caches MOUNTPOINT` finds it from the mount point alone, without touching
-// the mount (which may be hung). <dir> is /run/skein for root, else $XDG_RUNTIME_DIR/skein or
-// /tmp/skein-<uid>. Root's mount of a job's namespace (the Slurm prolog's) gives its socket to the
-// job's user, who finds it in /run/skein. Connections are answered at once, each on a thread of its
-// own (up to kMaxAnswering; more wait), so that one slow command (a `fill fetch` reading from the
-// gateway) does not hold up the others: the handler must be thread-safe.
+// The mount's local control socket: a unix socket `<dir>/<mount id>.sock` answering one-line
+// commands ("drop-caches", "status", ...) with text, and a symlink
+// `<dir>/by-mountpoint/<mount point, %-encoded>` to it, so that `skein-mount --drop-caches
+// MOUNTPOINT` finds it from the mount point alone, without touching the mount (which may be hung).
+// <dir> is /run/skein for root, else $XDG_RUNTIME_DIR/skein or /tmp/skein-<uid>. The socket takes
+// root and its owner (mode 0600); root's mount of a job's namespace (the Slurm prolog's) gives it
+// to the job's user, who finds it in /run/skein; a mount that serves every user (allow_other)
+// opens it to all (0666) and tells the handler who is not privileged (ControlAccess). Connections
+// are answered at once, each on a thread of its own (up to kMaxAnswering; more wait), so that one
+// slow command (a `fill fetch` reading from the gateway) does not hold up the others: the handler
+// must be thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -22,12 +24,24 @@
 
 namespace skein::client {
 
-// Who sent a command (SO_PEERCRED): root, the mount's own user, or the user the socket was opened
-// for, as the socket accepts no other.
+// Who sent a command (SO_PEERCRED). Privileged: root, the mount's own user, or the user the
+// socket was opened for; any other local user reaches the handler only on a socket opened for
+// everyone, and is then served only what it could read through the mount itself.
 struct ControlPeer {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  bool privileged = false;
+};
+
+// Who may connect to a control socket, besides root and the mount process's user.
+struct ControlAccess {
+  // The socket's owner when not this process's user (root's mount of a job's namespace, for
+  // the job's user): privileged as the mount's own user is.
+  uid_t user = ::geteuid();
+  // Every local user (mode 0666; a mount with allow_other, which serves them all): those not
+  // privileged reach the handler as such.
+  bool everyone = false;
 };
 
 class ControlSocket {
@@ -48,12 +62,13 @@ class ControlSocket {
   // its parent directory's symlinks resolved. Never touches the mount point itself.
   static std::vector<std::string> mountpoint_keys(const std::string& mountpoint);
 
+  using Access = ControlAccess;
+
   // Binds and listens (no thread yet, so it may be called before the daemon forks). Returns null
-  // with `error` set on failure. `user`, when not this process's own, also may use the socket:
-  // it owns the socket file (root's mount of a job's namespace, for the job's user).
+  // with `error` set on failure.
   static std::unique_ptr<ControlSocket> open(const std::string& dir, const std::string& mount_id,
                                              const std::string& mountpoint, std::string& error,
-                                             uid_t user = ::geteuid());
+                                             Access access = {});
   // Connections answered at once; a further one waits until one of them is done.
   static constexpr int kMaxAnswering = 8;
 
@@ -82,7 +97,7 @@ class ControlSocket {
   int listen_fd_ = -1;
   int wake_fd_[2] = {-1, -1};  // a pipe: writing to it ends serve()
   std::string path_;
-  uid_t user_ = 0;  // besides root and this process's user, the one that may use the socket
+  Access access_;
   std::vector<std::string> links_;
   Handler handler_;
   std::thread thread_;

@@ -1,6 +1,8 @@
 // The control socket's fetch-files command; see file_fetch.hpp.
 #include "file_fetch.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -22,12 +24,49 @@ constexpr std::size_t kMaxPaths = 4096;
 
 }  // namespace
 
-bool may_read(const FileAttr& attr, uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
+namespace {
+
+// Whether the owner's, group's or others' bits of `attr` (whichever class the caller is in) hold
+// `bits` (4 read, 1 search), as the kernel's permission check judges without ACLs.
+bool allowed(const FileAttr& attr, uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
+             uint32_t bits) {
   if (uid == 0) return true;
-  if (attr.uid == uid) return (attr.mode & 0400) != 0;
+  if (attr.uid == uid) return (attr.mode & (bits << 6)) == (bits << 6);
   if (attr.gid == gid || std::find(groups.begin(), groups.end(), attr.gid) != groups.end())
-    return (attr.mode & 0040) != 0;
-  return (attr.mode & 0004) != 0;
+    return (attr.mode & (bits << 3)) == (bits << 3);
+  return (attr.mode & bits) == bits;
+}
+
+}  // namespace
+
+bool may_read(const FileAttr& attr, uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
+  return allowed(attr, uid, gid, groups, 4);
+}
+
+PathAccess::PathAccess(const ControlPeer& peer, DirAttrs dir_attrs)
+    : peer_(peer),
+      groups_(peer.uid == 0 ? std::vector<gid_t>{} : supplementary_groups(peer.pid)),
+      dir_attrs_(std::move(dir_attrs)) {}
+
+bool PathAccess::may_reach(const std::string& ns_path) {
+  if (peer_.uid == 0) return true;
+  if (ns_path.empty() || ns_path[0] != '/') return false;
+  // "/", then "/a", "/a/b", ... up to the file's directory.
+  for (std::size_t end = 0; end != std::string::npos && end < ns_path.size();
+       end = ns_path.find('/', end + 1)) {
+    const std::string dir = end == 0 ? "/" : ns_path.substr(0, end);
+    auto [it, fresh] = searchable_.try_emplace(dir, false);
+    if (fresh) {
+      const std::optional<FileAttr> attr = dir_attrs_ ? dir_attrs_(dir) : std::nullopt;
+      it->second = attr && S_ISDIR(attr->mode) && allowed(*attr, peer_.uid, peer_.gid, groups_, 1);
+    }
+    if (!it->second) return false;
+  }
+  return true;
+}
+
+bool PathAccess::may_read(const std::string& ns_path, const FileAttr& attr) {
+  return may_reach(ns_path) && skein::client::may_read(attr, peer_.uid, peer_.gid, groups_);
 }
 
 std::vector<gid_t> supplementary_groups(pid_t pid) {
@@ -78,8 +117,7 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
       !e.empty())
     return "error: " + e + "\n";
 
-  const std::vector<gid_t> groups =
-      peer.uid == 0 ? std::vector<gid_t>{} : supplementary_groups(peer.pid);
+  PathAccess access(peer, mount.dir_attrs);
   struct Answer {
     int error = 0;
     uint64_t offset = 0, length = 0;
@@ -111,7 +149,7 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
       Answer& a = answers[index[k]];
       if (f.error != 0) {
         a.error = f.error;
-      } else if (!may_read(f.attr, peer.uid, peer.gid, groups)) {
+      } else if (!access.may_read(ask[k], f.attr)) {
         a.error = EACCES;
       } else if (f.data.size() > max_bytes) {
         a.error = EFBIG;

@@ -13,16 +13,17 @@
 // than MAX_BYTES).
 //
 // No file is read on the caller's behalf that the caller could not read through the mount: a path
-// must name an inode this mount knows (the kernel looked it up, checking the search permission of
-// every directory on the way), and the caller must be root or have read permission by the file's
-// mode, owner and group, as the kernel's default_permissions would judge (EACCES otherwise; the
-// bytes never reach the buffer).
+// must name an inode this mount knows, and the caller must be root or have search permission on
+// every directory above the file and read permission on the file, by mode, owner and group, as the
+// kernel's default_permissions would judge (EACCES otherwise; the bytes never reach the buffer).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,33 @@ bool may_read(const FileAttr& attr, uid_t uid, gid_t gid, const std::vector<gid_
 // The supplementary groups of process `pid` (/proc/PID/status), empty if it is gone.
 std::vector<gid_t> supplementary_groups(pid_t pid);
 
+// Attributes of a directory of the namespace by path; nothing when it cannot be had.
+using DirAttrs = std::function<std::optional<FileAttr>(const std::string& ns_path)>;
+
+// What a caller of the control socket may read by path, as the kernel's default_permissions would
+// judge it for a process with the caller's credentials: every directory from the namespace's root
+// down to the file's must be a directory the caller may search, and the file must be one it may
+// read. Root may read everything. Each directory's attributes are asked of `dir_attrs` once; one
+// that cannot be had counts as not searchable.
+class PathAccess {
+ public:
+  PathAccess(const ControlPeer& peer, DirAttrs dir_attrs);
+  // Whether every directory above `ns_path` (an absolute path) may be searched.
+  bool may_reach(const std::string& ns_path);
+  // may_reach, and read permission by `attr` (the file's).
+  bool may_read(const std::string& ns_path, const FileAttr& attr);
+
+ private:
+  ControlPeer peer_;
+  std::vector<gid_t> groups_;
+  DirAttrs dir_attrs_;
+  std::map<std::string, bool> searchable_;
+};
+
 // What the command needs of the mount, so that it runs without FUSE in unit tests.
 struct FileFetchContext {
   std::function<bool(const std::string& ns_path)> known;  // an inode of this mount
+  DirAttrs dir_attrs;  // for callers other than root (PathAccess)
   std::function<Result<std::vector<GatewayClient::WholeFile>>(const std::vector<std::string>&,
                                                               uint32_t)>
       read_files;

@@ -238,6 +238,16 @@ std::string fuse_mount_options(const MountArgs& args) {
   return opts;
 }
 
+// Whether the mount serves every user of the machine (-o allow_other).
+bool allows_other(const MountArgs& args) {
+  for (const std::string& group : args.options) {
+    std::stringstream items(group);
+    for (std::string opt; std::getline(items, opt, ',');)
+      if (opt == "allow_other") return true;
+  }
+  return false;
+}
+
 // A random 64-bit id, in hex: the mount's name at the gateway (x-skein-mount) for its whole life.
 std::string new_mount_id() {
   std::random_device random;
@@ -300,6 +310,17 @@ std::string status_text(skein::client::MountDaemon& mount, const MountArgs& args
 std::string control_command(skein::client::MountDaemon& mount, const MountArgs& args,
                             const std::string& mount_id, const std::string& command, int fd,
                             const skein::client::ControlPeer& peer) {
+  // Users other than root and the mount's own (on a mount with allow_other) get the commands that
+  // read for them, judged by their own permissions, and nothing else.
+  const bool everyone_may = command == "whoami" || command.rfind("fill ", 0) == 0 ||
+                            command.rfind("fetch-files ", 0) == 0;
+  if (!peer.privileged && !everyone_may)
+    return "error: permission denied: '" + command.substr(0, command.find(' ')) +
+           "' is for root and the mount's own user\n";
+  if (command == "whoami")
+    return "uid " + std::to_string(peer.uid) +
+           (peer.privileged ? ": every command\n"
+                            : ": whoami, fill fetch, fill read, fetch-files (files it may read)\n");
   if (command == "status") return status_text(mount, args, mount_id);
   if (command == "drop-caches") {
     auto dropped = mount.kernel_cache->drop_all();
@@ -309,17 +330,18 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
            " names\n";
   }
   if (command.rfind("fill ", 0) == 0)
-    return skein::client::cache_fill(mount, command.substr(5), fd);
+    return skein::client::cache_fill(mount, command.substr(5), fd, peer);
   if (command.rfind("fetch-files ", 0) == 0) {
     const skein::client::FileFetchContext context{
         [&mount](const std::string& path) { return mount.inodes.find(path).has_value(); },
+        skein::client::directory_attrs(mount),
         [&mount](const std::vector<std::string>& paths, uint32_t max_bytes) {
           return mount.gateway->read_files(paths, max_bytes);
         }};
     return skein::client::fetch_files(context, command.substr(12), fd, peer);
   }
   return "error: unknown command '" + command +
-         "' (known: drop-caches, status, fill, fetch-files)\n";
+         "' (known: drop-caches, status, whoami, fill, fetch-files)\n";
 }
 
 // `skein-mount --drop-caches|--status MOUNTPOINT`: asks the running mount and prints its answer.
@@ -398,9 +420,13 @@ int run(const MountArgs& args, const std::string& token) {
   {
     std::string error;
     // A job's mount (root's, from the Slurm prolog) also answers the job's user: its skein-mpi.
+    // A mount that serves every user (allow_other) answers every user what it may read.
+    ControlSocket::Access access;
+    access.user = args.job_user.value_or(::geteuid());
+    access.everyone = !args.job_user && allows_other(args);
     mount.control = ControlSocket::open(
         args.control_dir.empty() ? ControlSocket::default_dir() : args.control_dir, mount_id,
-        args.mountpoint, error, args.job_user.value_or(::geteuid()));
+        args.mountpoint, error, access);
     if (!mount.control)
       fail("no control socket (--drop-caches and --status will not work): " + error);
   }

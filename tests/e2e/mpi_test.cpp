@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -605,6 +608,151 @@ TEST_F(MpiTest, StageKilledMidwayResumesWithTheRest) {
   std::string diff;
   EXPECT_EQ(run_command("diff -r " + q(src) + " " + q(dst), &diff), 0) << diff;
   run_command("rm -rf " + q(src) + " " + q(dst));
+}
+
+// What `fn` returns when run by user `uid` (a child process that drops root).
+std::string as_user(uid_t uid, const std::function<std::string()>& fn) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const std::string out = ::setgid(uid) != 0 || ::setuid(uid) != 0 ? "setuid failed" : fn();
+    const bool ok = ::write(fds[1], out.data(), out.size()) == static_cast<ssize_t>(out.size());
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, std::size_t(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return got;
+}
+
+// A mount that serves every user (root's, with allow_other, as a node's mount of the shared
+// namespace is) answers another user's skein-mpi what that user could read through the mount: its
+// stage-in fetches the small files several at a time; a file below a directory it may not search
+// is refused though the mount knows it; and so are the commands for root and the mount's user:
+// drop-caches, status, and fill store, whose bytes would go into the page cache every user reads
+// (so its bcast across nodes fails at once with a message that says why; on one node it works).
+TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
+  constexpr uid_t kNobody = 65534;
+  const std::string exp = cluster_->export_dir(0);
+  std::map<std::string, std::string> files;
+  for (int i = 0; i < 20; ++i)
+    files["/sub/f" + std::to_string(i)] = random_bytes(900 + i, 100 + static_cast<uint64_t>(i));
+  files["/big"] = random_bytes(3u << 20, 99);
+  ASSERT_EQ(run_command("mkdir -p " + q(exp + "/others-in/sub") + " " + q(exp + "/others-priv")),
+            0);
+  for (const auto& [name, data] : files) ASSERT_TRUE(write_file(exp + "/others-in" + name, data));
+  ASSERT_TRUE(write_file(exp + "/others-priv/secret", "not for nobody"));
+  ASSERT_EQ(::chmod((exp + "/others-priv").c_str(), 0700), 0);
+  ASSERT_EQ(::chmod((exp + "/others-priv/secret").c_str(), 0644), 0);
+  settle();
+  // Root holds a private file and a readable one open through the mount: the mount knows them.
+  const std::string mnt = cluster_->mount(0);
+  auto open_version = [&](const std::string& path, int& fd) {
+    fd = ::open((mnt + path).c_str(), O_RDONLY);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0) return std::string("?");
+    return std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
+           std::to_string(st.st_size);
+  };
+  int held = -1, held_open = -1;
+  const std::string version = open_version("/srv0/others-priv/secret", held);
+  const std::string open_one = open_version("/srv0/others-in/sub/f0", held_open);
+  ASSERT_GE(held, 0);
+  ASSERT_GE(held_open, 0);
+
+  // The user's stage-in, its small files fetched through the socket.
+  const std::string dst = make_test_dir("others-dst");
+  ASSERT_EQ(::chown(dst.c_str(), kNobody, kNobody), 0);
+  std::string out;
+  ASSERT_EQ(
+      run_command("cd /tmp && runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 2 " +
+                      q(skein_mpi()) + " stage-in " + q(mnt + "/srv0/others-in") + " " +
+                      q(dst + "/copy") + " 2>&1",
+                  &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("(20 of them fetched several at a time)"), std::string::npos) << out;
+  for (const auto& [name, data] : files) EXPECT_EQ(read_file(dst + "/copy" + name), data) << name;
+
+  // The commands, asked by the user directly.
+  const std::string answers = as_user(kNobody, [&] {
+    std::string all;
+    auto ask = [&](const std::string& command, int fd) {
+      std::string answer, error;
+      if (!client::ControlSocket::request("", mnt, command, answer, error, fd))
+        return "refused: " + error;
+      return answer;
+    };
+    const int buf = ::memfd_create("skein-test-others", MFD_ALLOW_SEALING);
+    const std::string list =
+        std::string("/srv0/others-priv/secret") + '\0' + "/srv0/others-in/sub/f0" + '\0';
+    if (buf < 0 || ::ftruncate(buf, 1 << 20) != 0 ||
+        ::fcntl(buf, F_ADD_SEALS, F_SEAL_SHRINK) != 0 ||
+        ::pwrite(buf, list.data(), list.size(), 0) != static_cast<ssize_t>(list.size()))
+      return std::string("no buffer");
+    all += "[fetch] " + ask("fetch-files 4096 " + std::to_string(list.size()), buf);
+    all += "[fetch-fill] " + ask("fill fetch " + version + " 0 4 0 /srv0/others-priv/secret", buf);
+    all +=
+        "[store-private] " + ask("fill store " + version + " 0 4 0 /srv0/others-priv/secret", buf);
+    all += "[store] " + ask("fill store " + open_one + " 0 4 0 /srv0/others-in/sub/f0", buf);
+    all += "[drop] " + ask("drop-caches", -1);
+    all += "[status] " + ask("status", -1);
+    all += "[whoami] " + ask("whoami", -1);
+    return all;
+  });
+  ::close(held);
+  ::close(held_open);
+  // The private file: EACCES (13) with no bytes; the readable one: its 900 bytes.
+  EXPECT_NE(answers.find("[fetch] ok 2\n13 0 0 0 0\n0 "), std::string::npos) << answers;
+  EXPECT_NE(answers.find(" 900 "), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[fetch-fill] error: /srv0/others-priv/secret: Permission denied"),
+            std::string::npos)
+      << answers;
+  EXPECT_NE(answers.find("[store-private] error: /srv0/others-priv/secret: Permission denied"),
+            std::string::npos)
+      << answers;
+  EXPECT_NE(answers.find("[store] error: fill store is for root and the mount's own user"),
+            std::string::npos)
+      << answers;
+  EXPECT_NE(answers.find("[drop] error: permission denied: 'drop-caches' is for root"),
+            std::string::npos)
+      << answers;
+  EXPECT_NE(answers.find("[status] error: permission denied: 'status' is for root"),
+            std::string::npos)
+      << answers;
+  EXPECT_NE(answers.find("[whoami] uid 65534: whoami, fill fetch, fill read, fetch-files"),
+            std::string::npos)
+      << answers;
+
+  // Its bcast over two nodes needs fill store: it fails on every rank with that message.
+  EXPECT_EQ(run_command("cd /tmp && SKEIN_MPI_NODE_MAP=" + q(node_map()) +
+                            " runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 4 -x "
+                            "SKEIN_MPI_NODE_MAP " +
+                            q(skein_mpi()) + " bcast " + q(mnt + "/srv0/others-in/big") + " 2>&1",
+                        &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("bcast across nodes stores chunks other nodes fetched, which this mount lets "
+                     "only root and its own user do (uid 65534: whoami"),
+            std::string::npos)
+      << out;
+  // On one node nothing is stored that the gateway did not give: the user's bcast works there.
+  const std::string one_node = "a=" + mnt + ",a=" + mnt;
+  EXPECT_EQ(run_command("cd /tmp && SKEIN_MPI_NODE_MAP=" + q(one_node) +
+                            " runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 2 -x "
+                            "SKEIN_MPI_NODE_MAP " +
+                            q(skein_mpi()) + " bcast " + q(mnt + "/srv0/others-in") + " 2>&1",
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("broadcast 21 files"), std::string::npos) << out;
+  run_command("rm -rf " + q(exp + "/others-in") + " " + q(exp + "/others-priv") + " " + q(dst));
 }
 
 TEST_F(MpiTest, BadInputFailsOnEveryRankWithAClearError) {

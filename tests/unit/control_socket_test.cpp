@@ -172,10 +172,11 @@ TEST(ControlSocketTest, ASocketOpenedForAJobsUserAnswersThatUserAndRootOnly) {
   const std::string sockets = dir.path + "/sockets", mountpoint = dir.path + "/mnt";
   constexpr uid_t kJobUser = 64001, kOther = 64002;
   std::string error;
-  auto socket = ControlSocket::open(sockets, "m1", mountpoint, error, kJobUser);
+  auto socket = ControlSocket::open(sockets, "m1", mountpoint, error, {kJobUser, false});
   ASSERT_TRUE(socket) << error;
   socket->start([](const std::string& command, int, const ControlPeer& peer) {
-    return command + " from uid " + std::to_string(peer.uid) + "\n";
+    return command + " from uid " + std::to_string(peer.uid) + (peer.privileged ? "" : " (other)") +
+           "\n";
   });
   struct stat st;
   ASSERT_EQ(::stat(socket->path().c_str(), &st), 0);
@@ -194,6 +195,30 @@ TEST(ControlSocketTest, ASocketOpenedForAJobsUserAnswersThatUserAndRootOnly) {
   // ...and by the check of the peer, were the mode opened.
   ASSERT_EQ(::chmod(socket->path().c_str(), 0666), 0);
   EXPECT_EQ(request_as(kOther, sockets, mountpoint, "status"), "error: permission denied\n");
+}
+
+// A mount that serves every user (allow_other) lets every user connect; the handler learns which
+// callers are privileged (root, the mount's user) and which are not.
+TEST(ControlSocketTest, ASocketForEveryoneTellsTheHandlerWhoIsPrivileged) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as other users";
+  TempDir dir;
+  ::chmod(dir.path.c_str(), 0755);
+  const std::string sockets = dir.path + "/sockets", mountpoint = dir.path + "/mnt";
+  std::string error;
+  auto socket = ControlSocket::open(sockets, "m1", mountpoint, error, {::geteuid(), true});
+  ASSERT_TRUE(socket) << error;
+  socket->start([](const std::string& command, int, const ControlPeer& peer) {
+    return command + " from uid " + std::to_string(peer.uid) +
+           (peer.privileged ? " (privileged)" : " (other)") + "\n";
+  });
+  struct stat st;
+  ASSERT_EQ(::stat(socket->path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+  EXPECT_EQ(request_as(64003, sockets, mountpoint, "fill"), "fill from uid 64003 (other)\n");
+  std::string answer;
+  ASSERT_TRUE(ControlSocket::request(sockets, mountpoint, "status", answer, error)) << error;
+  EXPECT_EQ(answer, "status from uid 0 (privileged)\n");
 }
 
 TEST(ControlSocketTest, AClientWithoutADirectoryLooksInItsOwnAndThenInRunSkein) {

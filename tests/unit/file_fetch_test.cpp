@@ -8,8 +8,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -54,9 +56,14 @@ FileAttr file_attr(uint32_t mode, uint32_t uid, uint32_t gid, uint64_t size) {
   return a;
 }
 
-// The gateway's files, the paths the mount knows, and the calls made.
+// The gateway's files, the paths the mount knows, and the calls made. Directories are open to
+// everyone (040755, root's) unless `dirs` says otherwise; those in `unknown_dirs` have no
+// attributes to be had.
 struct FakeMount {
   std::map<std::string, GatewayClient::WholeFile> files;
+  std::map<std::string, FileAttr> dirs;
+  std::set<std::string> unknown_dirs;
+  std::vector<std::string> dirs_asked;
   std::set<std::string> known;
   std::vector<std::vector<std::string>> calls;
   int call_error = 0;
@@ -68,6 +75,12 @@ struct FakeMount {
   }
   FileFetchContext context() {
     return {[this](const std::string& p) { return known.count(p) > 0; },
+            [this](const std::string& dir) -> std::optional<FileAttr> {
+              dirs_asked.push_back(dir);
+              if (unknown_dirs.count(dir)) return std::nullopt;
+              auto it = dirs.find(dir);
+              return it != dirs.end() ? it->second : file_attr(040755, 0, 0, 4096);
+            },
             [this](const std::vector<std::string>& paths,
                    uint32_t max_bytes) -> Result<std::vector<GatewayClient::WholeFile>> {
               calls.push_back(paths);
@@ -178,6 +191,55 @@ TEST(FileFetchTest, ReadsForACallerOnlyWhatItsPermissionsAllow) {
   // Root reads all of them.
   lines = lines_of(fetch_files(mount.context(), args, buf.fd, kRoot), 5);
   for (const auto& l : lines) EXPECT_EQ(l.error, 0);
+}
+
+// As the kernel would judge a walk down to the file: a directory the caller may not search hides
+// every file below it, whatever the file's own mode; the check asks each directory once.
+TEST(FileFetchTest, ADirectoryTheCallerMayNotSearchHidesTheFilesBelowIt) {
+  FakeMount mount;
+  mount.dirs["/home/a"] = file_attr(040700, 1001, 1001, 4096);      // a's alone
+  mount.dirs["/home/a/pub"] = file_attr(040755, 1001, 1001, 4096);  // open, but below a's
+  mount.dirs["/home/b"] = file_attr(040711, 1002, 1002, 4096);      // searchable by all
+  mount.dirs["/team"] = file_attr(040750, 0, 3000, 4096);           // group 3000's
+  mount.dirs["/file-not-dir"] = file_attr(0100755, 0, 0, 1);        // not a directory
+  mount.unknown_dirs.insert("/lost");
+  mount.add("/home/a/secret", "a's", 0100644, 1001, 1001);
+  mount.add("/home/a/pub/open", "below a's", 0100644, 1001, 1001);
+  mount.add("/home/b/open", "b's", 0100644, 1002, 1002);
+  mount.add("/team/doc", "team's", 0100644, 0, 3000);
+  mount.add("/file-not-dir/x", "?", 0100644, 0, 0);
+  mount.add("/lost/x", "?", 0100644, 0, 0);
+  mount.add("/top", "at the root", 0100644, 0, 0);
+  const std::vector<std::string> paths{"/home/a/secret", "/home/a/pub/open", "/home/b/open",
+                                       "/team/doc",      "/file-not-dir/x",  "/lost/x",
+                                       "/top",           "/home/a/secret"};
+  CallerMemfd buf(paths, 64 << 10);
+  const std::string args = "4096 " + std::to_string(buf.list_length);
+  auto lines = lines_of(fetch_files(mount.context(), args, buf.fd, {::getpid(), 1002, 1002}), 8);
+  ASSERT_EQ(lines.size(), 8u);
+  EXPECT_EQ(lines[0].error, EACCES);
+  EXPECT_EQ(lines[1].error, EACCES);
+  EXPECT_EQ(lines[2].error, 0);
+  EXPECT_EQ(buf.bytes(lines[2].offset, lines[2].length), "b's");
+  EXPECT_EQ(lines[3].error, EACCES);
+  EXPECT_EQ(lines[4].error, EACCES);
+  EXPECT_EQ(lines[5].error, EACCES);
+  EXPECT_EQ(lines[6].error, 0);
+  EXPECT_EQ(lines[7].error, EACCES);
+  EXPECT_EQ(std::count(mount.dirs_asked.begin(), mount.dirs_asked.end(), "/home/a"), 1)
+      << "each directory is asked once a command";
+  // The group's member, and the directory's owner.
+  lines = lines_of(fetch_files(mount.context(), args, buf.fd, {::getpid(), 1002, 3000}), 8);
+  EXPECT_EQ(lines[3].error, 0);
+  lines = lines_of(fetch_files(mount.context(), args, buf.fd, {::getpid(), 1001, 1001}), 8);
+  EXPECT_EQ(lines[0].error, 0);
+  EXPECT_EQ(lines[1].error, 0);
+  // Root is not asked about directories at all.
+  mount.dirs_asked.clear();
+  lines = lines_of(fetch_files(mount.context(), args, buf.fd, kRoot), 8);
+  EXPECT_EQ(lines[0].error, 0);
+  EXPECT_EQ(lines[5].error, 0);
+  EXPECT_TRUE(mount.dirs_asked.empty());
 }
 
 TEST(FileFetchTest, ASupplementaryGroupCountsAsTheFilesGroup) {
