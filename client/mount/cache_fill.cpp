@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ namespace {
 
 constexpr uint64_t kPiece = wire::kMaxIoSize;  // one gateway read, one notify_store
 constexpr uint64_t kWindow = 8;                // pieces fetched at once
+// The most a tagged store takes at once: its bytes are copied out of the caller's buffer and
+// checked whole before any is stored.
+constexpr uint64_t kMaxTaggedStore = 64u << 20;
 
 std::string err(const std::string& what) { return "error: " + what + "\n"; }
 
@@ -39,12 +43,20 @@ DirAttrs directory_attrs(MountDaemon& mount) {
 std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
                        const ControlPeer& peer) {
   std::istringstream in(args);
-  std::string mode;
+  std::string mode, tag;
   int64_t mtime_ns = 0;
   uint64_t size = 0, offset = 0, length = 0, buf_offset = 0;
-  if (!(in >> mode >> mtime_ns >> size >> offset >> length >> buf_offset) ||
-      (mode != "fetch" && mode != "store" && mode != "read")) {
-    return err("usage: fill fetch|store|read MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET NS_PATH");
+  const bool parsed =
+      static_cast<bool>(in >> mode >> mtime_ns >> size >> offset >> length >> buf_offset);
+  // "fetch:tag" asks for the tag of what is fetched; "store:TAG" hands the fetching mount's tag.
+  if (const auto colon = mode.find(':'); colon != std::string::npos) {
+    tag = mode.substr(colon + 1);
+    mode.resize(colon);
+  }
+  if (!parsed || (mode != "fetch" && mode != "store" && mode != "read") ||
+      (mode == "fetch" && !tag.empty() && tag != "tag") || (mode == "read" && !tag.empty())) {
+    return err(
+        "usage: fill fetch[:tag]|store[:TAG]|read MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET NS_PATH");
   }
   std::string path;
   std::getline(in >> std::ws, path);
@@ -60,16 +72,34 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
   if (!mount.cache.open_matches(*ino, mtime_ns, size))
     return err(path + " changed (it is not as this mount's last open of it saw it)");
   if (length == 0) return "ok 0\n";
-  if (mode == "store" && !peer.privileged)
+  // Bytes into the page cache that every user of the node reads come from the gateway, or from a
+  // privileged caller, or with the tag of the mount that fetched them from the gateway. For the
+  // other callers the mount stores and signs only its own copy of the bytes: the caller's buffer
+  // may change under it.
+  const bool fetch = mode != "store", store = mode != "read";
+  const bool tagged = (mode == "fetch" && (tag == "tag" || !peer.privileged)) ||
+                      (mode == "store" && !peer.privileged);
+  if (mode == "store" && !peer.privileged && tag.empty())
     return err(
-        "fill store is for root and the mount's own user: its bytes would go into the page cache "
-        "that every user of this node reads the file from (a user's bcast needs a mount of its "
-        "own, or its job's namespace)");
+        "fill store: only root and the mount's own user may store bytes of their own; others "
+        "hand the tag that the fetching mount's `fill fetch` answered (store:TAG)");
+  if (mode == "store" && tagged && length > kMaxTaggedStore)
+    return err("fill store: at most " + std::to_string(kMaxTaggedStore) +
+               " bytes at once with a tag");
 
   CallerBuffer buf;
-  const bool fetch = mode != "store", store = mode != "read";
   if (std::string e = map_caller_buffer("fill", buf_fd, buf_offset, length, fetch, buf); !e.empty())
     return err(e);
+  std::vector<char> own;  // the mount's own copy of the bytes (tagged)
+  std::optional<FillTag> signer;
+  if (tagged) signer.emplace(mount.fill_key, path, mtime_ns, size, offset, length);
+  if (mode == "store" && tagged) {
+    own.assign(buf.data, buf.data + length);
+    signer->add(own.data(), own.size());
+    if (!same_tag(signer->hex(), tag))
+      return err("fill store: the bytes are not what a mount of this namespace fetched for " +
+                 path + " at that range and version (the tag does not match)");
+  }
 
   // Fetches read through one gateway handle of the file, kept by the session while the caller
   // holds the file open (one open for all of a file's chunks).
@@ -88,6 +118,7 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
   for (uint64_t done = 0; done < length && failure.empty();) {
     const uint64_t window = std::min<uint64_t>(length - done, kWindow * kPiece);
     const std::size_t count = static_cast<std::size_t>((window + kPiece - 1) / kPiece);
+    if (tagged && fetch) own.resize(static_cast<std::size_t>(window));
     if (fetch) {
       std::mutex mu;
       std::condition_variable cv;
@@ -97,7 +128,7 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
       for (std::size_t i = 0; i < count; ++i) {
         const uint64_t at = done + i * kPiece;
         const uint64_t n = std::min(kPiece, length - at);
-        char* to = buf.data + at;
+        char* to = tagged ? own.data() + i * kPiece : buf.data + at;
         mount.gateway->read_async(ref, offset + at, static_cast<uint32_t>(n),
                                   [&, i, n, to](Result<SharedBytes> got) {
                                     uint64_t copied = 0;
@@ -126,11 +157,18 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
         else if (got_bytes[i] != n)
           failure = path + " changed (shorter than its size)";
       }
+      if (tagged && failure.empty()) {
+        signer->add(own.data(), static_cast<std::size_t>(window));
+        std::memcpy(buf.data + done, own.data(), static_cast<std::size_t>(window));
+      }
     }
     for (std::size_t i = 0; store && i < count && failure.empty(); ++i) {
       const uint64_t at = done + i * kPiece;
       const uint64_t n = std::min(kPiece, length - at);
-      const int rc = mount.kernel_cache->store(*ino, offset + at, buf.data + at, n);
+      const char* from = !tagged ? buf.data + at
+                         : fetch ? own.data() + (at - done)
+                                 : own.data() + at;
+      const int rc = mount.kernel_cache->store(*ino, offset + at, from, n);
       if (rc != 0) failure = "notify_store " + path + ": " + std::strerror(-rc);
     }
     done += window;
@@ -141,7 +179,8 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
   if (!mount.cache.open_matches(*ino, mtime_ns, size))
     return err(path +
                (store ? " changed while its pages were stored" : " changed while it was read"));
-  return "ok " + std::to_string(length) + "\n";
+  return "ok " + std::to_string(length) + (mode == "fetch" && tagged ? " " + signer->hex() : "") +
+         "\n";
 }
 
 }  // namespace skein::client

@@ -6,7 +6,7 @@
 // the range comes from the gateway as for `fetch` and goes into no page cache (skein-mpi's
 // stage-in of a large file, which it reads once).
 //
-//   fill fetch|store|read MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET NS_PATH
+//   fill fetch[:tag]|store[:TAG]|read MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET NS_PATH
 //
 // The buffer is not named: its file descriptor comes with the command (SCM_RIGHTS), so the mount
 // touches only memory the caller could touch itself. It must be a memfd sealed against
@@ -23,9 +23,13 @@
 // until the file's last close here (MountSession::fill_handle).
 //
 // A caller other than root must be able to read the file through the mount (search permission on
-// every directory above it, read permission on it: PathAccess). `store` is for privileged callers
-// only (root, the mount's own user, a job's user): its bytes come from the caller and go into the
-// page cache that every reader of the file on this node is served from.
+// every directory above it, read permission on it: PathAccess). A store's bytes come from the
+// caller and go into the page cache that every reader of the file on this node is served from:
+// privileged callers (root, the mount's own user, a job's user) may store any; others only bytes
+// with the tag (fill_tag.hpp) that a mount of the namespace gave them at their fetch, which
+// `fetch` answers such callers, and privileged ones that ask for it (`fetch:tag`), as
+// "ok BYTES TAG". The mount signs and stores its own copy of the bytes, never the caller's buffer,
+// which may change under it.
 #pragma once
 
 #include <string>
@@ -37,7 +41,7 @@
 namespace skein::client {
 
 // Runs one `fill` command (without the leading "fill "), with the buffer's file descriptor
-// `buf_fd` (-1: none passed); returns the answer line: "ok BYTES" or "error: ...".
+// `buf_fd` (-1: none passed); returns the answer line: "ok BYTES [TAG]" or "error: ...".
 std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
                        const ControlPeer& peer);
 

@@ -10,6 +10,7 @@
 #include "cache_policy.hpp"
 #include "control_socket.hpp"
 #include "data_path.hpp"
+#include "fill_tag.hpp"
 #include "gateway_client.hpp"
 #include "inode_table.hpp"
 #include "kernel_cache.hpp"
@@ -39,6 +40,9 @@ struct MountDaemon {
   std::unique_ptr<KernelCache> kernel_cache;
   std::unique_ptr<WatchStream> watch;
   std::unique_ptr<ControlSocket> control;
+  // Signs what `fill fetch` got from the gateway for callers who are not privileged, and checks
+  // what they hand `fill store` (fill_tag.hpp); set from the namespace's token before the session.
+  FillTag::Key fill_key{};
 };
 
 // The operations table for fuse_session_new; the session's userdata must be a MountDaemon.

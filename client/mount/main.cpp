@@ -377,6 +377,7 @@ skein::client::DataPath::Options data_path_options(const MountArgs& args) {
 int run(const MountArgs& args, const std::string& token) {
   skein::keep_large_buffers_on_heap();
   skein::client::MountDaemon mount;
+  mount.fill_key = skein::client::FillTag::key_for_token(token);
   const std::string mount_id = new_mount_id();
   using KnowNames = skein::client::CachePolicy::Options::KnowNames;
   const KnowNames know_names = args.know_names == "always"  ? KnowNames::kAlways

@@ -85,6 +85,8 @@ struct Options {
   bool verify = false;
   bool quiet = false;
   std::string control_dir;
+  // Some leader's mount stores only tagged bytes for this user (docs/mpi.md, "Security").
+  bool tagged = false;
 };
 
 // Runs one `fill` command for a chunk of the file being broadcast; "" or the failure.
@@ -97,6 +99,8 @@ constexpr uint64_t kDepth = 4;
 // Fetches a leader has its mount make at once: while one is storing its pieces into the page
 // cache, the other's reads keep the gateway busy.
 constexpr int kFetchers = 2;
+// A fill tag: 64 hex digits (the mount's fill_tag.hpp).
+constexpr std::size_t kTagSize = 64;
 
 // Test hook (docs/mpi.md, tests/e2e/mpi_test.cpp): with SKEIN_MPI_TEST_HOLD=PATH, rank 0 makes
 // PATH.held after the first round of each file is broadcast and waits (up to 120 s) until PATH
@@ -120,7 +124,8 @@ void test_hold(const Node& node) {
 // round's agreement, and stops there: every leader stops after the same round. Returns this
 // leader's failure (or "another node failed"), "" when every leader finished.
 std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t chunks,
-                             uint64_t size, const Fill& fill, uint64_t& fetched) {
+                             uint64_t size, const Fill& fill, std::vector<char>& tags,
+                             uint64_t& fetched) {
   const uint64_t L = static_cast<uint64_t>(node.nodes);
   const uint64_t self = static_cast<uint64_t>(node.node);
   const uint64_t rounds = (chunks + L - 1) / L;
@@ -218,6 +223,10 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
                   static_cast<int>(l), node.leaders);
       }
     }
+    // With the chunks, the tags their mounts gave them, for mounts that store only tagged bytes.
+    if (!tags.empty())
+      MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, tags.data() + slot(r, 0) * kTagSize,
+                    static_cast<int>(kTagSize), MPI_CHAR, node.leaders);
     {
       std::lock_guard lock(mu);
       was_broadcast = r + 1;
@@ -286,15 +295,31 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
     const uint64_t size = static_cast<uint64_t>(meta[1]);
     const uint64_t chunks = (size + o.chunk - 1) / o.chunk;
     // `fill MODE` of bytes [off, off + len) of the file, to or from chunk `slot` of the buffer.
+    // Where a leader's mount stores only tagged bytes (the user is not privileged there), every
+    // fetch asks for the tag of its chunk and every store hands it on (docs/mpi.md, "Security").
+    std::vector<char> tags(o.tagged ? kDepth * static_cast<uint64_t>(node.nodes) * kTagSize : 0);
     const Fill fill = [&](const char* mode, uint64_t off, uint64_t len, uint64_t slot) {
+      const bool fetch = std::string(mode) == "fetch", with_tag = !tags.empty() && len > 0;
+      std::string m = mode;
+      if (with_tag)
+        m += fetch ? ":tag" : ":" + std::string(tags.data() + slot * kTagSize, kTagSize);
+      std::string answer;
       std::string e = mount.command(
-          fill_command(mode, meta[0], size, off, len, slot * o.chunk, rel), nullptr, buf.fd);
+          fill_command(m.c_str(), meta[0], size, off, len, slot * o.chunk, rel), &answer, buf.fd);
+      if (e.empty() && with_tag && fetch) {
+        // "ok LENGTH TAG"
+        const std::string tag = answer.substr(answer.rfind(' ') + 1, kTagSize);
+        if (tag.size() != kTagSize)
+          e = mount.dir + ": fill fetch gave no tag (" + answer + ")";
+        else
+          std::memcpy(tags.data() + slot * kTagSize, tag.data(), kTagSize);
+      }
       // The mount's words for a version that is no longer the opened one: "PATH changed (...)".
       if (!e.empty() && e.find(rel + " changed") != std::string::npos)
         e = rel + " changed during bcast (" + e + ")";
       return e;
     };
-    mine = pipelined_rounds(node, buf, o, chunks, size, fill, fetched);
+    mine = pipelined_rounds(node, buf, o, chunks, size, fill, tags, fetched);
     // The kernel may have let go of some pages already (or not taken them): each leader asks its
     // mount to fetch the ranges that are not resident (mincore on a mapping of the file, which
     // reads nothing), so that a later read does not miss and start the mount's read-ahead.
@@ -376,19 +401,16 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
   if (node.leader) {
     std::string who;
     mine = mount.command("whoami", &who);
-    // Storing chunks other nodes fetched is for root and the mount's own user: the bytes go into
-    // the page cache every user of the node reads (docs/mpi.md, "Security").
-    if (mine.empty() && node.nodes > 1 && who.find("every command") == std::string::npos)
-      mine = mount.dir + ": " + (prefetch ? "prefetch" : "bcast") +
-             " across nodes stores chunks other nodes fetched, which this mount lets only root "
-             "and its own user do (" +
-             who.substr(0, who.find('\n')) +
-             "); run it in a job's namespace, whose mount admits the job's user, or read the "
-             "files plainly";
+    // A mount that does not give this user every command stores only bytes that come with the
+    // tag of the mount that fetched them.
+    if (mine.empty() && who.find("every command") == std::string::npos) o.tagged = true;
     if (mine.empty()) mine = buf.open(o.chunk * kDepth * static_cast<std::size_t>(node.nodes));
   }
   failure = agree(node.world, mine);
   if (!failure.empty()) return finish(failure, error, error_size);
+  int tagged = o.tagged ? 1 : 0, any_tagged = 0;
+  MPI_Allreduce(&tagged, &any_tagged, 1, MPI_INT, MPI_MAX, node.world);
+  o.tagged = any_tagged != 0;
 
   const auto start = std::chrono::steady_clock::now();
   if (prefetch) {

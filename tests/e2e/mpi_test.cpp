@@ -634,9 +634,9 @@ std::string as_user(uid_t uid, const std::function<std::string()>& fn) {
 // A mount that serves every user (root's, with allow_other, as a node's mount of the shared
 // namespace is) answers another user's skein-mpi what that user could read through the mount: its
 // stage-in fetches the small files several at a time; a file below a directory it may not search
-// is refused though the mount knows it; and so are the commands for root and the mount's user:
-// drop-caches, status, and fill store, whose bytes would go into the page cache every user reads
-// (so its bcast across nodes fails at once with a message that says why; on one node it works).
+// is refused though the mount knows it; drop-caches and status are refused; and fill store, whose
+// bytes go into the page cache every user reads, takes only bytes with the tag that a mount's
+// fetch gave them, so the user's bcast across nodes works and a forged store does not.
 TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
   constexpr uid_t kNobody = 65534;
   const std::string exp = cluster_->export_dir(0);
@@ -700,7 +700,18 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
     all += "[fetch-fill] " + ask("fill fetch " + version + " 0 4 0 /srv0/others-priv/secret", buf);
     all +=
         "[store-private] " + ask("fill store " + version + " 0 4 0 /srv0/others-priv/secret", buf);
-    all += "[store] " + ask("fill store " + open_one + " 0 4 0 /srv0/others-in/sub/f0", buf);
+    // Stores into the page cache of a file it may read: only the bytes a fetch signed, where
+    // they were fetched.
+    const std::string f0 = " 0 4 8192 /srv0/others-in/sub/f0";
+    const std::string fetched = ask("fill fetch " + open_one + f0, buf);
+    all += "[fetch-tag] " + fetched;
+    const std::string tag = fetched.substr(fetched.rfind(' ') + 1, 64);
+    all += "[store] " + ask("fill store " + open_one + f0, buf);
+    all += "[store-tagged] " + ask("fill store:" + tag + " " + open_one + f0, buf);
+    all += "[store-elsewhere] " +
+           ask("fill store:" + tag + " " + open_one + " 4 4 8192 /srv0/others-in/sub/f0", buf);
+    if (::pwrite(buf, "XXXX", 4, 8192) != 4) return std::string("pwrite");
+    all += "[store-forged] " + ask("fill store:" + tag + " " + open_one + f0, buf);
     all += "[drop] " + ask("drop-caches", -1);
     all += "[status] " + ask("status", -1);
     all += "[whoami] " + ask("whoami", -1);
@@ -717,7 +728,16 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
   EXPECT_NE(answers.find("[store-private] error: /srv0/others-priv/secret: Permission denied"),
             std::string::npos)
       << answers;
-  EXPECT_NE(answers.find("[store] error: fill store is for root and the mount's own user"),
+  EXPECT_NE(answers.find("[fetch-tag] ok 4 "), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[store] error: fill store: only root and the mount's own user may store "
+                         "bytes of their own"),
+            std::string::npos)
+      << answers;
+  EXPECT_NE(answers.find("[store-tagged] ok 4\n"), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[store-elsewhere] error: fill store: the bytes are not what a mount"),
+            std::string::npos)
+      << answers;
+  EXPECT_NE(answers.find("[store-forged] error: fill store: the bytes are not what a mount"),
             std::string::npos)
       << answers;
   EXPECT_NE(answers.find("[drop] error: permission denied: 'drop-caches' is for root"),
@@ -730,28 +750,25 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
             std::string::npos)
       << answers;
 
-  // Its bcast over two nodes needs fill store: it fails on every rank with that message.
+  // Its bcast over two nodes: each chunk fetched once, the other node storing it with its tag;
+  // both mounts then read the file right.
+  const long long before = bytes_read();
   EXPECT_EQ(run_command("cd /tmp && SKEIN_MPI_NODE_MAP=" + q(node_map()) +
                             " runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 4 -x "
                             "SKEIN_MPI_NODE_MAP " +
-                            q(skein_mpi()) + " bcast " + q(mnt + "/srv0/others-in/big") + " 2>&1",
-                        &out),
-            1)
-      << out;
-  EXPECT_NE(out.find("bcast across nodes stores chunks other nodes fetched, which this mount lets "
-                     "only root and its own user do (uid 65534: whoami"),
-            std::string::npos)
-      << out;
-  // On one node nothing is stored that the gateway did not give: the user's bcast works there.
-  const std::string one_node = "a=" + mnt + ",a=" + mnt;
-  EXPECT_EQ(run_command("cd /tmp && SKEIN_MPI_NODE_MAP=" + q(one_node) +
-                            " runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 2 -x "
-                            "SKEIN_MPI_NODE_MAP " +
-                            q(skein_mpi()) + " bcast " + q(mnt + "/srv0/others-in") + " 2>&1",
+                            q(skein_mpi()) + " bcast --chunk 1048576 " +
+                            q(mnt + "/srv0/others-in") + " 2>&1",
                         &out),
             0)
       << out;
   EXPECT_NE(out.find("broadcast 21 files"), std::string::npos) << out;
+  std::size_t total = 0;
+  for (const auto& [name, data] : files) total += data.size();
+  const long long served = bytes_read() - before;
+  EXPECT_GE(served, static_cast<long long>(total)) << out;
+  EXPECT_LE(served, static_cast<long long>(total) * 101 / 100) << out;
+  for (int m = 0; m < 2; ++m)
+    EXPECT_TRUE(read_file(cluster_->mount(m) + "/srv0/others-in/big") == files["/big"]) << m;
   run_command("rm -rf " + q(exp + "/others-in") + " " + q(exp + "/others-priv") + " " + q(dst));
 }
 

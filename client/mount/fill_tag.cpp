@@ -1,0 +1,78 @@
+// Fill tags; see fill_tag.hpp.
+#include "fill_tag.hpp"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace skein::client {
+namespace {
+
+constexpr char kKeyLabel[] = "skein fill tag key v1";
+
+EVP_MAC_CTX* new_hmac(const unsigned char* key, std::size_t key_size) {
+  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  if (!mac) throw std::runtime_error("OpenSSL has no HMAC");
+  EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac);
+  EVP_MAC_free(mac);
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                         OSSL_PARAM_construct_end()};
+  if (!ctx || EVP_MAC_init(ctx, key, key_size, params) != 1) {
+    EVP_MAC_CTX_free(ctx);
+    throw std::runtime_error("cannot start an HMAC-SHA256");
+  }
+  return ctx;
+}
+
+}  // namespace
+
+FillTag::Key FillTag::key_for_token(std::string_view token) {
+  EVP_MAC_CTX* ctx = new_hmac(reinterpret_cast<const unsigned char*>(token.data()), token.size());
+  Key key{};
+  std::size_t n = 0;
+  EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(kKeyLabel), sizeof kKeyLabel);
+  EVP_MAC_final(ctx, key.data(), &n, key.size());
+  EVP_MAC_CTX_free(ctx);
+  return key;
+}
+
+FillTag::FillTag(const Key& key, const std::string& ns_path, int64_t mtime_ns, uint64_t size,
+                 uint64_t offset, uint64_t length) {
+  EVP_MAC_CTX* ctx = new_hmac(key.data(), key.size());
+  ctx_ = ctx;
+  // The path with its NUL, then the numbers: no two (path, version, range) give the same prefix.
+  const std::string head = ns_path + std::string(1, '\0') + std::to_string(mtime_ns) + " " +
+                           std::to_string(size) + " " + std::to_string(offset) + " " +
+                           std::to_string(length) + "\n";
+  add(head.data(), head.size());
+}
+
+FillTag::~FillTag() { EVP_MAC_CTX_free(static_cast<EVP_MAC_CTX*>(ctx_)); }
+
+void FillTag::add(const char* data, std::size_t n) {
+  EVP_MAC_update(static_cast<EVP_MAC_CTX*>(ctx_), reinterpret_cast<const unsigned char*>(data), n);
+}
+
+std::string FillTag::hex() {
+  unsigned char mac[32];
+  std::size_t n = 0;
+  EVP_MAC_final(static_cast<EVP_MAC_CTX*>(ctx_), mac, &n, sizeof mac);
+  std::string out;
+  char two[3];
+  for (std::size_t i = 0; i < n; ++i) {
+    std::snprintf(two, sizeof two, "%02x", mac[i]);
+    out += two;
+  }
+  return out;
+}
+
+bool same_tag(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace skein::client

@@ -1,0 +1,47 @@
+// Fill tags (client/mount/fill_tag.hpp): what a tag binds, and that it is the same however the
+// bytes are fed.
+#include "fill_tag.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace skein::client {
+namespace {
+
+std::string tag_of(const FillTag::Key& key, const std::string& path, int64_t mtime, uint64_t size,
+                   uint64_t offset, const std::string& bytes) {
+  FillTag t(key, path, mtime, size, offset, bytes.size());
+  t.add(bytes.data(), bytes.size());
+  return t.hex();
+}
+
+TEST(FillTagTest, ATagBindsTheBytesThePathTheVersionAndTheRange) {
+  const FillTag::Key key = FillTag::key_for_token("namespace token");
+  EXPECT_EQ(key, FillTag::key_for_token("namespace token"));
+  EXPECT_NE(key, FillTag::key_for_token("another token"));
+  const std::string bytes = "chunk of a file";
+  const std::string tag = tag_of(key, "/srv0/f", 1000, 4096, 0, bytes);
+  EXPECT_EQ(tag.size(), 64u);
+  EXPECT_EQ(tag, tag_of(key, "/srv0/f", 1000, 4096, 0, bytes));
+  EXPECT_NE(tag, tag_of(key, "/srv0/f", 1000, 4096, 0, "chunk of a filE"));
+  EXPECT_NE(tag, tag_of(key, "/srv0/g", 1000, 4096, 0, bytes));
+  EXPECT_NE(tag, tag_of(key, "/srv0/f", 1001, 4096, 0, bytes));
+  EXPECT_NE(tag, tag_of(key, "/srv0/f", 1000, 4097, 0, bytes));
+  EXPECT_NE(tag, tag_of(key, "/srv0/f", 1000, 4096, 1, bytes));
+  EXPECT_NE(tag, tag_of(FillTag::key_for_token("another token"), "/srv0/f", 1000, 4096, 0, bytes));
+  // A path cannot borrow the numbers' place: "/a" with mtime 10 is not "/a\01" with mtime 0.
+  EXPECT_NE(tag_of(key, "/a", 10, 1, 0, "x"),
+            tag_of(key, std::string("/a\0", 3) + "1", 0, 1, 0, "x"));
+  // Fed in pieces: the same tag.
+  FillTag pieces(key, "/srv0/f", 1000, 4096, 0, bytes.size());
+  pieces.add(bytes.data(), 5);
+  pieces.add(bytes.data() + 5, bytes.size() - 5);
+  EXPECT_EQ(pieces.hex(), tag);
+  EXPECT_TRUE(same_tag(tag, tag));
+  EXPECT_FALSE(same_tag(tag, tag.substr(0, 63) + (tag.back() == '0' ? "1" : "0")));
+  EXPECT_FALSE(same_tag(tag, tag.substr(0, 63)));
+}
+
+}  // namespace
+}  // namespace skein::client
