@@ -4,6 +4,7 @@
 #include <fcntl.h>
 
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -21,9 +22,10 @@ namespace {
 
 constexpr uint64_t kPiece = wire::kMaxIoSize;  // one gateway read, one notify_store
 constexpr uint64_t kWindow = 8;                // pieces fetched at once
-// The most a tagged store takes at once: its bytes are copied out of the caller's buffer and
-// checked whole before any is stored.
-constexpr uint64_t kMaxTaggedStore = 64u << 20;
+// The most one command of a caller who is not privileged moves (a tagged store's bytes are
+// copied out of the caller's buffer and checked whole before any is stored); skein-mpi's are at
+// most a chunk (bcast: 4 MiB by default) or 8 MiB (stage-in's fill read).
+constexpr uint64_t kMaxOthersLength = 64u << 20;
 
 std::string err(const std::string& what) { return "error: " + what + "\n"; }
 
@@ -31,7 +33,9 @@ std::string err(const std::string& what) { return "error: " + what + "\n"; }
 
 DirAttrs directory_attrs(MountDaemon& mount) {
   return [&mount](const std::string& path) -> std::optional<FileAttr> {
-    if (auto ino = mount.inodes.find(path)) {
+    // Kept attributes only while every server is watched: a change made on a server then comes
+    // as an invalidation, which drops them.
+    if (auto ino = mount.inodes.find(path); ino && mount.cache.servers_watched()) {
       if (auto kept = mount.cache.dir_attrs(*ino)) return kept->first;
     }
     auto got = mount.gateway->getattr(path);
@@ -62,7 +66,10 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
   std::getline(in >> std::ws, path);
   if (path.empty() || path[0] != '/') return err("fill: NS_PATH must be absolute");
   if (offset > size || length > size - offset) return err("fill: range beyond the file's size");
-  if (peer.uid != 0) {
+  if (!peer.privileged && length > kMaxOthersLength)
+    return err("fill: at most " + std::to_string(kMaxOthersLength) +
+               " bytes at once for callers other than root and the mount's user");
+  if (!peer.privileged) {
     PathAccess access(peer, directory_attrs(mount));
     auto attr = mount.gateway->getattr(path);
     if (!attr || !access.may_read(path, *attr)) return err(path + ": Permission denied");
@@ -83,20 +90,29 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
     return err(
         "fill store: only root and the mount's own user may store bytes of their own; others "
         "hand the tag that the fetching mount's `fill fetch` answered (store:TAG)");
-  if (mode == "store" && tagged && length > kMaxTaggedStore)
-    return err("fill store: at most " + std::to_string(kMaxTaggedStore) +
-               " bytes at once with a tag");
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  if (mode == "store" && tagged) {
+    const auto made = FillTag::made_of(tag);
+    if (!made) return err("fill store: not a tag: " + tag);
+    if (*made + FillTag::kMaxAge.count() < now || *made > now + FillTag::kMaxAge.count())
+      return err("fill store: the tag was made at " + std::to_string(*made) +
+                 ", too long ago (or ahead of this node's clock) to be taken");
+  }
 
   CallerBuffer buf;
   if (std::string e = map_caller_buffer("fill", buf_fd, buf_offset, length, fetch, buf); !e.empty())
     return err(e);
   std::vector<char> own;  // the mount's own copy of the bytes (tagged)
   std::optional<FillTag> signer;
-  if (tagged) signer.emplace(mount.fill_key, path, mtime_ns, size, offset, length);
+  if (tagged)
+    signer.emplace(mount.fill_key, path, mtime_ns, size, offset, length,
+                   mode == "store" ? *FillTag::made_of(tag) : now);
   if (mode == "store" && tagged) {
     own.assign(buf.data, buf.data + length);
     signer->add(own.data(), own.size());
-    if (!same_tag(signer->hex(), tag))
+    if (!same_tag(signer->tag(), tag))
       return err("fill store: the bytes are not what a mount of this namespace fetched for " +
                  path + " at that range and version (the tag does not match)");
   }
@@ -179,7 +195,7 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
   if (!mount.cache.open_matches(*ino, mtime_ns, size))
     return err(path +
                (store ? " changed while its pages were stored" : " changed while it was read"));
-  return "ok " + std::to_string(length) + (mode == "fetch" && tagged ? " " + signer->hex() : "") +
+  return "ok " + std::to_string(length) + (mode == "fetch" && tagged ? " " + signer->tag() : "") +
          "\n";
 }
 

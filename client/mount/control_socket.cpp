@@ -11,6 +11,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kServerTimeoutSeconds = 2;   // a client that sends nothing is dropped
+constexpr int kServerTimeoutSeconds = 2;  // a client that sends nothing is dropped
+// The most a client may take to send its whole command, however it spaces its bytes.
+constexpr std::chrono::seconds kCommandDeadline{5};
 constexpr int kClientTimeoutSeconds = 10;  // a mount that does not answer (stopped, hung)
 constexpr std::size_t kMaxCommand = 4352;  // a fill command carries a path (PATH_MAX)
 constexpr std::size_t kMaxLinkName = 200;
@@ -92,6 +95,20 @@ bool make_dir(const std::string& dir, std::string& error) {
   else if (made)
     ::chmod(dir.c_str(), 0755);
   return true;
+}
+
+// Answers `text` without taking the command, which is read and dropped: closing with it unread
+// would reset the connection, and the client would see that instead of the answer.
+void refuse(int fd, const std::string& text) {
+  write_all(fd, text);
+  set_timeouts(fd, kServerTimeoutSeconds);
+  ::shutdown(fd, SHUT_WR);
+  char drop[512];
+  for (std::size_t n = 0; n < 2 * kMaxCommand;) {
+    const ssize_t r = ::read(fd, drop, sizeof drop);
+    if (r <= 0) break;
+    n += static_cast<std::size_t>(r);
+  }
 }
 
 }  // namespace
@@ -238,18 +255,32 @@ void ControlSocket::answer(int fd) {
   const bool known = ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0;
   const bool privileged =
       known && (peer.uid == 0 || peer.uid == ::geteuid() || peer.uid == access_.user);
-  if (!privileged && !(known && access_.everyone)) {
-    write_all(fd, "error: permission denied\n");
-    // The command is read and dropped: closing with it unread would reset the connection, and
-    // the client would see that instead of the answer.
-    set_timeouts(fd, kServerTimeoutSeconds);
-    ::shutdown(fd, SHUT_WR);
-    char drop[512];
-    for (std::size_t n = 0; n < 2 * kMaxCommand;) {
-      const ssize_t r = ::read(fd, drop, sizeof drop);
-      if (r <= 0) break;
-      n += static_cast<std::size_t>(r);
+  bool counted = false;  // among others_answering_
+  struct Uncount {
+    ControlSocket* socket;
+    bool& counted;
+    ~Uncount() {
+      if (!counted) return;
+      std::lock_guard lock(socket->mu_);
+      --socket->others_answering_;
     }
+  } uncount{this, counted};
+  if (!privileged && known && access_.everyone) {
+    bool busy = false;
+    {
+      std::lock_guard lock(mu_);
+      busy = others_answering_ >= kMaxAnswering - kKeptForPrivileged;
+      if (!busy) ++others_answering_;
+    }
+    if (busy) {
+      refuse(fd,
+             "error: busy: the mount is answering as many other users as it takes; try again\n");
+      return;
+    }
+    counted = true;
+  }
+  if (!privileged && !(known && access_.everyone)) {
+    refuse(fd, "error: permission denied\n");
     return;
   }
   set_timeouts(fd, kServerTimeoutSeconds);
@@ -259,7 +290,9 @@ void ControlSocket::answer(int fd) {
   int passed = -1;
   char buf[512];
   bool line_done = false;
-  while (!line_done && command.size() < kMaxCommand) {
+  const auto deadline = std::chrono::steady_clock::now() + kCommandDeadline;
+  while (!line_done && command.size() < kMaxCommand &&
+         std::chrono::steady_clock::now() < deadline) {
     iovec iov{buf, sizeof buf};
     alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
     msghdr msg{};
@@ -293,8 +326,37 @@ void ControlSocket::answer(int fd) {
   }
   if (command.size() > kMaxCommand) command.resize(kMaxCommand);
   while (!command.empty() && (command.back() == '\r' || command.back() == ' ')) command.pop_back();
-  spdlog::info("control socket: {}{}", command, passed >= 0 ? " (with a file descriptor)" : "");
-  write_all(fd, handler_(command, passed, ControlPeer{peer.pid, peer.uid, peer.gid, privileged}));
+  if (!line_done) {
+    write_all(fd, "error: no whole command line within " +
+                      std::to_string(kCommandDeadline.count()) + " s\n");
+    if (passed >= 0) ::close(passed);
+    return;
+  }
+  // Other users' commands at debug level: they must not be able to flood the log.
+  spdlog::log(privileged ? spdlog::level::info : spdlog::level::debug,
+              "control socket: uid {}: {}{}", peer.uid, command,
+              passed >= 0 ? " (with a file descriptor)" : "");
+  ControlPeer who{peer.pid, peer.uid, peer.gid, privileged, std::nullopt};
+  // Supplementary groups as of the connection (the process may be gone, its pid reused, by the
+  // time /proc would be read).
+  std::vector<gid_t> groups(64);
+  for (int tries = 0; tries < 4; ++tries) {
+    socklen_t size = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &size) == 0) {
+      groups.resize(size / sizeof(gid_t));
+      who.groups = std::move(groups);
+      break;
+    }
+    if (errno != ERANGE) break;
+    groups.resize(size / sizeof(gid_t) + 1);
+  }
+  std::string answer;
+  try {
+    answer = handler_(command, passed, who);
+  } catch (const std::exception& e) {
+    answer = std::string("error: ") + e.what() + "\n";
+  }
+  write_all(fd, answer);
   if (passed >= 0) ::close(passed);
 }
 

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +33,8 @@ struct ControlPeer {
   uid_t uid = 0;
   gid_t gid = 0;
   bool privileged = false;
+  // Its supplementary groups as they were when it connected (SO_PEERGROUPS), if known.
+  std::optional<std::vector<gid_t>> groups = std::nullopt;
 };
 
 // Who may connect to a control socket, besides root and the mount process's user.
@@ -69,8 +72,11 @@ class ControlSocket {
   static std::unique_ptr<ControlSocket> open(const std::string& dir, const std::string& mount_id,
                                              const std::string& mountpoint, std::string& error,
                                              Access access = {});
-  // Connections answered at once; a further one waits until one of them is done.
+  // Connections answered at once; a further one waits until one of them is done. Callers who are
+  // not privileged get at most kMaxAnswering - kKeptForPrivileged of them (the others are
+  // answered "busy"), so that they never keep root and the mount's user out.
   static constexpr int kMaxAnswering = 8;
+  static constexpr int kKeptForPrivileged = 2;
 
   // Serves commands on threads of its own until destroyed.
   void start(Handler handler);
@@ -103,7 +109,8 @@ class ControlSocket {
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable done_;
-  int answering_ = 0;  // connections being answered, each on a detached thread
+  int answering_ = 0;         // connections being answered, each on a detached thread
+  int others_answering_ = 0;  // of them, those of callers who are not privileged
 };
 
 }  // namespace skein::client

@@ -21,6 +21,9 @@ constexpr std::size_t kMaxFiles = wire::kMaxReadFiles;
 constexpr uint64_t kMaxCallBytes = wire::kMaxIoSize;
 // Most paths in one command.
 constexpr std::size_t kMaxPaths = 4096;
+// The most buffer one command of a caller who is not privileged may have the mount fill (its
+// pages are the mount's to allocate); skein-mpi's stage-in passes about 8 MiB.
+constexpr uint64_t kMaxOthersBuffer = 64u << 20;
 
 }  // namespace
 
@@ -45,7 +48,9 @@ bool may_read(const FileAttr& attr, uid_t uid, gid_t gid, const std::vector<gid_
 
 PathAccess::PathAccess(const ControlPeer& peer, DirAttrs dir_attrs)
     : peer_(peer),
-      groups_(peer.uid == 0 ? std::vector<gid_t>{} : supplementary_groups(peer.pid)),
+      groups_(peer.uid == 0 ? std::vector<gid_t>{}
+              : peer.groups ? *peer.groups
+                            : supplementary_groups(peer.pid)),
       dir_attrs_(std::move(dir_attrs)) {}
 
 bool PathAccess::may_reach(const std::string& ns_path) {
@@ -91,6 +96,9 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
   if (max_bytes == 0 || max_bytes > kMaxCallBytes)
     return err("MAX_BYTES must be 1 to " + std::to_string(kMaxCallBytes));
   if (list_length == 0) return "ok 0\n";
+  if (!peer.privileged && list_length > kMaxOthersBuffer)
+    return err("at most " + std::to_string(kMaxOthersBuffer) +
+               " bytes of buffer for callers other than root and the mount's user");
   // The list first (read-only), to know how large the rest must be.
   std::vector<std::string> paths;
   {
@@ -111,6 +119,9 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
   for (const std::string& p : paths) {
     if (p.empty() || p[0] != '/') return err("paths must be absolute: '" + p + "'");
   }
+  if (!peer.privileged && list_length + paths.size() * max_bytes > kMaxOthersBuffer)
+    return err("at most " + std::to_string(kMaxOthersBuffer) +
+               " bytes of buffer for callers other than root and the mount's user");
   CallerBuffer out;
   if (std::string e = map_caller_buffer("fetch-files", buf_fd, list_length,
                                         paths.size() * max_bytes, true, out);
@@ -134,7 +145,10 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
     std::vector<std::string> ask;
     std::vector<std::size_t> index;
     for (std::size_t i = first; i < last; ++i) {
-      if (mount.known(paths[i])) {
+      // A path below a directory the caller may not search: EACCES, whether or not it exists.
+      if (!access.may_reach(paths[i])) {
+        answers[i].error = EACCES;
+      } else if (mount.known(paths[i])) {
         ask.push_back(paths[i]);
         index.push_back(i);
       } else {

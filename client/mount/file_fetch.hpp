@@ -15,7 +15,9 @@
 // No file is read on the caller's behalf that the caller could not read through the mount: a path
 // must name an inode this mount knows, and the caller must be root or have search permission on
 // every directory above the file and read permission on the file, by mode, owner and group, as the
-// kernel's default_permissions would judge (EACCES otherwise; the bytes never reach the buffer).
+// kernel's default_permissions would judge (EACCES otherwise, also for any name below a directory
+// it may not search; the bytes never reach the buffer). A caller that is not privileged has the
+// mount fill at most kMaxOthersBuffer bytes of buffer a command.
 #pragma once
 
 #include <sys/types.h>

@@ -31,25 +31,38 @@ EVP_MAC_CTX* new_hmac(const unsigned char* key, std::size_t key_size) {
 
 }  // namespace
 
-FillTag::Key FillTag::key_for_token(std::string_view token) {
+FillTag::Key FillTag::key_for(std::string_view ns, std::string_view token) {
   EVP_MAC_CTX* ctx = new_hmac(reinterpret_cast<const unsigned char*>(token.data()), token.size());
   Key key{};
   std::size_t n = 0;
   EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(kKeyLabel), sizeof kKeyLabel);
+  EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(ns.data()), ns.size());
   EVP_MAC_final(ctx, key.data(), &n, key.size());
   EVP_MAC_CTX_free(ctx);
   return key;
 }
 
 FillTag::FillTag(const Key& key, const std::string& ns_path, int64_t mtime_ns, uint64_t size,
-                 uint64_t offset, uint64_t length) {
+                 uint64_t offset, uint64_t length, int64_t made)
+    : made_(made) {
   EVP_MAC_CTX* ctx = new_hmac(key.data(), key.size());
   ctx_ = ctx;
-  // The path with its NUL, then the numbers: no two (path, version, range) give the same prefix.
+  // The path with its NUL, then the numbers: no two (path, version, range, time) give the same
+  // prefix.
   const std::string head = ns_path + std::string(1, '\0') + std::to_string(mtime_ns) + " " +
                            std::to_string(size) + " " + std::to_string(offset) + " " +
-                           std::to_string(length) + "\n";
+                           std::to_string(length) + " " + std::to_string(made) + "\n";
   add(head.data(), head.size());
+}
+
+std::optional<int64_t> FillTag::made_of(std::string_view tag) {
+  if (tag.size() != kSize || tag[10] != '.') return std::nullopt;
+  int64_t made = 0;
+  for (std::size_t i = 0; i < 10; ++i) {
+    if (tag[i] < '0' || tag[i] > '9') return std::nullopt;
+    made = made * 10 + (tag[i] - '0');
+  }
+  return made;
 }
 
 FillTag::~FillTag() { EVP_MAC_CTX_free(static_cast<EVP_MAC_CTX*>(ctx_)); }
@@ -58,11 +71,13 @@ void FillTag::add(const char* data, std::size_t n) {
   EVP_MAC_update(static_cast<EVP_MAC_CTX*>(ctx_), reinterpret_cast<const unsigned char*>(data), n);
 }
 
-std::string FillTag::hex() {
+std::string FillTag::tag() {
   unsigned char mac[32];
   std::size_t n = 0;
   EVP_MAC_final(static_cast<EVP_MAC_CTX*>(ctx_), mac, &n, sizeof mac);
-  std::string out;
+  char made[12];
+  std::snprintf(made, sizeof made, "%010lld.", static_cast<long long>(made_));
+  std::string out = made;
   char two[3];
   for (std::size_t i = 0; i < n; ++i) {
     std::snprintf(two, sizeof two, "%02x", mac[i]);

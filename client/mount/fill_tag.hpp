@@ -1,13 +1,16 @@
 // Tags that let a mount store into its page cache bytes another mount fetched, for a caller who
 // is not privileged (docs/mpi.md, "Security"). The fetching mount signs the bytes it got from the
 // gateway with a key every mount of the namespace holds and no user does (derived from the
-// namespace's token); the storing mount stores them only if the tag it computes over the bytes
-// the caller hands it is the same. A tag binds the bytes to the file's path, version (mtime, size)
-// and range, so bytes are stored only where a mount of the namespace read them from the gateway.
+// namespace's name and token); the storing mount stores them only if the tag it computes over the
+// bytes the caller hands it is the same. A tag binds the bytes to the file's path, version (mtime,
+// size) and range, and to when it was made, so bytes are stored only where a mount of the
+// namespace read them from the gateway, and only for kMaxAge after.
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,21 +19,29 @@ namespace skein::client {
 class FillTag {
  public:
   using Key = std::array<unsigned char, 32>;
-  // The key for the namespace whose token is `token`.
-  static Key key_for_token(std::string_view token);
+  // The key for namespace `ns`, whose token is `token`.
+  static Key key_for(std::string_view ns, std::string_view token);
+  // How long a tag is taken after it was made (clocks of nodes may differ by up to this, too).
+  static constexpr std::chrono::seconds kMaxAge{600};
+  // A tag's length: the time it was made (10 decimal digits of Unix seconds), '.', 64 hex digits.
+  static constexpr std::size_t kSize = 75;
 
-  // A tag over one range: feed the range's bytes in order, then hex().
+  // A tag over one range, made at `made` (Unix seconds): feed the range's bytes in order, then
+  // tag().
   FillTag(const Key& key, const std::string& ns_path, int64_t mtime_ns, uint64_t size,
-          uint64_t offset, uint64_t length);
+          uint64_t offset, uint64_t length, int64_t made);
+  // When `tag` says it was made, if it is well formed.
+  static std::optional<int64_t> made_of(std::string_view tag);
   ~FillTag();
   FillTag(const FillTag&) = delete;
   FillTag& operator=(const FillTag&) = delete;
   void add(const char* data, std::size_t n);
-  // 64 hex digits (HMAC-SHA256).
-  std::string hex();
+  // The tag: when it was made, then the HMAC-SHA256 in hex.
+  std::string tag();
 
  private:
   void* ctx_ = nullptr;  // EVP_MAC_CTX
+  int64_t made_ = 0;
 };
 
 // Whether two tags are the same, in time that does not depend on where they differ.

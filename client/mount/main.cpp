@@ -4,6 +4,7 @@
 // after the daemon has forked, because gRPC's threads do not survive a fork.
 #include <fuse_lowlevel.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -317,6 +318,22 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
   if (!peer.privileged && !everyone_may)
     return "error: permission denied: '" + command.substr(0, command.find(' ')) +
            "' is for root and the mount's own user\n";
+  // The caller must be able to reach the mount point itself, as its own path walk would: search
+  // permission on every local directory above it.
+  if (!peer.privileged) {
+    skein::client::PathAccess local(peer, [](const std::string& dir) {
+      struct stat st;
+      if (::stat(dir.c_str(), &st) != 0) return std::optional<skein::client::FileAttr>{};
+      skein::client::FileAttr a;
+      a.mode = st.st_mode;
+      a.uid = st.st_uid;
+      a.gid = st.st_gid;
+      return std::optional<skein::client::FileAttr>{a};
+    });
+    if (!local.may_reach(args.mountpoint))
+      return "error: permission denied: uid " + std::to_string(peer.uid) +
+             " may not reach the mount point " + args.mountpoint + "\n";
+  }
   if (command == "whoami")
     return "uid " + std::to_string(peer.uid) +
            (peer.privileged ? ": every command\n"
@@ -377,7 +394,7 @@ skein::client::DataPath::Options data_path_options(const MountArgs& args) {
 int run(const MountArgs& args, const std::string& token) {
   skein::keep_large_buffers_on_heap();
   skein::client::MountDaemon mount;
-  mount.fill_key = skein::client::FillTag::key_for_token(token);
+  mount.fill_key = skein::client::FillTag::key_for(args.ns, token);
   const std::string mount_id = new_mount_id();
   using KnowNames = skein::client::CachePolicy::Options::KnowNames;
   const KnowNames know_names = args.know_names == "always"  ? KnowNames::kAlways

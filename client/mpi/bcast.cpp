@@ -99,8 +99,11 @@ constexpr uint64_t kDepth = 4;
 // Fetches a leader has its mount make at once: while one is storing its pieces into the page
 // cache, the other's reads keep the gateway busy.
 constexpr int kFetchers = 2;
-// A fill tag: 64 hex digits (the mount's fill_tag.hpp).
-constexpr std::size_t kTagSize = 64;
+// A fill tag: when it was made, '.', 64 hex digits (the mount's fill_tag.hpp).
+constexpr std::size_t kTagSize = 75;
+// The largest chunk where tags are needed: what a mount takes at once from a user it does not
+// give every command.
+constexpr std::size_t kMaxTaggedChunk = 64u << 20;
 
 // Test hook (docs/mpi.md, tests/e2e/mpi_test.cpp): with SKEIN_MPI_TEST_HOLD=PATH, rank 0 makes
 // PATH.held after the first round of each file is broadcast and waits (up to 120 s) until PATH
@@ -404,13 +407,16 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     // A mount that does not give this user every command stores only bytes that come with the
     // tag of the mount that fetched them.
     if (mine.empty() && who.find("every command") == std::string::npos) o.tagged = true;
-    if (mine.empty()) mine = buf.open(o.chunk * kDepth * static_cast<std::size_t>(node.nodes));
   }
-  failure = agree(node.world, mine);
-  if (!failure.empty()) return finish(failure, error, error_size);
   int tagged = o.tagged ? 1 : 0, any_tagged = 0;
   MPI_Allreduce(&tagged, &any_tagged, 1, MPI_INT, MPI_MAX, node.world);
   o.tagged = any_tagged != 0;
+  // Such a mount takes at most 64 MiB a command from those users.
+  if (o.tagged) o.chunk = std::min<std::size_t>(o.chunk, kMaxTaggedChunk);
+  if (node.leader && mine.empty())
+    mine = buf.open(o.chunk * kDepth * static_cast<std::size_t>(node.nodes));
+  failure = agree(node.world, mine);
+  if (!failure.empty()) return finish(failure, error, error_size);
 
   const auto start = std::chrono::steady_clock::now();
   if (prefetch) {

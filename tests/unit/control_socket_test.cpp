@@ -5,6 +5,7 @@
 #include "control_socket.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -19,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace skein::client {
 namespace {
@@ -147,7 +149,7 @@ std::string request_as(uid_t uid, const std::string& dir, const std::string& mou
   if (pid == 0) {
     ::close(fds[0]);
     std::string answer, error, out;
-    if (::setgid(uid) != 0 || ::setuid(uid) != 0)
+    if (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0)
       out = "setuid failed";
     else
       out = ControlSocket::request(dir, mountpoint, command, answer, error) ? answer
@@ -219,6 +221,42 @@ TEST(ControlSocketTest, ASocketForEveryoneTellsTheHandlerWhoIsPrivileged) {
   std::string answer;
   ASSERT_TRUE(ControlSocket::request(sockets, mountpoint, "status", answer, error)) << error;
   EXPECT_EQ(answer, "status from uid 0 (privileged)\n");
+}
+
+// Other users never take the places kept for root and the mount's user: with as many of their
+// commands running as they may have, the next one is answered "busy" and root's is answered.
+TEST(ControlSocketTest, OtherUsersLeaveRootItsPlaces) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as other users";
+  TempDir dir;
+  ::chmod(dir.path.c_str(), 0755);
+  const std::string sockets = dir.path + "/sockets", mountpoint = dir.path + "/mnt";
+  std::string error;
+  auto socket = ControlSocket::open(sockets, "m1", mountpoint, error, {::geteuid(), true});
+  ASSERT_TRUE(socket) << error;
+  std::atomic<bool> release{false};
+  std::atomic<int> holding{0};
+  socket->start([&](const std::string& command, int, const ControlPeer&) -> std::string {
+    if (command != "hold") return command + " answered\n";
+    ++holding;
+    for (int i = 0; i < 1000 && !release; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return "held\n";
+  });
+  constexpr int kOthers = ControlSocket::kMaxAnswering - ControlSocket::kKeptForPrivileged;
+  std::vector<std::thread> held;
+  std::vector<std::string> answers(kOthers);
+  for (int i = 0; i < kOthers; ++i)
+    held.emplace_back([&, i] { answers[i] = request_as(64004, sockets, mountpoint, "hold"); });
+  for (int i = 0; i < 500 && holding < kOthers; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(holding, kOthers);
+  EXPECT_EQ(request_as(64004, sockets, mountpoint, "one more").rfind("error: busy", 0), 0u);
+  std::string answer;
+  EXPECT_TRUE(ControlSocket::request(sockets, mountpoint, "status", answer, error)) << error;
+  EXPECT_EQ(answer, "status answered\n");
+  release = true;
+  for (auto& t : held) t.join();
+  for (const auto& a : answers) EXPECT_EQ(a, "held\n");
 }
 
 TEST(ControlSocketTest, AClientWithoutADirectoryLooksInItsOwnAndThenInRunSkein) {

@@ -1,5 +1,5 @@
-// Fill tags (client/mount/fill_tag.hpp): what a tag binds, and that it is the same however the
-// bytes are fed.
+// Fill tags (client/mount/fill_tag.hpp): what a tag binds (key of namespace and token, path,
+// version, range, time made, bytes), and that it is the same however the bytes are fed.
 #include "fill_tag.hpp"
 
 #include <gtest/gtest.h>
@@ -10,37 +10,45 @@ namespace skein::client {
 namespace {
 
 std::string tag_of(const FillTag::Key& key, const std::string& path, int64_t mtime, uint64_t size,
-                   uint64_t offset, const std::string& bytes) {
-  FillTag t(key, path, mtime, size, offset, bytes.size());
+                   uint64_t offset, const std::string& bytes, int64_t made = 1764800000) {
+  FillTag t(key, path, mtime, size, offset, bytes.size(), made);
   t.add(bytes.data(), bytes.size());
-  return t.hex();
+  return t.tag();
 }
 
 TEST(FillTagTest, ATagBindsTheBytesThePathTheVersionAndTheRange) {
-  const FillTag::Key key = FillTag::key_for_token("namespace token");
-  EXPECT_EQ(key, FillTag::key_for_token("namespace token"));
-  EXPECT_NE(key, FillTag::key_for_token("another token"));
+  const FillTag::Key key = FillTag::key_for("default", "namespace token");
+  EXPECT_EQ(key, FillTag::key_for("default", "namespace token"));
+  EXPECT_NE(key, FillTag::key_for("default", "another token"));
   const std::string bytes = "chunk of a file";
   const std::string tag = tag_of(key, "/srv0/f", 1000, 4096, 0, bytes);
-  EXPECT_EQ(tag.size(), 64u);
+  EXPECT_EQ(tag.size(), FillTag::kSize);
+  EXPECT_EQ(tag.substr(0, 11), "1764800000.");
+  EXPECT_EQ(FillTag::made_of(tag), 1764800000);
+  EXPECT_FALSE(FillTag::made_of("x" + tag.substr(1)));
+  EXPECT_FALSE(FillTag::made_of(tag.substr(0, 74)));
+  // Another namespace with the same token, another time: other tags.
+  EXPECT_NE(key, FillTag::key_for("job-7", "namespace token"));
+  EXPECT_NE(tag.substr(11), tag_of(key, "/srv0/f", 1000, 4096, 0, bytes, 1764800001).substr(11));
   EXPECT_EQ(tag, tag_of(key, "/srv0/f", 1000, 4096, 0, bytes));
   EXPECT_NE(tag, tag_of(key, "/srv0/f", 1000, 4096, 0, "chunk of a filE"));
   EXPECT_NE(tag, tag_of(key, "/srv0/g", 1000, 4096, 0, bytes));
   EXPECT_NE(tag, tag_of(key, "/srv0/f", 1001, 4096, 0, bytes));
   EXPECT_NE(tag, tag_of(key, "/srv0/f", 1000, 4097, 0, bytes));
   EXPECT_NE(tag, tag_of(key, "/srv0/f", 1000, 4096, 1, bytes));
-  EXPECT_NE(tag, tag_of(FillTag::key_for_token("another token"), "/srv0/f", 1000, 4096, 0, bytes));
+  EXPECT_NE(tag,
+            tag_of(FillTag::key_for("default", "another token"), "/srv0/f", 1000, 4096, 0, bytes));
   // A path cannot borrow the numbers' place: "/a" with mtime 10 is not "/a\01" with mtime 0.
   EXPECT_NE(tag_of(key, "/a", 10, 1, 0, "x"),
             tag_of(key, std::string("/a\0", 3) + "1", 0, 1, 0, "x"));
   // Fed in pieces: the same tag.
-  FillTag pieces(key, "/srv0/f", 1000, 4096, 0, bytes.size());
+  FillTag pieces(key, "/srv0/f", 1000, 4096, 0, bytes.size(), 1764800000);
   pieces.add(bytes.data(), 5);
   pieces.add(bytes.data() + 5, bytes.size() - 5);
-  EXPECT_EQ(pieces.hex(), tag);
+  EXPECT_EQ(pieces.tag(), tag);
   EXPECT_TRUE(same_tag(tag, tag));
-  EXPECT_FALSE(same_tag(tag, tag.substr(0, 63) + (tag.back() == '0' ? "1" : "0")));
-  EXPECT_FALSE(same_tag(tag, tag.substr(0, 63)));
+  EXPECT_FALSE(same_tag(tag, tag.substr(0, 74) + (tag.back() == '0' ? "1" : "0")));
+  EXPECT_FALSE(same_tag(tag, tag.substr(0, 74)));
 }
 
 }  // namespace
