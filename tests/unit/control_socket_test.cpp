@@ -199,27 +199,36 @@ TEST(ControlSocketTest, ASocketOpenedForAJobsUserAnswersThatUserAndRootOnly) {
   EXPECT_EQ(request_as(kOther, sockets, mountpoint, "status"), "error: permission denied\n");
 }
 
+// A socket opened for everyone (a mount with allow_other) in a temporary directory others may
+// search.
+struct ForEveryone {
+  TempDir dir;
+  std::string sockets = dir.path + "/sockets", mountpoint = dir.path + "/mnt", error;
+  std::unique_ptr<ControlSocket> socket;
+  ForEveryone() {
+    ::chmod(dir.path.c_str(), 0755);
+    socket = ControlSocket::open(sockets, "m1", mountpoint, error, {::geteuid(), true});
+  }
+};
+
 // A mount that serves every user (allow_other) lets every user connect; the handler learns which
 // callers are privileged (root, the mount's user) and which are not.
 TEST(ControlSocketTest, ASocketForEveryoneTellsTheHandlerWhoIsPrivileged) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as other users";
-  TempDir dir;
-  ::chmod(dir.path.c_str(), 0755);
-  const std::string sockets = dir.path + "/sockets", mountpoint = dir.path + "/mnt";
-  std::string error;
-  auto socket = ControlSocket::open(sockets, "m1", mountpoint, error, {::geteuid(), true});
-  ASSERT_TRUE(socket) << error;
-  socket->start([](const std::string& command, int, const ControlPeer& peer) {
+  ForEveryone e;
+  ASSERT_TRUE(e.socket) << e.error;
+  e.socket->start([](const std::string& command, int, const ControlPeer& peer) {
     return command + " from uid " + std::to_string(peer.uid) +
            (peer.privileged ? " (privileged)" : " (other)") + "\n";
   });
   struct stat st;
-  ASSERT_EQ(::stat(socket->path().c_str(), &st), 0);
+  ASSERT_EQ(::stat(e.socket->path().c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0u);
   EXPECT_EQ(st.st_mode & 0777, 0666u);
-  EXPECT_EQ(request_as(64003, sockets, mountpoint, "fill"), "fill from uid 64003 (other)\n");
+  EXPECT_EQ(request_as(64003, e.sockets, e.mountpoint, "fill"), "fill from uid 64003 (other)\n");
   std::string answer;
-  ASSERT_TRUE(ControlSocket::request(sockets, mountpoint, "status", answer, error)) << error;
+  ASSERT_TRUE(ControlSocket::request(e.sockets, e.mountpoint, "status", answer, e.error))
+      << e.error;
   EXPECT_EQ(answer, "status from uid 0 (privileged)\n");
 }
 
@@ -227,15 +236,11 @@ TEST(ControlSocketTest, ASocketForEveryoneTellsTheHandlerWhoIsPrivileged) {
 // commands running as they may have, the next one is answered "busy" and root's is answered.
 TEST(ControlSocketTest, OtherUsersLeaveRootItsPlaces) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as other users";
-  TempDir dir;
-  ::chmod(dir.path.c_str(), 0755);
-  const std::string sockets = dir.path + "/sockets", mountpoint = dir.path + "/mnt";
-  std::string error;
-  auto socket = ControlSocket::open(sockets, "m1", mountpoint, error, {::geteuid(), true});
-  ASSERT_TRUE(socket) << error;
+  ForEveryone e;
+  ASSERT_TRUE(e.socket) << e.error;
   std::atomic<bool> release{false};
   std::atomic<int> holding{0};
-  socket->start([&](const std::string& command, int, const ControlPeer&) -> std::string {
+  e.socket->start([&](const std::string& command, int, const ControlPeer&) -> std::string {
     if (command != "hold") return command + " answered\n";
     ++holding;
     for (int i = 0; i < 1000 && !release; ++i)
@@ -246,13 +251,14 @@ TEST(ControlSocketTest, OtherUsersLeaveRootItsPlaces) {
   std::vector<std::thread> held;
   std::vector<std::string> answers(kOthers);
   for (int i = 0; i < kOthers; ++i)
-    held.emplace_back([&, i] { answers[i] = request_as(64004, sockets, mountpoint, "hold"); });
+    held.emplace_back([&, i] { answers[i] = request_as(64004, e.sockets, e.mountpoint, "hold"); });
   for (int i = 0; i < 500 && holding < kOthers; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(holding, kOthers);
-  EXPECT_EQ(request_as(64004, sockets, mountpoint, "one more").rfind("error: busy", 0), 0u);
+  EXPECT_EQ(request_as(64004, e.sockets, e.mountpoint, "one more").rfind("error: busy", 0), 0u);
   std::string answer;
-  EXPECT_TRUE(ControlSocket::request(sockets, mountpoint, "status", answer, error)) << error;
+  EXPECT_TRUE(ControlSocket::request(e.sockets, e.mountpoint, "status", answer, e.error))
+      << e.error;
   EXPECT_EQ(answer, "status answered\n");
   release = true;
   for (auto& t : held) t.join();
