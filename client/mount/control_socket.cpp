@@ -265,23 +265,21 @@ void ControlSocket::answer(int fd) {
       --socket->others_answering_;
     }
   } uncount{this, counted};
-  if (!privileged && known && access_.everyone) {
-    bool busy = false;
+  if (!privileged) {
+    if (!known || !access_.everyone) {
+      refuse(fd, "error: permission denied\n");
+      return;
+    }
     {
       std::lock_guard lock(mu_);
-      busy = others_answering_ >= kMaxAnswering - kKeptForPrivileged;
-      if (!busy) ++others_answering_;
+      counted = others_answering_ < kMaxAnswering - kKeptForPrivileged;
+      if (counted) ++others_answering_;
     }
-    if (busy) {
+    if (!counted) {
       refuse(fd,
              "error: busy: the mount is answering as many other users as it takes; try again\n");
       return;
     }
-    counted = true;
-  }
-  if (!privileged && !(known && access_.everyone)) {
-    refuse(fd, "error: permission denied\n");
-    return;
   }
   set_timeouts(fd, kServerTimeoutSeconds);
   // The command up to its newline (a client sends nothing after it), and the first file
@@ -289,10 +287,13 @@ void ControlSocket::answer(int fd) {
   std::string command;
   int passed = -1;
   char buf[512];
-  bool line_done = false;
+  bool line_done = false, late = false;
   const auto deadline = std::chrono::steady_clock::now() + kCommandDeadline;
-  while (!line_done && command.size() < kMaxCommand &&
-         std::chrono::steady_clock::now() < deadline) {
+  while (!line_done && command.size() < kMaxCommand) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      late = true;
+      break;
+    }
     iovec iov{buf, sizeof buf};
     alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
     msghdr msg{};
@@ -326,7 +327,7 @@ void ControlSocket::answer(int fd) {
   }
   if (command.size() > kMaxCommand) command.resize(kMaxCommand);
   while (!command.empty() && (command.back() == '\r' || command.back() == ' ')) command.pop_back();
-  if (!line_done) {
+  if (late) {
     write_all(fd, "error: no whole command line within " +
                       std::to_string(kCommandDeadline.count()) + " s\n");
     if (passed >= 0) ::close(passed);

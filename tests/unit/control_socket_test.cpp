@@ -9,13 +9,16 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -263,6 +266,45 @@ TEST(ControlSocketTest, OtherUsersLeaveRootItsPlaces) {
   release = true;
   for (auto& t : held) t.join();
   for (const auto& a : answers) EXPECT_EQ(a, "held\n");
+}
+
+// Connects to `path` directly, sends `pieces` (each after `gap`), ends its side, and returns what
+// came back.
+std::string send_raw(const std::string& path, const std::vector<std::string>& pieces,
+                     std::chrono::milliseconds gap) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return "?";
+  for (const std::string& p : pieces) {
+    std::this_thread::sleep_for(gap);
+    if (::send(fd, p.data(), p.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(p.size())) break;
+  }
+  ::shutdown(fd, SHUT_WR);
+  std::string got;
+  char buf[256];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) got.append(buf, std::size_t(n));
+  ::close(fd);
+  return got;
+}
+
+// A command is its line, or what came before the client ended its side; a client that takes
+// longer than the deadline for its line, however it spaces its bytes, gets no command run.
+TEST(ControlSocketTest, ACommandMustComeWholeWithinItsDeadline) {
+  TempDir dir;
+  const std::string mountpoint = dir.path + "/mnt";
+  std::string error;
+  auto socket = ControlSocket::open(dir.path + "/sockets", "m1", mountpoint, error);
+  ASSERT_TRUE(socket) << error;
+  socket->start(
+      [](const std::string& command, int, const ControlPeer&) { return "ran " + command + "\n"; });
+  EXPECT_EQ(send_raw(socket->path(), {"status\n"}, std::chrono::milliseconds(0)), "ran status\n");
+  EXPECT_EQ(send_raw(socket->path(), {"status"}, std::chrono::milliseconds(0)), "ran status\n");
+  // A byte a second: each within the 2 s a read waits, the line never within the 5 s.
+  EXPECT_EQ(send_raw(socket->path(), {"s", "t", "a", "t", "u", "s", "\n"},
+                     std::chrono::milliseconds(1000)),
+            "error: no whole command line within 5 s\n");
 }
 
 TEST(ControlSocketTest, AClientWithoutADirectoryLooksInItsOwnAndThenInRunSkein) {
