@@ -31,12 +31,13 @@ std::string err(const std::string& what) { return "error: " + what + "\n"; }
 
 }  // namespace
 
-DirAttrs directory_attrs(MountDaemon& mount) {
+AttrsByPath mount_attrs(MountDaemon& mount) {
   return [&mount](const std::string& path) -> std::optional<FileAttr> {
     // Kept attributes only while every server is watched: a change made on a server then comes
     // as an invalidation, which drops them.
     if (auto ino = mount.inodes.find(path); ino && mount.cache.servers_watched()) {
       if (auto kept = mount.cache.dir_attrs(*ino)) return kept->first;
+      if (auto current = mount.cache.current_attrs(*ino)) return current;
     }
     auto got = mount.gateway->getattr(path);
     if (!got) return std::nullopt;
@@ -70,8 +71,9 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
     return err("fill: at most " + std::to_string(kMaxOthersLength) +
                " bytes at once for callers other than root and the mount's user");
   if (!peer.privileged) {
-    PathAccess access(peer, directory_attrs(mount));
-    auto attr = mount.gateway->getattr(path);
+    const AttrsByPath attrs = mount_attrs(mount);
+    PathAccess access(peer, attrs);
+    const std::optional<FileAttr> attr = attrs(path);
     if (!attr || !access.may_read(path, *attr)) return err(path + ": Permission denied");
   }
   auto ino = mount.inodes.find(path);
@@ -93,12 +95,15 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
+  // When the tag in hand was made (a store), else now (a fetch that is to answer one).
+  int64_t made = now;
   if (mode == "store" && tagged) {
-    const auto made = FillTag::made_of(tag);
-    if (!made) return err("fill store: not a tag: " + tag);
-    if (*made + FillTag::kMaxAge.count() < now || *made > now + FillTag::kMaxAge.count())
-      return err("fill store: the tag was made at " + std::to_string(*made) +
+    const auto said = FillTag::made_of(tag);
+    if (!said) return err("fill store: not a tag: " + tag);
+    if (*said + FillTag::kMaxAge.count() < now || *said > now + FillTag::kMaxAge.count())
+      return err("fill store: the tag was made at " + std::to_string(*said) +
                  ", too long ago (or ahead of this node's clock) to be taken");
+    made = *said;
   }
 
   CallerBuffer buf;
@@ -106,9 +111,7 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
     return err(e);
   std::vector<char> own;  // the mount's own copy of the bytes (tagged)
   std::optional<FillTag> signer;
-  if (tagged)
-    signer.emplace(mount.fill_key, path, mtime_ns, size, offset, length,
-                   mode == "store" ? *FillTag::made_of(tag) : now);
+  if (tagged) signer.emplace(mount.fill_key, path, mtime_ns, size, offset, length, made);
   if (mode == "store" && tagged) {
     own.assign(buf.data, buf.data + length);
     signer->add(own.data(), own.size());

@@ -45,8 +45,9 @@ namespace skein::client {
 std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
                        const ControlPeer& peer);
 
-// Directories' attributes for PathAccess: what the mount keeps of a directory it knows, else the
+// Attributes in the namespace for judging a caller's access (PathAccess): what the mount keeps of
+// a path it knows (a directory's, a file's current ones) while every server is watched, else the
 // gateway's.
-DirAttrs directory_attrs(MountDaemon& mount);
+AttrsByPath mount_attrs(MountDaemon& mount);
 
 }  // namespace skein::client

@@ -25,9 +25,10 @@ constexpr std::size_t kMaxPaths = 4096;
 // pages are the mount's to allocate); skein-mpi's stage-in passes about 8 MiB.
 constexpr uint64_t kMaxOthersBuffer = 64u << 20;
 
-}  // namespace
-
-namespace {
+std::string too_much_for_others() {
+  return err("at most " + std::to_string(kMaxOthersBuffer) +
+             " bytes of buffer for callers other than root and the mount's user");
+}
 
 // Whether the owner's, group's or others' bits of `attr` (whichever class the caller is in) hold
 // `bits` (4 read, 1 search), as the kernel's permission check judges without ACLs.
@@ -46,7 +47,19 @@ bool may_read(const FileAttr& attr, uid_t uid, gid_t gid, const std::vector<gid_
   return allowed(attr, uid, gid, groups, 4);
 }
 
-PathAccess::PathAccess(const ControlPeer& peer, DirAttrs dir_attrs)
+AttrsByPath local_attrs() {
+  return [](const std::string& path) -> std::optional<FileAttr> {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+    FileAttr a;
+    a.mode = st.st_mode;
+    a.uid = st.st_uid;
+    a.gid = st.st_gid;
+    return a;
+  };
+}
+
+PathAccess::PathAccess(const ControlPeer& peer, AttrsByPath dir_attrs)
     : peer_(peer),
       groups_(peer.uid == 0 ? std::vector<gid_t>{}
               : peer.groups ? *peer.groups
@@ -96,9 +109,7 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
   if (max_bytes == 0 || max_bytes > kMaxCallBytes)
     return err("MAX_BYTES must be 1 to " + std::to_string(kMaxCallBytes));
   if (list_length == 0) return "ok 0\n";
-  if (!peer.privileged && list_length > kMaxOthersBuffer)
-    return err("at most " + std::to_string(kMaxOthersBuffer) +
-               " bytes of buffer for callers other than root and the mount's user");
+  if (!peer.privileged && list_length > kMaxOthersBuffer) return too_much_for_others();
   // The list first (read-only), to know how large the rest must be.
   std::vector<std::string> paths;
   {
@@ -120,8 +131,7 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
     if (p.empty() || p[0] != '/') return err("paths must be absolute: '" + p + "'");
   }
   if (!peer.privileged && list_length + paths.size() * max_bytes > kMaxOthersBuffer)
-    return err("at most " + std::to_string(kMaxOthersBuffer) +
-               " bytes of buffer for callers other than root and the mount's user");
+    return too_much_for_others();
   CallerBuffer out;
   if (std::string e = map_caller_buffer("fetch-files", buf_fd, list_length,
                                         paths.size() * max_bytes, true, out);

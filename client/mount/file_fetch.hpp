@@ -43,8 +43,11 @@ bool may_read(const FileAttr& attr, uid_t uid, gid_t gid, const std::vector<gid_
 // The supplementary groups of process `pid` (/proc/PID/status), empty if it is gone.
 std::vector<gid_t> supplementary_groups(pid_t pid);
 
-// Attributes of a directory of the namespace by path; nothing when it cannot be had.
-using DirAttrs = std::function<std::optional<FileAttr>(const std::string& ns_path)>;
+// Attributes of a file or directory by path; nothing when they cannot be had.
+using AttrsByPath = std::function<std::optional<FileAttr>(const std::string& path)>;
+
+// Attributes from the local file system (stat(2), following symlinks as a path walk does).
+AttrsByPath local_attrs();
 
 // What a caller of the control socket may read by path, as the kernel's default_permissions would
 // judge it for a process with the caller's credentials: every directory from the namespace's root
@@ -53,8 +56,9 @@ using DirAttrs = std::function<std::optional<FileAttr>(const std::string& ns_pat
 // that cannot be had counts as not searchable.
 class PathAccess {
  public:
-  PathAccess(const ControlPeer& peer, DirAttrs dir_attrs);
-  // Whether every directory above `ns_path` (an absolute path) may be searched.
+  PathAccess(const ControlPeer& peer, AttrsByPath dir_attrs);
+  // Whether every directory above `ns_path` (an absolute path) may be searched; `dir_attrs` gives
+  // the directories' attributes.
   bool may_reach(const std::string& ns_path);
   // may_reach, and read permission by `attr` (the file's).
   bool may_read(const std::string& ns_path, const FileAttr& attr);
@@ -62,14 +66,14 @@ class PathAccess {
  private:
   ControlPeer peer_;
   std::vector<gid_t> groups_;
-  DirAttrs dir_attrs_;
+  AttrsByPath dir_attrs_;
   std::map<std::string, bool> searchable_;
 };
 
 // What the command needs of the mount, so that it runs without FUSE in unit tests.
 struct FileFetchContext {
   std::function<bool(const std::string& ns_path)> known;  // an inode of this mount
-  DirAttrs dir_attrs;  // for callers other than root (PathAccess)
+  AttrsByPath dir_attrs;  // for callers other than root (PathAccess)
   std::function<Result<std::vector<GatewayClient::WholeFile>>(const std::vector<std::string>&,
                                                               uint32_t)>
       read_files;

@@ -4,11 +4,11 @@
 // after the daemon has forked, because gRPC's threads do not survive a fork.
 #include <fuse_lowlevel.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -226,27 +226,29 @@ std::string escape_option(const std::string& value) {
   return out;
 }
 
+// Every -o option on its own (each -o argument is a comma-separated list).
+std::vector<std::string> mount_option_items(const MountArgs& args) {
+  std::vector<std::string> items;
+  for (const std::string& group : args.options) {
+    std::stringstream in(group);
+    for (std::string opt; std::getline(in, opt, ',');) items.push_back(opt);
+  }
+  return items;
+}
+
 std::string fuse_mount_options(const MountArgs& args) {
   std::string opts = "fsname=" + escape_option("skein:" + args.ns + "@" + args.gateway) +
                      ",subtype=skein,default_permissions,max_read=" + std::to_string(1 << 20);
-  for (const std::string& group : args.options) {
-    std::stringstream items(group);
-    std::string opt;
-    while (std::getline(items, opt, ',')) {
-      if (!is_fstab_only(opt)) opts += "," + opt;
-    }
+  for (const std::string& opt : mount_option_items(args)) {
+    if (!is_fstab_only(opt)) opts += "," + opt;
   }
   return opts;
 }
 
 // Whether the mount serves every user of the machine (-o allow_other).
 bool allows_other(const MountArgs& args) {
-  for (const std::string& group : args.options) {
-    std::stringstream items(group);
-    for (std::string opt; std::getline(items, opt, ',');)
-      if (opt == "allow_other") return true;
-  }
-  return false;
+  const std::vector<std::string> items = mount_option_items(args);
+  return std::find(items.begin(), items.end(), "allow_other") != items.end();
 }
 
 // A random 64-bit id, in hex: the mount's name at the gateway (x-skein-mount) for its whole life.
@@ -321,15 +323,7 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
   // The caller must be able to reach the mount point itself, as its own path walk would: search
   // permission on every local directory above it.
   if (!peer.privileged) {
-    skein::client::PathAccess local(peer, [](const std::string& dir) {
-      struct stat st;
-      if (::stat(dir.c_str(), &st) != 0) return std::optional<skein::client::FileAttr>{};
-      skein::client::FileAttr a;
-      a.mode = st.st_mode;
-      a.uid = st.st_uid;
-      a.gid = st.st_gid;
-      return std::optional<skein::client::FileAttr>{a};
-    });
+    skein::client::PathAccess local(peer, skein::client::local_attrs());
     if (!local.may_reach(args.mountpoint))
       return "error: permission denied: uid " + std::to_string(peer.uid) +
              " may not reach the mount point " + args.mountpoint + "\n";
@@ -351,7 +345,7 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
   if (command.rfind("fetch-files ", 0) == 0) {
     const skein::client::FileFetchContext context{
         [&mount](const std::string& path) { return mount.inodes.find(path).has_value(); },
-        skein::client::directory_attrs(mount),
+        skein::client::mount_attrs(mount),
         [&mount](const std::vector<std::string>& paths, uint32_t max_bytes) {
           return mount.gateway->read_files(paths, max_bytes);
         }};

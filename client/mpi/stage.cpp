@@ -216,9 +216,8 @@ std::size_t files_per_unit(std::size_t files, int ranks) {
 }  // namespace
 
 int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg, uint64_t chunk,
-          bool verify, const std::string& control_dir_arg, std::string& summary,
+          bool verify, const std::string& control_dir, std::string& summary,
           std::string& failures) {
-  const std::string& control_dir = control_dir_arg;  // empty: the default directories
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
