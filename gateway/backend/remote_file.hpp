@@ -51,6 +51,8 @@ class RemoteFile final : public BackendFile {
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override;
   // The same, with an FSTAT behind the WRITEs on their connection: no extra round trip.
   Result<Written> write_reporting_attrs(uint64_t offset, const SharedBytes& data) override;
+  // Every extent's WRITEs pipelined on one connection: one round trip for all of them.
+  Result<uint32_t> write_extents(const std::vector<Extent>& extents) override;
   Status fsync() override;
   Status truncate(uint64_t size) override;
   Result<sftp::Attrs> fstat() override;
@@ -71,11 +73,11 @@ class RemoteFile final : public BackendFile {
   Result<SharedBytes> fetch(uint64_t offset, uint32_t size);
   // write() and write_reporting_attrs(): write_pipelined, with reads of the file that are in
   // flight or start meanwhile kept from sharing their bytes with later ones.
-  Result<uint32_t> write_detaching(uint64_t offset, const SharedBytes& data,
+  Result<uint32_t> write_detaching(const std::vector<Extent>& extents,
                                    std::optional<sftp::Attrs>* attrs_after);
   // With `attrs_after`, an FSTAT goes behind the WRITEs and its answer lands there (left empty
   // when the server gives none).
-  Result<uint32_t> write_pipelined(uint64_t offset, const SharedBytes& data,
+  Result<uint32_t> write_pipelined(const std::vector<Extent>& extents,
                                    std::optional<sftp::Attrs>* attrs_after);
   Status truncate_now(uint64_t size);
 

@@ -8,6 +8,17 @@
 
 namespace skein {
 
+Result<uint32_t> OpenFile::write_extents(const std::vector<Extent>& extents) {
+  uint64_t written = 0;
+  for (const Extent& e : extents) {
+    auto w = write(e.offset, e.data);
+    if (!w) return w;
+    if (*w != e.data.size()) return Result<uint32_t>::failure(EIO);  // a short write
+    written += *w;
+  }
+  return static_cast<uint32_t>(written);
+}
+
 Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs,
                                        uint32_t max_bytes) {
   using R = Result<WholeFile>;

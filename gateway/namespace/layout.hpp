@@ -75,6 +75,16 @@ class OpenFile {
     if (!w) return Result<Written>::failure(w.error());
     return Written{*w, std::nullopt};
   }
+  // Several writes in one go (random writes the mount gathered into one call): each extent's
+  // bytes as write() would write them, in order. All of their bytes, or the first failure. A file
+  // may send them all before any answer comes back (RemoteFile does, on one connection), so where
+  // one fails, extents after it may have been written too; as with any write-back cache, the
+  // writer learns of the failure and not of which bytes made it.
+  struct Extent {
+    uint64_t offset = 0;
+    SharedBytes data;
+  };
+  virtual Result<uint32_t> write_extents(const std::vector<Extent>& extents);
   virtual Status fsync() = 0;
   virtual Status truncate(uint64_t size) = 0;
   virtual Result<sftp::Attrs> fstat() = 0;

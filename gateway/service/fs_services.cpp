@@ -432,6 +432,17 @@ grpc::Status DataService::read(grpc::ServerContextBase* ctx, const v1::ReadReque
   return grpc::Status::OK;
 }
 
+namespace {
+
+// The bytes a WriteRequest carries: its data and its extents'.
+uint64_t write_bytes(const v1::WriteRequest& req, const SharedBytes& data) {
+  uint64_t total = data.size();
+  for (const auto& e : req.more()) total += e.data().size();
+  return total;
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
                                              const grpc::ByteBuffer* request,
                                              grpc::ByteBuffer* response) {
@@ -442,9 +453,10 @@ grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
     reactor->Finish(grpc::Status(StatusCode::INVALID_ARGUMENT, "malformed WriteRequest"));
     return reactor;
   }
-  // One small write may run inline; a call that carries several (random writes the mount
-  // gathered) makes a round trip for each, too long to hold a gRPC thread.
-  const bool small = req.more_size() == 0 && data.size() <= kInlineIoBytes;
+  // A small write may run inline, and so may a few small ones the mount gathered (random writes),
+  // which go to the server together (OpenFile::write_extents): a round trip or two. More would
+  // hold a gRPC thread too long.
+  const bool small = write_bytes(req, data) <= kInlineIoBytes;
   placement_.run(
       small, [this, ctx, reactor, response, req = std::move(req), data = std::move(data)] {
         v1::WriteReply reply;
@@ -460,8 +472,7 @@ grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
 
 grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteRequest& req,
                                 const SharedBytes& data, v1::WriteReply& reply) {
-  uint64_t total = data.size();
-  for (const auto& e : req.more()) total += e.data().size();
+  const uint64_t total = write_bytes(req, data);
   if (total > wire::kMaxIoSize)
     return grpc::Status(StatusCode::INVALID_ARGUMENT, "write over 1 MiB");
   grpc::Status s;
@@ -485,18 +496,19 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
       after = w->attrs;
       fill_attr(*after, reply.mutable_file_attr());
     }
-  } else {
+  } else if (req.more_size() == 0) {
     r = f->write(req.offset(), data);
+  } else {
+    // Random writes the mount gathered: the extents in order, sent together where the file can
+    // (OpenFile::write_extents). Their bytes live in the request, which outlives the writes.
+    std::vector<OpenFile::Extent> extents;
+    extents.reserve(static_cast<std::size_t>(req.more_size()) + 1);
+    extents.push_back({req.offset(), data});
+    for (const auto& e : req.more())
+      extents.push_back({e.offset(), SharedBytes({std::string_view(e.data())}, nullptr)});
+    r = f->write_extents(extents);
   }
-  // The extents, in order, each whole before the next; the first failure ends the call. Their
-  // bytes live in the request, which outlives the writes.
-  uint64_t written = r ? *r : 0, expected = data.size();
-  for (int i = 0; r && written == expected && i < req.more_size(); ++i) {
-    const auto& e = req.more(i);
-    expected += e.data().size();
-    r = f->write(e.offset(), SharedBytes({std::string_view(e.data())}, nullptr));
-    if (r) written += *r;
-  }
+  const uint64_t written = r ? *r : 0;
   if (r && written != total) r = Result<uint32_t>::failure(EIO);  // a short write
   if (r) {
     reply.set_written(static_cast<uint32_t>(written));

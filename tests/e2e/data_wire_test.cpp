@@ -3,7 +3,8 @@
 // a Write's contents to the server in the pieces its socket reads gave: 1 MiB writes, with a hole
 // between them, reach the server whole and in order, in the plain and in the striped layout; the
 // replies parse with the generated code; malformed and out-of-range requests get a clear gRPC
-// error, and nothing is written.
+// error, and nothing is written. A Write of many extents (random writes gathered) lands each one
+// where it was asked.
 #include <fcntl.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -11,6 +12,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 
 #include "fs_test_support.hpp"
 #include "grpc_test_support.hpp"
@@ -79,6 +81,61 @@ class DataWire : public ::testing::Test {
     return f;
   }
 
+  // Creates PATH (O_RDWR | O_CREAT | O_TRUNC) at the gateway; its handle, or 0 on failure.
+  uint64_t create(const std::string& path) {
+    pb::OpenRequest open;
+    open.set_ns("default");
+    open.set_path(path);
+    open.set_flags(O_RDWR | O_CREAT | O_TRUNC);
+    open.set_mode(0644);
+    grpc::ByteBuffer req, reply;
+    bool own;
+    pb::OpenReply opened;
+    if (!grpc::SerializationTraits<pb::OpenRequest>::Serialize(open, &req, &own).ok() ||
+        !call("/skein.v1.Data/Create", req, reply).ok() ||
+        !grpc::SerializationTraits<pb::OpenReply>::Deserialize(&reply, &opened).ok() ||
+        opened.error() != 0)
+      return 0;
+    return opened.handle();
+  }
+
+  // A Write, sent as `sliced` cuts it (by default whole); its reply, or nullopt when the call
+  // fails.
+  std::optional<pb::WriteReply> write_call(const pb::WriteRequest& w,
+                                           std::vector<size_t> slices = {}) {
+    const std::string bytes = w.SerializeAsString();
+    grpc::ByteBuffer wrote;
+    pb::WriteReply written;
+    if (!call("/skein.v1.Data/Write",
+              sliced(bytes, slices.empty() ? std::vector{bytes.size()} : slices), wrote)
+             .ok() ||
+        !grpc::SerializationTraits<pb::WriteReply>::Deserialize(&wrote, &written).ok())
+      return std::nullopt;
+    return written;
+  }
+
+  // PATH's first `size` bytes read back through the gateway, 1 MiB a Read (the standard decoding
+  // of the hand-framed reply); "<error ...>" when a Read fails.
+  std::string read_back(const std::string& path, uint64_t handle, uint64_t size) {
+    std::string back;
+    for (uint64_t off = 0; off < size; off += 1 << 20) {
+      pb::ReadRequest r;
+      *r.mutable_file() = ref(path, O_RDWR);
+      r.mutable_file()->set_handle(handle);
+      r.set_offset(off);
+      r.set_size(1 << 20);
+      grpc::ByteBuffer rq, got;
+      bool own;
+      pb::ReadReply rr;
+      if (!grpc::SerializationTraits<pb::ReadRequest>::Serialize(r, &rq, &own).ok() ||
+          !call("/skein.v1.Data/Read", rq, got).ok() ||
+          !grpc::SerializationTraits<pb::ReadReply>::Deserialize(&got, &rr).ok() || rr.error() != 0)
+        return "<error reading at " + std::to_string(off) + ">";
+      back += rr.data();
+    }
+    return back;
+  }
+
   static std::string pattern(size_t n, int seed) {
     std::string s(n, '\0');
     for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 2654435761u >> 13) + seed);
@@ -96,19 +153,8 @@ TEST_F(DataWire, WriteInManySlicesArrivesWholeAndReadsBack) {
     SCOPED_TRACE(where);
     const std::string path = std::string("/") + where + "/wire-" + where;
     // The file exists (a Write names an open file; the gateway re-opens it by path).
-    grpc::ByteBuffer reply;
-    pb::OpenRequest open;
-    open.set_ns("default");
-    open.set_path(path);
-    open.set_flags(O_RDWR | O_CREAT | O_TRUNC);
-    open.set_mode(0644);
-    grpc::ByteBuffer req;
-    bool own;
-    ASSERT_TRUE(grpc::SerializationTraits<pb::OpenRequest>::Serialize(open, &req, &own).ok());
-    ASSERT_TRUE(call("/skein.v1.Data/Create", req, reply).ok());
-    pb::OpenReply opened;
-    ASSERT_TRUE(grpc::SerializationTraits<pb::OpenReply>::Deserialize(&reply, &opened).ok());
-    ASSERT_EQ(opened.error(), 0);
+    const uint64_t handle = create(path);
+    ASSERT_NE(handle, 0u);
 
     // Two writes of 1 MiB, at 0 and past a hole, each cut into odd slices; the standard encoding.
     const std::string a = pattern(1 << 20, 1), b = pattern(1 << 20, 2);
@@ -116,42 +162,89 @@ TEST_F(DataWire, WriteInManySlicesArrivesWholeAndReadsBack) {
                                 std::pair<uint64_t, const std::string*>{3u << 20, &b}}) {
       pb::WriteRequest w;
       *w.mutable_file() = ref(path, O_RDWR);
-      w.mutable_file()->set_handle(opened.handle());
+      w.mutable_file()->set_handle(handle);
       w.set_offset(offset);
       w.set_data(*data);
-      grpc::ByteBuffer wrote;
-      ASSERT_TRUE(call("/skein.v1.Data/Write",
-                       sliced(w.SerializeAsString(), {1, 7, 65536, 333, 4096}), wrote)
-                      .ok());
-      pb::WriteReply written;
-      ASSERT_TRUE(grpc::SerializationTraits<pb::WriteReply>::Deserialize(&wrote, &written).ok());
-      EXPECT_EQ(written.error(), 0);
-      EXPECT_EQ(written.written(), data->size());
+      auto written = write_call(w, {1, 7, 65536, 333, 4096});
+      ASSERT_TRUE(written);
+      EXPECT_EQ(written->error(), 0);
+      EXPECT_EQ(written->written(), data->size());
     }
 
-    // Read back through the gateway: the standard decoding of the hand-framed reply.
-    std::string back;
-    for (uint64_t off = 0; off < (4u << 20); off += 1 << 20) {
-      pb::ReadRequest r;
-      *r.mutable_file() = ref(path, O_RDWR);
-      r.mutable_file()->set_handle(opened.handle());
-      r.set_offset(off);
-      r.set_size(1 << 20);
-      grpc::ByteBuffer rq, got;
-      ASSERT_TRUE(grpc::SerializationTraits<pb::ReadRequest>::Serialize(r, &rq, &own).ok());
-      ASSERT_TRUE(call("/skein.v1.Data/Read", rq, got).ok());
-      pb::ReadReply rr;
-      ASSERT_TRUE(grpc::SerializationTraits<pb::ReadReply>::Deserialize(&got, &rr).ok());
-      ASSERT_EQ(rr.error(), 0);
-      back += rr.data();
-    }
     const std::string want = a + std::string(2u << 20, '\0') + b;
-    EXPECT_TRUE(back == want) << "read back differs";
+    EXPECT_TRUE(read_back(path, handle, 4u << 20) == want) << "read back differs";
     if (std::string(where) == "srv0") {
       EXPECT_TRUE(read_file(cluster_->export_dir(0) + "/wire-srv0") == want)
           << "server file differs";
     }
   }
+}
+
+// Random writes the mount gathers into one call (WriteRequest.more) go to the server in groups
+// sent without waiting for each write: every extent lands where it was asked, in both layouts,
+// and the reply counts them all. A write the server refuses fails the call with its errno.
+TEST_F(DataWire, AWriteOfManyExtentsLandsEachWhereItWasAsked) {
+  for (const char* where : {"srv0", "striped"}) {
+    SCOPED_TRACE(where);
+    const std::string path = std::string("/") + where + "/extents-" + where;
+    const uint64_t handle = create(path);
+    ASSERT_NE(handle, 0u);
+
+    // 60 extents of 1 byte to 70 KiB, none overlapping, in a shuffled order of offsets over
+    // 8 MiB: several groups, extents larger than a group, and stripes of every backend.
+    std::string want(8u << 20, '\0');
+    pb::WriteRequest w;
+    *w.mutable_file() = ref(path, O_RDWR);
+    w.mutable_file()->set_handle(handle);
+    uint64_t total = 0;
+    for (int k = 0; k < 60; ++k) {
+      const uint64_t slot = (static_cast<uint64_t>(k) * 37) % 60;  // 37 is prime to 60
+      const uint64_t offset = slot * (128u << 10) + static_cast<uint64_t>(k % 5) * 1000;
+      const size_t size = k % 7 == 0 ? 1 : k % 11 == 0 ? (70u << 10) : 4096;
+      const std::string data = pattern(size, k);
+      want.replace(offset, size, data);
+      total += size;
+      if (k == 0) {
+        w.set_offset(offset);
+        w.set_data(data);
+      } else {
+        auto* e = w.add_more();
+        e->set_offset(offset);
+        e->set_data(data);
+      }
+    }
+    want.resize(want.find_last_not_of('\0') + 1);
+    auto written = write_call(w);
+    ASSERT_TRUE(written);
+    EXPECT_EQ(written->error(), 0);
+    EXPECT_EQ(written->written(), total);
+
+    const std::string back = read_back(path, handle, want.size());
+    EXPECT_EQ(back.size(), want.size());
+    EXPECT_TRUE(back == want) << "read back differs";
+    if (std::string(where) == "srv0") {
+      EXPECT_TRUE(read_file(cluster_->export_dir(0) + "/extents-srv0") == want)
+          << "server file differs";
+    }
+  }
+
+  // The server refuses writes to a file it opened for reading: the call fails with an errno, and
+  // the file is as it was.
+  const std::string ro = cluster_->export_dir(0) + "/extents-read-only";
+  ASSERT_TRUE(write_file(ro, "as it was"));
+  pb::WriteRequest w;
+  *w.mutable_file() = ref("/srv0/extents-read-only", O_RDONLY);
+  w.set_offset(0);
+  w.set_data("XX");
+  for (int k = 1; k < 20; ++k) {
+    auto* e = w.add_more();
+    e->set_offset(static_cast<uint64_t>(k) * 4096);
+    e->set_data(pattern(4096, k));
+  }
+  auto written = write_call(w);
+  ASSERT_TRUE(written);
+  EXPECT_NE(written->error(), 0);
+  EXPECT_EQ(read_file(ro), "as it was");
 }
 
 TEST_F(DataWire, MalformedOrOversizedRequestsGetAClearError) {
