@@ -63,8 +63,11 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
     return err(
         "usage: fill fetch[:tag]|store[:TAG]|read MTIME_NS SIZE OFFSET LENGTH BUF_OFFSET NS_PATH");
   }
-  std::string path;
-  std::getline(in >> std::ws, path);
+  std::string field;
+  std::getline(in >> std::ws, field);
+  const auto named = ControlSocket::path_of_field(field);
+  if (!named) return err("fill: NS_PATH: a bad %-encoding: " + field);
+  const std::string& path = *named;
   if (path.empty() || path[0] != '/') return err("fill: NS_PATH must be absolute");
   if (offset > size || length > size - offset) return err("fill: range beyond the file's size");
   if (!peer.privileged && length > kMaxOthersLength)

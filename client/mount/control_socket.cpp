@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -27,17 +28,18 @@ constexpr int kServerTimeoutSeconds = 2;  // a client that sends nothing is drop
 // The most a client may take to send its whole command, however it spaces its bytes.
 constexpr std::chrono::seconds kCommandDeadline{5};
 constexpr int kClientTimeoutSeconds = 10;  // a mount that does not answer (stopped, hung)
-constexpr std::size_t kMaxCommand = 4352;  // a fill command carries a path (PATH_MAX)
+// A fill command carries a path (PATH_MAX), which path_field may %-encode to three times its size.
+constexpr std::size_t kMaxCommand = 3 * 4096 + 256;
 constexpr std::size_t kMaxLinkName = 200;
 
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-// A mount point as one file name: %-encoding of everything but [A-Za-z0-9._-], so distinct paths
-// get distinct names; a hash for paths too long for a name.
-std::string link_name(const std::string& key) {
+// `s` with every byte `kept` refuses as %XX.
+template <typename Kept>
+std::string percent_encoded(const std::string& s, Kept kept) {
   std::string out;
-  for (unsigned char c : key) {
-    if (std::isalnum(c) || c == '.' || c == '_' || c == '-') {
+  for (unsigned char c : s) {
+    if (kept(c)) {
       out += static_cast<char>(c);
     } else {
       char buf[4];
@@ -45,6 +47,14 @@ std::string link_name(const std::string& key) {
       out += buf;
     }
   }
+  return out;
+}
+
+// A mount point as one file name: %-encoding of everything but [A-Za-z0-9._-], so distinct paths
+// get distinct names; a hash for paths too long for a name.
+std::string link_name(const std::string& key) {
+  const std::string out = percent_encoded(
+      key, [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '_' || c == '-'; });
   if (out.size() <= kMaxLinkName) return out;
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
@@ -359,6 +369,40 @@ void ControlSocket::answer(int fd) {
   }
   write_all(fd, answer);
   if (passed >= 0) ::close(passed);
+}
+
+std::string ControlSocket::path_field(const std::string& path) {
+  auto plain = [](unsigned char c) { return c >= 0x20 && c != 0x7f; };
+  const bool carried = !path.empty() && path[0] == '/' && path.back() != ' ' &&
+                       std::all_of(path.begin(), path.end(), plain);
+  if (carried) return path;
+  return "%" +
+         percent_encoded(path, [&](unsigned char c) { return plain(c) && c != '%' && c != ' '; });
+}
+
+std::optional<std::string> ControlSocket::path_of_field(const std::string& field) {
+  if (field.empty() || field[0] != '%') return field;
+  std::string out;
+  for (std::size_t i = 1; i < field.size(); ++i) {
+    if (field[i] != '%') {
+      out += field[i];
+      continue;
+    }
+    if (i + 2 >= field.size()) return std::nullopt;  // not two hex digits after it
+    unsigned value = 0;
+    for (std::size_t k = i + 1; k <= i + 2; ++k) {
+      const char c = field[k];
+      const int digit = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+                        : c >= 'A' && c <= 'F'                      ? c - 'A' + 10
+                        : c >= 'a' && c <= 'f'                      ? c - 'a' + 10
+                                                                    : -1;
+      if (digit < 0) return std::nullopt;
+      value = value * 16 + static_cast<unsigned>(digit);
+    }
+    out += static_cast<char>(value);
+    i += 2;
+  }
+  return out;
 }
 
 bool ControlSocket::request(const std::string& dir, const std::string& mountpoint,

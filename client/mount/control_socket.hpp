@@ -95,6 +95,14 @@ class ControlSocket {
                       const std::string& command, std::string& answer, std::string& error,
                       int fd = -1);
 
+  // A path as the last field of a command line (`fill`'s NS_PATH): as it is when the line can
+  // carry it, else '%' and the path with '%', spaces and control bytes %-encoded. A file's name
+  // may hold a newline, which would end the line, or end in spaces, which the socket strips. An
+  // absolute path starts with '/', so the two forms cannot be taken for each other.
+  static std::string path_field(const std::string& path);
+  // The path such a field names; nullopt for a bad %-encoding.
+  static std::optional<std::string> path_of_field(const std::string& field);
+
  private:
   ControlSocket() = default;
   void serve();

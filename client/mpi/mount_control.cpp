@@ -58,7 +58,7 @@ std::string fill_command(const char* mode, int64_t mtime_ns, uint64_t size, uint
                          uint64_t length, uint64_t buf_offset, const std::string& ns_path) {
   return "fill " + std::string(mode) + " " + std::to_string(mtime_ns) + " " + std::to_string(size) +
          " " + std::to_string(offset) + " " + std::to_string(length) + " " +
-         std::to_string(buf_offset) + " " + ns_path;
+         std::to_string(buf_offset) + " " + client::ControlSocket::path_field(ns_path);
 }
 
 std::string Mount::command(const std::string& cmd, std::string* answer, int fd) const {

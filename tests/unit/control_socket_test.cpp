@@ -80,6 +80,36 @@ TEST(ControlSocketTest, AnswersACommandWhileAnotherIsStillBeingAnswered) {
   EXPECT_EQ(slow_answer, "slow done\n") << slow_error;
 }
 
+// A command's path field carries any name: one with a newline (which ends a command line), with
+// trailing spaces (which the socket strips) or control bytes goes %-encoded behind a '%', and
+// comes out of the socket as it went in; a path the line can carry goes as it is, '%' and all.
+TEST(ControlSocketTest, APathFieldCarriesNamesALineCannot) {
+  EXPECT_EQ(ControlSocket::path_field("/srv0/a b/c%41.txt"), "/srv0/a b/c%41.txt");
+  EXPECT_EQ(ControlSocket::path_field("/srv0/new\nline"), "%/srv0/new%0Aline");
+  EXPECT_EQ(ControlSocket::path_field("/srv0/trail "), "%/srv0/trail%20");
+  EXPECT_EQ(ControlSocket::path_field("/srv0/50% off\t"), "%/srv0/50%25%20off%09");
+  for (const char* bad : {"%/a%4", "%/a%", "%/a%zz", "%/a%g0"})
+    EXPECT_FALSE(ControlSocket::path_of_field(bad)) << bad;
+
+  TempDir dir;
+  const std::string mountpoint = dir.path + "/mnt";
+  std::string error;
+  auto socket = ControlSocket::open(dir.path + "/sockets", "m1", mountpoint, error);
+  ASSERT_TRUE(socket) << error;
+  socket->start([](const std::string& command, int, const ControlPeer&) -> std::string {
+    auto path = ControlSocket::path_of_field(command.substr(5));
+    return path ? "[" + *path + "]" : std::string("bad");
+  });
+  for (std::string path : {"/srv0/a b/c%41.txt", "/srv0/new\nline", "/srv0/trail  ", "/srv0/\r\n",
+                           "/srv0/\xc3\xbc ber", "/srv0/50% off\t"}) {
+    std::string answer;
+    ASSERT_TRUE(ControlSocket::request(dir.path + "/sockets", mountpoint,
+                                       "fill " + ControlSocket::path_field(path), answer, error))
+        << error;
+    EXPECT_EQ(answer, "[" + path + "]");
+  }
+}
+
 TEST(ControlSocketTest, DestructionWaitsForTheCommandsBeingAnswered) {
   TempDir dir;
   const std::string mountpoint = dir.path + "/mnt";
