@@ -335,11 +335,15 @@ void ControlSocket::answer(int fd) {
       command += buf[i];
     }
   }
-  if (command.size() > kMaxCommand) command.resize(kMaxCommand);
+  // A line cut short could name something else (a path's prefix): refused, never run.
+  const bool too_long = command.size() >= kMaxCommand;
   while (!command.empty() && (command.back() == '\r' || command.back() == ' ')) command.pop_back();
-  if (late) {
-    write_all(fd, "error: no whole command line within " +
-                      std::to_string(kCommandDeadline.count()) + " s\n");
+  if (late || too_long) {
+    if (late)
+      write_all(fd, "error: no whole command line within " +
+                        std::to_string(kCommandDeadline.count()) + " s\n");
+    else  // the rest of it may still be coming: read and dropped
+      refuse(fd, "error: a command line of " + std::to_string(kMaxCommand) + " bytes or more\n");
     if (passed >= 0) ::close(passed);
     return;
   }

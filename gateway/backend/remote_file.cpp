@@ -309,6 +309,7 @@ namespace {
 // about half of the runs). One extent is never split over groups: a large write's chunks go out
 // together as before.
 constexpr uint64_t kExtentGroupBytes = 32u << 10;
+constexpr std::size_t kExtentGroupCount = 16;  // and at most this many extents, however small
 
 // The first error among WRITE (or FSTAT) answers, 0 if none; `failure` when it was the
 // protocol's unspecific FX_FAILURE, whose errno is to be diagnosed.
@@ -352,10 +353,12 @@ Result<uint32_t> RemoteFile::write_pipelined(const std::vector<Extent>& extents,
     // Each request's data is sent from the pieces themselves, never joined: call_all returns
     // only once every request is answered.
     std::vector<Request> requests;
-    for (uint64_t group = 0; next < extents.size() && (group == 0 || group < kExtentGroupBytes);
+    const std::size_t first = next;
+    for (uint64_t group = 0; next < extents.size() && next - first < kExtentGroupCount &&
+                             (group == 0 || group < kExtentGroupBytes);
          ++next) {
       const Extent& e = extents[next];
-      group += std::max<uint64_t>(1, e.data.size());
+      group += e.data.size();
       for (uint64_t off = 0; off < e.data.size(); off += chunk) {
         std::vector<std::string_view> parts;
         e.data.view(off, chunk, parts);

@@ -51,7 +51,8 @@ class RemoteFile final : public BackendFile {
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override;
   // The same, with an FSTAT behind the WRITEs on their connection: no extra round trip.
   Result<Written> write_reporting_attrs(uint64_t offset, const SharedBytes& data) override;
-  // Every extent's WRITEs pipelined on one connection: one round trip for all of them.
+  // The extents' WRITEs pipelined on one connection, a group of up to 32 KiB (or one larger
+  // extent) at a time: one round trip per group; a group that fails ends the call.
   Result<uint32_t> write_extents(const std::vector<Extent>& extents) override;
   Status fsync() override;
   Status truncate(uint64_t size) override;
@@ -71,8 +72,8 @@ class RemoteFile final : public BackendFile {
   Result<Handle> any_handle();
   // The SFTP requests behind read(), write() and truncate().
   Result<SharedBytes> fetch(uint64_t offset, uint32_t size);
-  // write() and write_reporting_attrs(): write_pipelined, with reads of the file that are in
-  // flight or start meanwhile kept from sharing their bytes with later ones.
+  // write(), write_reporting_attrs() and write_extents(): write_pipelined, with reads of the
+  // file that are in flight or start meanwhile kept from sharing their bytes with later ones.
   Result<uint32_t> write_detaching(const std::vector<Extent>& extents,
                                    std::optional<sftp::Attrs>* attrs_after);
   // With `attrs_after`, an FSTAT goes behind the WRITEs and its answer lands there (left empty

@@ -456,7 +456,7 @@ grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
   // A small write may run inline, and so may a few small ones the mount gathered (random writes),
   // which go to the server together (OpenFile::write_extents): a round trip or two. More would
   // hold a gRPC thread too long.
-  const bool small = write_bytes(req, data) <= kInlineIoBytes;
+  const bool small = write_bytes(req, data) <= kInlineIoBytes && req.more_size() < kInlineExtents;
   placement_.run(
       small, [this, ctx, reactor, response, req = std::move(req), data = std::move(data)] {
         v1::WriteReply reply;
@@ -475,6 +475,10 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
   const uint64_t total = write_bytes(req, data);
   if (total > wire::kMaxIoSize)
     return grpc::Status(StatusCode::INVALID_ARGUMENT, "write over 1 MiB");
+  if (req.more_size() >= wire::kMaxWriteExtents)
+    return grpc::Status(
+        StatusCode::INVALID_ARGUMENT,
+        "write of more than " + std::to_string(wire::kMaxWriteExtents) + " extents");
   grpc::Status s;
   int err = 0;
   std::shared_ptr<NamespaceFs> ns;

@@ -126,6 +126,7 @@ class DataService final : public DataCallbacks {
   // Reads and single writes up to this size may run in the receiving thread; larger ones are bulk
   // transfers, spread over several SFTP connections, and always go to the pool.
   static constexpr uint64_t kInlineIoBytes = 64u << 10;
+  static constexpr int kInlineExtents = 16;  // writes gathered in one call (WriteRequest.more)
 
  private:
   using Base = grpc::ServerContextBase;

@@ -11,5 +11,8 @@ namespace skein::wire {
 inline constexpr uint32_t kMaxIoSize = 1u << 20;
 // The most paths in one ReadFiles call.
 inline constexpr int kMaxReadFiles = 256;
+// The most writes in one Write call: its data and its extents (WriteRequest.more). The mount
+// gathers up to 64.
+inline constexpr int kMaxWriteExtents = 256;
 
 }  // namespace skein::wire

@@ -228,6 +228,57 @@ TEST_F(DataWire, AWriteOfManyExtentsLandsEachWhereItWasAsked) {
     }
   }
 
+  // A few small extents (run in the thread that received the call), and an extent larger than
+  // one SFTP WRITE carries (cut into several within its group).
+  for (const bool large : {false, true}) {
+    SCOPED_TRACE(large ? "an extent of 600 KiB" : "ten extents of 3 KiB");
+    const std::string path = std::string("/srv0/extents-") + (large ? "large" : "few");
+    const uint64_t handle = create(path);
+    ASSERT_NE(handle, 0u);
+    std::string want;
+    pb::WriteRequest w;
+    *w.mutable_file() = ref(path, O_RDWR);
+    w.mutable_file()->set_handle(handle);
+    w.set_offset(0);
+    w.set_data(pattern(100, 1));
+    want = pattern(100, 1);
+    for (int k = 9; k >= 1; --k) {  // backwards
+      const std::string data = pattern(large && k == 5 ? (600u << 10) : 3000, k + 1);
+      const uint64_t offset = static_cast<uint64_t>(k) * (700u << 10);
+      if (want.size() < offset + data.size()) want.resize(offset + data.size(), '\0');
+      want.replace(offset, data.size(), data);
+      auto* e = w.add_more();
+      e->set_offset(offset);
+      e->set_data(data);
+    }
+    auto written = write_call(w);
+    ASSERT_TRUE(written);
+    EXPECT_EQ(written->error(), 0);
+    EXPECT_TRUE(read_back(path, handle, want.size()) == want) << "read back differs";
+    EXPECT_TRUE(read_file(cluster_->export_dir(0) + path.substr(5)) == want)
+        << "server file differs";
+  }
+
+  // More extents than a call may carry: refused, nothing written.
+  {
+    pb::WriteRequest w;
+    *w.mutable_file() = ref("/srv0/extents-few", O_RDWR);
+    w.set_offset(0);
+    w.set_data("Z");
+    for (int k = 1; k < 300; ++k) {
+      auto* e = w.add_more();
+      e->set_offset(static_cast<uint64_t>(k) * 2);
+      e->set_data("Z");
+    }
+    grpc::ByteBuffer req, reply;
+    bool own;
+    ASSERT_TRUE(grpc::SerializationTraits<pb::WriteRequest>::Serialize(w, &req, &own).ok());
+    grpc::Status st = call("/skein.v1.Data/Write", req, reply);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("extents"), std::string::npos) << st.error_message();
+    EXPECT_NE(read_file(cluster_->export_dir(0) + "/extents-few").substr(0, 1), "Z");
+  }
+
   // The server refuses writes to a file it opened for reading: the call fails with an errno, and
   // the file is as it was.
   const std::string ro = cluster_->export_dir(0) + "/extents-read-only";

@@ -90,6 +90,15 @@ TEST(ControlSocketTest, APathFieldCarriesNamesALineCannot) {
   EXPECT_EQ(ControlSocket::path_field("/srv0/50% off\t"), "%/srv0/50%25%20off%09");
   for (const char* bad : {"%/a%4", "%/a%", "%/a%zz", "%/a%g0"})
     EXPECT_FALSE(ControlSocket::path_of_field(bad)) << bad;
+  // Every byte a name may hold, alone and at the end of a name.
+  for (int b = 1; b < 256; ++b) {
+    const std::string path =
+        "/d/" + std::string(1, static_cast<char>(b)) + "x" + std::string(1, static_cast<char>(b));
+    const std::string field = ControlSocket::path_field(path);
+    EXPECT_EQ(field.find_first_of("\n\r"), std::string::npos) << b;
+    EXPECT_NE(field.back(), ' ') << b;
+    EXPECT_EQ(ControlSocket::path_of_field(field), path) << b;
+  }
 
   TempDir dir;
   const std::string mountpoint = dir.path + "/mnt";
@@ -108,6 +117,13 @@ TEST(ControlSocketTest, APathFieldCarriesNamesALineCannot) {
         << error;
     EXPECT_EQ(answer, "[" + path + "]");
   }
+  // A line too long for the socket is refused, never run cut short (a path's prefix may name
+  // another file).
+  std::string answer;
+  ASSERT_TRUE(ControlSocket::request(dir.path + "/sockets", mountpoint,
+                                     "fill %/" + std::string(13000, 'a'), answer, error))
+      << error;
+  EXPECT_EQ(answer.rfind("error: a command line of ", 0), 0u) << answer;
 }
 
 TEST(ControlSocketTest, DestructionWaitsForTheCommandsBeingAnswered) {
