@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -392,17 +393,11 @@ std::optional<std::string> ControlSocket::path_of_field(const std::string& field
       out += field[i];
       continue;
     }
-    if (i + 2 >= field.size()) return std::nullopt;  // not two hex digits after it
+    // Two hex digits after it.
+    if (i + 2 >= field.size()) return std::nullopt;
     unsigned value = 0;
-    for (std::size_t k = i + 1; k <= i + 2; ++k) {
-      const char c = field[k];
-      const int digit = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-                        : c >= 'A' && c <= 'F'                      ? c - 'A' + 10
-                        : c >= 'a' && c <= 'f'                      ? c - 'a' + 10
-                                                                    : -1;
-      if (digit < 0) return std::nullopt;
-      value = value * 16 + static_cast<unsigned>(digit);
-    }
+    const char* digits = field.data() + i + 1;
+    if (std::from_chars(digits, digits + 2, value, 16).ptr != digits + 2) return std::nullopt;
     out += static_cast<char>(value);
     i += 2;
   }

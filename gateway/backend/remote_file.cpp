@@ -294,7 +294,7 @@ Result<uint32_t> RemoteFile::write_detaching(const std::vector<Extent>& extents,
   // Reads that start from now on, and those after the write is acknowledged, fetch afresh.
   const std::string path = backend_->remote_path(rel_path());
   ReadCollapser::shared().detach(&backend_->pool(), path);
-  auto written = write_pipelined(extents, attrs_after);
+  auto written = write_pipelined(extents, total, attrs_after);
   ReadCollapser::shared().detach(&backend_->pool(), path);
   return written;
 }
@@ -329,11 +329,9 @@ int first_write_error(const std::vector<Result<Reply>>& replies, bool& failure) 
 
 }  // namespace
 
-Result<uint32_t> RemoteFile::write_pipelined(const std::vector<Extent>& extents,
+Result<uint32_t> RemoteFile::write_pipelined(const std::vector<Extent>& extents, uint64_t total,
                                              std::optional<Attrs>* attrs_after) {
   using R = Result<uint32_t>;
-  uint64_t total = 0;
-  for (const Extent& e : extents) total += e.data.size();
   // One connection takes the whole write: on an idle one the calling thread writes every chunk
   // and reads the answers itself (Connection::call_all), with no hand-off to an I/O thread. A
   // large write goes to the least busy connection: the mount keeps several in flight, each on a

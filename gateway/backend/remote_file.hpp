@@ -76,9 +76,9 @@ class RemoteFile final : public BackendFile {
   // file that are in flight or start meanwhile kept from sharing their bytes with later ones.
   Result<uint32_t> write_detaching(const std::vector<Extent>& extents,
                                    std::optional<sftp::Attrs>* attrs_after);
-  // With `attrs_after`, an FSTAT goes behind the WRITEs and its answer lands there (left empty
-  // when the server gives none).
-  Result<uint32_t> write_pipelined(const std::vector<Extent>& extents,
+  // `total`: the extents' bytes. With `attrs_after`, an FSTAT goes behind the WRITEs and its
+  // answer lands there (left empty when the server gives none).
+  Result<uint32_t> write_pipelined(const std::vector<Extent>& extents, uint64_t total,
                                    std::optional<sftp::Attrs>* attrs_after);
   Status truncate_now(uint64_t size);
 

@@ -77,9 +77,9 @@ class OpenFile {
   }
   // Several writes in one go (random writes the mount gathered into one call): each extent's
   // bytes as write() would write them, in order. All of their bytes, or the first failure. A file
-  // may send them all before any answer comes back (RemoteFile does, on one connection), so where
-  // one fails, extents after it may have been written too; as with any write-back cache, the
-  // writer learns of the failure and not of which bytes made it.
+  // may send several before any answer comes back (RemoteFile does, a group at a time on one
+  // connection), so where one fails, others of its group may have been written too; as with any
+  // write-back cache, the writer learns of the failure and not of which bytes made it.
   struct Extent {
     uint64_t offset = 0;
     SharedBytes data;
