@@ -107,6 +107,11 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
       return err("fill store: the tag was made at " + std::to_string(*said) +
                  ", too long ago (or ahead of this node's clock) to be taken");
     made = *said;
+    if (!FillTag::settled(made, mtime_ns))
+      return err("fill store: " + path + " was fetched for its tag less than " +
+                 std::to_string(FillTag::kSettled.count()) +
+                 " s after the second of its mtime, when a rewrite of the same size would still "
+                 "keep its version (mtime to the second, size); fetch it again from then on");
   }
 
   CallerBuffer buf;

@@ -23,6 +23,15 @@ class FillTag {
   static Key key_for(std::string_view ns, std::string_view token);
   // How long a tag is taken after it was made (clocks of nodes may differ by up to this, too).
   static constexpr std::chrono::seconds kMaxAge{600};
+  // A tag tells a file's versions apart only when it was made at least this long after the
+  // second of the file's mtime began. A version is (mtime, size), and SFTP servers keep mtimes to
+  // the second, so a rewrite of the same size within that second is the same version; bytes
+  // fetched after that second has ended are its last. The second second covers clocks of the
+  // servers and the nodes that differ by up to one. (As with Git's "racily clean" index entries.)
+  static constexpr std::chrono::seconds kSettled{2};
+  // Whether a tag made at `made` (Unix seconds) is for a version (mtime `mtime_ns`) that it tells
+  // apart from later ones.
+  static bool settled(int64_t made, int64_t mtime_ns);
   // A tag's length: the time it was made (10 decimal digits of Unix seconds), '.', 64 hex digits.
   static constexpr std::size_t kSize = 75;
 

@@ -23,6 +23,7 @@
 
 #include "collective.hpp"
 #include "control_socket.hpp"
+#include "fill_tag.hpp"
 #include "mount_control.hpp"
 #include "skein/mpi.h"
 
@@ -99,8 +100,7 @@ constexpr uint64_t kDepth = 4;
 // Fetches a leader has its mount make at once: while one is storing its pieces into the page
 // cache, the other's reads keep the gateway busy.
 constexpr int kFetchers = 2;
-// A fill tag: when it was made, '.', 64 hex digits (the mount's fill_tag.hpp).
-constexpr std::size_t kTagSize = 75;
+constexpr std::size_t kTagSize = client::FillTag::kSize;
 // The largest chunk where tags are needed: what a mount takes at once from a user it does not
 // give every command.
 constexpr std::size_t kMaxTaggedChunk = 64u << 20;
@@ -117,6 +117,19 @@ void test_hold(const Node& node) {
     timespec t{0, 10000000};
     ::nanosleep(&t, nullptr);
   }
+}
+
+// A mount takes a tagged store only if its tag was made FillTag::kSettled after the second of
+// the file's mtime began (fill_tag.hpp): a file written just now, by this node's clock, is
+// fetched once that time has passed. An mtime further ahead (a server's clock ahead of this
+// node's, a file touched into the future) is not waited for: the stores then say why they fail.
+void wait_until_settled(int64_t mtime_ns) {
+  using namespace std::chrono;
+  const auto settled =
+      floor<seconds>(system_clock::time_point(nanoseconds(mtime_ns))) + client::FillTag::kSettled;
+  const auto wait = settled - system_clock::now();
+  if (wait > wait.zero() && wait <= client::FillTag::kSettled + seconds(1))
+    std::this_thread::sleep_for(wait);
 }
 
 // A leader's rounds of one file (`chunks` chunks of `size` bytes), in three stages that overlap:
@@ -294,6 +307,7 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
     close_fd();
     return failure;
   }
+  if (node.leader && o.tagged) wait_until_settled(meta[0]);
   if (node.leader) {
     const uint64_t size = static_cast<uint64_t>(meta[1]);
     const uint64_t chunks = (size + o.chunk - 1) / o.chunk;

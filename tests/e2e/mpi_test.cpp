@@ -699,6 +699,16 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
   ASSERT_TRUE(write_file(exp + "/others-priv/secret", "not for nobody"));
   ASSERT_EQ(::chmod((exp + "/others-priv").c_str(), 0700), 0);
   ASSERT_EQ(::chmod((exp + "/others-priv/secret").c_str(), 0644), 0);
+  // f0 was written an hour ago; "racy" has an mtime an hour ahead, as if it had been written
+  // within the second its tag is made (a tag then cannot tell it from a rewrite of the same size).
+  auto set_mtime = [](const std::string& path, time_t t) {
+    const timespec times[2] = {{t, 0}, {t, 0}};
+    return ::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0;
+  };
+  ASSERT_TRUE(set_mtime(exp + "/others-in/sub/f0", ::time(nullptr) - 3600));
+  ASSERT_EQ(run_command("mkdir -p " + q(exp + "/others-racy")), 0);
+  ASSERT_TRUE(write_file(exp + "/others-racy/f", "racy"));
+  ASSERT_TRUE(set_mtime(exp + "/others-racy/f", ::time(nullptr) + 3600));
   settle();
   // Root holds a private file and a readable one open through the mount: the mount knows them.
   const std::string mnt = cluster_->mount(0);
@@ -709,11 +719,13 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
     return std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
            std::to_string(st.st_size);
   };
-  int held = -1, held_open = -1;
+  int held = -1, held_open = -1, held_racy = -1;
   const std::string version = open_version("/srv0/others-priv/secret", held);
   const std::string open_one = open_version("/srv0/others-in/sub/f0", held_open);
+  const std::string racy = open_version("/srv0/others-racy/f", held_racy);
   ASSERT_GE(held, 0);
   ASSERT_GE(held_open, 0);
+  ASSERT_GE(held_racy, 0);
 
   // The user's stage-in, its small files fetched through the socket.
   const std::string dst = make_test_dir("others-dst");
@@ -763,6 +775,12 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
            ask("fill store:" + tag + " " + open_one + " 4 4 8192 /srv0/others-in/sub/f0", buf);
     if (::pwrite(buf, "XXXX", 4, 8192) != 4) return std::string("pwrite");
     all += "[store-forged] " + ask("fill store:" + tag + " " + open_one + f0, buf);
+    const std::string f = " 0 4 8192 /srv0/others-racy/f";
+    const std::string racy_fetched = ask("fill fetch " + racy + f, buf);
+    all += "[fetch-racy] " + racy_fetched;
+    std::string racy_tag = racy_fetched.substr(racy_fetched.rfind(' ') + 1);
+    while (!racy_tag.empty() && racy_tag.back() == '\n') racy_tag.pop_back();
+    all += "[store-racy] " + ask("fill store:" + racy_tag + " " + racy + f, buf);
     all += "[drop] " + ask("drop-caches", -1);
     all += "[status] " + ask("status", -1);
     all += "[whoami] " + ask("whoami", -1);
@@ -770,6 +788,7 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
   });
   ::close(held);
   ::close(held_open);
+  ::close(held_racy);
   // The private file: EACCES (13) with no bytes; the readable one: its 900 bytes.
   // A name below the closed directory is EACCES too, whether it exists or not.
   EXPECT_NE(answers.find("[fetch] ok 3\n13 0 0 0 0\n0 "), std::string::npos) << answers;
@@ -791,6 +810,11 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
             std::string::npos)
       << answers;
   EXPECT_NE(answers.find("[store-forged] error: fill store: the bytes are not what a mount"),
+            std::string::npos)
+      << answers;
+  EXPECT_NE(answers.find("[fetch-racy] ok 4 "), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[store-racy] error: fill store: /srv0/others-racy/f was fetched for its "
+                         "tag less than 2 s after the second of its mtime"),
             std::string::npos)
       << answers;
   EXPECT_NE(answers.find("[drop] error: permission denied: 'drop-caches' is for root"),
@@ -822,7 +846,23 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
   EXPECT_LE(served, static_cast<long long>(total) * 101 / 100) << out;
   for (int m = 0; m < 2; ++m)
     EXPECT_TRUE(read_file(cluster_->mount(m) + "/srv0/others-in/big") == files["/big"]) << m;
-  run_command("rm -rf " + q(exp + "/others-in") + " " + q(exp + "/others-priv") + " " + q(dst));
+
+  // A file written just now (in a directory no mount has listed): its bcast waits until the tags
+  // can tell its version apart, and the stores are then taken.
+  const std::string fresh = random_bytes(8u << 20, 101);
+  ASSERT_EQ(run_command("mkdir -p " + q(exp + "/others-fresh")), 0);
+  ASSERT_TRUE(write_file(exp + "/others-fresh/f", fresh));
+  EXPECT_EQ(run_command("cd /tmp && SKEIN_MPI_NODE_MAP=" + q(node_map()) +
+                            " runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 4 -x "
+                            "SKEIN_MPI_NODE_MAP " +
+                            q(skein_mpi()) + " bcast " + q(mnt + "/srv0/others-fresh/f") + " 2>&1",
+                        &out),
+            0)
+      << out;
+  for (int m = 0; m < 2; ++m)
+    EXPECT_TRUE(read_file(cluster_->mount(m) + "/srv0/others-fresh/f") == fresh) << m;
+  run_command("rm -rf " + q(exp + "/others-in") + " " + q(exp + "/others-priv") + " " +
+              q(exp + "/others-racy") + " " + q(exp + "/others-fresh") + " " + q(dst));
 }
 
 TEST_F(MpiTest, BadInputFailsOnEveryRankWithAClearError) {

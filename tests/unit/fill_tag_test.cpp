@@ -51,5 +51,24 @@ TEST(FillTagTest, ATagBindsTheBytesThePathTheVersionAndTheRange) {
   EXPECT_FALSE(same_tag(tag, tag.substr(0, 74)));
 }
 
+// A tag made within the second of the file's mtime, or the second after it, cannot tell that
+// version from a rewrite of the same size (mtimes are kept to the second), so it is not settled.
+TEST(FillTagTest, ATagTellsAVersionApartOnlyTwoSecondsAfterItsMtimesSecond) {
+  constexpr int64_t kNs = 1000000000;
+  EXPECT_EQ(FillTag::kSettled.count(), 2);
+  for (const int64_t mtime : {int64_t{1764800000} * kNs, int64_t{1764800000} * kNs + kNs - 1}) {
+    EXPECT_FALSE(FillTag::settled(1764799999, mtime)) << mtime;
+    EXPECT_FALSE(FillTag::settled(1764800000, mtime)) << mtime;
+    EXPECT_FALSE(FillTag::settled(1764800001, mtime)) << mtime;
+    EXPECT_TRUE(FillTag::settled(1764800002, mtime)) << mtime;
+    EXPECT_TRUE(FillTag::settled(1764803600, mtime)) << mtime;
+  }
+  // Before 1970 the second is the one below: -0.5 s lies in second -1.
+  EXPECT_FALSE(FillTag::settled(0, -kNs / 2));
+  EXPECT_TRUE(FillTag::settled(1, -kNs / 2));
+  EXPECT_TRUE(FillTag::settled(0, -2 * kNs));
+  EXPECT_FALSE(FillTag::settled(-1, -2 * kNs));
+}
+
 }  // namespace
 }  // namespace skein::client
