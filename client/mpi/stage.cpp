@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -27,10 +28,14 @@ namespace {
 
 constexpr const char* kPartial = ".skein-partial";
 constexpr const char* kRecord = ".skein-partial.chunks";
-// Files up to this size are fetched several at a time (fetch-files); a buffer holds a unit's
-// paths and its files at the largest one's size each.
+// Files up to this size are fetched several at a time (fetch-files), up to kUnitFiles in one
+// command; a buffer holds a unit's paths (each at most PATH_MAX) and its files at the largest
+// one's size each. Part of a small file's cost is its command's (the counter, the control socket,
+// the gateway call), so larger units copy faster, up to 128 files (docs/benchmarks.md, "Small
+// files of a stage-in several to a gateway call").
 constexpr uint64_t kFetchMaxFile = 256u << 10;
-constexpr std::size_t kFetchBuffer = 32 * kFetchMaxFile + (256u << 10);
+constexpr std::size_t kUnitFiles = 128;
+constexpr std::size_t kFetchBuffer = kUnitFiles * (kFetchMaxFile + PATH_MAX);
 // A large file's chunk is read by the mount (`fill read`) this much at a time, into the same
 // buffer: whole windows of the mount's eight 1 MiB reads in flight.
 constexpr uint64_t kReadRange = 8u << 20;
@@ -208,9 +213,9 @@ struct Unit {
 };
 
 // Files of a unit of whole files: enough that the counter is not claimed per file, few enough
-// that every rank gets several units to balance with (at most 32 files or 16 MiB).
+// that every rank gets several units to balance with (at most kUnitFiles files or 16 MiB).
 std::size_t files_per_unit(std::size_t files, int ranks) {
-  return std::clamp<std::size_t>(files / (static_cast<std::size_t>(ranks) * 8), 1, 32);
+  return std::clamp<std::size_t>(files / (static_cast<std::size_t>(ranks) * 8), 1, kUnitFiles);
 }
 
 }  // namespace
