@@ -7,6 +7,7 @@
 #include <iostream>
 #include <thread>
 
+#include "skein/progress.hpp"
 #include "table.hpp"
 
 namespace skein::ctl {
@@ -34,18 +35,6 @@ bool ended(const v1::StageOperation& op) {
          op.state() == v1::StageOperation::CANCELLED;
 }
 
-std::string size_text(double n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (n >= 1024 && u < 4) {
-    n /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", n, units[u]);
-  return buf;
-}
-
 void print_line(const v1::StageOperation& op) {
   std::cout << op.id() << ": " << state_text(op.state()) << ", "
             << size_text(static_cast<double>(op.bytes_done())) << " of "
@@ -59,18 +48,11 @@ void print_line(const v1::StageOperation& op) {
 }
 
 void print_bar(const v1::StageOperation& op) {
-  double frac = op.bytes_total()
-                    ? static_cast<double>(op.bytes_done()) / static_cast<double>(op.bytes_total())
-                : op.files_total()
-                    ? static_cast<double>(op.files_done()) / static_cast<double>(op.files_total())
-                    : 0.0;
-  if (frac > 1) frac = 1;
-  constexpr int kWidth = 30;
-  int filled = static_cast<int>(frac * kWidth);
-  std::string bar(static_cast<size_t>(filled), '#');
-  bar += std::string(static_cast<size_t>(kWidth - filled), '.');
-  std::fprintf(stdout, "\r[%s] %3.0f%%  %s / %s  %llu / %llu entries  %s/s   ", bar.c_str(),
-               100 * frac, size_text(static_cast<double>(op.bytes_done())).c_str(),
+  const double frac =
+      fraction_done(static_cast<double>(op.bytes_done()), static_cast<double>(op.bytes_total()),
+                    static_cast<double>(op.files_done()), static_cast<double>(op.files_total()));
+  std::fprintf(stdout, "\r%s  %s / %s  %llu / %llu entries  %s/s   ", progress_bar(frac).c_str(),
+               size_text(static_cast<double>(op.bytes_done())).c_str(),
                size_text(static_cast<double>(op.bytes_total())).c_str(),
                static_cast<unsigned long long>(op.files_done()),
                static_cast<unsigned long long>(op.files_total()),

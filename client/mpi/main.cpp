@@ -1,7 +1,8 @@
 // skein-mpi: collective operations of an MPI job on skein mounts (docs/mpi.md).
 //   skein-mpi bcast [--verify] [--chunk BYTES] PATH...
 //   skein-mpi prefetch [--verify] [--chunk BYTES] PATH...
-//   skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] [--control-dir DIR] SRC DST
+//   skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] [--control-dir DIR]
+//                                [--progress SECONDS] SRC DST
 // Run under mpirun or srun; every rank runs the same command. Failures are printed by rank 0 and
 // every rank exits with status 1.
 #include <mpi.h>
@@ -17,7 +18,8 @@
 
 namespace skein::mpi {
 int stage(MPI_Comm comm, const std::string& src, const std::string& dst, uint64_t chunk,
-          bool verify, const std::string& control_dir, std::string& summary, std::string& failures);
+          bool verify, const std::string& control_dir, double progress_s, std::string& summary,
+          std::string& failures);
 }
 
 namespace {
@@ -25,7 +27,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: skein-mpi bcast|prefetch [--verify] [--quiet] [--chunk BYTES] [--control-dir DIR] "
     "PATH...\n"
-    "       skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] [--control-dir DIR] SRC DST\n";
+    "       skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] [--control-dir DIR]\n"
+    "                 [--progress SECONDS] SRC DST\n";
 
 int usage_error(int rank, const std::string& what) {
   if (rank == 0) std::fprintf(stderr, "skein-mpi: %s\n%s", what.c_str(), kUsage);
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
   std::string command = args.empty() ? "" : args[0];
   const bool staging = command == "stage-in" || command == "stage-out";
   bool chunk_given = false;
+  double progress_s = -1;  // stage: a bar every 0.25 s on a terminal, else a line every 10 s
   if (command != "bcast" && command != "prefetch" && !staging) {
     rc = usage_error(rank, command.empty() ? "no command" : "unknown command '" + command + "'");
   }
@@ -59,7 +63,7 @@ int main(int argc, char** argv) {
       options.verify = 1;
     } else if (a == "--quiet") {
       options.quiet = 1;
-    } else if (a == "--chunk" || a == "--control-dir") {
+    } else if (a == "--chunk" || a == "--control-dir" || (staging && a == "--progress")) {
       if (i + 1 >= args.size()) {
         rc = usage_error(rank, a + " needs a value");
         break;
@@ -67,6 +71,13 @@ int main(int argc, char** argv) {
       const std::string& v = args[++i];
       if (a == "--control-dir") {
         control_dir = v;
+      } else if (a == "--progress") {
+        char* end = nullptr;
+        progress_s = std::strtod(v.c_str(), &end);
+        if (v.empty() || !end || *end || !(progress_s >= 0 && progress_s <= 86400)) {
+          rc = usage_error(rank, "--progress takes seconds between reports, 0 to 86400 (0: none)");
+          break;
+        }
       } else {
         char* end = nullptr;
         unsigned long long n = std::strtoull(v.c_str(), &end, 10);
@@ -92,7 +103,7 @@ int main(int argc, char** argv) {
     std::string summary, failures;
     const uint64_t chunk = chunk_given ? options.chunk_size : (64u << 20);
     const int r = skein::mpi::stage(MPI_COMM_WORLD, paths[0], paths[1], chunk, options.verify != 0,
-                                    control_dir, summary, failures);
+                                    control_dir, progress_s, summary, failures);
     if (rank == 0) {
       if (!summary.empty()) std::printf("%s\n", summary.c_str());
       std::fflush(stdout);

@@ -6,20 +6,25 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collective.hpp"
 #include "control_socket.hpp"
 #include "mount_control.hpp"
 #include "skein/mpi.h"
+#include "skein/progress.hpp"
 
 namespace fs = std::filesystem;
 
@@ -172,12 +177,15 @@ std::string copy_range(int in, int out, uint64_t off, uint64_t len, std::string&
   return "";
 }
 
-// A shared counter on rank 0 of `comm`, for handing out work.
+// A shared counter on rank 0 of `comm`, for handing out work, and tallies of the work done
+// there (bytes, files, chunks), which every rank adds to and rank 0 reads for its progress.
 class Counter {
  public:
+  static constexpr int kTallies = 3;
   explicit Counter(MPI_Comm comm) {
-    MPI_Win_allocate(sizeof(long long), sizeof(long long), MPI_INFO_NULL, comm, &base_, &win_);
-    *base_ = 0;
+    MPI_Win_allocate((1 + kTallies) * sizeof(long long), sizeof(long long), MPI_INFO_NULL, comm,
+                     &base_, &win_);
+    std::fill(base_, base_ + 1 + kTallies, 0LL);
     MPI_Barrier(comm);
     MPI_Win_lock_all(0, win_);
   }
@@ -191,10 +199,86 @@ class Counter {
     MPI_Win_flush(0, win_);
     return got;
   }
+  void add(const std::array<long long, kTallies>& done) {
+    MPI_Accumulate(done.data(), kTallies, MPI_LONG_LONG, 0, 1, kTallies, MPI_LONG_LONG, MPI_SUM,
+                   win_);
+    MPI_Win_flush(0, win_);
+  }
+  std::array<long long, kTallies> tallies() {
+    std::array<long long, kTallies> got{};
+    MPI_Get_accumulate(nullptr, 0, MPI_LONG_LONG, got.data(), kTallies, MPI_LONG_LONG, 0, 1,
+                       kTallies, MPI_LONG_LONG, MPI_NO_OP, win_);
+    MPI_Win_flush(0, win_);
+    return got;
+  }
 
  private:
   long long* base_ = nullptr;
   MPI_Win win_;
+};
+
+// Whether this rank's output ends on a terminal. Open MPI hands its local ranks a pty of their own
+// for stdout, whatever mpirun's own stdout is (a job's log file, say), so under Open MPI the
+// answer is whether the parent's (mpirun's or orted's) stdout is a terminal.
+bool output_is_terminal() {
+  if (!::isatty(STDOUT_FILENO)) return false;
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE")) return true;
+  const std::string parent_out = "/proc/" + std::to_string(::getppid()) + "/fd/1";
+  const int fd = ::open(parent_out.c_str(), O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool tty = ::isatty(fd) != 0;
+  ::close(fd);
+  return tty;
+}
+
+// Rank 0's progress of the copy: a bar redrawn on a terminal, else a line at each report.
+class ProgressReport {
+ public:
+  ProgressReport(double every_s, uint64_t bytes, uint64_t files, uint64_t chunks)
+      : every_(every_s),
+        total_{static_cast<long long>(bytes), static_cast<long long>(files),
+               static_cast<long long>(chunks)} {}
+  // Shows `done` if a report is due (or `last`).
+  void show(const std::array<long long, Counter::kTallies>& done, bool last = false) {
+    const auto now = std::chrono::steady_clock::now();
+    if (every_ <= 0 || total_[1] + total_[2] == 0 ||
+        (!last && std::chrono::duration<double>(now - shown_).count() < every_))
+      return;
+    shown_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const double rate = secs > 0 ? static_cast<double>(done[0]) / secs : 0.0;
+    std::string counts =
+        std::to_string(done[1]) + (tty_ ? " / " : " of ") + std::to_string(total_[1]) + " files";
+    if (total_[2] > 0)
+      counts += (tty_ ? "  " : ", ") + std::to_string(done[2]) + (tty_ ? " / " : " of ") +
+                std::to_string(total_[2]) + " chunks";
+    const std::string bytes = size_text(static_cast<double>(done[0])) + (tty_ ? " / " : " of ") +
+                              size_text(static_cast<double>(total_[0]));
+    if (tty_) {
+      const double f = fraction_done(static_cast<double>(done[0]), static_cast<double>(total_[0]),
+                                     static_cast<double>(done[1] + done[2]),
+                                     static_cast<double>(total_[1] + total_[2]));
+      std::printf("\r%s  %s  %s  %s/s   ", progress_bar(f).c_str(), bytes.c_str(), counts.c_str(),
+                  size_text(rate).c_str());
+      drawn_ = true;
+    } else {
+      std::printf("skein-mpi: %s, %s, %s/s, %.1f s\n", bytes.c_str(), counts.c_str(),
+                  size_text(rate).c_str(), secs);
+    }
+    std::fflush(stdout);
+  }
+  // Ends the bar's line, if one was drawn.
+  ~ProgressReport() {
+    if (drawn_) std::printf("\n");
+  }
+
+ private:
+  const double every_;
+  const std::array<long long, Counter::kTallies> total_;
+  const bool tty_ = output_is_terminal();
+  bool drawn_ = false;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point shown_ = start_;
 };
 
 // The first line of DST/.NAME.skein-partial.chunks: the source's version and the chunk size the
@@ -221,7 +305,7 @@ std::size_t files_per_unit(std::size_t files, int ranks) {
 }  // namespace
 
 int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg, uint64_t chunk,
-          bool verify, const std::string& control_dir, std::string& summary,
+          bool verify, const std::string& control_dir, double progress_s, std::string& summary,
           std::string& failures) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
@@ -398,7 +482,23 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   {
     Counter counter(comm);
     std::string buf;
-    auto last_progress = std::chrono::steady_clock::now();
+    unsigned long long tallied[2] = {0, 0};  // moved and files_done as last added to the tallies
+    std::optional<ProgressReport> report;
+    if (rank == 0) {
+      uint64_t bytes = 0, files = 0, chunks = 0;
+      for (const Unit& unit : units) {
+        if (!unit.whole) {
+          const uint64_t size = items[unit.items[0]].size;
+          bytes += std::min<uint64_t>(chunk, size - unit.chunk * chunk);
+          ++chunks;
+          continue;
+        }
+        for (std::size_t k : unit.items) bytes += items[k].size;
+        files += unit.items.size();
+      }
+      const double every = progress_s >= 0 ? progress_s : output_is_terminal() ? 0.25 : 10.0;
+      report.emplace(every, bytes, files, chunks);
+    }
     // One whole file: copied to DST/.NAME.skein-partial, renamed once complete. Its bytes come
     // from `data` when given (fetched already, i.size of them), else from the source.
     auto copy_whole = [&](const Item& i, const char* data = nullptr) {
@@ -561,21 +661,34 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         std::string err = unit.whole ? copy_whole(items[k]) : copy_chunk(items[k], unit.chunk);
         if (!err.empty()) failed.push_back(items[k].rel + ": " + err);
       }
-      if (rank == 0 && std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(1)) {
-        last_progress = std::chrono::steady_clock::now();
-        const bool tty = ::isatty(1) != 0;
-        std::printf(
-            tty ? "\rskein-mpi: %lld of %zu pieces taken" : "skein-mpi: %lld of %zu pieces taken\n",
-            u + 1, units.size());
-        std::fflush(stdout);
+      // What this piece copied, to the tallies (a chunk counts once it is recorded).
+      counter.add({static_cast<long long>(moved - tallied[0]),
+                   static_cast<long long>(files_done - tallied[1]),
+                   !unit.whole && moved > tallied[0] ? 1LL : 0LL});
+      tallied[0] = moved;
+      tallied[1] = files_done;
+      if (report) report->show(counter.tallies());
+    }
+    // Every rank done: rank 0 goes on reporting meanwhile; the others wait without spinning (the
+    // CPUs are the ranks' still copying).
+    MPI_Request all_done;
+    MPI_Ibarrier(comm, &all_done);
+    if (report) {
+      for (int done = 0;;) {
+        MPI_Test(&all_done, &done, MPI_STATUS_IGNORE);
+        if (done) break;
+        report->show(counter.tallies());
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
+      report->show(counter.tallies(), true);
+      report.reset();
+    } else {
+      wait_quietly(all_done);
     }
   }
-  MPI_Barrier(comm);
 
   // Rank 0 finishes the large files whose every chunk is recorded, and the directories.
   if (rank == 0) {
-    if (::isatty(1)) std::printf("\n");
     for (auto& i : items) {
       if (i.type != 'f' || i.size <= chunk) continue;
       const std::string part = partial_of(dst, i.rel, kPartial);

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -585,11 +586,22 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
   const int files = 1002 + 25;
   const std::string mounted = cluster_->mount(0) + "/srv1/staged";
   std::string out;
-  ASSERT_EQ(run_mpi("stage-out --verify --chunk 4194304 " + q(src) + " " + q(mounted), out), 0)
+  ASSERT_EQ(
+      run_mpi("stage-out --verify --progress 0 --chunk 4194304 " + q(src) + " " + q(mounted), out),
+      0)
       << out;
   EXPECT_NE(out.find("finished " + std::to_string(files) + " files"), std::string::npos) << out;
+  EXPECT_EQ(out.find(" files, "), std::string::npos) << out;  // no progress lines with 0
   ASSERT_EQ(run_mpi("stage-in --verify --chunk 4194304 " + q(mounted) + " " + q(back), out), 0)
       << out;
+  // Progress, not on a terminal: lines, the last of them when every piece is done. The whole
+  // files are all but the two large ones, copied in 10 + 7 chunks of 4 MiB.
+  EXPECT_TRUE(std::regex_search(
+      out,
+      std::regex("skein-mpi: ([0-9.]+ [KMG]?i?B) of \\1, " + std::to_string(files - 2) + " of " +
+                 std::to_string(files - 2) + " files, 17 of 17 chunks, [0-9.]+ [KMG]?i?B/s, ")))
+      << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos) << out;
   // The small files came several to a gateway call (fetch-files), the large ones in chunks that
   // the mount read from the gateway into the ranks' buffers (fill read), every byte of them.
   EXPECT_NE(
