@@ -4,6 +4,7 @@
 #include <ctime>
 #include <iostream>
 
+#include "skein/progress.hpp"
 #include "skein/size.hpp"
 #include "table.hpp"
 
@@ -47,19 +48,6 @@ std::string percent(uint64_t used, uint64_t limit) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%.0f%%",
                 100.0 * static_cast<double>(used) / static_cast<double>(limit));
-  return buf;
-}
-
-std::string bytes_text(uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
   return buf;
 }
 
@@ -131,8 +119,9 @@ int ns_create(AdminSession& s, const Output& out, const CreateJobArgs& args) {
   }
   std::cout << (reply.created() ? "made" : "already there:") << " namespace " << n.name()
             << " for job " << n.job_id() << " (owner " << n.uid() << ":" << n.gid() << ", "
-            << n.layout_description() << ", quota " << bytes_text(n.quota_bytes()) << " / "
-            << n.quota_inodes() << " inodes, until " << when(n.expires_s()) << ")\n";
+            << n.layout_description() << ", quota "
+            << size_text(static_cast<double>(n.quota_bytes())) << " / " << n.quota_inodes()
+            << " inodes, until " << when(n.expires_s()) << ")\n";
   // The credential goes to whoever asked, once: print it only where it is asked for.
   if (!reply.credential().empty())
     std::cout << "credential (shown once; the gateway keeps its digest only): "
@@ -191,8 +180,9 @@ int ns_list(AdminSession& s, const Output& out) {
     auto& j = n.job();
     t.add_row({j.name(), std::to_string(j.uid()) + ":" + std::to_string(j.gid()),
                j.layout_description(),
-               bytes_text(j.bytes_used()) + " (" + percent(j.bytes_used(), j.quota_bytes()) + ")",
-               bytes_text(j.quota_bytes()),
+               size_text(static_cast<double>(j.bytes_used())) + " (" +
+                   percent(j.bytes_used(), j.quota_bytes()) + ")",
+               size_text(static_cast<double>(j.quota_bytes())),
                std::to_string(j.inodes_used()) + "/" + std::to_string(j.quota_inodes()),
                when(j.expires_s())});
   }
@@ -217,7 +207,8 @@ int ns_usage(AdminSession& s, const Output& out, const std::string& job_id) {
   }
   Table t({});
   t.add_row({"namespace", n.name()});
-  t.add_row({"bytes", bytes_text(n.bytes_used()) + " of " + bytes_text(n.quota_bytes()) + " (" +
+  t.add_row({"bytes", size_text(static_cast<double>(n.bytes_used())) + " of " +
+                          size_text(static_cast<double>(n.quota_bytes())) + " (" +
                           percent(n.bytes_used(), n.quota_bytes()) + ")"});
   t.add_row({"inodes", std::to_string(n.inodes_used()) + " of " + std::to_string(n.quota_inodes()) +
                            " (" + percent(n.inodes_used(), n.quota_inodes()) + ")"});
