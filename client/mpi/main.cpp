@@ -1,16 +1,14 @@
 // skein-mpi: collective operations of an MPI job on skein mounts (docs/mpi.md).
-//   skein-mpi bcast [--verify] [--chunk BYTES] PATH...
-//   skein-mpi prefetch [--verify] [--chunk BYTES] PATH...
+//   skein-mpi bcast|prefetch [--verify] [--quiet] [--chunk BYTES] [--control-dir DIR] PATH...
 //   skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] [--control-dir DIR]
 //                                [--progress SECONDS] SRC DST
 // Run under mpirun or srun; every rank runs the same command. Failures are printed by rank 0 and
-// every rank exits with status 1.
+// every rank exits with status 1; a usage error is status 2 (and --help 0) on every rank.
 #include <mpi.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,15 +22,34 @@ int stage(MPI_Comm comm, const std::string& src, const std::string& dst, uint64_
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: skein-mpi bcast|prefetch [--verify] [--quiet] [--chunk BYTES] [--control-dir DIR] "
-    "PATH...\n"
-    "       skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] [--control-dir DIR]\n"
-    "                 [--progress SECONDS] SRC DST\n";
+struct Args {
+  bool verify = false, quiet = false;
+  uint64_t chunk = 0;  // 0: the command's default
+  std::string control_dir;
+  double progress_s = -1;  // stage: a bar every 0.25 s on a terminal, else a line every 10 s
+  std::vector<std::string> paths;
+  std::string src, dst;
+};
 
-int usage_error(int rank, const std::string& what) {
-  if (rank == 0) std::fprintf(stderr, "skein-mpi: %s\n%s", what.c_str(), kUsage);
-  return 2;
+// --chunk: a multiple of 4096 from 4096 to 1 GiB.
+const CLI::Validator kChunk(
+    [](std::string& v) -> std::string {
+      uint64_t n = 0;
+      if (!CLI::detail::lexical_cast(v, n) || n < 4096 || n % 4096 != 0 || n > (1ull << 30))
+        return "must be a multiple of 4096 from 4096 to 1 GiB (1073741824), not " + v;
+      return "";
+    },
+    "");
+
+void add_shared(CLI::App* c, Args& a, const char* verify, const char* chunk_default) {
+  c->add_flag("--verify", a.verify, verify);
+  c->add_option("--chunk", a.chunk, std::string("Bytes per chunk (default ") + chunk_default + ")")
+      ->check(kChunk)
+      ->type_name("BYTES");
+  c->add_option("--control-dir", a.control_dir,
+                "Where the mounts' control sockets are (default: this user's own directory, then "
+                "/run/skein)")
+      ->type_name("DIR");
 }
 
 }  // namespace
@@ -43,86 +60,94 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  // Arguments are the same on every rank, so every rank reaches the same verdict on them.
+
+  // Arguments are the same on every rank, so every rank reaches the same verdict on them; only
+  // rank 0 says it.
+  Args a;
+  CLI::App app{
+      "skein-mpi: collective operations of an MPI job on skein mounts. Run it under mpirun or "
+      "srun: every rank runs the same command (docs/mpi.md).",
+      "skein-mpi"};
+  app.require_subcommand(1);
+  CLI::App* bcast = app.add_subcommand(
+      "bcast",
+      "Fetch each file (directories: every regular file below them) once from the gateway and "
+      "fill every node's page cache with it");
+  CLI::App* prefetch = app.add_subcommand(
+      "prefetch", "As bcast, and first every node's mount looks up everything below PATHs");
+  for (CLI::App* c : {bcast, prefetch}) {
+    add_shared(c, a,
+               "Afterwards every rank reads the files through its mount and the SHA-256 digests "
+               "must agree",
+               "4 MiB");
+    c->add_flag("--quiet", a.quiet, "Rank 0 prints no summary or digests");
+    c->add_option("PATH", a.paths, "Files or directories on a skein mount, as rank 0 sees them")
+        ->required();
+  }
+  CLI::App* stage_in =
+      app.add_subcommand("stage-in", "Copy the tree SRC (on a skein mount) to DST, on every rank");
+  CLI::App* stage_out =
+      app.add_subcommand("stage-out", "Copy the tree SRC to DST (on a skein mount), on every rank");
+  for (CLI::App* c : {stage_in, stage_out}) {
+    add_shared(c, a, "Afterwards compare the SHA-256 of every file of SRC with its copy's",
+               "64 MiB");
+    c->add_option("--progress", a.progress_s,
+                  "Seconds between rank 0's reports (default: a bar every 0.25 s on a terminal, "
+                  "else a line every 10 s; 0: none)")
+        ->check(CLI::Range(0.0, 86400.0))
+        ->type_name("SECONDS");
+    c->add_option("SRC", a.src, "The tree to copy")->required();
+    c->add_option("DST", a.dst, "Where to copy it (made if missing)")->required();
+  }
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "skein-mpi: " + std::string(e.what()) + "\nRun with --help for more information.\n";
+  });
   int rc = 0;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  skein_mpi_options options;
-  skein_mpi_options_init(&options);
-  std::string control_dir;
-  std::vector<std::string> paths;
-  std::string command = args.empty() ? "" : args[0];
-  const bool staging = command == "stage-in" || command == "stage-out";
-  bool chunk_given = false;
-  double progress_s = -1;  // stage: a bar every 0.25 s on a terminal, else a line every 10 s
-  if (command != "bcast" && command != "prefetch" && !staging) {
-    rc = usage_error(rank, command.empty() ? "no command" : "unknown command '" + command + "'");
+  try {
+    // A first word that is neither an option nor a command: said as such (CLI11 would only say
+    // that a command is required).
+    bool known = argc < 2 || argv[1][0] == '-';
+    for (const CLI::App* c : {bcast, prefetch, stage_in, stage_out})
+      known = known || c->get_name() == argv[1];
+    if (!known) throw CLI::ValidationError(std::string("unknown command '") + argv[1] + "'");
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help is fine (0); a usage error is 2.
+    rc = rank == 0 ? app.exit(e) : e.get_exit_code();
+    MPI_Finalize();
+    return rc == 0 ? 0 : 2;
   }
-  for (std::size_t i = 1; rc == 0 && i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--verify") {
-      options.verify = 1;
-    } else if (a == "--quiet") {
-      options.quiet = 1;
-    } else if (a == "--chunk" || a == "--control-dir" || (staging && a == "--progress")) {
-      if (i + 1 >= args.size()) {
-        rc = usage_error(rank, a + " needs a value");
-        break;
-      }
-      const std::string& v = args[++i];
-      if (a == "--control-dir") {
-        control_dir = v;
-      } else if (a == "--progress") {
-        char* end = nullptr;
-        progress_s = std::strtod(v.c_str(), &end);
-        if (v.empty() || !end || *end || !(progress_s >= 0 && progress_s <= 86400)) {
-          rc = usage_error(rank, "--progress takes seconds between reports, 0 to 86400 (0: none)");
-          break;
-        }
-      } else {
-        char* end = nullptr;
-        unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-        if (!end || *end || n < 4096 || n % 4096 != 0 || n > (1ULL << 30)) {
-          rc = usage_error(rank, "--chunk must be a multiple of 4096 between 4096 and 1 GiB");
-          break;
-        }
-        options.chunk_size = std::size_t(n);
-        chunk_given = true;
-      }
-    } else if (a == "--") {
-      paths.insert(paths.end(), args.begin() + static_cast<long>(i) + 1, args.end());
-      break;
-    } else if (a.rfind("--", 0) == 0) {
-      rc = usage_error(rank, "unknown option " + a);
-    } else {
-      paths.push_back(a);
-    }
-  }
-  if (rc == 0 && paths.empty()) rc = usage_error(rank, "no PATH given");
-  if (rc == 0 && staging && paths.size() != 2) rc = usage_error(rank, command + " takes SRC DST");
-  if (rc == 0 && staging) {
+
+  if (stage_in->parsed() || stage_out->parsed()) {
     std::string summary, failures;
-    const uint64_t chunk = chunk_given ? options.chunk_size : (64u << 20);
-    const int r = skein::mpi::stage(MPI_COMM_WORLD, paths[0], paths[1], chunk, options.verify != 0,
-                                    control_dir, progress_s, summary, failures);
+    const uint64_t chunk = a.chunk ? a.chunk : (64u << 20);
+    rc = skein::mpi::stage(MPI_COMM_WORLD, a.src, a.dst, chunk, a.verify, a.control_dir,
+                           a.progress_s, summary, failures);
     if (rank == 0) {
       if (!summary.empty()) std::printf("%s\n", summary.c_str());
       std::fflush(stdout);
-      if (r != 0)
-        std::fprintf(stderr, "skein-mpi %s: failed:\n%s", command.c_str(), failures.c_str());
+      if (rc != 0)
+        std::fprintf(stderr, "skein-mpi %s: failed:\n%s",
+                     app.get_subcommands()[0]->get_name().c_str(), failures.c_str());
     }
-    rc = r;
-  } else if (rc == 0) {
-    if (!control_dir.empty()) options.control_dir = control_dir.c_str();
+  } else {
+    skein_mpi_options options;
+    skein_mpi_options_init(&options);
+    if (a.chunk) options.chunk_size = static_cast<std::size_t>(a.chunk);
+    options.verify = a.verify ? 1 : 0;
+    options.quiet = a.quiet ? 1 : 0;
+    if (!a.control_dir.empty()) options.control_dir = a.control_dir.c_str();
     std::vector<const char*> p;
-    for (auto& s : paths) p.push_back(s.c_str());
+    for (auto& s : a.paths) p.push_back(s.c_str());
     char error[4096] = "";
-    const int r = command == "bcast"
+    const int r = bcast->parsed()
                       ? skein_mpi_bcast(MPI_COMM_WORLD, p.data(), static_cast<int>(p.size()),
                                         &options, error, sizeof error)
                       : skein_mpi_prefetch(MPI_COMM_WORLD, p.data(), static_cast<int>(p.size()),
                                            &options, error, sizeof error);
     if (r != 0) {
-      if (rank == 0) std::fprintf(stderr, "skein-mpi %s: %s\n", command.c_str(), error);
+      if (rank == 0)
+        std::fprintf(stderr, "skein-mpi %s: %s\n", bcast->parsed() ? "bcast" : "prefetch", error);
       rc = 1;
     }
   }

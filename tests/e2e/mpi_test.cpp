@@ -896,9 +896,20 @@ TEST_F(MpiTest, BadInputFailsOnEveryRankWithAClearError) {
   // A malformed node map.
   EXPECT_EQ(run_mpi("bcast " + q(a + "/srv0/small"), out, "a=" + a + ",b=" + a), 1) << out;
   EXPECT_NE(out.find("SKEIN_MPI_NODE_MAP has 2 entries for 4 ranks"), std::string::npos) << out;
-  // Usage.
+  // Usage: errors are 2 on every rank, said once; --help is 0.
   EXPECT_EQ(run_mpi("frobnicate", out), 2) << out;
-  EXPECT_NE(out.find("unknown command 'frobnicate'"), std::string::npos) << out;
+  EXPECT_NE(out.find("skein-mpi: unknown command 'frobnicate'"), std::string::npos) << out;
+  EXPECT_EQ(out.find("unknown command"), out.rfind("unknown command")) << out;  // rank 0 only
+  EXPECT_EQ(run_mpi("stage-in --chunk 1000 " + q(a) + " /tmp/x", out), 2) << out;
+  EXPECT_NE(out.find("skein-mpi: --chunk: must be a multiple of 4096"), std::string::npos) << out;
+  EXPECT_EQ(run_mpi("stage-out --progress -1 /tmp " + q(a + "/srv0/x"), out), 2) << out;
+  EXPECT_NE(out.find("--progress: Value -1 not in range"), std::string::npos) << out;
+  EXPECT_EQ(run_mpi("bcast", out), 2) << out;
+  EXPECT_NE(out.find("skein-mpi: PATH is required"), std::string::npos) << out;
+  EXPECT_EQ(run_mpi("--help", out), 0) << out;
+  EXPECT_NE(out.find("stage-in"), std::string::npos) << out;
+  EXPECT_EQ(run_mpi("stage-out --help", out), 0) << out;
+  EXPECT_NE(out.find("--progress SECONDS"), std::string::npos) << out;
 }
 
 }  // namespace
