@@ -373,23 +373,42 @@ TEST_F(MpiTest, BcastOfNamesWithNewlinesAndTrailingSpaces) {
 
 TEST_F(MpiTest, PrefetchWarmsEveryNode) {
   const std::size_t size = 8u << 20;
+  const std::string name = "/srv0/prefetch";
   ASSERT_TRUE(write_file(cluster_->export_dir(0) + "/prefetch", random_bytes(size, 7)));
   settle();
-  long long before = 0, after = 0, reread = 0;
+  // As for the large bcast above: the plain reads may fetch again only what the machine's reclaim
+  // took from the page caches before them (mincore), and 1% more; a run where they fetched more
+  // is repeated, twice at most.
+  long long before = 0, after = 0, reread = 0, missing = 0;
+  long long resident[2] = {0, 0};
+  const double one_percent = 0.01 * static_cast<double>(size);
   std::string out;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const long long drops = system_cache_drops();
     before = bytes_read();
     // A path on the second node's mount: rank 0 finds the mount it is on.
-    ASSERT_EQ(run_mpi("prefetch " + q(cluster_->mount(1) + "/srv0/prefetch"), out), 0) << out;
+    ASSERT_EQ(run_mpi("prefetch " + q(cluster_->mount(1) + name), out), 0) << out;
     after = bytes_read();
-    for (int m = 0; m < 2; ++m)
-      EXPECT_EQ(read_file(cluster_->mount(m) + "/srv0/prefetch").size(), size);
+    missing = 0;
+    for (int m = 0; m < 2; ++m) {
+      resident[m] = resident_bytes(cluster_->mount(m) + name);
+      missing += static_cast<long long>(size) - resident[m];
+    }
+    for (int m = 0; m < 2; ++m) EXPECT_EQ(read_file(cluster_->mount(m) + name).size(), size);
     reread = bytes_read();
-    if (system_cache_drops() == drops) break;
+    if (after - before == static_cast<long long>(size) &&
+        static_cast<double>(reread - after) <= static_cast<double>(missing) + one_percent)
+      break;
+    std::fprintf(stderr,
+                 "attempt %d: prefetch fetched %lld bytes, %lld were not in the page caches "
+                 "after it, plain reads after it fetched %lld\n",
+                 attempt, after - before, missing, reread - after);
   }
   EXPECT_EQ(after - before, (long long)size);
-  EXPECT_EQ(reread, after);
+  for (int m = 0; m < 2; ++m)
+    EXPECT_GE(static_cast<double>(resident[m]), 0.95 * static_cast<double>(size))
+        << "bytes of the file in mount " << m << "'s page cache after prefetch";
+  EXPECT_LE(static_cast<double>(reread - after), static_cast<double>(missing) + one_percent)
+      << "plain reads after prefetch went to the gateway";
 }
 
 // The mount's fill command stores bytes only from a buffer the caller cannot shrink while the
