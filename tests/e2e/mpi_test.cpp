@@ -216,14 +216,20 @@ TEST_F(MpiTest, BcastOpensTheFileOnceANodeAndHoldsNoHandleAfterIt) {
   ASSERT_TRUE(write_file(cluster_->export_dir(0) + "/bcast-opens",
                          random_bytes(static_cast<std::size_t>(kChunks) << 20, 7)));
   settle();
-  const long before = skeinctl_number(*cluster_, "backends", "srv0", "ops");
-  ASSERT_GE(before, 0);
-  std::string out;
-  ASSERT_EQ(run_mpi("bcast --chunk 1048576 " + q(cluster_->mount(0) + name), out), 0) << out;
-  const long ops = skeinctl_number(*cluster_, "backends", "srv0", "ops") - before;
   // One read a chunk (a gateway read counts one operation however many SFTP READs it sends), and
   // for each node an open's few (LSTAT and OPEN, the handle opened on the connection of each run,
-  // the CLOSEs). An open and a close for every chunk would be over 3 operations a chunk more.
+  // the CLOSEs). An open and a close for every chunk would be over 3 operations a chunk more. The
+  // count is the backend's, so the gateway's own background work (revalidation) falls into it
+  // now and then: a count over the bound is taken again, twice at most, and the least is judged.
+  long ops = -1;
+  std::string out;
+  for (int attempt = 0; attempt < 3 && (ops < 0 || ops > kChunks + 32); ++attempt) {
+    const long before = skeinctl_number(*cluster_, "backends", "srv0", "ops");
+    ASSERT_GE(before, 0);
+    ASSERT_EQ(run_mpi("bcast --chunk 1048576 " + q(cluster_->mount(0) + name), out), 0) << out;
+    const long got = skeinctl_number(*cluster_, "backends", "srv0", "ops") - before;
+    if (ops < 0 || got < ops) ops = got;
+  }
   EXPECT_LE(ops, kChunks + 32) << "SFTP operations for a bcast of " << kChunks << " chunks";
   long held = -1;
   for (int i = 0; i < 50 && held != 0; ++i) {
