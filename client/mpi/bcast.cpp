@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "control_socket.hpp"
 #include "fill_tag.hpp"
 #include "mount_control.hpp"
+#include "progress_report.hpp"
 #include "skein/mpi.h"
 
 namespace fs = std::filesystem;
@@ -35,6 +37,7 @@ namespace {
 struct Entry {
   std::string rel;  // path in the namespace below the mount, "/..."
   bool dir = false;
+  uint64_t size = 0;  // a file's, as rank 0 listed it (for its progress only)
 };
 
 // Rank 0's part: resolves `paths` to paths below one skein mount and lists the files of trees.
@@ -57,7 +60,7 @@ std::string resolve(const std::vector<std::string>& paths, const std::string& mo
     struct stat st;
     if (::stat(abs.c_str(), &st) != 0) return errno_text(p);
     if (S_ISREG(st.st_mode)) {
-      entries.push_back({rel, false});
+      entries.push_back({rel, false, static_cast<uint64_t>(st.st_size)});
     } else if (S_ISDIR(st.st_mode)) {
       entries.push_back({rel, true});
       std::error_code ec;
@@ -71,7 +74,8 @@ std::string resolve(const std::vector<std::string>& paths, const std::string& mo
         if (fs::is_directory(status))
           entries.push_back({r, true});
         else if (fs::is_regular_file(status))
-          entries.push_back({r, false});
+          entries.push_back({r, false, it->file_size(ec)});
+        if (ec) return it->path().string() + ": " + ec.message();
       }
       if (ec) return p + ": " + ec.message();
     } else {
@@ -85,10 +89,15 @@ struct Options {
   std::size_t chunk = 4 << 20;
   bool verify = false;
   bool quiet = false;
+  double progress_s = -1;  // see skein_mpi_options
   std::string control_dir;
   // Some leader's mount stores only tagged bytes for this user (docs/mpi.md, "Security").
   bool tagged = false;
 };
+
+// Rank 0's report of the bytes of the file being broadcast that every leader has (after a
+// round); empty elsewhere.
+using Progress = std::function<void(uint64_t bytes)>;
 
 // Runs one `fill` command for a chunk of the file being broadcast; "" or the failure.
 using Fill =
@@ -141,7 +150,7 @@ void wait_until_settled(int64_t mtime_ns) {
 // leader's failure (or "another node failed"), "" when every leader finished.
 std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t chunks,
                              uint64_t size, const Fill& fill, std::vector<char>& tags,
-                             uint64_t& fetched) {
+                             uint64_t& fetched, const Progress& progress) {
   const uint64_t L = static_cast<uint64_t>(node.nodes);
   const uint64_t self = static_cast<uint64_t>(node.node);
   const uint64_t rounds = (chunks + L - 1) / L;
@@ -249,6 +258,7 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
       cv.notify_all();
     }
     if (r == 0) test_hold(node);
+    if (progress) progress(std::min<uint64_t>(size, (r + 1) * L * o.chunk));
   }
   {
     std::unique_lock lock(mu);
@@ -266,7 +276,8 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
 
 // One file, collectively. Returns the agreed failure or "".
 std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Options& o,
-                       const std::string& rel, uint64_t& fetched, uint64_t& fetched_again) {
+                       const std::string& rel, uint64_t& fetched, uint64_t& fetched_again,
+                       const Progress& progress) {
   const std::string local_path = mount.dir + rel;
   // Leaders open the file through their mount (the open the mount keeps page cache for) and
   // agree on its version.
@@ -336,7 +347,7 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
         e = rel + " changed during bcast (" + e + ")";
       return e;
     };
-    mine = pipelined_rounds(node, buf, o, chunks, size, fill, tags, fetched);
+    mine = pipelined_rounds(node, buf, o, chunks, size, fill, tags, fetched, progress);
     // The kernel may have let go of some pages already (or not taken them): each leader asks its
     // mount to fetch the ranges that are not resident (mincore on a mapping of the file, which
     // reads nothing), so that a later read does not miss and start the mount's read-ahead.
@@ -386,6 +397,7 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     if (options->chunk_size) o.chunk = options->chunk_size;
     o.verify = options->verify != 0;
     o.quiet = options->quiet != 0;
+    o.progress_s = options->progress_s;
     if (options->control_dir) o.control_dir = options->control_dir;
   }
   if (o.chunk > (std::size_t(1) << 30)) o.chunk = std::size_t(1) << 30;
@@ -407,6 +419,7 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
   std::vector<std::string> flat;
   for (auto& e : entries) flat.push_back((e.dir ? "d" : "f") + e.rel);
   bcast_strings(node.world, flat, 0);
+  const std::vector<Entry> listed = node.rank == 0 ? entries : std::vector<Entry>{};
   entries.clear();
   for (auto& f : flat) entries.push_back({f.substr(1), f[0] == 'd'});
 
@@ -449,11 +462,39 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     if (!failure.empty()) return finish(failure, error, error_size);
   }
   uint64_t fetched = 0, fetched_again = 0, files = 0;
-  for (auto& e : entries) {
+  // Rank 0's progress: the files as it listed them, the bytes every leader has.
+  std::optional<ProgressReport> report;
+  Tallies done{0, 0, 0};
+  Progress progress;
+  if (node.rank == 0 && !o.quiet) {
+    Tallies total{0, 0, 0};
+    for (const Entry& e : listed) {
+      if (e.dir) continue;
+      total[0] += static_cast<long long>(e.size);
+      ++total[1];
+    }
+    report.emplace(o.progress_s, total);
+    progress = [&](uint64_t bytes) {
+      Tallies now = done;
+      now[0] += static_cast<long long>(bytes);
+      report->show(now);
+    };
+  }
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
     if (e.dir) continue;
-    failure = bcast_file(node, mount, buf, o, e.rel, fetched, fetched_again);
+    failure = bcast_file(node, mount, buf, o, e.rel, fetched, fetched_again, progress);
     if (!failure.empty()) return finish(failure, error, error_size);
     ++files;
+    if (report) {
+      done[0] += static_cast<long long>(listed[i].size);
+      ++done[1];
+      report->show(done);
+    }
+  }
+  if (report) {
+    report->show(done, true);
+    report.reset();
   }
   unsigned long long counts[2] = {fetched, fetched_again}, total[2] = {0, 0};
   MPI_Reduce(counts, total, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, node.world);
@@ -497,6 +538,7 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
 extern "C" void skein_mpi_options_init(skein_mpi_options* options) {
   std::memset(options, 0, sizeof *options);
   options->chunk_size = 4 << 20;
+  options->progress_s = -1;
 }
 
 extern "C" int skein_mpi_bcast(MPI_Comm comm, const char* const* paths, int npaths,

@@ -1,5 +1,6 @@
 // skein-mpi: collective operations of an MPI job on skein mounts (docs/mpi.md).
-//   skein-mpi bcast|prefetch [--verify] [--quiet] [--chunk BYTES] [--control-dir DIR] PATH...
+//   skein-mpi bcast|prefetch [--verify] [--quiet] [--chunk BYTES] [--control-dir DIR]
+//                            [--progress SECONDS] PATH...
 //   skein-mpi stage-in|stage-out [--verify] [--chunk BYTES] [--control-dir DIR]
 //                                [--progress SECONDS] SRC DST
 // Run under mpirun or srun; every rank runs the same command. Failures are printed by rank 0 and
@@ -26,7 +27,7 @@ struct Args {
   bool verify = false, quiet = false;
   uint64_t chunk = 0;  // 0: the command's default
   std::string control_dir;
-  double progress_s = -1;  // stage: a bar every 0.25 s on a terminal, else a line every 10 s
+  double progress_s = -1;  // a bar every 0.25 s on a terminal, else a line every 10 s
   std::vector<std::string> paths;
   std::string src, dst;
 };
@@ -46,6 +47,11 @@ void add_shared(CLI::App* c, Args& a, const char* verify, const char* chunk_defa
   c->add_option("--chunk", a.chunk, std::string("Bytes per chunk (default ") + chunk_default + ")")
       ->check(kChunk)
       ->type_name("BYTES");
+  c->add_option("--progress", a.progress_s,
+                "Seconds between rank 0's reports of progress (default: a bar every 0.25 s on a "
+                "terminal, else a line every 10 s; 0: none)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->type_name("SECONDS");
   c->add_option("--control-dir", a.control_dir,
                 "Where the mounts' control sockets are (default: this user's own directory, then "
                 "/run/skein)")
@@ -80,7 +86,7 @@ int main(int argc, char** argv) {
                "Afterwards every rank reads the files through its mount and the SHA-256 digests "
                "must agree",
                "4 MiB");
-    c->add_flag("--quiet", a.quiet, "Rank 0 prints no summary or digests");
+    c->add_flag("--quiet", a.quiet, "Rank 0 prints nothing: no progress, summary or digests");
     c->add_option("PATH", a.paths, "Files or directories on a skein mount, as rank 0 sees them")
         ->required();
   }
@@ -91,11 +97,6 @@ int main(int argc, char** argv) {
   for (CLI::App* c : {stage_in, stage_out}) {
     add_shared(c, a, "Afterwards compare the SHA-256 of every file of SRC with its copy's",
                "64 MiB");
-    c->add_option("--progress", a.progress_s,
-                  "Seconds between rank 0's reports (default: a bar every 0.25 s on a terminal, "
-                  "else a line every 10 s; 0: none)")
-        ->check(CLI::Range(0.0, 86400.0))
-        ->type_name("SECONDS");
     c->add_option("SRC", a.src, "The tree to copy")->required();
     c->add_option("DST", a.dst, "Where to copy it (made if missing)")->required();
   }
@@ -137,6 +138,7 @@ int main(int argc, char** argv) {
     options.verify = a.verify ? 1 : 0;
     options.quiet = a.quiet ? 1 : 0;
     if (!a.control_dir.empty()) options.control_dir = a.control_dir.c_str();
+    options.progress_s = a.progress_s;
     std::vector<const char*> p;
     for (auto& s : a.paths) p.push_back(s.c_str());
     char error[4096] = "";

@@ -24,8 +24,8 @@
 #include "collective.hpp"
 #include "control_socket.hpp"
 #include "mount_control.hpp"
+#include "progress_report.hpp"
 #include "skein/mpi.h"
-#include "skein/progress.hpp"
 
 namespace fs = std::filesystem;
 
@@ -191,7 +191,7 @@ std::string copy_range(int in, int out, uint64_t off, uint64_t len, std::string&
 // there (bytes, files, chunks), which every rank adds to and rank 0 reads for its progress.
 class Counter {
  public:
-  static constexpr int kTallies = 3;
+  static constexpr int kTallies = std::tuple_size_v<Tallies>;
   explicit Counter(MPI_Comm comm) {
     MPI_Win_allocate((1 + kTallies) * sizeof(long long), sizeof(long long), MPI_INFO_NULL, comm,
                      &base_, &win_);
@@ -209,13 +209,13 @@ class Counter {
     MPI_Win_flush(0, win_);
     return got;
   }
-  void add(const std::array<long long, kTallies>& done) {
+  void add(const Tallies& done) {
     MPI_Accumulate(done.data(), kTallies, MPI_LONG_LONG, 0, 1, kTallies, MPI_LONG_LONG, MPI_SUM,
                    win_);
     MPI_Win_flush(0, win_);
   }
-  std::array<long long, kTallies> tallies() {
-    std::array<long long, kTallies> got{};
+  Tallies tallies() {
+    Tallies got{};
     MPI_Get_accumulate(nullptr, 0, MPI_LONG_LONG, got.data(), kTallies, MPI_LONG_LONG, 0, 1,
                        kTallies, MPI_LONG_LONG, MPI_NO_OP, win_);
     MPI_Win_flush(0, win_);
@@ -225,70 +225,6 @@ class Counter {
  private:
   long long* base_ = nullptr;
   MPI_Win win_;
-};
-
-// Whether this rank's output ends on a terminal. Open MPI hands its local ranks a pty of their own
-// for stdout, whatever mpirun's own stdout is (a job's log file, say), so under Open MPI the
-// answer is whether the parent's (mpirun's or orted's) stdout is a terminal.
-bool output_is_terminal() {
-  if (!::isatty(STDOUT_FILENO)) return false;
-  if (!std::getenv("OMPI_COMM_WORLD_SIZE")) return true;
-  const std::string parent_out = "/proc/" + std::to_string(::getppid()) + "/fd/1";
-  const int fd = ::open(parent_out.c_str(), O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool tty = ::isatty(fd) != 0;
-  ::close(fd);
-  return tty;
-}
-
-// Rank 0's progress of the copy: a bar redrawn on a terminal, else a line at each report.
-class ProgressReport {
- public:
-  ProgressReport(double every_s, uint64_t bytes, uint64_t files, uint64_t chunks)
-      : every_(every_s),
-        total_{static_cast<long long>(bytes), static_cast<long long>(files),
-               static_cast<long long>(chunks)} {}
-  // Shows `done` if a report is due (or `last`).
-  void show(const std::array<long long, Counter::kTallies>& done, bool last = false) {
-    const auto now = std::chrono::steady_clock::now();
-    if (every_ <= 0 || total_[1] + total_[2] == 0 ||
-        (!last && std::chrono::duration<double>(now - shown_).count() < every_))
-      return;
-    shown_ = now;
-    const double secs = std::chrono::duration<double>(now - start_).count();
-    const double rate = secs > 0 ? static_cast<double>(done[0]) / secs : 0.0;
-    std::string counts =
-        std::to_string(done[1]) + (tty_ ? " / " : " of ") + std::to_string(total_[1]) + " files";
-    if (total_[2] > 0)
-      counts += (tty_ ? "  " : ", ") + std::to_string(done[2]) + (tty_ ? " / " : " of ") +
-                std::to_string(total_[2]) + " chunks";
-    const std::string bytes = size_text(static_cast<double>(done[0])) + (tty_ ? " / " : " of ") +
-                              size_text(static_cast<double>(total_[0]));
-    if (tty_) {
-      const double f = fraction_done(static_cast<double>(done[0]), static_cast<double>(total_[0]),
-                                     static_cast<double>(done[1] + done[2]),
-                                     static_cast<double>(total_[1] + total_[2]));
-      std::printf("\r%s  %s  %s  %s/s   ", progress_bar(f).c_str(), bytes.c_str(), counts.c_str(),
-                  size_text(rate).c_str());
-      drawn_ = true;
-    } else {
-      std::printf("skein-mpi: %s, %s, %s/s, %.1f s\n", bytes.c_str(), counts.c_str(),
-                  size_text(rate).c_str(), secs);
-    }
-    std::fflush(stdout);
-  }
-  // Ends the bar's line, if one was drawn.
-  ~ProgressReport() {
-    if (drawn_) std::printf("\n");
-  }
-
- private:
-  const double every_;
-  const std::array<long long, Counter::kTallies> total_;
-  const bool tty_ = output_is_terminal();
-  bool drawn_ = false;
-  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point shown_ = start_;
 };
 
 // The first line of DST/.NAME.skein-partial.chunks: the source's version and the chunk size the
@@ -506,8 +442,9 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         for (std::size_t k : unit.items) bytes += items[k].size;
         files += unit.items.size();
       }
-      const double every = progress_s >= 0 ? progress_s : output_is_terminal() ? 0.25 : 10.0;
-      report.emplace(every, bytes, files, chunks);
+      report.emplace(progress_s,
+                     Tallies{static_cast<long long>(bytes), static_cast<long long>(files),
+                             static_cast<long long>(chunks)});
     }
     // One whole file: copied to DST/.NAME.skein-partial, renamed once complete. Its bytes come
     // from `data` when given (fetched already, i.size of them), else from the source.

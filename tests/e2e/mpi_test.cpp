@@ -27,6 +27,7 @@
 
 #include "control_socket.hpp"
 #include "fs_test_support.hpp"
+#include "skein/progress.hpp"
 
 namespace skein::test {
 namespace {
@@ -313,6 +314,11 @@ TEST_F(MpiTest, BcastOfATreeOf200Files) {
     ASSERT_EQ(run_mpi("bcast " + q(tree), out), 0) << out;
     after = bytes_read();
     again = fetched_again(out);
+    // Progress, not on a terminal: a line at the end, with every file and byte rank 0 listed.
+    const std::string bytes = size_text(static_cast<double>(total));
+    EXPECT_NE(out.find("skein-mpi: " + bytes + " of " + bytes + ", 200 of 200 files, "),
+              std::string::npos)
+        << out;
     missing = 0;
     for (int m = 0; m < 2; ++m)
       for (int d = 0; d < 4; ++d)

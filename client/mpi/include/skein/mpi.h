@@ -26,10 +26,12 @@ typedef struct skein_mpi_options {
                               and the SHA-256 digests must agree */
   const char* control_dir; /* where the mounts' control sockets are; NULL: this user's own
                               directory, then /run/skein (root's mounts, a job's among them) */
-  int quiet;               /* non-zero: rank 0 prints no progress */
+  int quiet;               /* non-zero: rank 0 prints nothing (no progress, no summary) */
+  double progress_s;       /* seconds between rank 0's progress reports on stdout; 0: none;
+                              below 0: a bar every 0.25 s on a terminal, else a line every 10 s */
 } skein_mpi_options;
 
-/* Default options (chunk 4 MiB, no verify, default control directory, progress on). */
+/* Default options (chunk 4 MiB, no verify, default control directory, default progress). */
 void skein_mpi_options_init(skein_mpi_options* options);
 
 /* Broadcasts the files (directories: every regular file below them) into the page cache of every
