@@ -65,10 +65,10 @@ std::optional<int64_t> FillTag::made_of(std::string_view tag) {
   return made;
 }
 
-bool FillTag::settled(int64_t made, int64_t mtime_ns) {
+int64_t FillTag::settled_from(int64_t mtime_ns) {
   constexpr int64_t kNs = 1000000000;
   const int64_t second = mtime_ns / kNs - (mtime_ns % kNs < 0 ? 1 : 0);  // rounded down
-  return made >= second + kSettled.count();
+  return second + kSettled.count();
 }
 
 FillTag::~FillTag() { EVP_MAC_CTX_free(static_cast<EVP_MAC_CTX*>(ctx_)); }

@@ -29,9 +29,10 @@ class FillTag {
   // fetched after that second has ended are its last. The second second covers clocks of the
   // servers and the nodes that differ by up to one. (As with Git's "racily clean" index entries.)
   static constexpr std::chrono::seconds kSettled{2};
-  // Whether a tag made at `made` (Unix seconds) is for a version (mtime `mtime_ns`) that it tells
-  // apart from later ones.
-  static bool settled(int64_t made, int64_t mtime_ns);
+  // The Unix second from which a tag tells the version of mtime `mtime_ns` apart from later ones.
+  static int64_t settled_from(int64_t mtime_ns);
+  // Whether a tag made at `made` (Unix seconds) does.
+  static bool settled(int64_t made, int64_t mtime_ns) { return made >= settled_from(mtime_ns); }
   // A tag's length: the time it was made (10 decimal digits of Unix seconds), '.', 64 hex digits.
   static constexpr std::size_t kSize = 75;
 

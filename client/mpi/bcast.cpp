@@ -134,8 +134,7 @@ void test_hold(const Node& node) {
 // node's, a file touched into the future) is not waited for: the stores then say why they fail.
 void wait_until_settled(int64_t mtime_ns) {
   using namespace std::chrono;
-  const auto settled =
-      floor<seconds>(system_clock::time_point(nanoseconds(mtime_ns))) + client::FillTag::kSettled;
+  const auto settled = system_clock::time_point(seconds(client::FillTag::settled_from(mtime_ns)));
   const auto wait = settled - system_clock::now();
   if (wait > wait.zero() && wait <= client::FillTag::kSettled + seconds(1))
     std::this_thread::sleep_for(wait);
@@ -419,9 +418,9 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
   std::vector<std::string> flat;
   for (auto& e : entries) flat.push_back((e.dir ? "d" : "f") + e.rel);
   bcast_strings(node.world, flat, 0);
-  const std::vector<Entry> listed = node.rank == 0 ? entries : std::vector<Entry>{};
-  entries.clear();
-  for (auto& f : flat) entries.push_back({f.substr(1), f[0] == 'd'});
+  if (node.rank != 0) {  // rank 0 keeps its own, with the sizes it listed (for its progress)
+    for (auto& f : flat) entries.push_back({f.substr(1), f[0] == 'd'});
+  }
 
   Mount mount{node.mount_override.empty() ? mount0 : node.mount_override, o.control_dir};
   while (mount.dir.size() > 1 && mount.dir.back() == '/') mount.dir.pop_back();
@@ -468,7 +467,7 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
   Progress progress;
   if (node.rank == 0 && !o.quiet) {
     Tallies total{0, 0, 0};
-    for (const Entry& e : listed) {
+    for (const Entry& e : entries) {
       if (e.dir) continue;
       total[0] += static_cast<long long>(e.size);
       ++total[1];
@@ -480,14 +479,13 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
       report->show(now);
     };
   }
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const Entry& e = entries[i];
+  for (const Entry& e : entries) {
     if (e.dir) continue;
     failure = bcast_file(node, mount, buf, o, e.rel, fetched, fetched_again, progress);
     if (!failure.empty()) return finish(failure, error, error_size);
     ++files;
     if (report) {
-      done[0] += static_cast<long long>(listed[i].size);
+      done[0] += static_cast<long long>(e.size);
       ++done[1];
       report->show(done);
     }

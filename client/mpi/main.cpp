@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
+  const std::string command = app.get_subcommands()[0]->get_name();
   if (stage_in->parsed() || stage_out->parsed()) {
     std::string summary, failures;
     const uint64_t chunk = a.chunk ? a.chunk : (64u << 20);
@@ -128,8 +129,7 @@ int main(int argc, char** argv) {
       if (!summary.empty()) std::printf("%s\n", summary.c_str());
       std::fflush(stdout);
       if (rc != 0)
-        std::fprintf(stderr, "skein-mpi %s: failed:\n%s",
-                     app.get_subcommands()[0]->get_name().c_str(), failures.c_str());
+        std::fprintf(stderr, "skein-mpi %s: failed:\n%s", command.c_str(), failures.c_str());
     }
   } else {
     skein_mpi_options options;
@@ -148,8 +148,7 @@ int main(int argc, char** argv) {
                       : skein_mpi_prefetch(MPI_COMM_WORLD, p.data(), static_cast<int>(p.size()),
                                            &options, error, sizeof error);
     if (r != 0) {
-      if (rank == 0)
-        std::fprintf(stderr, "skein-mpi %s: %s\n", bcast->parsed() ? "bcast" : "prefetch", error);
+      if (rank == 0) std::fprintf(stderr, "skein-mpi %s: %s\n", command.c_str(), error);
       rc = 1;
     }
   }

@@ -37,11 +37,14 @@ ProgressReport::~ProgressReport() {
   }
 }
 
+bool ProgressReport::due() const {
+  return every_ > 0 && total_[1] + total_[2] > 0 &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - shown_).count() >= every_;
+}
+
 void ProgressReport::show(const Tallies& done, bool last) {
+  if (every_ <= 0 || total_[1] + total_[2] == 0 || !(last || due())) return;
   const auto now = std::chrono::steady_clock::now();
-  if (every_ <= 0 || total_[1] + total_[2] == 0 ||
-      (!last && std::chrono::duration<double>(now - shown_).count() < every_))
-    return;
   shown_ = now;
   const double secs = std::chrono::duration<double>(now - start_).count();
   const double rate = secs > 0 ? static_cast<double>(done[0]) / secs : 0.0;

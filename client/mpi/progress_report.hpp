@@ -25,6 +25,8 @@ class ProgressReport {
   ~ProgressReport();
   ProgressReport(const ProgressReport&) = delete;
   ProgressReport& operator=(const ProgressReport&) = delete;
+  // Whether a report is due: callers whose tallies cost something to gather ask first.
+  bool due() const;
   // Shows `done` if a report is due, or if `last` (and any was asked for).
   void show(const Tallies& done, bool last = false);
 

@@ -614,7 +614,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
                    !unit.whole && moved > tallied[0] ? 1LL : 0LL});
       tallied[0] = moved;
       tallied[1] = files_done;
-      if (report) report->show(counter.tallies());
+      if (report && report->due()) report->show(counter.tallies());
     }
     // Every rank done: rank 0 goes on reporting meanwhile; the others wait without spinning (the
     // CPUs are the ranks' still copying).
@@ -624,7 +624,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       for (int done = 0;;) {
         MPI_Test(&all_done, &done, MPI_STATUS_IGNORE);
         if (done) break;
-        report->show(counter.tallies());
+        if (report->due()) report->show(counter.tallies());
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
       report->show(counter.tallies(), true);
