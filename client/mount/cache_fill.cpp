@@ -102,13 +102,13 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
   int64_t made = now;
   if (mode == "store" && tagged) {
     const auto said = FillTag::made_of(tag);
-    if (!said) return err("fill store: not a tag: " + tag);
+    if (!said) return err(std::string(FillTag::kRefused) + "not a tag: " + tag);
     if (*said + FillTag::kMaxAge.count() < now || *said > now + FillTag::kMaxAge.count())
-      return err("fill store: the tag was made at " + std::to_string(*said) +
+      return err(std::string(FillTag::kRefused) + "the tag was made at " + std::to_string(*said) +
                  ", too long ago (or ahead of this node's clock) to be taken");
     made = *said;
     if (!FillTag::settled(made, mtime_ns))
-      return err("fill store: " + path + " was fetched for its tag less than " +
+      return err(std::string(FillTag::kRefused) + path + " was fetched for its tag less than " +
                  std::to_string(FillTag::kSettled.count()) +
                  " s after the second of its mtime, when a rewrite of the same size would still "
                  "keep its version (mtime to the second, size); fetch it again from then on");
@@ -124,8 +124,10 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
     own.assign(buf.data, buf.data + length);
     signer->add(own.data(), own.size());
     if (!same_tag(signer->tag(), tag))
-      return err("fill store: the bytes are not what a mount of this namespace fetched for " +
-                 path + " at that range and version (the tag does not match)");
+      return err(std::string(FillTag::kRefused) +
+                 "the bytes are not what a mount of this namespace fetched for " + path +
+                 " at that range and version (the tag does not match: another node's bytes, or "
+                 "its mount holds another token of the namespace)");
   }
 
   // Fetches read through one gateway handle of the file, kept by the session while the caller

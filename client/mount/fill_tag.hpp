@@ -33,6 +33,9 @@ class FillTag {
   static int64_t settled_from(int64_t mtime_ns);
   // Whether a tag made at `made` (Unix seconds) does.
   static bool settled(int64_t made, int64_t mtime_ns) { return made >= settled_from(mtime_ns); }
+  // How a `fill store` that does not take the tag it was handed begins its answer's error. The
+  // bytes are then not stored; the caller may fetch them itself (`fill fetch`) instead.
+  static constexpr std::string_view kRefused = "fill store: tag refused: ";
   // A tag's length: the time it was made (10 decimal digits of Unix seconds), '.', 64 hex digits.
   static constexpr std::size_t kSize = 75;
 

@@ -95,6 +95,14 @@ struct Options {
   bool tagged = false;
 };
 
+// What a leader's mount fetched from the gateway for a bcast.
+struct Tally {
+  uint64_t fetched = 0;    // its chunks, each fetched by this node alone
+  uint64_t again = 0;      // ranges the page cache let go of before the end, fetched again
+  uint64_t refetched = 0;  // other nodes' chunks whose tag the mount refused, fetched here too
+  std::string refusal;     // the first such refusal
+};
+
 // Rank 0's report of the bytes of the file being broadcast that every leader has (after a
 // round); empty elsewhere.
 using Progress = std::function<void(uint64_t bytes)>;
@@ -131,7 +139,8 @@ void test_hold(const Node& node) {
 // A mount takes a tagged store only if its tag was made FillTag::kSettled after the second of
 // the file's mtime began (fill_tag.hpp): a file written just now, by this node's clock, is
 // fetched once that time has passed. An mtime further ahead (a server's clock ahead of this
-// node's, a file touched into the future) is not waited for: the stores then say why they fail.
+// node's, a file touched into the future) is not waited for: the stores refuse its tags, and each
+// node fetches the other nodes' chunks itself.
 void wait_until_settled(int64_t mtime_ns) {
   using namespace std::chrono;
   const auto settled = system_clock::time_point(seconds(client::FillTag::settled_from(mtime_ns)));
@@ -148,8 +157,8 @@ void wait_until_settled(int64_t mtime_ns) {
 // round's agreement, and stops there: every leader stops after the same round. Returns this
 // leader's failure (or "another node failed"), "" when every leader finished.
 std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t chunks,
-                             uint64_t size, const Fill& fill, std::vector<char>& tags,
-                             uint64_t& fetched, const Progress& progress) {
+                             uint64_t size, const Fill& fill, std::vector<char>& tags, Tally& tally,
+                             const Progress& progress) {
   const uint64_t L = static_cast<uint64_t>(node.nodes);
   const uint64_t self = static_cast<uint64_t>(node.node);
   const uint64_t rounds = (chunks + L - 1) / L;
@@ -201,7 +210,20 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
       std::string e;
       for (uint64_t l = 0; l < L && e.empty(); ++l) {
         const uint64_t k = r * L + l;
-        if (l != self && k < chunks) e = fill("store", k * o.chunk, length(k), slot(r, l));
+        if (l == self || k >= chunks) continue;
+        e = fill("store", k * o.chunk, length(k), slot(r, l));
+        // A mount that does not take the fetching mount's tag (it holds another token of the
+        // namespace, the clocks differ, an mtime ahead) has its node fetch the chunk itself,
+        // into the chunk's slot, which nothing else touches until this round is stored.
+        if (e.find(client::FillTag::kRefused) != std::string::npos) {
+          const std::string why = e;
+          e = fill("fetch", k * o.chunk, length(k), slot(r, l));
+          if (e.empty()) {
+            std::lock_guard lock(mu);
+            tally.refetched += length(k);
+            if (tally.refusal.empty()) tally.refusal = why;
+          }
+        }
       }
       std::lock_guard lock(mu);
       if (!e.empty()) store_failure = e;
@@ -268,15 +290,14 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
   }
   for (auto& f : fetchers) f.join();
   storer.join();
-  fetched += fetch_bytes;
+  tally.fetched += fetch_bytes;
   if (mine.empty()) mine = store_failure;  // a store of the last rounds
   return mine;
 }
 
 // One file, collectively. Returns the agreed failure or "".
 std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Options& o,
-                       const std::string& rel, uint64_t& fetched, uint64_t& fetched_again,
-                       const Progress& progress) {
+                       const std::string& rel, Tally& tally, const Progress& progress) {
   const std::string local_path = mount.dir + rel;
   // Leaders open the file through their mount (the open the mount keeps page cache for) and
   // agree on its version.
@@ -346,7 +367,7 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
         e = rel + " changed during bcast (" + e + ")";
       return e;
     };
-    mine = pipelined_rounds(node, buf, o, chunks, size, fill, tags, fetched, progress);
+    mine = pipelined_rounds(node, buf, o, chunks, size, fill, tags, tally, progress);
     // The kernel may have let go of some pages already (or not taken them): each leader asks its
     // mount to fetch the ranges that are not resident (mincore on a mapping of the file, which
     // reads nothing), so that a later read does not miss and start the mount's read-ahead.
@@ -366,7 +387,7 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
             const uint64_t off = p * page;
             const uint64_t len = std::min<uint64_t>((q - p) * page, size - off);
             mine = fill("fetch", off, len, 0);
-            if (mine.empty()) fetched_again += len;
+            if (mine.empty()) tally.again += len;
             p = q;
           }
         }
@@ -460,7 +481,8 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     failure = agree(node.world, mine);
     if (!failure.empty()) return finish(failure, error, error_size);
   }
-  uint64_t fetched = 0, fetched_again = 0, files = 0;
+  Tally tally;
+  uint64_t files = 0;
   // Rank 0's progress: the files as it listed them, the bytes every leader has.
   std::optional<ProgressReport> report;
   Tallies done{0, 0, 0};
@@ -481,7 +503,7 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
   }
   for (const Entry& e : entries) {
     if (e.dir) continue;
-    failure = bcast_file(node, mount, buf, o, e.rel, fetched, fetched_again, progress);
+    failure = bcast_file(node, mount, buf, o, e.rel, tally, progress);
     if (!failure.empty()) return finish(failure, error, error_size);
     ++files;
     if (report) {
@@ -494,8 +516,10 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     report->show(done, true);
     report.reset();
   }
-  unsigned long long counts[2] = {fetched, fetched_again}, total[2] = {0, 0};
-  MPI_Reduce(counts, total, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, node.world);
+  unsigned long long counts[3] = {tally.fetched, tally.again, tally.refetched},
+                     total[3] = {0, 0, 0};
+  MPI_Reduce(counts, total, 3, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, node.world);
+  const std::string refusal = agree(node.world, tally.refusal);
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (node.rank == 0 && !o.quiet) {
@@ -509,6 +533,14 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
       std::printf("skein-mpi: %llu bytes fetched again that a page cache had let go of\n",
                   total[1]);
     std::fflush(stdout);
+    // Each node has the right bytes all the same, but the gateway served some more than once.
+    if (total[2] > 0) {
+      std::fprintf(stderr,
+                   "skein-mpi: warning: %llu bytes fetched again by other nodes, whose mounts "
+                   "refused the fetching node's tag; the first: %s\n",
+                   total[2], refusal.c_str());
+      std::fflush(stderr);
+    }
   }
   if (o.verify) {
     for (auto& e : entries) {
