@@ -1,4 +1,5 @@
 // skein_mpi_bcast and skein_mpi_prefetch; see skein/mpi.h and docs/mpi.md.
+#include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/mman.h>
@@ -101,6 +102,7 @@ struct Tally {
   uint64_t again = 0;      // ranges the page cache let go of before the end, fetched again
   uint64_t refetched = 0;  // other nodes' chunks whose tag the mount refused, fetched here too
   std::string refusal;     // the first such refusal
+  std::mutex mu;           // for the workers of a batch
 };
 
 // Rank 0's report of the bytes of the file being broadcast that every leader has (after a
@@ -404,6 +406,202 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
   return agree(node.world, mine);
 }
 
+// Files of at most one chunk go many at a time: such a file gains nothing from the pipeline of
+// rounds, and the collectives around each file (its version agreed, its round agreed) cost more
+// than its bytes: a tree of 2,000 files of 4 KiB on two nodes took 26 ms a file one at a time,
+// 1.5 ms in batches (docs/benchmarks.md, "Trees of small files").
+// Files a leader holds open at once; its mount holds a gateway handle for each it fetches, and an
+// SFTP server's process has a limit on open files (often 1,024).
+constexpr std::size_t kBatchFiles = 256;
+constexpr std::size_t kBatchWorkers = 4;  // fill commands a leader has its mount run at once
+
+// Runs work(j) for every j in [0, n) on up to kBatchWorkers threads (this one among them);
+// after a failure no more are started. Returns the first failure, or "".
+std::string run_on_workers(std::size_t n, const std::function<std::string(std::size_t)>& work) {
+  std::mutex mu;
+  std::size_t next = 0;
+  std::string failure;
+  auto worker = [&] {
+    for (;;) {
+      std::size_t j = 0;
+      {
+        std::lock_guard lock(mu);
+        if (!failure.empty() || next >= n) return;
+        j = next++;
+      }
+      std::string e = work(j);
+      if (!e.empty()) {
+        std::lock_guard lock(mu);
+        if (failure.empty()) failure = std::move(e);
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t t = 1; t < std::min(n, kBatchWorkers); ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  return failure;
+}
+
+// A batch of files of at most one chunk each, as listed. Every leader opens them all through its
+// mount, and the leaders agree on their versions (leader 0's, which every rank learns). Each
+// file goes to one leader, the one with the fewest bytes so far; each leader fetches its files
+// into its region of the buffer (regions in leader order, one after another), one allgather
+// hands every leader the others' regions, and each has its mount store those. A file found
+// larger than a chunk, or one that no longer fits the buffer, is left in `later` (on every rank
+// alike) for the rounds of one file at a time. Returns the agreed failure or "".
+std::string bcast_batch(Node& node, const Mount& mount, Buffer& buf, const Options& o,
+                        const std::vector<const Entry*>& files, Tally& tally,
+                        std::vector<const Entry*>& later) {
+  const std::size_t n = files.size();
+  std::vector<int> fds(n, -1);
+  std::vector<long long> meta(2 * n, 0);  // mtime_ns, size
+  auto close_all = [&] {
+    for (int& fd : fds) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+  };
+  std::string mine;
+  if (node.leader) {
+    // Opens through the mount are a round trip each where the mount has not looked the name up.
+    mine = run_on_workers(n, [&](std::size_t j) {
+      const std::string p = mount.dir + files[j]->rel;
+      struct stat st;
+      fds[j] = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fds[j] < 0 || ::fstat(fds[j], &st) != 0) return errno_text(p);
+      if (!S_ISREG(st.st_mode)) return p + " is not a regular file";
+      meta[2 * j] = mtime_ns_of(st);
+      meta[2 * j + 1] = st.st_size;
+      return std::string();
+    });
+  }
+  std::string failure = agree(node.world, mine);
+  if (!failure.empty()) {
+    close_all();
+    return failure;
+  }
+  std::vector<long long> first = meta;  // world rank 0 is leader 0
+  MPI_Bcast(first.data(), static_cast<int>(2 * n), MPI_LONG_LONG, 0, node.world);
+  for (std::size_t j = 0; node.leader && j < n && mine.empty(); ++j) {
+    if (first[2 * j] != meta[2 * j] || first[2 * j + 1] != meta[2 * j + 1])
+      mine = files[j]->rel + " changed during bcast (nodes see different sizes or mtimes)";
+  }
+  failure = agree(node.world, mine);
+  if (!failure.empty()) {
+    close_all();
+    return failure;
+  }
+
+  // The layout, from leader 0's versions: on every rank alike.
+  const std::size_t L = static_cast<std::size_t>(node.nodes);
+  const uint64_t capacity =
+      std::min<uint64_t>(uint64_t{o.chunk} * kDepth * L, static_cast<uint64_t>(INT_MAX));
+  std::vector<int> owner(n, -1);   // the leader that fetches file j; -1: later
+  std::vector<uint64_t> at(n, 0);  // its offset in the owner's region
+  std::vector<uint64_t> region(L, 0);
+  uint64_t total = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const uint64_t size = static_cast<uint64_t>(first[2 * j + 1]);
+    if (size > o.chunk || total + size > capacity) {
+      later.push_back(files[j]);
+      continue;
+    }
+    const std::size_t l =
+        static_cast<std::size_t>(std::min_element(region.begin(), region.end()) - region.begin());
+    owner[j] = static_cast<int>(l);
+    at[j] = region[l];
+    region[l] += size;
+    total += size;
+  }
+  std::vector<uint64_t> start(L, 0);
+  for (std::size_t l = 1; l < L; ++l) start[l] = start[l - 1] + region[l - 1];
+
+  if (node.leader && total > 0) {
+    const std::size_t self = static_cast<std::size_t>(node.node);
+    if (o.tagged) {
+      // A file written just now: its tags are taken once the second of its mtime is over.
+      int64_t latest = INT64_MIN;
+      for (std::size_t j = 0; j < n; ++j)
+        if (owner[j] >= 0) latest = std::max<int64_t>(latest, first[2 * j]);
+      wait_until_settled(latest);
+    }
+    std::vector<char> tags(o.tagged ? n * kTagSize : 0, 0);
+    auto fill = [&](const char* mode, std::size_t j, bool with_tag) {
+      const uint64_t size = static_cast<uint64_t>(first[2 * j + 1]);
+      const bool fetch = std::string(mode) == "fetch";
+      std::string m = mode;
+      if (with_tag) m += fetch ? ":tag" : ":" + std::string(tags.data() + j * kTagSize, kTagSize);
+      std::string answer;
+      std::string e = mount.command(
+          fill_command(m.c_str(), first[2 * j], size, 0, size,
+                       start[static_cast<std::size_t>(owner[j])] + at[j], files[j]->rel),
+          &answer, buf.fd);
+      if (e.empty() && with_tag && fetch) {
+        const std::string tag = answer.substr(answer.rfind(' ') + 1, kTagSize);
+        if (tag.size() != kTagSize)
+          e = mount.dir + ": fill fetch gave no tag (" + answer + ")";
+        else
+          std::memcpy(tags.data() + j * kTagSize, tag.data(), kTagSize);
+      }
+      if (!e.empty() && e.find(files[j]->rel + " changed") != std::string::npos)
+        e = files[j]->rel + " changed during bcast (" + e + ")";
+      return e;
+    };
+    std::vector<std::size_t> own, others;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (owner[j] < 0 || first[2 * j + 1] == 0) continue;
+      (static_cast<std::size_t>(owner[j]) == self ? own : others).push_back(j);
+    }
+    mine = run_on_workers(own.size(), [&](std::size_t k) {
+      const std::size_t j = own[k];
+      // (Not a plain read of the file through the mount: the mount would read its small
+      // neighbours along with it, the other leaders' files among them.)
+      const std::string e = fill("fetch", j, o.tagged);
+      if (e.empty()) {
+        std::lock_guard lock(tally.mu);
+        tally.fetched += static_cast<uint64_t>(first[2 * j + 1]);
+      }
+      return e;
+    });
+    int bad = mine.empty() ? 0 : 1, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, node.leaders);
+    if (any && mine.empty()) mine = "another node failed";
+    if (!any) {
+      std::vector<int> counts(L), displs(L);
+      for (std::size_t l = 0; l < L; ++l) {
+        counts[l] = static_cast<int>(region[l]);
+        displs[l] = static_cast<int>(start[l]);
+      }
+      MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf.data, counts.data(), displs.data(),
+                     MPI_BYTE, node.leaders);
+      // Each file's tag is where its fetching leader wrote it, zeros elsewhere.
+      if (!tags.empty())
+        MPI_Allreduce(MPI_IN_PLACE, tags.data(), static_cast<int>(tags.size()), MPI_UNSIGNED_CHAR,
+                      MPI_BOR, node.leaders);
+      mine = run_on_workers(others.size(), [&](std::size_t k) {
+        const std::size_t j = others[k];
+        std::string e = fill("store", j, o.tagged);
+        // A refused tag: this node fetches the file itself (as in the rounds).
+        if (e.find(client::FillTag::kRefused) != std::string::npos) {
+          const std::string why = e;
+          e = fill("fetch", j, o.tagged);
+          if (e.empty()) {
+            std::lock_guard lock(tally.mu);
+            tally.refetched += static_cast<uint64_t>(first[2 * j + 1]);
+            if (tally.refusal.empty()) tally.refusal = why;
+          }
+        }
+        return e;
+      });
+    }
+  }
+  close_all();
+  if (mine == "another node failed") mine = "";
+  return agree(node.world, mine);
+}
+
 int finish(const std::string& failure, char* error, std::size_t error_size) {
   if (failure.empty()) return 0;
   if (error && error_size > 0) std::snprintf(error, error_size, "%s", failure.c_str());
@@ -439,8 +637,13 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
   std::vector<std::string> flat;
   for (auto& e : entries) flat.push_back((e.dir ? "d" : "f") + e.rel);
   bcast_strings(node.world, flat, 0);
-  if (node.rank != 0) {  // rank 0 keeps its own, with the sizes it listed (for its progress)
-    for (auto& f : flat) entries.push_back({f.substr(1), f[0] == 'd'});
+  // With the sizes rank 0 listed: every rank puts the same files in the same batches.
+  std::vector<unsigned long long> sizes(flat.size(), 0);
+  for (std::size_t i = 0; i < entries.size(); ++i) sizes[i] = entries[i].size;
+  MPI_Bcast(sizes.data(), static_cast<int>(sizes.size()), MPI_UNSIGNED_LONG_LONG, 0, node.world);
+  if (node.rank != 0) {
+    for (std::size_t i = 0; i < flat.size(); ++i)
+      entries.push_back({flat[i].substr(1), flat[i][0] == 'd', sizes[i]});
   }
 
   Mount mount{node.mount_override.empty() ? mount0 : node.mount_override, o.control_dir};
@@ -466,6 +669,20 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
   if (!failure.empty()) return finish(failure, error, error_size);
 
   const auto start = std::chrono::steady_clock::now();
+  // Every leader but rank 0 (which listed the trees) lists their directories through its mount
+  // first: one call a directory gives the mount every name's attributes, where each open would
+  // otherwise look its name up at the gateway. A directory it cannot list is left to the opens,
+  // which say what is wrong.
+  if (node.leader && node.rank != 0) {
+    for (const Entry& e : entries) {
+      if (!e.dir) continue;
+      if (DIR* d = ::opendir((mount.dir + e.rel).c_str())) {
+        while (::readdir(d) != nullptr) {
+        }
+        ::closedir(d);
+      }
+    }
+  }
   if (prefetch) {
     // Metadata: every node's mount looks up every entry.
     mine.clear();
@@ -501,17 +718,56 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
       report->show(now);
     };
   }
-  for (const Entry& e : entries) {
-    if (e.dir) continue;
-    failure = bcast_file(node, mount, buf, o, e.rel, tally, progress);
-    if (!failure.empty()) return finish(failure, error, error_size);
+  auto one_file = [&](const Entry& e) {
+    std::string f = bcast_file(node, mount, buf, o, e.rel, tally, progress);
+    if (!f.empty()) return f;
     ++files;
     if (report) {
       done[0] += static_cast<long long>(e.size);
       ++done[1];
       report->show(done);
     }
+    return std::string();
+  };
+  // Files of at most one chunk (as listed) in batches of up to kBatchFiles files and half the
+  // buffer's bytes (room for files grown since the listing); larger ones one at a time.
+  const uint64_t batch_bytes = uint64_t{o.chunk} * kDepth * static_cast<uint64_t>(node.nodes) / 2;
+  std::vector<const Entry*> batch;
+  uint64_t batched = 0;
+  auto flush = [&] {
+    if (batch.empty()) return std::string();
+    std::vector<const Entry*> later;
+    std::string f = bcast_batch(node, mount, buf, o, batch, tally, later);
+    for (const Entry* e : batch) {
+      if (!f.empty() || std::find(later.begin(), later.end(), e) != later.end()) continue;
+      ++files;
+      if (report) {
+        done[0] += static_cast<long long>(e->size);
+        ++done[1];
+      }
+    }
+    if (report) report->show(done);
+    batch.clear();
+    batched = 0;
+    for (const Entry* e : later)
+      if (f.empty()) f = one_file(*e);
+    return f;
+  };
+  for (const Entry& e : entries) {
+    if (e.dir) continue;
+    if (e.size > o.chunk) {
+      failure = flush();
+      if (failure.empty()) failure = one_file(e);
+    } else {
+      if (!batch.empty() && (batch.size() == kBatchFiles || batched + e.size > batch_bytes))
+        failure = flush();
+      batch.push_back(&e);
+      batched += e.size;
+    }
+    if (!failure.empty()) return finish(failure, error, error_size);
   }
+  failure = flush();
+  if (!failure.empty()) return finish(failure, error, error_size);
   if (report) {
     report->show(done, true);
     report.reset();
