@@ -1,24 +1,26 @@
 """mpi: one file read on 2 simulated nodes (the cluster's two mounts, 2 ranks each): plain reads on
 both nodes at once against `skein-mpi bcast` then the same reads (served from the page caches);
-wall time and the gateway's bytes served (skeinctl's bytes_read), 1x against Nx (#18)."""
+wall time and the gateway's bytes served (skeinctl's bytes_read), 1x against Nx (#18). Then the
+same for a tree of small files (`cat` of every file on both nodes at once)."""
 
 import json
 import os
 import statistics
 import time
 
-from ..common import BenchError, GiB, MiB, write_pattern_file
+from ..common import BenchError, GiB, MiB, make_tree, write_pattern_file
 from ..common import run as sh
 from ..report import Row, fmt_bytes, verdict
 
 DESCRIPTION = "bcast into 2 nodes' page caches against plain reads on each (#18)"
 ORDER = 60
-FULL = dict(mpi_bytes=1 * GiB)
-QUICK = dict(mpi_bytes=256 * MiB)
+FULL = dict(mpi_bytes=1 * GiB, mpi_tree_files=2000)
+QUICK = dict(mpi_bytes=256 * MiB, mpi_tree_files=500)
+TREE_FILE = 4096
 
 
 def export_bytes(p):
-    return p["mpi_bytes"]
+    return p["mpi_bytes"] + p["mpi_tree_files"] * TREE_FILE
 
 
 def _bytes_read(b):
@@ -40,6 +42,58 @@ def _read_both(files):
         if p.wait() != 0:
             raise BenchError("dd failed")
     return time.monotonic() - t
+
+
+def _cat_trees(trees):
+    """Reads every file of each tree (`find | xargs cat`: few processes, so that their start does
+    not hide the reads), the trees at once; returns the wall time."""
+    import subprocess
+    t = time.monotonic()
+    procs = [subprocess.Popen(["sh", "-c", 'find "$1" -type f -print0 | xargs -0 cat', "sh", str(d)],
+                              stdout=subprocess.DEVNULL) for d in trees]
+    for p in procs:
+        if p.wait() != 0:
+            raise BenchError("cat of a tree failed")
+    return time.monotonic() - t
+
+
+def _tree(b, mpi, node_map):
+    """Plain reads of a tree of small files on both nodes at once against bcast and then the same
+    reads; rows without a goal (#18's goals are the large file's)."""
+    files, reps = b.p["mpi_tree_files"], b.p["reps"]
+    _, kp, ep = b.paths("bench-mpi-tree")
+    make_tree(str(ep), 20, files // 20, TREE_FILE)
+    ta = kp
+    tb = b.mB / ta.relative_to(b.mA)
+    n = (files // 20) * 20 * TREE_FILE
+    res = {"plain": [], "bcast": [], "bcast_only": [], "plain_bytes": [], "bcast_bytes": []}
+    for i in range(reps):
+        b.cl.drop_mount_caches(0)
+        b.cl.drop_mount_caches(1)
+        before = _bytes_read(b)
+        res["plain"].append(_cat_trees([ta, tb]))
+        res["plain_bytes"].append(_bytes_read(b) - before)
+        b.cl.drop_mount_caches(0)
+        b.cl.drop_mount_caches(1)
+        before = _bytes_read(b)
+        t = time.monotonic()
+        sh(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4", "-x", f"SKEIN_MPI_NODE_MAP={node_map}",
+            str(mpi), "bcast", "--quiet", str(ta)], timeout=900, capture=True)
+        res["bcast_only"].append(time.monotonic() - t)
+        res["bcast"].append(res["bcast_only"][-1] + _cat_trees([ta, tb]))
+        res["bcast_bytes"].append(_bytes_read(b) - before)
+        b.detail(f"mpi tree rep {i + 1}: two plain {res['plain'][-1]:.2f} s ({res['plain_bytes'][-1] / n:.2f}x), "
+                 f"bcast {res['bcast_only'][-1]:.2f} s, bcast+reads {res['bcast'][-1]:.2f} s "
+                 f"({res['bcast_bytes'][-1] / n:.2f}x)")
+    import shutil
+    shutil.rmtree(ep)
+    med = {k: statistics.median(v) for k, v in res.items()}
+    label = f"{files:,} files of 4 KiB"
+    b.rows.append(Row("#18", f"{label} on 2 nodes: plain reads (cat) against bcast + reads (s, median of {reps})",
+                      med["plain"], med["bcast"], "s", "lower", "",
+                      note=f"the bcast alone: {med['bcast_only']:.2f} s"))
+    b.rows.append(Row("#18", f"{label} on 2 nodes: gateway bytes served, plain against bcast (× the files' size)",
+                      med["plain_bytes"] / n, med["bcast_bytes"] / n, "× size", "lower", ""))
 
 
 def run(b):
@@ -94,3 +148,4 @@ def run(b):
             med["plain_bytes"] / n, med["bcast_bytes"] / n, "× size", "lower", "bcast 1× (within 1%)")
     r.result = verdict(abs(med["bcast_bytes"] / n - 1) <= 0.01)
     b.rows.append(r)
+    _tree(b, mpi, node_map)
