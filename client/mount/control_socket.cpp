@@ -348,8 +348,10 @@ void ControlSocket::answer(int fd) {
     if (passed >= 0) ::close(passed);
     return;
   }
-  // Other users' commands at debug level: they must not be able to flood the log.
-  spdlog::log(privileged ? spdlog::level::info : spdlog::level::debug,
+  // Other users' commands at debug level: they must not be able to flood the log. So are the
+  // data commands (fill, fetch-files), which come one or more a file of a bcast or a stage-in.
+  const bool data_command = command.rfind("fill ", 0) == 0 || command.rfind("fetch-files ", 0) == 0;
+  spdlog::log(privileged && !data_command ? spdlog::level::info : spdlog::level::debug,
               "control socket: uid {}: {}{}", peer.uid, command,
               passed >= 0 ? " (with a file descriptor)" : "");
   ControlPeer who{peer.pid, peer.uid, peer.gid, privileged, std::nullopt};
