@@ -27,6 +27,10 @@ constexpr uint64_t kWindow = 8;                // pieces fetched at once
 // most a chunk (bcast: 4 MiB by default) or 8 MiB (stage-in's fill read).
 constexpr uint64_t kMaxOthersLength = 64u << 20;
 
+// The most files, and bytes of their list, in one fill-files command.
+constexpr std::size_t kMaxFillFiles = 1024;
+constexpr uint64_t kMaxFillFilesList = 16u << 20;
+
 std::string err(const std::string& what) { return "error: " + what + "\n"; }
 
 }  // namespace
@@ -45,12 +49,27 @@ AttrsByPath mount_attrs(MountDaemon& mount) {
   };
 }
 
-std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
-                       const ControlPeer& peer) {
-  std::istringstream in(args);
-  std::string mode, tag;
+namespace {
+
+// One `fill` command, parsed and checked.
+struct Fill {
+  std::string mode, tag, path;
   int64_t mtime_ns = 0;
   uint64_t size = 0, offset = 0, length = 0, buf_offset = 0;
+  InodeNumber ino = 0;
+  bool fetch = false, store = false, tagged = false;
+  int64_t made = 0;  // when its tag was made (a store), else now
+};
+
+// Parses and checks `args` (a `fill` command without "fill "). Returns "" when the command may go
+// on, with `f` filled in; otherwise its answer: an error, or "ok 0" for a length of 0.
+std::string prepare_fill(MountDaemon& mount, const std::string& args, const ControlPeer& peer,
+                         Fill& f) {
+  std::istringstream in(args);
+  std::string& mode = f.mode;
+  std::string& tag = f.tag;
+  int64_t& mtime_ns = f.mtime_ns;
+  uint64_t &size = f.size, &offset = f.offset, &length = f.length, &buf_offset = f.buf_offset;
   const bool parsed =
       static_cast<bool>(in >> mode >> mtime_ns >> size >> offset >> length >> buf_offset);
   // "fetch:tag" asks for the tag of what is fetched; "store:TAG" hands the fetching mount's tag.
@@ -67,7 +86,8 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
   std::getline(in >> std::ws, field);
   const auto named = ControlSocket::path_of_field(field);
   if (!named) return err("fill: NS_PATH: a bad %-encoding: " + field);
-  const std::string& path = *named;
+  f.path = *named;
+  const std::string& path = f.path;
   if (path.empty() || path[0] != '/') return err("fill: NS_PATH must be absolute");
   if (offset > size || length > size - offset) return err("fill: range beyond the file's size");
   if (!peer.privileged && length > kMaxOthersLength)
@@ -81,6 +101,7 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
   }
   auto ino = mount.inodes.find(path);
   if (!ino) return err(path + " is not open through this mount");
+  f.ino = *ino;
   if (!mount.cache.open_matches(*ino, mtime_ns, size))
     return err(path + " changed (it is not as this mount's last open of it saw it)");
   if (length == 0) return "ok 0\n";
@@ -88,9 +109,11 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
   // privileged caller, or with the tag of the mount that fetched them from the gateway. For the
   // other callers the mount stores and signs only its own copy of the bytes: the caller's buffer
   // may change under it.
-  const bool fetch = mode != "store", store = mode != "read";
-  const bool tagged = (mode == "fetch" && (tag == "tag" || !peer.privileged)) ||
-                      (mode == "store" && !peer.privileged);
+  f.fetch = mode != "store";
+  f.store = mode != "read";
+  f.tagged = (mode == "fetch" && (tag == "tag" || !peer.privileged)) ||
+             (mode == "store" && !peer.privileged);
+  const bool tagged = f.tagged;
   if (mode == "store" && !peer.privileged && tag.empty())
     return err(
         "fill store: only root and the mount's own user may store bytes of their own; others "
@@ -99,7 +122,8 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   // When the tag in hand was made (a store), else now (a fetch that is to answer one).
-  int64_t made = now;
+  int64_t& made = f.made;
+  made = now;
   if (mode == "store" && tagged) {
     const auto said = FillTag::made_of(tag);
     if (!said) return err(std::string(FillTag::kRefused) + "not a tag: " + tag);
@@ -113,7 +137,16 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
                  " s after the second of its mtime, when a rewrite of the same size would still "
                  "keep its version (mtime to the second, size); fetch it again from then on");
   }
+  return "";
+}
 
+// Moves the bytes of a prepared command; returns its answer.
+std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd) {
+  const std::string &mode = f.mode, &tag = f.tag, &path = f.path;
+  const int64_t mtime_ns = f.mtime_ns, made = f.made;
+  const uint64_t size = f.size, offset = f.offset, length = f.length, buf_offset = f.buf_offset;
+  const bool fetch = f.fetch, store = f.store, tagged = f.tagged;
+  const InodeNumber* ino = &f.ino;
   CallerBuffer buf;
   if (std::string e = map_caller_buffer("fill", buf_fd, buf_offset, length, fetch, buf); !e.empty())
     return err(e);
@@ -210,6 +243,126 @@ std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
                (store ? " changed while its pages were stored" : " changed while it was read"));
   return "ok " + std::to_string(length) + (mode == "fetch" && tagged ? " " + signer->tag() : "") +
          "\n";
+}
+
+// The end of a prepared fetch of a whole file whose bytes came in a ReadFiles answer: checked
+// against the version, copied into the caller's buffer, signed if tagged, stored from the mount's
+// own copy.
+std::string finish_whole_fetch(MountDaemon& mount, const Fill& f, const GatewayClient::WholeFile& w,
+                               int buf_fd) {
+  if (w.error != 0) return err("fill: read " + f.path + ": " + std::strerror(w.error));
+  if (w.attr.mtime_ns != f.mtime_ns || w.data.size() != f.size)
+    return err(f.path + " changed (the gateway's size or mtime differs)");
+  CallerBuffer buf;
+  if (std::string e = map_caller_buffer("fill", buf_fd, f.buf_offset, f.length, true, buf);
+      !e.empty())
+    return err(e);
+  std::memcpy(buf.data, w.data.data(), w.data.size());
+  std::string tag;
+  if (f.tagged) {
+    FillTag signer(mount.fill_key, f.path, f.mtime_ns, f.size, 0, f.length, f.made);
+    signer.add(w.data.data(), w.data.size());
+    tag = " " + signer.tag();
+  }
+  if (f.store) {
+    const int rc = mount.kernel_cache->store(f.ino, 0, w.data.data(), w.data.size());
+    if (rc != 0) return err("notify_store " + f.path + ": " + std::strerror(-rc));
+  }
+  if (!mount.cache.open_matches(f.ino, f.mtime_ns, f.size))
+    return err(f.path + " changed while its pages were stored");
+  return "ok " + std::to_string(f.length) + tag + "\n";
+}
+
+}  // namespace
+
+std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
+                       const ControlPeer& peer) {
+  Fill f;
+  if (std::string answer = prepare_fill(mount, args, peer, f); !answer.empty()) return answer;
+  return move_fill(mount, f, buf_fd);
+}
+
+std::string cache_fill_files(MountDaemon& mount, const std::string& args, int buf_fd,
+                             const ControlPeer& peer) {
+  std::istringstream in(args);
+  std::string mode, rest;
+  uint64_t list_offset = 0, list_length = 0;
+  if (!(in >> mode >> list_offset >> list_length) || (in >> rest) ||
+      (mode != "fetch" && mode != "fetch:tag" && mode != "store"))
+    return err(
+        "usage: fill-files fetch[:tag]|store LIST_OFFSET LIST_LENGTH (the files listed in the "
+        "buffer, a line each: MTIME_NS SIZE BUF_OFFSET TAG NS_PATH)");
+  if (list_length > kMaxFillFilesList)
+    return err("fill-files: a list of at most " + std::to_string(kMaxFillFilesList) + " bytes");
+  std::vector<std::string> lines;
+  if (list_length > 0) {
+    CallerBuffer list;
+    if (std::string e =
+            map_caller_buffer("fill-files", buf_fd, list_offset, list_length, false, list);
+        !e.empty())
+      return err(e);
+    const std::string_view text(list.data, list_length);
+    if (text.back() != '\n') return err("fill-files: the list's last line has no newline");
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t end = text.find('\n', at);
+      lines.emplace_back(text.substr(at, end - at));
+      at = end + 1;
+    }
+  }
+  if (lines.size() > kMaxFillFiles)
+    return err("fill-files: at most " + std::to_string(kMaxFillFiles) + " files at once");
+  // Each line is the `fill` command of a whole file, prepared as one.
+  const std::size_t n = lines.size();
+  std::vector<Fill> fills(n);
+  std::vector<std::string> answers(n);
+  uint64_t bytes = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::istringstream line(lines[i]);
+    std::string mtime, size, buf_offset, tag, field;
+    line >> mtime >> size >> buf_offset >> tag;
+    std::getline(line >> std::ws, field);
+    const std::string fill_mode = mode != "store" ? mode : tag == "-" ? "store" : "store:" + tag;
+    answers[i] = prepare_fill(
+        mount, fill_mode + " " + mtime + " " + size + " 0 " + size + " " + buf_offset + " " + field,
+        peer, fills[i]);
+    bytes += fills[i].length;
+  }
+  if (!peer.privileged && bytes > kMaxOthersLength)
+    return err("fill-files: at most " + std::to_string(kMaxOthersLength) +
+               " bytes at once for callers other than root and the mount's user");
+  // Whole files of at most one piece are fetched with ReadFiles calls, many files to a call (at
+  // most the gateway's limits: kMaxReadFiles files, one piece of bytes).
+  if (mode != "store") {
+    std::vector<std::size_t> slice;
+    uint64_t largest = 0;
+    auto read_slice = [&] {
+      if (slice.empty()) return;
+      std::vector<std::string> paths;
+      for (std::size_t i : slice) paths.push_back(fills[i].path);
+      auto got = mount.gateway->read_files(paths, static_cast<uint32_t>(largest));
+      for (std::size_t k = 0; k < slice.size(); ++k) {
+        const Fill& f = fills[slice[k]];
+        answers[slice[k]] = got ? finish_whole_fetch(mount, f, (*got)[k], buf_fd)
+                                : err("fill: read " + f.path + ": " + std::strerror(got.error()));
+      }
+      slice.clear();
+      largest = 0;
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!answers[i].empty() || fills[i].length > kPiece) continue;
+      const uint64_t larger = std::max(largest, fills[i].length);
+      if (slice.size() == wire::kMaxReadFiles || (slice.size() + 1) * larger > kPiece) read_slice();
+      largest = std::max(largest, fills[i].length);
+      slice.push_back(i);
+    }
+    read_slice();
+  }
+  std::string answer = "ok " + std::to_string(n) + "\n";
+  for (std::size_t i = 0; i < n; ++i) {
+    if (answers[i].empty()) answers[i] = move_fill(mount, fills[i], buf_fd);
+    answer += answers[i];
+  }
+  return answer;
 }
 
 }  // namespace skein::client

@@ -45,6 +45,19 @@ namespace skein::client {
 std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
                        const ControlPeer& peer);
 
+// Runs one `fill-files` command (without "fill-files "): `fill fetch[:tag]` or `fill store[:TAG]`
+// of whole files, many at once, for skein-mpi's batches of small files:
+//
+//   fill-files fetch[:tag]|store LIST_OFFSET LIST_LENGTH
+//
+// The files are listed in the buffer at [LIST_OFFSET, LIST_OFFSET + LIST_LENGTH), a line each:
+// MTIME_NS SIZE BUF_OFFSET TAG NS_PATH (TAG "-" for none; a store's tag otherwise). Each is
+// judged and moved as its own `fill` command of the whole file (OFFSET 0, LENGTH SIZE) would be;
+// fetches of files of up to 1 MiB are read many to a gateway call (ReadFiles), whose answer
+// carries the version read. Answers "ok COUNT", then each file's `fill` answer line in order.
+std::string cache_fill_files(MountDaemon& mount, const std::string& args, int buf_fd,
+                             const ControlPeer& peer);
+
 // Attributes in the namespace for judging a caller's access (PathAccess): what the mount keeps of
 // a path it knows (a directory's, a file's current ones) while every server is watched, else the
 // gateway's.

@@ -316,6 +316,7 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
   // Users other than root and the mount's own (on a mount with allow_other) get the commands that
   // read for them, judged by their own permissions, and nothing else.
   const bool everyone_may = command == "whoami" || command.rfind("fill ", 0) == 0 ||
+                            command.rfind("fill-files ", 0) == 0 ||
                             command.rfind("fetch-files ", 0) == 0;
   if (!peer.privileged && !everyone_may)
     return "error: permission denied: '" + command.substr(0, command.find(' ')) +
@@ -331,7 +332,8 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
   if (command == "whoami")
     return "uid " + std::to_string(peer.uid) +
            (peer.privileged ? ": every command\n"
-                            : ": whoami, fill fetch, fill read, fetch-files (files it may read)\n");
+                            : ": whoami, fill fetch, fill read, fill-files fetch, fetch-files "
+                              "(files it may read)\n");
   if (command == "status") return status_text(mount, args, mount_id);
   if (command == "drop-caches") {
     auto dropped = mount.kernel_cache->drop_all();
@@ -342,6 +344,8 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
   }
   if (command.rfind("fill ", 0) == 0)
     return skein::client::cache_fill(mount, command.substr(5), fd, peer);
+  if (command.rfind("fill-files ", 0) == 0)
+    return skein::client::cache_fill_files(mount, command.substr(11), fd, peer);
   if (command.rfind("fetch-files ", 0) == 0) {
     const skein::client::FileFetchContext context{
         [&mount](const std::string& path) { return mount.inodes.find(path).has_value(); },
@@ -352,7 +356,7 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
     return skein::client::fetch_files(context, command.substr(12), fd, peer);
   }
   return "error: unknown command '" + command +
-         "' (known: drop-caches, status, whoami, fill, fetch-files)\n";
+         "' (known: drop-caches, status, whoami, fill, fill-files, fetch-files)\n";
 }
 
 // `skein-mount --drop-caches|--status MOUNTPOINT`: asks the running mount and prints its answer.
