@@ -19,6 +19,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -149,6 +150,21 @@ void wait_until_settled(int64_t mtime_ns) {
   const auto wait = settled - system_clock::now();
   if (wait > wait.zero() && wait <= client::FillTag::kSettled + seconds(1))
     std::this_thread::sleep_for(wait);
+}
+
+// Takes the tag of a `fill fetch` answer ("ok LENGTH TAG") into `to`; "" or the failure.
+std::string take_tag(const std::string& answer, const Mount& mount, char* to) {
+  const std::string tag = answer.substr(answer.rfind(' ') + 1, kTagSize);
+  if (tag.size() != kTagSize) return mount.dir + ": fill fetch gave no tag (" + answer + ")";
+  std::memcpy(to, tag.data(), kTagSize);
+  return "";
+}
+
+// A mount's failure of a fill of `rel`, in bcast's words where the mount says the file is no
+// longer the version opened ("PATH changed (...)").
+std::string changed_during_bcast(const std::string& rel, const std::string& e) {
+  if (e.find(rel + " changed") == std::string::npos) return e;
+  return rel + " changed during bcast (" + e + ")";
 }
 
 // A leader's rounds of one file (`chunks` chunks of `size` bytes), in three stages that overlap:
@@ -356,18 +372,9 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
       std::string answer;
       std::string e = mount.command(
           fill_command(m.c_str(), meta[0], size, off, len, slot * o.chunk, rel), &answer, buf.fd);
-      if (e.empty() && with_tag && fetch) {
-        // "ok LENGTH TAG"
-        const std::string tag = answer.substr(answer.rfind(' ') + 1, kTagSize);
-        if (tag.size() != kTagSize)
-          e = mount.dir + ": fill fetch gave no tag (" + answer + ")";
-        else
-          std::memcpy(tags.data() + slot * kTagSize, tag.data(), kTagSize);
-      }
-      // The mount's words for a version that is no longer the opened one: "PATH changed (...)".
-      if (!e.empty() && e.find(rel + " changed") != std::string::npos)
-        e = rel + " changed during bcast (" + e + ")";
-      return e;
+      if (e.empty() && with_tag && fetch)
+        e = take_tag(answer, mount, tags.data() + slot * kTagSize);
+      return changed_during_bcast(rel, e);
     };
     mine = pipelined_rounds(node, buf, o, chunks, size, fill, tags, tally, progress);
     // The kernel may have let go of some pages already (or not taken them): each leader asks its
@@ -409,11 +416,14 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
 // Files of at most one chunk go many at a time: such a file gains nothing from the pipeline of
 // rounds, and the collectives around each file (its version agreed, its round agreed) cost more
 // than its bytes: a tree of 2,000 files of 4 KiB on two nodes took 26 ms a file one at a time,
-// 1.5 ms in batches (docs/benchmarks.md, "Trees of small files").
+// 0.2 ms in batches (docs/benchmarks.md, "Trees of small files").
 // Files a leader holds open at once; its mount holds a gateway handle for each it fetches, and an
 // SFTP server's process has a limit on open files (often 1,024).
 constexpr std::size_t kBatchFiles = 256;
-constexpr std::size_t kBatchWorkers = 4;  // fill commands a leader has its mount run at once
+constexpr std::size_t kBatchWorkers = 4;  // opens, and fill commands without fill-files, at once
+// The end of the buffer holds the list of a batch's files for a `fill-files` command: a line
+// each, with a name of up to PATH_MAX bytes %-encoded.
+constexpr std::size_t kListArea = kBatchFiles * (3 * PATH_MAX + 128);
 
 // Runs work(j) for every j in [0, n) on up to kBatchWorkers threads (this one among them);
 // after a failure no more are started. Returns the first failure, or "".
@@ -538,33 +548,86 @@ std::string bcast_batch(Node& node, const Mount& mount, Buffer& buf, const Optio
           fill_command(m.c_str(), first[2 * j], size, 0, size,
                        start[static_cast<std::size_t>(owner[j])] + at[j], files[j]->rel),
           &answer, buf.fd);
-      if (e.empty() && with_tag && fetch) {
-        const std::string tag = answer.substr(answer.rfind(' ') + 1, kTagSize);
-        if (tag.size() != kTagSize)
-          e = mount.dir + ": fill fetch gave no tag (" + answer + ")";
-        else
-          std::memcpy(tags.data() + j * kTagSize, tag.data(), kTagSize);
-      }
-      if (!e.empty() && e.find(files[j]->rel + " changed") != std::string::npos)
-        e = files[j]->rel + " changed during bcast (" + e + ")";
-      return e;
+      if (e.empty() && with_tag && fetch) e = take_tag(answer, mount, tags.data() + j * kTagSize);
+      return changed_during_bcast(files[j]->rel, e);
     };
     std::vector<std::size_t> own, others;
     for (std::size_t j = 0; j < n; ++j) {
       if (owner[j] < 0 || first[2 * j + 1] == 0) continue;
       (static_cast<std::size_t>(owner[j]) == self ? own : others).push_back(j);
     }
-    mine = run_on_workers(own.size(), [&](std::size_t k) {
-      const std::size_t j = own[k];
-      // (Not a plain read of the file through the mount: the mount would read its small
-      // neighbours along with it, the other leaders' files among them.)
-      const std::string e = fill("fetch", j, o.tagged);
-      if (e.empty()) {
-        std::lock_guard lock(tally.mu);
-        tally.fetched += static_cast<uint64_t>(first[2 * j + 1]);
+    auto size_of = [&](std::size_t j) { return static_cast<uint64_t>(first[2 * j + 1]); };
+    // `fill-files` of the files `js`: a command for as many as its list area and 64 MiB hold.
+    // Each file's failure ("" when done) goes to `each`. False where the mount does not know the
+    // command (an older skein-mount): the files then go a `fill` command each.
+    auto fill_many = [&](bool fetch, const std::vector<std::size_t>& js,
+                         std::vector<std::string>& each) {
+      each.assign(js.size(), "");
+      // Test hook (tests/e2e/mpi_test.cpp): as with a mount that does not know the command.
+      if (std::getenv("SKEIN_MPI_TEST_NO_FILL_FILES")) return false;
+      const uint64_t list_at = buf.size - kListArea;
+      for (std::size_t a = 0; a < js.size();) {
+        std::string list;
+        uint64_t bytes = 0;
+        std::size_t b = a;
+        for (; b < js.size(); ++b) {
+          const std::size_t j = js[b];
+          const std::string tag =
+              !fetch && o.tagged ? std::string(tags.data() + j * kTagSize, kTagSize) : "-";
+          const std::string line =
+              std::to_string(first[2 * j]) + " " + std::to_string(size_of(j)) + " " +
+              std::to_string(start[static_cast<std::size_t>(owner[j])] + at[j]) + " " + tag + " " +
+              client::ControlSocket::path_field(files[j]->rel) + "\n";
+          if (b > a &&
+              (list.size() + line.size() > kListArea || bytes + size_of(j) > kMaxTaggedChunk))
+            break;
+          list += line;
+          bytes += size_of(j);
+        }
+        std::memcpy(buf.data + list_at, list.data(), list.size());
+        const std::string mode = fetch ? (o.tagged ? "fetch:tag" : "fetch") : "store";
+        std::string answer;
+        const std::string e = mount.command("fill-files " + mode + " " + std::to_string(list_at) +
+                                                " " + std::to_string(list.size()),
+                                            &answer, buf.fd);
+        if (e.find("unknown command 'fill-files") != std::string::npos ||
+            e.find("'fill-files' is for root") != std::string::npos)
+          return false;
+        std::istringstream lines(answer);
+        std::string line;
+        std::getline(lines, line);  // "ok COUNT"
+        for (std::size_t k = a; k < b; ++k) {
+          if (!e.empty() || !std::getline(lines, line)) {
+            each[k] = !e.empty() ? e : mount.dir + ": fill-files: a short answer: " + answer;
+          } else if (line.rfind("error: ", 0) == 0) {
+            each[k] = mount.dir + ": " + line.substr(7);
+          } else if (fetch && o.tagged) {
+            each[k] = take_tag(line, mount, tags.data() + js[k] * kTagSize);
+          }
+          each[k] = changed_during_bcast(files[js[k]]->rel, each[k]);
+        }
+        a = b;
       }
-      return e;
-    });
+      return true;
+    };
+    std::vector<std::string> each;
+    if (fill_many(true, own, each)) {
+      for (std::size_t k = 0; k < own.size(); ++k) {
+        if (each[k].empty())
+          tally.fetched += size_of(own[k]);
+        else if (mine.empty())
+          mine = each[k];
+      }
+    } else {
+      mine = run_on_workers(own.size(), [&](std::size_t k) {
+        const std::string e = fill("fetch", own[k], o.tagged);
+        if (e.empty()) {
+          std::lock_guard lock(tally.mu);
+          tally.fetched += size_of(own[k]);
+        }
+        return e;
+      });
+    }
     int bad = mine.empty() ? 0 : 1, any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, node.leaders);
     if (any && mine.empty()) mine = "another node failed";
@@ -580,21 +643,43 @@ std::string bcast_batch(Node& node, const Mount& mount, Buffer& buf, const Optio
       if (!tags.empty())
         MPI_Allreduce(MPI_IN_PLACE, tags.data(), static_cast<int>(tags.size()), MPI_UNSIGNED_CHAR,
                       MPI_BOR, node.leaders);
-      mine = run_on_workers(others.size(), [&](std::size_t k) {
-        const std::size_t j = others[k];
-        std::string e = fill("store", j, o.tagged);
-        // A refused tag: this node fetches the file itself (as in the rounds).
-        if (e.find(client::FillTag::kRefused) != std::string::npos) {
-          const std::string why = e;
-          e = fill("fetch", j, o.tagged);
-          if (e.empty()) {
-            std::lock_guard lock(tally.mu);
-            tally.refetched += static_cast<uint64_t>(first[2 * j + 1]);
-            if (tally.refusal.empty()) tally.refusal = why;
+      // A store whose tag is refused: this node fetches the file itself (as in the rounds).
+      std::vector<std::size_t> refused;
+      std::string why;
+      if (fill_many(false, others, each)) {
+        for (std::size_t k = 0; k < others.size(); ++k) {
+          if (each[k].find(client::FillTag::kRefused) != std::string::npos) {
+            refused.push_back(others[k]);
+            if (why.empty()) why = each[k];
+          } else if (!each[k].empty() && mine.empty()) {
+            mine = each[k];
           }
         }
-        return e;
-      });
+        if (mine.empty() && !refused.empty() && fill_many(true, refused, each)) {
+          for (std::size_t k = 0; k < refused.size(); ++k) {
+            if (each[k].empty())
+              tally.refetched += size_of(refused[k]);
+            else if (mine.empty())
+              mine = each[k];
+          }
+          if (tally.refusal.empty()) tally.refusal = why;
+        }
+      } else {
+        mine = run_on_workers(others.size(), [&](std::size_t k) {
+          const std::size_t j = others[k];
+          std::string e = fill("store", j, o.tagged);
+          if (e.find(client::FillTag::kRefused) != std::string::npos) {
+            const std::string refusal = e;
+            e = fill("fetch", j, o.tagged);
+            if (e.empty()) {
+              std::lock_guard lock(tally.mu);
+              tally.refetched += size_of(j);
+              if (tally.refusal.empty()) tally.refusal = refusal;
+            }
+          }
+          return e;
+        });
+      }
     }
   }
   close_all();
@@ -664,7 +749,7 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
   // Such a mount takes at most 64 MiB a command from those users.
   if (o.tagged) o.chunk = std::min<std::size_t>(o.chunk, kMaxTaggedChunk);
   if (node.leader && mine.empty())
-    mine = buf.open(o.chunk * kDepth * static_cast<std::size_t>(node.nodes));
+    mine = buf.open(o.chunk * kDepth * static_cast<std::size_t>(node.nodes) + kListArea);
   failure = agree(node.world, mine);
   if (!failure.empty()) return finish(failure, error, error_size);
 

@@ -396,6 +396,28 @@ TEST_F(MpiTest, BcastOfATreeOfManySmallFilesAndSomeLargeOnes) {
   for (int m = 0; m < 2; ++m)
     for (const auto& [name, data] : files)
       EXPECT_TRUE(read_file(cluster_->mount(m) + "/srv1/many" + name) == data) << m << name;
+  // Again, the files of each batch a `fill` command each, as with a skein-mount that does not
+  // know `fill-files` (an older one still running after an upgrade).
+  ASSERT_EQ(
+      run_command(q(build_dir() + "/client/skein-mount") + " --drop-caches " +
+                      q(cluster_->mount(0)) + " && " + q(build_dir() + "/client/skein-mount") +
+                      " --drop-caches " + q(cluster_->mount(1)),
+                  nullptr),
+      0);
+  const long long before_each = bytes_read();
+  ASSERT_EQ(
+      run_command("SKEIN_MPI_TEST_NO_FILL_FILES=1 SKEIN_MPI_NODE_MAP=" + q(node_map()) +
+                      " timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 " +
+                      q(skein_mpi()) + " bcast " + q(cluster_->mount(0) + "/srv1/many") + " 2>&1",
+                  &out),
+      0)
+      << out;
+  EXPECT_NEAR(static_cast<double>(bytes_read() - before_each - fetched_again(out)),
+              static_cast<double>(total), 0.01 * total)
+      << out;
+  for (int m = 0; m < 2; ++m)
+    for (const auto& [name, data] : files)
+      EXPECT_TRUE(read_file(cluster_->mount(m) + "/srv1/many" + name) == data) << m << name;
   run_command("rm -rf " + q(dir));
 }
 
@@ -862,6 +884,17 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
     std::string racy_tag = racy_fetched.substr(racy_fetched.rfind(' ') + 1);
     while (!racy_tag.empty() && racy_tag.back() == '\n') racy_tag.pop_back();
     all += "[store-racy] " + ask("fill store:" + racy_tag + " " + racy + f, buf);
+    // Several whole files in one command, each judged as its own `fill` would be.
+    const std::string many =
+        version + " 0 - /srv0/others-priv/secret\n" + open_one + " 4096 - /srv0/others-in/sub/f0\n";
+    if (::pwrite(buf, many.data(), many.size(), 1 << 19) != static_cast<ssize_t>(many.size()))
+      return std::string("pwrite");
+    all +=
+        "[fill-files] " +
+        ask("fill-files fetch " + std::to_string(1 << 19) + " " + std::to_string(many.size()), buf);
+    all += "[fill-files-bad] " + ask("fill-files fetch " + std::to_string(1 << 19) + " " +
+                                         std::to_string(many.size() - 1),
+                                     buf);
     all += "[drop] " + ask("drop-caches", -1);
     all += "[status] " + ask("status", -1);
     all += "[whoami] " + ask("whoami", -1);
@@ -900,13 +933,21 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
                          "fetched for its tag less than 2 s after the second of its mtime"),
             std::string::npos)
       << answers;
+  EXPECT_NE(answers.find("[fill-files] ok 2\nerror: /srv0/others-priv/secret: Permission "
+                         "denied\nok 900 "),
+            std::string::npos)
+      << answers;
+  EXPECT_NE(answers.find("[fill-files-bad] error: fill-files: the list's last line has no newline"),
+            std::string::npos)
+      << answers;
   EXPECT_NE(answers.find("[drop] error: permission denied: 'drop-caches' is for root"),
             std::string::npos)
       << answers;
   EXPECT_NE(answers.find("[status] error: permission denied: 'status' is for root"),
             std::string::npos)
       << answers;
-  EXPECT_NE(answers.find("[whoami] uid 65534: whoami, fill fetch, fill read, fetch-files"),
+  EXPECT_NE(answers.find(
+                "[whoami] uid 65534: whoami, fill fetch, fill read, fill-files fetch, fetch-files"),
             std::string::npos)
       << answers;
 
