@@ -15,7 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -260,6 +262,22 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   std::string dst = fs::absolute(dst_arg).lexically_normal().string();
   while (src.size() > 1 && src.back() == '/') src.pop_back();
   while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  // On one machine that simulates several nodes (SKEIN_MPI_NODE_MAP, docs/mpi.md), a rank copies
+  // through its node's mount: SRC or DST below a skein mount is taken to the same place below it.
+  {
+    Node node;
+    std::string error;
+    if (!make_node(comm, node, error)) {
+      failures = error + "\n";
+      return 1;
+    }
+    std::string mount = node.mount_override;
+    while (mount.size() > 1 && mount.back() == '/') mount.pop_back();
+    for (std::string* p : {&src, &dst}) {
+      const std::string on = mount.empty() ? "" : skein_mount_of(*p);
+      if (!on.empty()) *p = mount + p->substr(on.size());
+    }
+  }
   const auto start = std::chrono::steady_clock::now();
 
   // The tree's list goes to every rank in one message, which MPI bounds at 2 GiB.
@@ -484,61 +502,85 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     const Mount mount{skein_mount_of(src), control_dir};
     Buffer fetch_buf;
     bool fetching = !mount.dir.empty() && fetch_buf.open(kFetchBuffer).empty();
-    // Copies the unit's files it fetched; returns those left for plain copies.
-    auto fetch_whole = [&](const std::vector<std::size_t>& unit_items) {
-      std::vector<std::size_t> rest, asked;
-      std::string list;
-      uint64_t max_bytes = 1;
-      for (std::size_t k : unit_items) {
-        const Item& i = items[k];
-        if (!fetching || i.size > kFetchMaxFile) {
-          rest.push_back(k);
-          continue;
-        }
-        list += namespace_path(src + i.rel, mount.dir);
-        list.push_back('\0');
-        asked.push_back(k);
-        max_bytes = std::max<uint64_t>(max_bytes, i.size);
-      }
-      if (asked.empty()) return rest;
-      std::string answer, failure = "more than the buffer holds";
-      if (list.size() + asked.size() * max_bytes <= fetch_buf.size) {
-        std::memcpy(fetch_buf.data, list.data(), list.size());
-        failure = mount.command(
-            "fetch-files " + std::to_string(max_bytes) + " " + std::to_string(list.size()), &answer,
-            fetch_buf.fd);
-        if (!failure.empty()) fetching = false;
-      }
-      if (!failure.empty()) {
-        rest.insert(rest.end(), asked.begin(), asked.end());
-        return rest;
-      }
-      std::istringstream in(answer);
-      std::string ok;
-      std::size_t n = 0;
-      in >> ok >> n;
-      for (std::size_t a = 0; a < asked.size(); ++a) {
-        const Item& i = items[asked[a]];
-        int error = -1;
-        uint64_t offset = 0, length = 0;
-        uint32_t mode = 0;
-        int64_t mtime_ns = 0;
-        if (ok == "ok" && n == asked.size()) in >> error >> offset >> length >> mode >> mtime_ns;
-        // As listed: the same size, mtime (to the second) and permissions.
-        if (!in || error != 0 || length != i.size || offset + length > fetch_buf.size ||
-            mtime_ns / 1000000000LL != i.mtime_ns / 1000000000LL || (mode & 07777) != i.mode) {
-          rest.push_back(asked[a]);
-          continue;
-        }
-        std::string err = copy_whole(i, fetch_buf.data + offset);
-        if (err.empty()) {
-          ++fetched_files;
-        } else {
-          failed.push_back(i.rel + ": " + err);
-        }
-      }
-      return rest;
-    };
+    // Directories this rank has listed through the mount (see fetch_whole).
+    std::set<std::string> listed;
+    // Copies the unit's files it fetched; returns those left for plain copies. The mount reads
+    // only names it has looked up: where another node's rank listed a directory, this node's
+    // mount answers its files ENOENT, and the rank lists the directory through it and asks again
+    // (once: `may_list`).
+    std::function<std::vector<std::size_t>(const std::vector<std::size_t>&, bool)> fetch_whole =
+        [&](const std::vector<std::size_t>& unit_items, bool may_list) {
+          std::vector<std::size_t> rest, asked, unknown;
+          std::string list;
+          uint64_t max_bytes = 1;
+          for (std::size_t k : unit_items) {
+            const Item& i = items[k];
+            if (!fetching || i.size > kFetchMaxFile) {
+              rest.push_back(k);
+              continue;
+            }
+            list += namespace_path(src + i.rel, mount.dir);
+            list.push_back('\0');
+            asked.push_back(k);
+            max_bytes = std::max<uint64_t>(max_bytes, i.size);
+          }
+          if (asked.empty()) return rest;
+          std::string answer, failure = "more than the buffer holds";
+          if (list.size() + asked.size() * max_bytes <= fetch_buf.size) {
+            std::memcpy(fetch_buf.data, list.data(), list.size());
+            failure = mount.command(
+                "fetch-files " + std::to_string(max_bytes) + " " + std::to_string(list.size()),
+                &answer, fetch_buf.fd);
+            if (!failure.empty()) fetching = false;
+          }
+          if (!failure.empty()) {
+            rest.insert(rest.end(), asked.begin(), asked.end());
+            return rest;
+          }
+          std::istringstream in(answer);
+          std::string ok;
+          std::size_t n = 0;
+          in >> ok >> n;
+          for (std::size_t a = 0; a < asked.size(); ++a) {
+            const Item& i = items[asked[a]];
+            int error = -1;
+            uint64_t offset = 0, length = 0;
+            uint32_t mode = 0;
+            int64_t mtime_ns = 0;
+            if (ok == "ok" && n == asked.size())
+              in >> error >> offset >> length >> mode >> mtime_ns;
+            // As listed: the same size, mtime (to the second) and permissions.
+            if (in && error == ENOENT && may_list) {
+              unknown.push_back(asked[a]);
+              continue;
+            }
+            if (!in || error != 0 || length != i.size || offset + length > fetch_buf.size ||
+                mtime_ns / 1000000000LL != i.mtime_ns / 1000000000LL || (mode & 07777) != i.mode) {
+              rest.push_back(asked[a]);
+              continue;
+            }
+            std::string err = copy_whole(i, fetch_buf.data + offset);
+            if (err.empty()) {
+              ++fetched_files;
+            } else {
+              failed.push_back(i.rel + ": " + err);
+            }
+          }
+          if (!unknown.empty()) {
+            for (std::size_t k : unknown) {
+              const std::string dir = src + items[k].rel.substr(0, items[k].rel.rfind('/'));
+              if (!listed.insert(dir).second) continue;
+              if (DIR* d = ::opendir(dir.c_str())) {
+                while (::readdir(d) != nullptr) {
+                }
+                ::closedir(d);
+              }
+            }
+            const std::vector<std::size_t> left = fetch_whole(unknown, false);
+            rest.insert(rest.end(), left.begin(), left.end());
+          }
+          return rest;
+        };
     // A range of a large file on a skein mount, read by the mount from the gateway straight into
     // the buffer (`fill read`, kReadRange at a time) and written to `out` from there: no
     // FUSE reads, and no copy in the mount's page cache of bytes this rank reads once. `in` is
@@ -603,7 +645,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     };
     for (long long u; (u = counter.next()) < (long long)units.size();) {
       const Unit& unit = units[std::size_t(u)];
-      const std::vector<std::size_t> plain = unit.whole ? fetch_whole(unit.items) : unit.items;
+      const std::vector<std::size_t> plain =
+          unit.whole ? fetch_whole(unit.items, true) : unit.items;
       for (std::size_t k : plain) {
         std::string err = unit.whole ? copy_whole(items[k]) : copy_chunk(items[k], unit.chunk);
         if (!err.empty()) failed.push_back(items[k].rel + ": " + err);
