@@ -523,8 +523,18 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
   files_named();
   cache_.dir_changed(parent);
   cache_.dir_changed(newparent);
-  cache_.names_unknown(parent);
-  cache_.names_unknown(newparent);
+  // The names the mount knows of both directories: after a rename, the one name moved (an
+  // exchange keeps both); after a failure, unknown (a call that timed out may have been made).
+  if (renamed && (flags & RENAME_EXCHANGE)) {
+    cache_.name_added(parent, name);
+    cache_.name_added(newparent, newname);
+  } else if (renamed) {
+    cache_.name_removed(parent, name);
+    cache_.name_added(newparent, newname);
+  } else {
+    cache_.names_unknown(parent);
+    cache_.names_unknown(newparent);
+  }
   if (renamed && (flags & RENAME_EXCHANGE)) {
     inodes_.exchange(*from, *to);
     cache_.dir_removed(*from);  // what this mount made at either is no longer told apart

@@ -712,6 +712,40 @@ TEST_F(MadeDirectories, CreatesInADirectoryThisMountMadeLookNothingUp) {
     EXPECT_EQ(read_file(server_ + "/made/f" + std::to_string(i)), "x") << i;
 }
 
+TEST_F(MadeDirectories, RenamesKeepTheNamesTheMountKnows) {
+  // A file written under a temporary name and renamed (as a stage-out or an editor does): the
+  // mount knows the directory's names after the rename too, so the lookup of an absent name
+  // after each costs nothing. Before, a rename made them unknown: 6.5 requests a round here
+  // instead of 3 (the rename's own).
+  constexpr int kFiles = 20;
+  ASSERT_EQ(::mkdir(a_.c_str(), 0755), 0) << strerror(errno);
+  ASSERT_EQ(::mkdir((a_ + "/made").c_str(), 0755), 0) << strerror(errno);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the remote watcher's reports
+  for (int i = 0; i < kFiles; ++i)
+    ASSERT_TRUE(write_file(a_ + "/made/.f" + std::to_string(i) + ".part", std::to_string(i),
+                           O_WRONLY | O_CREAT | O_EXCL));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // releases go out unwaited
+  const long before = backend_ops(*cluster_, 0);
+  struct stat st;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string n = std::to_string(i);
+    ASSERT_EQ(::rename((a_ + "/made/.f" + n + ".part").c_str(), (a_ + "/made/f" + n).c_str()), 0)
+        << strerror(errno);
+    ASSERT_NE(::stat((a_ + "/made/absent" + n).c_str(), &st), 0);
+    ASSERT_EQ(errno, ENOENT);
+  }
+  const long after = backend_ops(*cluster_, 0);
+  ASSERT_GE(before, 0);
+  ASSERT_GE(after, 0);
+  EXPECT_LE(after - before, 4 * kFiles) << "requests for " << kFiles << " renames and lookups";
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string n = std::to_string(i);
+    EXPECT_NE(::stat((a_ + "/made/.f" + n + ".part").c_str(), &st), 0) << n;
+    EXPECT_EQ(read_file(a_ + "/made/f" + n), n);
+    EXPECT_EQ(read_file(server_ + "/made/f" + n), n);
+  }
+}
+
 TEST_F(MadeDirectories, AnotherMountsNameInAMadeDirectoryIsSeenAtOnce) {
   // Right after the mkdir, before the remote watcher has reported the directory: the gateway
   // counted the maker among the mounts that cache it, so the other mount's create waits until
