@@ -519,16 +519,21 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
       if (auto ino = inodes_.find(*named)) cache_.wrote(*ino);
   };
   files_named();
+  // Whether the new name was absent, as far as the names this mount knows tell: only then is a
+  // plain rename's outcome sure (over an existing name, both may be links to one file, which
+  // POSIX leaves in place).
+  const bool to_new_name = cache_.known_absent(newparent, newname);
   Status renamed = gateway_.rename(*from, *to, flags);
   files_named();
   cache_.dir_changed(parent);
   cache_.dir_changed(newparent);
-  // The names the mount knows of both directories: after a rename, the one name moved (an
-  // exchange keeps both); after a failure, unknown (a call that timed out may have been made).
+  // The names the mount knows of both directories: after a rename to a new name, the one name
+  // moved (an exchange keeps both); otherwise unknown (a call that failed by timing out may have
+  // been made).
   if (renamed && (flags & RENAME_EXCHANGE)) {
     cache_.name_added(parent, name);
     cache_.name_added(newparent, newname);
-  } else if (renamed) {
+  } else if (renamed && to_new_name) {
     cache_.name_removed(parent, name);
     cache_.name_added(newparent, newname);
   } else {

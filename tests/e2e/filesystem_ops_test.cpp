@@ -744,6 +744,13 @@ TEST_F(MadeDirectories, RenamesKeepTheNamesTheMountKnows) {
     EXPECT_EQ(read_file(a_ + "/made/f" + n), n);
     EXPECT_EQ(read_file(server_ + "/made/f" + n), n);
   }
+  // A rename between two links of one file leaves both names (POSIX): the mount must not
+  // answer the old name as absent afterwards.
+  ASSERT_EQ(::link((a_ + "/made/f0").c_str(), (a_ + "/made/g0").c_str()), 0) << strerror(errno);
+  ASSERT_EQ(::rename((a_ + "/made/f0").c_str(), (a_ + "/made/g0").c_str()), 0) << strerror(errno);
+  EXPECT_EQ(::stat((server_ + "/made/f0").c_str(), &st), 0);
+  EXPECT_EQ(::stat((a_ + "/made/f0").c_str(), &st), 0) << strerror(errno);
+  EXPECT_EQ(read_file(a_ + "/made/g0"), "0");
 }
 
 TEST_F(MadeDirectories, AnotherMountsNameInAMadeDirectoryIsSeenAtOnce) {
