@@ -140,13 +140,15 @@ std::string prepare_fill(MountDaemon& mount, const std::string& args, const Cont
   return "";
 }
 
-// Moves the bytes of a prepared command; returns its answer.
-std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd) {
+// Moves the bytes of a prepared command; returns its answer. A fetch reads the range from the
+// gateway, unless `fetched` holds it already (a ReadFiles answer, checked against the version).
+std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd,
+                      const std::string* fetched = nullptr) {
   const std::string &mode = f.mode, &tag = f.tag, &path = f.path;
   const int64_t mtime_ns = f.mtime_ns, made = f.made;
   const uint64_t size = f.size, offset = f.offset, length = f.length, buf_offset = f.buf_offset;
   const bool fetch = f.fetch, store = f.store, tagged = f.tagged;
-  const InodeNumber* ino = &f.ino;
+  const InodeNumber ino = f.ino;
   CallerBuffer buf;
   if (std::string e = map_caller_buffer("fill", buf_fd, buf_offset, length, fetch, buf); !e.empty())
     return err(e);
@@ -166,8 +168,8 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd) {
   // Fetches read through one gateway handle of the file, kept by the session while the caller
   // holds the file open (one open for all of a file's chunks).
   MountSession::FillHandle handle;
-  if (fetch) {
-    auto opened = mount.session->fill_handle(*ino, path, mtime_ns, size);
+  if (fetch && !fetched) {
+    auto opened = mount.session->fill_handle(ino, path, mtime_ns, size);
     if (!opened && opened.error() == ESTALE)
       return err(path + " changed (the gateway's size or mtime differs)");
     if (!opened) return err("fill: open " + path + ": " + std::strerror(opened.error()));
@@ -181,7 +183,10 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd) {
     const uint64_t window = std::min<uint64_t>(length - done, kWindow * kPiece);
     const std::size_t count = static_cast<std::size_t>((window + kPiece - 1) / kPiece);
     if (tagged && fetch) own.resize(static_cast<std::size_t>(window));
-    if (fetch) {
+    if (fetch && fetched) {
+      std::memcpy(tagged ? own.data() : buf.data + done, fetched->data() + done,
+                  static_cast<std::size_t>(window));
+    } else if (fetch) {
       std::mutex mu;
       std::condition_variable cv;
       std::size_t left = count;
@@ -219,10 +224,10 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd) {
         else if (got_bytes[i] != n)
           failure = path + " changed (shorter than its size)";
       }
-      if (tagged && failure.empty()) {
-        signer->add(own.data(), static_cast<std::size_t>(window));
-        std::memcpy(buf.data + done, own.data(), static_cast<std::size_t>(window));
-      }
+    }
+    if (fetch && tagged && failure.empty()) {
+      signer->add(own.data(), static_cast<std::size_t>(window));
+      std::memcpy(buf.data + done, own.data(), static_cast<std::size_t>(window));
     }
     for (std::size_t i = 0; store && i < count && failure.empty(); ++i) {
       const uint64_t at = done + i * kPiece;
@@ -230,7 +235,7 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd) {
       const char* from = !tagged ? buf.data + at
                          : fetch ? own.data() + (at - done)
                                  : own.data() + at;
-      const int rc = mount.kernel_cache->store(*ino, offset + at, from, n);
+      const int rc = mount.kernel_cache->store(ino, offset + at, from, n);
       if (rc != 0) failure = "notify_store " + path + ": " + std::strerror(-rc);
     }
     done += window;
@@ -238,7 +243,7 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd) {
   if (handle.handle != 0 && !handle.kept) mount.gateway->release_async(ref);
   if (!failure.empty()) return err(failure);
   // Checked again: an invalidation during the command may have come before the bytes landed.
-  if (!mount.cache.open_matches(*ino, mtime_ns, size))
+  if (!mount.cache.open_matches(ino, mtime_ns, size))
     return err(path +
                (store ? " changed while its pages were stored" : " changed while it was read"));
   return "ok " + std::to_string(length) + (mode == "fetch" && tagged ? " " + signer->tag() : "") +
@@ -246,31 +251,13 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd) {
 }
 
 // The end of a prepared fetch of a whole file whose bytes came in a ReadFiles answer: checked
-// against the version, copied into the caller's buffer, signed if tagged, stored from the mount's
-// own copy.
+// against the version, then moved as the command's own reads would be.
 std::string finish_whole_fetch(MountDaemon& mount, const Fill& f, const GatewayClient::WholeFile& w,
                                int buf_fd) {
   if (w.error != 0) return err("fill: read " + f.path + ": " + std::strerror(w.error));
   if (w.attr.mtime_ns != f.mtime_ns || w.data.size() != f.size)
     return err(f.path + " changed (the gateway's size or mtime differs)");
-  CallerBuffer buf;
-  if (std::string e = map_caller_buffer("fill", buf_fd, f.buf_offset, f.length, true, buf);
-      !e.empty())
-    return err(e);
-  std::memcpy(buf.data, w.data.data(), w.data.size());
-  std::string tag;
-  if (f.tagged) {
-    FillTag signer(mount.fill_key, f.path, f.mtime_ns, f.size, 0, f.length, f.made);
-    signer.add(w.data.data(), w.data.size());
-    tag = " " + signer.tag();
-  }
-  if (f.store) {
-    const int rc = mount.kernel_cache->store(f.ino, 0, w.data.data(), w.data.size());
-    if (rc != 0) return err("notify_store " + f.path + ": " + std::strerror(-rc));
-  }
-  if (!mount.cache.open_matches(f.ino, f.mtime_ns, f.size))
-    return err(f.path + " changed while its pages were stored");
-  return "ok " + std::to_string(f.length) + tag + "\n";
+  return move_fill(mount, f, buf_fd, &w.data);
 }
 
 }  // namespace

@@ -1,5 +1,4 @@
 // skein_mpi_bcast and skein_mpi_prefetch; see skein/mpi.h and docs/mpi.md.
-#include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/mman.h>
@@ -103,7 +102,14 @@ struct Tally {
   uint64_t again = 0;      // ranges the page cache let go of before the end, fetched again
   uint64_t refetched = 0;  // other nodes' chunks whose tag the mount refused, fetched here too
   std::string refusal;     // the first such refusal
-  std::mutex mu;           // for the workers of a batch
+  std::mutex mu;           // for the threads that add to it
+
+  // `bytes` of other nodes' chunks fetched here, their store refused for `why`.
+  void refetch(uint64_t bytes, const std::string& why) {
+    std::lock_guard lock(mu);
+    refetched += bytes;
+    if (refusal.empty()) refusal = why;
+  }
 };
 
 // Rank 0's report of the bytes of the file being broadcast that every leader has (after a
@@ -165,6 +171,21 @@ std::string take_tag(const std::string& answer, const Mount& mount, char* to) {
 std::string changed_during_bcast(const std::string& rel, const std::string& e) {
   if (e.find(rel + " changed") == std::string::npos) return e;
   return rel + " changed during bcast (" + e + ")";
+}
+
+// Has the mount store another node's chunk (`store`). A mount that does not take the fetching
+// mount's tag (it holds another token of the namespace, the clocks differ, an mtime ahead) has
+// this node fetch the chunk itself instead (`fetch`, into the same place in the buffer, which
+// nothing else touches meanwhile). Returns the failure, or "".
+std::string store_or_fetch(const std::function<std::string()>& store,
+                           const std::function<std::string()>& fetch, uint64_t bytes,
+                           Tally& tally) {
+  std::string e = store();
+  if (e.find(client::FillTag::kRefused) == std::string::npos) return e;
+  const std::string why = e;
+  e = fetch();
+  if (e.empty()) tally.refetch(bytes, why);
+  return e;
 }
 
 // A leader's rounds of one file (`chunks` chunks of `size` bytes), in three stages that overlap:
@@ -229,19 +250,10 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
       for (uint64_t l = 0; l < L && e.empty(); ++l) {
         const uint64_t k = r * L + l;
         if (l == self || k >= chunks) continue;
-        e = fill("store", k * o.chunk, length(k), slot(r, l));
-        // A mount that does not take the fetching mount's tag (it holds another token of the
-        // namespace, the clocks differ, an mtime ahead) has its node fetch the chunk itself,
-        // into the chunk's slot, which nothing else touches until this round is stored.
-        if (e.find(client::FillTag::kRefused) != std::string::npos) {
-          const std::string why = e;
-          e = fill("fetch", k * o.chunk, length(k), slot(r, l));
-          if (e.empty()) {
-            std::lock_guard lock(mu);
-            tally.refetched += length(k);
-            if (tally.refusal.empty()) tally.refusal = why;
-          }
-        }
+        // The chunk's slot stays untouched until this round is stored.
+        e = store_or_fetch([&] { return fill("store", k * o.chunk, length(k), slot(r, l)); },
+                           [&] { return fill("fetch", k * o.chunk, length(k), slot(r, l)); },
+                           length(k), tally);
       }
       std::lock_guard lock(mu);
       if (!e.empty()) store_failure = e;
@@ -658,26 +670,16 @@ std::string bcast_batch(Node& node, const Mount& mount, Buffer& buf, const Optio
         if (mine.empty() && !refused.empty() && fill_many(true, refused, each)) {
           for (std::size_t k = 0; k < refused.size(); ++k) {
             if (each[k].empty())
-              tally.refetched += size_of(refused[k]);
+              tally.refetch(size_of(refused[k]), why);
             else if (mine.empty())
               mine = each[k];
           }
-          if (tally.refusal.empty()) tally.refusal = why;
         }
       } else {
         mine = run_on_workers(others.size(), [&](std::size_t k) {
           const std::size_t j = others[k];
-          std::string e = fill("store", j, o.tagged);
-          if (e.find(client::FillTag::kRefused) != std::string::npos) {
-            const std::string refusal = e;
-            e = fill("fetch", j, o.tagged);
-            if (e.empty()) {
-              std::lock_guard lock(tally.mu);
-              tally.refetched += size_of(j);
-              if (tally.refusal.empty()) tally.refusal = refusal;
-            }
-          }
-          return e;
+          return store_or_fetch([&] { return fill("store", j, o.tagged); },
+                                [&] { return fill("fetch", j, o.tagged); }, size_of(j), tally);
         });
       }
     }
@@ -755,18 +757,10 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
 
   const auto start = std::chrono::steady_clock::now();
   // Every leader but rank 0 (which listed the trees) lists their directories through its mount
-  // first: one call a directory gives the mount every name's attributes, where each open would
-  // otherwise look its name up at the gateway. A directory it cannot list is left to the opens,
-  // which say what is wrong.
+  // first, so that its opens need not look each name up at the gateway.
   if (node.leader && node.rank != 0) {
-    for (const Entry& e : entries) {
-      if (!e.dir) continue;
-      if (DIR* d = ::opendir((mount.dir + e.rel).c_str())) {
-        while (::readdir(d) != nullptr) {
-        }
-        ::closedir(d);
-      }
-    }
+    for (const Entry& e : entries)
+      if (e.dir) learn_names(mount.dir + e.rel);
   }
   if (prefetch) {
     // Metadata: every node's mount looks up every entry.
@@ -803,15 +797,18 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
       report->show(now);
     };
   }
-  auto one_file = [&](const Entry& e) {
-    std::string f = bcast_file(node, mount, buf, o, e.rel, tally, progress);
-    if (!f.empty()) return f;
+  auto count_done = [&](const Entry& e) {
     ++files;
     if (report) {
       done[0] += static_cast<long long>(e.size);
       ++done[1];
-      report->show(done);
     }
+  };
+  auto one_file = [&](const Entry& e) {
+    std::string f = bcast_file(node, mount, buf, o, e.rel, tally, progress);
+    if (!f.empty()) return f;
+    count_done(e);
+    if (report) report->show(done);
     return std::string();
   };
   // Files of at most one chunk (as listed) in batches of up to kBatchFiles files and half the
@@ -823,14 +820,8 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     if (batch.empty()) return std::string();
     std::vector<const Entry*> later;
     std::string f = bcast_batch(node, mount, buf, o, batch, tally, later);
-    for (const Entry* e : batch) {
-      if (!f.empty() || std::find(later.begin(), later.end(), e) != later.end()) continue;
-      ++files;
-      if (report) {
-        done[0] += static_cast<long long>(e->size);
-        ++done[1];
-      }
-    }
+    for (const Entry* e : batch)
+      if (f.empty() && std::find(later.begin(), later.end(), e) == later.end()) count_done(*e);
     if (report) report->show(done);
     batch.clear();
     batched = 0;

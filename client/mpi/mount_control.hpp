@@ -15,6 +15,12 @@ std::string skein_mount_of(const std::string& path);
 // The path in the namespace of `path` (absolute, normal), which lies on the mount at `mount`.
 std::string namespace_path(const std::string& path, const std::string& mount);
 
+// Lists the directory `dir` on a mount and drops the listing: the mount learns every name's
+// attributes in one call, where each open would look its name up at the gateway, and its
+// `fetch-files` reads only names it knows. A directory that cannot be listed is left to the
+// opens, which say what is wrong.
+void learn_names(const std::string& dir);
+
 // A file's mtime in nanoseconds, as stat(2) gives it (and a mount's `fill` command names a
 // version).
 int64_t mtime_ns_of(const struct stat& st);

@@ -569,12 +569,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
           if (!unknown.empty()) {
             for (std::size_t k : unknown) {
               const std::string dir = src + items[k].rel.substr(0, items[k].rel.rfind('/'));
-              if (!listed.insert(dir).second) continue;
-              if (DIR* d = ::opendir(dir.c_str())) {
-                while (::readdir(d) != nullptr) {
-                }
-                ::closedir(d);
-              }
+              if (listed.insert(dir).second) learn_names(dir);
             }
             const std::vector<std::size_t> left = fetch_whole(unknown, false);
             rest.insert(rest.end(), left.begin(), left.end());
