@@ -951,17 +951,18 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
             std::string::npos)
       << answers;
 
+  // `skein-mpi bcast ARGS` as nobody, on 4 ranks over both nodes; its output in `out`.
+  auto bcast_as_nobody = [&](const std::string& args) {
+    return run_command("cd /tmp && SKEIN_MPI_NODE_MAP=" + q(node_map()) +
+                           " runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 4 -x "
+                           "SKEIN_MPI_NODE_MAP " +
+                           q(skein_mpi()) + " bcast " + args + " 2>&1",
+                       &out);
+  };
   // Its bcast over two nodes: each chunk fetched once, the other node storing it with its tag;
   // both mounts then read the file right.
   const long long before = bytes_read();
-  EXPECT_EQ(run_command("cd /tmp && SKEIN_MPI_NODE_MAP=" + q(node_map()) +
-                            " runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 4 -x "
-                            "SKEIN_MPI_NODE_MAP " +
-                            q(skein_mpi()) + " bcast --chunk 16777216 " +
-                            q(mnt + "/srv0/others-in") + " 2>&1",
-                        &out),
-            0)
-      << out;
+  EXPECT_EQ(bcast_as_nobody("--chunk 16777216 " + q(mnt + "/srv0/others-in")), 0) << out;
   EXPECT_NE(out.find("broadcast 21 files"), std::string::npos) << out;
   std::size_t total = 0;
   for (const auto& [name, data] : files) total += data.size();
@@ -976,13 +977,7 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
   const std::string fresh = random_bytes(8u << 20, 101);
   ASSERT_EQ(run_command("mkdir -p " + q(exp + "/others-fresh")), 0);
   ASSERT_TRUE(write_file(exp + "/others-fresh/f", fresh));
-  EXPECT_EQ(run_command("cd /tmp && SKEIN_MPI_NODE_MAP=" + q(node_map()) +
-                            " runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 4 -x "
-                            "SKEIN_MPI_NODE_MAP " +
-                            q(skein_mpi()) + " bcast " + q(mnt + "/srv0/others-fresh/f") + " 2>&1",
-                        &out),
-            0)
-      << out;
+  EXPECT_EQ(bcast_as_nobody(q(mnt + "/srv0/others-fresh/f")), 0) << out;
   for (int m = 0; m < 2; ++m)
     EXPECT_TRUE(read_file(cluster_->mount(m) + "/srv0/others-fresh/f") == fresh) << m;
 
@@ -991,14 +986,7 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
   // small (in a batch) and one of 8 chunks: each node fetches the other's chunks itself, says
   // so, and every node reads the files right.
   const long long before_racy = bytes_read();
-  EXPECT_EQ(run_command("cd /tmp && SKEIN_MPI_NODE_MAP=" + q(node_map()) +
-                            " runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 4 -x "
-                            "SKEIN_MPI_NODE_MAP " +
-                            q(skein_mpi()) + " bcast --chunk 1048576 " +
-                            q(mnt + "/srv0/others-racy") + " 2>&1",
-                        &out),
-            0)
-      << out;
+  EXPECT_EQ(bcast_as_nobody("--chunk 1048576 " + q(mnt + "/srv0/others-racy")), 0) << out;
   const long long racy_bytes = static_cast<long long>(racy_big.size() + 4);
   EXPECT_NE(out.find("skein-mpi: warning: " + std::to_string(racy_bytes) +
                      " bytes fetched again by other nodes, whose mounts refused the fetching "
