@@ -425,7 +425,9 @@ Result<std::optional<FileAttr>> GatewayClient::unlink(const std::string& path) c
   return std::optional<FileAttr>();
 }
 
-Status GatewayClient::rename(const std::string& from, const std::string& to, uint32_t flags) const {
+Result<GatewayClient::RenamedDirs> GatewayClient::rename(const std::string& from,
+                                                         const std::string& to,
+                                                         uint32_t flags) const {
   pb::RenameRequest req;
   req.set_ns(options_.ns);
   req.set_from(from);
@@ -434,7 +436,11 @@ Status GatewayClient::rename(const std::string& from, const std::string& to, uin
   auto reply = stubs_->call<pb::ErrorReply>(options_, "Rename", from, [&](auto* ctx, auto* out) {
     return stubs_->names->Rename(ctx, req, out);
   });
-  return reply ? ok_status() : Status::failure(reply.error());
+  if (!reply) return Result<RenamedDirs>::failure(reply.error());
+  RenamedDirs dirs;
+  if (reply->has_parent_attr()) dirs.from_dir = from_proto(reply->parent_attr());
+  if (reply->has_new_parent_attr()) dirs.to_dir = from_proto(reply->new_parent_attr());
+  return dirs;
 }
 
 Result<FileAttr> GatewayClient::symlink(const std::string& path, const std::string& target) const {

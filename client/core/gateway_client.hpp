@@ -132,8 +132,13 @@ class GatewayClient {
   Status rmdir(const std::string& path) const;
   // The directory's attributes right after the unlink when the gateway gave them, else nullopt.
   Result<std::optional<FileAttr>> unlink(const std::string& path) const;
+  // The attributes of a rename's two directories right after it, each where the gateway gave
+  // them.
+  struct RenamedDirs {
+    std::optional<FileAttr> from_dir, to_dir;
+  };
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE, as renameat2(2).
-  Status rename(const std::string& from, const std::string& to, uint32_t flags) const;
+  Result<RenamedDirs> rename(const std::string& from, const std::string& to, uint32_t flags) const;
   Result<FileAttr> symlink(const std::string& path, const std::string& target) const;
   Result<std::string> readlink(const std::string& path) const;
   Result<FileAttr> link(const std::string& existing, const std::string& path) const;

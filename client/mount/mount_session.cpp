@@ -150,7 +150,7 @@ Result<bool> MountSession::hide_if_open(const std::string& path) {
   auto ino = inodes_.find(path);
   if (!ino || !open_inodes_.is_open(*ino)) return false;
   std::string hidden = join_path(parent_path(path), OpenInodes::hidden_name(*ino));
-  Status renamed = gateway_.rename(path, hidden, RENAME_NOREPLACE);
+  auto renamed = gateway_.rename(path, hidden, RENAME_NOREPLACE);
   if (!renamed) return Result<bool>::failure(renamed.error());
   inodes_.rename(path, hidden);
   spdlog::debug("{} deleted while open: kept as {} until closed", path, hidden);
@@ -512,7 +512,12 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
   if (!from) return Status::failure(from.error());
   auto to = child_path(newparent, newname);
   if (!to) return Status::failure(to.error());
-  (void)cache_.begin_mutation();
+  (void)cache_.begin_mutation();  // it may move any directory's entries
+  // Changes of both directories too: what the gateway says of them after the rename is kept if
+  // nothing else changed them meanwhile.
+  const CachePolicy::Mutation from_dir = cache_.begin_mutation(parent);
+  const CachePolicy::Mutation to_dir =
+      newparent == parent ? from_dir : cache_.begin_mutation(newparent);
   // The files named at both ends change (ctime; a replaced file loses a link).
   const auto files_named = [&] {
     for (const std::string* named : {&*from, &*to})
@@ -523,10 +528,21 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
   // plain rename's outcome sure (over an existing name, both may be links to one file, which
   // POSIX leaves in place).
   const bool to_new_name = cache_.known_absent(newparent, newname);
-  Status renamed = gateway_.rename(*from, *to, flags);
+  auto renamed = gateway_.rename(*from, *to, flags);
   files_named();
-  cache_.dir_changed(parent);
-  cache_.dir_changed(newparent);
+  // Both directories as the rename left them, when the gateway said: the kernel, which drops its
+  // copies of their attributes after a rename, gets them from here without a call, and a create
+  // in them can go on without waiting for the gateway (asynchronous creates need them).
+  if (renamed && renamed->from_dir)
+    cache_.post_op_attrs(parent, *renamed->from_dir, from_dir);
+  else
+    cache_.dir_changed(parent);
+  if (newparent != parent) {
+    if (renamed && renamed->to_dir)
+      cache_.post_op_attrs(newparent, *renamed->to_dir, to_dir);
+    else
+      cache_.dir_changed(newparent);
+  }
   // The names the mount knows of both directories: after a rename to a new name, the one name
   // moved (an exchange keeps both); otherwise unknown (a call that failed by timing out may have
   // been made).
@@ -561,7 +577,7 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
     if (renamed)
       for (const auto& n : inodes_.names_at_or_below(*moved)) cache_.names_unknown(n.ino);
   }
-  return renamed;
+  return renamed ? ok_status() : Status::failure(renamed.error());
 }
 
 // ---- files ----

@@ -25,6 +25,12 @@ namespace skein {
 
 class BackendFile;
 
+// The attributes of a rename's two directories right after it (NFS's post-op attributes), where
+// they came with it; the same for both when they are one directory.
+struct RenameParents {
+  std::optional<sftp::Attrs> from_dir, to_dir;
+};
+
 // A regular file's whole contents with its attributes as it was opened: what ReadFiles serves.
 struct WholeFile {
   sftp::Attrs attrs;
@@ -54,6 +60,14 @@ class Backend {
   virtual Result<sftp::Attrs> lstat(std::string_view rel) = 0;
   // Mode, owner and times never follow a symlink; a size (truncate) on a symlink is ELOOP.
   virtual Status setstat(std::string_view rel, const sftp::Attrs& attrs) = 0;
+  // setstat(), with the attributes of `rel` right after it where the backend gets them in the
+  // same round trip; nullopt where it does not. Never a size.
+  virtual Result<std::optional<sftp::Attrs>> setstat_reporting(std::string_view rel,
+                                                               const sftp::Attrs& attrs) {
+    if (auto st = setstat(rel, attrs); !st)
+      return Result<std::optional<sftp::Attrs>>::failure(st.error());
+    return std::optional<sftp::Attrs>();
+  }
   // The entries of directory `rel`, without "." and "..". A longname is `ls -l` output (its
   // second field is the link count).
   virtual Result<std::vector<sftp::NameEntry>> list_dir(std::string_view rel) = 0;
@@ -68,6 +82,13 @@ class Backend {
   }
   // flags: 0 (replace what is at `to`, atomically), or RENAME_NOREPLACE (1).
   virtual Status rename(std::string_view from, std::string_view to, unsigned flags) = 0;
+  // rename(), with the attributes of the directories of `from` and `to` right after it where the
+  // backend gets them in the same round trip; each nullopt where it does not.
+  virtual Result<RenameParents> rename_reporting_parents(std::string_view from, std::string_view to,
+                                                         unsigned flags) {
+    if (auto st = rename(from, to, flags); !st) return Result<RenameParents>::failure(st.error());
+    return RenameParents{};
+  }
   // Makes `rel` a symlink holding `target` as it is (it is never followed here).
   virtual Status symlink(std::string_view target, std::string_view rel) = 0;
   virtual Result<std::string> readlink(std::string_view rel) = 0;

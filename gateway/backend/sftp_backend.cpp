@@ -233,6 +233,36 @@ Status SftpBackend::setstat(std::string_view rel, const Attrs& attrs) {
   return expect_status(std::move(r));
 }
 
+Result<std::optional<Attrs>> SftpBackend::setstat_reporting(std::string_view rel,
+                                                            const Attrs& attrs) {
+  using R = Result<std::optional<Attrs>>;
+  auto hold = paths_->hold(PathGuard::Mode::shared);
+  if (auto st = confine(rel); !st) return R::failure(st.error());
+  auto conn = connection(pool().pick_slot());
+  if (!conn) return R::failure(conn.error());
+  if ((attrs.flags & ATTR_SIZE) || !(*conn)->has_extension("lsetstat@openssh.com")) {
+    if (auto st = setstat(rel, attrs); !st) return R::failure(st.error());
+    return std::optional<Attrs>();
+  }
+  // sftp-server answers in order: the LSTAT sees what the lsetstat left.
+  pool().count_ops(2);
+  auto replies = (*conn)->call_all({PacketWriter(FXP_EXTENDED)
+                                        .str("lsetstat@openssh.com")
+                                        .str(remote_path(rel))
+                                        .attrs(attrs)
+                                        .take(),
+                                    PacketWriter(FXP_LSTAT).str(remote_path(rel)).take()});
+  const auto code = status_code(replies[0]);
+  auto after = expect_attrs(std::move(replies[1]));
+  if (code && *code == FX_FAILURE) {
+    // A mode cannot be set on a symlink itself (Linux): say so, as the layouts do.
+    if (after && S_ISLNK(after->permissions)) return R::failure(ELOOP);
+    return R::failure(diagnose_failure(*this, FailedOp::setstat, rel));
+  }
+  if (auto st = expect_status(std::move(replies[0])); !st) return R::failure(st.error());
+  return after ? std::optional<Attrs>(*after) : std::nullopt;
+}
+
 Result<std::vector<NameEntry>> SftpBackend::list_dir(std::string_view rel) {
   using R = Result<std::vector<NameEntry>>;
   // OPENDIR follows a symlink at the end too: the directory itself must be a verified one.
@@ -367,11 +397,23 @@ Result<std::optional<Attrs>> SftpBackend::unlink_reporting_parent(std::string_vi
 }
 
 Status SftpBackend::rename(std::string_view from, std::string_view to, unsigned flags) {
+  auto r = renamed(from, to, flags, false);
+  return r ? ok_status() : Status::failure(r.error());
+}
+
+Result<RenameParents> SftpBackend::rename_reporting_parents(std::string_view from,
+                                                            std::string_view to, unsigned flags) {
+  return renamed(from, to, flags, true);
+}
+
+Result<RenameParents> SftpBackend::renamed(std::string_view from, std::string_view to,
+                                           unsigned flags, bool report) {
+  using R = Result<RenameParents>;
   // It can put a symlink (or a tree holding one) where a directory was: nothing else runs on
   // this server's paths meanwhile, and what was verified at either name is looked at again.
   auto hold = paths_->hold(PathGuard::Mode::exclusive);
-  if (auto st = confine(from); !st) return st;
-  if (auto st = confine(to); !st) return st;
+  if (auto st = confine(from); !st) return R::failure(st.error());
+  if (auto st = confine(to); !st) return R::failure(st.error());
   struct Forget {
     SftpBackend& b;
     std::string_view from, to;
@@ -381,28 +423,46 @@ Status SftpBackend::rename(std::string_view from, std::string_view to, unsigned 
     }
   } forget{*this, from, to};
   auto conn = pool().connection(pool().pick_slot());
-  if (!conn) return Status::failure(conn.error());
+  if (!conn) return R::failure(conn.error());
   bool posix = (*conn)->has_extension("posix-rename@openssh.com");
   if (flags & 1) {  // RENAME_NOREPLACE: plain SFTP rename refuses to replace
     posix = false;
   } else if (!posix) {
-    return Status::failure(ENOTSUP);  // cannot replace atomically without the extension
+    return R::failure(ENOTSUP);  // cannot replace atomically without the extension
   }
-  pool().count_ops(1);
-  std::string pkt =
-      posix ? PacketWriter(FXP_EXTENDED)
-                  .str("posix-rename@openssh.com")
-                  .str(remote_path(from))
-                  .str(remote_path(to))
-                  .take()
-            : PacketWriter(FXP_RENAME).str(remote_path(from)).str(remote_path(to)).take();
-  auto r = (*conn)->call(pkt);
-  auto code = status_code(r);
+  std::vector<Request> asks;
+  asks.push_back(posix
+                     ? PacketWriter(FXP_EXTENDED)
+                           .str("posix-rename@openssh.com")
+                           .str(remote_path(from))
+                           .str(remote_path(to))
+                           .take()
+                     : PacketWriter(FXP_RENAME).str(remote_path(from)).str(remote_path(to)).take());
+  // sftp-server answers in order: the LSTATs see the directories as the rename left them.
+  const std::string from_dir = parent_path(std::string(from)),
+                    to_dir = parent_path(std::string(to));
+  if (report) {
+    asks.push_back(PacketWriter(FXP_LSTAT).str(remote_path(from_dir)).take());
+    if (to_dir != from_dir) asks.push_back(PacketWriter(FXP_LSTAT).str(remote_path(to_dir)).take());
+  }
+  pool().count_ops(asks.size());
+  auto replies = (*conn)->call_all(std::move(asks));
+  auto code = status_code(replies[0]);
   if (code && *code == FX_FAILURE) {
-    if (!posix && lstat(to)) return Status::failure(EEXIST);
-    return Status::failure(diagnose_failure(*this, FailedOp::rename, from, to));
+    if (!posix && lstat(to)) return R::failure(EEXIST);
+    return R::failure(diagnose_failure(*this, FailedOp::rename, from, to));
   }
-  return expect_status(std::move(r));
+  if (auto st = expect_status(std::move(replies[0])); !st) return R::failure(st.error());
+  RenameParents out;
+  if (report) {
+    if (auto a = expect_attrs(std::move(replies[1]))) out.from_dir = *a;
+    if (to_dir == from_dir) {
+      out.to_dir = out.from_dir;
+    } else if (auto a = expect_attrs(std::move(replies[2]))) {
+      out.to_dir = *a;
+    }
+  }
+  return out;
 }
 
 Status SftpBackend::symlink(std::string_view target, std::string_view rel) {

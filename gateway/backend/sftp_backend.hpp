@@ -65,6 +65,10 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   // Mode, owner and times never follow a symlink (lsetstat); a size (truncate) on a symlink, or
   // any change where the server has no lsetstat, is ELOOP.
   Status setstat(std::string_view rel, const sftp::Attrs& attrs) override;
+  // The lsetstat and an LSTAT behind it on one connection: one round trip. Where the server has
+  // no lsetstat, setstat() and nullopt.
+  Result<std::optional<sftp::Attrs>> setstat_reporting(std::string_view rel,
+                                                       const sftp::Attrs& attrs) override;
   Result<std::vector<sftp::NameEntry>> list_dir(std::string_view rel) override;
   Status mkdir(std::string_view rel, uint32_t mode) override;
   Status rmdir(std::string_view rel) override;
@@ -73,6 +77,9 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   Result<std::optional<sftp::Attrs>> unlink_reporting_parent(std::string_view rel) override;
   // Uses posix-rename@openssh.com (atomic replace); without it a replacing rename is ENOTSUP.
   Status rename(std::string_view from, std::string_view to, unsigned flags) override;
+  // The RENAME and LSTATs of both directories behind it on one connection: one round trip.
+  Result<RenameParents> rename_reporting_parents(std::string_view from, std::string_view to,
+                                                 unsigned flags) override;
   Status symlink(std::string_view target, std::string_view rel) override;
   Result<std::string> readlink(std::string_view rel) override;
   Status link(std::string_view existing, std::string_view rel) override;
@@ -129,6 +136,9 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   // An lstat whose attributes, when they are a directory's, mark it verified. Caller holds the
   // guard and confined `rel`.
   Result<sftp::Attrs> lstat_confined(std::string_view rel);
+  // rename() and rename_reporting_parents(): the directories' LSTATs only with `report`.
+  Result<RenameParents> renamed(std::string_view from, std::string_view to, unsigned flags,
+                                bool report);
   // Opens `rel` on `conn` for a RemoteFile: with its LSTAT sent ahead on the same connection, so
   // that a symlink is refused (ELOOP) and never read or written through (a plain open has no
   // effect until it is used; its handle is closed). O_TRUNC is done through the handle once the

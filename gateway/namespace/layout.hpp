@@ -52,6 +52,10 @@ struct AttrChange {
     }
     return a;
   }
+  // Whether setstat_attrs() takes anything from `current`: half of a pair is changed.
+  bool needs_current() const {
+    return uid.has_value() != gid.has_value() || atime_s.has_value() != mtime_s.has_value();
+  }
 };
 
 // An open file, whatever the layout behind it.
@@ -123,6 +127,13 @@ class Layout {
     return std::optional<sftp::Attrs>();
   }
   virtual Status rename(const std::string& from, const std::string& to, unsigned flags) = 0;
+  // rename(), with the attributes of both directories right after it where the layout gets them
+  // in the same round trip; nullopt where it does not.
+  virtual Result<RenameParents> rename_reporting_parents(const std::string& from,
+                                                         const std::string& to, unsigned flags) {
+    if (auto st = rename(from, to, flags); !st) return Result<RenameParents>::failure(st.error());
+    return RenameParents{};
+  }
   virtual Result<sftp::Attrs> symlink(const std::string& rel, const std::string& target) = 0;
   virtual Result<std::string> readlink(const std::string& rel) = 0;
   virtual Result<sftp::Attrs> link(const std::string& existing, const std::string& rel) = 0;

@@ -149,16 +149,17 @@ Result<std::optional<sftp::Attrs>> NamespaceFs::unlink_reporting_parent(const st
   return t.mount->layout->unlink_reporting_parent(t.rel);
 }
 
-Status NamespaceFs::rename(const std::string& from, const std::string& to, unsigned flags) {
-  if (flags & ~1u) return Status::failure(EINVAL);  // RENAME_EXCHANGE cannot be done over SFTP
+Result<RenameParents> NamespaceFs::rename(const std::string& from, const std::string& to,
+                                          unsigned flags) {
+  using R = Result<RenameParents>;
+  if (flags & ~1u) return R::failure(EINVAL);  // RENAME_EXCHANGE cannot be done over SFTP
   auto f = locate(from);
   auto t = locate(to);
-  if (f.table->is_synthetic_dir(from) || f.table->is_synthetic_dir(to))
-    return Status::failure(EBUSY);
-  if (!f.mount) return Status::failure(ENOENT);
-  if (!t.mount) return Status::failure(EACCES);
-  if (f.mount != t.mount || f.table != t.table) return Status::failure(EXDEV);
-  return f.mount->layout->rename(f.rel, t.rel, flags);
+  if (f.table->is_synthetic_dir(from) || f.table->is_synthetic_dir(to)) return R::failure(EBUSY);
+  if (!f.mount) return R::failure(ENOENT);
+  if (!t.mount) return R::failure(EACCES);
+  if (f.mount != t.mount || f.table != t.table) return R::failure(EXDEV);
+  return f.mount->layout->rename_reporting_parents(f.rel, t.rel, flags);
 }
 
 Result<sftp::Attrs> NamespaceFs::symlink(const std::string& vpath, const std::string& target_text) {

@@ -49,7 +49,8 @@ class NamespaceFs {
   Status unlink(const std::string& vpath);
   // unlink(), with the directory's attributes right after it where the layout got them with it.
   Result<std::optional<sftp::Attrs>> unlink_reporting_parent(const std::string& vpath);
-  Status rename(const std::string& from, const std::string& to, unsigned flags);
+  // With the attributes of both directories right after it where the layout gives them.
+  Result<RenameParents> rename(const std::string& from, const std::string& to, unsigned flags);
   Result<sftp::Attrs> symlink(const std::string& vpath, const std::string& target);
   Result<std::string> readlink(const std::string& vpath);
   Result<sftp::Attrs> link(const std::string& existing, const std::string& vpath);

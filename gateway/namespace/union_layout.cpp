@@ -136,6 +136,22 @@ Result<sftp::Attrs> UnionLayout::getattr(const std::string& rel) {
 Result<sftp::Attrs> UnionLayout::setattr(const std::string& rel, const AttrChange& ch,
                                          OpenFile* open) {
   using R = Result<sftp::Attrs>;
+  // One writable branch and a change that needs nothing of what is there: the change and the
+  // look at the result in one round trip where the backend can (a copy, tool or stage setting
+  // a mode and times on each file it writes pays for them).
+  if (branches_.size() == 1 && branches_[0].writable() && !ch.size && !ch.needs_current()) {
+    if (const sftp::Attrs a = ch.setstat_attrs({}); a.flags) {
+      auto r = branches_[0].backend->setstat_reporting(rel, a);
+      if (!r) return R::failure(r.error());
+      if (*r) {
+        // A symlink: lsetstat changed at most the link's own times or owner, never its
+        // target; answered as below, where nothing is done through a symlink.
+        if (S_ISLNK((*r)->permissions)) return R::failure(ELOOP);
+        return **r;
+      }
+      return branches_[0].backend->lstat(rel);
+    }
+  }
   auto first = find(rel);
   if (!first) return R::failure(first.error());
   if (S_ISLNK(first->attrs.permissions)) return R::failure(ELOOP);  // never through a symlink
@@ -239,13 +255,21 @@ Result<std::optional<sftp::Attrs>> UnionLayout::unlink_reporting_parent(const st
   return Layout::unlink_reporting_parent(rel);
 }
 
+Result<RenameParents> UnionLayout::rename_reporting_parents(const std::string& from,
+                                                            const std::string& to, unsigned flags) {
+  if (branches_.size() == 1) return branches_[0].backend->rename_reporting_parents(from, to, flags);
+  return Layout::rename_reporting_parents(from, to, flags);
+}
+
 Status UnionLayout::rename(const std::string& from, const std::string& to, unsigned flags) {
+  // One branch: its backend answers a missing source and an existing target with
+  // RENAME_NOREPLACE itself, without looks of its own first.
+  if (branches_.size() == 1) return branches_[0].backend->rename(from, to, flags);
   auto src = lookup_all(from);
   if (src.copies.empty()) return Status::failure(src.error);
   if (flags & 1) {  // RENAME_NOREPLACE
     if (find(to)) return Status::failure(EEXIST);
   }
-  if (branches_.size() == 1) return branches_[0].backend->rename(from, to, flags);
 
   for (auto& c : src.copies)
     if (!c.branch->writable()) return Status::failure(EXDEV);  // cannot move it: let mv copy

@@ -33,6 +33,8 @@ class UnionLayout final : public Layout {
   Status unlink(const std::string& rel) override;
   Result<std::optional<sftp::Attrs>> unlink_reporting_parent(const std::string& rel) override;
   Status rename(const std::string& from, const std::string& to, unsigned flags) override;
+  Result<RenameParents> rename_reporting_parents(const std::string& from, const std::string& to,
+                                                 unsigned flags) override;
   Result<sftp::Attrs> symlink(const std::string& rel, const std::string& target) override;
   Result<std::string> readlink(const std::string& rel) override;
   Result<sftp::Attrs> link(const std::string& existing, const std::string& rel) override;

@@ -233,9 +233,22 @@ grpc::Status NamespaceService::rename(grpc::ServerContextBase* ctx, const v1::Re
   // The caller's kernel keeps what it cached under the new names: the caller counts among those
   // that cache them before the rename, so that a change made there at once reaches it.
   if (broker_) broker_->renaming(from->ns->name(), mount_of(ctx), from->path, to->path);
-  auto st = from->ns->rename(from->path, to->path, req->flags());
-  if (st) changed(broker_, ctx, *from, rename_change(req->flags()), from->path, to->path);
-  return error_reply(st, reply);
+  auto r = from->ns->rename(from->path, to->path, req->flags());
+  if (!r) {
+    reply->set_error(r.error());
+    return grpc::Status::OK;
+  }
+  changed(broker_, ctx, *from, rename_change(req->flags()), from->path, to->path);
+  // Both directories as the rename left them, when the layout said.
+  if (r->from_dir) {
+    served(broker_, ctx, *from, parent_path(from->path), *r->from_dir, false);
+    fill_attr(*r->from_dir, reply->mutable_parent_attr());
+  }
+  if (r->to_dir) {
+    served(broker_, ctx, *to, parent_path(to->path), *r->to_dir, false);
+    fill_attr(*r->to_dir, reply->mutable_new_parent_attr());
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status NamespaceService::symlink(grpc::ServerContextBase* ctx, const v1::SymlinkRequest* req,

@@ -340,9 +340,18 @@ TEST_F(Security, TheLastComponentIsNeverFollowed) {
   ASSERT_EQ(::symlink((outside() + "/made-by-create").c_str(), server("dangling").c_str()), 0);
   EXPECT_EQ(open(vpath("link"), O_RDONLY).error(), ELOOP);
   EXPECT_EQ(open(vpath("link"), O_WRONLY | O_TRUNC).error(), ELOOP);
+  struct stat secret {};
+  ASSERT_EQ(::stat((outside() + "/secret").c_str(), &secret), 0);
   EXPECT_EQ(setattr(vpath("link"), pb::SetAttrRequest::SIZE, 0, 0).error(), ELOOP);
   EXPECT_EQ(setattr(vpath("link"), pb::SetAttrRequest::MODE, 0600, 0).error(), ELOOP);
+  EXPECT_EQ(
+      setattr(vpath("link"), pb::SetAttrRequest::ATIME | pb::SetAttrRequest::MTIME, 0, 0).error(),
+      ELOOP);
   EXPECT_EQ(slurp(outside() + "/secret"), "the storage server's own file\n") << "truncated";
+  struct stat after {};
+  ASSERT_EQ(::stat((outside() + "/secret").c_str(), &after), 0);
+  EXPECT_EQ(after.st_mode, secret.st_mode) << "the mode was changed through the symlink";
+  EXPECT_EQ(after.st_mtime, secret.st_mtime) << "the times were changed through the symlink";
   // open(O_CREAT) alone would follow a dangling symlink and make its target.
   EXPECT_NE(open(vpath("dangling"), O_WRONLY | O_CREAT, true).error(), 0);
   EXPECT_FALSE(exists(outside() + "/made-by-create"));
