@@ -475,13 +475,21 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         if (in < 0) return errno_text(s);
       }
       const std::string part = partial_of(dst, i.rel, kPartial);
-      int out = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      // Made with its permissions, as far as the umask lets them (and writable by its owner
+      // meanwhile), so that most files need no chmod: the mode is looked at once the times are
+      // set, whose answer brings it (on a skein mount: no call of its own), and changed only
+      // where it differs: a umask, a partial left by an earlier run, set-id bits (which a write
+      // may clear).
+      int out =
+          ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (i.mode & 0777) | S_IWUSR);
       if (out < 0) err = errno_text(part);
       if (err.empty())
         err = data ? write_at(out, data, i.size, 0, part)
                    : copy_range(in, out, 0, i.size, buf, i.rel);
       timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
-      if (err.empty() && (::fchmod(out, i.mode) != 0 || ::futimens(out, t) != 0))
+      struct stat st;
+      if (err.empty() && (::futimens(out, t) != 0 || ::fstat(out, &st) != 0 ||
+                          ((st.st_mode & 07777) != i.mode && ::fchmod(out, i.mode) != 0)))
         err = errno_text(part);
       if (out >= 0 && ::close(out) != 0 && err.empty()) err = errno_text(part);
       if (err.empty() && ::rename(part.c_str(), d.c_str()) != 0) err = errno_text(d);

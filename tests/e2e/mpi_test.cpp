@@ -650,6 +650,20 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
     const timespec t[2] = {{1600000000 + i, 0}, {1600000000 + i, 0}};
     ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), t, 0), 0);
   }
+  // Modes that a create with the file's permissions does not give by itself: cut by the umask,
+  // without the owner's write, with set-id bits (which a write may clear).
+  for (auto [i, mode] : {std::pair{3, 0666}, {5, 0444}, {7, 04755}, {9, 02750}})
+    ASSERT_EQ(::chmod((src + "/small/f" + std::to_string(i)).c_str(), mode_t(mode)), 0);
+  // Partials an earlier run left at both ends, with a mode of their own: the copies written over
+  // them get the source's.
+  ASSERT_EQ(run_command("mkdir -p " + q(cluster_->export_dir(1) + "/staged/small") + " " +
+                        q(back + "/small")),
+            0);
+  for (const std::string& left : {cluster_->export_dir(1) + "/staged/small/.f7.skein-partial",
+                                  back + "/small/.f5.skein-partial"}) {
+    ASSERT_TRUE(write_file(left, "left by an earlier run"));
+    ASSERT_EQ(::chmod(left.c_str(), 0600), 0);
+  }
   ASSERT_TRUE(write_file(src + "/large1", random_bytes(40u << 20, 1)));
   // A large file's chunks are asked for by name on the mount's command line (fill read): this
   // name holds a newline and ends in a space, which a command line cannot carry as they are.
