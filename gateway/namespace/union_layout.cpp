@@ -109,7 +109,11 @@ Result<const Branch*> UnionLayout::branch_for_new(const std::string& rel) {
 
 template <typename Op>
 Status UnionLayout::on_every_copy(const std::string& rel, Op op) {
-  auto l = lookup_all(rel);
+  return on_every_copy(lookup_all(rel), op);
+}
+
+template <typename Op>
+Status UnionLayout::on_every_copy(const Lookup& l, Op op) {
   if (l.copies.empty()) return Status::failure(l.error);
   int err = 0;
   bool any = false;
@@ -152,8 +156,10 @@ Result<sftp::Attrs> UnionLayout::setattr(const std::string& rel, const AttrChang
       return branches_[0].backend->lstat(rel);
     }
   }
-  auto first = find(rel);
-  if (!first) return R::failure(first.error());
+  // One look at every branch: the copies to change, the first of them for what is there.
+  const Lookup found = lookup_all(rel);
+  if (found.copies.empty()) return R::failure(found.error);
+  const Copy* first = &found.copies.front();
   if (S_ISLNK(first->attrs.permissions)) return R::failure(ELOOP);  // never through a symlink
   sftp::Attrs a = ch.setstat_attrs(first->attrs);
   if (ch.size && open && branches_.size() == 1) {
@@ -166,7 +172,8 @@ Result<sftp::Attrs> UnionLayout::setattr(const std::string& rel, const AttrChang
     a.size = *ch.size;
   }
   if (a.flags) {
-    auto st = on_every_copy(rel, [&](const Copy& c) { return c.branch->backend->setstat(rel, a); });
+    auto st =
+        on_every_copy(found, [&](const Copy& c) { return c.branch->backend->setstat(rel, a); });
     if (!st) return R::failure(st.error());
   }
   auto after = first->branch->backend->lstat(rel);

@@ -71,6 +71,9 @@ class UnionLayout final : public Layout {
   // Applies `op` to every copy of `rel`; read-only copies count as EROFS.
   template <typename Op>
   Status on_every_copy(const std::string& rel, Op op);
+  // The same on the copies a lookup found.
+  template <typename Op>
+  Status on_every_copy(const Lookup& found, Op op);
 
   std::vector<Branch> branches_;
   std::shared_ptr<CreatePolicy> policy_;

@@ -265,8 +265,10 @@ TEST(UnionLayout, ChangesActOnEveryCopy) {
   AttrChange ch;
   ch.mode = 0600;
   ch.size = 2;
+  const size_t looks = u.b[1]->calls("lstat");
   auto a = u.layout->setattr("/f", ch, nullptr);
   ASSERT_TRUE(a) << strerror(a.error());
+  EXPECT_EQ(u.b[1]->calls("lstat"), looks + 1) << "one look at a branch without the file";
   EXPECT_EQ(a->size, 2u);
   EXPECT_EQ(*u.b[0]->contents("/f"), "aa");
   EXPECT_EQ(*u.b[2]->contents("/f"), "bb");
