@@ -1,6 +1,8 @@
 """mpistage: `skein-mpi stage-in` on 4 ranks copying a tree from a skein mount to a local directory
 (on the bench's tmpfs), against `cp -r` and `rsync -a` from the same mount and `rsync -a` over ssh
 from the same sshd, the same data in the same run: (a) many small files, (b) one large file (#18).
+Then (c) `skein-mpi stage-out` of small files from the tmpfs to the mount, against `cp -r`, `cp -a`
+and `rsync -a` to the mount (no goal).
 """
 
 import os
@@ -13,14 +15,16 @@ from ..report import Row, fmt_time, verdict
 
 DESCRIPTION = "skein-mpi stage-in (4 ranks) against cp -r, rsync -a and rsync over ssh (#18)"
 ORDER = 61
-FULL = dict(mpistage_small=10000, mpistage_small_size=4096, mpistage_big=2 * GiB)
-QUICK = dict(mpistage_small=1000, mpistage_small_size=4096, mpistage_big=256 * MiB)
+FULL = dict(mpistage_small=10000, mpistage_small_size=4096, mpistage_big=2 * GiB, mpistage_out=2000)
+QUICK = dict(mpistage_small=1000, mpistage_small_size=4096, mpistage_big=256 * MiB, mpistage_out=500)
 SYSTEMS = ("skein-mpi", "cp", "rsync", "rsync-ssh")
+OUT_SYSTEMS = ("skein-mpi", "cp -r", "cp -a", "rsync -a")
 
 
 def export_bytes(p):
-    # The sources in the export, and one copy at a time in the work directory (the same tmpfs).
-    return 2 * (p["mpistage_big"] + p["mpistage_small"] * p["mpistage_small_size"])
+    # The sources in the export, and one copy at a time in the work directory (the same tmpfs);
+    # the stage-out's source there and one copy at a time in the export.
+    return 2 * (p["mpistage_big"] + (p["mpistage_small"] + p["mpistage_out"]) * p["mpistage_small_size"])
 
 
 def _make_small(d, n, size):
@@ -106,6 +110,52 @@ def _one(b, what, name, make, count_bytes, mpi_start):
     b.rows.append(r)
 
 
+def _stage_out(b, n, size):
+    """One row: N files of SIZE made on the bench's tmpfs, copied to a fresh directory of the
+    mount by each system. Nothing to drop: the source is on a tmpfs, and what is written goes to
+    the server as it is written."""
+    src = b.work / "mpistage-out-src"
+    _make_small(src, n, size)
+    reps = b.p["reps"]
+    res = {s: [] for s in OUT_SYSTEMS}
+    t_start = time.monotonic()
+    for i in range(reps):
+        if i and not b.reps_left("mpistage", t_start, i, reps):
+            reps = i
+            break
+        order = OUT_SYSTEMS if i % 2 == 0 else tuple(reversed(OUT_SYSTEMS))
+        for system in order:
+            name = f"bench-stageout-{system.replace(' ', '')}-{i}"
+            dst, exported = b.mA / "srv0" / name, b.exp0 / name
+            if system == "skein-mpi":
+                cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4",
+                       str(b.build_dir / "client" / "skein-mpi"), "stage-out", str(src), str(dst)]
+            elif system == "rsync -a":
+                cmd = ["rsync", "-a", f"{src}/", f"{dst}/"]
+            else:
+                cmd = system.split() + [str(src), str(dst)]
+            sh(["sync"], timeout=600)
+            t0 = time.perf_counter()
+            sh(cmd, timeout=3600, capture=True)
+            res[system].append(time.perf_counter() - t0)
+            got = int(sh(["du", "-sb", "--apparent-size", str(exported)], capture=True).stdout.split()[0])
+            if got < n * size:
+                raise BenchError(f"{system} wrote {got} bytes of {n * size} to the export (stage-out)")
+            sh(["rm", "-rf", str(exported)], timeout=600)  # on the server: one copy at a time
+        b.detail(f"mpistage stage-out of {n:,} files rep {i + 1}: " +
+                 ", ".join(f"{s} {fmt_time(v[-1])}" for s, v in res.items()))
+    sh(["rm", "-rf", str(src)], timeout=600)
+    med = {s: statistics.median(v) for s, v in res.items()}
+    b.rows.append(Row(
+        "#18", f"stage-out of {n:,} files of {size // 1024} KiB from a local dir to a skein mount "
+               f"(time, median of {reps}; cp -r against skein-mpi on 4 ranks)",
+        med["cp -r"], med["skein-mpi"], "s", "lower", "",
+        note=(f"skein-mpi keeps modes and mtimes and renames each file into place; of the others "
+              f"cp -a {fmt_time(med['cp -a'])} ({med['cp -a'] / med['skein-mpi']:.2f}×) and rsync -a "
+              f"{fmt_time(med['rsync -a'])} ({med['rsync -a'] / med['skein-mpi']:.2f}×) keep them too, "
+              f"cp -r {fmt_time(med['cp -r'])} does not")))
+
+
 def run(b):
     mpi = b.build_dir / "client" / "skein-mpi"
     if not mpi.exists():
@@ -120,3 +170,4 @@ def run(b):
     _one(b, f"{n:,} files of {size // 1024} KiB", "bench-mpistage-small",
          lambda d: _make_small(d, n, size), n * size, mpi_start)
     _one(b, f"one {big // MiB} MiB file", "bench-mpistage-big", make_big, big, mpi_start)
+    _stage_out(b, b.p["mpistage_out"], size)
