@@ -388,6 +388,22 @@ Result<Attributes> MountSession::getattr(InodeNumber ino) {
 Result<Attributes> MountSession::setattr(InodeNumber ino, SetAttrArgs change,
                                          const FileHandle* file) {
   settle_creates();
+  // A mode or owner the file has already (rsync sets a file it just made to the mode it made it
+  // with): nothing changes, and the attributes this mount holds as current answer. The kernel
+  // has checked that the caller may change them (default_permissions), and another mount's change
+  // reaches this one as an invalidation before that mount's call returns.
+  constexpr uint32_t kOwnership = SetAttrArgs::kMode | SetAttrArgs::kUid | SetAttrArgs::kGid;
+  if (change.fields && !(change.fields & ~kOwnership)) {
+    if (auto kept = cache_.current_attrs(ino);
+        kept && data_.writes_idle(ino) &&
+        (!(change.fields & SetAttrArgs::kMode) || (kept->mode & 07777) == (change.mode & 07777)) &&
+        (!(change.fields & SetAttrArgs::kUid) || kept->uid == change.uid) &&
+        (!(change.fields & SetAttrArgs::kGid) || kept->gid == change.gid)) {
+      const CachePolicy::Ticket ticket = cache_.ticket();
+      cache_.sent_attrs(ino, *kept, ticket);
+      return Attributes{*kept, cache_.timeout(ticket)};
+    }
+  }
   // ftruncate and futimens come with the open file: use it, and its path even if unlinked.
   Result<std::string> path = file ? Result<std::string>(file_ref(ino, *file).path) : path_of(ino);
   if (!path) return Result<Attributes>::failure(path.error());
