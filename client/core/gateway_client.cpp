@@ -635,6 +635,23 @@ void GatewayClient::write_async(const FileRef& file, uint64_t offset, std::strin
       });
 }
 
+void GatewayClient::write_async_reporting(const FileRef& file, uint64_t offset, std::string data,
+                                          WriteReportedDone done) const {
+  pb::WriteRequest head;
+  to_proto(options_.ns, file, head.mutable_file());
+  head.set_offset(offset);
+  head.set_report_attrs(true);
+  stubs_->start_async<pb::WriteReply>(
+      options_, "Write", "/skein.v1.Data/Write", file.path,
+      wire::serialize_with_bytes(head, pb::WriteRequest::kDataFieldNumber, std::move(data)), 0,
+      [done = std::move(done)](Result<pb::WriteReply*> reply, SharedBytes) {
+        if (!reply) return done(Result<uint32_t>::failure(reply.error()), std::nullopt);
+        std::optional<FileAttr> attrs;
+        if ((*reply)->has_file_attr()) attrs = from_proto((*reply)->file_attr());
+        done((*reply)->written(), std::move(attrs));
+      });
+}
+
 void GatewayClient::write_many_async(const FileRef& file, std::vector<Extent> extents,
                                      WriteDone done) const {
   if (extents.empty()) return done(uint32_t{0});

@@ -181,6 +181,11 @@ class GatewayClient {
   using WriteDone = std::function<void(Result<uint32_t>)>;
   void read_async(const FileRef& file, uint64_t offset, uint32_t size, ReadDone done) const;
   void write_async(const FileRef& file, uint64_t offset, std::string data, WriteDone done) const;
+  // write_async(), with the file's attributes right after the write where the gateway gives them
+  // (report_attrs: an FSTAT behind the WRITE, in the same round trip).
+  using WriteReportedDone = std::function<void(Result<uint32_t>, std::optional<FileAttr>)>;
+  void write_async_reporting(const FileRef& file, uint64_t offset, std::string data,
+                             WriteReportedDone done) const;
   // Writes of one file at several offsets in one call, applied in order (none may overlap
   // another); `done` gets the bytes of all of them, or the first error.
   struct Extent {

@@ -180,6 +180,11 @@ void CachePolicy::opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, 
   (void)keep_file_attrs_locked(ino, attr, t, writes);
 }
 
+void CachePolicy::wrote_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes) {
+  std::lock_guard lock(mu_);
+  (void)keep_file_attrs_locked(ino, attr, t, writes);
+}
+
 void CachePolicy::wrote_whole(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
                               std::string_view content) {
   std::lock_guard lock(mu_);

@@ -156,6 +156,10 @@ class CachePolicy {
   // them right after an open that refreshes its attributes (a file this mount wrote, then
   // opened again: cat, cp), and getattr answers from them.
   void opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes);
+  // The attributes the server gave right after this mount's last write to `ino` (the write-behind
+  // of a file that is being closed), `t` taken before that write was queued and `writes` counted
+  // after it: kept as opened_attrs keeps an open's.
+  void wrote_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes);
 
   // What this mount wrote to the regular file `ino` from offset 0, in one piece (an echo-style
   // create's first write), with the attributes the server gave right after that write; `t` and

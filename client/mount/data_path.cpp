@@ -75,6 +75,12 @@ std::unique_ptr<DataPath::File> DataPath::open(InodeNumber ino, const GatewayCli
                                        WriteBehind::SendDone done) {
           gw->write_many_async(ref, std::move(ext), std::move(done));
         });
+        // The last write before a close brings the file's attributes: the kernel asks for them
+        // right after (a write changed them), and rsync, cp and make look at them.
+        inode->writes->report_attrs_with([gw](const FileRef& ref, uint64_t offset, std::string data,
+                                              WriteBehind::ReportedDone done) {
+          gw->write_async_reporting(ref, offset, std::move(data), std::move(done));
+        });
       }
       slot = inode;
     }
@@ -159,6 +165,11 @@ Status DataPath::flush(File& file) {
     return ok_status();
   }
   return inode.writes->settle(*file.writer_);
+}
+
+std::optional<FileAttr> DataPath::attrs_after_writes(File& file) {
+  Inode& inode = *file.inode_;
+  return inode.writes ? inode.writes->attrs_when_idle() : std::nullopt;
 }
 
 void DataPath::settle(InodeNumber ino) {

@@ -88,6 +88,9 @@ class DataPath {
   // Every write to the file acknowledged by the gateway; then the error of one of this open
   // file's writes not reported yet, if any. For flush, fsync and release.
   Status flush(File& file);
+  // The file's attributes right after its last write, when that write brought them and nothing
+  // has been written to it since (WriteBehind::attrs_when_idle); else nullopt.
+  std::optional<FileAttr> attrs_after_writes(File& file);
 
   // Waits for every write to `ino` (before its attributes are asked for or changed).
   void settle(InodeNumber ino);

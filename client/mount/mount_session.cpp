@@ -850,9 +850,13 @@ Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
     if (file_attr) cache_.wrote_whole(ino, *file_attr, ticket, writes, data);
     return ok_status();
   }
+  const CachePolicy::Ticket ticket = cache_.ticket();
   cache_.wrote(ino);
   Status written = data_.write(*file.data, file_ref(ino, file), offset, data, taken);
-  cache_.wrote(ino);  // queued now: an open that counted writes before this one sees it in flight
+  // Queued now: an open that counted writes before this one sees it in flight.
+  const uint64_t writes = cache_.wrote(ino);
+  std::lock_guard lock(file.create_mu);
+  file.last_write = std::make_pair(ticket, writes);
   return written;
 }
 
@@ -860,7 +864,17 @@ Status MountSession::flush(InodeNumber ino, FileHandle& file) {
   // close(2) of an asynchronous create: the file is on the server when it returns.
   if (auto settled = settle_create(ino, file, 0, {}); !settled)
     return Status::failure(settled.error());
-  return data_.flush(*file.data);
+  Status flushed = data_.flush(*file.data);
+  // The attributes the last write brought back: the kernel asks for them after the close (the
+  // writes changed them), and gets them without a call while nothing else changes the file.
+  if (flushed) {
+    if (auto attrs = data_.attrs_after_writes(*file.data)) {
+      std::lock_guard lock(file.create_mu);
+      if (file.last_write)
+        cache_.wrote_attrs(ino, *attrs, file.last_write->first, file.last_write->second);
+    }
+  }
+  return flushed;
 }
 
 Status MountSession::fsync(InodeNumber ino, FileHandle& file, bool datasync) {

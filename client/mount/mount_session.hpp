@@ -74,6 +74,10 @@ struct FileHandle {
   // through this handle yet: its first write, from offset 0, may be all of it
   // (MountSession::write).
   std::atomic<bool> made_empty{false};
+  // The last write queued through this handle: the cache's ticket before it and the inode's
+  // write count after it, for the attributes its call brings back (MountSession::flush).
+  // Guarded by create_mu.
+  std::optional<std::pair<CachePolicy::Ticket, uint64_t>> last_write;
 };
 
 // An open directory: its whole listing, fetched at the first readdir that reaches this mount;

@@ -49,7 +49,8 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
       : send(std::move(s)), budget(std::move(b)), limits(l), changed(std::move(c)) {}
 
   const Send send;
-  SendMany send_many;  // set before the first write, or null
+  SendMany send_many;            // set before the first write, or null
+  SendReporting send_reporting;  // likewise
   const std::shared_ptr<ByteBudget> budget;
   const Limits limits;
   const std::function<void()> changed;
@@ -63,6 +64,17 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
   uint64_t held_bytes = 0;               // gathering, queued and in flight
   uint64_t next_seq = 1;
   std::size_t calls = 0;  // gateway calls in flight (each of one or more requests)
+  // The attributes the last write brought, while nothing has been written since.
+  std::optional<FileAttr> idle_attrs;
+  uint64_t calls_sent = 0;  // gateway calls taken to be sent, ever
+
+  // One gateway call: its requests, and whether it is all the file holds (it asks for the file's
+  // attributes after it, where it can); `number` is calls_sent once it was taken.
+  struct Call {
+    std::vector<Request> requests;
+    bool alone = false;
+    uint64_t number = 0;
+  };
 
   void close_gathering() {
     if (!gathering) return;
@@ -73,8 +85,8 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
   // The queued requests that may go now, moved to the in-flight set, by gateway call; send them
   // after unlocking. With send_many, requests queued behind the calls in flight go several to a
   // call (they never overlap: a request overlapping one in flight is not taken).
-  std::vector<std::vector<Request>> take_sendable() {
-    std::vector<std::vector<Request>> out;
+  std::vector<Call> take_sendable() {
+    std::vector<Call> out;
     while (!queued.empty() && calls < limits.file_requests) {
       std::vector<Request> call;
       std::size_t bytes = 0;
@@ -100,7 +112,8 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
       }
       if (call.empty()) break;
       ++calls;
-      out.push_back(std::move(call));
+      const bool alone = call.size() == 1 && queued.empty() && !gathering && in_flight.size() == 1;
+      out.push_back({std::move(call), alone, ++calls_sent});
     }
     return out;
   }
@@ -113,14 +126,22 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
     return oldest;
   }
 
-  static void send_all(const std::shared_ptr<State>& self,
-                       std::vector<std::vector<Request>> calls) {
-    for (auto& call : calls) {
+  static void send_all(const std::shared_ptr<State>& self, std::vector<Call> calls) {
+    for (auto& [call, alone, number] : calls) {
       std::vector<std::pair<uint64_t, uint64_t>> parts;  // seq, size
       for (const Request& r : call) parts.emplace_back(r.seq, r.data.size());
       auto writer = call.front().writer;
+      if (alone && self->send_reporting) {
+        Request& r = call.front();
+        self->send_reporting(r.file, r.offset, std::move(r.data),
+                             [self, parts = std::move(parts), writer, number](
+                                 Result<uint32_t> got, std::optional<FileAttr> attrs) {
+                               self->finished(parts, *writer, got, std::move(attrs), number);
+                             });
+        continue;
+      }
       auto done = [self, parts = std::move(parts), writer](Result<uint32_t> got) {
-        self->finished(parts, *writer, got);
+        self->finished(parts, *writer, got, std::nullopt, 0);
       };
       if (call.size() == 1) {
         Request& r = call.front();
@@ -134,9 +155,10 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
     }
   }
 
+  // `attrs`: what call `number` brought back, if it asked.
   void finished(const std::vector<std::pair<uint64_t, uint64_t>>& parts, Writer& writer,
-                const Result<uint32_t>& got) {
-    std::vector<std::vector<Request>> sendable;
+                const Result<uint32_t>& got, std::optional<FileAttr> attrs, uint64_t number) {
+    std::vector<Call> sendable;
     uint64_t size = 0;
     for (const auto& [seq, n] : parts) size += n;
     {
@@ -146,6 +168,13 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
       held_bytes -= size;
       int error = got ? (*got == size ? 0 : EIO) : got.error();
       if (error != 0 && writer.error_ == 0) writer.error_ = error;
+      // The file as this write left it, if it is the last: nothing was sent while it was on its
+      // way (whose answers could have come first, and landed last), and nothing is held now.
+      if (error == 0 && attrs && number == calls_sent && in_flight.empty() && queued.empty() &&
+          !gathering)
+        idle_attrs = std::move(attrs);
+      else
+        idle_attrs.reset();
       if (in_flight.empty() && queued.empty()) close_gathering();  // idle: send what we have
       sendable = take_sendable();
       // Under the lock: once a settle() sees this request done, its owner may go.
@@ -187,9 +216,10 @@ Status WriteBehind::write(const std::shared_ptr<Writer>& writer, const FileRef& 
   // need the lock, and a MiB takes a while to copy.
   std::string whole;
   if (data.size() >= s.limits.request) whole.assign(data);
-  std::vector<std::vector<Request>> sendable;
+  std::vector<State::Call> sendable;
   {
     std::unique_lock lock(s.mu);
+    s.idle_attrs.reset();
     s.progress.wait(lock, [&] {
       return s.held_bytes == 0 || s.held_bytes + data.size() <= s.limits.file_bytes;
     });
@@ -220,9 +250,20 @@ Status WriteBehind::write(const std::shared_ptr<Writer>& writer, const FileRef& 
 
 void WriteBehind::batch_with(SendMany send_many) { state_->send_many = std::move(send_many); }
 
+void WriteBehind::report_attrs_with(SendReporting send_reporting) {
+  state_->send_reporting = std::move(send_reporting);
+}
+
+std::optional<FileAttr> WriteBehind::attrs_when_idle() const {
+  std::lock_guard lock(state_->mu);
+  const State& s = *state_;
+  if (s.gathering || !s.queued.empty() || !s.in_flight.empty()) return std::nullopt;
+  return s.idle_attrs;
+}
+
 void WriteBehind::settle() {
   State& s = *state_;
-  std::vector<std::vector<Request>> sendable;
+  std::vector<State::Call> sendable;
   std::unique_lock lock(s.mu);
   s.close_gathering();
   const uint64_t target = s.next_seq - 1;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,12 @@ class WriteBehind {
   // Starts one gateway call of several requests at scattered offsets (see batch_with).
   using SendMany =
       std::function<void(const FileRef& file, std::vector<GatewayClient::Extent>, SendDone done)>;
+
+  // Starts one gateway write that also brings the file's attributes right after it, where the
+  // gateway gives them (see report_attrs_with).
+  using ReportedDone = std::function<void(Result<uint32_t>, std::optional<FileAttr>)>;
+  using SendReporting = std::function<void(const FileRef& file, uint64_t offset, std::string data,
+                                           ReportedDone done)>;
 
   struct Limits {
     std::size_t request = wire::kMaxIoSize;  // the largest request gathered: a Write's most
@@ -74,6 +81,13 @@ class WriteBehind {
   // another) go several to a call, up to Limits::batch and Limits::request bytes, through
   // `send_many`. Set before the first write.
   void batch_with(SendMany send_many);
+  // From now on, a request sent while nothing else of the file is held (the last before a close,
+  // as a rule) goes through `send_reporting`, and the attributes it brings are kept for
+  // attrs_when_idle(). Set before the first write.
+  void report_attrs_with(SendReporting send_reporting);
+  // The file's attributes right after its last write, when that write brought them, succeeded,
+  // and nothing has been written since: nothing gathered, queued or in flight. Else nullopt.
+  std::optional<FileAttr> attrs_when_idle() const;
   // Sends what is gathered and waits until every write queued before the call is acknowledged.
   void settle();
   // settle(), then the error of `writer` not reported yet, if any (reported only once).

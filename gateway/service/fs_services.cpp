@@ -505,9 +505,12 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
   if (made && made->parent_attrs) fill_attr(*made->parent_attrs, reply.mutable_parent_attr());
   Result<uint32_t> r = Result<uint32_t>::failure(EIO);
   std::optional<sftp::Attrs> after;  // the file's attributes right after the write, if known
-  if ((made || req.report_attrs()) && req.offset() == 0 && req.more_size() == 0 && !data.empty()) {
-    // The file's whole content: its attributes come with the write, in the same round trip.
-    auto w = f->write_reporting_attrs(0, data);
+  if (req.more_size() == 0 && !data.empty() &&
+      ((made && req.offset() == 0) || req.report_attrs())) {
+    // Its attributes come with the write, in the same round trip: an asynchronous create's first
+    // write (the file's whole content, as a rule), or a write the mount asked them of (the last
+    // before a close, as a rule).
+    auto w = f->write_reporting_attrs(req.offset(), data);
     r = w ? Result<uint32_t>(w->bytes) : Result<uint32_t>::failure(w.error());
     if (w && w->attrs) {
       after = w->attrs;

@@ -349,9 +349,10 @@ class FakeGateway::Data final : public pb::Data::Service {
     node->data.replace(req->offset(), data.size(), data);
     node->mtime_ns = gw_.tick_locked();
     reply->set_written(static_cast<uint32_t>(data.size()));
-    // As the gateway does: the file's attributes after a write from offset 0 that made the file
-    // or asks for them.
-    if ((made || req->report_attrs()) && req->offset() == 0 && !data.empty()) {
+    // As the gateway does: the file's attributes after a write from offset 0 that made the file,
+    // or one that asks for them.
+    if (req->more_size() == 0 && !data.empty() &&
+        ((made && req->offset() == 0) || req->report_attrs())) {
       if (req->report_attrs()) gw_.count_locked("Write.report_attrs");
       fill_attr(node, reply->mutable_file_attr());
     }
