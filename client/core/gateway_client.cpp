@@ -623,24 +623,23 @@ void GatewayClient::read_async(const FileRef& file, uint64_t offset, uint32_t si
 
 void GatewayClient::write_async(const FileRef& file, uint64_t offset, std::string data,
                                 WriteDone done) const {
-  pb::WriteRequest head;
-  to_proto(options_.ns, file, head.mutable_file());
-  head.set_offset(offset);
-  stubs_->start_async<pb::WriteReply>(
-      options_, "Write", "/skein.v1.Data/Write", file.path,
-      wire::serialize_with_bytes(head, pb::WriteRequest::kDataFieldNumber, std::move(data)), 0,
-      [done = std::move(done)](Result<pb::WriteReply*> reply, SharedBytes) {
-        if (!reply) return done(Result<uint32_t>::failure(reply.error()));
-        done((*reply)->written());
-      });
+  start_write(file, offset, std::move(data), false,
+              [done = std::move(done)](Result<uint32_t> got, std::optional<FileAttr>) {
+                done(std::move(got));
+              });
 }
 
 void GatewayClient::write_async_reporting(const FileRef& file, uint64_t offset, std::string data,
                                           WriteReportedDone done) const {
+  start_write(file, offset, std::move(data), true, std::move(done));
+}
+
+void GatewayClient::start_write(const FileRef& file, uint64_t offset, std::string data,
+                                bool report_attrs, WriteReportedDone done) const {
   pb::WriteRequest head;
   to_proto(options_.ns, file, head.mutable_file());
   head.set_offset(offset);
-  head.set_report_attrs(true);
+  head.set_report_attrs(report_attrs);
   stubs_->start_async<pb::WriteReply>(
       options_, "Write", "/skein.v1.Data/Write", file.path,
       wire::serialize_with_bytes(head, pb::WriteRequest::kDataFieldNumber, std::move(data)), 0,

@@ -195,6 +195,9 @@ class GatewayClient {
   void write_many_async(const FileRef& file, std::vector<Extent> extents, WriteDone done) const;
 
  private:
+  // write_async and write_async_reporting.
+  void start_write(const FileRef& file, uint64_t offset, std::string data, bool report_attrs,
+                   WriteReportedDone done) const;
   struct Stubs;
   GatewayOptions options_;
   std::unique_ptr<Stubs> stubs_;
