@@ -73,29 +73,41 @@ def _mpi_start(b):
     return statistics.median(times)
 
 
+def _alternating(b, systems, what, one):
+    """Times one(system, rep) for each of SYSTEMS, the order alternating between repetitions, for
+    b.p["reps"] repetitions or until the workload's time budget is spent. Returns the times by
+    system and the repetitions done."""
+    reps = b.p["reps"]
+    res = {s: [] for s in systems}
+    t_start = time.monotonic()
+    for i in range(reps):
+        if i and not b.reps_left("mpistage", t_start, i, reps):
+            reps = i
+            break
+        for system in (systems if i % 2 == 0 else tuple(reversed(systems))):
+            res[system].append(one(system, i))
+        b.detail(f"mpistage {what} rep {i + 1}: " + ", ".join(f"{s} {fmt_time(v[-1])}" for s, v in res.items()))
+    return res, reps
+
+
 def _one(b, what, name, make, count_bytes, mpi_start):
     """One row: the tree NAME made by MAKE(dir) in server 0's export, copied by each system."""
     src_export = b.exp0 / name
     make(src_export)
     src_mount = b.mA / "srv0" / name
     dst = b.work / f"mpistage-dst-{name}"
-    reps = b.p["reps"]
-    res = {s: [] for s in SYSTEMS}
-    t_start = time.monotonic()
-    for i in range(reps):
-        if i and not b.reps_left("mpistage", t_start, i, reps):
-            reps = i
-            break
-        order = SYSTEMS if i % 2 == 0 else tuple(reversed(SYSTEMS))
-        for system in order:
-            sh(["rm", "-rf", str(dst)], timeout=600)
-            drop_caches()
-            b.cl.drop_mount_caches(0)
-            res[system].append(_copy(b, system, src_mount, src_export, dst))
-            got = int(sh(["du", "-sb", "--apparent-size", str(dst)], capture=True).stdout.split()[0])
-            if got < count_bytes:
-                raise BenchError(f"{system} copied {got} bytes of {count_bytes} ({what})")
-        b.detail(f"mpistage {what} rep {i + 1}: " + ", ".join(f"{s} {fmt_time(v[-1])}" for s, v in res.items()))
+
+    def one(system, _rep):
+        sh(["rm", "-rf", str(dst)], timeout=600)
+        drop_caches()
+        b.cl.drop_mount_caches(0)
+        took = _copy(b, system, src_mount, src_export, dst)
+        got = int(sh(["du", "-sb", "--apparent-size", str(dst)], capture=True).stdout.split()[0])
+        if got < count_bytes:
+            raise BenchError(f"{system} copied {got} bytes of {count_bytes} ({what})")
+        return took
+
+    res, reps = _alternating(b, SYSTEMS, what, one)
     sh(["rm", "-rf", str(dst), str(src_export)], timeout=600)
     med = {s: statistics.median(v) for s, v in res.items()}
     r = Row("#18", f"stage-in of {what} from a skein mount to a local dir (time, median of {reps}; "
@@ -116,34 +128,28 @@ def _stage_out(b, n, size):
     the server as it is written."""
     src = b.work / "mpistage-out-src"
     _make_small(src, n, size)
-    reps = b.p["reps"]
-    res = {s: [] for s in OUT_SYSTEMS}
-    t_start = time.monotonic()
-    for i in range(reps):
-        if i and not b.reps_left("mpistage", t_start, i, reps):
-            reps = i
-            break
-        order = OUT_SYSTEMS if i % 2 == 0 else tuple(reversed(OUT_SYSTEMS))
-        for system in order:
-            name = f"bench-stageout-{system.replace(' ', '')}-{i}"
-            dst, exported = b.mA / "srv0" / name, b.exp0 / name
-            if system == "skein-mpi":
-                cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4",
-                       str(b.build_dir / "client" / "skein-mpi"), "stage-out", str(src), str(dst)]
-            elif system == "rsync -a":
-                cmd = ["rsync", "-a", f"{src}/", f"{dst}/"]
-            else:
-                cmd = system.split() + [str(src), str(dst)]
-            sh(["sync"], timeout=600)
-            t0 = time.perf_counter()
-            sh(cmd, timeout=3600, capture=True)
-            res[system].append(time.perf_counter() - t0)
-            got = int(sh(["du", "-sb", "--apparent-size", str(exported)], capture=True).stdout.split()[0])
-            if got < n * size:
-                raise BenchError(f"{system} wrote {got} bytes of {n * size} to the export (stage-out)")
-            sh(["rm", "-rf", str(exported)], timeout=600)  # on the server: one copy at a time
-        b.detail(f"mpistage stage-out of {n:,} files rep {i + 1}: " +
-                 ", ".join(f"{s} {fmt_time(v[-1])}" for s, v in res.items()))
+
+    def one(system, rep):
+        name = f"bench-stageout-{system.replace(' ', '')}-{rep}"
+        dst, exported = b.mA / "srv0" / name, b.exp0 / name
+        if system == "skein-mpi":
+            cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4",
+                   str(b.build_dir / "client" / "skein-mpi"), "stage-out", str(src), str(dst)]
+        elif system == "rsync -a":
+            cmd = ["rsync", "-a", f"{src}/", f"{dst}/"]
+        else:
+            cmd = system.split() + [str(src), str(dst)]
+        sh(["sync"], timeout=600)
+        t0 = time.perf_counter()
+        sh(cmd, timeout=3600, capture=True)
+        took = time.perf_counter() - t0
+        got = int(sh(["du", "-sb", "--apparent-size", str(exported)], capture=True).stdout.split()[0])
+        if got < n * size:
+            raise BenchError(f"{system} wrote {got} bytes of {n * size} to the export (stage-out)")
+        sh(["rm", "-rf", str(exported)], timeout=600)  # on the server: one copy at a time
+        return took
+
+    res, reps = _alternating(b, OUT_SYSTEMS, f"stage-out of {n:,} files", one)
     sh(["rm", "-rf", str(src)], timeout=600)
     med = {s: statistics.median(v) for s, v in res.items()}
     b.rows.append(Row(
