@@ -736,8 +736,11 @@ TEST_F(MountSessionTest, TheLastWriteBeforeACloseBringsTheAttributesBack) {
   gw.hold_writes(true);
   ASSERT_TRUE(session.write(f, *one, 5, " one", [] {}));  // on its way, held
   ASSERT_TRUE(session.write(f, *two, 9, " two", [] {}));  // gathered behind it
+  // The flush sends the second beside the first (both held), then waits for both.
+  auto flushing = std::async(std::launch::async, [&] { return session.flush(f, *two); });
+  EXPECT_EQ(flushing.wait_for(200ms), std::future_status::timeout);
   gw.hold_writes(false);
-  ASSERT_TRUE(session.flush(f, *two));  // sends it beside the first
+  ASSERT_TRUE(flushing.get());
   const int asked = gw.calls("GetAttr");
   auto after = session.getattr(f);
   ASSERT_TRUE(after);
