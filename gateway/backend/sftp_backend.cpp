@@ -207,18 +207,30 @@ Result<Attrs> SftpBackend::lstat(std::string_view rel) {
 }
 
 Status SftpBackend::setstat(std::string_view rel, const Attrs& attrs) {
+  auto r = setstat_sending(rel, attrs, false);
+  return r ? ok_status() : Status::failure(r.error());
+}
+
+Result<std::optional<Attrs>> SftpBackend::setstat_reporting(std::string_view rel,
+                                                            const Attrs& attrs) {
+  return setstat_sending(rel, attrs, true);
+}
+
+Result<std::optional<Attrs>> SftpBackend::setstat_sending(std::string_view rel, const Attrs& attrs,
+                                                          bool report) {
+  using R = Result<std::optional<Attrs>>;
   auto hold = paths_->hold(PathGuard::Mode::shared);
-  if (auto st = confine(rel); !st) return st;
+  if (auto st = confine(rel); !st) return R::failure(st.error());
   // SETSTAT follows a symlink; lsetstat does not, but OpenSSH's cannot change the size. Where
   // the plain one must be used, look first: under the hold nothing can swap the file for a
   // symlink through the gateway meanwhile.
   auto conn = pool().connection(pool().pick_slot());
-  if (!conn) return Status::failure(conn.error());
+  if (!conn) return R::failure(conn.error());
   bool use_l = !(attrs.flags & ATTR_SIZE) && (*conn)->has_extension("lsetstat@openssh.com");
   if (!use_l) {
     auto a = lstat_confined(rel);
-    if (!a) return Status::failure(a.error());
-    if (S_ISLNK(a->permissions)) return Status::failure(ELOOP);
+    if (!a) return R::failure(a.error());
+    if (S_ISLNK(a->permissions)) return R::failure(ELOOP);
   }
   std::string pkt = use_l ? PacketWriter(FXP_EXTENDED)
                                 .str("lsetstat@openssh.com")
@@ -226,32 +238,19 @@ Status SftpBackend::setstat(std::string_view rel, const Attrs& attrs) {
                                 .attrs(attrs)
                                 .take()
                           : PacketWriter(FXP_SETSTAT).str(remote_path(rel)).attrs(attrs).take();
-  auto r = pool().call(pkt, true);
-  auto code = status_code(r);
-  if (code && *code == FX_FAILURE)
-    return Status::failure(diagnose_failure(*this, FailedOp::setstat, rel));
-  return expect_status(std::move(r));
-}
-
-Result<std::optional<Attrs>> SftpBackend::setstat_reporting(std::string_view rel,
-                                                            const Attrs& attrs) {
-  using R = Result<std::optional<Attrs>>;
-  auto hold = paths_->hold(PathGuard::Mode::shared);
-  if (auto st = confine(rel); !st) return R::failure(st.error());
-  auto conn = connection(pool().pick_slot());
-  if (!conn) return R::failure(conn.error());
-  if ((attrs.flags & ATTR_SIZE) || !(*conn)->has_extension("lsetstat@openssh.com")) {
-    if (auto st = setstat(rel, attrs); !st) return R::failure(st.error());
+  if (!report || !use_l) {
+    auto r = pool().call(pkt, true);
+    auto code = status_code(r);
+    if (code && *code == FX_FAILURE)
+      return R::failure(diagnose_failure(*this, FailedOp::setstat, rel));
+    if (auto st = expect_status(std::move(r)); !st) return R::failure(st.error());
     return std::optional<Attrs>();
   }
-  // sftp-server answers in order: the LSTAT sees what the lsetstat left.
+  // With the LSTAT behind it on the same connection: sftp-server answers in order, so the LSTAT
+  // sees what the lsetstat left.
   pool().count_ops(2);
-  auto replies = (*conn)->call_all({PacketWriter(FXP_EXTENDED)
-                                        .str("lsetstat@openssh.com")
-                                        .str(remote_path(rel))
-                                        .attrs(attrs)
-                                        .take(),
-                                    PacketWriter(FXP_LSTAT).str(remote_path(rel)).take()});
+  auto replies =
+      (*conn)->call_all({std::move(pkt), PacketWriter(FXP_LSTAT).str(remote_path(rel)).take()});
   const auto code = status_code(replies[0]);
   auto after = expect_attrs(std::move(replies[1]));
   if (code && *code == FX_FAILURE) {

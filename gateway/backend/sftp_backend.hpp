@@ -136,6 +136,10 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   // An lstat whose attributes, when they are a directory's, mark it verified. Caller holds the
   // guard and confined `rel`.
   Result<sftp::Attrs> lstat_confined(std::string_view rel);
+  // setstat() and setstat_reporting(): the LSTAT behind it only with `report`, and only where
+  // the server has lsetstat.
+  Result<std::optional<sftp::Attrs>> setstat_sending(std::string_view rel, const sftp::Attrs& attrs,
+                                                     bool report);
   // rename() and rename_reporting_parents(): the directories' LSTATs only with `report`.
   Result<RenameParents> renamed(std::string_view from, std::string_view to, unsigned flags,
                                 bool report);
