@@ -175,12 +175,7 @@ bool CachePolicy::keep_file_attrs_locked(InodeNumber ino, const FileAttr& attr, 
   return true;
 }
 
-void CachePolicy::opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes) {
-  std::lock_guard lock(mu_);
-  (void)keep_file_attrs_locked(ino, attr, t, writes);
-}
-
-void CachePolicy::wrote_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes) {
+void CachePolicy::server_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes) {
   std::lock_guard lock(mu_);
   (void)keep_file_attrs_locked(ino, attr, t, writes);
 }

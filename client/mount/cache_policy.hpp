@@ -144,27 +144,25 @@ class CachePolicy {
   std::optional<FileAttr> current_attrs(InodeNumber ino) const;
   // This mount is about to write `ino` or change its attributes or links, or has just done so:
   // what was kept of them is stale. Called before the change is sent and again once it is
-  // queued or answered, so that attributes fetched meanwhile are not taken (opened_attrs).
+  // queued or answered, so that attributes fetched meanwhile are not taken (server_attrs).
   // Returns how often it was called for `ino` (writes(ino)).
   uint64_t wrote(InodeNumber ino);
   // How often wrote(ino) was called: taken before an open asks the gateway.
   uint64_t writes(InodeNumber ino) const;
-  // The attributes an open of the regular file `ino` got from the gateway (the server's, taken
-  // with the OPEN), the open having taken `t` and `writes` before it asked, with no write of this
-  // mount's in flight then. Kept as current (current_attrs) under sent_attrs's conditions if no
-  // invalidation of `ino` and no write or change of this mount's came since: the kernel asks for
-  // them right after an open that refreshes its attributes (a file this mount wrote, then
-  // opened again: cat, cp), and getattr answers from them.
-  void opened_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes);
-  // The attributes the server gave right after this mount's last write to `ino` (the write-behind
-  // of a file that is being closed), `t` taken before that write was queued and `writes` counted
-  // after it: kept as opened_attrs keeps an open's.
-  void wrote_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes);
+  // The attributes of the regular file `ino` that a call got from the server: an open's (taken
+  // with the OPEN; `t` and `writes` taken before it asked, with no write of this mount's in
+  // flight then), or the last write's before a close (an FSTAT behind the WRITE; `t` taken
+  // before that write was queued, `writes` counted after it). Kept as current (current_attrs)
+  // under sent_attrs's conditions if no invalidation of `ino` and no write or change of this
+  // mount's came since: the kernel asks for them right after an open that refreshes its
+  // attributes (a file this mount wrote, then opened again: cat, cp) and after a close of a file
+  // written, and getattr answers from them.
+  void server_attrs(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes);
 
   // What this mount wrote to the regular file `ino` from offset 0, in one piece (an echo-style
   // create's first write), with the attributes the server gave right after that write; `t` and
-  // `writes` taken as for opened_attrs. When their size is that of `content`, the write was all
-  // of the file: the attributes are kept as current (opened_attrs), and the content with them
+  // `writes` taken as for server_attrs. When their size is that of `content`, the write was all
+  // of the file: the attributes are kept as current (server_attrs), and the content with them
   // while they stay current and are still of that version, so that reading the file back (cat,
   // cp, an import) needs no call. At most kContentBytes across the mount, the oldest dropped
   // first.
@@ -326,7 +324,7 @@ class CachePolicy {
   // was invalidated while it was on its way; an open resolves its inode before it takes its
   // ticket, so an invalidation of its path names that inode. Under mu_.
   bool open_unspoilt(uint64_t now, Ticket t, InodeNumber ino) const;
-  // opened_attrs's decision: keeps `attr` as the current attributes of `ino` and returns true,
+  // server_attrs's decision: keeps `attr` as the current attributes of `ino` and returns true,
   // or returns false. Under mu_.
   bool keep_file_attrs_locked(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes);
   // Whether state `now` is the one ticket `t` was taken in, healthy: no invalidation, loss or

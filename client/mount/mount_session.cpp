@@ -362,7 +362,7 @@ Result<Attributes> MountSession::getattr(InodeNumber ino) {
   // asks again after every readdir and every change of an entry in it).
   if (auto kept = cache_.dir_attrs(ino)) return Attributes{kept->first, kept->second};
   // A file whose attributes are current (CachePolicy::current_attrs): the kernel asks after an
-  // open that refreshed them (opened_attrs), and after a read (for atime, which the mount does
+  // open that refreshed them (server_attrs), and after a read (for atime, which the mount does
   // not follow, as with directories). Not while writes of this mount are on their way.
   if (auto kept = cache_.current_attrs(ino); kept && data_.writes_idle(ino)) {
     const CachePolicy::Ticket ticket = cache_.ticket();
@@ -606,7 +606,7 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags)
   if (truncates) cache_.wrote(ino);
   CachePolicy::Ticket ticket = cache_.ticket();
   // The writes to `ino` counted before asking, with none on its way: the gateway's attributes
-  // then include every write of this mount's, unless one begins meanwhile (opened_attrs).
+  // then include every write of this mount's, unless one begins meanwhile (server_attrs).
   const uint64_t writes = cache_.writes(ino);
   const bool writes_done = !truncates && data_.writes_idle(ino);
   Result<OpenedFile> opened = Result<OpenedFile>::failure(EIO);
@@ -626,7 +626,7 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags)
   // Close-to-open: pages survive only if the file is as this mount's last open saw it, and the
   // kernel's attributes are dropped if the gateway's (fresh) ones differ from what it was told.
   auto decision = cache_.opened(ticket, ino, opened->attr.mtime_ns, opened->attr.size);
-  if (!deferred && writes_done) cache_.opened_attrs(ino, opened->attr, ticket, writes);
+  if (!deferred && writes_done) cache_.server_attrs(ino, opened->attr, ticket, writes);
   open_inodes_.opened(ino, opened->attr);  // before the reply: a release may follow
   return Opened{std::move(file), decision.keep_cache, decision.refresh_attrs};
 }
@@ -871,7 +871,7 @@ Status MountSession::flush(InodeNumber ino, FileHandle& file) {
     if (auto attrs = data_.attrs_after_writes(*file.data)) {
       std::lock_guard lock(file.create_mu);
       if (file.last_write)
-        cache_.wrote_attrs(ino, *attrs, file.last_write->first, file.last_write->second);
+        cache_.server_attrs(ino, *attrs, file.last_write->first, file.last_write->second);
     }
   }
   return flushed;
