@@ -872,9 +872,13 @@ TEST_F(MadeDirectories, AStatAfterACloseIsAnsweredWithWhatTheLastWriteBroughtBac
   constexpr int kFiles = 20;
   make_made();
   const auto f = &MadeDirectories::file;
-  long least = -1;  // the quieter of two rounds: revalidation's safety net may fall in one
+  // The server's request count is read around each stat by running skeinctl, which takes tens
+  // of milliseconds: the gateway's background work (revalidation, echo checks of the earlier
+  // tests' files) falls into some of those windows. So what counts is how many stats saw no
+  // request at all, in the better of two rounds: without the write's attributes, none.
+  int most_answered = 0;
   for (int round = 0; round < 2; ++round) {
-    long stats = 0;
+    int answered = 0;
     for (int i = 0; i < kFiles; ++i) {
       const std::string content(1000 + i + round, 'a' + char(i));
       ASSERT_TRUE(write_file(f(a_, i), content, O_WRONLY | O_CREAT | (round ? O_TRUNC : O_EXCL)));
@@ -884,20 +888,16 @@ TEST_F(MadeDirectories, AStatAfterACloseIsAnsweredWithWhatTheLastWriteBroughtBac
       const long after = backend_ops(*cluster_, 0);
       ASSERT_GE(before, 0);
       ASSERT_GE(after, 0);
-      stats += after - before;
+      if (after == before) ++answered;
       struct stat there;
       ASSERT_EQ(::stat(f(server_, i).c_str(), &there), 0);
       EXPECT_EQ(st.st_size, there.st_size) << i;
       EXPECT_EQ(st.st_mtime, there.st_mtime) << i;
     }
-    if (least < 0 || stats < least) least = stats;
+    most_answered = std::max(most_answered, answered);
   }
-  // None on a quiet machine. With the CPUs busy (a full tests/run, or two busy loops beside
-  // this test) 6 to 12 of the 20 stats still asked, though every flush kept the attributes: what
-  // drops them between the close and the stat there is not found yet. Without the write's
-  // attributes, every stat asks.
-  EXPECT_LE(least, kFiles * 3 / 4)
-      << "requests for " << kFiles << " stats right after each file's close";
+  EXPECT_GE(most_answered, kFiles / 2) << most_answered << " of " << kFiles
+                                       << " stats right after each file's close made no request";
   // What the other mount and the server have.
   for (int i = 0; i < kFiles; ++i)
     EXPECT_EQ(read_file(f(b_, i)), std::string(1000 + i + 1, 'a' + char(i))) << i;
