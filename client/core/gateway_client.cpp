@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -160,7 +161,9 @@ struct GatewayClient::Stubs {
   // Asynchronous calls not yet finished; the client is not destroyed while there are any.
   std::mutex async_mu;
   std::condition_variable async_cv;
-  int async_calls = 0;            // guarded by async_mu
+  int async_calls = 0;  // guarded by async_mu
+  // Calls started, of every kind (GatewayClient::calls_started).
+  mutable std::atomic<uint64_t> started{0};
   std::jthread connection_watch;  // declared last: stopped and joined first
 
   void async_started() {
@@ -193,6 +196,7 @@ struct GatewayClient::Stubs {
     auto* call = new Call;
     call->request = std::move(request);
     prepare(options, options.timeout, &call->context);
+    started.fetch_add(1, std::memory_order_relaxed);
     async_started();
     bulk->UnaryCall(
         &call->context, rpc, grpc::StubOptions(), &call->request, &call->reply,
@@ -225,6 +229,7 @@ struct GatewayClient::Stubs {
                      Invoke&& invoke) const {
     grpc::ClientContext context;
     prepare(options, options.timeout, &context);
+    started.fetch_add(1, std::memory_order_relaxed);
     Reply reply;
     grpc::Status status = invoke(&context, &reply);
     if (!status.ok()) {
@@ -302,11 +307,16 @@ GatewayClient::GatewayClient(std::shared_ptr<grpc::Channel> channel, GatewayOpti
 // Every asynchronous call ends within its deadline, so this wait is bounded.
 GatewayClient::~GatewayClient() { stubs_->wait_for_async_calls(); }
 
+uint64_t GatewayClient::calls_started() const {
+  return stubs_->started.load(std::memory_order_relaxed);
+}
+
 NamespaceCheck GatewayClient::check_namespace(std::chrono::milliseconds deadline) const {
   using Outcome = NamespaceCheck::Outcome;
   grpc::ClientContext context;
   Stubs::prepare(options_, deadline, &context);
   pb::AttrReply reply;
+  stubs_->started.fetch_add(1, std::memory_order_relaxed);
   grpc::Status status = stubs_->names->GetAttr(&context, path_request(options_.ns, "/"), &reply);
   if (!status.ok()) {
     switch (status.error_code()) {
@@ -371,6 +381,7 @@ Result<std::vector<DirEntry>> GatewayClient::readdir(const std::string& path) co
   using R = Result<std::vector<DirEntry>>;
   grpc::ClientContext context;
   Stubs::prepare(options_, options_.timeout, &context);
+  stubs_->started.fetch_add(1, std::memory_order_relaxed);
   auto reader = stubs_->names->ReadDir(&context, path_request(options_.ns, path));
   std::vector<DirEntry> entries;
   pb::ReadDirReply batch;

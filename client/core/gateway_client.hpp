@@ -124,6 +124,8 @@ class GatewayClient {
   // Asks for the attributes of "/" within `deadline`: is the gateway there, does it serve the
   // namespace, does it accept our token.
   NamespaceCheck check_namespace(std::chrono::milliseconds deadline) const;
+  // Gateway calls this client has started so far, of every kind (skein-mount --status).
+  uint64_t calls_started() const;
 
   Result<FileAttr> getattr(const std::string& path) const;
   Result<FileAttr> setattr(const std::string& path, const SetAttrArgs& change) const;

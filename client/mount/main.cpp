@@ -304,6 +304,7 @@ std::string status_text(skein::client::MountDaemon& mount, const MountArgs& args
       << "directories read ahead: " << ahead.dirs << "\n"
       << "names answered from read-ahead: " << ahead.names << "\n"
       << "files read ahead: " << ahead.contents << "\n"
+      << "gateway calls: " << mount.gateway->calls_started() << "\n"
       << "inodes: " << mount.inodes.size() << "\n"
       << "open files: " << mount.open_inodes.count() << "\n";
   return out.str();

@@ -486,6 +486,17 @@ class TwoMounts : public ClusterSuite<1, 2> {
     EXPECT_TRUE(appears_within(a_ + "/made-on-server", std::chrono::seconds(5)));
     EXPECT_EQ(read_file(a_ + "/made-on-server"), "hello");
   }
+  // A number of `skein-mount --status` of mount `i`, or -1.
+  long status_number(size_t i, const std::string& key) {
+    std::string out;
+    if (run_command(
+            "'" + build_dir() + "/client/skein-mount' --status '" + cluster_->mount(i) + "'",
+            &out) != 0)
+      return -1;
+    auto at = out.find("\n" + key + ": ");
+    return at == std::string::npos ? -1
+                                   : std::strtol(out.c_str() + at + key.size() + 3, nullptr, 10);
+  }
   std::string name_, a_, b_, server_;
 };
 
@@ -856,6 +867,13 @@ TEST_F(MadeDirectories, AChmodToTheModeAFileHasAlreadyMakesNoCall) {
   });
   ASSERT_GE(least, 0);
   EXPECT_LE(least, 2) << "requests for " << kFiles << " chmods to the mode the files have";
+  // Nor do they reach the gateway: the mount answers them (`skein-mount --status` counts the
+  // calls it made).
+  const long calls_before = status_number(0, "gateway calls");
+  for (int fd : fds) ASSERT_EQ(::fchmod(fd, 0600), 0) << strerror(errno);
+  const long calls_after = status_number(0, "gateway calls");
+  ASSERT_GE(calls_before, 0);
+  EXPECT_LE(calls_after - calls_before, 1) << "gateway calls for " << kFiles << " chmods";
   for (int fd : fds) ASSERT_EQ(::fchmod(fd, 0640), 0) << strerror(errno);
   for (int fd : fds) ::close(fd);
   struct stat st;
@@ -944,17 +962,6 @@ TEST_F(MadeDirectories, ANameMadeOnTheServerInAMadeDirectoryAppears) {
 // as if nothing had been read ahead.
 class DirectoryReadAhead : public TwoMounts {
  protected:
-  // A number of `skein-mount --status` of mount `i`, or -1.
-  long status_number(size_t i, const std::string& key) {
-    std::string out;
-    if (run_command(
-            "'" + build_dir() + "/client/skein-mount' --status '" + cluster_->mount(i) + "'",
-            &out) != 0)
-      return -1;
-    auto at = out.find("\n" + key + ": ");
-    return at == std::string::npos ? -1
-                                   : std::strtol(out.c_str() + at + key.size() + 3, nullptr, 10);
-  }
   static std::string content(int i) {
     // Sizes from 0 up to past the largest file read ahead (64 KiB).
     if (i == 7) return "";
