@@ -74,6 +74,43 @@ bool fill_address(const std::string& path, sockaddr_un& addr) {
   return true;
 }
 
+// Whether the socket file `path` has nobody listening on it: its mount ended without removing it
+// (killed, or the machine's power lost with /run kept). A socket younger than `min_age` is left
+// alone: a mount starting now binds it a moment before it listens.
+bool stale_socket(const std::string& path, std::chrono::seconds min_age) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
+  if (std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime) <
+      min_age)
+    return false;
+  sockaddr_un addr;
+  if (!fill_address(path, addr)) return false;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return false;
+  const bool refused =
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno == ECONNREFUSED;
+  ::close(fd);
+  return refused;
+}
+
+// Removes from `dir` the sockets of mounts that ended without removing them, and the mount-point
+// links that name no socket any more. What this user may not remove is left.
+void sweep_stale(const std::string& dir, std::chrono::seconds min_age) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string path = entry.path().string();
+    if (entry.path().extension() == ".sock" && stale_socket(path, min_age)) {
+      spdlog::info("control socket: removing {}, whose mount has ended", path);
+      ::unlink(path.c_str());
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(links_dir(dir), ec)) {
+    std::error_code link_ec;
+    if (entry.is_symlink(link_ec) && !fs::exists(entry.path(), link_ec) && !link_ec)
+      ::unlink(entry.path().c_str());
+  }
+}
+
 void set_timeouts(int fd, int seconds) {
   timeval tv{seconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -156,6 +193,7 @@ std::unique_ptr<ControlSocket> ControlSocket::open(const std::string& dir,
                                                    const std::string& mountpoint,
                                                    std::string& error, Access access) {
   if (!make_dir(dir, error) || !make_dir(links_dir(dir), error)) return nullptr;
+  sweep_stale(dir, kStaleAfter);
   std::unique_ptr<ControlSocket> socket(new ControlSocket());
   socket->access_ = access;
   socket->path_ = dir + "/" + mount_id + ".sock";

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -68,13 +69,15 @@ class ControlSocket {
   using Access = ControlAccess;
 
   // Binds and listens (no thread yet, so it may be called before the daemon forks). Returns null
-  // with `error` set on failure.
+  // with `error` set on failure. First removes what mounts that ended without cleaning up (killed)
+  // left in `dir`: sockets nobody listens on, at least kStaleAfter old, and links to them.
   static std::unique_ptr<ControlSocket> open(const std::string& dir, const std::string& mount_id,
                                              const std::string& mountpoint, std::string& error,
                                              Access access = {});
   // Connections answered at once; a further one waits until one of them is done. Callers who are
   // not privileged get at most kMaxAnswering - kKeptForPrivileged of them (the others are
   // answered "busy"), so that they never keep root and the mount's user out.
+  static constexpr std::chrono::seconds kStaleAfter{60};
   static constexpr int kMaxAnswering = 8;
   static constexpr int kKeptForPrivileged = 2;
 

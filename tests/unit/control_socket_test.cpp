@@ -80,6 +80,52 @@ TEST(ControlSocketTest, AnswersACommandWhileAnotherIsStillBeingAnswered) {
   EXPECT_EQ(slow_answer, "slow done\n") << slow_error;
 }
 
+// A socket file nobody listens on, as a mount that was killed leaves it.
+void leave_dead_socket(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << path;
+  ::close(fd);
+}
+
+void make_old(const std::string& path) {
+  const timespec two_minutes_ago[2] = {{::time(nullptr) - 120, 0}, {::time(nullptr) - 120, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), two_minutes_ago, AT_SYMLINK_NOFOLLOW), 0) << path;
+}
+
+// A mount that was killed leaves its socket and its mount point's link behind; the next mount
+// that opens a socket in the same directory removes them, and leaves a live mount's socket and
+// one too young to tell from a mount that is starting.
+TEST(ControlSocketTest, WhatAKilledMountLeftIsRemovedByTheNext) {
+  TempDir dir;
+  const std::string sockets = dir.path + "/sockets";
+  std::string error;
+  auto live = ControlSocket::open(sockets, "live", dir.path + "/live", error);
+  ASSERT_TRUE(live) << error;
+  live->start([](const std::string&, int, const ControlPeer&) { return std::string("ok\n"); });
+  make_old(sockets + "/live.sock");
+  leave_dead_socket(sockets + "/dead.sock");
+  make_old(sockets + "/dead.sock");
+  const std::string dead_link = sockets + "/by-mountpoint/%2Fdead";
+  ASSERT_EQ(::symlink((sockets + "/dead.sock").c_str(), dead_link.c_str()), 0);
+  leave_dead_socket(sockets + "/young.sock");
+
+  auto next = ControlSocket::open(sockets, "next", dir.path + "/next", error);
+  ASSERT_TRUE(next) << error;
+  namespace fs = std::filesystem;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(sockets + "/dead.sock")));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dead_link)));
+  EXPECT_TRUE(fs::exists(fs::symlink_status(sockets + "/young.sock")));
+  EXPECT_TRUE(fs::exists(sockets + "/live.sock"));
+  std::string answer;
+  ASSERT_TRUE(ControlSocket::request(sockets, dir.path + "/live", "status", answer, error))
+      << error;
+  EXPECT_EQ(answer, "ok\n");
+}
+
 // A command's path field carries any name: one with a newline (which ends a command line), with
 // trailing spaces (which the socket strips) or control bytes goes %-encoded behind a '%', and
 // comes out of the socket as it went in; a path the line can carry goes as it is, '%' and all.
