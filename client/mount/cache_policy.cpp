@@ -146,6 +146,17 @@ std::optional<FileAttr> CachePolicy::current_attrs(InodeNumber ino) const {
   return it->second.file_attrs;
 }
 
+void CachePolicy::made_file(InodeNumber ino, uint32_t owner) {
+  std::lock_guard lock(mu_);
+  known_[ino].made_owner = owner;
+}
+
+std::optional<uint32_t> CachePolicy::made_owner(InodeNumber ino) const {
+  std::lock_guard lock(mu_);
+  auto it = known_.find(ino);
+  return it == known_.end() ? std::nullopt : it->second.made_owner;
+}
+
 uint64_t CachePolicy::wrote(InodeNumber ino) {
   std::lock_guard lock(mu_);
   Known& k = known_[ino];

@@ -142,6 +142,12 @@ class CachePolicy {
   // still exists, so an open for reading may skip the gateway (the gateway opens it at the first
   // read, by path); nothing without the deferred_open option.
   std::optional<FileAttr> current_attrs(InodeNumber ino) const;
+  // A regular file this mount created through the gateway, with the owner the server gave it:
+  // the user the gateway logs in as there, as the gateway shows it. Forgotten with all else kept
+  // of `ino` when another mount or the server changes it (an invalidation).
+  void made_file(InodeNumber ino, uint32_t owner);
+  // The owner made_file() recorded for `ino`, or nothing.
+  std::optional<uint32_t> made_owner(InodeNumber ino) const;
   // This mount is about to write `ino` or change its attributes or links, or has just done so:
   // what was kept of them is stale. Called before the change is sent and again once it is
   // queued or answered, so that attributes fetched meanwhile are not taken (server_attrs).
@@ -312,6 +318,7 @@ class CachePolicy {
     uint64_t writes = 0;        // wrote() calls
     uint64_t mutations = 0;     // begin_mutation(this inode) calls while known
     int whole_reads = 0;        // whole-file reads of its files since it was last read ahead
+    std::optional<uint32_t> made_owner;  // made_file()
   };
 
   // Bumps the epoch, keeping the healthy bit.

@@ -687,6 +687,7 @@ Result<MountSession::Created> MountSession::create(InodeNumber parent, std::stri
     cache_.dir_changed(parent);
   }
   Entry entry = add_entry(*path, created->attr, mutation.ticket);
+  if (S_ISREG(created->attr.mode)) cache_.made_file(entry.ref.ino, created->attr.uid);
   auto file = std::make_unique<FileHandle>(created->handle, flags, *path);
   file->data = data_.open(entry.ref.ino, gateway_, flags, created->attr.size);
   open_inodes_.opened(entry.ref.ino, created->attr);  // before the reply: a release may follow
@@ -697,11 +698,17 @@ std::optional<FileAttr> MountSession::deferrable_open(InodeNumber ino, uint32_t 
   // Read-only, and nothing the gateway must do at open (truncate, create, fail on a directory).
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT | O_DIRECTORY))) return {};
   auto kept = cache_.current_attrs(ino);
-  // Readable by everyone: whatever user the gateway logs in as on the file's server can open it,
-  // so the open cannot fail there for want of permission (the lookup that found it already
-  // searched the directories on the way).
+  if (!kept || !S_ISREG(kept->mode)) return {};
+  // Readable by whatever user the gateway logs in as on the file's server, so that the open
+  // cannot fail there for want of permission (the lookup that found it already searched the
+  // directories on the way): a file readable by everyone, or one this mount made (that user
+  // made it, and owns it while the owner is the one it was made with) and its owner may read
+  // (rsync opens each file it wrote, mode 0600, to change its mode).
   constexpr uint32_t kReadableByAll = S_IRUSR | S_IRGRP | S_IROTH;
-  if (!kept || !S_ISREG(kept->mode) || (kept->mode & kReadableByAll) != kReadableByAll) return {};
+  const bool readable_by_all = (kept->mode & kReadableByAll) == kReadableByAll;
+  const auto made_owner = cache_.made_owner(ino);
+  const bool readable_by_maker = made_owner && *made_owner == kept->uid && (kept->mode & S_IRUSR);
+  if (!readable_by_all && !readable_by_maker) return {};
   return kept;
 }
 
@@ -758,6 +765,7 @@ Result<bool> MountSession::settle_create(InodeNumber ino, FileHandle& file, uint
   // back needs no call while they stay current (CachePolicy::wrote_whole).
   if (written && file_attr && offset == 0)
     cache_.wrote_whole(ino, *file_attr, ticket, writes, data);
+  if (written && file_attr) cache_.made_file(ino, file_attr->uid);
   // The directory as the create left it: the kernel asks for it at its next path walk.
   if (parent_attr) cache_.post_op_attrs(file.create_parent, *parent_attr, file.create_mutation);
   if (!written) {

@@ -890,6 +890,61 @@ TEST_F(MadeDirectories, AChmodToTheModeAFileHasAlreadyMakesNoCall) {
   EXPECT_EQ(st.st_mode & 07777, 0640u);
 }
 
+TEST_F(MadeDirectories, AFileThisMountMadeIsOpenedForReadingWithoutACall) {
+  // rsync writes each file as a temporary of mode 0600, sets its times, opens it for reading to
+  // change its mode, and renames it. This mount made the file, so the user the gateway logs in as
+  // owns it and may read it: the open makes no call, and the first read opens it at the gateway
+  // (it was an Open, a Read and a Release). Another mount, which did not make the files, opens
+  // them at the gateway as before.
+  constexpr int kFiles = 20;
+  make_made();
+  const auto f = &MadeDirectories::file;
+  // Larger than the mount keeps of what it wrote whole: the read goes to the gateway.
+  const auto content = [](int i) { return std::string(100 << 10, static_cast<char>('a' + i)); };
+  const timespec times[2] = {{1600000000, 0}, {1600000000, 0}};
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_TRUE(write_file(f(a_, i), content(i), O_WRONLY | O_CREAT | O_EXCL, 0600));
+    ASSERT_EQ(::utimensat(AT_FDCWD, f(a_, i).c_str(), times, AT_SYMLINK_NOFOLLOW), 0);
+  }
+  struct stat st;
+  for (int i = 0; i < kFiles; ++i) ASSERT_EQ(::stat(f(b_, i).c_str(), &st), 0);  // b: current
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // releases go out unwaited
+  const auto open_read_chmod_close = [&](const std::string& root, int i, bool chmod) {
+    const int fd = ::open(f(root, i).c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    std::string got(content(i).size() + 1, '\0');
+    const ssize_t n = ::read(fd, got.data(), got.size());
+    EXPECT_EQ(n, static_cast<ssize_t>(content(i).size())) << f(root, i);
+    got.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    EXPECT_TRUE(got == content(i)) << f(root, i) << ": other bytes";
+    if (chmod) {
+      ASSERT_EQ(::fchmod(fd, 0644), 0) << strerror(errno);
+    }
+    ASSERT_EQ(::close(fd), 0);
+  };
+  const long b_before = status_number(1, "gateway calls");
+  for (int i = 0; i < kFiles / 2; ++i) open_read_chmod_close(b_, i, false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long b_after = status_number(1, "gateway calls");
+  const long a_before = status_number(0, "gateway calls");
+  for (int i = 0; i < kFiles; ++i) open_read_chmod_close(a_, i, true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long a_after = status_number(0, "gateway calls");
+  ASSERT_GE(a_before, 0);
+  ASSERT_GE(b_before, 0);
+  // The read and the chmod: 2 a file, and a few for what else runs.
+  EXPECT_LE(a_after - a_before, 2 * kFiles + 5)
+      << "gateway calls to open, read, chmod and close " << kFiles << " files this mount made";
+  // The Open, the Read and the Release.
+  EXPECT_GE(b_after - b_before, 3 * (kFiles / 2))
+      << "gateway calls to open, read and close " << kFiles / 2 << " files another mount made";
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_EQ(::stat(f(server_, i).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0644u) << i;
+    EXPECT_EQ(st.st_mtime, 1600000000) << i;
+  }
+}
+
 TEST_F(MadeDirectories, AStatAfterACloseIsAnsweredWithWhatTheLastWriteBroughtBack) {
   // rsync, cp and make look at a file right after writing it: the kernel asks for its attributes
   // (the writes changed them), and the last write's call brought them back.

@@ -67,8 +67,8 @@ inline long long system_cache_drops() {
 }
 
 inline bool write_file(const std::string& path, const std::string& data,
-                       int flags = O_WRONLY | O_CREAT | O_TRUNC) {
-  int fd = ::open(path.c_str(), flags, 0644);
+                       int flags = O_WRONLY | O_CREAT | O_TRUNC, mode_t mode = 0644) {
+  int fd = ::open(path.c_str(), flags, mode);
   if (fd < 0) return false;
   size_t done = 0;
   while (done < data.size()) {

@@ -34,6 +34,20 @@ TEST(CachePolicy, ShortLifetimesUntilTheStreamIsHealthyThenLongOnes) {
   EXPECT_EQ(policy.timeout(policy.ticket()), 1);
 }
 
+TEST(CachePolicy, TheOwnerAFileWasMadeWithIsForgottenWhenAnotherChangesIt) {
+  HealthyPolicy policy;
+  EXPECT_FALSE(policy.made_owner(5));
+  policy.made_file(5, 1000);
+  policy.made_file(6, 0);
+  policy.wrote(5);  // this mount's own changes keep it: the attributes then show the owner
+  EXPECT_EQ(policy.made_owner(5), 1000u);
+  policy.invalidating(5);  // another mount's or the server's change
+  EXPECT_FALSE(policy.made_owner(5));
+  EXPECT_EQ(policy.made_owner(6), 0u);
+  policy.invalidating_all();
+  EXPECT_FALSE(policy.made_owner(6));
+}
+
 TEST(CachePolicy, ReplyOverlappingAnInvalidationIsNotCached) {
   HealthyPolicy policy;
   auto ticket = policy.ticket();
