@@ -196,7 +196,6 @@ struct GatewayClient::Stubs {
     auto* call = new Call;
     call->request = std::move(request);
     prepare(options, options.timeout, &call->context);
-    started.fetch_add(1, std::memory_order_relaxed);
     async_started();
     bulk->UnaryCall(
         &call->context, rpc, grpc::StubOptions(), &call->request, &call->reply,
@@ -229,7 +228,6 @@ struct GatewayClient::Stubs {
                      Invoke&& invoke) const {
     grpc::ClientContext context;
     prepare(options, options.timeout, &context);
-    started.fetch_add(1, std::memory_order_relaxed);
     Reply reply;
     grpc::Status status = invoke(&context, &reply);
     if (!status.ok()) {
@@ -246,8 +244,10 @@ struct GatewayClient::Stubs {
     return reply;
   }
 
-  static void prepare(const GatewayOptions& options, std::chrono::milliseconds timeout,
-                      grpc::ClientContext* context) {
+  // Every call's context: its deadline, token and mount id; the call is counted (started).
+  void prepare(const GatewayOptions& options, std::chrono::milliseconds timeout,
+               grpc::ClientContext* context) const {
+    started.fetch_add(1, std::memory_order_relaxed);
     context->set_deadline(std::chrono::system_clock::now() + timeout);
     if (!options.token.empty()) context->AddMetadata(kTokenMetadata, options.token);
     if (!options.mount_id.empty()) context->AddMetadata(kMountMetadata, options.mount_id);
@@ -314,9 +314,8 @@ uint64_t GatewayClient::calls_started() const {
 NamespaceCheck GatewayClient::check_namespace(std::chrono::milliseconds deadline) const {
   using Outcome = NamespaceCheck::Outcome;
   grpc::ClientContext context;
-  Stubs::prepare(options_, deadline, &context);
+  stubs_->prepare(options_, deadline, &context);
   pb::AttrReply reply;
-  stubs_->started.fetch_add(1, std::memory_order_relaxed);
   grpc::Status status = stubs_->names->GetAttr(&context, path_request(options_.ns, "/"), &reply);
   if (!status.ok()) {
     switch (status.error_code()) {
@@ -380,8 +379,7 @@ Result<FileAttr> GatewayClient::setattr(const std::string& path, const SetAttrAr
 Result<std::vector<DirEntry>> GatewayClient::readdir(const std::string& path) const {
   using R = Result<std::vector<DirEntry>>;
   grpc::ClientContext context;
-  Stubs::prepare(options_, options_.timeout, &context);
-  stubs_->started.fetch_add(1, std::memory_order_relaxed);
+  stubs_->prepare(options_, options_.timeout, &context);
   auto reader = stubs_->names->ReadDir(&context, path_request(options_.ns, path));
   std::vector<DirEntry> entries;
   pb::ReadDirReply batch;
