@@ -705,10 +705,9 @@ std::optional<FileAttr> MountSession::deferrable_open(InodeNumber ino, uint32_t 
   // made it, and owns it while the owner is the one it was made with) and its owner may read
   // (rsync opens each file it wrote, mode 0600, to change its mode).
   constexpr uint32_t kReadableByAll = S_IRUSR | S_IRGRP | S_IROTH;
-  const bool readable_by_all = (kept->mode & kReadableByAll) == kReadableByAll;
+  if ((kept->mode & kReadableByAll) == kReadableByAll) return kept;
   const auto made_owner = cache_.made_owner(ino);
-  const bool readable_by_maker = made_owner && *made_owner == kept->uid && (kept->mode & S_IRUSR);
-  if (!readable_by_all && !readable_by_maker) return {};
+  if (!made_owner || *made_owner != kept->uid || !(kept->mode & S_IRUSR)) return {};
   return kept;
 }
 
