@@ -605,6 +605,45 @@ Result<std::vector<GatewayClient::WholeFile>> GatewayClient::read_files(
   return files;
 }
 
+Result<std::vector<GatewayClient::FileWritten>> GatewayClient::write_files(
+    const std::vector<NewFile>& files) const {
+  using R = Result<std::vector<FileWritten>>;
+  pb::WriteFilesRequest req;
+  req.set_ns(options_.ns);
+  for (const NewFile& f : files) {
+    pb::NewFile* out = req.add_files();
+    out->set_path(f.path);
+    out->set_partial(f.partial);
+    out->set_data(f.data.data(), f.data.size());
+    out->set_mode(f.mode);
+    out->set_atime_ns(f.atime_ns);
+    out->set_mtime_ns(f.mtime_ns);
+  }
+  const std::string first = files.empty() ? std::string("/") : files.front().path;
+  auto got = stubs_->call<pb::WriteFilesReply>(
+      options_, "WriteFiles", first,
+      [&](auto* ctx, auto* out) { return stubs_->data->WriteFiles(ctx, req, out); });
+  if (!got) return R::failure(got.error());
+  const pb::WriteFilesReply& reply = *got;
+  if (reply.files_size() != static_cast<int>(files.size())) {
+    spdlog::warn("gateway WriteFiles {}: {} answers for {} files", first, reply.files_size(),
+                 files.size());
+    return R::failure(EIO);
+  }
+  std::vector<FileWritten> out(files.size());
+  for (int i = 0; i < reply.files_size(); ++i) {
+    const pb::FileWritten& f = reply.files(i);
+    FileWritten& w = out[static_cast<size_t>(i)];
+    if (f.error() != 0) {
+      w.error = errno_from_reply(f.error());
+      continue;
+    }
+    w.attr = from_proto(f.attr());
+    if (f.has_parent_attr()) w.parent_attr = from_proto(f.parent_attr());
+  }
+  return out;
+}
+
 void GatewayClient::release_async(const FileRef& file) const {
   pb::FileRef req;
   to_proto(options_.ns, file, &req);

@@ -172,6 +172,22 @@ class GatewayClient {
   };
   Result<std::vector<WholeFile>> read_files(const std::vector<std::string>& paths,
                                             uint32_t max_bytes) const;
+  // Whole small files made in one call (WriteFiles, at most wire::kMaxWriteFiles files and 1 MiB
+  // of data): each written under its partial name (beside it), given its mode and times and
+  // renamed over its path. For each, in order, the file's and its directory's attributes, or its
+  // own errno. The call fails as a whole only for its own errors (ENOSYS: a gateway without it).
+  struct NewFile {
+    std::string path, partial;
+    std::string_view data;
+    uint32_t mode = 0;
+    int64_t atime_ns = 0, mtime_ns = 0;
+  };
+  struct FileWritten {
+    int error = 0;
+    FileAttr attr;
+    std::optional<FileAttr> parent_attr;
+  };
+  Result<std::vector<FileWritten>> write_files(const std::vector<NewFile>& files) const;
 
   // Release without waiting for the answer; a failure is logged.
   void release_async(const FileRef& file) const;

@@ -341,6 +341,42 @@ std::vector<Result<WholeFile>> NamespaceFs::read_whole_files(const std::vector<s
   return out;
 }
 
+Result<NamespaceFs::MadeWholeFile> NamespaceFs::write_whole_file(const NewWholeFile& f) {
+  using R = Result<MadeWholeFile>;
+  if (f.partial == f.vpath || parent_path(f.partial) != parent_path(f.vpath))
+    return R::failure(EINVAL);
+  auto at = locate(f.vpath);
+  auto part = locate(f.partial);
+  if (at.table->is_synthetic_dir(f.vpath) || part.table->is_synthetic_dir(f.partial))
+    return R::failure(EISDIR);
+  if (!at.mount || !part.mount) return R::failure(EACCES);
+  if (at.mount != part.mount || at.table != part.table) return R::failure(EXDEV);
+  Layout& layout = *at.mount->layout;
+  // Writable by its owner until it is whole; its mode comes with its times.
+  auto made = layout.create(part.rel, O_WRONLY | O_CREAT | O_TRUNC, (f.mode & 0777) | S_IWUSR);
+  if (!made) return R::failure(made.error());
+  auto fail = [&](int error, bool open) {
+    if (open) (void)made->file->close();
+    (void)layout.unlink(part.rel);
+    return R::failure(error);
+  };
+  if (!f.data.empty()) {
+    auto w = made->file->write(0, f.data);
+    if (!w) return fail(w.error(), true);
+    if (*w != f.data.size()) return fail(EIO, true);
+  }
+  AttrChange change;
+  change.mode = f.mode & 07777;
+  change.atime_s = f.atime_s;
+  change.mtime_s = f.mtime_s;
+  auto set = layout.setattr(part.rel, change, made->file.get());
+  if (!set) return fail(set.error(), true);
+  if (auto st = made->file->close(); !st) return fail(st.error(), false);
+  auto moved = layout.rename_reporting_parents(part.rel, at.rel, 0);
+  if (!moved) return fail(moved.error(), false);
+  return MadeWholeFile{*set, moved->to_dir};
+}
+
 Status NamespaceFs::release(uint64_t handle) {
   std::shared_ptr<OpenFile> f;
   {

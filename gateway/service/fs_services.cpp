@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -105,6 +106,46 @@ void created(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& 
   changed(b, ctx, t, Change::create, t.path);
   served(b, ctx, t, t.path, made.attrs, true);
   if (made.parent_attrs) served(b, ctx, t, parent_path(t.path), *made.parent_attrs, false);
+}
+
+// Runs work(0) .. work(count - 1), up to `at_once` at a time: in this thread and in up to
+// at_once - 1 helpers on the pool. This thread never waits for a helper to start (the pool may be
+// full, of calls like this one): once it finds no work left, helpers that start later take none,
+// and it waits only for those running some. `work` may use the caller's locals.
+void run_spread(CallPlacement& placement, size_t count, size_t at_once,
+                const std::function<void(size_t)>& work) {
+  struct Shared {
+    const std::function<void(size_t)>* work = nullptr;
+    size_t count = 0;
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    std::condition_variable idle;
+    size_t running = 0;  // helpers between their start and their last piece of work
+    bool closed = false;
+    void take() {
+      for (size_t k; (k = next.fetch_add(1)) < count;) (*work)(k);
+    }
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->work = &work;
+  shared->count = count;
+  const size_t extra = count == 0 ? 0 : std::min(count, at_once) - 1;
+  for (size_t k = 0; k < extra; ++k) {
+    placement.help([shared] {
+      {
+        std::lock_guard lock(shared->mu);
+        if (shared->closed) return;
+        ++shared->running;
+      }
+      shared->take();
+      std::lock_guard lock(shared->mu);
+      if (--shared->running == 0) shared->idle.notify_all();
+    });
+  }
+  shared->take();
+  std::unique_lock lock(shared->mu);
+  shared->closed = true;
+  shared->idle.wait(lock, [&] { return shared->running == 0; });
 }
 
 }  // namespace
@@ -600,58 +641,17 @@ grpc::Status DataService::read_files(grpc::ServerContextBase* ctx, const v1::Rea
     paths.push_back(std::move(*norm));
   }
   // Slices of the files at once, so that their SFTP requests are in flight together (on the
-  // backends' connections) rather than one round trip after another: this thread and up to
-  // kReadFilesAtOnce - 1 helpers on the pool take the slices one by one. This thread never waits
-  // for a helper to start (the pool may be full, of calls like this one): once it finds no slice
-  // left, helpers that start later take none, and it waits only for those reading one.
-  struct Shared {
-    std::vector<std::string> paths;
-    uint32_t max_bytes = 0;
-    std::shared_ptr<NamespaceFs> ns;
-    std::vector<Result<WholeFile>> got;
-    std::atomic<size_t> next{0};
-    std::mutex mu;
-    std::condition_variable idle;
-    size_t reading = 0;  // helpers between their start and their last slice
-    bool closed = false;
-    size_t slices() const { return (paths.size() + kReadFilesSlice - 1) / kReadFilesSlice; }
-    void work() {
-      for (size_t s; (s = next.fetch_add(1)) < slices();) {
-        const size_t from = s * kReadFilesSlice;
-        const size_t to = std::min(paths.size(), from + kReadFilesSlice);
-        auto read = ns->read_whole_files({paths.begin() + from, paths.begin() + to}, max_bytes);
-        for (size_t i = from; i < to && i - from < read.size(); ++i)
-          got[i] = std::move(read[i - from]);
-      }
-    }
-  };
-  auto shared = std::make_shared<Shared>();
-  shared->got.assign(paths.size(), Result<WholeFile>::failure(EIO));
-  shared->paths = std::move(paths);
-  shared->max_bytes = req->max_bytes();
-  shared->ns = ns;
-  const size_t slices = shared->slices();
-  const size_t extra = std::min<size_t>(slices, kReadFilesAtOnce) - (slices == 0 ? 0 : 1);
-  for (size_t k = 0; k < extra; ++k) {
-    placement_.help([shared] {
-      {
-        std::lock_guard lock(shared->mu);
-        if (shared->closed) return;
-        ++shared->reading;
-      }
-      shared->work();
-      std::lock_guard lock(shared->mu);
-      if (--shared->reading == 0) shared->idle.notify_all();
-    });
-  }
-  shared->work();
-  {
-    std::unique_lock lock(shared->mu);
-    shared->closed = true;
-    shared->idle.wait(lock, [&] { return shared->reading == 0; });
-  }
+  // backends' connections) rather than one round trip after another.
+  std::vector<Result<WholeFile>> got(paths.size(), Result<WholeFile>::failure(EIO));
+  const size_t slices = (paths.size() + kReadFilesSlice - 1) / kReadFilesSlice;
+  run_spread(placement_, slices, kReadFilesAtOnce, [&](size_t slice) {
+    const size_t from = slice * kReadFilesSlice;
+    const size_t to = std::min(paths.size(), from + kReadFilesSlice);
+    auto read = ns->read_whole_files({paths.begin() + from, paths.begin() + to}, req->max_bytes());
+    for (size_t i = from; i < to && i - from < read.size(); ++i) got[i] = std::move(read[i - from]);
+  });
   uint64_t bytes = 0;
-  for (auto& g : shared->got) {
+  for (auto& g : got) {
     v1::FileContent* f = reply->add_files();
     if (!g) {
       f->set_error(g.error());
@@ -664,6 +664,69 @@ grpc::Status DataService::read_files(grpc::ServerContextBase* ctx, const v1::Rea
     bytes += g->data.size();
   }
   ns->count_read(bytes);
+  return grpc::Status::OK;
+}
+
+grpc::Status DataService::write_files(grpc::ServerContextBase* ctx,
+                                      const v1::WriteFilesRequest* req,
+                                      v1::WriteFilesReply* reply) {
+  const int count = req->files_size();
+  auto refuse = [](const std::string& why) {
+    return grpc::Status(StatusCode::INVALID_ARGUMENT, "WriteFiles: " + why);
+  };
+  if (count > wire::kMaxWriteFiles)
+    return refuse("more than " + std::to_string(wire::kMaxWriteFiles) + " files");
+  uint64_t total = 0;
+  for (const v1::NewFile& f : req->files()) total += f.data().size();
+  if (total > wire::kMaxIoSize)
+    return refuse("the files' data is over 1 MiB (" + std::to_string(total) + " bytes)");
+  grpc::Status s;
+  auto ns = registry_.authorize(ctx, req->ns(), s);
+  if (!ns) return s;
+  std::vector<NamespaceFs::NewWholeFile> files;
+  files.reserve(static_cast<size_t>(count));
+  for (const v1::NewFile& f : req->files()) {
+    auto path = checked_path(f.path(), s);
+    if (!path) return s;
+    auto partial = checked_path(f.partial(), s);
+    if (!partial) return s;
+    if (*partial == *path || parent_path(*partial) != parent_path(*path))
+      return refuse("partial '" + f.partial() + "' is not another name in the directory of '" +
+                    f.path() + "'");
+    if (f.mode() & ~07777u)
+      return refuse("mode " + std::to_string(f.mode()) + " of '" + f.path() +
+                    "' has more than permission bits");
+    // The request outlives the call's work: its bytes are written from where they arrived.
+    std::vector<std::string_view> pieces;
+    if (!f.data().empty()) pieces.push_back(f.data());
+    files.push_back({std::move(*path), std::move(*partial), SharedBytes(std::move(pieces), nullptr),
+                     f.mode(), f.atime_ns() / 1000000000, f.mtime_ns() / 1000000000});
+  }
+  // Several files at once: each is a few round trips one after another.
+  std::vector<Result<NamespaceFs::MadeWholeFile>> made(
+      files.size(), Result<NamespaceFs::MadeWholeFile>::failure(EIO));
+  run_spread(placement_, files.size(), kWriteFilesAtOnce,
+             [&](size_t i) { made[i] = ns->write_whole_file(files[i]); });
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    v1::FileWritten* out = reply->add_files();
+    if (!made[i]) {
+      out->set_error(made[i].error());
+      continue;
+    }
+    // As a create that replaced what was there: the other mounts drop the name and the file, and
+    // the caller counts among those that cache both.
+    const Target t{ns, files[i].vpath};
+    changed(broker_, ctx, t, Change::create, t.path);
+    served(broker_, ctx, t, t.path, made[i]->attrs, true);
+    fill_attr(made[i]->attrs, out->mutable_attr());
+    if (made[i]->parent_attrs) {
+      served(broker_, ctx, t, parent_path(t.path), *made[i]->parent_attrs, false);
+      fill_attr(*made[i]->parent_attrs, out->mutable_parent_attr());
+    }
+    bytes += files[i].data.size();
+  }
+  ns->count_written(bytes);
   return grpc::Status::OK;
 }
 

@@ -87,12 +87,12 @@ class NamespaceService final : public NamespaceCallbacks {
 // proto/wire/bulk_message), so that a Read's reply is sent from the fetched buffer and a Write's
 // contents go to the SFTP server from the received slices, neither copied by gRPC or protobuf.
 // Every call's work runs where CallPlacement puts it; large reads and writes, writes of several
-// extents, ReadFiles, and fsync, which may wait for a disk, always on the pool.
-using DataCallbacks = v1::Data::WithRawCallbackMethod_Read<
-    v1::Data::WithRawCallbackMethod_Write<v1::Data::WithCallbackMethod_Open<
-        v1::Data::WithCallbackMethod_Create<v1::Data::WithCallbackMethod_Flush<
-            v1::Data::WithCallbackMethod_Fsync<v1::Data::WithCallbackMethod_Release<
-                v1::Data::WithCallbackMethod_ReadFiles<v1::Data::Service>>>>>>>>;
+// extents, ReadFiles and WriteFiles, and fsync, which may wait for a disk, always on the pool.
+using DataCallbacks = v1::Data::WithRawCallbackMethod_Read<v1::Data::WithRawCallbackMethod_Write<
+    v1::Data::WithCallbackMethod_Open<v1::Data::WithCallbackMethod_Create<
+        v1::Data::WithCallbackMethod_Flush<v1::Data::WithCallbackMethod_Fsync<
+            v1::Data::WithCallbackMethod_Release<v1::Data::WithCallbackMethod_ReadFiles<
+                v1::Data::WithCallbackMethod_WriteFiles<v1::Data::Service>>>>>>>>>;
 
 class DataService final : public DataCallbacks {
  public:
@@ -122,6 +122,10 @@ class DataService final : public DataCallbacks {
                                       v1::ReadFilesReply* r) override {
     return placement_.serve(c, false, [=, this] { return read_files(c, q, r); });
   }
+  grpc::ServerUnaryReactor* WriteFiles(Ctx* c, const v1::WriteFilesRequest* q,
+                                       v1::WriteFilesReply* r) override {
+    return placement_.serve(c, false, [=, this] { return write_files(c, q, r); });
+  }
 
   // Reads and single writes up to this size may run in the receiving thread; larger ones are bulk
   // transfers, spread over several SFTP connections, and always go to the pool.
@@ -136,6 +140,7 @@ class DataService final : public DataCallbacks {
   grpc::Status fsync(Base*, const v1::FsyncRequest*, v1::ErrorReply*);
   grpc::Status release(Base*, const v1::FileRef*, v1::ErrorReply*);
   grpc::Status read_files(Base*, const v1::ReadFilesRequest*, v1::ReadFilesReply*);
+  grpc::Status write_files(Base*, const v1::WriteFilesRequest*, v1::WriteFilesReply*);
   // `one_read`: set to a file opened for this read alone (ReadRequest.whole_file), which the
   // caller closes after replying.
   grpc::Status read(Base* ctx, const v1::ReadRequest& req, v1::ReadReply& reply, SharedBytes& data,
@@ -148,11 +153,15 @@ class DataService final : public DataCallbacks {
   InvalidationBroker* broker_;
 };
 
-// The Data service's limits are wire::kMaxIoSize and wire::kMaxReadFiles (wire/limits.hpp). A
+// The Data service's limits are wire::kMaxIoSize, wire::kMaxReadFiles and wire::kMaxWriteFiles
+// (wire/limits.hpp). A
 // ReadFiles call's files go to the namespace in slices of up to kReadFilesSlice (a backend sends
 // a slice's requests together, on one connection), and up to kReadFilesAtOnce slices are read at
 // once.
 inline constexpr int kReadFilesSlice = 32;
 inline constexpr int kReadFilesAtOnce = 8;
+// A WriteFiles call's files are made up to kWriteFilesAtOnce at a time (each file's create,
+// write, times, close and rename are round trips one after another).
+inline constexpr int kWriteFilesAtOnce = 8;
 
 }  // namespace skein

@@ -11,6 +11,8 @@ namespace skein::wire {
 inline constexpr uint32_t kMaxIoSize = 1u << 20;
 // The most paths in one ReadFiles call.
 inline constexpr int kMaxReadFiles = 256;
+// The most files in one WriteFiles call (their data at most kMaxIoSize together).
+inline constexpr int kMaxWriteFiles = 256;
 // The most writes in one Write call: its data and its extents (WriteRequest.more). The mount
 // gathers up to 64.
 inline constexpr int kMaxWriteExtents = 256;

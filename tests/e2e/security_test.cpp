@@ -506,6 +506,92 @@ TEST_F(Security, ReadFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
   EXPECT_EQ(slurp(outside() + "/secret"), "the storage server's own file\n");
 }
 
+TEST_F(Security, WriteFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
+  // WriteFiles creates each file under its partial name and renames it over its path: the same
+  // checks as a Create and a Rename, per file.
+  ASSERT_EQ(::symlink(outside().c_str(), server("wfdir").c_str()), 0);
+  ASSERT_EQ(::symlink((outside() + "/secret").c_str(), server("wflink").c_str()), 0);
+  write_file(server("kept"), "already here\n");
+  auto write_files = [&](const std::vector<std::pair<std::string, std::string>>& paths,
+                         const std::string& data, const char* token, pb::WriteFilesReply& reply,
+                         uint32_t mode = 0640) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token);
+    pb::WriteFilesRequest req;
+    req.set_ns("default");
+    for (const auto& [path, partial] : paths) {
+      pb::NewFile* f = req.add_files();
+      f->set_path(path);
+      f->set_partial(partial);
+      f->set_data(data);
+      f->set_mode(mode);
+      f->set_mtime_ns(1500000000LL * 1000000000LL);
+      f->set_atime_ns(1500000000LL * 1000000000LL);
+    }
+    reply.Clear();
+    return data_->WriteFiles(&ctx, req, &reply);
+  };
+  const std::pair<std::string, std::string> made{vpath("made"), vpath(".made.part")};
+  pb::WriteFilesReply reply;
+  EXPECT_EQ(write_files({made}, "x", nullptr, reply).error_code(), StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(write_files({made}, "x", "not-the-token", reply).error_code(),
+            StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(reply.files_size(), 0);
+  EXPECT_FALSE(exists(server("made"))) << "a WriteFiles without the token wrote";
+  // A path above the root, a partial outside the file's directory or the file itself, a mode
+  // with more than permission bits, too many files, too many bytes: the whole call is refused.
+  for (const auto& bad :
+       std::vector<std::pair<std::string, std::string>>{{"/srv0/../../tmp/escaped", vpath(".p")},
+                                                        {vpath("made"), "/srv0/../../tmp/.p"},
+                                                        {vpath("made"), vpath("sub/.made.part")},
+                                                        {vpath("made"), vpath("made")}}) {
+    grpc::Status st = write_files({bad}, "x", token_.c_str(), reply);
+    EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << bad.first << " " << bad.second;
+    EXPECT_FALSE(st.error_message().empty());
+  }
+  grpc::Status st = write_files({made}, "x", token_.c_str(), reply, 0100644);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << st.error_message();
+  st = write_files(std::vector<std::pair<std::string, std::string>>(257, made), "x", token_.c_str(),
+                   reply);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << st.error_message();
+  st = write_files({made, {vpath("two"), vpath(".two.part")}}, std::string(600u << 10, 'b'),
+                   token_.c_str(), reply);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_EQ(reply.files_size(), 0);
+  EXPECT_FALSE(exists(server("made")));
+  EXPECT_FALSE(exists(server("two")));
+  // Each file's own answer: made; through a symlinked directory (never followed: nothing made
+  // outside); over a symlink to a file outside (replaced as a name, the file it named untouched);
+  // in a directory that is not there.
+  ASSERT_TRUE(write_files({made,
+                           {vpath("wfdir/planted"), vpath("wfdir/.planted.part")},
+                           {vpath("wflink"), vpath(".wflink.part")},
+                           {vpath("absent/f"), vpath("absent/.f.part")}},
+                          "new bytes\n", token_.c_str(), reply)
+                  .ok());
+  ASSERT_EQ(reply.files_size(), 4);
+  EXPECT_EQ(reply.files(0).error(), 0);
+  EXPECT_EQ(reply.files(0).attr().size(), 10u);
+  EXPECT_EQ(reply.files(0).attr().mode() & 07777, 0640u);
+  EXPECT_EQ(reply.files(0).attr().mtime_ns(), 1500000000LL * 1000000000LL);
+  EXPECT_EQ(slurp(server("made")), "new bytes\n");
+  struct stat st_made;
+  ASSERT_EQ(::stat(server("made").c_str(), &st_made), 0);
+  EXPECT_EQ(st_made.st_mode & 07777, 0640u);
+  EXPECT_EQ(st_made.st_mtime, 1500000000);
+  EXPECT_FALSE(exists(server(".made.part")));
+  EXPECT_EQ(reply.files(1).error(), ELOOP);
+  EXPECT_FALSE(exists(outside() + "/planted")) << "WriteFiles wrote outside the export";
+  EXPECT_FALSE(exists(outside() + "/.planted.part")) << "WriteFiles wrote outside the export";
+  EXPECT_EQ(reply.files(2).error(), 0);
+  struct stat st_link;
+  ASSERT_EQ(::lstat(server("wflink").c_str(), &st_link), 0);
+  EXPECT_TRUE(S_ISREG(st_link.st_mode));
+  EXPECT_EQ(reply.files(3).error(), ENOENT);
+  EXPECT_EQ(slurp(outside() + "/secret"), "the storage server's own file\n");
+  EXPECT_EQ(slurp(server("kept")), "already here\n");
+}
+
 TEST_F(Security, AnAsynchronousCreateByWriteNeedsTheTokenAndStaysInTheExport) {
   // FileRef.create lets a Write make its file (a mount's asynchronous create): the same checks as
   // Create. Tried here without the mount: no token, a wrong token, a path through a symlink to
