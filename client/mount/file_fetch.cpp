@@ -87,6 +87,16 @@ bool PathAccess::may_read(const std::string& ns_path, const FileAttr& attr) {
   return may_reach(ns_path) && skein::client::may_read(attr, peer_.uid, peer_.gid, groups_);
 }
 
+int PathAccess::may_change_names_in(const std::string& dir) {
+  if (peer_.uid == 0) return 0;
+  if (!may_reach(dir == "/" ? "/x" : dir + "/x")) return EACCES;
+  const std::optional<FileAttr> attr = dir_attrs_ ? dir_attrs_(dir) : std::nullopt;
+  if (!attr || !S_ISDIR(attr->mode) || !allowed(*attr, peer_.uid, peer_.gid, groups_, 3))
+    return EACCES;
+  if ((attr->mode & S_ISVTX) && attr->uid != peer_.uid) return EPERM;
+  return 0;
+}
+
 std::vector<gid_t> supplementary_groups(pid_t pid) {
   std::vector<gid_t> groups;
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");

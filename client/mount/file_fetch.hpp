@@ -62,6 +62,10 @@ class PathAccess {
   bool may_reach(const std::string& ns_path);
   // may_reach, and read permission by `attr` (the file's).
   bool may_read(const std::string& ns_path, const FileAttr& attr);
+  // Whether names may be made and replaced in the directory `dir`: may_reach of a name in it, and
+  // write and search permission on it. EACCES, EPERM (a sticky directory the caller does not own:
+  // the outcome depends on the name replaced), or 0.
+  int may_change_names_in(const std::string& dir);
 
  private:
   ControlPeer peer_;

@@ -24,6 +24,7 @@
 #include "cache_fill.hpp"
 #include "control_socket.hpp"
 #include "file_fetch.hpp"
+#include "file_store.hpp"
 #include "fuse_ops.hpp"
 #include "gateway_client.hpp"
 #include "log_file.hpp"
@@ -315,10 +316,11 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
                             const std::string& mount_id, const std::string& command, int fd,
                             const skein::client::ControlPeer& peer) {
   // Users other than root and the mount's own (on a mount with allow_other) get the commands that
-  // read for them, judged by their own permissions, and nothing else.
+  // read or write files for them, judged by their own permissions, and nothing else.
   const bool everyone_may = command == "whoami" || command.rfind("fill ", 0) == 0 ||
                             command.rfind("fill-files ", 0) == 0 ||
-                            command.rfind("fetch-files ", 0) == 0;
+                            command.rfind("fetch-files ", 0) == 0 ||
+                            command.rfind("store-files ", 0) == 0;
   if (!peer.privileged && !everyone_may)
     return "error: permission denied: '" + command.substr(0, command.find(' ')) +
            "' is for root and the mount's own user\n";
@@ -334,7 +336,7 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
     return "uid " + std::to_string(peer.uid) +
            (peer.privileged ? ": every command\n"
                             : ": whoami, fill fetch, fill read, fill-files fetch, fetch-files "
-                              "(files it may read)\n");
+                              "(files it may read), store-files (in directories it may write)\n");
   if (command == "status") return status_text(mount, args, mount_id);
   if (command == "drop-caches") {
     auto dropped = mount.kernel_cache->drop_all();
@@ -356,8 +358,21 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
         }};
     return skein::client::fetch_files(context, command.substr(12), fd, peer);
   }
+  if (command.rfind("store-files ", 0) == 0) {
+    const skein::client::FileStoreContext context{
+        skein::client::mount_attrs(mount),
+        [&mount](const std::vector<skein::client::GatewayClient::NewFile>& files) {
+          return mount.gateway->write_files(files);
+        },
+        [&mount](const std::string& path) {
+          using Inval = skein::client::Invalidation;
+          mount.kernel_cache->invalidate(
+              {{Inval::Kind::kEntry, path}, {Inval::Kind::kInode, path}});
+        }};
+    return skein::client::store_files(context, command.substr(12), fd, peer);
+  }
   return "error: unknown command '" + command +
-         "' (known: drop-caches, status, whoami, fill, fill-files, fetch-files)\n";
+         "' (known: drop-caches, status, whoami, fill, fill-files, fetch-files, store-files)\n";
 }
 
 // `skein-mount --drop-caches|--status MOUNTPOINT`: asks the running mount and prints its answer.
