@@ -44,6 +44,11 @@ constexpr const char* kRecord = ".skein-partial.chunks";
 constexpr uint64_t kFetchMaxFile = 256u << 10;
 constexpr std::size_t kUnitFiles = 128;
 constexpr std::size_t kFetchBuffer = kUnitFiles * (kFetchMaxFile + PATH_MAX);
+// Files up to kFetchMaxFile are likewise written to a skein mount several at a time
+// (store-files): a buffer holds a unit's list (each entry two names of at most PATH_MAX and its
+// numbers) and the files' contents.
+constexpr std::size_t kStoreEntry = 2 * PATH_MAX + 64;
+constexpr std::size_t kStoreBuffer = kUnitFiles * (kFetchMaxFile + kStoreEntry);
 // A large file's chunk is read by the mount (`fill read`) this much at a time, into the same
 // buffer: whole windows of the mount's eight 1 MiB reads in flight.
 constexpr uint64_t kReadRange = 8u << 20;
@@ -442,7 +447,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
 
   // Every rank takes units off the shared counter until none are left.
   std::vector<std::string> failed;
-  unsigned long long moved = 0, files_done = 0, fetched_files = 0, read_past_cache = 0;
+  unsigned long long moved = 0, files_done = 0, fetched_files = 0, stored_files = 0,
+                     read_past_cache = 0;
   {
     Counter counter(comm);
     std::string buf;
@@ -584,6 +590,89 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
           }
           return rest;
         };
+    // Small files to a skein mount: a unit's files in one `store-files` command to the mount (one
+    // gateway call for all of them, which makes each under its partial name, with its mode and
+    // mtime, and renames it into place) instead of a FUSE create, times, close and rename, each a
+    // gateway call. Each file is read from its source into the buffer first. One that does not
+    // read as it was listed, or that the mount does not make (it may not, or the gateway failed
+    // it), is left for the plain way, which reports what is wrong; a mount that cannot run the
+    // command (an older skein-mount, or a gateway without WriteFiles) gets plain copies from then
+    // on.
+    const Mount dst_mount{skein_mount_of(dst), control_dir};
+    Buffer store_buf;
+    bool storing = !dst_mount.dir.empty() && store_buf.open(kStoreBuffer).empty();
+    auto store_whole = [&](const std::vector<std::size_t>& unit_items) {
+      std::vector<std::size_t> rest, asked;
+      std::string list, contents;
+      for (std::size_t k : unit_items) {
+        const Item& i = items[k];
+        if (!storing || i.size > kFetchMaxFile ||
+            list.size() + kStoreEntry + contents.size() + i.size > store_buf.size) {
+          rest.push_back(k);
+          continue;
+        }
+        // Read as listed: the same size and mtime, and nothing more at its end.
+        const std::string s = src + i.rel;
+        const int in = ::open(s.c_str(), O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        bool as_listed = in >= 0 && ::fstat(in, &st) == 0 &&
+                         static_cast<uint64_t>(st.st_size) == i.size &&
+                         mtime_ns_of(st) == i.mtime_ns;
+        const std::size_t from = contents.size();
+        contents.resize(from + i.size + 1);
+        for (uint64_t got = 0; as_listed;) {
+          const ssize_t r = ::read(in, contents.data() + from + got, i.size + 1 - got);
+          if (r < 0 && errno == EINTR) continue;
+          if (r <= 0) {
+            as_listed = r == 0 && got == i.size;
+            break;
+          }
+          got += static_cast<uint64_t>(r);
+          if (got > i.size) as_listed = false;
+        }
+        if (in >= 0) ::close(in);
+        contents.resize(as_listed ? from + i.size : from);
+        if (!as_listed) {
+          rest.push_back(k);
+          continue;
+        }
+        const std::string path = namespace_path(dst + i.rel, dst_mount.dir);
+        char head[64];
+        std::snprintf(head, sizeof head, "%o %lld %llu ", i.mode, (long long)i.mtime_ns,
+                      (unsigned long long)i.size);
+        list += head + path;
+        list.push_back('\0');
+        list += "." + fs::path(path).filename().string() + kPartial;
+        list.push_back('\0');
+        asked.push_back(k);
+      }
+      if (asked.empty()) return rest;
+      std::memcpy(store_buf.data, list.data(), list.size());
+      std::memcpy(store_buf.data + list.size(), contents.data(), contents.size());
+      std::string answer;
+      const std::string failure =
+          dst_mount.command("store-files " + std::to_string(list.size()), &answer, store_buf.fd);
+      std::istringstream in(answer);
+      std::string ok;
+      std::size_t n = 0;
+      if (failure.empty()) in >> ok >> n;
+      if (!failure.empty() || ok != "ok" || n != asked.size()) {
+        storing = false;
+        rest.insert(rest.end(), asked.begin(), asked.end());
+        return rest;
+      }
+      for (std::size_t k : asked) {
+        int error = -1;
+        if (!(in >> error) || error != 0) {
+          rest.push_back(k);
+          continue;
+        }
+        moved += items[k].size;
+        ++files_done;
+        ++stored_files;
+      }
+      return rest;
+    };
     // A range of a large file on a skein mount, read by the mount from the gateway straight into
     // the buffer (`fill read`, kReadRange at a time) and written to `out` from there: no
     // FUSE reads, and no copy in the mount's page cache of bytes this rank reads once. `in` is
@@ -649,7 +738,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     for (long long u; (u = counter.next()) < (long long)units.size();) {
       const Unit& unit = units[std::size_t(u)];
       const std::vector<std::size_t> plain =
-          unit.whole ? fetch_whole(unit.items, true) : unit.items;
+          unit.whole ? store_whole(fetch_whole(unit.items, true)) : unit.items;
       for (std::size_t k : plain) {
         std::string err = unit.whole ? copy_whole(items[k]) : copy_chunk(items[k], unit.chunk);
         if (!err.empty()) failed.push_back(items[k].rel + ": " + err);
@@ -753,21 +842,21 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   std::string all(std::size_t(rank == 0 ? total_len : 0), '\0');
   MPI_Gatherv(local.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
               comm);
-  unsigned long long sums[4] = {moved, files_done, fetched_files, read_past_cache},
-                     totals[4] = {0, 0, 0, 0};
-  MPI_Reduce(sums, totals, 4, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, comm);
+  unsigned long long sums[5] = {moved, files_done, fetched_files, read_past_cache, stored_files},
+                     totals[5] = {0, 0, 0, 0, 0};
+  MPI_Reduce(sums, totals, 5, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, comm);
   int bad = failed.empty() ? 0 : 1, any = 0;
   MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
   if (rank == 0) {
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    char counts[320];
+    char counts[384];
     std::snprintf(counts, sizeof counts,
                   "copied %llu bytes (%llu of them read past the mount's page cache), finished "
-                  "%llu files (%llu of them fetched several at a time); skipped %llu complete "
-                  "files and %llu bytes; %.2f s on %d ranks",
-                  totals[0], totals[3], totals[1], totals[2], (unsigned long long)skipped_files,
-                  (unsigned long long)skipped_bytes, secs, size);
+                  "%llu files (%llu of them fetched several at a time, %llu stored several at a "
+                  "time); skipped %llu complete files and %llu bytes; %.2f s on %d ranks",
+                  totals[0], totals[3], totals[1], totals[2], totals[4],
+                  (unsigned long long)skipped_files, (unsigned long long)skipped_bytes, secs, size);
     summary = "skein-mpi: " + src + " -> " + dst + ": " + counts;
     failures = all;
   }

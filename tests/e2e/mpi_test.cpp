@@ -20,6 +20,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -692,7 +693,13 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
       run_mpi("stage-out --verify --progress 0 --chunk 4194304 " + q(src) + " " + q(mounted), out),
       0)
       << out;
-  EXPECT_NE(out.find("finished " + std::to_string(files) + " files"), std::string::npos) << out;
+  // The small files went several to a gateway call (store-files), the large ones in chunks.
+  EXPECT_NE(out.find("finished " + std::to_string(files) +
+                     " files (0 of them fetched several at "
+                     "a time, " +
+                     std::to_string(files - 2) + " stored several at a time)"),
+            std::string::npos)
+      << out;
   EXPECT_EQ(out.find(" files, "), std::string::npos) << out;  // no progress lines with 0
   ASSERT_EQ(run_mpi("stage-in --verify --chunk 4194304 " + q(mounted) + " " + q(back), out), 0)
       << out;
@@ -706,11 +713,11 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
   EXPECT_EQ(out.find('\r'), std::string::npos) << out;
   // The small files came several to a gateway call (fetch-files), the large ones in chunks that
   // the mount read from the gateway into the ranks' buffers (fill read), every byte of them.
-  EXPECT_NE(
-      out.find("(" + std::to_string((40u << 20) + (24u << 20) + 12345) +
-               " of them read past the mount's page cache), finished " + std::to_string(files) +
-               " files (" + std::to_string(files - 2) + " of them fetched several at a time)"),
-      std::string::npos)
+  EXPECT_NE(out.find("(" + std::to_string((40u << 20) + (24u << 20) + 12345) +
+                     " of them read past the mount's page cache), finished " +
+                     std::to_string(files) + " files (" + std::to_string(files - 2) +
+                     " of them fetched several at a time, 0 stored several at a time)"),
+            std::string::npos)
       << out;
   std::string diff;
   EXPECT_EQ(run_command("diff -r --no-dereference " + q(src) + " " + q(back), &diff), 0) << diff;
@@ -719,12 +726,116 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
   // A rerun finds everything complete and copies nothing.
   ASSERT_EQ(run_mpi("stage-in " + q(mounted) + " " + q(back), out), 0) << out;
   EXPECT_NE(out.find("copied 0 bytes (0 of them read past the mount's page cache), finished 0 "
-                     "files (0 of them fetched several at a time); "
+                     "files (0 of them fetched several at a time, 0 stored several at a time); "
                      "skipped " +
                      std::to_string(files + 1) + " complete files"),
             std::string::npos)
       << out;
   run_command("rm -rf " + q(src) + " " + q(back));
+}
+
+// Stage-out to a mount writes small files several to a gateway call (store-files, WriteFiles).
+// Each is renamed into place whole, and both mounts see the new files and contents as soon as
+// the run ends, also where they had read the old ones or looked for a name that was not there.
+TEST_F(MpiTest, StageOutOfSmallFilesIsSeenByEveryMountWhenItEnds) {
+  const std::string src = make_test_dir("so-src");
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 60; ++i) {
+    const std::string name = "/d" + std::to_string(i % 3) + "/f" + std::to_string(i);
+    want[name] = random_bytes(std::size_t(i) * 53 + 7, 500 + static_cast<uint64_t>(i));
+  }
+  auto write_source = [&](const std::set<std::string>& only) {
+    for (const auto& [name, data] : want) {
+      if ((only.empty() || only.count(name)) && !write_file(src + name, data)) return false;
+    }
+    return true;
+  };
+  ASSERT_EQ(run_command("mkdir -p " + q(src + "/d0") + " " + q(src + "/d1") + " " + q(src + "/d2")),
+            0);
+  ASSERT_TRUE(write_source({}));
+  const std::string a = cluster_->mount(0) + "/srv1/so", b = cluster_->mount(1) + "/srv1/so";
+  std::string out;
+  ASSERT_EQ(run_mpi("stage-out --progress 0 " + q(src) + " " + q(a), out), 0) << out;
+  EXPECT_NE(out.find("finished 60 files (0 of them fetched several at a time, 60 stored several "
+                     "at a time)"),
+            std::string::npos)
+      << out;
+  // Both mounts read every file (their page caches hold them) and look up names not made yet.
+  for (const std::string& m : {a, b}) {
+    for (const auto& [name, data] : want) EXPECT_EQ(read_file(m + name), data) << m << name;
+    for (int i = 0; i < 5; ++i) {
+      struct stat st;
+      EXPECT_NE(::stat((m + "/d0/new" + std::to_string(i)).c_str(), &st), 0);
+    }
+  }
+  // Ten files rewritten with the same sizes, five new ones; a rerun copies only those.
+  std::set<std::string> changed;
+  for (int i = 0; i < 10; ++i) {
+    const std::string name = "/d" + std::to_string(i % 3) + "/f" + std::to_string(i);
+    want[name] = random_bytes(want[name].size(), 900 + static_cast<uint64_t>(i));
+    changed.insert(name);
+  }
+  for (int i = 0; i < 5; ++i) {
+    want["/d0/new" + std::to_string(i)] = "new " + std::to_string(i);
+    changed.insert("/d0/new" + std::to_string(i));
+  }
+  ASSERT_TRUE(write_source(changed));
+  for (int i = 0; i < 10; ++i) {
+    const std::string f = src + "/d" + std::to_string(i % 3) + "/f" + std::to_string(i);
+    const timespec t[2] = {{1700000000 + i, 0}, {1700000000 + i, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), t, 0), 0);
+  }
+  ASSERT_EQ(run_mpi("stage-out --progress 0 " + q(src) + " " + q(a), out), 0) << out;
+  EXPECT_NE(out.find("finished 15 files (0 of them fetched several at a time, 15 stored several "
+                     "at a time); skipped 50 complete files"),
+            std::string::npos)
+      << out;
+  // At once, through both mounts: the new contents, times and names, and no partial left.
+  for (const std::string& m : {a, b}) {
+    for (const auto& [name, data] : want) EXPECT_EQ(read_file(m + name), data) << m << name;
+    struct stat st;
+    ASSERT_EQ(::stat((m + "/d0/f0").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mtime, 1700000000) << m;
+  }
+  EXPECT_EQ(listing(cluster_->export_dir(1) + "/so"), listing(src));
+  run_command("rm -rf " + q(src));
+}
+
+// Another user's stage-out to a shared mount makes files several at a time only where that user
+// may write through the mount; elsewhere it fails as its own writes would, and nothing is made.
+TEST_F(MpiTest, AnotherUsersStageOutWritesOnlyWhereItMayWrite) {
+  constexpr uid_t kNobody = 65534;
+  const std::string src = make_test_dir("so-others-src");
+  for (int i = 0; i < 30; ++i)
+    ASSERT_TRUE(write_file(src + "/f" + std::to_string(i), "file " + std::to_string(i) + "\n"));
+  const std::string exp = cluster_->export_dir(0);
+  ASSERT_EQ(run_command("mkdir -p " + q(exp + "/so-nobody") + " " + q(exp + "/so-root")), 0);
+  ASSERT_EQ(::chown((exp + "/so-nobody").c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(::chmod((exp + "/so-root").c_str(), 0755), 0);
+  settle();
+  const std::string mnt = cluster_->mount(0);
+  auto stage_out_as_nobody = [&](const std::string& dst, std::string& out) {
+    return run_command("cd /tmp && runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 2 " +
+                           q(skein_mpi()) + " stage-out --progress 0 " + q(src) + " " + q(dst) +
+                           " 2>&1",
+                       &out);
+  };
+  std::string out;
+  ASSERT_EQ(stage_out_as_nobody(mnt + "/srv0/so-nobody", out), 0) << out;
+  EXPECT_NE(out.find("finished 30 files (0 of them fetched several at a time, 30 stored several "
+                     "at a time)"),
+            std::string::npos)
+      << out;
+  for (int i = 0; i < 30; ++i)
+    EXPECT_EQ(read_file(exp + "/so-nobody/f" + std::to_string(i)),
+              "file " + std::to_string(i) + "\n");
+  // A directory nobody may not write: the run fails, says why, and makes nothing there.
+  EXPECT_EQ(stage_out_as_nobody(mnt + "/srv0/so-root", out), 1) << out;
+  EXPECT_NE(out.find("Permission denied"), std::string::npos) << out;
+  std::string left;
+  EXPECT_EQ(run_command("ls -A " + q(exp + "/so-root"), &left), 0);
+  EXPECT_EQ(left, "") << "files made in a directory nobody may not write";
+  run_command("rm -rf " + q(src) + " " + q(exp + "/so-nobody") + " " + q(exp + "/so-root"));
 }
 
 TEST_F(MpiTest, StageKilledMidwayResumesWithTheRest) {
@@ -855,7 +966,9 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
                   &out),
       0)
       << out;
-  EXPECT_NE(out.find("(20 of them fetched several at a time)"), std::string::npos) << out;
+  EXPECT_NE(out.find("(20 of them fetched several at a time, 0 stored several at a time)"),
+            std::string::npos)
+      << out;
   for (const auto& [name, data] : files) EXPECT_EQ(read_file(dst + "/copy" + name), data) << name;
 
   // The commands, asked by the user directly.
