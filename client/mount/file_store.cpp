@@ -17,9 +17,11 @@ namespace {
 
 std::string err(const std::string& what) { return "error: store-files: " + what + "\n"; }
 
-// Most files in one command, and the most buffer it may name (the list and the contents).
+// Most files in one command, and the most buffer it may name (the list and the contents): for
+// callers other than root and the mount's user, as much as their other commands may move.
 constexpr std::size_t kMaxFiles = 4096;
 constexpr uint64_t kMaxBuffer = 256u << 20;
+constexpr uint64_t kMaxOthersBuffer = 64u << 20;
 
 struct Entry {
   uint32_t mode = 0;
@@ -73,7 +75,8 @@ std::string store_files(const FileStoreContext& mount, const std::string& args, 
       return err("usage: store-files LIST_LENGTH (the list and the contents in the buffer)");
   }
   if (list_length == 0) return "ok 0\n";
-  if (list_length > kMaxBuffer) return err("LIST_LENGTH over " + std::to_string(kMaxBuffer));
+  const uint64_t max_buffer = peer.privileged ? kMaxBuffer : kMaxOthersBuffer;
+  if (list_length > max_buffer) return err("LIST_LENGTH over " + std::to_string(max_buffer));
   std::vector<Entry> entries;
   uint64_t contents = 0;
   {
@@ -89,8 +92,8 @@ std::string store_files(const FileStoreContext& mount, const std::string& args, 
       if (std::string why = parse_entry(text, at, e); !why.empty()) return err(why);
       e.offset = contents;
       contents += e.length;
-      if (list_length + contents > kMaxBuffer)
-        return err("the list and contents are over " + std::to_string(kMaxBuffer) + " bytes");
+      if (list_length + contents > max_buffer)
+        return err("the list and contents are over " + std::to_string(max_buffer) + " bytes");
       entries.push_back(std::move(e));
     }
   }

@@ -18,7 +18,8 @@
 // must be root, or have search permission on every directory down to PATH's and write permission
 // on that one, as the kernel's default_permissions would judge (EACCES otherwise). In a sticky
 // directory that is not its own, and for set-id bits, a caller other than root gets EPERM (what
-// the kernel would decide there depends on the file replaced; a plain copy lets it decide).
+// the kernel would decide there depends on the file replaced; a plain copy lets it decide). Its
+// command may name at most 64 MiB of buffer (root and the mount's user: 256 MiB).
 #pragma once
 
 #include <functional>

@@ -214,6 +214,13 @@ TEST(FileStoreTest, RefusesMalformedListsWithTheReason) {
             std::string::npos);
   // Contents past the buffer's end: the mapping is refused, nothing is read past it.
   EXPECT_EQ(answer_for("644 0 99999 /a" + nul + ".a.p" + nul).rfind("error: ", 0), 0u);
+  // More buffer than another user's command may name.
+  {
+    StoreMemfd buf({});
+    const std::string answer =
+        store_files(mount.context(), std::to_string(65u << 20), buf.fd, kUser);
+    EXPECT_NE(answer.find("LIST_LENGTH over 67108864"), std::string::npos) << answer;
+  }
   EXPECT_EQ(store_files(mount.context(), "x", -1, kRoot).rfind("error: store-files: usage", 0), 0u);
   EXPECT_EQ(store_files(mount.context(), "0", -1, kRoot), "ok 0\n");
   EXPECT_TRUE(mount.calls.empty());
