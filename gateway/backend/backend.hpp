@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,22 @@ struct RenameParents {
 struct WholeFile {
   sftp::Attrs attrs;
   SharedBytes data;
+};
+
+// A small file written whole (WriteFiles): created under `partial` (another name in the same
+// directory; an existing one is truncated), written, given `mode` (07777) and the times (seconds),
+// closed and renamed over `path`. Paths as the level that takes it names them (a backend's or a
+// layout's relative path, the namespace's virtual path).
+struct NewWholeFile {
+  std::string path, partial;
+  SharedBytes data;
+  uint32_t mode = 0;
+  int64_t atime_s = 0, mtime_s = 0;
+};
+// The file made, and its directory right after its rename when that came with it.
+struct MadeWholeFile {
+  sftp::Attrs attrs;
+  std::optional<sftp::Attrs> parent_attrs;
 };
 
 // Bytes and operations served by one backend since the gateway started.
@@ -105,6 +122,12 @@ class Backend {
   // them together.
   virtual std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
                                                           uint32_t max_bytes);
+  // Each of `files` made as NewWholeFile says; answers in the order given. A failed file leaves
+  // its path as it was and its partial removed. The default does one file after another, each
+  // with open, write, setstat, close and rename; SftpBackend sends the requests of all of them
+  // together.
+  virtual std::vector<Result<MadeWholeFile>> write_whole_files(
+      const std::vector<NewWholeFile>& files);
 
   // The same backend rooted at its directory `rel` (normalised, below the root; "/" is the root
   // itself): a view that shares what the backend has (for SFTP its connection pool and path

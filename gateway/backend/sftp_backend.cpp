@@ -686,4 +686,185 @@ std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<s
   return out;
 }
 
+std::vector<Result<MadeWholeFile>> SftpBackend::write_whole_files(
+    const std::vector<NewWholeFile>& files) {
+  using R = Result<MadeWholeFile>;
+  std::vector<R> out(files.size(), R::failure(EIO));
+  std::vector<bool> again(files.size(), false);  // for the default way
+  std::vector<size_t> remove;                    // partials left by a failed file
+  {
+    auto conn = connection(pool().pick_slot());
+    if (!conn || !(*conn)->has_extension("posix-rename@openssh.com"))
+      return Backend::write_whole_files(files);
+    Connection& c = **conn;
+    // A plain "no such file" or "permission denied" is the file's answer; anything else is left
+    // to the default way, which diagnoses it.
+    auto final_error = [](const Result<Reply>& r) -> int {
+      const auto code = status_code(r);
+      if (code && (*code == FX_NO_SUCH_FILE || *code == FX_PERMISSION_DENIED))
+        return status_to_errno(*code);
+      return 0;
+    };
+
+    // First round: the partials' OPENs, with O_EXCL as every create here (O_CREAT alone would
+    // follow a symlink left at the name), held as open() holds until the handles are open.
+    std::vector<size_t> asked;
+    std::vector<Result<Reply>> opened;
+    {
+      auto hold = paths_->hold(PathGuard::Mode::shared);
+      std::vector<Request> opens;
+      for (size_t i = 0; i < files.size(); ++i) {
+        if (auto st = confine(files[i].partial); !st) {
+          out[i] = R::failure(st.error());
+          continue;
+        }
+        Attrs a;
+        a.flags = ATTR_PERMISSIONS;
+        a.permissions = (files[i].mode & 0777) | S_IWUSR;  // writable by its owner until whole
+        asked.push_back(i);
+        opens.push_back(PacketWriter(FXP_OPEN)
+                            .str(remote_path(files[i].partial))
+                            .u32(open_flags_to_pflags(O_WRONLY | O_CREAT | O_EXCL))
+                            .attrs(a)
+                            .take());
+      }
+      pool().count_ops(opens.size());
+      opened = c.call_all(std::move(opens));
+    }
+
+    // Second round: each file's WRITEs, its mode and times (FSETSTAT) and its CLOSE. Each
+    // request's data is sent from the caller's pieces, never joined.
+    const uint64_t chunk =
+        std::max<uint64_t>(4096, std::min<uint64_t>(c.limits().max_write, 1 << 20));
+    struct Writing {
+      size_t i;
+      size_t first, count;  // its requests in the round
+    };
+    std::vector<Writing> writing;
+    std::vector<Request> round;
+    for (size_t k = 0; k < asked.size(); ++k) {
+      const size_t i = asked[k];
+      const int error = final_error(opened[k]);
+      auto handle = expect_handle(std::move(opened[k]));
+      if (!handle) {
+        if (error)
+          out[i] = R::failure(error);
+        else
+          again[i] = true;
+        continue;
+      }
+      const NewWholeFile& f = files[i];
+      Writing w{i, round.size(), 0};
+      for (uint64_t off = 0; off < f.data.size(); off += chunk) {
+        std::vector<std::string_view> parts;
+        f.data.view(off, chunk, parts);
+        round.push_back(
+            PacketWriter(FXP_WRITE).str(*handle).u64(off).take_with_str(std::move(parts)));
+      }
+      Attrs a;
+      a.flags = ATTR_PERMISSIONS | ATTR_ACMODTIME;
+      a.permissions = f.mode & 07777;
+      a.atime = static_cast<uint32_t>(f.atime_s);
+      a.mtime = static_cast<uint32_t>(f.mtime_s);
+      round.push_back(PacketWriter(FXP_FSETSTAT).str(*handle).attrs(a).take());
+      round.push_back(PacketWriter(FXP_CLOSE).str(*handle).take());
+      w.count = round.size() - w.first;
+      writing.push_back(w);
+    }
+    pool().count_ops(round.size());
+    auto replies = c.call_all(std::move(round));
+    std::vector<size_t> written;
+    uint64_t bytes = 0;
+    for (const Writing& w : writing) {
+      bool ok = true;
+      for (size_t r = w.first; r < w.first + w.count && ok; ++r) {
+        const auto code = status_code(replies[r]);
+        ok = code && *code == FX_OK;
+      }
+      if (ok) {
+        written.push_back(w.i);
+        bytes += files[w.i].data.size();
+      } else {
+        again[w.i] = true;  // the default way truncates the partial and says why
+      }
+    }
+    pool().count_written(bytes);
+
+    // Last round, holding the server's paths as every rename does (what was verified at either
+    // name is looked at again): the RENAMEs, then each file's LSTAT and its directory's once.
+    std::vector<size_t> renaming;
+    std::vector<Result<Reply>> answers;
+    std::vector<std::string> dirs;
+    {
+      auto hold = paths_->hold(PathGuard::Mode::exclusive);
+      std::vector<Request> asks;
+      for (size_t i : written) {
+        const NewWholeFile& f = files[i];
+        auto st = confine(f.partial);
+        if (st) st = confine(f.path);
+        if (!st) {
+          out[i] = R::failure(st.error());
+          remove.push_back(i);
+          continue;
+        }
+        renaming.push_back(i);
+        asks.push_back(PacketWriter(FXP_EXTENDED)
+                           .str("posix-rename@openssh.com")
+                           .str(remote_path(f.partial))
+                           .str(remote_path(f.path))
+                           .take());
+      }
+      // sftp-server answers in order: the LSTATs see the files and directories as the renames
+      // left them.
+      for (size_t i : renaming) {
+        asks.push_back(PacketWriter(FXP_LSTAT).str(remote_path(files[i].path)).take());
+        const std::string dir = parent_path(files[i].path);
+        if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+      }
+      for (const std::string& dir : dirs)
+        asks.push_back(PacketWriter(FXP_LSTAT).str(remote_path(dir)).take());
+      pool().count_ops(asks.size());
+      answers = c.call_all(std::move(asks));
+      for (size_t i : renaming) {
+        paths_->forget_tree(remote_path(files[i].partial));
+        paths_->forget_tree(remote_path(files[i].path));
+      }
+    }
+    std::vector<std::optional<Attrs>> dir_attrs(dirs.size());
+    for (size_t d = 0; d < dirs.size(); ++d) {
+      if (auto a = expect_attrs(std::move(answers[2 * renaming.size() + d]))) dir_attrs[d] = *a;
+    }
+    for (size_t k = 0; k < renaming.size(); ++k) {
+      const size_t i = renaming[k];
+      const auto code = status_code(answers[k]);
+      if (!code || *code != FX_OK) {
+        if (const int error = final_error(answers[k])) {
+          out[i] = R::failure(error);
+          remove.push_back(i);
+        } else {
+          again[i] = true;
+        }
+        continue;
+      }
+      auto attrs = expect_attrs(std::move(answers[renaming.size() + k]));
+      if (!attrs) {
+        out[i] = R::failure(attrs.error());
+        continue;
+      }
+      const std::string dir = parent_path(files[i].path);
+      const size_t d = static_cast<size_t>(std::find(dirs.begin(), dirs.end(), dir) - dirs.begin());
+      out[i] = MadeWholeFile{*attrs, dir_attrs[d]};
+    }
+  }
+  for (size_t i : remove) (void)unlink(files[i].partial);
+  std::vector<NewWholeFile> rest;
+  for (size_t i = 0; i < files.size(); ++i)
+    if (again[i]) rest.push_back(files[i]);
+  if (rest.empty()) return out;
+  auto got = Backend::write_whole_files(rest);
+  for (size_t i = 0, k = 0; i < files.size(); ++i)
+    if (again[i]) out[i] = std::move(got[k++]);
+  return out;
+}
+
 }  // namespace skein

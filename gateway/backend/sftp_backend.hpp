@@ -94,6 +94,13 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   // connection lost) is read again the default way, which says why.
   std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
                                                   uint32_t max_bytes) override;
+  // Every partial's OPEN (O_EXCL) in one round trip; every file's WRITEs, mode and times and
+  // CLOSE in a second; every RENAME, then the files' and their directories' LSTATs in a third,
+  // with the server's paths held as any rename holds them; all on one connection. A file whose
+  // answers are not plainly clear (its partial there already, a failed WRITE or RENAME, a
+  // connection lost) is made again the default way, which says why.
+  std::vector<Result<MadeWholeFile>> write_whole_files(
+      const std::vector<NewWholeFile>& files) override;
   Result<std::shared_ptr<Backend>> subtree(std::string_view rel) override;
   void changed_on_server(std::string_view rel) override;
   void on_back_up(std::function<void()> listener) override {

@@ -55,4 +55,39 @@ std::vector<Result<WholeFile>> Layout::read_whole_files(const std::vector<std::s
   return out;
 }
 
+std::vector<Result<MadeWholeFile>> Layout::write_whole_files(
+    const std::vector<NewWholeFile>& files) {
+  using R = Result<MadeWholeFile>;
+  std::vector<R> out;
+  out.reserve(files.size());
+  for (const NewWholeFile& f : files) {
+    out.push_back([&]() -> R {
+      // Writable by its owner until it is whole; its mode comes with its times.
+      auto made = create(f.partial, O_WRONLY | O_CREAT | O_TRUNC, (f.mode & 0777) | S_IWUSR);
+      if (!made) return R::failure(made.error());
+      auto fail = [&](int error, bool is_open) {
+        if (is_open) (void)made->file->close();
+        (void)unlink(f.partial);
+        return R::failure(error);
+      };
+      if (!f.data.empty()) {
+        auto w = made->file->write(0, f.data);
+        if (!w) return fail(w.error(), true);
+        if (*w != f.data.size()) return fail(EIO, true);
+      }
+      AttrChange change;
+      change.mode = f.mode & 07777;
+      change.atime_s = f.atime_s;
+      change.mtime_s = f.mtime_s;
+      auto set = setattr(f.partial, change, made->file.get());
+      if (!set) return fail(set.error(), true);
+      if (auto st = made->file->close(); !st) return fail(st.error(), false);
+      auto moved = rename_reporting_parents(f.partial, f.path, 0);
+      if (!moved) return fail(moved.error(), false);
+      return MadeWholeFile{*set, moved->to_dir};
+    }());
+  }
+  return out;
+}
+
 }  // namespace skein

@@ -157,6 +157,11 @@ class Layout {
   // closes one file after another; a layout on one backend lets the backend batch them.
   virtual std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
                                                           uint32_t max_bytes);
+  // Each of `files` (paths relative to the mount) made as NewWholeFile says, in the order given,
+  // as Backend::write_whole_files. This one makes one file after another with the layout's own
+  // create, write, setattr, close and rename; a layout on one backend lets the backend batch them.
+  virtual std::vector<Result<MadeWholeFile>> write_whole_files(
+      const std::vector<NewWholeFile>& files);
   // Creates (or, without O_EXCL, opens) a file.
   virtual Result<Created> create(const std::string& rel, int flags, uint32_t mode) = 0;
   // Every backend the layout uses, for statistics and aggregate statfs.

@@ -341,40 +341,50 @@ std::vector<Result<WholeFile>> NamespaceFs::read_whole_files(const std::vector<s
   return out;
 }
 
-Result<NamespaceFs::MadeWholeFile> NamespaceFs::write_whole_file(const NewWholeFile& f) {
+std::vector<Result<MadeWholeFile>> NamespaceFs::write_whole_files(std::vector<NewWholeFile> files) {
   using R = Result<MadeWholeFile>;
-  if (f.partial == f.vpath || parent_path(f.partial) != parent_path(f.vpath))
-    return R::failure(EINVAL);
-  auto at = locate(f.vpath);
-  auto part = locate(f.partial);
-  if (at.table->is_synthetic_dir(f.vpath) || part.table->is_synthetic_dir(f.partial))
-    return R::failure(EISDIR);
-  if (!at.mount || !part.mount) return R::failure(EACCES);
-  if (at.mount != part.mount || at.table != part.table) return R::failure(EXDEV);
-  Layout& layout = *at.mount->layout;
-  // Writable by its owner until it is whole; its mode comes with its times.
-  auto made = layout.create(part.rel, O_WRONLY | O_CREAT | O_TRUNC, (f.mode & 0777) | S_IWUSR);
-  if (!made) return R::failure(made.error());
-  auto fail = [&](int error, bool open) {
-    if (open) (void)made->file->close();
-    (void)layout.unlink(part.rel);
-    return R::failure(error);
+  std::vector<R> out(files.size(), R::failure(EIO));
+  // The files of each mount, in the order given; the table that holds the mounts is kept.
+  struct Group {
+    Located at;
+    std::vector<size_t> which;
+    std::vector<NewWholeFile> files;
   };
-  if (!f.data.empty()) {
-    auto w = made->file->write(0, f.data);
-    if (!w) return fail(w.error(), true);
-    if (*w != f.data.size()) return fail(EIO, true);
+  std::vector<Group> groups;
+  for (size_t i = 0; i < files.size(); ++i) {
+    NewWholeFile& f = files[i];
+    if (f.partial == f.path || parent_path(f.partial) != parent_path(f.path)) {
+      out[i] = R::failure(EINVAL);
+      continue;
+    }
+    auto at = locate(f.path);
+    auto part = locate(f.partial);
+    if (at.table->is_synthetic_dir(f.path) || part.table->is_synthetic_dir(f.partial)) {
+      out[i] = R::failure(EISDIR);
+      continue;
+    }
+    if (!at.mount || !part.mount) {
+      out[i] = R::failure(EACCES);
+      continue;
+    }
+    if (at.mount != part.mount || at.table != part.table) {
+      out[i] = R::failure(EXDEV);
+      continue;
+    }
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const Group& x) { return x.at.mount == at.mount; });
+    if (g == groups.end()) g = groups.insert(groups.end(), Group{at, {}, {}});
+    g->which.push_back(i);
+    f.path = std::move(at.rel);
+    f.partial = std::move(part.rel);
+    g->files.push_back(std::move(f));
   }
-  AttrChange change;
-  change.mode = f.mode & 07777;
-  change.atime_s = f.atime_s;
-  change.mtime_s = f.mtime_s;
-  auto set = layout.setattr(part.rel, change, made->file.get());
-  if (!set) return fail(set.error(), true);
-  if (auto st = made->file->close(); !st) return fail(st.error(), false);
-  auto moved = layout.rename_reporting_parents(part.rel, at.rel, 0);
-  if (!moved) return fail(moved.error(), false);
-  return MadeWholeFile{*set, moved->to_dir};
+  for (auto& g : groups) {
+    auto made = g.at.mount->layout->write_whole_files(g.files);
+    for (size_t k = 0; k < g.which.size() && k < made.size(); ++k)
+      out[g.which[k]] = std::move(made[k]);
+  }
+  return out;
 }
 
 Status NamespaceFs::release(uint64_t handle) {

@@ -90,21 +90,10 @@ class NamespaceFs {
   std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& vpaths,
                                                   uint32_t max_bytes);
 
-  // A whole small file made in one go (WriteFiles): created under `partial` (a name in the same
-  // directory; an existing one is truncated), written, given `mode` and the times, closed and
-  // renamed over `vpath`. On failure the partial is removed and `vpath` is as it was. EINVAL
-  // for a partial elsewhere than beside `vpath`, or `vpath` itself.
-  struct NewWholeFile {
-    std::string vpath, partial;
-    SharedBytes data;
-    uint32_t mode = 0;
-    int64_t atime_s = 0, mtime_s = 0;
-  };
-  struct MadeWholeFile {
-    sftp::Attrs attrs;                        // the file as made
-    std::optional<sftp::Attrs> parent_attrs;  // its directory right after, when known
-  };
-  Result<MadeWholeFile> write_whole_file(const NewWholeFile& file);
+  // Small files made whole (WriteFiles), each as NewWholeFile says (paths here are virtual
+  // paths), in the order given. EINVAL for a partial elsewhere than beside its file, or the file
+  // itself; the files of one mount go to its layout together (Layout::write_whole_files).
+  std::vector<Result<MadeWholeFile>> write_whole_files(std::vector<NewWholeFile> files);
 
   // Bytes served to clients by Read and accepted from them by Write, since the gateway started
   // (`skeinctl namespaces list` shows them; they prove what a collective read fetched).

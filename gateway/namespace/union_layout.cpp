@@ -404,6 +404,14 @@ std::vector<Result<WholeFile>> UnionLayout::read_whole_files(const std::vector<s
   return branches_[0].backend->read_whole_files(rels, max_bytes);
 }
 
+std::vector<Result<MadeWholeFile>> UnionLayout::write_whole_files(
+    const std::vector<NewWholeFile>& files) {
+  if (branches_.size() == 1 && branches_[0].mode == BranchMode::read_write &&
+      branches_[0].backend->accepts_new_files())
+    return branches_[0].backend->write_whole_files(files);
+  return Layout::write_whole_files(files);
+}
+
 Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t mode) {
   using R = Result<Created>;
   if (branches_.size() == 1 && branches_[0].mode == BranchMode::read_write &&

@@ -45,6 +45,9 @@ class UnionLayout final : public Layout {
   // One branch: its backend reads the files together.
   std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
                                                   uint32_t max_bytes) override;
+  // One branch that takes new files: its backend makes the files together.
+  std::vector<Result<MadeWholeFile>> write_whole_files(
+      const std::vector<NewWholeFile>& files) override;
   Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
   std::vector<std::shared_ptr<Backend>> backends() const override;
   std::string describe() const override;

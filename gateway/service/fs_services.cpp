@@ -683,7 +683,7 @@ grpc::Status DataService::write_files(grpc::ServerContextBase* ctx,
   grpc::Status s;
   auto ns = registry_.authorize(ctx, req->ns(), s);
   if (!ns) return s;
-  std::vector<NamespaceFs::NewWholeFile> files;
+  std::vector<NewWholeFile> files;
   files.reserve(static_cast<size_t>(count));
   for (const v1::NewFile& f : req->files()) {
     auto path = checked_path(f.path(), s);
@@ -702,11 +702,20 @@ grpc::Status DataService::write_files(grpc::ServerContextBase* ctx,
     files.push_back({std::move(*path), std::move(*partial), SharedBytes(std::move(pieces), nullptr),
                      f.mode(), f.atime_ns() / 1000000000, f.mtime_ns() / 1000000000});
   }
-  // Several files at once: each is a few round trips one after another.
-  std::vector<Result<NamespaceFs::MadeWholeFile>> made(
-      files.size(), Result<NamespaceFs::MadeWholeFile>::failure(EIO));
-  run_spread(placement_, files.size(), kWriteFilesAtOnce,
-             [&](size_t i) { made[i] = ns->write_whole_file(files[i]); });
+  // Slices of the files at once: a backend sends a slice's requests together, on one connection.
+  const std::vector<std::string> vpaths = [&] {
+    std::vector<std::string> v;
+    for (const NewWholeFile& f : files) v.push_back(f.path);
+    return v;
+  }();
+  std::vector<Result<MadeWholeFile>> made(files.size(), Result<MadeWholeFile>::failure(EIO));
+  const size_t slices = (files.size() + kWriteFilesSlice - 1) / kWriteFilesSlice;
+  run_spread(placement_, slices, kWriteFilesAtOnce, [&](size_t slice) {
+    const size_t from = slice * kWriteFilesSlice;
+    const size_t to = std::min(files.size(), from + kWriteFilesSlice);
+    auto got = ns->write_whole_files({files.begin() + from, files.begin() + to});
+    for (size_t i = from; i < to && i - from < got.size(); ++i) made[i] = std::move(got[i - from]);
+  });
   uint64_t bytes = 0;
   for (size_t i = 0; i < files.size(); ++i) {
     v1::FileWritten* out = reply->add_files();
@@ -716,7 +725,7 @@ grpc::Status DataService::write_files(grpc::ServerContextBase* ctx,
     }
     // As a create that replaced what was there: the other mounts drop the name and the file, and
     // the caller counts among those that cache both.
-    const Target t{ns, files[i].vpath};
+    const Target t{ns, vpaths[i]};
     changed(broker_, ctx, t, Change::create, t.path);
     served(broker_, ctx, t, t.path, made[i]->attrs, true);
     fill_attr(made[i]->attrs, out->mutable_attr());

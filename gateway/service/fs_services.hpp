@@ -160,8 +160,9 @@ class DataService final : public DataCallbacks {
 // once.
 inline constexpr int kReadFilesSlice = 32;
 inline constexpr int kReadFilesAtOnce = 8;
-// A WriteFiles call's files are made up to kWriteFilesAtOnce at a time (each file's create,
-// write, times, close and rename are round trips one after another).
+// A WriteFiles call's files likewise go in slices of up to kWriteFilesSlice, up to
+// kWriteFilesAtOnce slices at once.
+inline constexpr int kWriteFilesSlice = 32;
 inline constexpr int kWriteFilesAtOnce = 8;
 
 }  // namespace skein

@@ -511,7 +511,9 @@ TEST_F(Security, WriteFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
   // checks as a Create and a Rename, per file.
   ASSERT_EQ(::symlink(outside().c_str(), server("wfdir").c_str()), 0);
   ASSERT_EQ(::symlink((outside() + "/secret").c_str(), server("wflink").c_str()), 0);
+  ASSERT_EQ(::symlink((outside() + "/secret").c_str(), server(".viapart.part").c_str()), 0);
   write_file(server("kept"), "already here\n");
+  write_file(server(".left.part"), "a partial an earlier run left");
   auto write_files = [&](const std::vector<std::pair<std::string, std::string>>& paths,
                          const std::string& data, const char* token, pb::WriteFilesReply& reply,
                          uint32_t mode = 0640) {
@@ -562,14 +564,22 @@ TEST_F(Security, WriteFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
   EXPECT_FALSE(exists(server("two")));
   // Each file's own answer: made; through a symlinked directory (never followed: nothing made
   // outside); over a symlink to a file outside (replaced as a name, the file it named untouched);
-  // in a directory that is not there.
+  // in a directory that is not there; under a partial name that is a symlink to a file outside
+  // (never followed); under a partial an earlier run left (written over).
   ASSERT_TRUE(write_files({made,
                            {vpath("wfdir/planted"), vpath("wfdir/.planted.part")},
                            {vpath("wflink"), vpath(".wflink.part")},
-                           {vpath("absent/f"), vpath("absent/.f.part")}},
+                           {vpath("absent/f"), vpath("absent/.f.part")},
+                           {vpath("viapart"), vpath(".viapart.part")},
+                           {vpath("left"), vpath(".left.part")}},
                           "new bytes\n", token_.c_str(), reply)
                   .ok());
-  ASSERT_EQ(reply.files_size(), 4);
+  ASSERT_EQ(reply.files_size(), 6);
+  EXPECT_EQ(reply.files(4).error(), ELOOP);
+  EXPECT_FALSE(exists(server("viapart")));
+  EXPECT_EQ(reply.files(5).error(), 0);
+  EXPECT_EQ(slurp(server("left")), "new bytes\n");
+  EXPECT_FALSE(exists(server(".left.part")));
   EXPECT_EQ(reply.files(0).error(), 0);
   EXPECT_EQ(reply.files(0).attr().size(), 10u);
   EXPECT_EQ(reply.files(0).attr().mode() & 07777, 0640u);

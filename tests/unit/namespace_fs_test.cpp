@@ -269,6 +269,59 @@ TEST(NamespaceFs, WholeFilesOfSeveralMountsAreAnsweredInTheOrderAsked) {
   EXPECT_EQ(text(got[8]), "one b");
 }
 
+TEST(NamespaceFs, WholeFilesAreMadeUnderTheirPartialsAndRenamedIntoPlace) {
+  // WriteFiles: each mount's files go to its layout together (a one-backend union to the
+  // backend's batch, the striped layout file by file), answered in the caller's order. A file
+  // ends with its bytes, mode and times at its name, its partial gone; an existing file there
+  // is replaced; a failed file leaves its name as it was and no partial.
+  Namespace n;
+  n.srv0->put_file("/old", "the old contents", 0600);
+  ASSERT_TRUE(n.fs->mkdir("/data/striped/d", 0755));
+  auto whole = [](std::string path, std::string partial, const std::string& data, uint32_t mode) {
+    return NewWholeFile{std::move(path), std::move(partial), bytes(data), mode,
+                        1500000000,      1600000000};
+  };
+  auto made = n.fs->write_whole_files({
+      whole("/srv0/a", "/srv0/.a.part", "zero a", 0640),
+      whole("/data/striped/d/s", "/data/striped/d/.s.part", std::string(10000, 's'), 0604),
+      whole("/srv0/old", "/srv0/.old.part", "new", 04755),
+      whole("/srv1/none/f", "/srv1/none/.f.part", "x", 0644),
+      whole("/srv0/b", "/srv1/.b.part", "x", 0644),
+      whole("/srv0/c", "/srv0/c", "x", 0644),
+      whole("/data/x", "/data/.x.part", "x", 0644),
+  });
+  ASSERT_EQ(made.size(), 7u);
+  ASSERT_TRUE(made[0]) << made[0].error();
+  EXPECT_EQ(made[0]->attrs.size, 6u);
+  EXPECT_EQ(made[0]->attrs.permissions & 07777, 0640u);
+  EXPECT_EQ(made[0]->attrs.mtime, 1600000000u);
+  EXPECT_EQ(made[0]->attrs.atime, 1500000000u);
+  ASSERT_TRUE(made[1]) << made[1].error();
+  EXPECT_EQ(made[1]->attrs.size, 10000u);
+  EXPECT_EQ(made[1]->attrs.permissions & 07777, 0604u);
+  ASSERT_TRUE(made[2]) << made[2].error();
+  EXPECT_EQ(made[2]->attrs.permissions & 07777, 04755u);
+  EXPECT_EQ(made[3].error(), ENOENT);
+  EXPECT_EQ(made[4].error(), EINVAL) << "a partial in another directory";
+  EXPECT_EQ(made[5].error(), EINVAL) << "a partial that is the file itself";
+  EXPECT_EQ(made[6].error(), EACCES) << "a directory above the mounts";
+  auto text = [&](const std::string& path) {
+    auto got = n.fs->read_whole_files({path}, 1 << 20);
+    if (!got[0]) return "error " + std::to_string(got[0].error());
+    std::string out;
+    for (auto p : got[0]->data.pieces()) out.append(p);
+    return out;
+  };
+  EXPECT_EQ(text("/srv0/a"), "zero a");
+  EXPECT_EQ(text("/data/striped/d/s"), std::string(10000, 's'));
+  EXPECT_EQ(text("/srv0/old"), "new");
+  for (const char* partial :
+       {"/srv0/.a.part", "/data/striped/d/.s.part", "/srv0/.old.part", "/srv1/none/.f.part"})
+    EXPECT_EQ(n.fs->getattr(partial).error(), ENOENT) << partial;
+  EXPECT_FALSE(n.srv0->has("/b"));
+  EXPECT_FALSE(n.srv0->has("/c"));
+}
+
 TEST(NamespaceFs, ANewMountTableServesTheNextCall) {
   Namespace n;
   n.srv0->put_file("/f", "x");
