@@ -514,6 +514,7 @@ TEST_F(Security, WriteFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
   ASSERT_EQ(::symlink((outside() + "/secret").c_str(), server(".viapart.part").c_str()), 0);
   write_file(server("kept"), "already here\n");
   write_file(server(".left.part"), "a partial an earlier run left");
+  ASSERT_EQ(::mkdir(server("adir").c_str(), 0755), 0);
   auto write_files = [&](const std::vector<std::pair<std::string, std::string>>& paths,
                          const std::string& data, const char* token, pb::WriteFilesReply& reply,
                          uint32_t mode = 0640) {
@@ -571,10 +572,17 @@ TEST_F(Security, WriteFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
                            {vpath("wflink"), vpath(".wflink.part")},
                            {vpath("absent/f"), vpath("absent/.f.part")},
                            {vpath("viapart"), vpath(".viapart.part")},
-                           {vpath("left"), vpath(".left.part")}},
+                           {vpath("left"), vpath(".left.part")},
+                           {vpath("adir"), vpath(".adir.part")}},
                           "new bytes\n", token_.c_str(), reply)
                   .ok());
-  ASSERT_EQ(reply.files_size(), 6);
+  ASSERT_EQ(reply.files_size(), 7);
+  // Over a directory: refused, the directory kept, no partial left.
+  EXPECT_EQ(reply.files(6).error(), EISDIR);
+  struct stat st_dir;
+  ASSERT_EQ(::lstat(server("adir").c_str(), &st_dir), 0);
+  EXPECT_TRUE(S_ISDIR(st_dir.st_mode));
+  EXPECT_FALSE(exists(server(".adir.part")));
   EXPECT_EQ(reply.files(4).error(), ELOOP);
   EXPECT_FALSE(exists(server("viapart")));
   EXPECT_EQ(reply.files(5).error(), 0);
