@@ -2,7 +2,6 @@
 #include "backend/backend.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 
 #include "backend/backend_file.hpp"
 
@@ -28,44 +27,6 @@ std::vector<Result<WholeFile>> Backend::read_whole_files(const std::vector<std::
   }
   return out;
 }
-std::vector<Result<MadeWholeFile>> Backend::write_whole_files(
-    const std::vector<NewWholeFile>& files) {
-  using R = Result<MadeWholeFile>;
-  std::vector<R> out;
-  out.reserve(files.size());
-  for (const NewWholeFile& f : files) {
-    out.push_back([&]() -> R {
-      // Writable by its owner until it is whole; its mode comes with its times.
-      auto file = open(f.partial, O_WRONLY | O_CREAT | O_TRUNC, (f.mode & 0777) | S_IWUSR);
-      if (!file) return R::failure(file.error());
-      auto fail = [&](int error, bool is_open) {
-        if (is_open) (void)(*file)->close();
-        (void)unlink(f.partial);
-        return R::failure(error);
-      };
-      if (!f.data.empty()) {
-        auto w = (*file)->write(0, f.data);
-        if (!w) return fail(w.error(), true);
-        if (*w != f.data.size()) return fail(EIO, true);
-      }
-      sftp::Attrs a;
-      a.flags = sftp::ATTR_PERMISSIONS | sftp::ATTR_ACMODTIME;
-      a.permissions = f.mode & 07777;
-      a.atime = static_cast<uint32_t>(f.atime_s);
-      a.mtime = static_cast<uint32_t>(f.mtime_s);
-      auto set = setstat_reporting(f.partial, a);
-      if (!set) return fail(set.error(), true);
-      if (auto st = (*file)->close(); !st) return fail(st.error(), false);
-      auto moved = rename_reporting_parents(f.partial, f.path, 0);
-      if (!moved) return fail(moved.error(), false);
-      auto attrs = *set ? Result<sftp::Attrs>(**set) : lstat(f.path);
-      if (!attrs) return R::failure(attrs.error());
-      return MadeWholeFile{*attrs, moved->to_dir};
-    }());
-  }
-  return out;
-}
-
 std::unique_ptr<Backend::PendingLstat> Backend::start_lstat(std::string_view rel) {
   // Answered before it is waited for.
   class Answered final : public PendingLstat {

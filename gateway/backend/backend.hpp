@@ -122,12 +122,15 @@ class Backend {
   // them together.
   virtual std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
                                                           uint32_t max_bytes);
-  // Each of `files` made as NewWholeFile says; answers in the order given. A failed file leaves
-  // its path as it was and its partial removed. The default does one file after another, each
-  // with open, write, setstat, close and rename; SftpBackend sends the requests of all of them
-  // together.
-  virtual std::vector<Result<MadeWholeFile>> write_whole_files(
-      const std::vector<NewWholeFile>& files);
+  // Each of `files` made as NewWholeFile says, where the backend has a way of its own to make
+  // many at once (SftpBackend sends the requests of all of them together); answers in the order
+  // given. A failed file leaves its path as it was and its partial removed. Nothing (nullopt) for
+  // a file the backend leaves to its layout, which makes it with its own create, write, setattr,
+  // close and rename (Layout::write_whole_files): the default leaves every file.
+  virtual std::vector<std::optional<Result<MadeWholeFile>>> write_whole_files(
+      const std::vector<NewWholeFile>& files) {
+    return std::vector<std::optional<Result<MadeWholeFile>>>(files.size());
+  }
 
   // The same backend rooted at its directory `rel` (normalised, below the root; "/" is the root
   // itself): a view that shares what the backend has (for SFTP its connection pool and path

@@ -686,19 +686,19 @@ std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<s
   return out;
 }
 
-std::vector<Result<MadeWholeFile>> SftpBackend::write_whole_files(
+std::vector<std::optional<Result<MadeWholeFile>>> SftpBackend::write_whole_files(
     const std::vector<NewWholeFile>& files) {
   using R = Result<MadeWholeFile>;
-  std::vector<R> out(files.size(), R::failure(EIO));
-  std::vector<bool> again(files.size(), false);  // for the default way
+  std::vector<std::optional<R>> out(files.size(), R::failure(EIO));
+  std::vector<bool> again(files.size(), false);  // left to the layout
   std::vector<size_t> remove;                    // partials left by a failed file
   {
     auto conn = connection(pool().pick_slot());
     if (!conn || !(*conn)->has_extension("posix-rename@openssh.com"))
-      return Backend::write_whole_files(files);
+      return Backend::write_whole_files(files);  // every file to the layout
     Connection& c = **conn;
     // A plain "no such file" or "permission denied" is the file's answer; anything else is left
-    // to the default way, which diagnoses it.
+    // to the layout's way, which diagnoses it.
     auto final_error = [](const Result<Reply>& r) -> int {
       const auto code = status_code(r);
       if (code && (*code == FX_NO_SUCH_FILE || *code == FX_PERMISSION_DENIED))
@@ -785,7 +785,7 @@ std::vector<Result<MadeWholeFile>> SftpBackend::write_whole_files(
         written.push_back(w.i);
         bytes += files[w.i].data.size();
       } else {
-        again[w.i] = true;  // the default way truncates the partial and says why
+        again[w.i] = true;  // the layout's way truncates the partial and says why
       }
     }
     pool().count_written(bytes);
@@ -857,13 +857,8 @@ std::vector<Result<MadeWholeFile>> SftpBackend::write_whole_files(
     }
   }
   for (size_t i : remove) (void)unlink(files[i].partial);
-  std::vector<NewWholeFile> rest;
   for (size_t i = 0; i < files.size(); ++i)
-    if (again[i]) rest.push_back(files[i]);
-  if (rest.empty()) return out;
-  auto got = Backend::write_whole_files(rest);
-  for (size_t i = 0, k = 0; i < files.size(); ++i)
-    if (again[i]) out[i] = std::move(got[k++]);
+    if (again[i]) out[i].reset();
   return out;
 }
 

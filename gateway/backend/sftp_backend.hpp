@@ -98,8 +98,8 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   // CLOSE in a second; every RENAME, then the files' and their directories' LSTATs in a third,
   // with the server's paths held as any rename holds them; all on one connection. A file whose
   // answers are not plainly clear (its partial there already, a failed WRITE or RENAME, a
-  // connection lost) is made again the default way, which says why.
-  std::vector<Result<MadeWholeFile>> write_whole_files(
+  // connection lost) is left to the layout, which makes it file by file and says why.
+  std::vector<std::optional<Result<MadeWholeFile>>> write_whole_files(
       const std::vector<NewWholeFile>& files) override;
   Result<std::shared_ptr<Backend>> subtree(std::string_view rel) override;
   void changed_on_server(std::string_view rel) override;

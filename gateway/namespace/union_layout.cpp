@@ -406,10 +406,26 @@ std::vector<Result<WholeFile>> UnionLayout::read_whole_files(const std::vector<s
 
 std::vector<Result<MadeWholeFile>> UnionLayout::write_whole_files(
     const std::vector<NewWholeFile>& files) {
-  if (branches_.size() == 1 && branches_[0].mode == BranchMode::read_write &&
-      branches_[0].backend->accepts_new_files())
-    return branches_[0].backend->write_whole_files(files);
-  return Layout::write_whole_files(files);
+  if (branches_.size() != 1 || branches_[0].mode != BranchMode::read_write ||
+      !branches_[0].backend->accepts_new_files())
+    return Layout::write_whole_files(files);
+  // What the backend leaves is made here, file by file.
+  auto got = branches_[0].backend->write_whole_files(files);
+  std::vector<Result<MadeWholeFile>> out;
+  std::vector<NewWholeFile> rest;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i < got.size() && got[i]) {
+      out.push_back(std::move(*got[i]));
+    } else {
+      out.push_back(Result<MadeWholeFile>::failure(EIO));
+      rest.push_back(files[i]);
+    }
+  }
+  if (rest.empty()) return out;
+  auto made = Layout::write_whole_files(rest);
+  for (size_t i = 0, k = 0; i < files.size(); ++i)
+    if (!(i < got.size() && got[i])) out[i] = std::move(made[k++]);
+  return out;
 }
 
 Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t mode) {

@@ -45,7 +45,8 @@ class UnionLayout final : public Layout {
   // One branch: its backend reads the files together.
   std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
                                                   uint32_t max_bytes) override;
-  // One branch that takes new files: its backend makes the files together.
+  // One branch that takes new files: its backend makes the files together, and this layout
+  // those it leaves.
   std::vector<Result<MadeWholeFile>> write_whole_files(
       const std::vector<NewWholeFile>& files) override;
   Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
