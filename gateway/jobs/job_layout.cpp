@@ -308,4 +308,42 @@ Result<Created> JobLayout::create(const std::string& rel, int flags, uint32_t mo
   return c;
 }
 
+std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
+    const std::vector<NewWholeFile>& files) {
+  using R = Result<MadeWholeFile>;
+  std::vector<R> out(files.size(), R::failure(EIO));
+  std::vector<NewWholeFile> sent;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!quota_->take_inodes(1)) {
+      out[i] = R::failure(EDQUOT);
+      continue;
+    }
+    if (!quota_->take_bytes(files[i].data.size())) {
+      quota_->give_inodes(1);
+      out[i] = R::failure(EDQUOT);
+      continue;
+    }
+    sent.push_back(files[i]);
+    which.push_back(i);
+  }
+  auto made = inner_->write_whole_files(sent);
+  for (size_t k = 0; k < which.size(); ++k) {
+    const NewWholeFile& f = sent[k];
+    if (k >= made.size() || !made[k]) {
+      quota_->give_bytes(f.data.size());
+      quota_->give_inodes(1);
+      out[which[k]] = k < made.size() ? std::move(made[k]) : R::failure(EIO);
+      continue;
+    }
+    if (made[k]->replaced) give_back(*made[k]->replaced);
+    sizes_.renamed(f.partial, f.path);
+    made[k]->attrs = owned(made[k]->attrs);
+    if (made[k]->parent_attrs) made[k]->parent_attrs = owned(*made[k]->parent_attrs);
+    made[k]->replaced.reset();
+    out[which[k]] = std::move(made[k]);
+  }
+  return out;
+}
+
 }  // namespace skein

@@ -34,6 +34,10 @@ class JobLayout final : public Layout {
   Result<sftp::StatVfs> statfs(const std::string& rel) override;
   Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) override;
   Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
+  // The inner layout's, with each file's inode and bytes taken from the quota first (EDQUOT for
+  // a file that would pass it) and what its rename replaced given back.
+  std::vector<Result<MadeWholeFile>> write_whole_files(
+      const std::vector<NewWholeFile>& files) override;
   std::vector<std::shared_ptr<Backend>> backends() const override { return inner_->backends(); }
   std::string describe() const override { return inner_->describe(); }
   void prepare() override { inner_->prepare(); }

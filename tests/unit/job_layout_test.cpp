@@ -153,6 +153,39 @@ TEST(JobLayout, TheInodeQuotaCountsFilesDirectoriesAndSymlinks) {
   EXPECT_EQ(j.inodes(), 2u);
 }
 
+TEST(JobLayout, WholeFilesTakeTheirQuotaFirstAndGiveBackWhatTheyReplace) {
+  // WriteFiles through a job's namespace: each file's inode and bytes are taken before anything
+  // is sent (EDQUOT for one that would pass the quota, the others made), a file replaced by a
+  // rename gives its own back, and every file shows the job's owner.
+  Job j(100, 10);
+  auto f = j.create("/old");
+  ASSERT_TRUE(f->write(0, bytes(std::string(30, 'o'))));
+  ASSERT_TRUE(f->close());
+  EXPECT_EQ(j.used(), 30u);
+  EXPECT_EQ(j.inodes(), 1u);
+  auto whole = [](std::string path, const std::string& data) {
+    std::string partial = "/." + path.substr(1) + ".part";
+    return NewWholeFile{std::move(path), std::move(partial), bytes(data), 0640, 1, 2};
+  };
+  auto made = j.layout->write_whole_files(
+      {whole("/a", std::string(20, 'a')), whole("/old", std::string(10, 'n')),
+       whole("/big", std::string(90, 'b')), whole("/c", "")});
+  ASSERT_EQ(made.size(), 4u);
+  ASSERT_TRUE(made[0]) << made[0].error();
+  EXPECT_EQ(made[0]->attrs.uid, 1234u);
+  EXPECT_EQ(made[0]->attrs.gid, 567u);
+  EXPECT_EQ(made[0]->attrs.size, 20u);
+  ASSERT_TRUE(made[1]) << made[1].error();
+  EXPECT_EQ(made[2].error(), EDQUOT);
+  ASSERT_TRUE(made[3]) << made[3].error();
+  // The old file's 30 bytes came back: 20 + 10 + 0, and /a, /old, /c.
+  EXPECT_EQ(j.used(), 30u);
+  EXPECT_EQ(j.inodes(), 3u);
+  EXPECT_EQ(j.layout->getattr("/big").error(), ENOENT);
+  EXPECT_EQ(j.layout->getattr("/.big.part").error(), ENOENT);
+  EXPECT_EQ(j.layout->getattr("/old")->size, 10u);
+}
+
 TEST(JobLayout, DfShowsTheQuota) {
   Job j(8 << 20, 1000);
   ASSERT_TRUE(j.create("/f")->write(0, bytes(std::string(1 << 20, 'x'))));
