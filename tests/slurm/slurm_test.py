@@ -135,9 +135,10 @@ echo done > "$SKEIN_SCRATCH/results/flag"
 
 def test_mpi_job_bcasts_and_stages_its_scratch_with_srun(c):
     """An MPI job of an unprivileged user runs skein-mpi under srun on its own scratch: bcast fills
-    the mount's page cache and stage-in copies a tree out of it with its small files fetched
-    several at a time. Both go through the mount's control socket, which the prolog's mount (run
-    as root) opens to the job's user and to nobody else."""
+    the mount's page cache, stage-in copies a tree out of it with its small files fetched
+    several at a time, and stage-out copies it back with its small files stored several at a
+    time (WriteFiles into the job's namespace). All go through the mount's control socket,
+    which the prolog's mount (run as root) opens to the job's user and to nobody else."""
     skein_mpi = os.path.join(h.BUILD, "client", "skein-mpi")
     check(os.access(skein_mpi, os.X_OK), f"{skein_mpi} is not built (it needs libopenmpi-dev)")
     export0 = c.skein_env["SKEIN_EXPORTS"].split()[0]
@@ -156,6 +157,8 @@ def test_mpi_job_bcasts_and_stages_its_scratch_with_srun(c):
 #BB_LUA skein width=2 stage_in=/srv0/users/{A}/mpi-in:/input
 srun --mpi=pmix -n 2 {skein_mpi} bcast "$SKEIN_SCRATCH/input" || echo "bcast failed"
 srun --mpi=pmix -n 2 {skein_mpi} stage-in "$SKEIN_SCRATCH/input" {work}/copy-$SLURM_JOB_ID || echo "stage-in failed"
+srun --mpi=pmix -n 2 {skein_mpi} stage-out {work}/copy-$SLURM_JOB_ID "$SKEIN_SCRATCH/back" || echo "stage-out failed"
+diff -r {work}/copy-$SLURM_JOB_ID "$SKEIN_SCRATCH/back" && echo "stage-out copy is the same"
 touch {ready}
 for i in $(seq 300); do [ -e {go} ] && break; sleep 0.1; done
 """)
@@ -194,6 +197,9 @@ for i in $(seq 300); do [ -e {go} ] && break; sleep 0.1; done
           f"bcast did not fetch the tree once: {out!r}")
     check("40 of them fetched several at a time" in out,
           f"stage-in did not fetch the small files through the control socket: {out!r}")
+    check("40 stored several at a time" in out and "stage-out copy is the same" in out,
+          f"stage-out did not store the small files into the scratch through the control socket: "
+          f"{out!r}")
     copy = os.path.join(work, f"copy-{job}")
     for name, data in files.items():
         with open(os.path.join(copy, name), "rb") as f:
