@@ -703,11 +703,6 @@ grpc::Status DataService::write_files(grpc::ServerContextBase* ctx,
                      f.mode(), f.atime_ns() / 1000000000, f.mtime_ns() / 1000000000});
   }
   // Slices of the files at once: a backend sends a slice's requests together, on one connection.
-  const std::vector<std::string> vpaths = [&] {
-    std::vector<std::string> v;
-    for (const NewWholeFile& f : files) v.push_back(f.path);
-    return v;
-  }();
   std::vector<Result<MadeWholeFile>> made(files.size(), Result<MadeWholeFile>::failure(EIO));
   const size_t slices = (files.size() + kWriteFilesSlice - 1) / kWriteFilesSlice;
   run_spread(placement_, slices, kWriteFilesAtOnce, [&](size_t slice) {
@@ -725,7 +720,7 @@ grpc::Status DataService::write_files(grpc::ServerContextBase* ctx,
     }
     // As a create that replaced what was there: the other mounts drop the name and the file, and
     // the caller counts among those that cache both.
-    const Target t{ns, vpaths[i]};
+    const Target t{ns, files[i].path};
     changed(broker_, ctx, t, Change::create, t.path);
     served(broker_, ctx, t, t.path, made[i]->attrs, true);
     fill_attr(made[i]->attrs, out->mutable_attr());

@@ -154,10 +154,9 @@ class DataService final : public DataCallbacks {
 };
 
 // The Data service's limits are wire::kMaxIoSize, wire::kMaxReadFiles and wire::kMaxWriteFiles
-// (wire/limits.hpp). A
-// ReadFiles call's files go to the namespace in slices of up to kReadFilesSlice (a backend sends
-// a slice's requests together, on one connection), and up to kReadFilesAtOnce slices are read at
-// once.
+// (wire/limits.hpp). A ReadFiles call's files go to the namespace in slices of up to
+// kReadFilesSlice (a backend sends a slice's requests together, on one connection), and up to
+// kReadFilesAtOnce slices are read at once.
 inline constexpr int kReadFilesSlice = 32;
 inline constexpr int kReadFilesAtOnce = 8;
 // A WriteFiles call's files likewise go in slices of up to kWriteFilesSlice, up to
