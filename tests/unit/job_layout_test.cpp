@@ -167,9 +167,9 @@ TEST(JobLayout, WholeFilesTakeTheirQuotaFirstAndGiveBackWhatTheyReplace) {
     std::string partial = "/." + path.substr(1) + ".part";
     return NewWholeFile{std::move(path), std::move(partial), bytes(data), 0640, 1, 2};
   };
-  auto made = j.layout->write_whole_files(
-      {whole("/a", std::string(20, 'a')), whole("/old", std::string(10, 'n')),
-       whole("/big", std::string(90, 'b')), whole("/c", "")});
+  auto made = j.layout->write_whole_files({whole("/a", std::string(20, 'a')),
+                                           whole("/old", std::string(10, 'n')),
+                                           whole("/big", std::string(90, 'b')), whole("/c", "")});
   ASSERT_EQ(made.size(), 4u);
   ASSERT_TRUE(made[0]) << made[0].error();
   EXPECT_EQ(made[0]->attrs.uid, 1234u);
