@@ -48,12 +48,10 @@ struct NewWholeFile {
   uint32_t mode = 0;
   int64_t atime_s = 0, mtime_s = 0;
 };
-// The file made, its directory right after its rename when that came with it, and what its
-// rename replaced (looked at right before it; nothing when the name was free).
+// The file made, and its directory right after its rename when that came with it.
 struct MadeWholeFile {
   sftp::Attrs attrs;
   std::optional<sftp::Attrs> parent_attrs;
-  std::optional<sftp::Attrs> replaced;
 };
 
 // Bytes and operations served by one backend since the gateway started.

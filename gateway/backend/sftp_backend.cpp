@@ -791,8 +791,7 @@ std::vector<std::optional<Result<MadeWholeFile>>> SftpBackend::write_whole_files
     pool().count_written(bytes);
 
     // Last round, holding the server's paths as every rename does (what was verified at either
-    // name is looked at again): each name's LSTAT (what its RENAME replaces) and the RENAMEs,
-    // then each file's LSTAT and its directory's once.
+    // name is looked at again): the RENAMEs, then each file's LSTAT and its directory's once.
     std::vector<size_t> renaming;
     std::vector<Result<Reply>> answers;
     std::vector<std::string> dirs;
@@ -809,7 +808,6 @@ std::vector<std::optional<Result<MadeWholeFile>>> SftpBackend::write_whole_files
           continue;
         }
         renaming.push_back(i);
-        asks.push_back(PacketWriter(FXP_LSTAT).str(remote_path(f.path)).take());
         asks.push_back(PacketWriter(FXP_EXTENDED)
                            .str("posix-rename@openssh.com")
                            .str(remote_path(f.partial))
@@ -833,14 +831,14 @@ std::vector<std::optional<Result<MadeWholeFile>>> SftpBackend::write_whole_files
       }
     }
     std::vector<std::optional<Attrs>> dir_attrs(dirs.size());
-    // The answers: a LSTAT and a RENAME for each file, its LSTAT after, the directories'.
+    // The answers: each file's RENAME, then its LSTAT, then the directories'.
     const size_t n = renaming.size();
     for (size_t d = 0; d < dirs.size(); ++d) {
-      if (auto a = expect_attrs(std::move(answers[3 * n + d]))) dir_attrs[d] = *a;
+      if (auto a = expect_attrs(std::move(answers[2 * n + d]))) dir_attrs[d] = *a;
     }
     for (size_t k = 0; k < n; ++k) {
       const size_t i = renaming[k];
-      Result<Reply>& renamed = answers[2 * k + 1];
+      Result<Reply>& renamed = answers[k];
       const auto code = status_code(renamed);
       if (!code || *code != FX_OK) {
         if (const int error = final_error(renamed)) {
@@ -851,16 +849,14 @@ std::vector<std::optional<Result<MadeWholeFile>>> SftpBackend::write_whole_files
         }
         continue;
       }
-      std::optional<Attrs> replaced;
-      if (auto before = expect_attrs(std::move(answers[2 * k]))) replaced = *before;
-      auto attrs = expect_attrs(std::move(answers[2 * n + k]));
+      auto attrs = expect_attrs(std::move(answers[n + k]));
       if (!attrs) {
         out[i] = R::failure(attrs.error());
         continue;
       }
       const std::string dir = parent_path(files[i].path);
       const size_t d = static_cast<size_t>(std::find(dirs.begin(), dirs.end(), dir) - dirs.begin());
-      out[i] = MadeWholeFile{*attrs, dir_attrs[d], replaced};
+      out[i] = MadeWholeFile{*attrs, dir_attrs[d]};
     }
   }
   for (size_t i : remove) (void)unlink(files[i].partial);

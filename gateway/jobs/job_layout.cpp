@@ -314,6 +314,7 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
   std::vector<R> out(files.size(), R::failure(EIO));
   std::vector<NewWholeFile> sent;
   std::vector<size_t> which;
+  std::vector<std::optional<sftp::Attrs>> replaced;  // what each rename will replace, as rename()
   for (size_t i = 0; i < files.size(); ++i) {
     if (!quota_->take_inodes(1)) {
       out[i] = R::failure(EDQUOT);
@@ -326,6 +327,8 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
     }
     sent.push_back(files[i]);
     which.push_back(i);
+    auto there = inner_->getattr(files[i].path);
+    replaced.push_back(there ? std::optional<sftp::Attrs>(*there) : std::nullopt);
   }
   auto made = inner_->write_whole_files(sent);
   for (size_t k = 0; k < which.size(); ++k) {
@@ -336,11 +339,10 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
       out[which[k]] = k < made.size() ? std::move(made[k]) : R::failure(EIO);
       continue;
     }
-    if (made[k]->replaced) give_back(*made[k]->replaced);
+    if (replaced[k]) give_back(*replaced[k]);
     sizes_.renamed(f.partial, f.path);
     made[k]->attrs = owned(made[k]->attrs);
     if (made[k]->parent_attrs) made[k]->parent_attrs = owned(*made[k]->parent_attrs);
-    made[k]->replaced.reset();
     out[which[k]] = std::move(made[k]);
   }
   return out;

@@ -35,7 +35,8 @@ class JobLayout final : public Layout {
   Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) override;
   Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
   // The inner layout's, with each file's inode and bytes taken from the quota first (EDQUOT for
-  // a file that would pass it) and what its rename replaced given back.
+  // a file that would pass it) and what its rename replaced (looked at first, as rename() does)
+  // given back.
   std::vector<Result<MadeWholeFile>> write_whole_files(
       const std::vector<NewWholeFile>& files) override;
   std::vector<std::shared_ptr<Backend>> backends() const override { return inner_->backends(); }

@@ -82,11 +82,9 @@ std::vector<Result<MadeWholeFile>> Layout::write_whole_files(
       auto set = setattr(f.partial, change, made->file.get());
       if (!set) return fail(set.error(), true);
       if (auto st = made->file->close(); !st) return fail(st.error(), false);
-      std::optional<sftp::Attrs> replaced;
-      if (auto there = getattr(f.path)) replaced = *there;
       auto moved = rename_reporting_parents(f.partial, f.path, 0);
       if (!moved) return fail(moved.error(), false);
-      return MadeWholeFile{*set, moved->to_dir, replaced};
+      return MadeWholeFile{*set, moved->to_dir};
     }());
   }
   return out;
