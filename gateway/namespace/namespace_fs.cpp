@@ -18,6 +18,36 @@ int64_t now_s() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
+
+// The items of a call on many paths (ReadFiles, WriteFiles), gathered by the mount that holds
+// them, so that its layout takes them together; each mount's in the order asked. `at` keeps the
+// mount table alive.
+template <typename At, typename Item>
+struct MountBatch {
+  At at;
+  std::vector<size_t> which;  // the items' places in the call
+  std::vector<Item> items;
+};
+
+template <typename At, typename Item>
+void add_to_batch(std::vector<MountBatch<At, Item>>& batches, const At& at, size_t i, Item item) {
+  auto b = std::find_if(batches.begin(), batches.end(),
+                        [&](const MountBatch<At, Item>& x) { return x.at.mount == at.mount; });
+  if (b == batches.end()) b = batches.insert(batches.end(), MountBatch<At, Item>{at, {}, {}});
+  b->which.push_back(i);
+  b->items.push_back(std::move(item));
+}
+
+// Each batch's answers, `answer(batch)` in the batch's order, put in their places in `out`.
+template <typename At, typename Item, typename Out, typename Answer>
+void answer_batches(std::vector<MountBatch<At, Item>>& batches, std::vector<Out>& out,
+                    Answer answer) {
+  for (auto& b : batches) {
+    auto got = answer(b);
+    for (size_t k = 0; k < b.which.size() && k < got.size(); ++k)
+      out[b.which[k]] = std::move(got[k]);
+  }
+}
 }  // namespace
 
 NamespaceFs::NamespaceFs(std::string name, TokenSet credential,
@@ -314,43 +344,25 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file_for_one_read(uint64_t handle
 std::vector<Result<WholeFile>> NamespaceFs::read_whole_files(const std::vector<std::string>& vpaths,
                                                              uint32_t max_bytes) {
   std::vector<Result<WholeFile>> out(vpaths.size(), Result<WholeFile>::failure(EIO));
-  // The files of each mount, in the order asked; the table that holds the mounts is kept.
-  struct Group {
-    Located at;
-    std::vector<size_t> which;
-    std::vector<std::string> rels;
-  };
-  std::vector<Group> groups;
+  std::vector<MountBatch<Located, std::string>> batches;
   for (size_t i = 0; i < vpaths.size(); ++i) {
     auto t = locate(vpaths[i]);
     if (!t.mount) {
       out[i] = Result<WholeFile>::failure(t.table->is_synthetic_dir(vpaths[i]) ? EISDIR : ENOENT);
       continue;
     }
-    auto g = std::find_if(groups.begin(), groups.end(),
-                          [&](const Group& x) { return x.at.mount == t.mount; });
-    if (g == groups.end()) g = groups.insert(groups.end(), Group{t, {}, {}});
-    g->which.push_back(i);
-    g->rels.push_back(std::move(t.rel));
+    add_to_batch(batches, t, i, t.rel);
   }
-  for (auto& g : groups) {
-    auto got = g.at.mount->layout->read_whole_files(g.rels, max_bytes);
-    for (size_t k = 0; k < g.which.size() && k < got.size(); ++k)
-      out[g.which[k]] = std::move(got[k]);
-  }
+  answer_batches(batches, out, [&](const auto& b) {
+    return b.at.mount->layout->read_whole_files(b.items, max_bytes);
+  });
   return out;
 }
 
 std::vector<Result<MadeWholeFile>> NamespaceFs::write_whole_files(std::vector<NewWholeFile> files) {
   using R = Result<MadeWholeFile>;
   std::vector<R> out(files.size(), R::failure(EIO));
-  // The files of each mount, in the order given; the table that holds the mounts is kept.
-  struct Group {
-    Located at;
-    std::vector<size_t> which;
-    std::vector<NewWholeFile> files;
-  };
-  std::vector<Group> groups;
+  std::vector<MountBatch<Located, NewWholeFile>> batches;
   for (size_t i = 0; i < files.size(); ++i) {
     NewWholeFile& f = files[i];
     if (f.partial == f.path || parent_path(f.partial) != parent_path(f.path)) {
@@ -371,19 +383,12 @@ std::vector<Result<MadeWholeFile>> NamespaceFs::write_whole_files(std::vector<Ne
       out[i] = R::failure(EXDEV);
       continue;
     }
-    auto g = std::find_if(groups.begin(), groups.end(),
-                          [&](const Group& x) { return x.at.mount == at.mount; });
-    if (g == groups.end()) g = groups.insert(groups.end(), Group{at, {}, {}});
-    g->which.push_back(i);
-    f.path = std::move(at.rel);
+    f.path = at.rel;
     f.partial = std::move(part.rel);
-    g->files.push_back(std::move(f));
+    add_to_batch(batches, at, i, std::move(f));
   }
-  for (auto& g : groups) {
-    auto made = g.at.mount->layout->write_whole_files(g.files);
-    for (size_t k = 0; k < g.which.size() && k < made.size(); ++k)
-      out[g.which[k]] = std::move(made[k]);
-  }
+  answer_batches(batches, out,
+                 [](const auto& b) { return b.at.mount->layout->write_whole_files(b.items); });
   return out;
 }
 
