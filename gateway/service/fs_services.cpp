@@ -108,28 +108,32 @@ void created(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& 
   if (made.parent_attrs) served(b, ctx, t, parent_path(t.path), *made.parent_attrs, false);
 }
 
-// Runs work(0) .. work(count - 1), up to `at_once` at a time: in this thread and in up to
-// at_once - 1 helpers on the pool. This thread never waits for a helper to start (the pool may be
-// full, of calls like this one): once it finds no work left, helpers that start later take none,
-// and it waits only for those running some. `work` may use the caller's locals.
-void run_spread(CallPlacement& placement, size_t count, size_t at_once,
-                const std::function<void(size_t)>& work) {
+// Runs work(from, to) for the slices [0, slice), [slice, 2 slice), ... of [0, count), up to
+// `at_once` slices at a time: in this thread and in up to at_once - 1 helpers on the pool. This
+// thread never waits for a helper to start (the pool may be full, of calls like this one): once
+// it finds no slice left, helpers that start later take none, and it waits only for those
+// running one. `work` may use the caller's locals.
+void run_in_slices(CallPlacement& placement, size_t count, size_t slice, size_t at_once,
+                   const std::function<void(size_t, size_t)>& work) {
   struct Shared {
-    const std::function<void(size_t)>* work = nullptr;
-    size_t count = 0;
+    const std::function<void(size_t, size_t)>* work = nullptr;
+    size_t count = 0, slice = 0;
     std::atomic<size_t> next{0};
     std::mutex mu;
     std::condition_variable idle;
-    size_t running = 0;  // helpers between their start and their last piece of work
+    size_t running = 0;  // helpers between their start and their last slice
     bool closed = false;
     void take() {
-      for (size_t k; (k = next.fetch_add(1)) < count;) (*work)(k);
+      for (size_t from; (from = next.fetch_add(1) * slice) < count;)
+        (*work)(from, std::min(count, from + slice));
     }
   };
   auto shared = std::make_shared<Shared>();
   shared->work = &work;
   shared->count = count;
-  const size_t extra = count == 0 ? 0 : std::min(count, at_once) - 1;
+  shared->slice = slice;
+  const size_t slices = (count + slice - 1) / slice;
+  const size_t extra = slices == 0 ? 0 : std::min(slices, at_once) - 1;
   for (size_t k = 0; k < extra; ++k) {
     placement.help([shared] {
       {
@@ -643,13 +647,13 @@ grpc::Status DataService::read_files(grpc::ServerContextBase* ctx, const v1::Rea
   // Slices of the files at once, so that their SFTP requests are in flight together (on the
   // backends' connections) rather than one round trip after another.
   std::vector<Result<WholeFile>> got(paths.size(), Result<WholeFile>::failure(EIO));
-  const size_t slices = (paths.size() + kReadFilesSlice - 1) / kReadFilesSlice;
-  run_spread(placement_, slices, kReadFilesAtOnce, [&](size_t slice) {
-    const size_t from = slice * kReadFilesSlice;
-    const size_t to = std::min(paths.size(), from + kReadFilesSlice);
-    auto read = ns->read_whole_files({paths.begin() + from, paths.begin() + to}, req->max_bytes());
-    for (size_t i = from; i < to && i - from < read.size(); ++i) got[i] = std::move(read[i - from]);
-  });
+  run_in_slices(
+      placement_, paths.size(), kReadFilesSlice, kReadFilesAtOnce, [&](size_t from, size_t to) {
+        auto read =
+            ns->read_whole_files({paths.begin() + from, paths.begin() + to}, req->max_bytes());
+        for (size_t i = from; i < to && i - from < read.size(); ++i)
+          got[i] = std::move(read[i - from]);
+      });
   uint64_t bytes = 0;
   for (auto& g : got) {
     v1::FileContent* f = reply->add_files();
@@ -704,13 +708,12 @@ grpc::Status DataService::write_files(grpc::ServerContextBase* ctx,
   }
   // Slices of the files at once: a backend sends a slice's requests together, on one connection.
   std::vector<Result<MadeWholeFile>> made(files.size(), Result<MadeWholeFile>::failure(EIO));
-  const size_t slices = (files.size() + kWriteFilesSlice - 1) / kWriteFilesSlice;
-  run_spread(placement_, slices, kWriteFilesAtOnce, [&](size_t slice) {
-    const size_t from = slice * kWriteFilesSlice;
-    const size_t to = std::min(files.size(), from + kWriteFilesSlice);
-    auto got = ns->write_whole_files({files.begin() + from, files.begin() + to});
-    for (size_t i = from; i < to && i - from < got.size(); ++i) made[i] = std::move(got[i - from]);
-  });
+  run_in_slices(placement_, files.size(), kWriteFilesSlice, kWriteFilesAtOnce,
+                [&](size_t from, size_t to) {
+                  auto got = ns->write_whole_files({files.begin() + from, files.begin() + to});
+                  for (size_t i = from; i < to && i - from < got.size(); ++i)
+                    made[i] = std::move(got[i - from]);
+                });
   uint64_t bytes = 0;
   for (size_t i = 0; i < files.size(); ++i) {
     v1::FileWritten* out = reply->add_files();
