@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "control_answer.hpp"
+
 namespace skein::client {
 namespace {
 
@@ -112,15 +114,9 @@ struct Line {
 
 // The answer's lines, after "ok N" (which must say `n`).
 std::vector<Line> lines_of(const std::string& answer, std::size_t n) {
-  std::istringstream in(answer);
-  std::string ok;
-  std::size_t count = 0;
-  in >> ok >> count;
-  EXPECT_EQ(ok, "ok") << answer;
-  EXPECT_EQ(count, n) << answer;
-  std::vector<Line> lines(count);
-  for (auto& l : lines) in >> l.error >> l.offset >> l.length >> l.mode >> l.mtime_ns;
-  return lines;
+  return answer_lines<Line>(answer, n, [](std::istream& in, Line& l) {
+    in >> l.error >> l.offset >> l.length >> l.mode >> l.mtime_ns;
+  });
 }
 
 const ControlPeer kRoot{1, 0, 0};

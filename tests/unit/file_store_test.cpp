@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "control_answer.hpp"
 #include "wire/limits.hpp"
 
 namespace skein::client {
@@ -94,16 +95,12 @@ struct FakeMount {
   }
 };
 
+// Each file's errno in the answer, after "ok N" (which must say `n`); -1 where there is none.
 std::vector<int> errors_of(const std::string& answer, std::size_t n) {
-  std::istringstream in(answer);
-  std::string ok;
-  std::size_t count = 0;
-  in >> ok >> count;
-  EXPECT_EQ(ok, "ok") << answer;
-  EXPECT_EQ(count, n) << answer;
-  std::vector<int> errors(count, -1);
-  for (int& e : errors) in >> e;
-  return errors;
+  return answer_lines<int>(answer, n, [](std::istream& in, int& e) {
+    e = -1;
+    in >> e;
+  });
 }
 
 const ControlPeer kRoot{1, 0, 0, true};
