@@ -261,11 +261,11 @@ bool Connection::write_request(const Request& r) {
 }
 
 bool Connection::write_joining(const Request& r, std::string& joined, Deadline deadline) {
-  if (!r.tail.empty() || r.framed.size() >= kJoinedWrite)
-    return flush_joined(joined, deadline) && write_request(r);
-  if (joined.size() + r.framed.size() > kJoinedWrite && !flush_joined(joined, deadline))
-    return false;
+  const size_t size = r.size();
+  if (size >= kJoinedWrite) return flush_joined(joined, deadline) && write_request(r);
+  if (joined.size() + size > kJoinedWrite && !flush_joined(joined, deadline)) return false;
   joined.append(r.framed);
+  for (std::string_view piece : r.tail) joined.append(piece);
   return true;
 }
 

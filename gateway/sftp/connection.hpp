@@ -86,14 +86,15 @@ class Connection {
   // answers the server's keepalives (an sshd with ClientAliveInterval drops a client that leaves
   // them unanswered).
   static constexpr int kIdleServiceMs = 1000;
-  // Requests without separate data and smaller than this are written together, up to this much
-  // a channel write: the server then decrypts and hands on one SSH packet for them, not one each.
+  // Requests smaller than this, their separate data (a small WRITE's) included, are written
+  // together, up to this much a channel write: the server then decrypts and hands on one SSH
+  // packet for them, not one each, and the gateway makes one send, not one each.
   static constexpr size_t kJoinedWrite = 32 * 1024;
   // Reads exactly n bytes (the handshake's replies), bounded by the timeout.
   bool read_exact(std::string& out, size_t n);
   // Writes one request to the channel; false if the channel failed. Caller holds ssh_mu_.
   bool write_request(const Request& request);
-  // Writes `request`, or (a small one without separate data) appends it to `joined`, which is
+  // Writes `request`, or (a small one, with its separate data) appends it to `joined`, which is
   // written first when it would grow past kJoinedWrite; flush_joined() writes what is left. False
   // if the channel failed. Caller holds ssh_mu_.
   bool write_joining(const Request& request, std::string& joined, Deadline deadline);

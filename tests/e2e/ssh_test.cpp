@@ -241,6 +241,35 @@ TEST_P(OnEachTransport, SftpDataCrossesIntactBothWays) {
   EXPECT_TRUE(slurp(server.export_dir() + "/data") == data);
 }
 
+// Small WRITEs go to the server joined in one channel write (connection.hpp, kJoinedWrite): a
+// call of scattered extents of 1 byte to 40 KiB, some joined, some not, some straddling the join's
+// limit, lands byte for byte where each was written.
+TEST_P(OnEachTransport, ScatteredSmallWritesLandIntact) {
+  SshServer server("ssh-scattered", {"ed25519"});
+  ASSERT_TRUE(server.running());
+  auto backend = backend_on(server, transport());
+  const std::string before = random_bytes(8 << 20, 3);
+  ASSERT_TRUE(write_then_read(*backend, "/scattered", before) == before);
+  auto f = backend->open("/scattered", O_RDWR, 0);
+  ASSERT_TRUE(f.ok());
+  std::string want = before;
+  std::vector<BackendFile::Extent> extents;
+  uint32_t total = 0;
+  for (uint64_t i = 0; i < 200; ++i) {
+    const size_t size = i % 10 == 9 ? 40 << 10 : 1 + (i * 2654435761u) % (12 << 10);
+    const uint64_t offset = (i * 7919 % 200) * (40 << 10) + i % 7;  // none overlaps another
+    auto owner = std::make_shared<std::string>(random_bytes(size, 100 + i));
+    want.replace(offset, size, *owner);
+    extents.push_back({offset, SharedBytes({std::string_view(*owner)}, owner)});
+    total += static_cast<uint32_t>(size);
+  }
+  auto wrote = (*f)->write_extents(extents);
+  ASSERT_TRUE(wrote.ok()) << "errno " << wrote.error();
+  EXPECT_EQ(*wrote, total);
+  ASSERT_TRUE((*f)->close().ok());
+  EXPECT_TRUE(slurp(server.export_dir() + "/scattered") == want);
+}
+
 TEST_P(OnEachTransport, ReadsPastTheEndOfAFileComeBackAtOnce) {
   SshServer server("ssh-short-reads", {"ed25519"});
   ASSERT_TRUE(server.running());
