@@ -88,6 +88,8 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
   std::vector<Call> take_sendable() {
     std::vector<Call> out;
     while (!queued.empty() && calls < limits.file_requests) {
+      if (send_many && queued.front().data.size() < limits.small && calls >= limits.small_calls)
+        break;
       std::vector<Request> call;
       std::size_t bytes = 0;
       while (!queued.empty()) {
