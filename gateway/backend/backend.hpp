@@ -97,6 +97,9 @@ class Backend {
     if (auto st = unlink(rel); !st) return Result<std::optional<sftp::Attrs>>::failure(st.error());
     return std::optional<sftp::Attrs>();
   }
+  // unlink() of each of `rels`, answers in the order asked. The default removes one after
+  // another; SftpBackend sends every REMOVE together.
+  virtual std::vector<Status> unlink_each(const std::vector<std::string>& rels);
   // flags: 0 (replace what is at `to`, atomically), or RENAME_NOREPLACE (1).
   virtual Status rename(std::string_view from, std::string_view to, unsigned flags) = 0;
   // rename(), with the attributes of the directories of `from` and `to` right after it where the
