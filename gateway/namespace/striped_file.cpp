@@ -137,7 +137,9 @@ Result<sftp::Attrs> StripedFile::fstat() {
   std::vector<uint64_t> sizes;
   for (auto& a : attrs) {
     sizes.push_back(a->size);
-    // Writes touch only some parts: the file changed when its latest part did.
+    // Writes touch only some parts: the file changed when its latest part did. An empty part
+    // other than the first has had no write; its times say nothing (StripedLayout::getattr).
+    if (sizes.size() > 1 && a->size == 0) continue;
     out.mtime = std::max(out.mtime, a->mtime);
     out.atime = std::max(out.atime, a->atime);
   }

@@ -264,6 +264,11 @@ Result<sftp::Attrs> StripedLayout::getattr(const std::string& rel) {
     }
     if (!S_ISREG(a->permissions)) continue;
     sizes[b] = a->size;
+    // Writes touch only some parts, so the file changed when its latest part did; but an empty
+    // part other than backend 0's has had no write, and may have been made long after the file
+    // (a file of one stripe made by write_whole_files has no other parts until an open makes
+    // them), so its times say nothing.
+    if (a->size == 0) continue;
     out.mtime = std::max(out.mtime, a->mtime);
     out.atime = std::max(out.atime, a->atime);
   }
@@ -336,6 +341,7 @@ Result<std::vector<DirEntryAttrs>> StripedLayout::readdir(const std::string& rel
         auto it = parts[b].find(e.filename);
         if (it == parts[b].end() || !S_ISREG(it->second->permissions)) continue;
         sizes[b] = it->second->size;
+        if (sizes[b] == 0) continue;  // no write landed here: its times say nothing (getattr)
         d.attrs.mtime = std::max(d.attrs.mtime, it->second->mtime);
         d.attrs.atime = std::max(d.attrs.atime, it->second->atime);
       }
@@ -591,6 +597,75 @@ Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_
   attrs->size = 0;
   return Created{std::make_shared<StripedFile>(map_, std::move(parts), rel, flags), *attrs,
                  std::nullopt};
+}
+
+std::vector<Result<MadeWholeFile>> StripedLayout::write_whole_files(
+    const std::vector<NewWholeFile>& files) {
+  using R = Result<MadeWholeFile>;
+  std::vector<std::optional<R>> out(files.size());
+  std::vector<NewWholeFile> alone, rest;  // on backend 0 alone; the layout's way
+  std::vector<size_t> alone_at, rest_at;
+  const Status up = all_up();
+  for (size_t i = 0; i < files.size(); ++i) {
+    const NewWholeFile& f = files[i];
+    Status st = ready(f.path, EACCES);
+    if (st) st = ready(f.partial, EACCES);
+    if (st) st = up;
+    if (!st) {
+      out[i] = R::failure(st.error());
+    } else if (f.data.size() <= map_.stripe_size()) {
+      alone.push_back(f);
+      alone_at.push_back(i);
+    } else {
+      rest.push_back(f);
+      rest_at.push_back(i);
+    }
+  }
+  if (!alone.empty()) {
+    auto made = primary().write_whole_files(alone);
+    // Each name now holds its new file on backend 0; a part under it elsewhere belongs to the
+    // file it replaced, and would lend the new one its size and bytes.
+    std::vector<std::string> names;
+    std::vector<size_t> named_at;
+    for (size_t k = 0; k < alone.size(); ++k) {
+      if (!made[k]) {
+        rest.push_back(std::move(alone[k]));
+        rest_at.push_back(alone_at[k]);
+        continue;
+      }
+      if (*made[k]) {
+        names.push_back(alone[k].path);
+        named_at.push_back(alone_at[k]);
+      }
+      out[alone_at[k]] = std::move(*made[k]);
+    }
+    std::vector<size_t> others;
+    if (!names.empty()) others = part_backends(width());
+    auto stale = fan_out(others, [&](size_t b) {
+      std::vector<bool> left(names.size(), false);
+      auto removed = backends_[b]->unlink_each(names);
+      for (size_t k = 0; k < names.size(); ++k) {
+        if (removed[k] || removed[k].error() == ENOENT) continue;
+        remove_orphan(b, names[k]);  // a directory, say: backend 0 did not have it
+        left[k] = static_cast<bool>(backends_[b]->lstat(names[k]));
+        if (left[k])
+          spdlog::error("striped file {} made, but the part of the file it replaced stays on {}",
+                        names[k], backends_[b]->name());
+      }
+      return left;
+    });
+    for (const auto& left : stale)
+      for (size_t k = 0; k < names.size(); ++k)
+        if (left[k]) out[named_at[k]] = R::failure(EIO);
+  }
+  if (!rest.empty()) {
+    auto made = Layout::write_whole_files(rest);
+    for (size_t k = 0; k < rest.size(); ++k) out[rest_at[k]] = std::move(made[k]);
+  }
+  std::vector<R> answers;
+  answers.reserve(files.size());
+  for (auto& o : out) answers.push_back(std::move(*o));
+  return answers;
 }
 
 }  // namespace skein

@@ -30,6 +30,7 @@ struct FakeBackend::Tree {
   mutable std::mutex mu;                               // guards everything here
   std::map<std::string, std::shared_ptr<Node>> nodes;  // by path below the root; "/" the root
   bool down = false, full = false, read_only = false, draining = false;
+  bool makes_whole_files = false;
   uint64_t min_free = 0, total = static_cast<uint64_t>(1) << 30,
            free = static_cast<uint64_t>(1) << 30;
   std::vector<Failure> failures;
@@ -236,6 +237,10 @@ void FakeBackend::set_full(bool full) {
 void FakeBackend::set_read_only(bool read_only) {
   std::lock_guard lock(tree_->mu);
   tree_->read_only = read_only;
+}
+void FakeBackend::set_makes_whole_files(bool makes) {
+  std::lock_guard lock(tree_->mu);
+  tree_->makes_whole_files = makes;
 }
 void FakeBackend::set_draining(bool draining) {
   std::lock_guard lock(tree_->mu);
@@ -577,6 +582,43 @@ Result<std::shared_ptr<Backend>> FakeBackend::subtree(std::string_view rel) {
   const std::string prefix = full(rel);
   return std::shared_ptr<Backend>(
       std::shared_ptr<FakeBackend>(new FakeBackend(tree_, prefix, name_ + ":" + prefix)));
+}
+
+std::vector<std::optional<Result<MadeWholeFile>>> FakeBackend::write_whole_files(
+    const std::vector<NewWholeFile>& files) {
+  using R = Result<MadeWholeFile>;
+  {
+    std::lock_guard lock(tree_->mu);
+    if (!tree_->makes_whole_files) return Backend::write_whole_files(files);
+  }
+  std::vector<std::optional<R>> out;
+  for (const NewWholeFile& f : files) {
+    out.push_back([&]() -> R {
+      auto file = open(f.partial, O_WRONLY | O_CREAT | O_EXCL, (f.mode & 0777) | S_IWUSR);
+      if (!file) return R::failure(file.error());
+      auto fail = [&](int err) {
+        (void)unlink(f.partial);
+        return R::failure(err);
+      };
+      if (!f.data.empty()) {
+        auto wrote = (*file)->write(0, f.data);
+        if (!wrote || *wrote != f.data.size()) return fail(wrote ? EIO : wrote.error());
+      }
+      if (auto st = (*file)->close(); !st) return fail(st.error());
+      sftp::Attrs a;
+      a.flags = sftp::ATTR_PERMISSIONS | sftp::ATTR_ACMODTIME;
+      a.permissions = f.mode & 07777;
+      a.atime = static_cast<uint32_t>(f.atime_s);
+      a.mtime = static_cast<uint32_t>(f.mtime_s);
+      if (auto st = setstat(f.partial, a); !st) return fail(st.error());
+      if (auto st = rename(f.partial, f.path, 0); !st) return fail(st.error());
+      auto attrs = lstat(f.path);
+      if (!attrs) return R::failure(attrs.error());
+      auto dir = lstat(parent_path(f.path));
+      return MadeWholeFile{*attrs, dir ? std::optional<sftp::Attrs>(*dir) : std::nullopt};
+    }());
+  }
+  return out;
 }
 
 }  // namespace skein::test

@@ -39,6 +39,9 @@ class FakeBackend final : public Backend, public std::enable_shared_from_this<Fa
   // on any path) fails with `err` from now on.
   void fail(std::string op, std::string rel, int err);
   void clear_failures();
+  // write_whole_files() makes the files itself, as SftpBackend does (each under its partial
+  // name, then renamed over its path), instead of leaving them all to the layout.
+  void set_makes_whole_files(bool makes);
 
   // --- The tree as it is, behind the layout's back (paths relative to this backend's root;
   // parents are made as needed). None of these count as calls, and they work while down.
@@ -77,6 +80,8 @@ class FakeBackend final : public Backend, public std::enable_shared_from_this<Fa
   Result<std::shared_ptr<BackendFile>> open(std::string_view rel, int flags,
                                             uint32_t mode) override;
   Result<std::shared_ptr<Backend>> subtree(std::string_view rel) override;
+  std::vector<std::optional<Result<MadeWholeFile>>> write_whole_files(
+      const std::vector<NewWholeFile>& files) override;
 
   struct Node;
   struct Tree;

@@ -270,10 +270,11 @@ TEST(NamespaceFs, WholeFilesOfSeveralMountsAreAnsweredInTheOrderAsked) {
 }
 
 TEST(NamespaceFs, WholeFilesAreMadeUnderTheirPartialsAndRenamedIntoPlace) {
-  // WriteFiles: each mount's files go to its layout together (a one-backend union to the
-  // backend's batch, the striped layout file by file), answered in the caller's order. A file
-  // ends with its bytes, mode and times at its name, its partial gone; an existing file there
-  // is replaced; a failed file leaves its name as it was and no partial.
+  // WriteFiles: each mount's files go to its layout together (to the backend's batch where it
+  // has one; these fake backends have none, so both layouts make each file their own way),
+  // answered in the caller's order. A file ends with its bytes, mode and times at its name, its
+  // partial gone; an existing file there is replaced; a failed file leaves its name as it was
+  // and no partial.
   Namespace n;
   n.srv0->put_file("/old", "the old contents", 0600);
   ASSERT_TRUE(n.fs->mkdir("/data/striped/d", 0755));

@@ -308,6 +308,73 @@ TEST(StripedLayout, ABackendThatIsDownFailsEveryChangeAtOnce) {
   EXPECT_EQ(s.read("/f", 0, 32), kFourStripes);
 }
 
+// WriteFiles into a striped layout: a file of one stripe or less is made on backend 0 by its
+// batch, and the parts of the file it replaces are removed from the others (else they would lend
+// it their size and bytes); a larger file is made the layout's way, with its parts; a failed
+// file leaves its name as it was. A backend that is down fails them all, trying nothing.
+TEST(StripedLayout, SmallWholeFilesAreMadeOnBackendZeroAndTheOldPartsGo) {
+  Stripes s;
+  for (auto& be : s.b) be->set_makes_whole_files(true);
+  s.write("/old", 0, kFourStripes);
+  s.b[2]->put_dir("/orphan/below");  // backend 0 has no such name
+  auto whole = [](std::string path, std::string partial, const std::string& data) {
+    return NewWholeFile{std::move(path), std::move(partial), bytes(data), 0640,
+                        1500000000,      1600000000};
+  };
+  const std::string longer = "0123456789abcdefXYZ";
+  auto made = s.layout->write_whole_files({
+      whole("/old", "/.old.part", "new"),
+      whole("/n", "/.n.part", "12345678"),
+      whole("/long", "/.long.part", longer),
+      whole("/none/x", "/none/.x.part", "x"),
+      whole("/orphan", "/.orphan.part", "o"),
+      whole(kRecord, "/.record.part", "x"),
+  });
+  ASSERT_EQ(made.size(), 6u);
+  for (size_t i : {0, 1, 2, 4}) ASSERT_TRUE(made[i]) << i << ": " << strerror(made[i].error());
+  EXPECT_EQ(made[0]->attrs.size, 3u);
+  EXPECT_EQ(made[0]->attrs.permissions & 07777, 0640u);
+  EXPECT_EQ(made[0]->attrs.mtime, 1600000000u);
+  EXPECT_EQ(made[2]->attrs.size, longer.size());
+  EXPECT_EQ(made[3].error(), ENOENT);
+  EXPECT_EQ(made[5].error(), EACCES) << "the stripe record's name";
+
+  for (size_t i : {1, 2}) {  // looked at before the reads below, whose opens make empty parts
+    EXPECT_FALSE(s.b[i]->has("/old")) << "the replaced file's part on b" << i;
+    EXPECT_FALSE(s.b[i]->has("/n")) << "a file of one stripe has no part on b" << i;
+    EXPECT_FALSE(s.b[i]->has("/orphan")) << i;
+  }
+  EXPECT_EQ(s.layout->getattr("/old")->size, 3u);
+  EXPECT_EQ(s.read("/old", 0, 32), "new");
+  EXPECT_EQ(s.part(0, "/old"), "new");
+  EXPECT_EQ(s.read("/n", 0, 32), "12345678");
+  EXPECT_EQ(s.read("/orphan", 0, 32), "o");
+  ASSERT_TRUE(s.b[1]->has("/n")) << "the read's open made the missing parts";
+  EXPECT_EQ(s.layout->getattr("/n")->mtime, 1600000000u) << "the empty parts say nothing of it";
+  auto listed = s.layout->readdir("/");
+  ASSERT_TRUE(listed);
+  for (const auto& e : *listed) {
+    if (e.name == "n") {
+      EXPECT_EQ(e.attrs.mtime, 1600000000u);
+    }
+  }
+  auto opened = s.layout->open("/n", O_RDONLY);
+  ASSERT_TRUE(opened);
+  EXPECT_EQ((*opened)->fstat()->mtime, 1600000000u);
+  EXPECT_EQ(s.read("/long", 0, 32), longer);
+  EXPECT_EQ(s.part(1, "/long"), "89abcdef") << "a larger file is striped as any";
+  for (size_t i = 0; i < 3; ++i)
+    for (const char* partial : {"/.old.part", "/.n.part", "/.long.part", "/.orphan.part"})
+      EXPECT_FALSE(s.b[i]->has(partial)) << partial << " on b" << i;
+
+  s.b[2]->set_down(true);
+  const size_t b0_calls = s.b[0]->calls();
+  made = s.layout->write_whole_files({whole("/n", "/.n.part", "other")});
+  EXPECT_EQ(made[0].error(), EIO);
+  EXPECT_EQ(s.b[0]->calls(), b0_calls) << "nothing was tried with a backend down";
+  EXPECT_EQ(s.b[0]->contents("/n"), "12345678");
+}
+
 TEST(StripedLayout, StatfsAddsUpEveryBackendOnce) {
   Stripes s;
   for (auto& b : s.b) b->set_space(100 << 20, 40 << 20);
