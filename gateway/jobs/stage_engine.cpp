@@ -618,10 +618,8 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     auto r = destination.layout->setattr(path, change, nullptr);
     return r ? 0 : r.error();
   };
-  // What a file needs once all of it is there: mode and times, the checksum, the record.
-  auto finish_file = [&](const StageEntry& e, const std::string& dpath) {
-    if (int err = set_times(e, dpath))
-      return run.fail(e.path, "setting mode and times: " + errno_text(err));
+  // What a file needs once all of it is there, with its mode and times: the checksum, the record.
+  auto verify_and_record = [&](const StageEntry& e, const std::string& dpath) {
     if (run.record.spec.verify) {
       auto a = file_digest(*source.layout, below(source.root, e.path));
       auto b = file_digest(*destination.layout, dpath);
@@ -631,6 +629,12 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
         return run.fail(e.path, "verifying: the copy's SHA-256 differs from the source's");
     }
     run.done(e.path, true);
+  };
+  // What a file needs once all of it is there: mode and times, the checksum, the record.
+  auto finish_file = [&](const StageEntry& e, const std::string& dpath) {
+    if (int err = set_times(e, dpath))
+      return run.fail(e.path, "setting mode and times: " + errno_text(err));
+    verify_and_record(e, dpath);
   };
   auto copy_symlink = [&](const StageEntry& e) {
     auto dpath = below(dest_root, e.path);
@@ -703,8 +707,10 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       return Result<SharedBytes>(offset == 0 ? data : SharedBytes());
     });
   };
-  // Small files read together; one that is not as walked (grown, gone, unreadable) is copied the
-  // plain way, which says what is wrong with it.
+  // Small files read together and made together (Layout::write_whole_files: each under
+  // .NAME.skein-partial beside it, renamed into place with its mode and times). One that is not
+  // as walked (grown, gone, unreadable) is copied the plain way, and so is one the destination
+  // did not make: that way says what is wrong with it.
   auto copy_small = [&](const std::vector<const StageEntry*>& files) {
     std::vector<std::string> paths;
     uint64_t largest = 0;
@@ -713,14 +719,41 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       largest = std::max(largest, e->size);
     }
     auto got = source.layout->read_whole_files(paths, static_cast<uint32_t>(largest));
+    std::vector<NewWholeFile> whole;
+    std::vector<size_t> whole_at;
     for (size_t k = 0; k < files.size(); ++k) {
       const StageEntry& e = *files[k];
+      if (k < got.size() && got[k] && S_ISREG(got[k]->attrs.permissions) &&
+          got[k]->data.size() == e.size) {
+        const std::string dpath = below(dest_root, e.path);
+        whole.push_back(
+            {dpath,
+             join_path(parent_path(dpath), "." + std::string(base_name(dpath)) + ".skein-partial"),
+             got[k]->data, e.mode & 07777, e.mtime, e.mtime});
+        whole_at.push_back(k);
+        continue;
+      }
       try {
-        if (k < got.size() && got[k] && S_ISREG(got[k]->attrs.permissions) &&
-            got[k]->data.size() == e.size)
-          copy_data(e, got[k]->data);
-        else
-          copy_whole(e);
+        copy_whole(e);
+      } catch (const std::exception& ex) {
+        run.fail(e.path, ex.what());
+      }
+    }
+    if (whole.empty()) return;
+    auto made = destination.layout->write_whole_files(whole);
+    for (size_t j = 0; j < whole.size(); ++j) {
+      const StageEntry& e = *files[whole_at[j]];
+      try {
+        if (j < made.size() && made[j]) {
+          run.bytes_moved += e.size;
+          {
+            std::lock_guard lock(run.mu);
+            run.bytes_done += e.size;
+          }
+          verify_and_record(e, whole[j].path);
+        } else {
+          copy_data(e, whole[j].data);
+        }
       } catch (const std::exception& ex) {
         run.fail(e.path, ex.what());
       }
