@@ -49,6 +49,17 @@ std::unique_ptr<Backend::PendingLstat> Backend::start_lstat(std::string_view rel
 
 Backend::LstatBatch Backend::lstat_each(const std::vector<std::shared_ptr<Backend>>& backends,
                                         std::string_view rel) {
+  return lstat_all(backends, std::span<const std::string_view>(&rel, 1));
+}
+
+Backend::LstatBatch Backend::lstat_each(const std::vector<std::shared_ptr<Backend>>& backends,
+                                        const std::vector<std::string>& rels) {
+  std::vector<std::string_view> views(rels.begin(), rels.end());
+  return lstat_all(backends, views);
+}
+
+Backend::LstatBatch Backend::lstat_all(const std::vector<std::shared_ptr<Backend>>& backends,
+                                       std::span<const std::string_view> rels) {
   // A backend's lookup holds its path guard from its check until its answer. Holding one guard
   // while waiting for another could deadlock against a thread that takes them the other way
   // round (with a rename waiting for one of them): take them all first, in one order.
@@ -57,8 +68,9 @@ Backend::LstatBatch Backend::lstat_each(const std::vector<std::shared_ptr<Backen
   for (auto& b : backends)
     if (auto* g = b->path_guard()) guards.push_back(g);
   batch.holds_ = PathGuard::hold_all(std::move(guards));
-  batch.asks_.reserve(backends.size());
-  for (auto& b : backends) batch.asks_.push_back(b->start_lstat(rel));
+  batch.asks_.reserve(rels.size() * backends.size());
+  for (std::string_view rel : rels)
+    for (auto& b : backends) batch.asks_.push_back(b->start_lstat(rel));
   return batch;
 }
 

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -170,8 +171,15 @@ class Backend {
   // lstat of `rel` on each of `backends` at once, answers in the order of `backends`.
   static LstatBatch lstat_each(const std::vector<std::shared_ptr<Backend>>& backends,
                                std::string_view rel);
+  // lstat of each of `rels` on each of `backends`, all at once: the answer of rels[i] on
+  // backends[b] is answer(i * backends.size() + b).
+  static LstatBatch lstat_each(const std::vector<std::shared_ptr<Backend>>& backends,
+                               const std::vector<std::string>& rels);
 
  protected:
+  // Both lstat_each: every guard held first, then each of `rels` on each of `backends`.
+  static LstatBatch lstat_all(const std::vector<std::shared_ptr<Backend>>& backends,
+                              std::span<const std::string_view> rels);
   // Starts an lstat without waiting for it. The default asks at once.
   virtual std::unique_ptr<PendingLstat> start_lstat(std::string_view rel);
   // The lock this backend's path operations hold, if any. lstat_each takes those of all its

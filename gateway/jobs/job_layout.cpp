@@ -327,9 +327,11 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
     }
     sent.push_back(files[i]);
     which.push_back(i);
-    auto there = inner_->getattr(files[i].path);
-    replaced.push_back(there ? std::optional<sftp::Attrs>(*there) : std::nullopt);
   }
+  std::vector<std::string> paths;
+  for (const NewWholeFile& f : sent) paths.push_back(f.path);
+  for (auto& there : inner_->getattr_each(paths))
+    replaced.push_back(there ? std::optional<sftp::Attrs>(*there) : std::nullopt);
   auto made = inner_->write_whole_files(sent);
   for (size_t k = 0; k < which.size(); ++k) {
     const NewWholeFile& f = sent[k];

@@ -8,6 +8,13 @@
 
 namespace skein {
 
+std::vector<Result<sftp::Attrs>> Layout::getattr_each(const std::vector<std::string>& rels) {
+  std::vector<Result<sftp::Attrs>> out;
+  out.reserve(rels.size());
+  for (const std::string& rel : rels) out.push_back(getattr(rel));
+  return out;
+}
+
 Result<uint32_t> OpenFile::write_extents(const std::vector<Extent>& extents) {
   uint64_t written = 0;
   for (const Extent& e : extents) {

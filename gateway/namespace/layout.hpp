@@ -113,6 +113,9 @@ class Layout {
  public:
   virtual ~Layout() = default;
   virtual Result<sftp::Attrs> getattr(const std::string& rel) = 0;
+  // getattr() of each of `rels`, in the order asked. This one asks one after another; the
+  // striped layout asks every backend about every path at once.
+  virtual std::vector<Result<sftp::Attrs>> getattr_each(const std::vector<std::string>& rels);
   // `open` is the caller's open file when it has one (for truncation through a handle).
   virtual Result<sftp::Attrs> setattr(const std::string& rel, const AttrChange& change,
                                       OpenFile* open) = 0;

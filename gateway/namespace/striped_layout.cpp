@@ -250,14 +250,38 @@ Result<sftp::Attrs> StripedLayout::getattr(const std::string& rel) {
   if (auto ready_st = ready(rel, ENOENT); !ready_st) return R::failure(ready_st.error());
   // Ask every backend at once: a regular file's size needs all its parts.
   auto asks = Backend::lstat_each(backends_, rel);
-  auto first = asks.answer(0);
+  return combined(asks, 0);
+}
+
+std::vector<Result<sftp::Attrs>> StripedLayout::getattr_each(const std::vector<std::string>& rels) {
+  using R = Result<sftp::Attrs>;
+  std::vector<R> out(rels.size(), R::failure(EIO));
+  std::vector<std::string> asked;
+  std::vector<size_t> asked_at;
+  for (size_t i = 0; i < rels.size(); ++i) {
+    if (auto ready_st = ready(rels[i], ENOENT); !ready_st) {
+      out[i] = R::failure(ready_st.error());
+      continue;
+    }
+    asked.push_back(rels[i]);
+    asked_at.push_back(i);
+  }
+  if (asked.empty()) return out;
+  auto asks = Backend::lstat_each(backends_, asked);
+  for (size_t k = 0; k < asked.size(); ++k) out[asked_at[k]] = combined(asks, k * width());
+  return out;
+}
+
+Result<sftp::Attrs> StripedLayout::combined(Backend::LstatBatch& asks, size_t first_at) const {
+  using R = Result<sftp::Attrs>;
+  auto first = asks.answer(first_at);
   if (!first) return R::failure(first.error());
   if (!S_ISREG(first->permissions)) return first;
   std::vector<uint64_t> sizes(width(), 0);
   sizes[0] = first->size;
   sftp::Attrs out = *first;
   for (size_t b = 1; b < width(); ++b) {
-    auto a = asks.answer(b);
+    auto a = asks.answer(first_at + b);
     if (!a) {
       if (a.error() == ENOENT) continue;  // no part here yet: all holes
       return R::failure(a.error());

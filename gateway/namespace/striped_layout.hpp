@@ -33,6 +33,8 @@ class StripedLayout final : public Layout {
   StripedLayout(std::vector<std::shared_ptr<Backend>> backends, uint64_t stripe_size);
 
   Result<sftp::Attrs> getattr(const std::string& rel) override;
+  // Every backend asked about every path at once.
+  std::vector<Result<sftp::Attrs>> getattr_each(const std::vector<std::string>& rels) override;
   Result<sftp::Attrs> setattr(const std::string& rel, const AttrChange& change,
                               OpenFile* open) override;
   Result<std::vector<DirEntryAttrs>> readdir(const std::string& rel) override;
@@ -66,6 +68,9 @@ class StripedLayout final : public Layout {
  private:
   Backend& primary() const { return *backends_[0]; }
   size_t width() const { return backends_.size(); }
+  // The attributes of the path whose answers from every backend are in `asks` from `first_at` on
+  // (backend 0's first): a regular file's size from all its parts.
+  Result<sftp::Attrs> combined(Backend::LstatBatch& asks, size_t first_at) const;
   // EIO when any backend is down: a change must reach every part, and must not wait for one.
   Status all_up() const;
   // Every operation starts here. `rel` naming the stripe record (or its temporary) fails with

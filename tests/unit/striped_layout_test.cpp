@@ -375,6 +375,30 @@ TEST(StripedLayout, SmallWholeFilesAreMadeOnBackendZeroAndTheOldPartsGo) {
   EXPECT_EQ(s.b[0]->contents("/n"), "12345678");
 }
 
+// getattr_each asks every backend about every path at once, and answers as getattr does.
+TEST(StripedLayout, AttributesOfManyPathsAreThoseOfEachAlone) {
+  Stripes s;
+  ASSERT_TRUE(s.layout->mkdir("/d", 0755));
+  s.write("/f", 0, kFourStripes);
+  s.write("/d/g", 0, "short");
+  const std::vector<std::string> paths{"/f", "/d", "/none", kRecord, "/d/g"};
+  auto each = s.layout->getattr_each(paths);
+  ASSERT_EQ(each.size(), paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    auto alone = s.layout->getattr(paths[i]);
+    ASSERT_EQ(static_cast<bool>(each[i]), static_cast<bool>(alone)) << paths[i];
+    if (!alone) {
+      EXPECT_EQ(each[i].error(), alone.error()) << paths[i];
+      continue;
+    }
+    EXPECT_EQ(each[i]->size, alone->size) << paths[i];
+    EXPECT_EQ(each[i]->permissions, alone->permissions) << paths[i];
+    EXPECT_EQ(each[i]->mtime, alone->mtime) << paths[i];
+  }
+  EXPECT_EQ(each[0]->size, kFourStripes.size()) << "the size from every part";
+  EXPECT_EQ(each[2].error(), ENOENT);
+}
+
 TEST(StripedLayout, StatfsAddsUpEveryBackendOnce) {
   Stripes s;
   for (auto& b : s.b) b->set_space(100 << 20, 40 << 20);
