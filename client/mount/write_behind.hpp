@@ -47,10 +47,9 @@ class WriteBehind {
     std::size_t file_requests = 16;          // calls in flight at once for this file
     std::size_t batch = 64;                  // requests per call, with batch_with
     // With batch_with, a call whose first request is smaller than `small` (a random write's, as a
-    // rule) goes only
-    // while fewer than `small_calls` calls are in flight: the writes queued behind them then go
-    // several to a call, which costs the mount and the gateway less CPU per write than a call
-    // each, and a writer does not wait for the gateway either way.
+    // rule) goes only while fewer than `small_calls` calls are in flight: the writes queued
+    // behind them then go several to a call, which costs the mount and the gateway less CPU per
+    // write than a call each, and a writer does not wait for the gateway either way.
     std::size_t small = 64 << 10;
     std::size_t small_calls = 2;
   };

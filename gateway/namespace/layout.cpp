@@ -97,4 +97,26 @@ std::vector<Result<MadeWholeFile>> Layout::write_whole_files(
   return out;
 }
 
+std::vector<Result<MadeWholeFile>> Layout::made_the_rest_here(
+    const std::vector<NewWholeFile>& files,
+    std::vector<std::optional<Result<MadeWholeFile>>> made) {
+  made.resize(files.size());
+  std::vector<NewWholeFile> rest;
+  std::vector<size_t> rest_at;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (made[i]) continue;
+    rest.push_back(files[i]);
+    rest_at.push_back(i);
+  }
+  if (!rest.empty()) {
+    auto here = Layout::write_whole_files(rest);
+    for (size_t k = 0; k < rest_at.size() && k < here.size(); ++k)
+      made[rest_at[k]] = std::move(here[k]);
+  }
+  std::vector<Result<MadeWholeFile>> out;
+  out.reserve(files.size());
+  for (auto& m : made) out.push_back(m ? std::move(*m) : Result<MadeWholeFile>::failure(EIO));
+  return out;
+}
+
 }  // namespace skein

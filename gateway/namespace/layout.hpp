@@ -177,6 +177,13 @@ class Layout {
   // Why the layout serves nothing now although its backends may be up (a striped layout whose
   // stripe records do not fit); empty when there is no such reason.
   virtual std::string problem() const { return {}; }
+
+ protected:
+  // The answers of a batch of `files` that made some of them (a backend's, as a rule), with each
+  // file it left (nullopt) made here, Layout::write_whole_files' way.
+  std::vector<Result<MadeWholeFile>> made_the_rest_here(
+      const std::vector<NewWholeFile>& files,
+      std::vector<std::optional<Result<MadeWholeFile>>> made);
 };
 
 // The space of several servers added up, in 4 KiB fragments, for statfs of unions, stripes and

@@ -626,9 +626,11 @@ Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_
 std::vector<Result<MadeWholeFile>> StripedLayout::write_whole_files(
     const std::vector<NewWholeFile>& files) {
   using R = Result<MadeWholeFile>;
+  // Answers so far; nullopt: made the layout's way at the end (larger files, and those backend
+  // 0 leaves).
   std::vector<std::optional<R>> out(files.size());
-  std::vector<NewWholeFile> alone, rest;  // on backend 0 alone; the layout's way
-  std::vector<size_t> alone_at, rest_at;
+  std::vector<NewWholeFile> alone;  // on backend 0 alone
+  std::vector<size_t> alone_at;
   const Status up = all_up();
   for (size_t i = 0; i < files.size(); ++i) {
     const NewWholeFile& f = files[i];
@@ -640,56 +642,40 @@ std::vector<Result<MadeWholeFile>> StripedLayout::write_whole_files(
     } else if (f.data.size() <= map_.stripe_size()) {
       alone.push_back(f);
       alone_at.push_back(i);
-    } else {
-      rest.push_back(f);
-      rest_at.push_back(i);
     }
   }
-  if (!alone.empty()) {
-    auto made = primary().write_whole_files(alone);
-    // Each name now holds its new file on backend 0; a part under it elsewhere belongs to the
-    // file it replaced, and would lend the new one its size and bytes.
-    std::vector<std::string> names;
-    std::vector<size_t> named_at;
-    for (size_t k = 0; k < alone.size(); ++k) {
-      if (!made[k]) {
-        rest.push_back(std::move(alone[k]));
-        rest_at.push_back(alone_at[k]);
-        continue;
-      }
-      if (*made[k]) {
-        names.push_back(alone[k].path);
-        named_at.push_back(alone_at[k]);
-      }
-      out[alone_at[k]] = std::move(*made[k]);
+  if (alone.empty()) return made_the_rest_here(files, std::move(out));
+  auto made = primary().write_whole_files(alone);
+  // Each name now holds its new file on backend 0; a part under it elsewhere belongs to the file
+  // it replaced, and would lend the new one its size and bytes.
+  std::vector<std::string> names;
+  std::vector<size_t> named_at;
+  for (size_t k = 0; k < alone.size() && k < made.size(); ++k) {
+    if (made[k] && *made[k]) {
+      names.push_back(alone[k].path);
+      named_at.push_back(alone_at[k]);
     }
-    std::vector<size_t> others;
-    if (!names.empty()) others = part_backends(width());
-    auto stale = fan_out(others, [&](size_t b) {
-      std::vector<bool> left(names.size(), false);
-      auto removed = backends_[b]->unlink_each(names);
-      for (size_t k = 0; k < names.size(); ++k) {
-        if (removed[k] || removed[k].error() == ENOENT) continue;
-        remove_orphan(b, names[k]);  // a directory, say: backend 0 did not have it
-        left[k] = static_cast<bool>(backends_[b]->lstat(names[k]));
-        if (left[k])
-          spdlog::error("striped file {} made, but the part of the file it replaced stays on {}",
-                        names[k], backends_[b]->name());
-      }
-      return left;
-    });
-    for (const auto& left : stale)
-      for (size_t k = 0; k < names.size(); ++k)
-        if (left[k]) out[named_at[k]] = R::failure(EIO);
+    out[alone_at[k]] = std::move(made[k]);
   }
-  if (!rest.empty()) {
-    auto made = Layout::write_whole_files(rest);
-    for (size_t k = 0; k < rest.size(); ++k) out[rest_at[k]] = std::move(made[k]);
-  }
-  std::vector<R> answers;
-  answers.reserve(files.size());
-  for (auto& o : out) answers.push_back(std::move(*o));
-  return answers;
+  std::vector<size_t> others;
+  if (!names.empty()) others = part_backends(width());
+  auto stale = fan_out(others, [&](size_t b) {
+    std::vector<bool> left(names.size(), false);
+    auto removed = backends_[b]->unlink_each(names);
+    for (size_t k = 0; k < names.size(); ++k) {
+      if (removed[k] || removed[k].error() == ENOENT) continue;
+      remove_orphan(b, names[k]);  // a directory, say: backend 0 did not have it
+      left[k] = static_cast<bool>(backends_[b]->lstat(names[k]));
+      if (left[k])
+        spdlog::error("striped file {} made, but the part of the file it replaced stays on {}",
+                      names[k], backends_[b]->name());
+    }
+    return left;
+  });
+  for (const auto& left : stale)
+    for (size_t k = 0; k < names.size(); ++k)
+      if (left[k]) out[named_at[k]] = R::failure(EIO);
+  return made_the_rest_here(files, std::move(out));
 }
 
 }  // namespace skein

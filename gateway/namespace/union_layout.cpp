@@ -410,23 +410,7 @@ std::vector<Result<MadeWholeFile>> UnionLayout::write_whole_files(
       !branches_[0].backend->accepts_new_files())
     return Layout::write_whole_files(files);
   // What the backend leaves is made here, file by file.
-  auto got = branches_[0].backend->write_whole_files(files);
-  std::vector<Result<MadeWholeFile>> out;
-  std::vector<NewWholeFile> rest;
-  std::vector<size_t> left;  // their places
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (i < got.size() && got[i]) {
-      out.push_back(std::move(*got[i]));
-    } else {
-      out.push_back(Result<MadeWholeFile>::failure(EIO));
-      rest.push_back(files[i]);
-      left.push_back(i);
-    }
-  }
-  if (rest.empty()) return out;
-  auto made = Layout::write_whole_files(rest);
-  for (size_t k = 0; k < left.size() && k < made.size(); ++k) out[left[k]] = std::move(made[k]);
-  return out;
+  return made_the_rest_here(files, branches_[0].backend->write_whole_files(files));
 }
 
 Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t mode) {
