@@ -9,7 +9,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "coherence/invalidation_broker.hpp"
 #include "service/namespace_registry.hpp"
@@ -27,10 +31,14 @@ class Revalidator {
 
  private:
   void run();
-  // Reads `path`'s attributes and hands them to the broker (revalidated), `seen` being what was
-  // last served of it.
-  void check(NamespaceFs& ns, const std::string& ns_name, const std::string& path,
-             const std::optional<SeenAttrs>& seen);
+  // A path to check, with what was last served of it.
+  using Ask = std::pair<std::string, std::optional<SeenAttrs>>;
+  // Reads the attributes of the paths of `asks` and hands each to the broker (revalidated). They
+  // are read kPathsPerCall at a time (NamespaceFs::getattr_each): a round trip per server for
+  // all of them, where one at a time cost each path a round trip and the wake-ups of the
+  // gateway's threads and the server's processes around it.
+  void check_each(NamespaceFs& ns, const std::string& ns_name, std::vector<Ask> asks);
+  static constexpr size_t kPathsPerCall = 64;
   InvalidationBroker& broker_;
   const NamespaceRegistry& registry_;
   std::chrono::milliseconds interval_;

@@ -123,6 +123,12 @@ Result<sftp::Attrs> JobLayout::getattr(const std::string& rel) {
   return owned(inner_->getattr(rel));
 }
 
+std::vector<Result<sftp::Attrs>> JobLayout::getattr_each(const std::vector<std::string>& rels) {
+  auto each = inner_->getattr_each(rels);
+  for (auto& a : each) a = owned(std::move(a));
+  return each;
+}
+
 Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange& change,
                                        OpenFile* open) {
   using R = Result<sftp::Attrs>;

@@ -20,6 +20,7 @@ class JobLayout final : public Layout {
   const std::shared_ptr<Layout>& inner() const { return inner_; }
 
   Result<sftp::Attrs> getattr(const std::string& rel) override;
+  std::vector<Result<sftp::Attrs>> getattr_each(const std::vector<std::string>& rels) override;
   Result<sftp::Attrs> setattr(const std::string& rel, const AttrChange& change,
                               OpenFile* open) override;
   Result<std::vector<DirEntryAttrs>> readdir(const std::string& rel) override;

@@ -109,6 +109,34 @@ Result<sftp::Attrs> NamespaceFs::getattr(const std::string& vpath) {
   return Result<sftp::Attrs>::failure(ENOENT);
 }
 
+std::vector<Result<sftp::Attrs>> NamespaceFs::getattr_each(const std::vector<std::string>& vpaths) {
+  std::vector<Result<sftp::Attrs>> out(vpaths.size(), Result<sftp::Attrs>::failure(EIO));
+  std::vector<Located> at;  // each holds its table, and so its mount, until the answers are in
+  at.reserve(vpaths.size());
+  std::vector<std::pair<const Mount*, std::vector<size_t>>> by_mount;  // indices of its paths
+  for (size_t i = 0; i < vpaths.size(); ++i) {
+    const Located& t = at.emplace_back(locate(vpaths[i]));
+    if (!t.mount || t.table->is_synthetic_dir(vpaths[i])) {
+      out[i] = getattr(vpaths[i]);  // a mount point or a directory above them: as getattr()
+      continue;
+    }
+    auto g = std::find_if(by_mount.begin(), by_mount.end(),
+                          [&](const auto& m) { return m.first == t.mount; });
+    if (g == by_mount.end())
+      by_mount.push_back({t.mount, {i}});
+    else
+      g->second.push_back(i);
+  }
+  for (auto& [mount, indices] : by_mount) {
+    std::vector<std::string> rels;
+    rels.reserve(indices.size());
+    for (size_t i : indices) rels.push_back(at[i].rel);
+    auto answers = mount->layout->getattr_each(rels);
+    for (size_t k = 0; k < indices.size(); ++k) out[indices[k]] = std::move(answers[k]);
+  }
+  return out;
+}
+
 Result<sftp::Attrs> NamespaceFs::setattr(const std::string& vpath, const AttrChange& change,
                                          uint64_t handle) {
   auto t = locate(vpath);

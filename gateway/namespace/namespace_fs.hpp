@@ -42,6 +42,9 @@ class NamespaceFs {
   void set_table(std::shared_ptr<const MountTable> table);
 
   Result<sftp::Attrs> getattr(const std::string& vpath);
+  // getattr() of each of `vpaths`, in the order asked. The paths below one mount go to its layout
+  // together (Layout::getattr_each): a round trip per server for all of them, not one per path.
+  std::vector<Result<sftp::Attrs>> getattr_each(const std::vector<std::string>& vpaths);
   Result<sftp::Attrs> setattr(const std::string& vpath, const AttrChange& change, uint64_t handle);
   Result<std::vector<DirEntryAttrs>> readdir(const std::string& vpath);
   Result<sftp::Attrs> mkdir(const std::string& vpath, uint32_t mode);

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <future>
+#include <optional>
 #include <set>
 
 #include "backend/backend_file.hpp"
@@ -66,6 +67,28 @@ UnionLayout::Lookup UnionLayout::lookup_all(const std::string& rel) {
   // under them: its EIO ranks below their "not there". Only when no branch could answer is the
   // answer EIO.
   out.error = err ? err : ENOENT;
+  return out;
+}
+
+std::vector<Result<sftp::Attrs>> UnionLayout::getattr_each(const std::vector<std::string>& rels) {
+  auto answers = Backend::lstat_each(backends(), rels);
+  const size_t width = branches_.size();
+  std::vector<Result<sftp::Attrs>> out;
+  out.reserve(rels.size());
+  for (size_t i = 0; i < rels.size(); ++i) {
+    // First found in branch order, else the most telling error, as find() answers.
+    int err = 0;
+    std::optional<sftp::Attrs> found;
+    for (size_t b = 0; b < width && !found; ++b) {
+      auto a = answers.answer(i * width + b);
+      if (a)
+        found = *a;
+      else
+        err = most_telling_error(err, a.error());
+    }
+    out.push_back(found ? Result<sftp::Attrs>(*found)
+                        : Result<sftp::Attrs>::failure(err ? err : ENOENT));
+  }
   return out;
 }
 

@@ -25,6 +25,8 @@ class UnionLayout final : public Layout {
   UnionLayout(std::vector<Branch> branches, std::shared_ptr<CreatePolicy> policy);
 
   Result<sftp::Attrs> getattr(const std::string& rel) override;
+  // Every branch asked about every path at once; each answer as getattr() gives it.
+  std::vector<Result<sftp::Attrs>> getattr_each(const std::vector<std::string>& rels) override;
   Result<sftp::Attrs> setattr(const std::string& rel, const AttrChange& change,
                               OpenFile* open) override;
   Result<std::vector<DirEntryAttrs>> readdir(const std::string& rel) override;

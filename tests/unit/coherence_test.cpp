@@ -423,5 +423,52 @@ TEST(Revalidator, RoundsSkipNamespacesWhoseServersAreWatched) {
   broker.detach(a.id);
 }
 
+// The revalidator checks the reports taken for a mount's own changes, once the echo window has
+// passed, many paths at a time: a path the server shows as the mount was served it says nothing,
+// a path changed on the server meanwhile is invalidated, a path gone is too, and each path is
+// read once.
+TEST(Revalidator, EchoChecksFindWhatTheServerChangedMeanwhile) {
+  auto backend = test::FakeBackend::make("srv0");
+  NamespaceRegistry registry;
+  auto ns = std::make_shared<NamespaceFs>(
+      "ns", TokenSet::of("secret"),
+      std::make_shared<const MountTable>(
+          std::vector<Mount>{{"/", std::make_shared<UnionLayout>(
+                                       std::vector<Branch>{{backend, BranchMode::read_write}},
+                                       make_create_policy("ff"))}}));
+  registry.add(ns);
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000),
+                             .interest_limit = 1000,
+                             .echo_window = std::chrono::milliseconds(300)});
+  broker.set_servers_watched([](const std::string&) { return true; });
+  FakeStream a(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  constexpr size_t kFiles = 150;  // more than a call's worth of paths
+  std::vector<v1::Invalidation> report;
+  for (size_t i = 0; i < kFiles; ++i) {
+    const std::string f = "/f" + std::to_string(i);
+    backend->put_file(f, "written by A");
+    broker.changed("ns", {InvalidationBroker::item(Kind::INODE, f)}, "A");
+    broker.served("ns", "A", f, SeenAttrs::of(*ns->getattr(f)), true);
+    report.push_back(InvalidationBroker::item(Kind::INODE, f));
+  }
+  broker.changed_elsewhere("ns", report, /*maybe_echo=*/true);
+  ASSERT_TRUE(a.events.empty()) << "within the window, A takes the reports for its own";
+  backend->put_file("/f7", "rewritten on the server, longer");
+  backend->put_file("/f140", "rewritten on the server, longer");
+  ASSERT_TRUE(backend->unlink("/f99"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  Revalidator revalidator(broker, registry, std::chrono::hours(1), 1000);  // rounds run by hand
+  revalidator.round();  // the echo checks (and, the first round, the safety net)
+  const size_t lstats = backend->calls("lstat");
+  std::set<std::string> told;
+  for (auto& e : a.events)
+    for (auto& i : e.invalidations()) told.insert(i.path());
+  EXPECT_EQ(told, (std::set<std::string>{"/f7", "/f140", "/f99"}));
+  revalidator.round();
+  EXPECT_EQ(backend->calls("lstat"), lstats) << "each report checked once";
+  broker.detach(a.id);
+}
+
 }  // namespace
 }  // namespace skein

@@ -121,6 +121,44 @@ TEST(NamespaceFs, AMountPointShowsItsBackendsRootAndAStandInWhenItIsDown) {
   EXPECT_EQ(entry_of(*l, "srv0"), 0555u);
 }
 
+// getattr_each answers each path as getattr does, whichever mount holds it, in the order asked:
+// paths of several mounts, the directories above them, a mount point whose server is down.
+TEST(NamespaceFs, AttributesOfManyPathsAreThoseOfEachAlone) {
+  Namespace n;
+  n.srv0->put_file("/a/f", "zero");
+  n.srv1->put_file("/a/f", "one!!");
+  ASSERT_TRUE(n.fs->mkdir("/data/striped/dir", 0755));
+  auto c = n.fs->create("/data/striped/dir/s", O_WRONLY, 0644);
+  ASSERT_TRUE(c);
+  auto f = n.fs->file(c->handle, "/data/striped/dir/s", O_WRONLY);
+  ASSERT_TRUE(f);
+  ASSERT_TRUE((*f)->write(0, bytes(std::string(10000, 's'))));
+  ASSERT_TRUE(n.fs->release(c->handle));
+  n.srv1->set_down(true);
+  const std::vector<std::string> paths{"/srv1/a/f",           "/",      "/srv0/a/f",  "/data",
+                                       "/srv0/none",          "/srv1",  "/elsewhere", "/srv0",
+                                       "/data/striped/dir/s", "/srv0/a"};
+  auto each = n.fs->getattr_each(paths);
+  ASSERT_EQ(each.size(), paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    auto alone = n.fs->getattr(paths[i]);
+    ASSERT_EQ(static_cast<bool>(each[i]), static_cast<bool>(alone)) << paths[i];
+    if (!alone) {
+      EXPECT_EQ(each[i].error(), alone.error()) << paths[i];
+      continue;
+    }
+    EXPECT_EQ(each[i]->size, alone->size) << paths[i];
+    EXPECT_EQ(each[i]->permissions, alone->permissions) << paths[i];
+  }
+  EXPECT_EQ(each[0].error(), EIO) << "its server is down";
+  EXPECT_EQ(each[2]->size, 4u);
+  EXPECT_EQ(each[4].error(), ENOENT);
+  EXPECT_EQ(each[5]->permissions & 07777, 0555u) << "the stand-in of a mount point that is down";
+  EXPECT_EQ(each[6].error(), ENOENT);
+  EXPECT_EQ(each[8]->size, 10000u) << "striped: the size from every part";
+  EXPECT_TRUE(n.fs->getattr_each({}).empty());
+}
+
 TEST(NamespaceFs, RenamesAndLinksAcrossMountsAreExdev) {
   Namespace n;
   n.srv0->put_file("/f", "x");

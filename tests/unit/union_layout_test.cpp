@@ -109,6 +109,45 @@ TEST(UnionLayout, ABranchThatIsDownDropsOutOfListingsAndLookups) {
   EXPECT_EQ(u.layout->readdir("/d").error(), EIO) << "with every branch down there is no listing";
 }
 
+// getattr_each asks every branch about every path at once, and answers each as getattr does:
+// first found in branch order, a branch that is down hiding nothing, else the most telling error.
+TEST(UnionLayout, AttributesOfManyPathsAreThoseOfEachAlone) {
+  for (size_t down : {size_t(3), size_t(0)}) {  // none down, then b0 down
+    Union u(3);
+    u.b[1]->put_file("/f", "from b1", 0600);
+    u.b[2]->put_file("/f", "from b2, longer", 0644);
+    u.b[2]->put_dir("/d");
+    u.b[0]->put_file("/d/only0", "zero");
+    u.b[2]->put_symlink("/l", "/f");
+    if (down < u.b.size()) u.b[down]->set_down(true);
+    const std::vector<std::string> paths{"/f", "/d", "/none", "/d/only0", "/l", "/f"};
+    const size_t lstats_before = u.b[1]->calls("lstat");
+    auto each = u.layout->getattr_each(paths);
+    EXPECT_EQ(u.b[1]->calls("lstat") - lstats_before, paths.size()) << "each path asked once";
+    ASSERT_EQ(each.size(), paths.size());
+    for (size_t i = 0; i < paths.size(); ++i) {
+      auto alone = u.layout->getattr(paths[i]);
+      ASSERT_EQ(static_cast<bool>(each[i]), static_cast<bool>(alone)) << paths[i];
+      if (!alone) {
+        EXPECT_EQ(each[i].error(), alone.error()) << paths[i];
+        continue;
+      }
+      EXPECT_EQ(each[i]->size, alone->size) << paths[i];
+      EXPECT_EQ(each[i]->permissions, alone->permissions) << paths[i];
+    }
+    EXPECT_EQ(each[0]->size, 7u) << "b1's copy, first in branch order";
+    EXPECT_EQ(each[2].error(), ENOENT);
+    EXPECT_TRUE(S_ISLNK(each[4]->permissions)) << "never followed";
+    EXPECT_EQ(static_cast<bool>(each[3]), down != 0) << "b0 down: its file is not there";
+  }
+  Union one(1);
+  one.b[0]->put_file("/f", "x");
+  one.b[0]->set_down(true);
+  auto each = one.layout->getattr_each({"/f", "/g"});
+  EXPECT_EQ(each[0].error(), EIO) << "one branch down: EIO, as getattr";
+  EXPECT_EQ(each[1].error(), EIO);
+}
+
 TEST(UnionLayout, AOneBranchUnionThatIsDownAnswersEio) {
   Union u(1);
   u.b[0]->put_file("/f", "x");
