@@ -7,13 +7,6 @@
 
 namespace skein {
 
-std::vector<Status> Backend::unlink_each(const std::vector<std::string>& rels) {
-  std::vector<Status> out;
-  out.reserve(rels.size());
-  for (const std::string& rel : rels) out.push_back(unlink(rel));
-  return out;
-}
-
 std::vector<Result<WholeFile>> Backend::read_whole_files(const std::vector<std::string>& rels,
                                                          uint32_t max_bytes) {
   std::vector<Result<WholeFile>> out;

@@ -40,9 +40,10 @@ struct WholeFile {
 };
 
 // A small file written whole (WriteFiles): created under `partial` (another name in the same
-// directory; an existing one is truncated), written, given `mode` (07777) and the times (seconds),
-// closed and renamed over `path`. Paths as the level that takes it names them (a backend's or a
-// layout's relative path, the namespace's virtual path).
+// directory; a file there is taken for a partial an earlier run left, and written over),
+// written, given `mode` (07777) and the times (seconds), closed and renamed over `path`. Paths as
+// the level that takes it names them (a backend's or a layout's relative path, the namespace's
+// virtual path).
 struct NewWholeFile {
   std::string path, partial;
   SharedBytes data;
@@ -98,9 +99,6 @@ class Backend {
     if (auto st = unlink(rel); !st) return Result<std::optional<sftp::Attrs>>::failure(st.error());
     return std::optional<sftp::Attrs>();
   }
-  // unlink() of each of `rels`, answers in the order asked. The default removes one after
-  // another; SftpBackend sends every REMOVE together.
-  virtual std::vector<Status> unlink_each(const std::vector<std::string>& rels);
   // flags: 0 (replace what is at `to`, atomically), or RENAME_NOREPLACE (1).
   virtual Status rename(std::string_view from, std::string_view to, unsigned flags) = 0;
   // rename(), with the attributes of the directories of `from` and `to` right after it where the

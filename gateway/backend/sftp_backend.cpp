@@ -372,35 +372,6 @@ Status SftpBackend::unlink(std::string_view rel) {
   return removed(pool().call(PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(), false), rel);
 }
 
-std::vector<Status> SftpBackend::unlink_each(const std::vector<std::string>& rels) {
-  std::vector<Status> out(rels.size(), Status::failure(EIO));
-  std::vector<size_t> asked;
-  std::vector<Result<Reply>> replies;
-  {
-    auto hold = paths_->hold(PathGuard::Mode::shared);
-    std::vector<Request> removes;
-    for (size_t i = 0; i < rels.size(); ++i) {
-      if (auto st = confine(rels[i]); !st) {
-        out[i] = st;
-        continue;
-      }
-      asked.push_back(i);
-      removes.push_back(PacketWriter(FXP_REMOVE).str(remote_path(rels[i])).take());
-    }
-    if (removes.empty()) return out;
-    auto conn = connection(pool().pick_slot());
-    if (!conn) {
-      for (size_t i : asked) out[i] = Status::failure(conn.error());
-      return out;
-    }
-    pool().count_ops(removes.size());
-    replies = (*conn)->call_all(std::move(removes));
-  }
-  for (size_t k = 0; k < asked.size(); ++k)
-    out[asked[k]] = removed(std::move(replies[k]), rels[asked[k]]);
-  return out;
-}
-
 Status SftpBackend::removed(Result<Reply> reply, std::string_view rel) {
   auto code = status_code(reply);
   if (code && *code == FX_FAILURE)

@@ -75,8 +75,6 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   Status unlink(std::string_view rel) override;
   // The REMOVE and an LSTAT of the directory behind it on one connection: one round trip.
   Result<std::optional<sftp::Attrs>> unlink_reporting_parent(std::string_view rel) override;
-  // Every REMOVE on one connection: one round trip.
-  std::vector<Status> unlink_each(const std::vector<std::string>& rels) override;
   // Uses posix-rename@openssh.com (atomic replace); without it a replacing rename is ENOTSUP.
   Status rename(std::string_view from, std::string_view to, unsigned flags) override;
   // The RENAME and LSTATs of both directories behind it on one connection: one round trip.

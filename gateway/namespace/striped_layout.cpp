@@ -645,36 +645,38 @@ std::vector<Result<MadeWholeFile>> StripedLayout::write_whole_files(
     }
   }
   if (alone.empty()) return made_the_rest_here(files, std::move(out));
-  auto made = primary().write_whole_files(alone);
-  // Each name now holds its new file on backend 0; a part under it elsewhere belongs to the file
-  // it replaced, and would lend the new one its size and bytes.
-  std::vector<std::string> names;
-  std::vector<size_t> named_at;
-  for (size_t k = 0; k < alone.size() && k < made.size(); ++k) {
-    if (made[k] && *made[k]) {
-      names.push_back(alone[k].path);
-      named_at.push_back(alone_at[k]);
+  // A file made on backend 0 alone replaces only what backend 0 has under its name: a part with
+  // bytes on another backend (the file it replaces, if larger than a stripe; an orphan) would lend
+  // the new one its size and bytes. Such names, and those another backend cannot answer for, go
+  // the layout's way, which makes every part anew. An empty part, as every file of a stripe or
+  // less has, changes nothing, and neither does no part. All asked at once, before anything is
+  // made, so that a file that fails leaves the one it would have replaced whole.
+  {
+    std::vector<std::string> names;
+    for (const NewWholeFile& f : alone) names.push_back(f.path);
+    std::vector<std::shared_ptr<Backend>> others;
+    for (size_t b : part_backends(width())) others.push_back(backends_[b]);
+    auto parts = Backend::lstat_each(others, names);  // lets its holds go at the end of the block
+    std::vector<NewWholeFile> clear;
+    std::vector<size_t> clear_at;
+    for (size_t k = 0; k < alone.size(); ++k) {
+      bool nothing_there = true;
+      for (size_t j = 0; j < others.size() && nothing_there; ++j) {
+        auto a = parts.answer(k * others.size() + j);
+        nothing_there = a ? S_ISREG(a->permissions) && a->size == 0 : a.error() == ENOENT;
+      }
+      if (!nothing_there) continue;
+      clear.push_back(std::move(alone[k]));
+      clear_at.push_back(alone_at[k]);
     }
-    out[alone_at[k]] = std::move(made[k]);
+    alone = std::move(clear);
+    alone_at = std::move(clear_at);
   }
-  std::vector<size_t> others;
-  if (!names.empty()) others = part_backends(width());
-  auto stale = fan_out(others, [&](size_t b) {
-    std::vector<bool> left(names.size(), false);
-    auto removed = backends_[b]->unlink_each(names);
-    for (size_t k = 0; k < names.size(); ++k) {
-      if (removed[k] || removed[k].error() == ENOENT) continue;
-      remove_orphan(b, names[k]);  // a directory, say: backend 0 did not have it
-      left[k] = static_cast<bool>(backends_[b]->lstat(names[k]));
-      if (left[k])
-        spdlog::error("striped file {} made, but the part of the file it replaced stays on {}",
-                      names[k], backends_[b]->name());
-    }
-    return left;
-  });
-  for (const auto& left : stale)
-    for (size_t k = 0; k < names.size(); ++k)
-      if (left[k]) out[named_at[k]] = R::failure(EIO);
+  if (!alone.empty()) {
+    auto made = primary().write_whole_files(alone);
+    for (size_t k = 0; k < alone.size() && k < made.size(); ++k)
+      out[alone_at[k]] = std::move(made[k]);
+  }
   return made_the_rest_here(files, std::move(out));
 }
 

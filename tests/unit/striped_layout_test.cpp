@@ -312,38 +312,58 @@ TEST(StripedLayout, ABackendThatIsDownFailsEveryChangeAtOnce) {
 // batch, and the parts of the file it replaces are removed from the others (else they would lend
 // it their size and bytes); a larger file is made the layout's way, with its parts; a failed
 // file leaves its name as it was. A backend that is down fails them all, trying nothing.
-TEST(StripedLayout, SmallWholeFilesAreMadeOnBackendZeroAndTheOldPartsGo) {
+// A file of a stripe or less is made on backend 0 alone, in its batch, where the other backends
+// hold no bytes under its name (no part, or an empty one). A name whose replaced file has bytes
+// elsewhere (larger than a stripe, an orphan) is made the layout's way, every part anew: nothing
+// of the old file is left in the new one, and a failure leaves the old one whole.
+TEST(StripedLayout, SmallWholeFilesAreMadeOnBackendZeroWhereNoOtherPartHoldsBytes) {
   Stripes s;
   for (auto& be : s.b) be->set_makes_whole_files(true);
   s.write("/old", 0, kFourStripes);
+  s.write("/small", 0, "abc");       // its parts on b1 and b2 are empty
   s.b[2]->put_dir("/orphan/below");  // backend 0 has no such name
   auto whole = [](std::string path, std::string partial, const std::string& data) {
     return NewWholeFile{std::move(path), std::move(partial), bytes(data), 0640,
                         1500000000,      1600000000};
   };
+  auto made_elsewhere = [&] {  // calls to b1 and b2 other than lookups
+    size_t n = 0;
+    for (size_t i : {1, 2}) n += s.b[i]->calls() - s.b[i]->calls("lstat");
+    return n;
+  };
+  size_t before = made_elsewhere();
+  auto alone = s.layout->write_whole_files(
+      {whole("/n", "/.n.part", "12345678"), whole("/small", "/.small.part", "tiny!")});
+  ASSERT_TRUE(alone[0] && alone[1]);
+  EXPECT_EQ(made_elsewhere(), before) << "both made on b0 alone";
+  EXPECT_EQ(s.read("/small", 0, 32), "tiny!");
+  EXPECT_EQ(s.layout->getattr("/small")->size, 5u);
+  EXPECT_EQ(alone[1]->attrs.mtime, 1600000000u);
+
   const std::string longer = "0123456789abcdefXYZ";
+  before = made_elsewhere();
   auto made = s.layout->write_whole_files({
       whole("/old", "/.old.part", "new"),
-      whole("/n", "/.n.part", "12345678"),
       whole("/long", "/.long.part", longer),
       whole("/none/x", "/none/.x.part", "x"),
       whole("/orphan", "/.orphan.part", "o"),
       whole(kRecord, "/.record.part", "x"),
   });
-  ASSERT_EQ(made.size(), 6u);
-  for (size_t i : {0, 1, 2, 4}) ASSERT_TRUE(made[i]) << i << ": " << strerror(made[i].error());
+  ASSERT_EQ(made.size(), 5u);
+  for (size_t i : {0, 1, 3}) ASSERT_TRUE(made[i]) << i << ": " << strerror(made[i].error());
+  EXPECT_GT(made_elsewhere(), before) << "the layout's way: every part made anew";
   EXPECT_EQ(made[0]->attrs.size, 3u);
   EXPECT_EQ(made[0]->attrs.permissions & 07777, 0640u);
   EXPECT_EQ(made[0]->attrs.mtime, 1600000000u);
-  EXPECT_EQ(made[2]->attrs.size, longer.size());
-  EXPECT_EQ(made[3].error(), ENOENT);
-  EXPECT_EQ(made[5].error(), EACCES) << "the stripe record's name";
+  EXPECT_EQ(made[1]->attrs.size, longer.size());
+  EXPECT_EQ(made[2].error(), ENOENT);
+  EXPECT_EQ(made[4].error(), EACCES) << "the stripe record's name";
 
   for (size_t i : {1, 2}) {  // looked at before the reads below, whose opens make empty parts
-    EXPECT_FALSE(s.b[i]->has("/old")) << "the replaced file's part on b" << i;
+    EXPECT_EQ(s.part(i, "/old"), "") << "nothing of the replaced file's part on b" << i;
     EXPECT_FALSE(s.b[i]->has("/n")) << "a file of one stripe has no part on b" << i;
-    EXPECT_FALSE(s.b[i]->has("/orphan")) << i;
   }
+  EXPECT_FALSE(s.b[2]->has("/orphan/below"));
   EXPECT_EQ(s.layout->getattr("/old")->size, 3u);
   EXPECT_EQ(s.read("/old", 0, 32), "new");
   EXPECT_EQ(s.part(0, "/old"), "new");
@@ -364,7 +384,8 @@ TEST(StripedLayout, SmallWholeFilesAreMadeOnBackendZeroAndTheOldPartsGo) {
   EXPECT_EQ(s.read("/long", 0, 32), longer);
   EXPECT_EQ(s.part(1, "/long"), "89abcdef") << "a larger file is striped as any";
   for (size_t i = 0; i < 3; ++i)
-    for (const char* partial : {"/.old.part", "/.n.part", "/.long.part", "/.orphan.part"})
+    for (const char* partial :
+         {"/.old.part", "/.n.part", "/.small.part", "/.long.part", "/.orphan.part"})
       EXPECT_FALSE(s.b[i]->has(partial)) << partial << " on b" << i;
 
   s.b[2]->set_down(true);
