@@ -11,6 +11,8 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <string>
+#include <unordered_set>
 
 #include "coherence/invalidation_broker.hpp"
 #include "gateway.hpp"
@@ -710,7 +712,11 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   // Small files read together and made together (Layout::write_whole_files: each under
   // .NAME.skein-partial beside it, renamed into place with its mode and times). One that is not
   // as walked (grown, gone, unreadable) is copied the plain way, and so is one the destination
-  // did not make: that way says what is wrong with it.
+  // did not make (a file at its partial name is left alone): that way says what is wrong with
+  // it. So is one whose partial name is itself copied here (a tree holding both x and
+  // .x.skein-partial), which the partial would overwrite.
+  std::unordered_set<std::string> copied_here;
+  for (const StageEntry& e : entries) copied_here.insert(below(dest_root, e.path));
   auto copy_small = [&](const std::vector<const StageEntry*>& files) {
     std::vector<std::string> paths;
     uint64_t largest = 0;
@@ -726,10 +732,18 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       if (k < got.size() && got[k] && S_ISREG(got[k]->attrs.permissions) &&
           got[k]->data.size() == e.size) {
         const std::string dpath = below(dest_root, e.path);
+        std::string partial =
+            join_path(parent_path(dpath), "." + std::string(base_name(dpath)) + ".skein-partial");
+        if (copied_here.count(partial)) {
+          try {
+            copy_data(e, got[k]->data);
+          } catch (const std::exception& ex) {
+            run.fail(e.path, ex.what());
+          }
+          continue;
+        }
         whole.push_back(
-            {dpath,
-             join_path(parent_path(dpath), "." + std::string(base_name(dpath)) + ".skein-partial"),
-             got[k]->data, e.mode & 07777, e.mtime, e.mtime});
+            {dpath, std::move(partial), got[k]->data, e.mode & 07777, e.mtime, e.mtime});
         whole_at.push_back(k);
         continue;
       }

@@ -88,6 +88,11 @@ class Staging : public JobSuite {
 
 TEST_F(Staging, InAndOutOfAThousandSmallFilesAndTwoLargeOnesIsByteForByte) {
   const std::string src = make_tree(0, "/stage-src", 1000, 2, 256);
+  const std::string src_dir = cluster_->export_dir(0) + "/stage-src";
+  // A file and one named as its partial would be (small files are made under .NAME.skein-partial
+  // and renamed): each arrives with its own bytes.
+  ASSERT_TRUE(write_file(src_dir + "/d4/clash", "the file\n"));
+  ASSERT_TRUE(write_file(src_dir + "/d4/.clash.skein-partial", "named as its partial\n"));
   create(job(), user(0), "", "2G");
   std::vector<Json> lines;
   Json in;
@@ -95,7 +100,7 @@ TEST_F(Staging, InAndOutOfAThousandSmallFilesAndTwoLargeOnesIsByteForByte) {
       << in.dump();
   EXPECT_EQ(in["state"], "done");
   EXPECT_EQ(in["direction"], "in");
-  EXPECT_EQ(in["files_total"], 1000u + 10 + 5) << "files, directories, symlinks";
+  EXPECT_EQ(in["files_total"], 1000u + 10 + 5 + 2) << "files, directories, symlinks";
   EXPECT_EQ(in["files_done"], in["files_total"]);
   EXPECT_EQ(in["bytes_done"], in["bytes_total"]);
   EXPECT_GT(in["bytes_total"].get<uint64_t>(), 512u << 20);
@@ -110,7 +115,6 @@ TEST_F(Staging, InAndOutOfAThousandSmallFilesAndTwoLargeOnesIsByteForByte) {
 
   const std::string m = mount(job());
   ASSERT_FALSE(m.empty());
-  const std::string src_dir = cluster_->export_dir(0) + "/stage-src";
   EXPECT_TRUE(same_contents(src_dir, m + "/inputs"));
   EXPECT_EQ(listing(src_dir), listing(m + "/inputs"));
   // Owned by the job's user, as everything in its namespace.
