@@ -297,9 +297,12 @@ Status UnionLayout::rename(const std::string& from, const std::string& to, unsig
   if (branches_.size() == 1) return branches_[0].backend->rename(from, to, flags);
   auto src = lookup_all(from);
   if (src.copies.empty()) return Status::failure(src.error);
-  if (flags & 1) {  // RENAME_NOREPLACE
-    if (find(to)) return Status::failure(EEXIST);
-  }
+  const Lookup target = lookup_all(to);
+  if ((flags & 1) && !target.copies.empty()) return Status::failure(EEXIST);  // RENAME_NOREPLACE
+  // A copy of the target on a read-only branch cannot be replaced: it would still show where
+  // its branch comes first, and come back once the new file goes.
+  for (auto& c : target.copies)
+    if (!c.branch->writable()) return Status::failure(EROFS);
 
   for (auto& c : src.copies)
     if (!c.branch->writable()) return Status::failure(EXDEV);  // cannot move it: let mv copy

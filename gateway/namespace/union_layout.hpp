@@ -6,7 +6,7 @@
 //   onto that branch where they are missing;
 // - unlink, rmdir, chmod, chown, utimens and truncate act on every copy;
 // - rename stays on each branch that holds the source and moves every copy; where it cannot,
-//   it fails with EXDEV so that mv copies instead;
+//   it fails with EXDEV so that mv copies instead; a target a read-only branch holds is EROFS;
 // - errors are ranked across branches: any success wins, else the most telling error.
 // A single backend is the one-branch case.
 #pragma once

@@ -409,6 +409,22 @@ TEST(UnionLayout, RenameRemovesAnOldTargetOnABranchWithoutTheSource) {
   EXPECT_EQ((*f)->read(0, 10)->flatten(), "new") << "the old target does not resurface";
 }
 
+// A read-only branch's copy of the target cannot go: it would still show where its branch comes
+// first, and come back once the new file went. The rename is refused and nothing moves.
+TEST(UnionLayout, RenameOntoANameAReadOnlyBranchHoldsIsErofs) {
+  for (size_t ro : {0, 1}) {
+    std::vector<BranchMode> modes{BranchMode::read_write, BranchMode::read_write};
+    modes[ro] = BranchMode::read_only;
+    Union u(2, "ff", modes);
+    u.b[ro]->put_file("/dst", "old");
+    u.b[1 - ro]->put_file("/src", "new");
+    EXPECT_EQ(u.layout->rename("/src", "/dst", 0).error(), EROFS) << "read-only b" << ro;
+    EXPECT_EQ(u.holders("/src"), (Holders{1 - ro}));
+    EXPECT_EQ(*u.b[ro]->contents("/dst"), "old");
+    EXPECT_FALSE(u.b[1 - ro]->has("/dst"));
+  }
+}
+
 TEST(UnionLayout, RenameThatCannotStayOnItsBranchIsExdev) {
   Union u(2, "ff", {BranchMode::read_only, BranchMode::read_write});
   u.b[0]->put_file("/ro", "x");
