@@ -21,6 +21,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "collective.hpp"
@@ -35,7 +36,7 @@ namespace skein::mpi {
 namespace {
 
 constexpr const char* kPartial = ".skein-partial";
-constexpr const char* kRecord = ".skein-partial.chunks";
+constexpr const char* kChunks = ".chunks";  // a large file's record: its partial's name and this
 // Files up to this size are fetched several at a time (fetch-files), up to kUnitFiles in one
 // command; a buffer holds a unit's paths (each at most PATH_MAX) and its files at the largest
 // one's size each. Part of a small file's cost is its command's (the counter, the control socket,
@@ -152,10 +153,33 @@ std::string list_dir(const std::string& src, const std::string& dst, const std::
   return err;
 }
 
-std::string partial_of(const std::string& dst, const std::string& rel, const char* suffix) {
-  fs::path p(dst + rel);
-  return (p.parent_path() / ("." + p.filename().string() + suffix)).string();
-}
+// Where a file's copy is made before it is whole: DST/.NAME.skein-partial beside it, with a large
+// file's chunk record in DST/.NAME.skein-partial.chunks. Where the tree being copied holds a file
+// of either name itself, which the copy would overwrite, .NAME.skein-partial.N (and its .chunks)
+// for the first N it holds neither of: the same in every run of the same tree, so that a rerun
+// finds what an earlier one left.
+class PartialNames {
+ public:
+  PartialNames(std::string dst, const std::vector<Item>& items) : dst_(std::move(dst)) {
+    for (const Item& i : items) tree_.insert(i.rel);
+  }
+  std::string part(const std::string& rel) const {
+    const fs::path p(dst_ + rel);
+    const std::string base = (p.parent_path() / ("." + p.filename().string() + kPartial)).string();
+    for (int n = 0;; ++n) {
+      std::string c = n ? base + "." + std::to_string(n) : base;
+      if (rel.empty() || c.size() <= dst_.size()) return c;  // the root itself: nothing beside it
+      const std::string below = c.substr(dst_.size());
+      if (!tree_.count(below) && !tree_.count(below + kChunks)) return c;
+    }
+  }
+  std::string record(const std::string& rel) const { return part(rel) + kChunks; }
+  std::string name(const std::string& rel) const { return fs::path(part(rel)).filename(); }
+
+ private:
+  std::string dst_;
+  std::unordered_set<std::string> tree_;  // the items' paths below SRC (and DST)
+};
 
 // Same version: size, and mtime to the second (a mount's servers may keep seconds only).
 bool complete(const std::string& path, const Item& i) {
@@ -339,6 +363,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   if (!allgather_strings(comm, packed, packed)) return too_many();
   for (auto& p : packed) items.push_back(unpack(p));
   packed.clear();
+  const PartialNames partials(dst, items);
   long long own = static_cast<long long>(found.size()), before = 0;
   MPI_Exscan(&own, &before, 1, MPI_LONG_LONG, MPI_SUM, comm);
   const std::size_t first = rank == 0 ? 0 : std::size_t(before);
@@ -372,8 +397,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       // DST/.NAME.skein-partial.chunks (a header naming the source's version, then one byte
       // per chunk) once written; a rerun copies the chunks not recorded.
       const uint64_t n = (i.size + chunk - 1) / chunk;
-      const std::string part = partial_of(dst, i.rel, kPartial);
-      const std::string rec = partial_of(dst, i.rel, kRecord);
+      const std::string part = partials.part(i.rel);
+      const std::string rec = partials.record(i.rel);
       const std::string header = record_header(i, chunk);
       std::string old;
       if (FILE* f = std::fopen(rec.c_str(), "rb")) {
@@ -480,7 +505,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         in = ::open(s.c_str(), O_RDONLY | O_CLOEXEC);
         if (in < 0) return errno_text(s);
       }
-      const std::string part = partial_of(dst, i.rel, kPartial);
+      const std::string part = partials.part(i.rel);
       // Made with its permissions, as far as the umask lets them (and writable by its owner
       // meanwhile), so that most files need no chmod: the mode is looked at once the times are
       // set, whose answer brings it (on a skein mount: no call of its own), and changed only
@@ -642,7 +667,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
                       (unsigned long long)i.size);
         list += head + path;
         list.push_back('\0');
-        list += "." + fs::path(path).filename().string() + kPartial;
+        list += partials.name(i.rel);
         list.push_back('\0');
         asked.push_back(k);
       }
@@ -710,8 +735,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       int in = ::open(s.c_str(), O_RDONLY | O_CLOEXEC);
       if (in < 0) return errno_text(s);
       std::string err;
-      const std::string part = partial_of(dst, i.rel, kPartial);
-      const std::string rec = partial_of(dst, i.rel, kRecord);
+      const std::string part = partials.part(i.rel);
+      const std::string rec = partials.record(i.rel);
       const uint64_t off = c * chunk;
       const uint64_t len = std::min<uint64_t>(chunk, i.size - off);
       int out = ::open(part.c_str(), O_WRONLY | O_CLOEXEC);
@@ -773,8 +798,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   if (rank == 0) {
     for (auto& i : items) {
       if (i.type != 'f' || i.size <= chunk) continue;
-      const std::string part = partial_of(dst, i.rel, kPartial);
-      const std::string rec = partial_of(dst, i.rel, kRecord);
+      const std::string part = partials.part(i.rel);
+      const std::string rec = partials.record(i.rel);
       if (::access(rec.c_str(), F_OK) != 0) continue;  // complete before this run
       std::string body;
       if (FILE* f = std::fopen(rec.c_str(), "rb")) {

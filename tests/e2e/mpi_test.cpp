@@ -666,6 +666,10 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
     ASSERT_EQ(::chmod(left.c_str(), 0600), 0);
   }
   ASSERT_TRUE(write_file(src + "/large1", random_bytes(40u << 20, 1)));
+  // Files named as the partials of others would be: each arrives with its own bytes.
+  ASSERT_TRUE(write_file(src + "/small/clash", "the file\n"));
+  ASSERT_TRUE(write_file(src + "/small/.clash.skein-partial", "named as its partial\n"));
+  ASSERT_TRUE(write_file(src + "/.large1.skein-partial.chunks", "named as its chunk record\n"));
   // A large file's chunks are asked for by name on the mount's command line (fill read): this
   // name holds a newline and ends in a space, which a command line cannot carry as they are.
   ASSERT_TRUE(write_file(src + "/large\n2 ", random_bytes((24u << 20) + 12345, 2)));
@@ -686,7 +690,7 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
                         "chmod 0750 \"$d\"; touch -d @1500000000 \"$d\"; done && chmod 0705 a1 && "
                         "touch -d @1400000000 a1 ."),
             0);
-  const int files = 1002 + 25;
+  const int files = 1002 + 25 + 3;
   const std::string mounted = cluster_->mount(0) + "/srv1/staged";
   std::string out;
   ASSERT_EQ(
