@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "attrs_each.hpp"
 #include "backend/backend_file.hpp"
 #include "fake_backend.hpp"
 #include "namespace/create_policy.hpp"
@@ -139,17 +140,8 @@ TEST(NamespaceFs, AttributesOfManyPathsAreThoseOfEachAlone) {
                                        "/srv0/none",          "/srv1",  "/elsewhere", "/srv0",
                                        "/data/striped/dir/s", "/srv0/a"};
   auto each = n.fs->getattr_each(paths);
-  ASSERT_EQ(each.size(), paths.size());
-  for (size_t i = 0; i < paths.size(); ++i) {
-    auto alone = n.fs->getattr(paths[i]);
-    ASSERT_EQ(static_cast<bool>(each[i]), static_cast<bool>(alone)) << paths[i];
-    if (!alone) {
-      EXPECT_EQ(each[i].error(), alone.error()) << paths[i];
-      continue;
-    }
-    EXPECT_EQ(each[i]->size, alone->size) << paths[i];
-    EXPECT_EQ(each[i]->permissions, alone->permissions) << paths[i];
-  }
+  test::expect_each_as_alone(each, paths, [&](const std::string& p) { return n.fs->getattr(p); });
+  ASSERT_FALSE(HasFatalFailure());
   EXPECT_EQ(each[0].error(), EIO) << "its server is down";
   EXPECT_EQ(each[2]->size, 4u);
   EXPECT_EQ(each[4].error(), ENOENT);

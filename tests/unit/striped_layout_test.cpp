@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "attrs_each.hpp"
 #include "backend/backend_file.hpp"
 #include "fake_backend.hpp"
 #include "namespace/stripe_record.hpp"
@@ -404,18 +405,9 @@ TEST(StripedLayout, AttributesOfManyPathsAreThoseOfEachAlone) {
   s.write("/d/g", 0, "short");
   const std::vector<std::string> paths{"/f", "/d", "/none", kRecord, "/d/g"};
   auto each = s.layout->getattr_each(paths);
-  ASSERT_EQ(each.size(), paths.size());
-  for (size_t i = 0; i < paths.size(); ++i) {
-    auto alone = s.layout->getattr(paths[i]);
-    ASSERT_EQ(static_cast<bool>(each[i]), static_cast<bool>(alone)) << paths[i];
-    if (!alone) {
-      EXPECT_EQ(each[i].error(), alone.error()) << paths[i];
-      continue;
-    }
-    EXPECT_EQ(each[i]->size, alone->size) << paths[i];
-    EXPECT_EQ(each[i]->permissions, alone->permissions) << paths[i];
-    EXPECT_EQ(each[i]->mtime, alone->mtime) << paths[i];
-  }
+  test::expect_each_as_alone(each, paths,
+                             [&](const std::string& p) { return s.layout->getattr(p); });
+  ASSERT_FALSE(HasFatalFailure());
   EXPECT_EQ(each[0]->size, kFourStripes.size()) << "the size from every part";
   EXPECT_EQ(each[2].error(), ENOENT);
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attrs_each.hpp"
 #include "backend/backend_file.hpp"
 #include "fake_backend.hpp"
 #include "namespace/create_policy.hpp"
@@ -124,17 +125,9 @@ TEST(UnionLayout, AttributesOfManyPathsAreThoseOfEachAlone) {
     const size_t lstats_before = u.b[1]->calls("lstat");
     auto each = u.layout->getattr_each(paths);
     EXPECT_EQ(u.b[1]->calls("lstat") - lstats_before, paths.size()) << "each path asked once";
-    ASSERT_EQ(each.size(), paths.size());
-    for (size_t i = 0; i < paths.size(); ++i) {
-      auto alone = u.layout->getattr(paths[i]);
-      ASSERT_EQ(static_cast<bool>(each[i]), static_cast<bool>(alone)) << paths[i];
-      if (!alone) {
-        EXPECT_EQ(each[i].error(), alone.error()) << paths[i];
-        continue;
-      }
-      EXPECT_EQ(each[i]->size, alone->size) << paths[i];
-      EXPECT_EQ(each[i]->permissions, alone->permissions) << paths[i];
-    }
+    test::expect_each_as_alone(each, paths,
+                               [&](const std::string& p) { return u.layout->getattr(p); });
+    ASSERT_FALSE(HasFatalFailure());
     EXPECT_EQ(each[0]->size, 7u) << "b1's copy, first in branch order";
     EXPECT_EQ(each[2].error(), ENOENT);
     EXPECT_TRUE(S_ISLNK(each[4]->permissions)) << "never followed";
