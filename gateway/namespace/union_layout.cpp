@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <future>
-#include <optional>
 #include <set>
 
 #include "backend/backend_file.hpp"
@@ -54,10 +53,14 @@ std::string UnionLayout::describe() const {
 
 UnionLayout::Lookup UnionLayout::lookup_all(const std::string& rel) {
   auto answers = Backend::lstat_each(backends(), rel);
+  return looked_up(answers, 0);
+}
+
+UnionLayout::Lookup UnionLayout::looked_up(Backend::LstatBatch& answers, size_t first_at) {
   Lookup out;
   int err = 0;
-  for (size_t i = 0; i < answers.size(); ++i) {
-    auto a = answers.answer(i);
+  for (size_t i = 0; i < branches_.size(); ++i) {
+    auto a = answers.answer(first_at + i);
     if (a)
       out.copies.push_back({&branches_[i], *a});
     else
@@ -72,22 +75,13 @@ UnionLayout::Lookup UnionLayout::lookup_all(const std::string& rel) {
 
 std::vector<Result<sftp::Attrs>> UnionLayout::getattr_each(const std::vector<std::string>& rels) {
   auto answers = Backend::lstat_each(backends(), rels);
-  const size_t width = branches_.size();
   std::vector<Result<sftp::Attrs>> out;
   out.reserve(rels.size());
   for (size_t i = 0; i < rels.size(); ++i) {
     // First found in branch order, else the most telling error, as find() answers.
-    int err = 0;
-    std::optional<sftp::Attrs> found;
-    for (size_t b = 0; b < width && !found; ++b) {
-      auto a = answers.answer(i * width + b);
-      if (a)
-        found = *a;
-      else
-        err = most_telling_error(err, a.error());
-    }
-    out.push_back(found ? Result<sftp::Attrs>(*found)
-                        : Result<sftp::Attrs>::failure(err ? err : ENOENT));
+    const Lookup l = looked_up(answers, i * branches_.size());
+    out.push_back(l.copies.empty() ? Result<sftp::Attrs>::failure(l.error)
+                                   : Result<sftp::Attrs>(l.copies.front().attrs));
   }
   return out;
 }
@@ -325,15 +319,14 @@ Status UnionLayout::rename(const std::string& from, const std::string& to, unsig
       err = most_telling_error(err, st.error());
   }
   if (moved.empty()) return Status::failure(err ? err : EXDEV);
-  // An old target on a branch that held no source would still show (or resurface later).
-  for (auto& b : branches_) {
-    if (moved.count(&b) || !b.writable()) continue;
-    auto old = b.backend->lstat(to);
-    if (!old) continue;
-    if (S_ISDIR(old->permissions))
-      (void)b.backend->rmdir(to);
+  // An old target on a branch that held no source would still show (or resurface later): the
+  // look before the rename found it (every such copy is on a writable branch).
+  for (auto& old : target.copies) {
+    if (moved.count(old.branch)) continue;
+    if (S_ISDIR(old.attrs.permissions))
+      (void)old.branch->backend->rmdir(to);
     else
-      (void)b.backend->unlink(to);
+      (void)old.branch->backend->unlink(to);
   }
   return ok_status();
 }

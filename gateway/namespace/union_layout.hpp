@@ -70,6 +70,8 @@ class UnionLayout final : public Layout {
     int error = ENOENT;
   };
   Lookup lookup_all(const std::string& rel);
+  // The lookup of one path whose answers from every branch are in `answers` from `first_at` on.
+  Lookup looked_up(Backend::LstatBatch& answers, size_t first_at);
   // The first copy in branch order.
   Result<Copy> find(const std::string& rel);
   // The branch a new entry `rel` goes to, with its parent directories in place.
