@@ -712,9 +712,8 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   // Small files read together and made together (Layout::write_whole_files: each under
   // .NAME.skein-partial beside it, renamed into place with its mode and times). One that is not
   // as walked (grown, gone, unreadable) is copied the plain way, and so is one the destination
-  // did not make (a file at its partial name is left alone): that way says what is wrong with
-  // it. So is one whose partial name is itself copied here (a tree holding both x and
-  // .x.skein-partial), which the partial would overwrite.
+  // did not make: that way says what is wrong with it. So is one whose partial name is itself
+  // copied here (a tree holding both x and .x.skein-partial), which the partial would overwrite.
   std::unordered_set<std::string> copied_here;
   for (const StageEntry& e : entries) copied_here.insert(below(dest_root, e.path));
   auto copy_small = [&](const std::vector<const StageEntry*>& files) {

@@ -48,10 +48,10 @@ class StripedLayout final : public Layout {
   Result<sftp::StatVfs> statfs(const std::string& rel) override;
   Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) override;
   Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
-  // A file of one stripe or less lives on backend 0 alone: those are made there together
-  // (Backend::write_whole_files), and then the other backends' parts under their names, left by
-  // the files they replace, are removed together. Larger files, and those backend 0 leaves to
-  // the layout, are made one by one (Layout::write_whole_files).
+  // A file of one stripe or less lives on backend 0 alone: those whose names hold no bytes on
+  // the other backends are made there together (Backend::write_whole_files). Larger files, the
+  // others, and those backend 0 leaves to the layout, are made one by one, every part anew
+  // (Layout::write_whole_files).
   std::vector<Result<MadeWholeFile>> write_whole_files(
       const std::vector<NewWholeFile>& files) override;
   std::vector<std::shared_ptr<Backend>> backends() const override { return backends_; }
