@@ -150,7 +150,8 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd,
   const bool fetch = f.fetch, store = f.store, tagged = f.tagged;
   const InodeNumber ino = f.ino;
   CallerBuffer buf;
-  if (std::string e = map_caller_buffer("fill", buf_fd, buf_offset, length, fetch, buf); !e.empty())
+  if (std::string e = mount.caller_buffers.map("fill", buf_fd, buf_offset, length, fetch, buf);
+      !e.empty())
     return err(e);
   std::vector<char> own;  // the mount's own copy of the bytes (tagged)
   std::optional<FillTag> signer;
@@ -285,7 +286,7 @@ std::string cache_fill_files(MountDaemon& mount, const std::string& args, int bu
   if (list_length > 0) {
     CallerBuffer list;
     if (std::string e =
-            map_caller_buffer("fill-files", buf_fd, list_offset, list_length, false, list);
+            mount.caller_buffers.map("fill-files", buf_fd, list_offset, list_length, false, list);
         !e.empty())
       return err(e);
     const std::string_view text(list.data, list_length);

@@ -1,31 +1,86 @@
 // A buffer a control-socket client passes with its command (SCM_RIGHTS): a memfd sealed against
 // shrinking (F_SEAL_SHRINK), which the mount maps. The mount touches only memory the caller could
 // touch itself, and a buffer that cannot shrink cannot make the mapping fault.
+//
+// skein-mpi passes the same buffer with every command of a run (a bcast's fills, a stage's reads
+// and small files), so the mount keeps each buffer mapped between commands (CallerBuffers). A new
+// mapping is dear on a VM with shadow page tables: each page's first touch through it costs the
+// hypervisor a fault the guest does not see, about 6 µs a page here, so a 4 MiB fill through a
+// mapping made for it cost 6 ms of the mount's CPU, and a kept one nothing (docs/benchmarks.md,
+// "Callers' buffers kept mapped").
 #pragma once
 
 #include <sys/mman.h>
+#include <sys/types.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace skein::client {
 
-// A mapping of [offset, offset + length) of the caller's buffer; unmapped when destroyed.
-struct CallerBuffer {
-  CallerBuffer() = default;
-  CallerBuffer(const CallerBuffer&) = delete;
-  CallerBuffer& operator=(const CallerBuffer&) = delete;
-  ~CallerBuffer();
+// A mapping of a caller's whole buffer; unmapped, and the copy of the buffer's descriptor closed,
+// when the last user lets go of it.
+struct CallerMapping {
+  CallerMapping() = default;
+  CallerMapping(const CallerMapping&) = delete;
+  CallerMapping& operator=(const CallerMapping&) = delete;
+  ~CallerMapping();
 
   void* base = MAP_FAILED;
   std::size_t size = 0;
+  bool writable = false;
+  int fd = -1;  // a copy of the caller's descriptor, kept so that the buffer is not freed (and its
+                // inode number reused) while the mapping is kept
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+// [offset, offset + length) of the caller's buffer, mapped for one command.
+struct CallerBuffer {
+  std::shared_ptr<const CallerMapping> mapping;
   char* data = nullptr;
 };
 
-// Maps the range of the buffer `fd` (-1: none was passed), readable and, with `writable`, writable;
-// "" or the failure, each starting with `command` ("fill: ...").
-std::string map_caller_buffer(const std::string& command, int fd, uint64_t offset, uint64_t length,
-                              bool writable, CallerBuffer& m);
+// The mappings kept between commands, a buffer's whole length each, found again by the memfd's
+// inode. One not used for `idle` is dropped (a thread looks every idle / 2 while any is kept), and
+// at most kMaxKept are kept, the least recently used dropped first.
+class CallerBuffers {
+ public:
+  static constexpr std::size_t kMaxKept = 32;
+  static constexpr std::chrono::milliseconds kIdle{5000};
+
+  explicit CallerBuffers(std::chrono::milliseconds idle = kIdle) : idle_(idle) {}
+  ~CallerBuffers();
+  CallerBuffers(const CallerBuffers&) = delete;
+  CallerBuffers& operator=(const CallerBuffers&) = delete;
+
+  // Gives `m` the range of the buffer `fd` (-1: none was passed), readable and, with `writable`,
+  // writable, through a kept mapping of the whole buffer (made now if none is kept that covers
+  // the range with that access); "" or the failure, starting with `command` ("fill: ...").
+  std::string map(const std::string& command, int fd, uint64_t offset, uint64_t length,
+                  bool writable, CallerBuffer& m);
+  std::size_t kept() const;
+
+ private:
+  struct Kept {
+    std::shared_ptr<const CallerMapping> mapping;
+    std::chrono::steady_clock::time_point used;
+  };
+  void drop_idle();  // the reaper thread's loop
+
+  const std::chrono::milliseconds idle_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Kept> kept_;
+  bool stopping_ = false;
+  std::thread reaper_;  // started with the first kept mapping (after the mount's fork)
+};
 
 }  // namespace skein::client

@@ -124,7 +124,7 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
   std::vector<std::string> paths;
   {
     CallerBuffer list;
-    if (std::string e = map_caller_buffer("fetch-files", buf_fd, 0, list_length, false, list);
+    if (std::string e = mount.buffers.map("fetch-files", buf_fd, 0, list_length, false, list);
         !e.empty())
       return "error: " + e + "\n";
     const std::string_view names(list.data, list_length);
@@ -143,7 +143,7 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
   if (!peer.privileged && list_length + paths.size() * max_bytes > kMaxOthersBuffer)
     return too_much_for_others();
   CallerBuffer out;
-  if (std::string e = map_caller_buffer("fetch-files", buf_fd, list_length,
+  if (std::string e = mount.buffers.map("fetch-files", buf_fd, list_length,
                                         paths.size() * max_bytes, true, out);
       !e.empty())
     return "error: " + e + "\n";

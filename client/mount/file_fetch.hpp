@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "caller_buffer.hpp"
 #include "control_socket.hpp"
 #include "file_attr.hpp"
 #include "gateway_client.hpp"
@@ -81,6 +82,7 @@ struct FileFetchContext {
   std::function<Result<std::vector<GatewayClient::WholeFile>>(const std::vector<std::string>&,
                                                               uint32_t)>
       read_files;
+  CallerBuffers& buffers;  // the callers' buffers, kept mapped
 };
 
 // Runs one `fetch-files` command (without the leading "fetch-files "); returns the answer.

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "caller_buffer.hpp"
 #include "control_socket.hpp"
 #include "file_fetch.hpp"
 #include "gateway_client.hpp"
@@ -41,6 +42,7 @@ struct FileStoreContext {
   // A file was made at `ns_path`: what the mount and the kernel cached of the name, the file it
   // named before and its directory is dropped.
   std::function<void(const std::string& ns_path)> made;
+  CallerBuffers& buffers;  // the callers' buffers, kept mapped
 };
 
 // Runs one `store-files` command (without the leading "store-files "); returns the answer.

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cache_policy.hpp"
+#include "caller_buffer.hpp"
 #include "control_socket.hpp"
 #include "data_path.hpp"
 #include "fill_tag.hpp"
@@ -43,6 +44,8 @@ struct MountDaemon {
   // Signs what `fill fetch` got from the gateway for callers who are not privileged, and checks
   // what they hand `fill store` (fill_tag.hpp); set from the namespace's token before the session.
   FillTag::Key fill_key{};
+  // Callers' buffers, kept mapped between their control-socket commands.
+  CallerBuffers caller_buffers;
 };
 
 // The operations table for fuse_session_new; the session's userdata must be a MountDaemon.

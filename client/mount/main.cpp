@@ -355,7 +355,8 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
         skein::client::mount_attrs(mount),
         [&mount](const std::vector<std::string>& paths, uint32_t max_bytes) {
           return mount.gateway->read_files(paths, max_bytes);
-        }};
+        },
+        mount.caller_buffers};
     return skein::client::fetch_files(context, command.substr(12), fd, peer);
   }
   if (command.rfind("store-files ", 0) == 0) {
@@ -368,7 +369,8 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
           using Inval = skein::client::Invalidation;
           mount.kernel_cache->invalidate(
               {{Inval::Kind::kEntry, path}, {Inval::Kind::kInode, path}});
-        }};
+        },
+        mount.caller_buffers};
     return skein::client::store_files(context, command.substr(12), fd, peer);
   }
   return "error: unknown command '" + command +

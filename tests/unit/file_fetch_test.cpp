@@ -69,6 +69,7 @@ struct FakeMount {
   std::set<std::string> known;
   std::vector<std::vector<std::string>> calls;
   int call_error = 0;
+  CallerBuffers buffers;
 
   void add(const std::string& path, const std::string& data, uint32_t mode = 0100644,
            uint32_t uid = 0, uint32_t gid = 0) {
@@ -101,7 +102,8 @@ struct FakeMount {
                 out.push_back(f);
               }
               return out;
-            }};
+            },
+            buffers};
   }
 };
 

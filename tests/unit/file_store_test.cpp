@@ -67,6 +67,7 @@ struct FakeMount {
   std::map<std::string, int> fail;                // path -> errno the gateway answers
   std::vector<std::string> dropped;
   int call_error = 0;
+  CallerBuffers buffers;
 
   FileStoreContext context() {
     return {[this](const std::string& dir) -> std::optional<FileAttr> {
@@ -91,7 +92,7 @@ struct FakeMount {
               }
               return out;
             },
-            [this](const std::string& path) { dropped.push_back(path); }};
+            [this](const std::string& path) { dropped.push_back(path); }, buffers};
   }
 };
 

@@ -1,0 +1,166 @@
+// CallerBuffers: the mount's mappings of its control-socket callers' buffers, kept between
+// commands. Real memfds; what is kept, found again, refused and dropped.
+#include "caller_buffer.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace skein::client {
+namespace {
+
+// A memfd of `size` bytes, sealed against shrinking unless told otherwise.
+struct Memfd {
+  explicit Memfd(std::size_t size, unsigned seals = F_SEAL_SHRINK) {
+    fd = ::memfd_create("caller-buffer-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);
+    if (seals) {
+      EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, seals), 0);
+    }
+  }
+  ~Memfd() { ::close(fd); }
+  // Another descriptor of the same buffer, as each command's SCM_RIGHTS brings one.
+  int passed() const { return ::fcntl(fd, F_DUPFD_CLOEXEC, 0); }
+  int fd = -1;
+};
+
+TEST(CallerBuffers, EveryCommandWithTheSameBufferUsesOneMapping) {
+  CallerBuffers buffers;
+  Memfd buf(1 << 20);
+  const int first = buf.passed(), second = buf.passed();
+  CallerBuffer a, b;
+  ASSERT_EQ(buffers.map("fill", first, 4096, 8192, true, a), "");
+  ::close(first);  // the command's descriptor is closed after it; the mapping stays
+  ASSERT_EQ(buffers.map("fill", second, 65536, 100, false, b), "");
+  ::close(second);
+  EXPECT_EQ(a.mapping, b.mapping);
+  EXPECT_EQ(buffers.kept(), 1u);
+  // The same memory as the caller's: written through the mapping, read with pread.
+  std::memcpy(a.data, "written", 7);
+  char got[8] = {};
+  ASSERT_EQ(::pread(buf.fd, got, 7, 4096), 7);
+  EXPECT_STREQ(got, "written");
+  EXPECT_EQ(b.data, a.data + (65536 - 4096));
+}
+
+TEST(CallerBuffers, DifferentBuffersHaveDifferentMappings) {
+  CallerBuffers buffers;
+  Memfd one(8192), two(8192);
+  ASSERT_EQ(::pwrite(one.fd, "one", 3, 0), 3);
+  ASSERT_EQ(::pwrite(two.fd, "two", 3, 0), 3);
+  CallerBuffer a, b;
+  ASSERT_EQ(buffers.map("fill", one.fd, 0, 3, false, a), "");
+  ASSERT_EQ(buffers.map("fill", two.fd, 0, 3, false, b), "");
+  EXPECT_NE(a.mapping, b.mapping);
+  EXPECT_EQ(std::string(a.data, 3), "one");
+  EXPECT_EQ(std::string(b.data, 3), "two");
+  EXPECT_EQ(buffers.kept(), 2u);
+}
+
+TEST(CallerBuffers, RefusesWhatCouldFaultOrWasNotPassed) {
+  CallerBuffers buffers;
+  CallerBuffer m;
+  EXPECT_NE(buffers.map("fill", -1, 0, 1, false, m).find("no buffer"), std::string::npos);
+  Memfd unsealed(8192, 0);
+  EXPECT_NE(buffers.map("fill", unsealed.fd, 0, 1, false, m).find("F_SEAL_SHRINK"),
+            std::string::npos);
+  Memfd buf(8192);
+  EXPECT_NE(buffers.map("fill", buf.fd, 8000, 193, false, m).find("beyond the buffer's size"),
+            std::string::npos);
+  EXPECT_NE(buffers.map("fill", buf.fd, 9000, 0, false, m).find("beyond the buffer's size"),
+            std::string::npos);
+  Memfd empty(0);
+  EXPECT_NE(buffers.map("fill", empty.fd, 0, 0, false, m).find("empty"), std::string::npos);
+  EXPECT_EQ(buffers.kept(), 0u);
+}
+
+TEST(CallerBuffers, AReadOnlyDescriptorIsMappedForReadingOnly) {
+  CallerBuffers buffers;
+  Memfd buf(8192);
+  const int ro = ::open(("/proc/self/fd/" + std::to_string(buf.fd)).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ro, 0);
+  CallerBuffer m;
+  EXPECT_NE(buffers.map("fetch-files", ro, 0, 10, true, m).find("map the buffer"),
+            std::string::npos);
+  ASSERT_EQ(buffers.map("store-files", ro, 0, 10, false, m), "");
+  EXPECT_FALSE(m.mapping->writable);
+  // A writable command with a read-write descriptor of the same buffer maps it anew, writable.
+  CallerBuffer w;
+  ASSERT_EQ(buffers.map("fetch-files", buf.fd, 0, 10, true, w), "");
+  EXPECT_TRUE(w.mapping->writable);
+  EXPECT_NE(w.mapping, m.mapping);
+  EXPECT_EQ(buffers.kept(), 1u);
+  ::close(ro);
+}
+
+TEST(CallerBuffers, ABufferThatGrewIsMappedAnewToItsNewSize) {
+  CallerBuffers buffers;
+  Memfd buf(8192, F_SEAL_SHRINK);
+  CallerBuffer small, large;
+  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 8192, true, small), "");
+  ASSERT_EQ(::ftruncate(buf.fd, 1 << 20), 0);
+  ASSERT_EQ(buffers.map("fill", buf.fd, 500000, 4096, true, large), "");
+  EXPECT_NE(small.mapping, large.mapping);
+  EXPECT_GE(large.mapping->size, 1u << 20);
+  EXPECT_EQ(buffers.kept(), 1u);
+  // The replaced mapping stays usable by the command that holds it.
+  std::memcpy(small.data, "still", 5);
+  EXPECT_EQ(std::string(large.data - 500000, 5), "still");
+}
+
+TEST(CallerBuffers, IdleMappingsAreDroppedAndHeldOnesStayUsable) {
+  CallerBuffers buffers(std::chrono::milliseconds(100));
+  Memfd buf(8192);
+  CallerBuffer held;
+  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 8192, true, held), "");
+  EXPECT_EQ(buffers.kept(), 1u);
+  for (int i = 0; i < 100 && buffers.kept() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(buffers.kept(), 0u);
+  std::memcpy(held.data + 8000, "held", 4);  // still mapped while held
+  char got[5] = {};
+  ASSERT_EQ(::pread(buf.fd, got, 4, 8000), 4);
+  EXPECT_STREQ(got, "held");
+  // Used again, it is mapped again and kept again.
+  CallerBuffer again;
+  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 8192, false, again), "");
+  EXPECT_EQ(buffers.kept(), 1u);
+}
+
+TEST(CallerBuffers, AtMostSoManyAreKeptTheLeastRecentlyUsedDropped) {
+  CallerBuffers buffers;
+  std::vector<std::unique_ptr<Memfd>> bufs;
+  std::vector<std::shared_ptr<const CallerMapping>> mapped;
+  for (std::size_t i = 0; i <= CallerBuffers::kMaxKept; ++i) {
+    bufs.push_back(std::make_unique<Memfd>(4096));
+    CallerBuffer m;
+    ASSERT_EQ(buffers.map("fill", bufs.back()->fd, 0, 1, false, m), "");
+    mapped.push_back(m.mapping);
+    if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    // The first is used again after the second: the second is then the least recently used.
+    if (i == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      CallerBuffer again;
+      ASSERT_EQ(buffers.map("fill", bufs[0]->fd, 0, 1, false, again), "");
+    }
+  }
+  EXPECT_EQ(buffers.kept(), CallerBuffers::kMaxKept);
+  CallerBuffer first, second;
+  ASSERT_EQ(buffers.map("fill", bufs[0]->fd, 0, 1, false, first), "");
+  EXPECT_EQ(first.mapping, mapped[0]);  // still kept: found again
+  ASSERT_EQ(buffers.map("fill", bufs[1]->fd, 0, 1, false, second), "");
+  EXPECT_NE(second.mapping, mapped[1]);  // it was dropped: mapped anew, another dropped for it
+  EXPECT_EQ(buffers.kept(), CallerBuffers::kMaxKept);
+}
+
+}  // namespace
+}  // namespace skein::client
