@@ -852,7 +852,8 @@ TEST_F(MpiTest, StageKilledMidwayResumesWithTheRest) {
     ASSERT_TRUE(
         write_file(src + "/s" + std::to_string(i), random_bytes(5000, static_cast<uint64_t>(i))));
   // Staged in from the mount's copy: one rank is killed as soon as some chunk of a large file is
-  // recorded (a '1' after the record's header line).
+  // recorded (a '1' after the record's header line). Every rank is stopped first, so that the
+  // others cannot finish the copy before the kill lands (mpirun then ends them).
   const std::string mounted = cluster_->mount(1) + "/srv0/kill";
   std::string out;
   ASSERT_EQ(run_mpi("stage-out --chunk 1048576 " + q(src) + " " + q(mounted), out), 0) << out;
@@ -862,7 +863,8 @@ TEST_F(MpiTest, StageKilledMidwayResumesWithTheRest) {
                             q(dst + "/../kill.out") + " 2>&1 & mpi=$!; " +
                             "for i in $(seq 1 2000); do tail -qn +2 " + q(dst) +
                             "/.big*.chunks 2>/dev/null | grep -q 1 && break; sleep 0.01; done; " +
-                            "kill -9 $(pgrep -P $mpi skein-mpi | tail -1); wait $mpi",
+                            "ranks=$(pgrep -P $mpi skein-mpi); kill -STOP $ranks; " +
+                            "kill -9 $(echo $ranks | tr ' ' '\\n' | tail -1); wait $mpi",
                         &out) == 0,
             false)
       << "the killed run exited 0";
