@@ -59,12 +59,14 @@ struct Fill {
   InodeNumber ino = 0;
   bool fetch = false, store = false, tagged = false;
   int64_t made = 0;  // when its tag was made (a store), else now
+  pid_t caller = 0;  // the process that sent the command
 };
 
 // Parses and checks `args` (a `fill` command without "fill "). Returns "" when the command may go
 // on, with `f` filled in; otherwise its answer: an error, or "ok 0" for a length of 0.
 std::string prepare_fill(MountDaemon& mount, const std::string& args, const ControlPeer& peer,
                          Fill& f) {
+  f.caller = peer.pid;
   std::istringstream in(args);
   std::string& mode = f.mode;
   std::string& tag = f.tag;
@@ -150,7 +152,8 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd,
   const bool fetch = f.fetch, store = f.store, tagged = f.tagged;
   const InodeNumber ino = f.ino;
   CallerBuffer buf;
-  if (std::string e = mount.caller_buffers.map("fill", buf_fd, buf_offset, length, fetch, buf);
+  if (std::string e =
+          mount.caller_buffers.map("fill", buf_fd, buf_offset, length, fetch, f.caller, buf);
       !e.empty())
     return err(e);
   std::vector<char> own;  // the mount's own copy of the bytes (tagged)
@@ -285,8 +288,8 @@ std::string cache_fill_files(MountDaemon& mount, const std::string& args, int bu
   std::vector<std::string> lines;
   if (list_length > 0) {
     CallerBuffer list;
-    if (std::string e =
-            mount.caller_buffers.map("fill-files", buf_fd, list_offset, list_length, false, list);
+    if (std::string e = mount.caller_buffers.map("fill-files", buf_fd, list_offset, list_length,
+                                                 false, peer.pid, list);
         !e.empty())
       return err(e);
     const std::string_view text(list.data, list_length);

@@ -2,6 +2,7 @@
 #include "caller_buffer.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,7 +46,7 @@ CallerBuffers::~CallerBuffers() {
 }
 
 std::string CallerBuffers::map(const std::string& command, int fd, uint64_t offset, uint64_t length,
-                               bool writable, CallerBuffer& m) {
+                               bool writable, pid_t caller, CallerBuffer& m) {
   struct stat st;
   if (std::string e = check_buffer(command, fd, offset, length, st); !e.empty()) return e;
   if (st.st_size == 0) return command + ": the buffer is empty";
@@ -88,7 +89,7 @@ std::string CallerBuffers::map(const std::string& command, int fd, uint64_t offs
   if (kept_.size() >= kMaxKept)
     kept_.erase(std::min_element(kept_.begin(), kept_.end(),
                                  [](const Kept& a, const Kept& b) { return a.used < b.used; }));
-  kept_.push_back({mapping, now});
+  kept_.push_back({mapping, now, caller});
   if (!reaper_.joinable()) reaper_ = std::thread([this] { drop_idle(); });
   cv_.notify_all();
   m.data = static_cast<char*>(mapping->base) + offset;
@@ -108,12 +109,14 @@ void CallerBuffers::drop_idle() {
       cv_.wait(lock, [&] { return stopping_ || !kept_.empty(); });
       continue;
     }
-    cv_.wait_for(lock, idle_ / 2, [&] { return stopping_; });
+    cv_.wait_for(lock, std::min<std::chrono::milliseconds>(kCheckEvery, idle_ / 2),
+                 [&] { return stopping_; });
     const auto now = std::chrono::steady_clock::now();
     // Unmapped outside the lock: munmap of a large mapping takes a while.
     std::vector<Kept> idle;
     for (auto it = kept_.begin(); it != kept_.end();) {
-      if (now - it->used >= idle_) {
+      const bool owner_gone = it->owner > 0 && ::kill(it->owner, 0) != 0 && errno == ESRCH;
+      if (owner_gone || now - it->used >= idle_) {
         idle.push_back(std::move(*it));
         it = kept_.erase(it);
       } else {

@@ -49,29 +49,33 @@ struct CallerBuffer {
 };
 
 // The mappings kept between commands, a buffer's whole length each, found again by the memfd's
-// inode. One not used for `idle` is dropped (a thread looks every idle / 2 while any is kept), and
-// at most kMaxKept are kept, the least recently used dropped first.
+// inode. One is dropped once the process that passed it first has exited or when it was not used
+// for `idle` (a thread looks every kCheckEvery while any is kept), and at most kMaxKept are kept
+// (two buffers for each of 128 ranks on a node), the least recently used dropped first.
 class CallerBuffers {
  public:
-  static constexpr std::size_t kMaxKept = 32;
+  static constexpr std::size_t kMaxKept = 256;
   static constexpr std::chrono::milliseconds kIdle{5000};
+  static constexpr std::chrono::milliseconds kCheckEvery{500};
 
   explicit CallerBuffers(std::chrono::milliseconds idle = kIdle) : idle_(idle) {}
   ~CallerBuffers();
   CallerBuffers(const CallerBuffers&) = delete;
   CallerBuffers& operator=(const CallerBuffers&) = delete;
 
-  // Gives `m` the range of the buffer `fd` (-1: none was passed), readable and, with `writable`,
-  // writable, through a kept mapping of the whole buffer (made now if none is kept that covers
-  // the range with that access); "" or the failure, starting with `command` ("fill: ...").
+  // Gives `m` the range of the buffer `fd` (-1: none was passed) that process `caller` (0: not
+  // known) passed, readable and, with `writable`, writable, through a kept mapping of the whole
+  // buffer (made now if none is kept that covers the range with that access); "" or the failure,
+  // starting with `command` ("fill: ...").
   std::string map(const std::string& command, int fd, uint64_t offset, uint64_t length,
-                  bool writable, CallerBuffer& m);
+                  bool writable, pid_t caller, CallerBuffer& m);
   std::size_t kept() const;
 
  private:
   struct Kept {
     std::shared_ptr<const CallerMapping> mapping;
     std::chrono::steady_clock::time_point used;
+    pid_t owner = 0;  // the process that passed it when it was mapped
   };
   void drop_idle();  // the reaper thread's loop
 

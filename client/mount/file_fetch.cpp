@@ -124,7 +124,8 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
   std::vector<std::string> paths;
   {
     CallerBuffer list;
-    if (std::string e = mount.buffers.map("fetch-files", buf_fd, 0, list_length, false, list);
+    if (std::string e =
+            mount.buffers.map("fetch-files", buf_fd, 0, list_length, false, peer.pid, list);
         !e.empty())
       return "error: " + e + "\n";
     const std::string_view names(list.data, list_length);
@@ -144,7 +145,7 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
     return too_much_for_others();
   CallerBuffer out;
   if (std::string e = mount.buffers.map("fetch-files", buf_fd, list_length,
-                                        paths.size() * max_bytes, true, out);
+                                        paths.size() * max_bytes, true, peer.pid, out);
       !e.empty())
     return "error: " + e + "\n";
 

@@ -81,7 +81,8 @@ std::string store_files(const FileStoreContext& mount, const std::string& args, 
   uint64_t contents = 0;
   {
     CallerBuffer list;
-    if (std::string e = mount.buffers.map("store-files", buf_fd, 0, list_length, false, list);
+    if (std::string e =
+            mount.buffers.map("store-files", buf_fd, 0, list_length, false, peer.pid, list);
         !e.empty())
       return "error: " + e + "\n";
     const std::string_view text(list.data, list_length);
@@ -100,7 +101,7 @@ std::string store_files(const FileStoreContext& mount, const std::string& args, 
   CallerBuffer data;
   if (contents > 0) {
     if (std::string e =
-            mount.buffers.map("store-files", buf_fd, list_length, contents, false, data);
+            mount.buffers.map("store-files", buf_fd, list_length, contents, false, peer.pid, data);
         !e.empty())
       return "error: " + e + "\n";
   }

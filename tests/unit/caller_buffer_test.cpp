@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -38,9 +39,9 @@ TEST(CallerBuffers, EveryCommandWithTheSameBufferUsesOneMapping) {
   Memfd buf(1 << 20);
   const int first = buf.passed(), second = buf.passed();
   CallerBuffer a, b;
-  ASSERT_EQ(buffers.map("fill", first, 4096, 8192, true, a), "");
+  ASSERT_EQ(buffers.map("fill", first, 4096, 8192, true, 0, a), "");
   ::close(first);  // the command's descriptor is closed after it; the mapping stays
-  ASSERT_EQ(buffers.map("fill", second, 65536, 100, false, b), "");
+  ASSERT_EQ(buffers.map("fill", second, 65536, 100, false, 0, b), "");
   ::close(second);
   EXPECT_EQ(a.mapping, b.mapping);
   EXPECT_EQ(buffers.kept(), 1u);
@@ -58,8 +59,8 @@ TEST(CallerBuffers, DifferentBuffersHaveDifferentMappings) {
   ASSERT_EQ(::pwrite(one.fd, "one", 3, 0), 3);
   ASSERT_EQ(::pwrite(two.fd, "two", 3, 0), 3);
   CallerBuffer a, b;
-  ASSERT_EQ(buffers.map("fill", one.fd, 0, 3, false, a), "");
-  ASSERT_EQ(buffers.map("fill", two.fd, 0, 3, false, b), "");
+  ASSERT_EQ(buffers.map("fill", one.fd, 0, 3, false, 0, a), "");
+  ASSERT_EQ(buffers.map("fill", two.fd, 0, 3, false, 0, b), "");
   EXPECT_NE(a.mapping, b.mapping);
   EXPECT_EQ(std::string(a.data, 3), "one");
   EXPECT_EQ(std::string(b.data, 3), "two");
@@ -69,17 +70,17 @@ TEST(CallerBuffers, DifferentBuffersHaveDifferentMappings) {
 TEST(CallerBuffers, RefusesWhatCouldFaultOrWasNotPassed) {
   CallerBuffers buffers;
   CallerBuffer m;
-  EXPECT_NE(buffers.map("fill", -1, 0, 1, false, m).find("no buffer"), std::string::npos);
+  EXPECT_NE(buffers.map("fill", -1, 0, 1, false, 0, m).find("no buffer"), std::string::npos);
   Memfd unsealed(8192, 0);
-  EXPECT_NE(buffers.map("fill", unsealed.fd, 0, 1, false, m).find("F_SEAL_SHRINK"),
+  EXPECT_NE(buffers.map("fill", unsealed.fd, 0, 1, false, 0, m).find("F_SEAL_SHRINK"),
             std::string::npos);
   Memfd buf(8192);
-  EXPECT_NE(buffers.map("fill", buf.fd, 8000, 193, false, m).find("beyond the buffer's size"),
+  EXPECT_NE(buffers.map("fill", buf.fd, 8000, 193, false, 0, m).find("beyond the buffer's size"),
             std::string::npos);
-  EXPECT_NE(buffers.map("fill", buf.fd, 9000, 0, false, m).find("beyond the buffer's size"),
+  EXPECT_NE(buffers.map("fill", buf.fd, 9000, 0, false, 0, m).find("beyond the buffer's size"),
             std::string::npos);
   Memfd empty(0);
-  EXPECT_NE(buffers.map("fill", empty.fd, 0, 0, false, m).find("empty"), std::string::npos);
+  EXPECT_NE(buffers.map("fill", empty.fd, 0, 0, false, 0, m).find("empty"), std::string::npos);
   EXPECT_EQ(buffers.kept(), 0u);
 }
 
@@ -89,13 +90,13 @@ TEST(CallerBuffers, AReadOnlyDescriptorIsMappedForReadingOnly) {
   const int ro = ::open(("/proc/self/fd/" + std::to_string(buf.fd)).c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(ro, 0);
   CallerBuffer m;
-  EXPECT_NE(buffers.map("fetch-files", ro, 0, 10, true, m).find("map the buffer"),
+  EXPECT_NE(buffers.map("fetch-files", ro, 0, 10, true, 0, m).find("map the buffer"),
             std::string::npos);
-  ASSERT_EQ(buffers.map("store-files", ro, 0, 10, false, m), "");
+  ASSERT_EQ(buffers.map("store-files", ro, 0, 10, false, 0, m), "");
   EXPECT_FALSE(m.mapping->writable);
   // A writable command with a read-write descriptor of the same buffer maps it anew, writable.
   CallerBuffer w;
-  ASSERT_EQ(buffers.map("fetch-files", buf.fd, 0, 10, true, w), "");
+  ASSERT_EQ(buffers.map("fetch-files", buf.fd, 0, 10, true, 0, w), "");
   EXPECT_TRUE(w.mapping->writable);
   EXPECT_NE(w.mapping, m.mapping);
   EXPECT_EQ(buffers.kept(), 1u);
@@ -106,9 +107,9 @@ TEST(CallerBuffers, ABufferThatGrewIsMappedAnewToItsNewSize) {
   CallerBuffers buffers;
   Memfd buf(8192, F_SEAL_SHRINK);
   CallerBuffer small, large;
-  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 8192, true, small), "");
+  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 8192, true, 0, small), "");
   ASSERT_EQ(::ftruncate(buf.fd, 1 << 20), 0);
-  ASSERT_EQ(buffers.map("fill", buf.fd, 500000, 4096, true, large), "");
+  ASSERT_EQ(buffers.map("fill", buf.fd, 500000, 4096, true, 0, large), "");
   EXPECT_NE(small.mapping, large.mapping);
   EXPECT_GE(large.mapping->size, 1u << 20);
   EXPECT_EQ(buffers.kept(), 1u);
@@ -121,7 +122,7 @@ TEST(CallerBuffers, IdleMappingsAreDroppedAndHeldOnesStayUsable) {
   CallerBuffers buffers(std::chrono::milliseconds(100));
   Memfd buf(8192);
   CallerBuffer held;
-  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 8192, true, held), "");
+  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 8192, true, 0, held), "");
   EXPECT_EQ(buffers.kept(), 1u);
   for (int i = 0; i < 100 && buffers.kept() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -132,8 +133,28 @@ TEST(CallerBuffers, IdleMappingsAreDroppedAndHeldOnesStayUsable) {
   EXPECT_STREQ(got, "held");
   // Used again, it is mapped again and kept again.
   CallerBuffer again;
-  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 8192, false, again), "");
+  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 8192, false, 0, again), "");
   EXPECT_EQ(buffers.kept(), 1u);
+}
+
+TEST(CallerBuffers, ABufferIsLetGoOfOnceTheProcessThatPassedItHasExited) {
+  CallerBuffers buffers(std::chrono::minutes(1));
+  Memfd gone_buf(8192), living_buf(8192);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);  // exited and reaped: its pid is free
+  CallerBuffer gone, living;
+  ASSERT_EQ(buffers.map("fill", gone_buf.fd, 0, 10, true, child, gone), "");
+  ASSERT_EQ(buffers.map("fill", living_buf.fd, 0, 10, true, ::getpid(), living), "");
+  EXPECT_EQ(buffers.kept(), 2u);
+  for (int i = 0; i < 300 && buffers.kept() > 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(buffers.kept(), 1u);  // long before the minute unused
+  CallerBuffer again;
+  ASSERT_EQ(buffers.map("fill", living_buf.fd, 0, 10, true, ::getpid(), again), "");
+  EXPECT_EQ(again.mapping, living.mapping);  // the living caller's is still kept
 }
 
 TEST(CallerBuffers, AtMostSoManyAreKeptTheLeastRecentlyUsedDropped) {
@@ -143,21 +164,21 @@ TEST(CallerBuffers, AtMostSoManyAreKeptTheLeastRecentlyUsedDropped) {
   for (std::size_t i = 0; i <= CallerBuffers::kMaxKept; ++i) {
     bufs.push_back(std::make_unique<Memfd>(4096));
     CallerBuffer m;
-    ASSERT_EQ(buffers.map("fill", bufs.back()->fd, 0, 1, false, m), "");
+    ASSERT_EQ(buffers.map("fill", bufs.back()->fd, 0, 1, false, 0, m), "");
     mapped.push_back(m.mapping);
     if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     // The first is used again after the second: the second is then the least recently used.
     if (i == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       CallerBuffer again;
-      ASSERT_EQ(buffers.map("fill", bufs[0]->fd, 0, 1, false, again), "");
+      ASSERT_EQ(buffers.map("fill", bufs[0]->fd, 0, 1, false, 0, again), "");
     }
   }
   EXPECT_EQ(buffers.kept(), CallerBuffers::kMaxKept);
   CallerBuffer first, second;
-  ASSERT_EQ(buffers.map("fill", bufs[0]->fd, 0, 1, false, first), "");
+  ASSERT_EQ(buffers.map("fill", bufs[0]->fd, 0, 1, false, 0, first), "");
   EXPECT_EQ(first.mapping, mapped[0]);  // still kept: found again
-  ASSERT_EQ(buffers.map("fill", bufs[1]->fd, 0, 1, false, second), "");
+  ASSERT_EQ(buffers.map("fill", bufs[1]->fd, 0, 1, false, 0, second), "");
   EXPECT_NE(second.mapping, mapped[1]);  // it was dropped: mapped anew, another dropped for it
   EXPECT_EQ(buffers.kept(), CallerBuffers::kMaxKept);
 }
