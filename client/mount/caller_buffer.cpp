@@ -78,6 +78,11 @@ std::string CallerBuffers::map(const std::string& command, int fd, uint64_t offs
   mapping->writable = can_write;
   mapping->base = ::mmap(nullptr, mapping->size, can_write ? PROT_READ | PROT_WRITE : PROT_READ,
                          MAP_SHARED, fd, 0);
+  if (mapping->base == MAP_FAILED && can_write && !writable) {
+    // A buffer sealed against writing (F_SEAL_WRITE) maps for reading only.
+    mapping->writable = false;
+    mapping->base = ::mmap(nullptr, mapping->size, PROT_READ, MAP_SHARED, fd, 0);
+  }
   if (mapping->base == MAP_FAILED) return command + ": map the buffer: " + std::strerror(errno);
   // The one it replaces (of a buffer since grown, or read-only) goes; so does the least recently
   // used beyond kMaxKept. Commands still using them keep them mapped until they finish.

@@ -103,6 +103,17 @@ TEST(CallerBuffers, AReadOnlyDescriptorIsMappedForReadingOnly) {
   ::close(ro);
 }
 
+TEST(CallerBuffers, ABufferSealedAgainstWritingIsMappedForReadingOnly) {
+  CallerBuffers buffers;
+  Memfd buf(8192, F_SEAL_SHRINK | F_SEAL_WRITE);
+  CallerBuffer m;
+  EXPECT_NE(buffers.map("fill", buf.fd, 0, 10, true, 0, m).find("map the buffer"),
+            std::string::npos);
+  ASSERT_EQ(buffers.map("store-files", buf.fd, 0, 10, false, 0, m), "");
+  EXPECT_FALSE(m.mapping->writable);
+  EXPECT_EQ(m.data[0], 0);
+}
+
 TEST(CallerBuffers, ABufferThatGrewIsMappedAnewToItsNewSize) {
   CallerBuffers buffers;
   Memfd buf(8192, F_SEAL_SHRINK);
