@@ -2,8 +2,10 @@
 #include "caller_buffer.hpp"
 
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,10 +15,11 @@
 namespace skein::client {
 namespace {
 
-// Checks that `fd` is a buffer sealed against shrinking that holds [offset, offset + length);
-// "" or the failure.
+// Checks that `fd` is a buffer sealed against shrinking that holds [offset, offset + length),
+// and may be written where `writable` (as mmap would: not sealed against writing, opened for
+// it); "" or the failure.
 std::string check_buffer(const std::string& command, int fd, uint64_t offset, uint64_t length,
-                         struct stat& st) {
+                         bool writable, struct stat& st) {
   if (fd < 0)
     return command + ": no buffer (its file descriptor goes with the command, SCM_RIGHTS)";
   const int seals = ::fcntl(fd, F_GET_SEALS);
@@ -26,6 +29,34 @@ std::string check_buffer(const std::string& command, int fd, uint64_t offset, ui
   if (offset > static_cast<uint64_t>(st.st_size) ||
       length > static_cast<uint64_t>(st.st_size) - offset)
     return command + ": range beyond the buffer's size";
+  if (writable) {
+    if ((seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) != 0)
+      return command + ": map the buffer: " + std::strerror(EPERM);
+    const int access = ::fcntl(fd, F_GETFL);
+    if (access < 0 || (access & O_ACCMODE) != O_RDWR)
+      return command + ": map the buffer: " + std::strerror(EACCES);
+  }
+  return "";
+}
+
+// Whether descriptors `a` and `b` of this process are of the same open file; -1 where the
+// kernel does not say (kcmp not built in, or refused by a seccomp filter).
+int same_open_file(int a, int b) {
+  const pid_t self = ::getpid();
+  const long r = ::syscall(SYS_kcmp, self, self, KCMP_FILE, a, b);
+  return r < 0 ? -1 : r == 0 ? 1 : 0;
+}
+
+// Maps `length` bytes of `fd` from `offset` (rounded down to a page) into `m`; "" or the failure.
+std::string map_range(const std::string& command, int fd, uint64_t offset, uint64_t length,
+                      bool writable, int flags, CallerMapping& m) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  m.offset = offset / page * page;
+  m.size = static_cast<std::size_t>(offset - m.offset + length);
+  m.writable = writable;
+  m.base = ::mmap(nullptr, m.size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                  MAP_SHARED | flags, fd, static_cast<off_t>(m.offset));
+  if (m.base == MAP_FAILED) return command + ": map the buffer: " + std::strerror(errno);
   return "";
 }
 
@@ -48,58 +79,73 @@ CallerBuffers::~CallerBuffers() {
 std::string CallerBuffers::map(const std::string& command, int fd, uint64_t offset, uint64_t length,
                                bool writable, pid_t caller, CallerBuffer& m) {
   struct stat st;
-  if (std::string e = check_buffer(command, fd, offset, length, st); !e.empty()) return e;
+  if (std::string e = check_buffer(command, fd, offset, length, writable, st); !e.empty()) return e;
   if (st.st_size == 0) return command + ": the buffer is empty";
-  const uint64_t end = offset + length;
-  const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mu_);
-  for (Kept& k : kept_) {
-    const CallerMapping& km = *k.mapping;
-    if (km.dev == st.st_dev && km.ino == st.st_ino && km.size >= end &&
-        (km.writable || !writable)) {
-      k.used = now;
-      m.data = static_cast<char*>(km.base) + offset;
-      m.mapping = k.mapping;
-      return "";
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const bool keepable = size <= kMaxKeptSize && st.st_blksize == ::sysconf(_SC_PAGESIZE);
+  auto give = [&](std::shared_ptr<const CallerMapping> mapping) {
+    m.data = static_cast<char*>(mapping->base) + (offset - mapping->offset);
+    m.mapping = std::move(mapping);
+    return std::string();
+  };
+  auto mapping = std::make_shared<CallerMapping>();
+  {
+    std::vector<Kept> dropped;  // unmapped after the lock is let go: munmap takes a while
+    std::lock_guard lock(mu_);
+    if (keepable && kcmp_allowed_ != 0) {
+      const auto now = std::chrono::steady_clock::now();
+      bool stale = false;  // a kept mapping of this open file, too small or read-only
+      for (Kept& k : kept_) {
+        const CallerMapping& km = *k.mapping;
+        if (km.dev != st.st_dev || km.ino != st.st_ino) continue;
+        const int same = same_open_file(km.fd, fd);
+        if (same < 0) kcmp_allowed_ = 0;
+        if (same != 1) continue;
+        if (km.size >= offset + length && (km.writable || !writable)) {
+          k.used = now;
+          return give(k.mapping);
+        }
+        stale = true;
+      }
+      if (kcmp_allowed_ < 0) kcmp_allowed_ = same_open_file(fd, fd) == 1 ? 1 : 0;
+      if (kcmp_allowed_ == 1) {
+        mapping->dev = st.st_dev;
+        mapping->ino = st.st_ino;
+        mapping->fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (mapping->fd < 0) return command + ": buffer: " + std::strerror(errno);
+        if (std::string e = map_range(command, fd, 0, size, writable, 0, *mapping); !e.empty())
+          return e;
+        auto drop = [&](std::vector<Kept>::iterator it) {
+          kept_bytes_ -= it->mapping->size;
+          dropped.push_back(std::move(*it));
+          return kept_.erase(it);
+        };
+        // The one it replaces goes; so do the least recently used beyond the limits. Commands
+        // still using them keep them mapped until they finish.
+        for (auto it = kept_.begin(); stale && it != kept_.end();) {
+          const CallerMapping& km = *it->mapping;
+          if (km.dev == st.st_dev && km.ino == st.st_ino && same_open_file(km.fd, fd) == 1)
+            it = drop(it);
+          else
+            ++it;
+        }
+        while (!kept_.empty() &&
+               (kept_.size() >= kMaxKept || kept_bytes_ + mapping->size > kMaxKeptBytes))
+          drop(std::min_element(kept_.begin(), kept_.end(),
+                                [](const Kept& a, const Kept& b) { return a.used < b.used; }));
+        kept_.push_back({mapping, now, caller});
+        kept_bytes_ += mapping->size;
+        if (!reaper_.joinable()) reaper_ = std::thread([this] { drop_idle(); });
+        cv_.notify_all();
+        return give(std::move(mapping));
+      }
     }
   }
-  // The whole buffer, writable where the caller's descriptor allows it, so that one mapping
-  // serves every command; a read-only descriptor asked for writing fails as a mapping of its own
-  // would.
-  const int access = ::fcntl(fd, F_GETFL);
-  const bool can_write = access >= 0 && (access & O_ACCMODE) == O_RDWR;
-  if (writable && !can_write) return command + ": map the buffer: " + std::strerror(EACCES);
-  auto mapping = std::make_shared<CallerMapping>();
-  mapping->dev = st.st_dev;
-  mapping->ino = st.st_ino;
-  mapping->fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (mapping->fd < 0) return command + ": buffer: " + std::strerror(errno);
-  mapping->size = static_cast<std::size_t>(st.st_size);
-  mapping->writable = can_write;
-  mapping->base = ::mmap(nullptr, mapping->size, can_write ? PROT_READ | PROT_WRITE : PROT_READ,
-                         MAP_SHARED, fd, 0);
-  if (mapping->base == MAP_FAILED && can_write && !writable) {
-    // A buffer sealed against writing (F_SEAL_WRITE) maps for reading only.
-    mapping->writable = false;
-    mapping->base = ::mmap(nullptr, mapping->size, PROT_READ, MAP_SHARED, fd, 0);
-  }
-  if (mapping->base == MAP_FAILED) return command + ": map the buffer: " + std::strerror(errno);
-  // The one it replaces (of a buffer since grown, or read-only) goes; so does the least recently
-  // used beyond kMaxKept. Commands still using them keep them mapped until they finish.
-  kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
-                             [&](const Kept& k) {
-                               return k.mapping->dev == st.st_dev && k.mapping->ino == st.st_ino;
-                             }),
-              kept_.end());
-  if (kept_.size() >= kMaxKept)
-    kept_.erase(std::min_element(kept_.begin(), kept_.end(),
-                                 [](const Kept& a, const Kept& b) { return a.used < b.used; }));
-  kept_.push_back({mapping, now, caller});
-  if (!reaper_.joinable()) reaper_ = std::thread([this] { drop_idle(); });
-  cv_.notify_all();
-  m.data = static_cast<char*>(mapping->base) + offset;
-  m.mapping = std::move(mapping);
-  return "";
+  // Not to be kept: this command's range alone, as it needs it.
+  if (std::string e = map_range(command, fd, offset, length, writable, MAP_POPULATE, *mapping);
+      !e.empty())
+    return e;
+  return give(std::move(mapping));
 }
 
 std::size_t CallerBuffers::kept() const {
@@ -122,6 +168,7 @@ void CallerBuffers::drop_idle() {
     for (auto it = kept_.begin(); it != kept_.end();) {
       const bool owner_gone = it->owner > 0 && ::kill(it->owner, 0) != 0 && errno == ESRCH;
       if (owner_gone || now - it->used >= idle_) {
+        kept_bytes_ -= it->mapping->size;
         idle.push_back(std::move(*it));
         it = kept_.erase(it);
       } else {

@@ -25,8 +25,8 @@
 
 namespace skein::client {
 
-// A mapping of a caller's whole buffer; unmapped, and the copy of the buffer's descriptor closed,
-// when the last user lets go of it.
+// A mapping of a caller's buffer, the whole of it (kept between commands) or one command's range;
+// unmapped, and the copy of the buffer's descriptor closed, when the last user lets go of it.
 struct CallerMapping {
   CallerMapping() = default;
   CallerMapping(const CallerMapping&) = delete;
@@ -35,11 +35,12 @@ struct CallerMapping {
 
   void* base = MAP_FAILED;
   std::size_t size = 0;
+  uint64_t offset = 0;  // of base in the buffer
   bool writable = false;
-  int fd = -1;  // a copy of the caller's descriptor, kept so that the buffer is not freed (and its
-                // inode number reused) while the mapping is kept
-  dev_t dev = 0;
+  dev_t dev = 0;  // the buffer's, where kept
   ino_t ino = 0;
+  int fd = -1;  // kept: a copy of the descriptor it was mapped from, so that the same open file
+                // (and only it) finds the mapping again, and the buffer lives while it is kept
 };
 
 // [offset, offset + length) of the caller's buffer, mapped for one command.
@@ -48,13 +49,21 @@ struct CallerBuffer {
   char* data = nullptr;
 };
 
-// The mappings kept between commands, a buffer's whole length each, found again by the memfd's
-// inode. One is dropped once the process that passed it first has exited or when it was not used
-// for `idle` (a thread looks every kCheckEvery while any is kept), and at most kMaxKept are kept
-// (two buffers for each of 128 ranks on a node), the least recently used dropped first.
+// The mappings kept between commands, a buffer's whole length each. A command finds one again
+// only with a descriptor of the same open file (kcmp KCMP_FILE): a descriptor passed on from the
+// one that was mapped, as skein-mpi's every command is, and not another open of the same memfd,
+// which may allow less. Writable only once a command wrote through it, and never where the
+// buffer is now sealed against writing. Kept only for buffers of at most kMaxKeptSize on
+// ordinary pages; others, and every buffer where kcmp is not allowed, are mapped for each command
+// alone, as far as it needs. One is dropped once the process that passed it first has exited, or
+// when it was not used for `idle` (a thread looks every kCheckEvery while any is kept); at most
+// kMaxKept (two buffers for each of 128 ranks on a node) and kMaxKeptBytes of them are kept, the
+// least recently used dropped first.
 class CallerBuffers {
  public:
   static constexpr std::size_t kMaxKept = 256;
+  static constexpr uint64_t kMaxKeptSize = 1ull << 30;
+  static constexpr uint64_t kMaxKeptBytes = 16ull << 30;
   static constexpr std::chrono::milliseconds kIdle{5000};
   static constexpr std::chrono::milliseconds kCheckEvery{500};
 
@@ -64,8 +73,8 @@ class CallerBuffers {
   CallerBuffers& operator=(const CallerBuffers&) = delete;
 
   // Gives `m` the range of the buffer `fd` (-1: none was passed) that process `caller` (0: not
-  // known) passed, readable and, with `writable`, writable, through a kept mapping of the whole
-  // buffer (made now if none is kept that covers the range with that access); "" or the failure,
+  // known) passed, readable and, with `writable`, writable: through a kept mapping of the whole
+  // buffer where it may (see above), else through one of the range alone; "" or the failure,
   // starting with `command` ("fill: ...").
   std::string map(const std::string& command, int fd, uint64_t offset, uint64_t length,
                   bool writable, pid_t caller, CallerBuffer& m);
@@ -83,6 +92,8 @@ class CallerBuffers {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Kept> kept_;
+  uint64_t kept_bytes_ = 0;
+  int kcmp_allowed_ = -1;  // whether kcmp answers here: -1 not yet known, 0 no, 1 yes
   bool stopping_ = false;
   std::thread reaper_;  // started with the first kept mapping (after the mount's fork)
 };

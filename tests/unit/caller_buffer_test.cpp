@@ -99,8 +99,77 @@ TEST(CallerBuffers, AReadOnlyDescriptorIsMappedForReadingOnly) {
   ASSERT_EQ(buffers.map("fetch-files", buf.fd, 0, 10, true, 0, w), "");
   EXPECT_TRUE(w.mapping->writable);
   EXPECT_NE(w.mapping, m.mapping);
-  EXPECT_EQ(buffers.kept(), 1u);
+  EXPECT_EQ(buffers.kept(), 2u);
+  // The read-only open still cannot write through the writable mapping kept for the other.
+  CallerBuffer again;
+  EXPECT_NE(buffers.map("fetch-files", ro, 0, 10, true, 0, again).find("map the buffer"),
+            std::string::npos);
+  ASSERT_EQ(buffers.map("store-files", ro, 0, 10, false, 0, again), "");
+  EXPECT_EQ(again.mapping, m.mapping);
   ::close(ro);
+}
+
+TEST(CallerBuffers, OnlyTheOpenFileThatWasMappedFindsItsMappingAgain) {
+  CallerBuffers buffers;
+  Memfd buf(8192);
+  CallerBuffer mine;
+  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 10, true, 0, mine), "");
+  // Another open of the same memfd (as another process could make through /proc), read-write
+  // too: a mapping of its own, not the one kept for the first.
+  const int other = ::open(("/proc/self/fd/" + std::to_string(buf.fd)).c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(other, 0);
+  CallerBuffer theirs;
+  ASSERT_EQ(buffers.map("fill", other, 0, 10, true, 0, theirs), "");
+  EXPECT_NE(theirs.mapping, mine.mapping);
+  // A descriptor passed on from the first (SCM_RIGHTS gives the same open file) finds it.
+  const int passed = buf.passed();
+  CallerBuffer again;
+  ASSERT_EQ(buffers.map("fill", passed, 0, 10, true, 0, again), "");
+  EXPECT_EQ(again.mapping, mine.mapping);
+  ::close(passed);
+  ::close(other);
+}
+
+TEST(CallerBuffers, AMappingIsWritableOnlyOnceACommandWrites) {
+  CallerBuffers buffers;
+  Memfd buf(8192);
+  CallerBuffer read, written;
+  ASSERT_EQ(buffers.map("store-files", buf.fd, 0, 10, false, 0, read), "");
+  EXPECT_FALSE(read.mapping->writable);
+  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 10, true, 0, written), "");
+  EXPECT_TRUE(written.mapping->writable);
+  EXPECT_NE(written.mapping, read.mapping);
+  EXPECT_EQ(buffers.kept(), 1u);  // the read-only one replaced
+  // Reads go through the writable one from now on.
+  CallerBuffer again;
+  ASSERT_EQ(buffers.map("store-files", buf.fd, 0, 10, false, 0, again), "");
+  EXPECT_EQ(again.mapping, written.mapping);
+}
+
+TEST(CallerBuffers, ABufferSealedAgainstFutureWritesAfterItWasKeptIsNotWrittenAgain) {
+  CallerBuffers buffers;
+  Memfd buf(8192);
+  CallerBuffer m;
+  ASSERT_EQ(buffers.map("fill", buf.fd, 0, 10, true, 0, m), "");
+  ASSERT_EQ(::fcntl(buf.fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), 0) << std::strerror(errno);
+  CallerBuffer again;
+  EXPECT_NE(buffers.map("fill", buf.fd, 0, 10, true, 0, again).find("map the buffer"),
+            std::string::npos);
+  ASSERT_EQ(buffers.map("store-files", buf.fd, 0, 10, false, 0, again), "");
+}
+
+TEST(CallerBuffers, ABufferLargerThanIsKeptIsMappedForEachCommandAsFarAsItNeeds) {
+  CallerBuffers buffers;
+  Memfd buf(CallerBuffers::kMaxKeptSize + 8192);  // sparse: no memory behind it
+  CallerBuffer m;
+  const uint64_t at = CallerBuffers::kMaxKeptSize + 100;
+  ASSERT_EQ(buffers.map("fill", buf.fd, at, 10, true, 0, m), "");
+  EXPECT_EQ(buffers.kept(), 0u);
+  EXPECT_LE(m.mapping->size, 8192u);
+  std::memcpy(m.data, "far", 3);
+  char got[4] = {};
+  ASSERT_EQ(::pread(buf.fd, got, 3, static_cast<off_t>(at)), 3);
+  EXPECT_STREQ(got, "far");
 }
 
 TEST(CallerBuffers, ABufferSealedAgainstWritingIsMappedForReadingOnly) {
