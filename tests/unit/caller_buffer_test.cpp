@@ -263,5 +263,42 @@ TEST(CallerBuffers, AtMostSoManyAreKeptTheLeastRecentlyUsedDropped) {
   EXPECT_EQ(buffers.kept(), CallerBuffers::kMaxKept);
 }
 
+TEST(CallerBuffers, CommandsAtOnceWhileMappingsComeAndGoEachWriteWhereTheyAsked) {
+  // Short idle time and small limits' worth of buffers: the reaper and the replacements run
+  // while the commands use what they were given.
+  CallerBuffers buffers(std::chrono::milliseconds(20));
+  constexpr int kBuffers = 3, kThreads = 6, kRounds = 300;
+  std::vector<std::unique_ptr<Memfd>> bufs;
+  for (int i = 0; i < kBuffers; ++i) bufs.push_back(std::make_unique<Memfd>(kThreads * 4096));
+  std::vector<std::thread> threads;
+  std::vector<std::string> failures(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds && failures[t].empty(); ++r) {
+        Memfd& buf = *bufs[static_cast<std::size_t>(r % kBuffers)];
+        const int passed = buf.passed();
+        CallerBuffer m;
+        const bool write = r % 3 != 0;
+        failures[t] =
+            buffers.map("fill", passed, static_cast<uint64_t>(t) * 4096, 4096, write, 0, m);
+        ::close(passed);
+        if (!failures[t].empty()) break;
+        const std::string mark = std::to_string(t) + ":" + std::to_string(r);
+        if (write) {
+          std::memcpy(m.data, mark.c_str(), mark.size() + 1);
+          char got[32] = {};
+          if (::pread(buf.fd, got, mark.size() + 1, static_cast<off_t>(t) * 4096) !=
+                  static_cast<ssize_t>(mark.size() + 1) ||
+              mark != got)
+            failures[t] = "round " + mark + " read back " + got;
+        }
+        if (r % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], "") << t;
+}
+
 }  // namespace
 }  // namespace skein::client
