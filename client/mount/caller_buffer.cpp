@@ -148,6 +148,24 @@ std::string CallerBuffers::map(const std::string& command, int fd, uint64_t offs
   return give(std::move(mapping));
 }
 
+std::size_t CallerBuffers::forget(int fd) {
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0) return 0;
+  std::vector<Kept> dropped;  // unmapped after the lock is let go
+  std::lock_guard lock(mu_);
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    const CallerMapping& km = *it->mapping;
+    if (km.dev == st.st_dev && km.ino == st.st_ino && same_open_file(km.fd, fd) == 1) {
+      kept_bytes_ -= km.size;
+      dropped.push_back(std::move(*it));
+      it = kept_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return dropped.size();
+}
+
 std::size_t CallerBuffers::kept() const {
   std::lock_guard lock(mu_);
   return kept_.size();

@@ -55,10 +55,10 @@ struct CallerBuffer {
 // which may allow less. Writable only once a command wrote through it, and never where the
 // buffer is now sealed against writing. Kept only for buffers of at most kMaxKeptSize on
 // ordinary pages; others, and every buffer where kcmp is not allowed, are mapped for each command
-// alone, as far as it needs. One is dropped once the process that passed it first has exited, or
-// when it was not used for `idle` (a thread looks every kCheckEvery while any is kept); at most
-// kMaxKept (two buffers for each of 128 ranks on a node) and kMaxKeptBytes of them are kept, the
-// least recently used dropped first.
+// alone, as far as it needs. One is dropped when its caller says it is done with it (forget),
+// once the process that passed it first has exited, or when it was not used for `idle` (a thread
+// looks every kCheckEvery while any is kept); at most kMaxKept (two buffers for each of 128 ranks
+// on a node) and kMaxKeptBytes of them are kept, the least recently used dropped first.
 class CallerBuffers {
  public:
   static constexpr std::size_t kMaxKept = 256;
@@ -78,6 +78,9 @@ class CallerBuffers {
   // starting with `command` ("fill: ...").
   std::string map(const std::string& command, int fd, uint64_t offset, uint64_t length,
                   bool writable, pid_t caller, CallerBuffer& m);
+  // Drops the kept mappings of the open file `fd` is of (a caller done with its buffer: skein-mpi
+  // says so before it frees one); how many were dropped.
+  std::size_t forget(int fd);
   std::size_t kept() const;
 
  private:

@@ -388,10 +388,11 @@ void ControlSocket::answer(int fd) {
   }
   // Other users' commands at debug level: they must not be able to flood the log. So are the
   // data commands (fill, fetch-files, store-files), which come one or more a file of a bcast or
-  // a stage.
-  const bool data_command =
-      command.rfind("fill ", 0) == 0 || command.rfind("fill-files ", 0) == 0 ||
-      command.rfind("fetch-files ", 0) == 0 || command.rfind("store-files ", 0) == 0;
+  // a stage, and forget-buffer, which ends each rank's.
+  const bool data_command = command.rfind("fill ", 0) == 0 ||
+                            command.rfind("fill-files ", 0) == 0 ||
+                            command.rfind("fetch-files ", 0) == 0 ||
+                            command.rfind("store-files ", 0) == 0 || command == "forget-buffer";
   spdlog::log(privileged && !data_command ? spdlog::level::info : spdlog::level::debug,
               "control socket: uid {}: {}{}", peer.uid, command,
               passed >= 0 ? " (with a file descriptor)" : "");

@@ -307,7 +307,8 @@ std::string status_text(skein::client::MountDaemon& mount, const MountArgs& args
       << "files read ahead: " << ahead.contents << "\n"
       << "gateway calls: " << mount.gateway->calls_started() << "\n"
       << "inodes: " << mount.inodes.size() << "\n"
-      << "open files: " << mount.open_inodes.count() << "\n";
+      << "open files: " << mount.open_inodes.count() << "\n"
+      << "callers' buffers kept mapped: " << mount.caller_buffers.kept() << "\n";
   return out.str();
 }
 
@@ -320,7 +321,7 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
   const bool everyone_may = command == "whoami" || command.rfind("fill ", 0) == 0 ||
                             command.rfind("fill-files ", 0) == 0 ||
                             command.rfind("fetch-files ", 0) == 0 ||
-                            command.rfind("store-files ", 0) == 0;
+                            command.rfind("store-files ", 0) == 0 || command == "forget-buffer";
   if (!peer.privileged && !everyone_may)
     return "error: permission denied: '" + command.substr(0, command.find(' ')) +
            "' is for root and the mount's own user\n";
@@ -336,7 +337,8 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
     return "uid " + std::to_string(peer.uid) +
            (peer.privileged ? ": every command\n"
                             : ": whoami, fill fetch, fill read, fill-files fetch, fetch-files "
-                              "(files it may read), store-files (in directories it may write)\n");
+                              "(files it may read), store-files (in directories it may write), "
+                              "forget-buffer\n");
   if (command == "status") return status_text(mount, args, mount_id);
   if (command == "drop-caches") {
     auto dropped = mount.kernel_cache->drop_all();
@@ -344,6 +346,12 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
     return "dropped the kernel caches of " + args.mountpoint + ": attributes and pages of " +
            std::to_string(dropped.inodes) + " inodes, " + std::to_string(dropped.entries) +
            " names\n";
+  }
+  if (command == "forget-buffer") {
+    if (fd < 0)
+      return "error: forget-buffer: no buffer (its file descriptor goes with the command, "
+             "SCM_RIGHTS)\n";
+    return "ok " + std::to_string(mount.caller_buffers.forget(fd)) + "\n";
   }
   if (command.rfind("fill ", 0) == 0)
     return skein::client::cache_fill(mount, command.substr(5), fd, peer);
@@ -374,7 +382,8 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
     return skein::client::store_files(context, command.substr(12), fd, peer);
   }
   return "error: unknown command '" + command +
-         "' (known: drop-caches, status, whoami, fill, fill-files, fetch-files, store-files)\n";
+         "' (known: drop-caches, status, whoami, fill, fill-files, fetch-files, store-files, "
+         "forget-buffer)\n";
 }
 
 // `skein-mount --drop-caches|--status MOUNTPOINT`: asks the running mount and prints its answer.

@@ -751,7 +751,7 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
   // Such a mount takes at most 64 MiB a command from those users.
   if (o.tagged) o.chunk = std::min<std::size_t>(o.chunk, kMaxTaggedChunk);
   if (node.leader && mine.empty())
-    mine = buf.open(o.chunk * kDepth * static_cast<std::size_t>(node.nodes) + kListArea);
+    mine = buf.open(o.chunk * kDepth * static_cast<std::size_t>(node.nodes) + kListArea, mount);
   failure = agree(node.world, mine);
   if (!failure.empty()) return finish(failure, error, error_size);
 

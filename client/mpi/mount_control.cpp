@@ -81,7 +81,8 @@ std::string Mount::command(const std::string& cmd, std::string* answer, int fd) 
   return "";
 }
 
-std::string Buffer::open(std::size_t bytes) {
+std::string Buffer::open(std::size_t bytes, const Mount& mount) {
+  mount_ = mount;
   fd = ::memfd_create("skein-mpi-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return errno_text("memfd_create");
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
@@ -97,6 +98,8 @@ std::string Buffer::open(std::size_t bytes) {
 }
 
 Buffer::~Buffer() {
+  // An older mount does not know the command; it lets go of the buffer when this process ends.
+  if (fd >= 0 && data && !mount_.dir.empty()) mount_.command("forget-buffer", nullptr, fd);
   if (data) ::munmap(data, size);
   if (fd >= 0) ::close(fd);
 }

@@ -47,8 +47,13 @@ struct Buffer {
   int fd = -1;
   char* data = nullptr;
   std::size_t size = 0;
-  std::string open(std::size_t bytes);
+  // Makes a buffer of `bytes` for the commands of `mount`, which keeps it mapped between them
+  // until told, when the buffer goes, that it may let go of it (`forget-buffer`).
+  std::string open(std::size_t bytes, const Mount& mount);
   ~Buffer();
+
+ private:
+  Mount mount_;
 };
 
 }  // namespace skein::mpi

@@ -540,7 +540,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     // command (an older skein-mount) gets plain copies from then on.
     const Mount mount{skein_mount_of(src), control_dir};
     Buffer fetch_buf;
-    bool fetching = !mount.dir.empty() && fetch_buf.open(kFetchBuffer).empty();
+    bool fetching = !mount.dir.empty() && fetch_buf.open(kFetchBuffer, mount).empty();
     // Directories this rank has listed through the mount (see fetch_whole).
     std::set<std::string> listed;
     // Copies the unit's files it fetched; returns those left for plain copies. The mount reads
@@ -625,7 +625,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     // on.
     const Mount dst_mount{skein_mount_of(dst), control_dir};
     Buffer store_buf;
-    bool storing = !dst_mount.dir.empty() && store_buf.open(kStoreBuffer).empty();
+    bool storing = !dst_mount.dir.empty() && store_buf.open(kStoreBuffer, dst_mount).empty();
     auto store_whole = [&](const std::vector<std::size_t>& unit_items) {
       std::vector<std::size_t> rest, asked;
       std::string list, contents;

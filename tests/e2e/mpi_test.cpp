@@ -572,6 +572,23 @@ TEST_F(MpiTest, AFillReadFillsTheCallersBufferAndNoPageCache) {
   EXPECT_EQ(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }),
             0);
   ::munmap(map, content.size());
+  // The mount keeps the buffer mapped for the next command until told it may let go of it (other
+  // tests' buffers may still be kept too: the count is at least 1).
+  std::string status, answer, error;
+  ASSERT_TRUE(client::ControlSocket::request(dir, cluster_->mount(0), "status", status, error))
+      << error;
+  const std::string key = "callers' buffers kept mapped: ";
+  const auto at = status.find(key);
+  ASSERT_NE(at, std::string::npos) << status;
+  EXPECT_GE(std::stoi(status.substr(at + key.size())), 1) << status;
+  auto forget = [&] {
+    EXPECT_TRUE(client::ControlSocket::request(dir, cluster_->mount(0), "forget-buffer", answer,
+                                               error, buf))
+        << error;
+    return answer;
+  };
+  EXPECT_EQ(forget(), "ok 1\n");
+  EXPECT_EQ(forget(), "ok 0\n");  // forgotten: nothing kept of it any more
   ::close(fd);
   ::close(buf);
 }

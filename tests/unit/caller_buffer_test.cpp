@@ -237,6 +237,26 @@ TEST(CallerBuffers, ABufferIsLetGoOfOnceTheProcessThatPassedItHasExited) {
   EXPECT_EQ(again.mapping, living.mapping);  // the living caller's is still kept
 }
 
+TEST(CallerBuffers, ACallerDoneWithItsBufferHasItForgotten) {
+  CallerBuffers buffers;
+  Memfd done(8192), other(8192);
+  CallerBuffer a, b;
+  ASSERT_EQ(buffers.map("fill", done.fd, 0, 10, true, 0, a), "");
+  ASSERT_EQ(buffers.map("fill", other.fd, 0, 10, true, 0, b), "");
+  // Only the open file that was mapped: another open of the same memfd forgets nothing.
+  const int reopened =
+      ::open(("/proc/self/fd/" + std::to_string(done.fd)).c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(reopened, 0);
+  EXPECT_EQ(buffers.forget(reopened), 0u);
+  ::close(reopened);
+  const int passed = done.passed();
+  EXPECT_EQ(buffers.forget(passed), 1u);
+  ::close(passed);
+  EXPECT_EQ(buffers.kept(), 1u);
+  EXPECT_EQ(buffers.forget(-1), 0u);
+  std::memcpy(a.data, "held", 4);  // still mapped for the command that holds it
+}
+
 TEST(CallerBuffers, AtMostSoManyAreKeptTheLeastRecentlyUsedDropped) {
   CallerBuffers buffers;
   std::vector<std::unique_ptr<Memfd>> bufs;
