@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 namespace skein::client {
 namespace {
@@ -45,6 +46,13 @@ int same_open_file(int a, int b) {
   const pid_t self = ::getpid();
   const long r = ::syscall(SYS_kcmp, self, self, KCMP_FILE, a, b);
   return r < 0 ? -1 : r == 0 ? 1 : 0;
+}
+
+// Whether `km` is a kept mapping of the open file `fd` (of `st`) is of: 1 yes, 0 no, -1 where the
+// kernel does not say.
+int kept_for(const CallerMapping& km, int fd, const struct stat& st) {
+  if (km.dev != st.st_dev || km.ino != st.st_ino) return 0;
+  return same_open_file(km.fd, fd);
 }
 
 // Maps `length` bytes of `fd` from `offset` (rounded down to a page) into `m`; "" or the failure.
@@ -94,18 +102,20 @@ std::string CallerBuffers::map(const std::string& command, int fd, uint64_t offs
     std::lock_guard lock(mu_);
     if (keepable && kcmp_allowed_ != 0) {
       const auto now = std::chrono::steady_clock::now();
-      bool stale = false;  // a kept mapping of this open file, too small or read-only
-      for (Kept& k : kept_) {
-        const CallerMapping& km = *k.mapping;
-        if (km.dev != st.st_dev || km.ino != st.st_ino) continue;
-        const int same = same_open_file(km.fd, fd);
+      // The kept mapping of this open file, if any (there is at most one): used if it serves,
+      // else replaced (too small, or read-only).
+      auto stale = kept_.end();
+      for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+        const int same = kept_for(*it->mapping, fd, st);
         if (same < 0) kcmp_allowed_ = 0;
         if (same != 1) continue;
+        const CallerMapping& km = *it->mapping;
         if (km.size >= offset + length && (km.writable || !writable)) {
-          k.used = now;
-          return give(k.mapping);
+          it->used = now;
+          return give(it->mapping);
         }
-        stale = true;
+        stale = it;
+        break;
       }
       if (kcmp_allowed_ < 0) kcmp_allowed_ = same_open_file(fd, fd) == 1 ? 1 : 0;
       if (kcmp_allowed_ == 1) {
@@ -115,24 +125,14 @@ std::string CallerBuffers::map(const std::string& command, int fd, uint64_t offs
         if (mapping->fd < 0) return command + ": buffer: " + std::strerror(errno);
         if (std::string e = map_range(command, fd, 0, size, writable, 0, *mapping); !e.empty())
           return e;
-        auto drop = [&](std::vector<Kept>::iterator it) {
-          kept_bytes_ -= it->mapping->size;
-          dropped.push_back(std::move(*it));
-          return kept_.erase(it);
-        };
         // The one it replaces goes; so do the least recently used beyond the limits. Commands
         // still using them keep them mapped until they finish.
-        for (auto it = kept_.begin(); stale && it != kept_.end();) {
-          const CallerMapping& km = *it->mapping;
-          if (km.dev == st.st_dev && km.ino == st.st_ino && same_open_file(km.fd, fd) == 1)
-            it = drop(it);
-          else
-            ++it;
-        }
+        if (stale != kept_.end()) drop(stale, dropped);
         while (!kept_.empty() &&
                (kept_.size() >= kMaxKept || kept_bytes_ + mapping->size > kMaxKeptBytes))
           drop(std::min_element(kept_.begin(), kept_.end(),
-                                [](const Kept& a, const Kept& b) { return a.used < b.used; }));
+                                [](const Kept& a, const Kept& b) { return a.used < b.used; }),
+               dropped);
         kept_.push_back({mapping, now, caller});
         kept_bytes_ += mapping->size;
         if (!reaper_.joinable()) reaper_ = std::thread([this] { drop_idle(); });
@@ -153,17 +153,16 @@ std::size_t CallerBuffers::forget(int fd) {
   if (fd < 0 || ::fstat(fd, &st) != 0) return 0;
   std::vector<Kept> dropped;  // unmapped after the lock is let go
   std::lock_guard lock(mu_);
-  for (auto it = kept_.begin(); it != kept_.end();) {
-    const CallerMapping& km = *it->mapping;
-    if (km.dev == st.st_dev && km.ino == st.st_ino && same_open_file(km.fd, fd) == 1) {
-      kept_bytes_ -= km.size;
-      dropped.push_back(std::move(*it));
-      it = kept_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  for (auto it = kept_.begin(); it != kept_.end();)
+    it = kept_for(*it->mapping, fd, st) == 1 ? drop(it, dropped) : std::next(it);
   return dropped.size();
+}
+
+std::vector<CallerBuffers::Kept>::iterator CallerBuffers::drop(std::vector<Kept>::iterator it,
+                                                               std::vector<Kept>& dropped) {
+  kept_bytes_ -= it->mapping->size;
+  dropped.push_back(std::move(*it));
+  return kept_.erase(it);
 }
 
 std::size_t CallerBuffers::kept() const {
@@ -185,13 +184,7 @@ void CallerBuffers::drop_idle() {
     std::vector<Kept> idle;
     for (auto it = kept_.begin(); it != kept_.end();) {
       const bool owner_gone = it->owner > 0 && ::kill(it->owner, 0) != 0 && errno == ESRCH;
-      if (owner_gone || now - it->used >= idle_) {
-        kept_bytes_ -= it->mapping->size;
-        idle.push_back(std::move(*it));
-        it = kept_.erase(it);
-      } else {
-        ++it;
-      }
+      it = owner_gone || now - it->used >= idle_ ? drop(it, idle) : std::next(it);
     }
     lock.unlock();
     idle.clear();

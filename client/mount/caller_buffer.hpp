@@ -89,6 +89,9 @@ class CallerBuffers {
     std::chrono::steady_clock::time_point used;
     pid_t owner = 0;  // the process that passed it when it was mapped
   };
+  // Moves `it` out of kept_ into `dropped` (unmapped when the caller destroys it, after letting
+  // go of the lock); returns the next. Caller holds mu_.
+  std::vector<Kept>::iterator drop(std::vector<Kept>::iterator it, std::vector<Kept>& dropped);
   void drop_idle();  // the reaper thread's loop
 
   const std::chrono::milliseconds idle_;
