@@ -89,11 +89,12 @@ std::string Buffer::open(std::size_t bytes, const Mount& mount) {
     return errno_text("buffer of " + std::to_string(bytes) + " bytes");
   if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
     return errno_text("seal the buffer");
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (bytes > 0 && ::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) != 0)
+    return errno_text("buffer of " + std::to_string(bytes) + " bytes");
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) return errno_text("map the buffer");
   data = static_cast<char*>(p);
   size = bytes;
-  std::memset(data, 0, size);
   return "";
 }
 
