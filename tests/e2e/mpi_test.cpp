@@ -1157,6 +1157,109 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
               q(exp + "/others-racy") + " " + q(exp + "/others-fresh") + " " + q(dst));
 }
 
+// The mount keeps a caller's buffer mapped between commands (CallerBuffers). Another user of a
+// shared mount gets from that no more than a new mapping would give it: a command with another
+// open of the same memfd (here read-only) does not write through the mapping kept for the first
+// open; a seal added since the mapping was made is honoured; forget-buffer lets go only of the
+// mapping of the open file it is given, so the user cannot drop root's.
+TEST_F(MpiTest, KeptBuffersServeOnlyTheOpenFileTheyWereMappedFor) {
+  constexpr uid_t kNobody = 65534;
+  const std::string content = random_bytes(64u << 10, 21);
+  ASSERT_TRUE(write_file(cluster_->export_dir(0) + "/kept-buffers", content));
+  settle();
+  const std::string mnt = cluster_->mount(0), path = "/srv0/kept-buffers";
+  // Root holds the file open through the mount: the mount knows its version.
+  const int held = ::open((mnt + path).c_str(), O_RDONLY);
+  ASSERT_GE(held, 0);
+  struct stat st {};
+  ASSERT_EQ(::fstat(held, &st), 0);
+  const std::string version =
+      std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
+      std::to_string(st.st_size);
+  auto ask = [&](const std::string& command, int fd) {
+    std::string answer, error;
+    if (!client::ControlSocket::request("", mnt, command, answer, error, fd))
+      return "refused: " + error;
+    return answer;
+  };
+  // `fill fetch` of LEN bytes of the file from OFF into the buffer at BUF_OFF.
+  auto fetch = [&](uint64_t off, uint64_t len, uint64_t buf_off, int fd) {
+    return ask("fill fetch " + version + " " + std::to_string(off) + " " + std::to_string(len) +
+                   " " + std::to_string(buf_off) + " " + path,
+               fd);
+  };
+  auto sealed_memfd = [](const char* name) {
+    const int fd = ::memfd_create(name, MFD_ALLOW_SEALING);
+    if (fd >= 0 &&
+        (::ftruncate(fd, 1 << 20) != 0 || ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0)) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  };
+  // Root's buffer, kept mapped by a fetch into it.
+  const int roots = sealed_memfd("skein-test-kept-root");
+  ASSERT_GE(roots, 0);
+  const std::string roots_fetch = fetch(0, 4096, 0, roots);
+  EXPECT_EQ(roots_fetch.rfind("ok 4096", 0), 0u) << roots_fetch;
+
+  const std::string answers = as_user(kNobody, [&] {
+    std::string all;
+    // Bytes of the buffer `fd` at `at`: "same" where they are the file's from `from`, "zero" where
+    // nothing was written there, else "other".
+    auto bytes = [&](int fd, uint64_t at, uint64_t from) {
+      std::string got(4096, '\0');
+      if (::pread(fd, got.data(), got.size(), static_cast<off_t>(at)) != 4096) return "unread";
+      if (got == content.substr(from, 4096)) return "same";
+      return got == std::string(4096, '\0') ? "zero" : "other";
+    };
+    const int mine = sealed_memfd("skein-test-kept-nobody");
+    if (mine < 0) return std::string("no buffer");
+    all += "[fetch] " + fetch(4096, 4096, 0, mine);
+    all += std::string("[fetched] ") + bytes(mine, 0, 4096) + "\n";
+    // The same memfd opened again, read-only: no write through the writable mapping kept for
+    // the first open.
+    const int reopened =
+        ::open(("/proc/self/fd/" + std::to_string(mine)).c_str(), O_RDONLY | O_CLOEXEC);
+    if (reopened < 0) return all + "no reopen";
+    all += "[fetch-read-only] " + fetch(8192, 4096, 8192, reopened);
+    all += std::string("[untouched] ") + bytes(mine, 8192, 8192) + "\n";
+    all += "[forget-other-open] " + ask("forget-buffer", reopened);
+    all += "[forget-roots-not] " + ask("forget-buffer", sealed_memfd("skein-test-kept-other"));
+    // Sealed against writing since its mapping was kept: refused as a new mapping would be.
+    all += "[fetch-again] " + fetch(8192, 4096, 8192, mine);
+    if (::fcntl(mine, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0) return all + "no seal";
+    all += "[fetch-sealed] " + fetch(12288, 4096, 16384, mine);
+    all += std::string("[unsealed-bytes] ") + bytes(mine, 8192, 8192) + " " +
+           bytes(mine, 16384, 0) + "\n";
+    all += "[forget] " + ask("forget-buffer", mine);
+    all += "[forget-again] " + ask("forget-buffer", mine);
+    ::close(reopened);
+    ::close(mine);
+    return all;
+  });
+  EXPECT_NE(answers.find("[fetch] ok 4096 "), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[fetched] same\n"), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[fetch-read-only] error: fill: map the buffer: Permission denied"),
+            std::string::npos)
+      << answers;
+  EXPECT_NE(answers.find("[untouched] zero\n"), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[forget-other-open] ok 0\n"), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[forget-roots-not] ok 0\n"), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[fetch-again] ok 4096 "), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[fetch-sealed] error: fill: map the buffer: Operation not permitted"),
+            std::string::npos)
+      << answers;
+  EXPECT_NE(answers.find("[unsealed-bytes] same zero\n"), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[forget] ok 1\n"), std::string::npos) << answers;
+  EXPECT_NE(answers.find("[forget-again] ok 0\n"), std::string::npos) << answers;
+  // Root's mapping outlived all of that: only root's own forget lets go of it.
+  EXPECT_EQ(ask("forget-buffer", roots), "ok 1\n");
+  EXPECT_EQ(ask("forget-buffer", roots), "ok 0\n");
+  ::close(roots);
+  ::close(held);
+}
+
 TEST_F(MpiTest, BadInputFailsOnEveryRankWithAClearError) {
   std::string out;
   // A missing path.
