@@ -699,13 +699,16 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
         bool prefetch, char* error, std::size_t error_size) {
   Options o;
   if (options) {
-    if (options->chunk_size) o.chunk = options->chunk_size;
+    if (options->chunk_size) {
+      if (std::string problem = chunk_size_problem(options->chunk_size); !problem.empty())
+        return finish("options: chunk_size " + problem, error, error_size);
+      o.chunk = options->chunk_size;
+    }
     o.verify = options->verify != 0;
     o.quiet = options->quiet != 0;
     o.progress_s = options->progress_s;
     if (options->control_dir) o.control_dir = options->control_dir;
   }
-  if (o.chunk > (std::size_t(1) << 30)) o.chunk = std::size_t(1) << 30;
   Node node;
   std::string failure;
   if (!make_node(comm, node, failure)) return finish(failure, error, error_size);
@@ -899,7 +902,6 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
 
 extern "C" void skein_mpi_options_init(skein_mpi_options* options) {
   std::memset(options, 0, sizeof *options);
-  options->chunk_size = 4 << 20;
   options->progress_s = -1;
 }
 

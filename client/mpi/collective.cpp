@@ -18,6 +18,11 @@ namespace skein::mpi {
 
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
+std::string chunk_size_problem(uint64_t bytes) {
+  if (bytes >= 4096 && bytes % 4096 == 0 && bytes <= (uint64_t{1} << 30)) return "";
+  return "must be a multiple of 4096 from 4096 to 1 GiB (1073741824), not " + std::to_string(bytes);
+}
+
 std::string sha256_hex(const std::string& path, std::string& error) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

@@ -13,13 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "collective.hpp"
 #include "skein/mpi.h"
-
-namespace skein::mpi {
-int stage(MPI_Comm comm, const std::string& src, const std::string& dst, uint64_t chunk,
-          bool verify, const std::string& control_dir, double progress_s, std::string& summary,
-          std::string& failures);
-}
+#include "stage.hpp"
 
 namespace {
 
@@ -36,9 +32,9 @@ struct Args {
 const CLI::Validator kChunk(
     [](std::string& v) -> std::string {
       uint64_t n = 0;
-      if (!CLI::detail::lexical_cast(v, n) || n < 4096 || n % 4096 != 0 || n > (1ull << 30))
+      if (!CLI::detail::lexical_cast(v, n))
         return "must be a multiple of 4096 from 4096 to 1 GiB (1073741824), not " + v;
-      return "";
+      return skein::mpi::chunk_size_problem(n);
     },
     "");
 

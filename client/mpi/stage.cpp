@@ -1,4 +1,6 @@
 // skein_mpi_stage: a parallel tree copy (stage-in, stage-out); see skein/mpi.h and docs/mpi.md.
+#include "stage.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -889,3 +891,73 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
 }
 
 }  // namespace skein::mpi
+
+namespace {
+
+// `failures` (one per line) into `error` for the C API: as many whole lines as fit in `size`
+// bytes, and then a line saying how many more there were; no newline at the end.
+void put_failures(std::string failures, char* error, std::size_t size) {
+  if (!error || size == 0) return;
+  while (!failures.empty() && failures.back() == '\n') failures.pop_back();
+  if (failures.size() < size) {
+    std::memcpy(error, failures.c_str(), failures.size() + 1);
+    return;
+  }
+  std::vector<std::string> lines;
+  std::istringstream in(failures);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string kept;
+  std::size_t n = 0;
+  for (; n < lines.size(); ++n) {
+    const std::string more = "... and " + std::to_string(lines.size() - n - 1) + " more";
+    if (kept.size() + lines[n].size() + 1 + more.size() >= size) break;
+    kept += lines[n] + "\n";
+  }
+  kept += "... and " + std::to_string(lines.size() - n) + " more";
+  if (kept.size() >= size) kept.resize(size - 1);
+  std::memcpy(error, kept.c_str(), kept.size() + 1);
+}
+
+int stage_copy(MPI_Comm comm, const char* src, const char* dst, const skein_mpi_options* options,
+               char* error, std::size_t error_size) {
+  skein_mpi_options o;
+  skein_mpi_options_init(&o);
+  if (options) o = *options;
+  std::string problem;
+  if (!src || !*src || !dst || !*dst) problem = "src and dst must be paths";
+  if (o.chunk_size && problem.empty())
+    if (problem = skein::mpi::chunk_size_problem(o.chunk_size); !problem.empty())
+      problem = "options: chunk_size " + problem;
+  if (!problem.empty()) {
+    put_failures(problem, error, error_size);
+    return 1;
+  }
+  std::string summary, failures;
+  const int rc = skein::mpi::stage(comm, src, dst, o.chunk_size ? o.chunk_size : (64u << 20),
+                                   o.verify != 0, o.control_dir ? o.control_dir : "",
+                                   o.quiet ? 0 : o.progress_s, summary, failures);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank == 0 && !o.quiet && !summary.empty()) {
+    std::printf("%s\n", summary.c_str());
+    std::fflush(stdout);
+  }
+  if (rc == 0) return 0;
+  skein::mpi::bcast_string(comm, failures, 0);  // rank 0 holds the list of a copy's failures
+  put_failures(failures, error, error_size);
+  return rc;
+}
+
+}  // namespace
+
+extern "C" int skein_mpi_stage_in(MPI_Comm comm, const char* src, const char* dst,
+                                  const skein_mpi_options* options, char* error,
+                                  size_t error_size) {
+  return stage_copy(comm, src, dst, options, error, error_size);
+}
+
+extern "C" int skein_mpi_stage_out(MPI_Comm comm, const char* src, const char* dst,
+                                   const skein_mpi_options* options, char* error,
+                                   size_t error_size) {
+  return stage_copy(comm, src, dst, options, error, error_size);
+}
