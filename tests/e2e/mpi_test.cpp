@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -1258,6 +1259,120 @@ TEST_F(MpiTest, KeptBuffersServeOnlyTheOpenFileTheyWereMappedFor) {
   EXPECT_EQ(ask("forget-buffer", roots), "ok 0\n");
   ::close(roots);
   ::close(held);
+}
+
+// skein/mpi.h as an application uses it: a C program (tests/e2e/mpi_app/skein_mpi_app.c) built
+// with `mpicc ... -lskein_mpi`, the way docs/mpi.md gives, against a library that exports the
+// header's functions and nothing else. Its stage-out and stage-in (a large file in chunks, modes,
+// mtimes, a symlink) copy the tree exactly; its bcast fetches each byte once; every rank gets the
+// same failures, cut to the buffer the application gave, and a bad chunk size is refused.
+TEST_F(MpiTest, AnApplicationLinkedWithTheLibraryStagesAndBroadcasts) {
+  const std::string lib_dir = build_dir() + "/client/mpi";
+  std::string out;
+  ASSERT_EQ(run_command("nm -D --defined-only " + q(lib_dir + "/libskein_mpi.so") +
+                            " | awk '{print $3}' | sort",
+                        &out),
+            0)
+      << out;
+  EXPECT_EQ(out,
+            "SKEIN_MPI_1\nskein_mpi_bcast@@SKEIN_MPI_1\nskein_mpi_options_init@@SKEIN_MPI_1\n"
+            "skein_mpi_prefetch@@SKEIN_MPI_1\nskein_mpi_stage_in@@SKEIN_MPI_1\n"
+            "skein_mpi_stage_out@@SKEIN_MPI_1\n");
+  const std::string work = make_test_dir("mpi-app"), app = work + "/skein_mpi_app";
+  ASSERT_EQ(run_command("mpicc -Wall -Wextra -Werror -std=c99 -pedantic " +
+                            q(source_dir() + "/tests/e2e/mpi_app/skein_mpi_app.c") + " -I " +
+                            q(source_dir() + "/client/mpi/include") + " -L " + q(lib_dir) +
+                            " -lskein_mpi -Wl,-rpath," + lib_dir + " -o " + q(app) + " 2>&1",
+                        &out),
+            0)
+      << out;
+  // `skein_mpi_app ARGS` on 4 ranks over the two nodes; every rank's line in `out`.
+  auto app_run = [&](const std::string& args) {
+    return run_command("SKEIN_MPI_NODE_MAP=" + q(node_map()) +
+                           " timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 " +
+                           q(app) + " " + args + " 2>&1",
+                       &out);
+  };
+  auto every_rank = [&](const std::string& line) {
+    int n = 0;
+    for (int r = 0; r < 4; ++r)
+      n += out.find("rank " + std::to_string(r) + ": " + line + "\n") != std::string::npos;
+    return n;
+  };
+
+  const std::string src = work + "/src", mnt_dst = cluster_->mount(1) + "/srv0/app-staged";
+  ASSERT_EQ(run_command("mkdir -p " + q(src + "/sub")), 0);
+  for (int i = 0; i < 40; ++i) {
+    const std::string f = src + "/sub/f" + std::to_string(i);
+    ASSERT_TRUE(write_file(f, random_bytes(100 + std::size_t(i) * 37, 300 + uint64_t(i))));
+    const timespec t[2] = {{1600000000 + i, 0}, {1600000000 + i, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), t, 0), 0);
+  }
+  ASSERT_EQ(::chmod((src + "/sub/f3").c_str(), 0640), 0);
+  ASSERT_TRUE(write_file(src + "/large", random_bytes((5u << 20) + 777, 350)));
+  ASSERT_EQ(::symlink("sub/f1", (src + "/link").c_str()), 0);
+  ASSERT_EQ(::chmod((src + "/sub").c_str(), 0750), 0);
+  // Out to the mount, and back in from the other node's mount, in chunks of 1 MiB.
+  EXPECT_EQ(app_run("--chunk 1048576 --verify stage-out " + q(src) + " " + q(mnt_dst)), 0) << out;
+  EXPECT_EQ(every_rank("rc 0: "), 4) << out;
+  EXPECT_NE(out.find("finished 41 files"), std::string::npos) << out;  // rank 0's summary
+  const std::string back = work + "/back";
+  EXPECT_EQ(app_run("--chunk 1048576 --verify stage-in " + q(cluster_->mount(0)) +
+                    "/srv0/app-staged " + q(back)),
+            0)
+      << out;
+  EXPECT_EQ(every_rank("rc 0: "), 4) << out;
+  EXPECT_EQ(listing(back), listing(src));
+  std::string diff;
+  EXPECT_EQ(run_command("diff -r " + q(src) + " " + q(back) + " 2>&1", &diff), 0) << diff;
+  EXPECT_EQ(listing(cluster_->export_dir(0) + "/app-staged"), listing(src));
+
+  // Its bcast of the tree: each byte fetched once; --quiet leaves only the ranks' lines.
+  settle();
+  const long long before = bytes_read();
+  EXPECT_EQ(app_run("--quiet bcast " + q(cluster_->mount(0) + "/srv0/app-staged")), 0) << out;
+  EXPECT_EQ(every_rank("rc 0: "), 4) << out;
+  EXPECT_EQ(out.find("skein-mpi:"), std::string::npos) << out;
+  const long long served = bytes_read() - before, total = (5 << 20) + 777 + 40 * 100 + 37 * 780;
+  EXPECT_GE(served, total);
+  EXPECT_LE(served, total * 101 / 100);
+
+  // Failures: twelve files whose names are directories at the destination. Every rank gets the
+  // same list, as many lines as fit in the application's 200 bytes, then how many more.
+  const std::string blocked = work + "/blocked";
+  for (int i = 10; i < 22; ++i)
+    ASSERT_EQ(run_command("mkdir -p " + q(blocked + "/sub/f" + std::to_string(i) + "/in")), 0);
+  EXPECT_EQ(app_run("--error-size 200 stage-in " + q(cluster_->mount(0)) + "/srv0/app-staged " +
+                    q(blocked)),
+            1)
+      << out;
+  std::set<std::string> errors;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("rank ", 0) == 0) errors.insert(line.substr(line.find(": ") + 2));
+  ASSERT_EQ(errors.size(), 1u) << out;  // the same on every rank
+  const std::string error = *errors.begin();
+  EXPECT_EQ(error.rfind("rc 1: /sub/f", 0), 0u) << error;
+  EXPECT_NE(error.find(": Is a directory|"), std::string::npos) << error;
+  EXPECT_LT(error.size() - 6, 200u) << error;  // after "rc 1: "
+  EXPECT_TRUE(std::regex_search(error, std::regex(R"(\|\.\.\. and ([1-9]|1[01]) more$)"))) << error;
+  // What could be copied was, and the blocked names are left as they were.
+  EXPECT_EQ(read_file(blocked + "/sub/f5"), read_file(src + "/sub/f5"));
+  EXPECT_TRUE(std::filesystem::is_directory(blocked + "/sub/f10/in"));
+
+  // A chunk size the library refuses, on every rank, before anything is done.
+  EXPECT_NE(app_run("--chunk 5000 stage-in " + q(src) + " " + q(work + "/never")), 0) << out;
+  EXPECT_EQ(every_rank("rc 1: options: chunk_size must be a multiple of 4096 from 4096 to 1 GiB "
+                       "(1073741824), not 5000"),
+            4)
+      << out;
+  EXPECT_NE(app_run("--chunk 5000 bcast " + q(cluster_->mount(0) + "/srv0/app-staged")), 0) << out;
+  EXPECT_EQ(every_rank("rc 1: options: chunk_size must be a multiple of 4096 from 4096 to 1 GiB "
+                       "(1073741824), not 5000"),
+            4)
+      << out;
+  EXPECT_NE(::access((work + "/never").c_str(), F_OK), 0);
+  run_command("rm -rf " + q(work) + " " + q(cluster_->export_dir(0) + "/app-staged"));
 }
 
 TEST_F(MpiTest, BadInputFailsOnEveryRankWithAClearError) {

@@ -1,0 +1,62 @@
+/* An application of skein/mpi.h, in C, as a user builds it: `mpicc skein_mpi_app.c -lskein_mpi`
+ * (tests/e2e/mpi_test.cpp compiles it so and runs it under mpirun).
+ *
+ *   skein_mpi_app [--chunk BYTES] [--error-size BYTES] [--verify] [--quiet] bcast PATH...
+ *   skein_mpi_app [...] stage-in|stage-out SRC DST
+ *
+ * Every rank prints one line, "rank R: rc N: ERROR" (the newlines of the error as "|"), and exits
+ * with the call's result. */
+#include <skein/mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  skein_mpi_options options;
+  skein_mpi_options_init(&options);
+  size_t error_size = 4096;
+  int i = 1;
+  for (; i < argc && strncmp(argv[i], "--", 2) == 0; ++i) {
+    if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc)
+      options.chunk_size = strtoull(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--error-size") == 0 && i + 1 < argc)
+      error_size = strtoull(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--verify") == 0)
+      options.verify = 1;
+    else if (strcmp(argv[i], "--quiet") == 0)
+      options.quiet = 1;
+    else
+      break;
+  }
+  if (i >= argc) {
+    fprintf(stderr, "usage: skein_mpi_app [options] bcast|stage-in|stage-out PATH...\n");
+    MPI_Finalize();
+    return 2;
+  }
+  options.progress_s = 0;
+  const char* op = argv[i++];
+  char* error = malloc(error_size + 1);
+  memset(error, '#', error_size + 1); /* a byte written past error_size shows */
+  error[0] = '\0';
+  int rc = 2;
+  if (strcmp(op, "bcast") == 0)
+    rc = skein_mpi_bcast(MPI_COMM_WORLD, (const char* const*)(argv + i), argc - i, &options, error,
+                         error_size);
+  else if (strcmp(op, "stage-in") == 0 && argc - i == 2)
+    rc = skein_mpi_stage_in(MPI_COMM_WORLD, argv[i], argv[i + 1], &options, error, error_size);
+  else if (strcmp(op, "stage-out") == 0 && argc - i == 2)
+    rc = skein_mpi_stage_out(MPI_COMM_WORLD, argv[i], argv[i + 1], &options, error, error_size);
+  else
+    snprintf(error, error_size, "bad arguments");
+  if (error[error_size] != '#') snprintf(error, error_size, "written past error_size");
+  for (char* c = error; *c; ++c)
+    if (*c == '\n') *c = '|';
+  printf("rank %d: rc %d: %s\n", rank, rc, error);
+  fflush(stdout);
+  free(error);
+  MPI_Finalize();
+  return rc;
+}
