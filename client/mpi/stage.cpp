@@ -895,7 +895,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
 namespace {
 
 // `failures` (one per line) into `error` for the C API: as many whole lines as fit in `size`
-// bytes, and then a line saying how many more there were; no newline at the end.
+// bytes, and then a line saying how many more there were; no newline at the end. Where not even
+// the first line fits with that count, as much of the first line as fits.
 void put_failures(std::string failures, char* error, std::size_t size) {
   if (!error || size == 0) return;
   while (!failures.empty() && failures.back() == '\n') failures.pop_back();
@@ -913,7 +914,11 @@ void put_failures(std::string failures, char* error, std::size_t size) {
     if (kept.size() + lines[n].size() + 1 + more.size() >= size) break;
     kept += lines[n] + "\n";
   }
-  kept += "... and " + std::to_string(lines.size() - n) + " more";
+  if (n == 0) {
+    kept = lines.empty() ? failures : lines[0];
+  } else {
+    kept += "... and " + std::to_string(lines.size() - n) + " more";
+  }
   if (kept.size() >= size) kept.resize(size - 1);
   std::memcpy(error, kept.c_str(), kept.size() + 1);
 }

@@ -1356,6 +1356,15 @@ TEST_F(MpiTest, AnApplicationLinkedWithTheLibraryStagesAndBroadcasts) {
   EXPECT_NE(error.find(": Is a directory|"), std::string::npos) << error;
   EXPECT_LT(error.size() - 6, 200u) << error;  // after "rc 1: "
   EXPECT_TRUE(std::regex_search(error, std::regex(R"(\|\.\.\. and ([1-9]|1[01]) more$)"))) << error;
+  // A buffer too small for one line with the count: as much of the first line as fits.
+  EXPECT_EQ(app_run("--error-size 12 stage-in " + q(cluster_->mount(0)) + "/srv0/app-staged " +
+                    q(blocked)),
+            1)
+      << out;
+  for (int r = 0; r < 4; ++r)  // 11 bytes and the NUL
+    EXPECT_TRUE(std::regex_search(
+        out, std::regex("(^|\n)rank " + std::to_string(r) + ": rc 1: /sub/f[12][0-9]: /\n")))
+        << out;
   // What could be copied was, and the blocked names are left as they were.
   EXPECT_EQ(read_file(blocked + "/sub/f5"), read_file(src + "/sub/f5"));
   EXPECT_TRUE(std::filesystem::is_directory(blocked + "/sub/f10/in"));

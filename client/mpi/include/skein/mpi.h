@@ -58,7 +58,7 @@ int skein_mpi_prefetch(MPI_Comm comm, const char* const* paths, int npaths,
  * when it is complete; a call again after a failure copies only what is missing. Rank 0 prints
  * progress and a summary line on stdout unless `quiet`. Returns 0, or non-zero on every rank
  * with `error` set to the failures, one per line ("PATH: WHAT"; as many as fit, then
- * "... and N more"). */
+ * "... and N more"; in a buffer too small for that, as much of the first as fits). */
 int skein_mpi_stage_in(MPI_Comm comm, const char* src, const char* dst,
                        const skein_mpi_options* options, char* error, size_t error_size);
 int skein_mpi_stage_out(MPI_Comm comm, const char* src, const char* dst,
