@@ -697,6 +697,12 @@ int finish(const std::string& failure, char* error, std::size_t error_size) {
 
 int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_options* options,
         bool prefetch, char* error, std::size_t error_size) {
+  if (std::string problem = mpi_problem(comm); !problem.empty())
+    return finish(problem, error, error_size);
+  if (!paths || npaths <= 0) return finish("no paths", error, error_size);
+  for (int i = 0; i < npaths; ++i)
+    if (!paths[i] || !*paths[i])
+      return finish("paths[" + std::to_string(i) + "] is not a path", error, error_size);
   Options o;
   if (options) {
     if (options->chunk_size) {

@@ -18,6 +18,16 @@ namespace skein::mpi {
 
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
+std::string mpi_problem(MPI_Comm comm) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized) return "MPI is not initialised: call MPI_Init first";
+  if (finalized) return "MPI is finalised";
+  if (comm == MPI_COMM_NULL) return "the communicator is MPI_COMM_NULL";
+  return "";
+}
+
 std::string chunk_size_problem(uint64_t bytes) {
   if (bytes >= 4096 && bytes % 4096 == 0 && bytes <= (uint64_t{1} << 30)) return "";
   return "must be a multiple of 4096 from 4096 to 1 GiB (1073741824), not " + std::to_string(bytes);

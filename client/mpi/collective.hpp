@@ -19,6 +19,9 @@ std::string agree(MPI_Comm comm, const std::string& mine);
 std::string errno_text(const std::string& what);
 // What is wrong with `bytes` as a chunk size ("must be a multiple of 4096 ..."), or "".
 std::string chunk_size_problem(uint64_t bytes);
+// Why the library cannot work with `comm` now (MPI not initialised, or finalised; no
+// communicator), or "".
+std::string mpi_problem(MPI_Comm comm);
 // The SHA-256 of the file at `path` in hex, read with plain reads; "" with `error` set when it
 // cannot be read.
 std::string sha256_hex(const std::string& path, std::string& error);

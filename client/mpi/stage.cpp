@@ -928,8 +928,8 @@ int stage_copy(MPI_Comm comm, const char* src, const char* dst, const skein_mpi_
   skein_mpi_options o;
   skein_mpi_options_init(&o);
   if (options) o = *options;
-  std::string problem;
-  if (!src || !*src || !dst || !*dst) problem = "src and dst must be paths";
+  std::string problem = skein::mpi::mpi_problem(comm);
+  if (problem.empty() && (!src || !*src || !dst || !*dst)) problem = "src and dst must be paths";
   if (o.chunk_size && problem.empty())
     if (problem = skein::mpi::chunk_size_problem(o.chunk_size); !problem.empty())
       problem = "options: chunk_size " + problem;

@@ -1381,6 +1381,11 @@ TEST_F(MpiTest, AnApplicationLinkedWithTheLibraryStagesAndBroadcasts) {
             4)
       << out;
   EXPECT_NE(::access((work + "/never").c_str(), F_OK), 0);
+  // No paths; MPI not initialised: said, not a crash.
+  EXPECT_NE(app_run("bcast"), 0) << out;
+  EXPECT_EQ(every_rank("rc 1: no paths"), 4) << out;
+  ASSERT_EQ(run_command(q(app) + " --before-init 2>&1", &out), 0) << out;
+  EXPECT_EQ(out, "before init: rc 1: MPI is not initialised: call MPI_Init first\n");
   run_command("rm -rf " + q(work) + " " + q(cluster_->export_dir(0) + "/app-staged"));
 }
 

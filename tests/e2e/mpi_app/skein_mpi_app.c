@@ -3,15 +3,23 @@
  *
  *   skein_mpi_app [--chunk BYTES] [--error-size BYTES] [--verify] [--quiet] bcast PATH...
  *   skein_mpi_app [...] stage-in|stage-out SRC DST
+ *   skein_mpi_app --before-init
  *
  * Every rank prints one line, "rank R: rc N: ERROR" (the newlines of the error as "|"), and exits
- * with the call's result. */
+ * with the call's result. --before-init calls skein_mpi_stage_in before MPI_Init and prints
+ * "before init: rc N: ERROR". */
 #include <skein/mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "--before-init") == 0) {
+    char error[256] = "";
+    const int rc = skein_mpi_stage_in(MPI_COMM_WORLD, "/a", "/b", NULL, error, sizeof error);
+    printf("before init: rc %d: %s\n", rc, error);
+    return rc == 0;
+  }
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -31,7 +39,8 @@ int main(int argc, char** argv) {
     else
       break;
   }
-  if (i >= argc) {
+  if (i >= argc || (strcmp(argv[i], "bcast") != 0 && strcmp(argv[i], "stage-in") != 0 &&
+                    strcmp(argv[i], "stage-out") != 0)) {
     fprintf(stderr, "usage: skein_mpi_app [options] bcast|stage-in|stage-out PATH...\n");
     MPI_Finalize();
     return 2;

@@ -13,7 +13,10 @@
  *
  * Every function is collective over `comm`: every rank calls it with the same arguments and gets
  * the same result. On failure it returns non-zero on every rank and, when `error` is not null,
- * writes the first failure (with the rank that met it) there. No rank is left waiting. */
+ * writes the first failure (with the rank that met it) there. No rank is left waiting. Call them
+ * between MPI_Init and MPI_Finalize (outside, they return non-zero and say so), from the thread
+ * that makes the process's MPI calls: their own threads make none (MPI_THREAD_FUNNELED is
+ * enough). */
 #ifndef SKEIN_MPI_H
 #define SKEIN_MPI_H
 
