@@ -1,4 +1,5 @@
-// The mount's control socket; see control_socket.hpp.
+// The mount's control socket, its serving side; see control_socket.hpp. The asking side is in
+// control_socket_client.cpp.
 #include "control_socket.hpp"
 
 #include <fcntl.h>
@@ -20,59 +21,19 @@
 #include <filesystem>
 #include <system_error>
 
+#include "control_socket_common.hpp"
+
 namespace skein::client {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace control_socket_detail;
 
 constexpr int kServerTimeoutSeconds = 2;  // a client that sends nothing is dropped
 // The most a client may take to send its whole command, however it spaces its bytes.
 constexpr std::chrono::seconds kCommandDeadline{5};
-constexpr int kClientTimeoutSeconds = 10;  // a mount that does not answer (stopped, hung)
 // A fill command carries a path (PATH_MAX), which path_field may %-encode to three times its size.
 constexpr std::size_t kMaxCommand = 3 * 4096 + 256;
-constexpr std::size_t kMaxLinkName = 200;
-
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-// `s` with every byte `kept` refuses as %XX.
-template <typename Kept>
-std::string percent_encoded(const std::string& s, Kept kept) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (kept(c)) {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
-// A mount point as one file name: %-encoding of everything but [A-Za-z0-9._-], so distinct paths
-// get distinct names; a hash for paths too long for a name.
-std::string link_name(const std::string& key) {
-  const std::string out = percent_encoded(
-      key, [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '_' || c == '-'; });
-  if (out.size() <= kMaxLinkName) return out;
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "hash-%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
-std::string links_dir(const std::string& dir) { return dir + "/by-mountpoint"; }
-
-bool fill_address(const std::string& path, sockaddr_un& addr) {
-  addr = sockaddr_un{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return false;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  return true;
-}
 
 // Whether the socket file `path` has nobody listening on it: its mount ended without removing it
 // (killed, or the machine's power lost with /run kept). A socket younger than `min_age` is left
@@ -111,23 +72,6 @@ void sweep_stale(const std::string& dir, std::chrono::seconds min_age) {
   }
 }
 
-void set_timeouts(int fd, int seconds) {
-  timeval tv{seconds, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-bool write_all(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 // Creates `dir` (and parents) if missing: private to its owner for a user's own mounts; for root's
 // (/run/skein) searchable by everyone whatever the umask, since a job's user must reach the
 // socket of its job's mount there (each socket's own mode and owner say who may connect).
@@ -160,33 +104,6 @@ void refuse(int fd, const std::string& text) {
 }
 
 }  // namespace
-
-std::string ControlSocket::default_dir() {
-  if (geteuid() == 0) return kSystemDir;
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  if (runtime != nullptr && *runtime == '/') return std::string(runtime) + "/skein";
-  return "/tmp/skein-" + std::to_string(geteuid());
-}
-
-std::vector<std::string> ControlSocket::default_dirs() {
-  std::vector<std::string> dirs{default_dir()};
-  if (dirs[0] != kSystemDir) dirs.push_back(kSystemDir);
-  return dirs;
-}
-
-std::vector<std::string> ControlSocket::mountpoint_keys(const std::string& mountpoint) {
-  std::string normal = fs::absolute(mountpoint).lexically_normal().string();
-  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
-  std::vector<std::string> keys{normal};
-  fs::path p(normal);
-  std::error_code ec;
-  fs::path parent = fs::canonical(p.parent_path(), ec);
-  if (!ec && p.has_filename()) {
-    std::string resolved = (parent / p.filename()).string();
-    if (resolved != normal) keys.push_back(resolved);
-  }
-  return keys;
-}
 
 std::unique_ptr<ControlSocket> ControlSocket::open(const std::string& dir,
                                                    const std::string& mount_id,
@@ -419,130 +336,4 @@ void ControlSocket::answer(int fd) {
   write_all(fd, answer);
   if (passed >= 0) ::close(passed);
 }
-
-std::string ControlSocket::path_field(const std::string& path) {
-  auto plain = [](unsigned char c) { return c >= 0x20 && c != 0x7f; };
-  const bool carried = !path.empty() && path[0] == '/' && path.back() != ' ' &&
-                       std::all_of(path.begin(), path.end(), plain);
-  if (carried) return path;
-  return "%" +
-         percent_encoded(path, [&](unsigned char c) { return plain(c) && c != '%' && c != ' '; });
-}
-
-std::optional<std::string> ControlSocket::path_of_field(const std::string& field) {
-  if (field.empty() || field[0] != '%') return field;
-  std::string out;
-  for (std::size_t i = 1; i < field.size(); ++i) {
-    if (field[i] != '%') {
-      out += field[i];
-      continue;
-    }
-    // Two hex digits after it.
-    if (i + 2 >= field.size()) return std::nullopt;
-    unsigned value = 0;
-    const char* digits = field.data() + i + 1;
-    if (std::from_chars(digits, digits + 2, value, 16).ptr != digits + 2) return std::nullopt;
-    out += static_cast<char>(value);
-    i += 2;
-  }
-  return out;
-}
-
-bool ControlSocket::request(const std::string& dir, const std::string& mountpoint,
-                            const std::string& command, std::string& answer, std::string& error,
-                            int pass_fd) {
-  std::string target, searched;
-  for (const std::string& d : dir.empty() ? default_dirs() : std::vector<std::string>{dir}) {
-    for (const std::string& key : mountpoint_keys(mountpoint)) {
-      std::error_code ec;
-      fs::path linked = fs::read_symlink(links_dir(d) + "/" + link_name(key), ec);
-      if (!ec) {
-        target = linked.string();
-        break;
-      }
-    }
-    if (!target.empty()) break;
-    searched += (searched.empty() ? "" : " or ") + d;
-  }
-  if (target.empty()) {
-    error = "no skein mount at " + mountpoint + " (no control socket for it in " + searched + ")";
-    return false;
-  }
-  sockaddr_un addr;
-  if (!fill_address(target, addr)) {
-    error = "control socket path too long: " + target;
-    return false;
-  }
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    error = errno_text("socket");
-    return false;
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    if (errno == ECONNREFUSED || errno == ENOENT) {
-      error = "the skein-mount of " + mountpoint + " is not running (stale control socket " +
-              target + ")";
-    } else if (errno == EACCES) {
-      error = errno_text("connect " + target) +
-              " (a mount's control socket takes root, the mount's own user and the user of "
-              "the job whose namespace it mounts)";
-    } else {
-      error = errno_text("connect " + target);
-    }
-    return false;
-  }
-  set_timeouts(fd, kClientTimeoutSeconds);
-  const std::string line = command + "\n";
-  std::size_t sent = 0;
-  if (pass_fd >= 0) {
-    // The descriptor goes with the first bytes of the command.
-    iovec iov{const_cast<char*>(line.data()), line.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
-    ssize_t n;
-    do {
-      n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) {
-      error = errno_text("send to " + target);
-      return false;
-    }
-    sent = static_cast<std::size_t>(n);
-  }
-  if (!write_all(fd, line.substr(sent))) {
-    error = errno_text("send to " + target);
-    return false;
-  }
-  ::shutdown(fd, SHUT_WR);
-  answer.clear();
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      error = errno == EAGAIN || errno == EWOULDBLOCK
-                  ? "the mount at " + mountpoint + " did not answer within " +
-                        std::to_string(kClientTimeoutSeconds) + " s (stopped or hung?)"
-                  : errno_text("receive from " + target);
-      return false;
-    }
-    if (n == 0) break;
-    answer.append(buf, static_cast<std::size_t>(n));
-  }
-  return true;
-}
-
 }  // namespace skein::client

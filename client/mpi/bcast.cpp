@@ -699,17 +699,24 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
         bool prefetch, char* error, std::size_t error_size) {
   if (std::string problem = mpi_problem(comm); !problem.empty())
     return finish(problem, error, error_size);
-  if (!paths || npaths <= 0) return finish("no paths", error, error_size);
-  for (int i = 0; i < npaths; ++i)
-    if (!paths[i] || !*paths[i])
-      return finish("paths[" + std::to_string(i) + "] is not a path", error, error_size);
+  // The arguments: rank 0's paths (the only ones used) and every rank's options, agreed on, so
+  // that no rank goes on while another returns.
+  {
+    std::string bad;
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0 && (!paths || npaths <= 0)) bad = "no paths";
+    for (int i = 0; rank == 0 && bad.empty() && i < npaths; ++i)
+      if (!paths[i] || !*paths[i]) bad = "paths[" + std::to_string(i) + "] is not a path";
+    if (bad.empty() && options && options->chunk_size)
+      if (std::string problem = chunk_size_problem(options->chunk_size); !problem.empty())
+        bad = "options: chunk_size " + problem;
+    if (std::string failure = agree(comm, bad); !failure.empty())
+      return finish(failure, error, error_size);
+  }
   Options o;
   if (options) {
-    if (options->chunk_size) {
-      if (std::string problem = chunk_size_problem(options->chunk_size); !problem.empty())
-        return finish("options: chunk_size " + problem, error, error_size);
-      o.chunk = options->chunk_size;
-    }
+    if (options->chunk_size) o.chunk = options->chunk_size;
     o.verify = options->verify != 0;
     o.quiet = options->quiet != 0;
     o.progress_s = options->progress_s;
@@ -913,11 +920,14 @@ extern "C" void skein_mpi_options_init(skein_mpi_options* options) {
 
 extern "C" int skein_mpi_bcast(MPI_Comm comm, const char* const* paths, int npaths,
                                const skein_mpi_options* options, char* error, size_t error_size) {
-  return skein::mpi::run(comm, paths, npaths, options, false, error, error_size);
+  return skein::mpi::without_exceptions(comm, [&] {
+    return skein::mpi::run(comm, paths, npaths, options, false, error, error_size);
+  });
 }
 
 extern "C" int skein_mpi_prefetch(MPI_Comm comm, const char* const* paths, int npaths,
                                   const skein_mpi_options* options, char* error,
                                   size_t error_size) {
-  return skein::mpi::run(comm, paths, npaths, options, true, error, error_size);
+  return skein::mpi::without_exceptions(
+      comm, [&] { return skein::mpi::run(comm, paths, npaths, options, true, error, error_size); });
 }

@@ -12,11 +12,25 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <sstream>
 
 namespace skein::mpi {
 
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+int without_exceptions(MPI_Comm comm, const std::function<int()>& call) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "skein-mpi: internal error: %s; aborting the job\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "skein-mpi: internal error; aborting the job\n");
+  }
+  std::fflush(stderr);
+  MPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, 70);
+  return 70;
+}
 
 std::string mpi_problem(MPI_Comm comm) {
   int initialized = 0, finalized = 0;

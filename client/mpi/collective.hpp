@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@ std::string agree(MPI_Comm comm, const std::string& mine);
 std::string errno_text(const std::string& what);
 // What is wrong with `bytes` as a chunk size ("must be a multiple of 4096 ..."), or "".
 std::string chunk_size_problem(uint64_t bytes);
+// `call()` for a function of the C API: an exception (out of memory, a working directory gone)
+// must not cross into the application's C frames, and one rank alone cannot return while the
+// others wait for it in a collective call: the rank says what happened on stderr and aborts the
+// job (MPI_Abort), as an MPI error would.
+int without_exceptions(MPI_Comm comm, const std::function<int()>& call);
 // Why the library cannot work with `comm` now (MPI not initialised, or finalised; no
 // communicator), or "".
 std::string mpi_problem(MPI_Comm comm);

@@ -89,12 +89,21 @@ std::string Buffer::open(std::size_t bytes, const Mount& mount) {
     return errno_text("buffer of " + std::to_string(bytes) + " bytes");
   if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
     return errno_text("seal the buffer");
-  if (bytes > 0 && ::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) != 0)
+  // Kernels before 6.9 give up a tmpfs fallocate (and undo it) when any signal is pending, so an
+  // application's timer signals may interrupt it: tried a few times, then the pages are touched.
+  int allocated = bytes > 0 ? -1 : 0;
+  for (int tries = 0; allocated != 0 && tries < 4; ++tries) {
+    allocated = ::fallocate(fd, 0, 0, static_cast<off_t>(bytes));
+    if (allocated != 0 && errno != EINTR) break;
+  }
+  if (allocated != 0 && (errno == ENOSPC || errno == ENOMEM))
     return errno_text("buffer of " + std::to_string(bytes) + " bytes");
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | (allocated == 0 ? MAP_POPULATE : 0), fd, 0);
   if (p == MAP_FAILED) return errno_text("map the buffer");
   data = static_cast<char*>(p);
   size = bytes;
+  if (allocated != 0) std::memset(data, 0, size);
   return "";
 }
 

@@ -929,10 +929,14 @@ int stage_copy(MPI_Comm comm, const char* src, const char* dst, const skein_mpi_
   skein_mpi_options_init(&o);
   if (options) o = *options;
   std::string problem = skein::mpi::mpi_problem(comm);
-  if (problem.empty() && (!src || !*src || !dst || !*dst)) problem = "src and dst must be paths";
-  if (o.chunk_size && problem.empty())
-    if (problem = skein::mpi::chunk_size_problem(o.chunk_size); !problem.empty())
-      problem = "options: chunk_size " + problem;
+  if (problem.empty()) {  // every rank's arguments, agreed on: no rank goes on alone
+    std::string bad;
+    if (!src || !*src || !dst || !*dst) bad = "src and dst must be paths";
+    if (bad.empty() && o.chunk_size)
+      if (bad = skein::mpi::chunk_size_problem(o.chunk_size); !bad.empty())
+        bad = "options: chunk_size " + bad;
+    problem = skein::mpi::agree(comm, bad);
+  }
   if (!problem.empty()) {
     put_failures(problem, error, error_size);
     return 1;
@@ -958,11 +962,13 @@ int stage_copy(MPI_Comm comm, const char* src, const char* dst, const skein_mpi_
 extern "C" int skein_mpi_stage_in(MPI_Comm comm, const char* src, const char* dst,
                                   const skein_mpi_options* options, char* error,
                                   size_t error_size) {
-  return stage_copy(comm, src, dst, options, error, error_size);
+  return skein::mpi::without_exceptions(
+      comm, [&] { return stage_copy(comm, src, dst, options, error, error_size); });
 }
 
 extern "C" int skein_mpi_stage_out(MPI_Comm comm, const char* src, const char* dst,
                                    const skein_mpi_options* options, char* error,
                                    size_t error_size) {
-  return stage_copy(comm, src, dst, options, error, error_size);
+  return skein::mpi::without_exceptions(
+      comm, [&] { return stage_copy(comm, src, dst, options, error, error_size); });
 }
