@@ -6,6 +6,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -24,7 +25,10 @@ namespace control_socket_detail {
 
 constexpr std::size_t kMaxLinkName = 200;
 
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string errno_text(const std::string& what) {
+  const int e = errno;
+  return what + ": " + std::strerror(e);
+}
 
 std::string link_name(const std::string& key) {
   const std::string out = percent_encoded(

@@ -711,7 +711,11 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     if (bad.empty() && options && options->chunk_size)
       if (std::string problem = chunk_size_problem(options->chunk_size); !problem.empty())
         bad = "options: chunk_size " + problem;
-    if (std::string failure = agree(comm, bad); !failure.empty())
+    const unsigned long long chunk = options && options->chunk_size ? options->chunk_size : 0;
+    const unsigned long long verify = options && options->verify ? 1 : 0;
+    if (std::string failure =
+            agree_on_arguments(comm, bad, {chunk ? chunk : Options{}.chunk, verify});
+        !failure.empty())
       return finish(failure, error, error_size);
   }
   Options o;

@@ -17,19 +17,34 @@
 
 namespace skein::mpi {
 
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string errno_text(const std::string& what) {
+  const int e = errno;
+  return what + ": " + std::strerror(e);
+}
 
-int without_exceptions(MPI_Comm comm, const std::function<int()>& call) {
-  try {
-    return call();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "skein-mpi: internal error: %s; aborting the job\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "skein-mpi: internal error; aborting the job\n");
-  }
+int internal_error(MPI_Comm comm, const char* what) noexcept {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  const bool in_use = initialized && !finalized;
+  std::fprintf(stderr, "skein-mpi: internal error%s%s%s\n", what ? ": " : "", what ? what : "",
+               in_use ? "; aborting the job" : "");
   std::fflush(stderr);
-  MPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, 70);
+  if (in_use) MPI_Abort(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, 70);
   return 70;
+}
+
+std::string agree_on_arguments(MPI_Comm comm, const std::string& bad,
+                               const std::vector<unsigned long long>& alike) {
+  std::string failure = agree(comm, bad);
+  if (!failure.empty() || alike.empty()) return failure;
+  std::vector<unsigned long long> low(alike.size()), high(alike.size());
+  const int n = static_cast<int>(alike.size());
+  MPI_Allreduce(alike.data(), low.data(), n, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm);
+  MPI_Allreduce(alike.data(), high.data(), n, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
+  if (low != high)
+    return "options differ between ranks (chunk_size or verify): every rank must pass the same";
+  return "";
 }
 
 std::string mpi_problem(MPI_Comm comm) {

@@ -5,7 +5,7 @@
 #include <mpi.h>
 
 #include <cstdint>
-#include <functional>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -20,11 +20,28 @@ std::string agree(MPI_Comm comm, const std::string& mine);
 std::string errno_text(const std::string& what);
 // What is wrong with `bytes` as a chunk size ("must be a multiple of 4096 ..."), or "".
 std::string chunk_size_problem(uint64_t bytes);
-// `call()` for a function of the C API: an exception (out of memory, a working directory gone)
-// must not cross into the application's C frames, and one rank alone cannot return while the
-// others wait for it in a collective call: the rank says what happened on stderr and aborts the
-// job (MPI_Abort), as an MPI error would.
-int without_exceptions(MPI_Comm comm, const std::function<int()>& call);
+// An exception inside a function of the C API: said on stderr; where MPI is in use, the job is
+// aborted (MPI_Abort), since one rank cannot return while the others wait for it in a collective
+// call. Returns 70 (where MPI is not in use, no other rank waits).
+int internal_error(MPI_Comm comm, const char* what) noexcept;
+// `call()` for a function of the C API: no exception (out of memory, a working directory gone)
+// crosses into the application's C frames.
+template <typename Call>
+int without_exceptions(MPI_Comm comm, Call&& call) noexcept {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    return internal_error(comm, e.what());
+  } catch (...) {
+    return internal_error(comm, nullptr);
+  }
+}
+// The arguments of a collective call, judged on every rank and agreed on, so that no rank goes on
+// while another returns: `bad` is this rank's verdict ("" when fine), `alike` the values that
+// must be the same on every rank (chunk size, verify). Returns "" on every rank, or on every rank
+// the lowest failing rank's verdict, else that the values in `alike` differ between ranks.
+std::string agree_on_arguments(MPI_Comm comm, const std::string& bad,
+                               const std::vector<unsigned long long>& alike);
 // Why the library cannot work with `comm` now (MPI not initialised, or finalised; no
 // communicator), or "".
 std::string mpi_problem(MPI_Comm comm);

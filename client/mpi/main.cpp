@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   const std::string command = app.get_subcommands()[0]->get_name();
   if (stage_in->parsed() || stage_out->parsed()) {
     std::string summary, failures;
-    const uint64_t chunk = a.chunk ? a.chunk : (64u << 20);
+    const uint64_t chunk = a.chunk ? a.chunk : skein::mpi::kDefaultStageChunk;
     rc = skein::mpi::stage(MPI_COMM_WORLD, a.src, a.dst, chunk, a.verify, a.control_dir,
                            a.progress_s, summary, failures);
     if (rank == 0) {

@@ -935,16 +935,18 @@ int stage_copy(MPI_Comm comm, const char* src, const char* dst, const skein_mpi_
     if (bad.empty() && o.chunk_size)
       if (bad = skein::mpi::chunk_size_problem(o.chunk_size); !bad.empty())
         bad = "options: chunk_size " + bad;
-    problem = skein::mpi::agree(comm, bad);
+    problem = skein::mpi::agree_on_arguments(
+        comm, bad,
+        {o.chunk_size ? o.chunk_size : skein::mpi::kDefaultStageChunk, o.verify ? 1ull : 0ull});
   }
   if (!problem.empty()) {
     put_failures(problem, error, error_size);
     return 1;
   }
   std::string summary, failures;
-  const int rc = skein::mpi::stage(comm, src, dst, o.chunk_size ? o.chunk_size : (64u << 20),
-                                   o.verify != 0, o.control_dir ? o.control_dir : "",
-                                   o.quiet ? 0 : o.progress_s, summary, failures);
+  const int rc = skein::mpi::stage(
+      comm, src, dst, o.chunk_size ? o.chunk_size : skein::mpi::kDefaultStageChunk, o.verify != 0,
+      o.control_dir ? o.control_dir : "", o.quiet ? 0 : o.progress_s, summary, failures);
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   if (rank == 0 && !o.quiet && !summary.empty()) {

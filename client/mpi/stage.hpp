@@ -9,6 +9,10 @@
 
 namespace skein::mpi {
 
+// A stage's chunk size when none is given (`skein-mpi stage-in` and `stage-out`, and the library's
+// chunk_size 0).
+constexpr uint64_t kDefaultStageChunk = 64u << 20;
+
 // Copies the tree `src` to `dst` over every rank of `comm` (collective). Files larger than
 // `chunk` bytes go in chunks of that size. Returns 0, or 1 on every rank. Rank 0 gets the line
 // that sums it up in `summary`, and the failures, one per line, in `failures`; an early failure

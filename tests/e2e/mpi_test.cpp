@@ -1282,11 +1282,14 @@ TEST_F(MpiTest, AnApplicationLinkedWithTheLibraryStagesAndBroadcasts) {
             "skein_mpi_stage_out@@SKEIN_MPI_1\n");
   // It needs MPI, OpenSSL's libcrypto and the C++ runtime, and nothing of the mount's own (gRPC,
   // protobuf, spdlog, fmt) that an application would have to carry or could clash with.
-  ASSERT_EQ(run_command("readelf -d " + q(lib_dir + "/libskein_mpi.so") +
-                            " | grep NEEDED | grep -E -c 'grpc|protobuf|spdlog|fmt|absl|fuse'",
-                        &out),
-            1)
-      << out;  // grep -c: "0", status 1
+  ASSERT_EQ(run_command("readelf -d " + q(lib_dir + "/libskein_mpi.so"), &out), 0) << out;
+  std::string needed;
+  std::istringstream dynamic(out);
+  for (std::string line; std::getline(dynamic, line);)
+    if (line.find("(NEEDED)") != std::string::npos) needed += line + "\n";
+  EXPECT_NE(needed.find("[libmpi.so"), std::string::npos) << out;
+  for (const char* foreign : {"grpc", "protobuf", "spdlog", "fmt", "absl", "fuse"})
+    EXPECT_EQ(needed.find(foreign), std::string::npos) << foreign << " in:\n" << needed;
   const std::string work = make_test_dir("mpi-app"), app = work + "/skein_mpi_app";
   ASSERT_EQ(run_command("mpicc -Wall -Wextra -Werror -std=c99 -pedantic " +
                             q(source_dir() + "/tests/e2e/mpi_app/skein_mpi_app.c") + " -I " +
@@ -1390,7 +1393,7 @@ TEST_F(MpiTest, AnApplicationLinkedWithTheLibraryStagesAndBroadcasts) {
             4)
       << out;
   // Ranks that disagree: one rank's bad option fails every rank, none waits; a bcast's paths are
-  // rank 0's alone, and an error buffer of 0 bytes is left alone.
+  // rank 0's alone; a failure with an error buffer of 0 bytes writes nothing there.
   for (const std::string& op : {"stage-in " + q(src) + " " + q(work + "/never"),
                                 "bcast " + q(cluster_->mount(0) + "/srv0/app-staged")}) {
     EXPECT_NE(app_run("--chunk-on-rank-1 5000 " + op), 0) << out;
@@ -1399,11 +1402,22 @@ TEST_F(MpiTest, AnApplicationLinkedWithTheLibraryStagesAndBroadcasts) {
               4)
         << out;
   }
-  EXPECT_EQ(app_run("--quiet --paths-on-rank-0 --error-size 0 bcast " +
-                    q(cluster_->mount(0) + "/srv0/app-staged")),
-            0)
+  EXPECT_EQ(
+      app_run("--quiet --paths-on-rank-0 bcast " + q(cluster_->mount(0) + "/srv0/app-staged")), 0)
       << out;
   EXPECT_EQ(every_rank("rc 0: "), 4) << out;
+  EXPECT_NE(app_run("--error-size 0 --chunk-on-rank-1 5000 stage-in " + q(src) + " " +
+                    q(work + "/never")),
+            0)
+      << out;
+  EXPECT_EQ(every_rank("rc 1: "), 4) << out;  // a failure, and nothing written to the buffer
+  // Valid options that differ between ranks: refused alike on every rank.
+  EXPECT_NE(app_run("--chunk-on-rank-1 1048576 stage-in " + q(src) + " " + q(work + "/never")), 0)
+      << out;
+  EXPECT_EQ(every_rank("rc 1: options differ between ranks (chunk_size or verify): every rank "
+                       "must pass the same"),
+            4)
+      << out;
   EXPECT_NE(::access((work + "/never").c_str(), F_OK), 0);
   // No paths; MPI not initialised: said, not a crash.
   EXPECT_NE(app_run("bcast"), 0) << out;
