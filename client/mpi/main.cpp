@@ -119,8 +119,11 @@ int main(int argc, char** argv) {
   if (stage_in->parsed() || stage_out->parsed()) {
     std::string summary, failures;
     const uint64_t chunk = a.chunk ? a.chunk : skein::mpi::kDefaultStageChunk;
-    rc = skein::mpi::stage(MPI_COMM_WORLD, a.src, a.dst, chunk, a.verify, a.control_dir,
-                           a.progress_s, summary, failures);
+    // As the library's functions: an internal error is said, and ends the job, not one rank.
+    rc = skein::mpi::without_exceptions(MPI_COMM_WORLD, [&] {
+      return skein::mpi::stage(MPI_COMM_WORLD, a.src, a.dst, chunk, a.verify, a.control_dir,
+                               a.progress_s, summary, failures);
+    });
     if (rank == 0) {
       if (!summary.empty()) std::printf("%s\n", summary.c_str());
       std::fflush(stdout);
