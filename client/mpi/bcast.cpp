@@ -699,6 +699,14 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
         bool prefetch, char* error, std::size_t error_size) {
   if (std::string problem = mpi_problem(comm); !problem.empty())
     return finish(problem, error, error_size);
+  Options o;
+  if (options) {
+    if (options->chunk_size) o.chunk = options->chunk_size;
+    o.verify = options->verify != 0;
+    o.quiet = options->quiet != 0;
+    o.progress_s = options->progress_s;
+    if (options->control_dir) o.control_dir = options->control_dir;
+  }
   // The arguments: rank 0's paths (the only ones used) and every rank's options, agreed on, so
   // that no rank goes on while another returns.
   {
@@ -708,23 +716,11 @@ int run(MPI_Comm comm, const char* const* paths, int npaths, const skein_mpi_opt
     if (rank == 0 && (!paths || npaths <= 0)) bad = "no paths";
     for (int i = 0; rank == 0 && bad.empty() && i < npaths; ++i)
       if (!paths[i] || !*paths[i]) bad = "paths[" + std::to_string(i) + "] is not a path";
-    if (bad.empty() && options && options->chunk_size)
-      if (std::string problem = chunk_size_problem(options->chunk_size); !problem.empty())
-        bad = "options: chunk_size " + problem;
-    const unsigned long long chunk = options && options->chunk_size ? options->chunk_size : 0;
-    const unsigned long long verify = options && options->verify ? 1 : 0;
-    if (std::string failure =
-            agree_on_arguments(comm, bad, {chunk ? chunk : Options{}.chunk, verify});
+    if (std::string problem = chunk_size_problem(o.chunk); bad.empty() && !problem.empty())
+      bad = "options: chunk_size " + problem;
+    if (std::string failure = agree_on_arguments(comm, bad, {o.chunk, o.verify ? 1ull : 0ull});
         !failure.empty())
       return finish(failure, error, error_size);
-  }
-  Options o;
-  if (options) {
-    if (options->chunk_size) o.chunk = options->chunk_size;
-    o.verify = options->verify != 0;
-    o.quiet = options->quiet != 0;
-    o.progress_s = options->progress_s;
-    if (options->control_dir) o.control_dir = options->control_dir;
   }
   Node node;
   std::string failure;

@@ -928,25 +928,23 @@ int stage_copy(MPI_Comm comm, const char* src, const char* dst, const skein_mpi_
   skein_mpi_options o;
   skein_mpi_options_init(&o);
   if (options) o = *options;
+  const uint64_t chunk = o.chunk_size ? o.chunk_size : skein::mpi::kDefaultStageChunk;
   std::string problem = skein::mpi::mpi_problem(comm);
   if (problem.empty()) {  // every rank's arguments, agreed on: no rank goes on alone
     std::string bad;
     if (!src || !*src || !dst || !*dst) bad = "src and dst must be paths";
-    if (bad.empty() && o.chunk_size)
-      if (bad = skein::mpi::chunk_size_problem(o.chunk_size); !bad.empty())
-        bad = "options: chunk_size " + bad;
-    problem = skein::mpi::agree_on_arguments(
-        comm, bad,
-        {o.chunk_size ? o.chunk_size : skein::mpi::kDefaultStageChunk, o.verify ? 1ull : 0ull});
+    if (std::string e = skein::mpi::chunk_size_problem(chunk); bad.empty() && !e.empty())
+      bad = "options: chunk_size " + e;
+    problem = skein::mpi::agree_on_arguments(comm, bad, {chunk, o.verify ? 1ull : 0ull});
   }
   if (!problem.empty()) {
     put_failures(problem, error, error_size);
     return 1;
   }
   std::string summary, failures;
-  const int rc = skein::mpi::stage(
-      comm, src, dst, o.chunk_size ? o.chunk_size : skein::mpi::kDefaultStageChunk, o.verify != 0,
-      o.control_dir ? o.control_dir : "", o.quiet ? 0 : o.progress_s, summary, failures);
+  const int rc =
+      skein::mpi::stage(comm, src, dst, chunk, o.verify != 0, o.control_dir ? o.control_dir : "",
+                        o.quiet ? 0 : o.progress_s, summary, failures);
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   if (rank == 0 && !o.quiet && !summary.empty()) {
