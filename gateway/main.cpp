@@ -20,11 +20,13 @@
 #include "service/admin_service.hpp"
 #include "service/fs_services.hpp"
 #include "service/node_service.hpp"
+#include "skein/fatal_signals.hpp"
 #include "skein/heap.hpp"
 #include "skein/logging.hpp"
 #include "wire/transport.hpp"
 
 int main(int argc, char** argv) {
+  skein::report_fatal_signals("skein-gateway");
   skein::wire::tune_grpc_process();
   CLI::App app{"skein-gateway: one namespace over many SFTP storage servers"};
   std::string config_path, log_level;

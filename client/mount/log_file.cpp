@@ -1,10 +1,14 @@
 // skein-mount's log file; see log_file.hpp.
 #include "log_file.hpp"
 
+#include <fcntl.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <memory>
 
 namespace skein::client {
@@ -25,6 +29,16 @@ std::optional<std::string> log_to_file(const std::string& path) {
   } catch (const spdlog::spdlog_ex& e) {
     return std::string(e.what());
   }
+}
+
+std::optional<std::string> stderr_to_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return std::string(std::strerror(errno));
+  const int rc = ::dup2(fd, STDERR_FILENO);
+  const int saved = errno;
+  ::close(fd);
+  if (rc < 0) return std::string(std::strerror(saved));
+  return std::nullopt;
 }
 
 }  // namespace skein::client

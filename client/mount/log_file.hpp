@@ -11,4 +11,9 @@ namespace skein::client {
 // Returns the reason on failure.
 std::optional<std::string> log_to_file(const std::string& path);
 
+// Points stderr at `path` too (appended to), so that what the C++ runtime, libfuse or a fatal
+// signal's report write there after the daemon has forked is not lost. Returns the reason on
+// failure, leaving stderr as it was.
+std::optional<std::string> stderr_to_file(const std::string& path);
+
 }  // namespace skein::client

@@ -29,6 +29,7 @@
 #include "gateway_client.hpp"
 #include "log_file.hpp"
 #include "skein/credential_file.hpp"
+#include "skein/fatal_signals.hpp"
 #include "skein/heap.hpp"
 #include "skein/logging.hpp"
 #include "wire/transport.hpp"
@@ -493,6 +494,10 @@ int run(const MountArgs& args, const std::string& token) {
     fail("cannot become a daemon");
     return 1;
   }
+  if (!args.foreground && !args.log_file.empty()) {  // the daemon's stderr is /dev/null now
+    if (auto error = skein::client::stderr_to_file(args.log_file))
+      spdlog::warn("cannot send stderr to {}: {}", args.log_file, *error);
+  }
   std::string channel_error;
   auto channel = GatewayClient::connect(args.gateway, args.tls, channel_error);
   if (!channel) {  // checked before the fork; files changed since
@@ -629,6 +634,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  skein::report_fatal_signals(kProgram);
   if (!skein::setup_logging(kProgram, args.log_level)) {
     fail("unknown log level '" + args.log_level + "'");
     return 2;

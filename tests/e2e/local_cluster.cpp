@@ -2,6 +2,7 @@
 #include "local_cluster.hpp"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -9,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +33,17 @@ int run_command(const std::string& cmd, std::string* output) {
   int st = pclose(p);
   if (output) *output = out;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+bool process_runs(int pid) {
+  // A daemon's parent is init, which may reap it late: a zombie has ended too.
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  const auto end_of_name = stat.rfind(')');  // "pid (comm) state ..."
+  if (end_of_name == std::string::npos || end_of_name + 2 >= stat.size()) return false;
+  const char state = stat[end_of_name + 2];
+  return state != 'Z' && state != 'X';
 }
 
 std::string make_test_dir(const std::string& name) {
@@ -169,7 +182,29 @@ std::unique_ptr<LocalCluster> LocalCluster::start(const std::string& name, Optio
 }
 
 LocalCluster::~LocalCluster() {
-  if (!state_.empty()) run_command(skein_local() + " down --state '" + state_ + "'");
+  if (state_.empty()) return;
+  report_dead_daemons();
+  run_command(skein_local() + " down --state '" + state_ + "'");
+}
+
+void LocalCluster::report_dead_daemons() const {
+  // Only where something failed: tests that stop a daemon on purpose pass.
+  const auto* unit = ::testing::UnitTest::GetInstance();
+  const auto* test = unit->current_test_info();
+  if (unit->failed_test_count() == 0 && !(test && test->result()->Failed())) return;
+  auto report = [](const std::string& what, const std::string& pid_file, const std::string& log) {
+    std::ifstream in(pid_file);
+    int pid = 0;
+    if (!(in >> pid) || pid <= 0 || process_runs(pid)) return;
+    std::string tail;
+    run_command("tail -n 60 '" + log + "'", &tail);
+    std::fprintf(stderr, "%s (pid %d) is no longer running; the end of %s:\n%s\n", what.c_str(),
+                 pid, log.c_str(), tail.c_str());
+  };
+  report("the gateway", state_ + "/gateway.pid", state_ + "/gateway.log");
+  for (size_t j = 0; j < list("SKEIN_MOUNTS").size(); ++j)
+    report("mount " + std::to_string(j), state_ + "/mount-" + std::to_string(j) + ".pid",
+           state_ + "/mount-" + std::to_string(j) + ".log");
 }
 
 std::string LocalCluster::env(const std::string& key) const {

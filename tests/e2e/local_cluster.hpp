@@ -13,6 +13,9 @@ namespace skein::test {
 // Runs a shell command; returns its exit status and, in `output`, stdout and stderr together.
 int run_command(const std::string& cmd, std::string* output = nullptr);
 
+// Whether process `pid` exists and has not ended (a zombie has).
+bool process_runs(int pid);
+
 // A fresh directory for one test under $SKEIN_TEST_TMP (or /tmp/skein-tests).
 std::string make_test_dir(const std::string& name);
 
@@ -101,6 +104,9 @@ class LocalCluster {
  private:
   // `skein-local COMMAND I --state STATE`; true when it succeeded.
   bool server_command(const char* command, int i);
+  // When a test of the program has failed: the end of the log of each daemon (the gateway, a
+  // mount) whose process is gone, on stderr, for it is where a crash left its report.
+  void report_dead_daemons() const;
   std::string state_;
   std::map<std::string, std::string> env_;
 };
