@@ -77,7 +77,8 @@ class DataPath {
   Result<ReadData> read_whole(File& file, const FileRef& ref, uint32_t size);
   // Takes the write (the bytes are copied); an earlier write's error may come back instead.
   // On success `taken` has run, exactly once, as soon as the bytes were safe here: before they
-  // went to the gateway, with write-behind.
+  // went to the gateway, with write-behind. `file` may be gone once `taken` has run (it lets the
+  // kernel close it): nothing of it is used after.
   Status write(File& file, const FileRef& ref, uint64_t offset, std::string_view data,
                const std::function<void()>& taken);
   // A write straight to the gateway, after the writes queued before it; with `attrs`, it brings

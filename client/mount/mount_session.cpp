@@ -853,17 +853,27 @@ Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
     cache_.wrote(ino);
     if (!sent) return Status::failure(sent.error());
     if (*sent != data.size()) return Status::failure(EIO);
-    taken();
     if (file_attr) cache_.wrote_whole(ino, *file_attr, ticket, writes, data);
+    taken();
     return ok_status();
   }
   const CachePolicy::Ticket ticket = cache_.ticket();
   cache_.wrote(ino);
-  Status written = data_.write(*file.data, file_ref(ino, file), offset, data, taken);
-  // Queued now: an open that counted writes before this one sees it in flight.
-  const uint64_t writes = cache_.wrote(ino);
-  std::lock_guard lock(file.create_mu);
-  file.last_write = std::make_pair(ticket, writes);
+  // Once `taken` has replied, the kernel may close and release the file at once: `file` is
+  // recorded in before the reply, and not touched after it.
+  bool recorded = false;
+  auto record = [&] {
+    // Queued now: an open that counted writes before this one sees it in flight.
+    const uint64_t writes = cache_.wrote(ino);
+    std::lock_guard lock(file.create_mu);
+    file.last_write = std::make_pair(ticket, writes);
+    recorded = true;
+  };
+  Status written = data_.write(*file.data, file_ref(ino, file), offset, data, [&] {
+    record();
+    taken();
+  });
+  if (!recorded) record();  // failed: no reply went, so the file is still open
   return written;
 }
 

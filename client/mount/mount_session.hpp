@@ -189,7 +189,8 @@ class MountSession {
   // From read-ahead, or the gateway; fewer bytes only at end of file.
   Result<ReadData> read(InodeNumber ino, FileHandle& file, uint64_t offset, uint32_t size);
   // Taken by write-behind: `taken` runs (once) as soon as the bytes are safe here, before the
-  // gateway has them; an earlier write's error may come back instead.
+  // gateway has them; an earlier write's error may come back instead. `taken` replies to the
+  // kernel, which may then release `file`: nothing of `file` is used after it.
   Status write(InodeNumber ino, FileHandle& file, uint64_t offset, std::string_view data,
                const std::function<void()>& taken);
   // close(2): waits for the file's write-behind, whose error it returns. The gateway acknowledges

@@ -244,9 +244,12 @@ Status WriteBehind::write(const std::shared_ptr<Writer>& writer, const FileRef& 
       s.close_gathering();
     sendable = s.take_sendable();
   }
-  // The writer may go on before the requests are on their way.
+  // The writer may go on before the requests are on their way. Once it has, its file may be
+  // released and this object destroyed (its destructor waits for these requests): only the state
+  // they keep alive is used from here on.
+  std::shared_ptr<State> state = state_;
   if (taken) taken();
-  State::send_all(state_, std::move(sendable));
+  State::send_all(state, std::move(sendable));
   return ok_status();
 }
 

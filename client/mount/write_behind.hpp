@@ -81,6 +81,8 @@ class WriteBehind {
   // mount holds too much. Fails instead, queueing nothing, with an error of this writer's earlier
   // writes that it has not heard of yet. `taken`, if given, runs once the data is queued and
   // before any request is sent, so the caller can let its writer go on as early as possible.
+  // `writer`, and this object itself (its file released meanwhile), may be gone once `taken`
+  // has run: nothing of them is used after.
   Status write(const std::shared_ptr<Writer>& writer, const FileRef& file, uint64_t offset,
                std::string_view data, const std::function<void()>& taken = nullptr);
   // From now on, requests queued behind the calls in flight (random writes: none continues

@@ -752,6 +752,40 @@ TEST_F(MountSessionTest, TheLastWriteBeforeACloseBringsTheAttributesBack) {
   EXPECT_EQ(gw.content("/f"), "hello one two");
 }
 
+TEST_F(MountSessionTest, AWriteUsesNothingOfItsFileOnceItsReplyHasGone) {
+  // The reply to a write lets the kernel close the file at once: on another of the mount's
+  // threads, the release may free the file's handle while the write's thread is still on its way
+  // out (a use after free that crashed the mount). What the write keeps in the handle is
+  // recorded before the reply; here the release comes within the reply itself.
+  cache.set_healthy(true);
+  cache.set_servers_watched(true);
+  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
+  ASSERT_TRUE(created);
+  const InodeNumber f = created->entry.ref.ino;
+  ASSERT_TRUE(session.write(f, *created->file, 0, "hello", [] {}));
+  ASSERT_TRUE(session.flush(f, *created->file));  // nothing on its way but what follows
+  auto other = opened(f, O_WRONLY);               // keeps the file's write-behind past the release
+  gw.hold_writes(true);
+  ASSERT_TRUE(session.write(f, *other, 5, " one", [] {}));  // on its way, held
+  const FileHandle* handle = created->file.get();
+  bool recorded_before_reply = false;
+  bool released = false;
+  // Gathered behind the held write, so that the release's flush sends it (when the reply comes
+  // from another thread than the release, the write's thread sends it).
+  ASSERT_TRUE(session.write(f, *created->file, 9, " two", [&] {
+    recorded_before_reply = handle->last_write && handle->last_write->second == cache.writes(f);
+    gw.hold_writes(false);
+    ASSERT_TRUE(session.flush(f, *created->file));  // close(2), as soon as the reply is in
+    session.release(f, std::move(created->file));   // frees the handle
+    released = true;
+  }));
+  EXPECT_TRUE(released);
+  EXPECT_TRUE(recorded_before_reply) << "the write's count is recorded before the reply";
+  ASSERT_TRUE(session.flush(f, *other));
+  session.release(f, std::move(other));
+  EXPECT_EQ(gw.content("/f"), "hello one two");
+}
+
 TEST_F(MountSessionTest, TruncateThroughAnOpenFileUsesItsHandle) {
   gw.put_file("/f", "0123456789");
   InodeNumber f = looked_up("f");
