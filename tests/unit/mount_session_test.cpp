@@ -79,6 +79,16 @@ class MountSessionTest : public ::testing::Test {
     return out;
   }
 
+  // File "f" created in the root through the gateway, written by nobody yet, with the Watch
+  // stream healthy and every server watched; its `file` is null if the create failed.
+  MountSession::Created created_f() {
+    cache.set_healthy(true);
+    cache.set_servers_watched(true);
+    auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
+    EXPECT_TRUE(created) << "errno " << created.error();
+    return created ? created.take() : MountSession::Created{};
+  }
+
   // close(2) of a created file: its flush succeeds, then the release.
   void close_created(MountSession::Created& created) {
     const InodeNumber ino = created.entry.ref.ino;
@@ -711,20 +721,18 @@ TEST_F(MountSessionTest, AnOpenOfAFileWrittenHereAnswersTheGetattrThatFollowsIt)
 // file's attributes back, so the kernel's getattr after the close, and the next open, make no
 // call. A write of another open file on its way, or one after, is not taken for kept.
 TEST_F(MountSessionTest, TheLastWriteBeforeACloseBringsTheAttributesBack) {
-  cache.set_healthy(true);
-  cache.set_servers_watched(true);
-  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
-  ASSERT_TRUE(created);
-  const InodeNumber f = created->entry.ref.ino;
+  auto created = created_f();
+  ASSERT_TRUE(created.file);
+  const InodeNumber f = created.entry.ref.ino;
   gw.reset_calls();
-  ASSERT_TRUE(session.write(f, *created->file, 0, "hello", [] {}));
-  ASSERT_TRUE(session.flush(f, *created->file));
+  ASSERT_TRUE(session.write(f, *created.file, 0, "hello", [] {}));
+  ASSERT_TRUE(session.flush(f, *created.file));
   EXPECT_EQ(gw.calls("Write.report_attrs"), 1);
   auto attr = session.getattr(f);
   ASSERT_TRUE(attr);
   EXPECT_EQ(attr->attr.size, 5u);
   EXPECT_EQ(gw.calls("GetAttr"), 0) << "answered from the write's attributes";
-  session.release(f, std::move(created->file));
+  session.release(f, std::move(created.file));
   auto reading = opened(f, O_RDONLY);
   EXPECT_EQ(gw.calls("Open"), 0) << "the file is current: its open needs no call";
   session.release(f, std::move(reading));
@@ -757,26 +765,24 @@ TEST_F(MountSessionTest, AWriteUsesNothingOfItsFileOnceItsReplyHasGone) {
   // threads, the release may free the file's handle while the write's thread is still on its way
   // out (a use after free that crashed the mount). What the write keeps in the handle is
   // recorded before the reply; here the release comes within the reply itself.
-  cache.set_healthy(true);
-  cache.set_servers_watched(true);
-  auto created = session.create(kRootInode, "f", O_CREAT | O_WRONLY, 0644);
-  ASSERT_TRUE(created);
-  const InodeNumber f = created->entry.ref.ino;
-  ASSERT_TRUE(session.write(f, *created->file, 0, "hello", [] {}));
-  ASSERT_TRUE(session.flush(f, *created->file));  // nothing on its way but what follows
-  auto other = opened(f, O_WRONLY);               // keeps the file's write-behind past the release
+  auto created = created_f();
+  ASSERT_TRUE(created.file);
+  const InodeNumber f = created.entry.ref.ino;
+  ASSERT_TRUE(session.write(f, *created.file, 0, "hello", [] {}));
+  ASSERT_TRUE(session.flush(f, *created.file));  // nothing on its way but what follows
+  auto other = opened(f, O_WRONLY);              // keeps the file's write-behind past the release
   gw.hold_writes(true);
   ASSERT_TRUE(session.write(f, *other, 5, " one", [] {}));  // on its way, held
-  const FileHandle* handle = created->file.get();
+  const FileHandle* handle = created.file.get();
   bool recorded_before_reply = false;
   bool released = false;
   // Gathered behind the held write, so that the release's flush sends it (when the reply comes
   // from another thread than the release, the write's thread sends it).
-  ASSERT_TRUE(session.write(f, *created->file, 9, " two", [&] {
+  ASSERT_TRUE(session.write(f, *created.file, 9, " two", [&] {
     recorded_before_reply = handle->last_write && handle->last_write->second == cache.writes(f);
     gw.hold_writes(false);
-    ASSERT_TRUE(session.flush(f, *created->file));  // close(2), as soon as the reply is in
-    session.release(f, std::move(created->file));   // frees the handle
+    ASSERT_TRUE(session.flush(f, *created.file));  // close(2), as soon as the reply is in
+    session.release(f, std::move(created.file));   // frees the handle
     released = true;
   }));
   EXPECT_TRUE(released);
