@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <deque>
 #include <mutex>
 
@@ -13,8 +14,9 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
                            public InvalidationBroker::Stream {
  public:
   WatchReactor(InvalidationBroker& broker, const NamespaceRegistry& registry,
-               grpc::CallbackServerContext* ctx)
-      : broker_(broker), registry_(registry), ctx_(ctx) {
+               grpc::CallbackServerContext* ctx, std::atomic<size_t>& open)
+      : broker_(broker), registry_(registry), ctx_(ctx), open_(open) {
+    ++open_;
     StartRead(&request_);
   }
 
@@ -51,15 +53,15 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(mu_);
     queue_.pop_front();
-    if (!ok) {
-      finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
-      return;
-    }
-    if (!queue_.empty() && !finishing_) {
+    if (ok && !queue_.empty() && !finishing_) {
       StartWrite(&queue_.front());
       return;
     }
+    // No write in flight from here: a failed one (the mount went away, the call was cancelled)
+    // ends the stream, and a stream ending meanwhile finishes now. gRPC calls OnDone only after
+    // Finish, so a path that missed it would keep the call, and its session, for good.
     writing_ = false;
+    if (!ok) finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
     if (finishing_ && !finished_) {
       finished_ = true;
       Finish(final_status_);
@@ -68,6 +70,7 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
 
   void OnDone() override {
     if (session_) broker_.detach(session_);
+    --open_;
     delete this;
   }
 
@@ -80,7 +83,8 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
                                  session_ ? "already subscribed" : "subscribe needs a mount_id"));
       return;
     }
-    if (!registry_.authorize(ctx_, sub.ns(), status)) {
+    auto ns = registry_.authorize(ctx_, sub.ns(), status);
+    if (!ns) {
       std::lock_guard lock(mu_);
       finish_locked(status);
       return;
@@ -89,6 +93,9 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
     welcome.set_seq(0);
     welcome.set_lease_ms(static_cast<uint32_t>(broker_.lease().count()));
     session_ = broker_.attach(sub.ns(), sub.mount_id(), this, &welcome);
+    // A namespace destroyed between the check and the attach ended its streams without this one:
+    // it ends here, as theirs did (a job namespace made anew under the name is another one).
+    if (registry_.find(sub.ns()) != ns) end("namespace " + sub.ns() + " was destroyed");
   }
 
   // Caller holds mu_.
@@ -105,6 +112,7 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
   InvalidationBroker& broker_;
   const NamespaceRegistry& registry_;
   grpc::CallbackServerContext* ctx_;
+  std::atomic<size_t>& open_;
   v1::WatchRequest request_;
   SessionId session_ = 0;
 
@@ -120,7 +128,7 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
 
 grpc::ServerBidiReactor<v1::WatchRequest, v1::WatchEvent>* WatchService::Stream(
     grpc::CallbackServerContext* ctx) {
-  return new WatchReactor(broker_, registry_, ctx);
+  return new WatchReactor(broker_, registry_, ctx, open_);
 }
 
 }  // namespace skein

@@ -5,6 +5,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+
 #include "coherence/invalidation_broker.hpp"
 #include "service/namespace_registry.hpp"
 #include "skein/v1/watch.grpc.pb.h"
@@ -17,10 +19,13 @@ class WatchService final : public v1::Watch::CallbackService {
       : broker_(broker), registry_(registry) {}
   grpc::ServerBidiReactor<v1::WatchRequest, v1::WatchEvent>* Stream(
       grpc::CallbackServerContext* ctx) override;
+  // Streams whose call gRPC has not yet ended (each ends once its reactor has finished).
+  size_t open_streams() const { return open_.load(); }
 
  private:
   InvalidationBroker& broker_;
   const NamespaceRegistry& registry_;
+  std::atomic<size_t> open_{0};
 };
 
 }  // namespace skein

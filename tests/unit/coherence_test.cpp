@@ -1,5 +1,6 @@
 // Interest sets and the invalidation broker, without a network: fake streams record what the
 // broker sends, and acknowledge (or not) as each test needs.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,9 +14,11 @@
 #include "coherence/invalidation_broker.hpp"
 #include "coherence/invalidation_rules.hpp"
 #include "coherence/revalidator.hpp"
+#include "coherence/watch_service.hpp"
 #include "fake_backend.hpp"
 #include "namespace/create_policy.hpp"
 #include "namespace/union_layout.hpp"
+#include "skein/v1/watch.grpc.pb.h"
 
 namespace skein {
 namespace {
@@ -468,6 +471,63 @@ TEST(Revalidator, EchoChecksFindWhatTheServerChangedMeanwhile) {
   revalidator.round();
   EXPECT_EQ(backend->calls("lstat"), lstats) << "each report checked once";
   broker.detach(a.id);
+}
+
+// A Watch stream whose write fails (the mount goes away while invalidations are on their way to
+// it) is ended and leaves the broker: its call is finished, so gRPC lets go of it and a shutdown
+// does not wait for it. Over TCP on loopback, so that the stream's writes wait for a reader.
+TEST(WatchService, AStreamWhoseWriteFailsEndsAndLeavesTheBroker) {
+  // On the heap: a stream that never ends would keep the server from shutting down, so a failing
+  // run leaves them all behind rather than hang.
+  struct Rig {
+    NamespaceRegistry registry;
+    InvalidationBroker broker{{.lease = std::chrono::milliseconds(2000), .interest_limit = 100000}};
+    WatchService service{broker, registry};
+    std::unique_ptr<grpc::Server> server;
+  };
+  auto* rig = new Rig;
+  auto& [registry, broker, service, server] = *rig;
+  registry.add(std::make_shared<NamespaceFs>(
+      "ns", TokenSet::of("secret"),
+      std::make_shared<const MountTable>(std::vector<Mount>{
+          {"/", std::make_shared<UnionLayout>(
+                    std::vector<Branch>{{test::FakeBackend::make("srv0"), BranchMode::read_write}},
+                    make_create_policy("ff"))}})));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  server = builder.BuildAndStart();
+  ASSERT_TRUE(server);
+  auto stub = v1::Watch::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("x-skein-token", "secret");
+  auto stream = stub->Stream(&ctx);
+  v1::WatchRequest sub;
+  sub.mutable_subscribe()->set_ns("ns");
+  sub.mutable_subscribe()->set_mount_id("M");
+  ASSERT_TRUE(stream->Write(sub));
+  v1::WatchEvent welcome;
+  ASSERT_TRUE(stream->Read(&welcome));
+  ASSERT_EQ(broker.session_count(), 1u);
+  ASSERT_EQ(service.open_streams(), 1u);
+  // Far more than the transport buffers while the mount reads nothing: writes stay in flight.
+  const std::string long_name(4000, 'x');
+  for (int i = 0; i < 5000; ++i) {
+    const std::string path = "/" + std::to_string(i) + long_name;
+    broker.served("ns", "M", path, std::nullopt, false);
+    broker.changed_elsewhere("ns", {InvalidationBroker::item(Kind::INODE, path)});
+  }
+  ctx.TryCancel();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((service.open_streams() > 0 || broker.session_count() > 0) &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(broker.session_count(), 0u);
+  ASSERT_EQ(service.open_streams(), 0u) << "the stream's call was never finished";
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  delete rig;
 }
 
 }  // namespace
