@@ -229,7 +229,9 @@ JobRecord JobNamespaces::check(const JobRequest& q) const {
 
 JobNamespaces::Created JobNamespaces::create(const JobRequest& request) {
   JobRecord r = check(request);
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  // A removal of an earlier namespace's directory under this name, under way: it ends first.
+  removed_.wait(lock, [&] { return removing_.count("/" + r.name) == 0; });
   if (auto it = live_.find(r.name); it != live_.end()) {
     if (!same_settings(it->second.record, r))
       throw AdminError(Kind::already_exists,
@@ -273,6 +275,13 @@ JobNamespaces::Created JobNamespaces::create(const JobRequest& request) {
     }
     made.push_back(name);
   }
+  // The directories are this namespace's now: a removal left pending for an earlier namespace of
+  // the name (destroyed while a backend was down) would take them with it, and an orphan's count
+  // of its time starts again should one be left.
+  for (auto& name : r.backends) {
+    store_->removal_done(name, "/" + r.name);
+    store_->orphan_gone(name, "/" + r.name);
+  }
   const std::string token = new_random_token();
   auto digest = TokenDigest::of(token);
   try {
@@ -305,7 +314,14 @@ std::vector<PendingRemoval> JobNamespaces::remove_now(std::vector<PendingRemoval
       left.push_back(rm);
       continue;
     }
+    if (!begin_removal(rm.path)) {
+      store_->removal_done(rm.backend, rm.path);
+      spdlog::info("jobs: {} on backend {} belongs to a namespace made anew: not removed", rm.path,
+                   rm.backend);
+      continue;
+    }
     auto st = remove_tree(*b, rm.path);
+    end_removal(rm.path);
     if (st) {
       store_->removal_done(rm.backend, rm.path);
       spdlog::info("jobs: removed {} on backend {}", rm.path, rm.backend);
@@ -317,6 +333,21 @@ std::vector<PendingRemoval> JobNamespaces::remove_now(std::vector<PendingRemoval
     }
   }
   return left;
+}
+
+bool JobNamespaces::begin_removal(const std::string& path) {
+  std::lock_guard lock(mu_);
+  if (live_.count(path.substr(1))) return false;
+  removing_.insert(path);
+  return true;
+}
+
+void JobNamespaces::end_removal(const std::string& path) {
+  {
+    std::lock_guard lock(mu_);
+    removing_.erase(removing_.find(path));
+  }
+  removed_.notify_all();
 }
 
 JobNamespaces::Destroyed JobNamespaces::destroy(const std::string& job_id,
@@ -496,7 +527,9 @@ void JobNamespaces::reap_orphans() {
           continue;
         }
         if (now - first < cfg_.orphan_grace.count()) continue;
+        if (!begin_removal(path)) continue;  // a namespace of the name was made meanwhile
         auto st = remove_tree(*b, path);
+        end_removal(path);
         if (st) {
           store_->orphan_gone(bname, path);
           spdlog::info("jobs: reaped the orphan {} on backend {}", path, bname);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,9 +105,15 @@ class JobNamespaces {
   Live& serve(const JobRecord& record, const std::vector<std::string>& digests);
   std::shared_ptr<JobLayout> build_layout(const JobRecord& record, std::string& error) const;
   JobRecord check(const JobRequest& request) const;  // validated, defaults filled in
-  // Removes what `removals` name; returns those that are left.
+  // Removes what `removals` name; returns those that are left. A removal of a namespace's
+  // directory that a namespace of the same name has taken over since (made anew) is dropped.
   std::vector<PendingRemoval> remove_now(std::vector<PendingRemoval> removals,
                                          std::chrono::steady_clock::time_point until);
+  // Around each removal of a directory "/NAME" on a backend (a destroy's, a retried one, an
+  // orphan's): begin_removal says no, and the removal must not be made, while a namespace NAME
+  // is live; otherwise a create of NAME waits until end_removal.
+  bool begin_removal(const std::string& path);
+  void end_removal(const std::string& path);
 
   void housekeeping();
   void save_usage(bool all);
@@ -120,8 +127,10 @@ class JobNamespaces {
   InvalidationBroker* broker_;
   std::unique_ptr<JobStore> store_;
 
-  mutable std::mutex mu_;             // guards live_; serialises creates and destroys
+  mutable std::mutex mu_;             // guards live_ and removing_; serialises creates and destroys
   std::map<std::string, Live> live_;  // by namespace name
+  std::multiset<std::string> removing_;  // "/NAME" of the removals under way (any backend)
+  std::condition_variable removed_;      // one of them ended
 
   std::mutex wake_mu_;
   std::condition_variable wake_;

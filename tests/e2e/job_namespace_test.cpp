@@ -289,6 +289,34 @@ TEST_F(JobNamespaces, ARemovalOnABackendThatIsDownIsDoneWhenItIsBack) {
       << "the pending removal was forgotten";
 }
 
+// A requeued Slurm job keeps its id: its namespace is made again while the removal of the old
+// one's directory on a server that was down is still pending. The new namespace's directories
+// are its own; the removal's retry must not take them.
+TEST_F(JobNamespaces, MadeAgainWhileItsOldRemovalIsPending) {
+  create(job(), user(0));
+  ASSERT_TRUE(cluster_->stop_server(1));
+  Json d;
+  ASSERT_EQ(ctl_json("ns destroy " + job() + " --wait-ms 3000", d), 0);
+  ASSERT_EQ(d["removal_pending"], Json::array({"scratch1:/job-" + job()})) << d.dump();
+  ASSERT_TRUE(cluster_->start_server(1));
+  // Made again as soon as the gateway takes the server back: before the removal's next retry
+  // (every 5 s), as a rule.
+  const std::string again = "ns create " + job() + " --uid " + std::to_string(uid_of(user(0))) +
+                            " --gid " + std::to_string(uid_of(user(0))) + " --quota-bytes 64M";
+  Json made;
+  ASSERT_TRUE(eventually([&] { return ctl_json(again, made) == 0; }, 30s)) << made.dump();
+  Json shown;
+  ASSERT_EQ(ctl_json("ns usage " + job(), shown), 0) << shown.dump();
+  EXPECT_EQ(shown["pending_removals"], Json::array()) << shown.dump();
+  // Past two retries: both directories are still there, and the namespace works.
+  std::this_thread::sleep_for(12s);
+  EXPECT_TRUE(exists(server_dir(job(), 0)));
+  EXPECT_TRUE(exists(server_dir(job(), 1))) << "the old namespace's removal took the new one's";
+  const std::string mp = mount(job());
+  ASSERT_FALSE(mp.empty());
+  EXPECT_EQ(as(user(0), "for i in 1 2 3 4 5 6; do echo $i > " + q(mp) + "/f$i || exit 1; done"), 0);
+}
+
 TEST_F(JobNamespaces, NamespacesCredentialsAndUsageSurviveAKillOfTheGateway) {
   create(job(), user(0));
   const std::string m = mount(job());
