@@ -24,6 +24,21 @@ RemoteFile::RemoteFile(std::shared_ptr<SftpBackend> backend, std::string rel, in
 
 RemoteFile::~RemoteFile() { (void)close(); }
 
+RemoteFile::InUse::InUse(RemoteFile& f) : f_(f) {
+  std::lock_guard lock(f_.mu_);
+  ++f_.users_;
+}
+
+RemoteFile::InUse::~InUse() {
+  std::vector<Handle> closing;
+  {
+    std::lock_guard lock(f_.mu_);
+    if (--f_.users_ == 0) closing.swap(f_.closing_);
+  }
+  for (auto& h : closing)
+    if (h.conn->alive()) (void)h.conn->send(PacketWriter(FXP_CLOSE).str(h.handle).take());
+}
+
 std::string RemoteFile::rel_path() const {
   std::lock_guard lock(mu_);
   return rel_;
@@ -162,6 +177,7 @@ Result<SharedBytes> RemoteFile::read(uint64_t offset, uint32_t size) {
 Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
   using R = Result<SharedBytes>;
   if (size == 0) return SharedBytes();
+  InUse use(*this);
   auto first = any_handle();
   if (!first) return R::failure(first.error());
   const uint64_t chunk =
@@ -332,6 +348,7 @@ int first_write_error(const std::vector<Result<Reply>>& replies, bool& failure) 
 Result<uint32_t> RemoteFile::write_pipelined(const std::vector<Extent>& extents, uint64_t total,
                                              std::optional<Attrs>* attrs_after) {
   using R = Result<uint32_t>;
+  InUse use(*this);
   // One connection takes the whole write: on an idle one the calling thread writes every chunk
   // and reads the answers itself (Connection::call_all), with no hand-off to an I/O thread. A
   // large write goes to the least busy connection: the mount keeps several in flight, each on a
@@ -383,6 +400,7 @@ Result<uint32_t> RemoteFile::write_pipelined(const std::vector<Extent>& extents,
 }
 
 Status RemoteFile::fsync() {
+  InUse use(*this);
   auto h = any_handle();
   if (!h) return Status::failure(h.error());
   if (!h->conn->has_extension("fsync@openssh.com")) return Status::failure(ENOTSUP);
@@ -400,6 +418,7 @@ Status RemoteFile::truncate(uint64_t size) {
 }
 
 Status RemoteFile::truncate_now(uint64_t size) {
+  InUse use(*this);
   auto h = any_handle();
   if (!h) return Status::failure(h.error());
   Attrs a;
@@ -414,6 +433,7 @@ Status RemoteFile::truncate_now(uint64_t size) {
 }
 
 Result<Attrs> RemoteFile::fstat() {
+  InUse use(*this);
   auto h = any_handle();
   if (!h) return Result<Attrs>::failure(h.error());
   backend_->pool().count_ops(1);
@@ -427,6 +447,10 @@ Status RemoteFile::close() {
     for (auto& h : handles_) {
       if (!h.handle.empty()) open.push_back(std::move(h));
       h = {};
+    }
+    if (users_ > 0) {  // the last call to end closes them
+      for (auto& h : open) closing_.push_back(std::move(h));
+      return ok_status();
     }
   }
   if (open.size() == 1) {  // the usual case: in this thread when the connection is idle

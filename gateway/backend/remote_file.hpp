@@ -57,7 +57,10 @@ class RemoteFile final : public BackendFile {
   Status fsync() override;
   Status truncate(uint64_t size) override;
   Result<sftp::Attrs> fstat() override;
-  // Closes every handle. Further calls re-open.
+  // Closes every handle. Further calls re-open. Handles that calls under way still use are
+  // closed when the last of those calls ends (the server may hand a closed handle's string to
+  // the next OPEN, so a late WRITE with it would land in another file); their CLOSE is then not
+  // waited for, and its error is not reported.
   Status close() override;
   // Moves the file's identity after a rename, so re-opens find it.
   void renamed(std::string new_rel) override;
@@ -66,6 +69,17 @@ class RemoteFile final : public BackendFile {
   struct Handle {
     std::shared_ptr<sftp::Connection> conn;
     std::string handle;
+  };
+  // Held by every call that sends requests with a handle, for as long as it may send them.
+  class InUse {
+   public:
+    explicit InUse(RemoteFile& f);
+    ~InUse();
+    InUse(const InUse&) = delete;
+    InUse& operator=(const InUse&) = delete;
+
+   private:
+    RemoteFile& f_;
   };
   // The handle on `slot`, opening it when needed.
   Result<Handle> handle_on(size_t slot);
@@ -84,10 +98,12 @@ class RemoteFile final : public BackendFile {
 
   std::shared_ptr<SftpBackend> backend_;
   std::optional<sftp::Attrs> attrs_at_open_, parent_attrs_at_open_;  // set by open_first
-  mutable std::mutex mu_;                                            // guards rel_ and handles_
+  mutable std::mutex mu_;  // guards rel_, handles_, users_ and closing_
   std::string rel_;
   int flags_;
   std::vector<Handle> handles_;  // by slot; empty handle string = not open
+  size_t users_ = 0;             // calls holding an InUse
+  std::vector<Handle> closing_;  // closed while in use: closed when users_ comes to 0
 };
 
 }  // namespace skein

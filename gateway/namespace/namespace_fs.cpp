@@ -271,7 +271,7 @@ uint64_t NamespaceFs::register_file(std::shared_ptr<OpenFile> file) {
   uint64_t h;
   do {
     h = rng_();
-  } while (h == 0 || files_.count(h));
+  } while (h == 0 || files_.count(h) || released_locked(h) || reopening_.count(h));
   files_[h] = std::move(file);
   return h;
 }
@@ -313,6 +313,7 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
       if (t.mount && t.rel != it->second->rel_path()) it->second->renamed(t.rel);
       return it->second;
     }
+    if (released_locked(handle)) return R::failure(EBADF);
     auto pending = reopening_.find(handle);
     if (pending != reopening_.end()) {
       Reopen other = pending->second;
@@ -333,7 +334,8 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   }
   {
     std::lock_guard lock(files_mu_);
-    if (r) files_.emplace(handle, *r);
+    // Released while it opened: this call has it, and its end closes it.
+    if (r && !released_locked(handle)) files_.emplace(handle, *r);
     reopening_.erase(handle);
   }
   opening.set_value(r);
@@ -360,6 +362,7 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file_for_one_read(uint64_t handle
   bool held;
   {
     std::lock_guard lock(files_mu_);
+    if (released_locked(handle)) return Result<std::shared_ptr<OpenFile>>::failure(EBADF);
     held = files_.count(handle) || reopening_.count(handle);
   }
   // A handle the gateway holds, or is opening for keeps for another read: read through that.
@@ -424,6 +427,13 @@ Status NamespaceFs::release(uint64_t handle) {
   std::shared_ptr<OpenFile> f;
   {
     std::lock_guard lock(files_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    while (!released_order_.empty() && (released_order_.size() >= kReleasedKept ||
+                                        now - released_order_.front().first > kReleasedFor)) {
+      released_.erase(released_order_.front().second);
+      released_order_.pop_front();
+    }
+    if (released_.insert(handle).second) released_order_.emplace_back(now, handle);
     auto it = files_.find(handle);
     if (it == files_.end()) return ok_status();
     f = std::move(it->second);

@@ -7,13 +7,16 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "auth/token_digest.hpp"
@@ -62,7 +65,9 @@ class NamespaceFs {
   // Open files: a handle is a random 64-bit number naming an OpenFile. An unknown handle is
   // re-opened by path under the same number: clients keep working across gateway restarts, and a
   // mount may open a file for reading without a call, with a random handle of its own (its first
-  // read opens it here).
+  // read opens it here). A handle released here is never opened again: a call that comes after
+  // its release (a read-ahead the release overtook, a fill of a version let go) gets EBADF, and
+  // one under way when the release came is served but leaves nothing open (kReleasedKept).
   struct Opened {
     uint64_t handle;
     sftp::Attrs attrs;
@@ -86,6 +91,9 @@ class NamespaceFs {
                                                       bool& just_opened);
   Status release(uint64_t handle);
   size_t open_files() const;
+  // How long, and how many, released handles are remembered: well past a mount's call deadline.
+  static constexpr std::chrono::seconds kReleasedFor{60};
+  static constexpr size_t kReleasedKept = 1 << 17;
   // Regular files' whole contents and their attributes as opened, each if it is at most
   // `max_bytes` long (else EFBIG; a directory EISDIR, anything else EINVAL), in the order asked.
   // Opened, read and closed here, no handle kept: for ReadFiles. The files of one mount go to
@@ -149,6 +157,10 @@ class NamespaceFs {
   // first caller opens, the others wait for its result.
   using Reopen = std::shared_future<Result<std::shared_ptr<OpenFile>>>;
   std::unordered_map<uint64_t, Reopen> reopening_;  // guarded by files_mu_
+  // Handles released lately, oldest first (guarded by files_mu_).
+  std::deque<std::pair<std::chrono::steady_clock::time_point, uint64_t>> released_order_;
+  std::unordered_set<uint64_t> released_;
+  bool released_locked(uint64_t handle) const { return released_.count(handle) != 0; }
   std::mt19937_64 rng_;
 };
 

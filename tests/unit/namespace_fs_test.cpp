@@ -210,6 +210,30 @@ TEST(NamespaceFs, AnUnknownHandleIsReopenedByPathNeverCreatingOrTruncating) {
   EXPECT_FALSE(n.srv0->has("/gone"));
 }
 
+// A released handle is never opened again: a call that comes after the release (a read-ahead the
+// release overtook, a fill of a version the mount let go) is EBADF, where a re-open by path would
+// have left the file open at the gateway for good.
+TEST(NamespaceFs, AReleasedHandleIsNeverOpenedAgain) {
+  Namespace n;
+  n.srv0->put_file("/f", "kept");
+  auto opened = n.fs->open("/srv0/f", O_RDONLY);
+  ASSERT_TRUE(opened);
+  ASSERT_TRUE(n.fs->release(opened->handle));
+  EXPECT_EQ(n.fs->file(opened->handle, "/srv0/f", O_RDONLY).error(), EBADF);
+  bool just_opened = false;
+  EXPECT_EQ(n.fs->file_for_one_read(opened->handle, "/srv0/f", just_opened).error(), EBADF);
+  // A mount's handle of its own, released before any read of it came here.
+  constexpr uint64_t kOpenedWithoutACall = 0x77;
+  ASSERT_TRUE(n.fs->release(kOpenedWithoutACall));
+  EXPECT_EQ(n.fs->file(kOpenedWithoutACall, "/srv0/f", O_RDONLY).error(), EBADF);
+  EXPECT_EQ(n.fs->open_files(), 0u);
+  // Another handle of the same file is not concerned.
+  auto f = n.fs->file(0x78, "/srv0/f", O_RDONLY);
+  ASSERT_TRUE(f);
+  EXPECT_EQ((*f)->read(0, 10)->flatten(), "kept");
+  EXPECT_EQ(n.fs->open_files(), 1u);
+}
+
 // A mount's deferred open: several first reads at once share one open, and a file out of reach
 // on a down server is EIO (the client holds it open), not ENOENT.
 TEST(NamespaceFs, FirstUsesOfAClientsHandleShareOneOpenAndADownServerIsEio) {
