@@ -28,9 +28,14 @@ std::chrono::milliseconds backoff_delay(int failures) {
 ConnectionPool::ConnectionPool(BackendConfig cfg) : cfg_(std::move(cfg)) {
   int n = std::max(1, cfg_.connections);
   for (int i = 0; i < n; ++i) slots_.push_back(std::make_unique<Slot>());
+  relay_->pool = this;
 }
 
 ConnectionPool::~ConnectionPool() {
+  {
+    std::lock_guard lock(relay_->mu);
+    relay_->pool = nullptr;
+  }
   {
     std::lock_guard lock(probe_mu_);
     stopping_ = true;
@@ -103,9 +108,12 @@ void ConnectionPool::mark_down(const std::string& why) {
 }
 
 std::unique_ptr<Connection> ConnectionPool::connect(std::string& error) {
-  // The connection calls back on the thread that saw the deadline go by; the pool outlives
-  // its connections (it owns them, and every RemoteFile holding one holds the pool too).
-  return Connection::connect(cfg_.endpoint, error, [this](const std::string& why) { hung(why); });
+  // The connection calls back on the thread that saw the deadline go by, which may be another
+  // connection's I/O thread while the pool's slots are being destroyed: through the relay.
+  return Connection::connect(cfg_.endpoint, error, [relay = relay_](const std::string& why) {
+    std::lock_guard lock(relay->mu);
+    if (relay->pool) relay->pool->hung(why);
+  });
 }
 
 void ConnectionPool::hung(const std::string& why) {

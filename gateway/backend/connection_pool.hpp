@@ -80,7 +80,16 @@ class ConnectionPool {
   std::unique_ptr<sftp::Connection> connect(std::string& error);
   void probe_until_up();
 
+  // What a connection's deadline callback reaches the pool through: the pool's connections may
+  // outlive it (a caller's reference) or still run while it is destroyed, so the destructor
+  // cuts the link first, waiting for a call under way.
+  struct HungRelay {
+    std::mutex mu;
+    ConnectionPool* pool = nullptr;
+  };
+
   BackendConfig cfg_;
+  std::shared_ptr<HungRelay> relay_ = std::make_shared<HungRelay>();
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<size_t> round_robin_{0};
   std::atomic<bool> up_{true};
