@@ -4,6 +4,7 @@
 // after the daemon has forked, because gRPC's threads do not survive a fork.
 #include <fuse_lowlevel.h>
 #include <spdlog/spdlog.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -46,6 +48,8 @@ constexpr std::chrono::milliseconds kMountCheckDeadline{5000};
 constexpr unsigned kMaxIdleThreads = 32;
 // Each thread may wait up to the gateway timeout; allow enough of them to keep I/O flowing.
 constexpr unsigned kMaxThreads = 64;
+// How long an unmount waits for the watch and the control socket before aborting the connection.
+constexpr std::chrono::seconds kNotificationsStopWithin{5};
 
 struct MountArgs {
   std::string gateway;
@@ -474,19 +478,38 @@ int run(const MountArgs& args, const std::string& token) {
     if (!mount.control)
       fail("no control socket (--drop-caches and --status will not work): " + error);
   }
-  // The watch and the control socket use the session: stop them before it is destroyed.
+  // The watch and the control socket use the session: stop them before it is destroyed. A
+  // notification of theirs (an invalidation, a fill's store) may be waiting in the kernel for a
+  // directory or page lock held by a process whose request the loop left unanswered (a signal
+  // ends the loop with requests still queued): after a while the connection is aborted, as
+  // `umount -f` does, which fails those requests and lets the notification return.
   struct CoherenceGuard {
     skein::client::MountDaemon& mount;
+    const std::string& mountpoint;
+    bool mounted = false;
     ~CoherenceGuard() {
-      mount.control.reset();
-      mount.watch.reset();
+      auto stopped = std::async(std::launch::async, [this] {
+        mount.control.reset();
+        mount.watch.reset();
+      });
+      if (mounted && stopped.wait_for(kNotificationsStopWithin) == std::future_status::timeout) {
+        spdlog::warn(
+            "unmounting {}: a cache notification is stuck in the kernel behind a request "
+            "left unanswered: aborting the FUSE connection",
+            mountpoint);
+        if (::umount2(mountpoint.c_str(), MNT_FORCE) != 0 && errno != EBUSY)
+          spdlog::error("cannot abort the FUSE connection of {} ({}): `umount -f {}` as root will",
+                        mountpoint, std::strerror(errno), mountpoint);
+      }
+      stopped.wait();
     }
-  } coherence_guard{mount};
+  } coherence_guard{mount, args.mountpoint};
   if (fuse_session_mount(se, args.mountpoint.c_str()) != 0) {
     fail("cannot mount on " + args.mountpoint);
     return 1;
   }
   guard.mounted = true;
+  coherence_guard.mounted = true;
   spdlog::info("mounted namespace '{}' of gateway {} on {} (mount id {})", args.ns, args.gateway,
                args.mountpoint, mount_id);
 
