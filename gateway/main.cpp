@@ -26,6 +26,15 @@
 #include "wire/transport.hpp"
 
 int main(int argc, char** argv) {
+  // SIGTERM and SIGINT blocked first of all, before gRPC (its credentials, its executors and
+  // timers) or the logging start threads of their own: every thread inherits the mask, so only
+  // the waiter below receives them. A thread started earlier would take one at its default
+  // action and end the process at once, with no shutdown (copies not stopped, nothing saved).
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   skein::report_fatal_signals("skein-gateway");
   skein::wire::tune_grpc_process();
   CLI::App app{"skein-gateway: one namespace over many SFTP storage servers"};
@@ -73,14 +82,6 @@ int main(int argc, char** argv) {
   skein::keep_large_buffers_on_heap();
   // Directories verified on the servers are looked at again as often as cached paths are.
   skein::PathGuard::set_ttl(cfg.revalidate_interval);
-
-  // Block SIGTERM/SIGINT before any thread starts, so that every thread inherits the mask and
-  // only the waiter below receives them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   std::unique_ptr<skein::Gateway> gateway;
   std::string admin_token;
@@ -200,6 +201,7 @@ int main(int argc, char** argv) {
     int sig = 0;
     sigwait(&set, &sig);
     spdlog::info("signal {}: shutting down", sig);
+    if (stages) stages->stop();  // at once, not after the calls' grace
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   });
   server->Wait();
