@@ -872,9 +872,14 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
           continue;
         }
         if (stop()) {
-          if (item.big && --item.big->left == 0) {
-            if (item.big->dst) (void)item.big->dst->close();
-            if (item.big->src) (void)item.big->src->close();
+          if (item.big) {
+            // A chunk left out: the file is not whole, and whoever takes its last item must not
+            // finish it (its chunks copied so far are recorded; a resume copies the rest).
+            item.big->failed = true;
+            if (--item.big->left == 0) {
+              if (item.big->dst) (void)item.big->dst->close();
+              if (item.big->src) (void)item.big->src->close();
+            }
           }
           continue;
         }

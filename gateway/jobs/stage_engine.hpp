@@ -68,6 +68,9 @@ class StageEngine {
   // Stops the copies; what they were running stays running in the store, resumed at the next
   // start.
   ~StageEngine();
+  // The same without waiting, for a gateway shutting down: each copy ends the items it has begun
+  // and starts no other.
+  void stop() { stopping_ = true; }
 
   // Resumes what the store holds as queued or running.
   void start();
