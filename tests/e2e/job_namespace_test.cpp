@@ -314,7 +314,10 @@ TEST_F(JobNamespaces, MadeAgainWhileItsOldRemovalIsPending) {
   EXPECT_TRUE(exists(server_dir(job(), 1))) << "the old namespace's removal took the new one's";
   const std::string mp = mount(job());
   ASSERT_FALSE(mp.empty());
-  EXPECT_EQ(as(user(0), "for i in 1 2 3 4 5 6; do echo $i > " + q(mp) + "/f$i || exit 1; done"), 0);
+  std::string out;
+  EXPECT_EQ(
+      as(user(0), "for i in 1 2 3 4 5 6; do echo $i > " + q(mp) + "/f$i || exit 1; done", &out), 0)
+      << out;
 }
 
 TEST_F(JobNamespaces, NamespacesCredentialsAndUsageSurviveAKillOfTheGateway) {
