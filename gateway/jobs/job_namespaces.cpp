@@ -480,13 +480,33 @@ void JobNamespaces::recount() {
   }
 }
 
+void JobNamespaces::stage_out_began(const std::string& job_id) {
+  std::lock_guard lock(mu_);
+  staging_out_.insert(job_id);
+}
+
+void JobNamespaces::stage_out_ended(const std::string& job_id) {
+  std::lock_guard lock(mu_);
+  staging_out_.erase(staging_out_.find(job_id));
+}
+
 void JobNamespaces::expire() {
   std::vector<std::string> expired;
   {
     std::lock_guard lock(mu_);
     auto now = now_s();
-    for (auto& [name, live] : live_)
-      if (live.record.expires_s <= now) expired.push_back(live.record.job_id);
+    for (auto& [name, live] : live_) {
+      if (live.record.expires_s > now) continue;
+      const std::string& id = live.record.job_id;
+      if (staging_out_.count(id)) {
+        if (expiry_deferred_.insert(id).second)
+          spdlog::info(
+              "jobs: {} expired while its results are staged out: destroyed once that ends", name);
+        continue;
+      }
+      expiry_deferred_.erase(id);
+      expired.push_back(id);
+    }
   }
   for (auto& id : expired) {
     spdlog::info("jobs: {} expired: destroying it", namespace_name(id));

@@ -137,6 +137,8 @@ struct StageEngine::Run {
   std::atomic<bool> cancel{false};
   std::atomic<uint64_t> bytes_done{0}, files_done{0}, bytes_moved{0};
   std::thread thread;
+  // Its thread has returned (an operation that has ended may still destroy its namespace).
+  std::atomic<bool> exited{false};
 
   void fail(const std::string& path, const std::string& why) {
     std::lock_guard lock(mu);
@@ -265,14 +267,11 @@ StageReport StageEngine::begin(const StageSpec& spec, bool destroy_after) {
 
 void StageEngine::launch(std::shared_ptr<Run> run) {
   std::lock_guard lock(mu_);
-  // Threads of operations that have ended are joined here, so that they do not pile up.
+  // Threads that have returned are joined here, so that they do not pile up; one still at work
+  // (a destroy after its stage-out removes the namespace's tree) is left for later, never waited
+  // for under mu_.
   for (auto it = runs_.begin(); it != runs_.end();) {
-    bool ended;
-    {
-      std::lock_guard l(it->second->mu);
-      ended = it->second->ended;
-    }
-    if (ended) {
+    if (it->second->exited) {
       if (it->second->thread.joinable()) it->second->thread.join();
       it = runs_.erase(it);
     } else {
@@ -280,7 +279,10 @@ void StageEngine::launch(std::shared_ptr<Run> run) {
     }
   }
   runs_[run->record.id] = run;
-  run->thread = std::thread([this, run] { execute(*run); });
+  run->thread = std::thread([this, run] {
+    execute(*run);
+    run->exited = true;
+  });
 }
 
 StageReport StageEngine::report(const StageRecord& stored) const {
@@ -350,6 +352,18 @@ void StageEngine::cancel_job(const std::string& job_id) {
 
 void StageEngine::execute(Run& run) {
   const std::string id = run.record.id;
+  // A stage-out keeps its namespace from expiring under it until it ends.
+  struct StagingOut {
+    JobNamespaces* jobs;
+    std::string job_id;
+    ~StagingOut() {
+      if (jobs) jobs->stage_out_ended(job_id);
+    }
+  } staging_out{nullptr, run.record.spec.job_id};
+  if (run.record.spec.direction == StageDirection::out) {
+    jobs_.stage_out_began(run.record.spec.job_id);
+    staging_out.jobs = &jobs_;
+  }
   auto end = [&](StageState state, const std::string& error) {
     std::vector<std::string> failed;
     {
@@ -424,6 +438,7 @@ void StageEngine::execute(Run& run) {
   bool destroy = state == StageState::done && run.record.destroy_after;
   end(state, error);
   if (destroy) {
+    cancel_job(run.record.spec.job_id);  // other copies of the job first, as a destroy does
     auto d =
         jobs_.destroy(run.record.spec.job_id, std::chrono::seconds(30), "its stage-out is done");
     if (!d.pending.empty())
@@ -434,7 +449,9 @@ void StageEngine::execute(Run& run) {
 
 void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   const std::string id = run.record.id;
-  auto stop = [&] { return run.cancel.load() || stopping_.load(); };
+  // A failure to record progress (the job store's disk full, an I/O error) stops the copy too.
+  std::atomic<bool> store_failed{false};
+  auto stop = [&] { return run.cancel.load() || stopping_.load() || store_failed.load(); };
   auto root_attrs = source.layout->getattr(source.root);
   if (!root_attrs)
     throw std::runtime_error("source " + run.record.spec.source + ": " +
@@ -868,7 +885,11 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
         // Stopping: what has started finishes, nothing new starts. A large file's handles are
         // closed by whoever takes its last item.
         if (!item.entry) {  // several small files
-          if (!stop()) copy_small(item.small);
+          try {
+            if (!stop()) copy_small(item.small);
+          } catch (const std::exception& e) {
+            for (auto* f : item.small) run.fail(f->path, e.what());
+          }
           continue;
         }
         if (stop()) {
@@ -919,12 +940,24 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     run.rate =
         secs > 0 ? static_cast<double>(samples.back().second - samples.front().second) / secs : 0;
   };
+  // The workers are joined whatever happens here: a save that throws ends the copy (its error
+  // is the stage's) once they have.
+  std::exception_ptr store_error;
+  auto save_or_stop = [&] {
+    try {
+      save();
+    } catch (...) {
+      if (!store_error) store_error = std::current_exception();
+      store_failed = true;
+    }
+  };
   while (working > 0) {
     std::this_thread::sleep_for(options_.record_every);
-    save();
+    save_or_stop();
   }
   for (auto& t : workers) t.join();
-  save();
+  save_or_stop();
+  if (store_error) std::rethrow_exception(store_error);
   if (stop()) return;
 
   // Directories last, deepest first: their modes (a read-only one took files before) and times

@@ -277,5 +277,38 @@ TEST_F(Staging, DestroyWithAStageOutCopiesFirstAndThenRemovesTheNamespace) {
   }));
 }
 
+// A namespace whose lifetime ends while its results are being staged out is kept until the copy
+// ends, then destroyed: the copy is whole.
+TEST_F(Staging, ANamespaceExpiringDuringItsStageOutIsKeptUntilTheCopyEnds) {
+  const std::string src = cluster_->export_dir(0) + "/expiry-src";
+  ASSERT_EQ(
+      run_command("mkdir -p " + q(src) + " && for i in 0 1 2; do head -c 256M /dev/urandom > " +
+                  q(src) + "/big$i; done"),
+      0);
+  const Json made =
+      create(job(), user(0), "--layout union --backends scratch0 --lifetime 2s", "2G");
+  const int64_t expires_s = made.value("expires_s", int64_t{0});
+  // The job's results, linked into its directory on the server (at once, behind the gateway).
+  ASSERT_EQ(run_command("cp -al " + q(src) + " " + q(server_dir(job(), 0) + "/results")), 0);
+  Json started;
+  ASSERT_EQ(ctl_json("stage out " + job() + " /results default:/srv1/expiry", started), 0)
+      << started.dump();
+  const std::string id = started["id"];
+  Json end;
+  ASSERT_TRUE(eventually(
+      [&] {
+        if (ctl_json("stage status " + id, end) != 0) return false;
+        return end["state"] != "running" && end["state"] != "queued";
+      },
+      120s))
+      << end.dump();
+  ASSERT_GT(end.value("finished_s", int64_t{0}), expires_s)
+      << "the copy ended before the namespace expired; the test proves nothing: " << end.dump();
+  EXPECT_EQ(end["state"], "done") << end.dump();
+  EXPECT_TRUE(same_contents(src, cluster_->export_dir(1) + "/expiry"));
+  EXPECT_TRUE(eventually([&] { return !exists(server_dir(job(), 0)); }, 15s))
+      << "the namespace was not destroyed after its stage-out";
+}
+
 }  // namespace
 }  // namespace skein::test
