@@ -109,6 +109,27 @@ Item item_of(const struct stat& st, std::string rel) {
               ""};
 }
 
+// Makes the directory `path` of DST for the copy to write in: made 0700 (the source's mode comes
+// at the end), or, where an earlier run left it, given back its owner's rwx until then (a source
+// directory of mode 0555 made it read-only, and a rerun must still put files in it). A symlink
+// at the name (the source had one there before) is replaced: the copy never writes through one,
+// out of DST. `root` (DST itself, named by the caller) may be a symlink to a directory. "" or the
+// failure.
+std::string make_dir(const std::string& path, bool root = false) {
+  if (::mkdir(path.c_str(), 0700) == 0) return "";
+  if (errno != EEXIST) return errno_text(path);
+  struct stat st;
+  if ((root ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0) return errno_text(path);
+  if (S_ISLNK(st.st_mode)) {
+    if (::unlink(path.c_str()) != 0 || ::mkdir(path.c_str(), 0700) != 0) return errno_text(path);
+    return "";
+  }
+  if (!S_ISDIR(st.st_mode)) return path + " exists and is not a directory";
+  if ((st.st_mode & S_IRWXU) != S_IRWXU && ::chmod(path.c_str(), (st.st_mode & 07777) | S_IRWXU))
+    return errno_text(path);
+  return "";
+}
+
 // Lists SRC/REL (a directory): appends its entries to `found` (devices, sockets and fifos are not
 // copied) and its subdirectories to `subdirs`, and makes DST/REL/SUB for each. "" or the failure.
 std::string list_dir(const std::string& src, const std::string& dst, const std::string& rel,
@@ -142,11 +163,8 @@ std::string list_dir(const std::string& src, const std::string& dst, const std::
         break;
       }
     } else if (i.type == 'd') {
-      const std::string made = dst + child;
-      if (::mkdir(made.c_str(), 0700) != 0 && errno != EEXIST) {
-        err = errno_text(made);
-        break;
-      }
+      err = make_dir(dst + child);
+      if (!err.empty()) break;
       subdirs.push_back(child);
     }
     found.push_back(std::move(i));
@@ -337,8 +355,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       mine = src + " is not a directory";
     else if (dst == src || dst.rfind(src + "/", 0) == 0)
       mine = "DST " + dst + " is inside SRC " + src;
-    else if (::mkdir(dst.c_str(), 0700) != 0 && errno != EEXIST)
-      mine = errno_text(dst);
+    else if (auto made = make_dir(dst, /*root=*/true); !made.empty())
+      mine = made;
     else
       found.push_back(item_of(st, ""));
   }

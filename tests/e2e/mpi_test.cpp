@@ -860,6 +860,55 @@ TEST_F(MpiTest, AnotherUsersStageOutWritesOnlyWhereItMayWrite) {
   run_command("rm -rf " + q(src) + " " + q(exp + "/so-nobody") + " " + q(exp + "/so-root"));
 }
 
+// A rerun completes a tree with read-only directories: the first run, which one unreadable file
+// failed, gave DST's directories their source modes (0555), and the rerun must still put that
+// file in one. A symlink DST holds where the source now has a directory is replaced, never
+// written through. As a user (root's writes would pass any mode), from a mount to a directory of
+// the user's.
+TEST_F(MpiTest, ARerunAsAUserCompletesReadOnlyDirectoriesAndNeverWritesThroughASymlink) {
+  const std::string exp = cluster_->export_dir(0) + "/rerun-src";
+  const std::string dst = make_test_dir("rerun-dst"), outside = make_test_dir("rerun-outside");
+  ASSERT_EQ(run_command("mkdir -p " + q(exp + "/ro") + " " + q(exp + "/was-link")), 0);
+  ASSERT_TRUE(write_file(exp + "/ro/f1", "readable\n"));
+  ASSERT_TRUE(write_file(exp + "/ro/f2", "unreadable at first\n"));
+  ASSERT_TRUE(write_file(exp + "/was-link/g", "in a directory\n"));
+  ASSERT_EQ(::chmod((exp + "/ro/f2").c_str(), 0), 0);
+  ASSERT_EQ(::chmod((exp + "/ro").c_str(), 0555), 0);
+  ASSERT_EQ(
+      run_command("ln -s " + q(outside) + " " + q(dst + "/was-link") + " && chown -h nobody " +
+                  q(dst) + " " + q(dst + "/was-link") + " " + q(outside)),
+      0);
+  settle();
+  const std::string src = cluster_->mount(0) + "/srv0/rerun-src";
+  auto stage_in_as_nobody = [&](std::string& out) {
+    return run_command("cd /tmp && runuser -u nobody -- timeout 120 mpirun --oversubscribe -np 2 " +
+                           q(skein_mpi()) + " stage-in --progress 0 " + q(src) + " " + q(dst) +
+                           " 2>&1",
+                       &out);
+  };
+  std::string out;
+  EXPECT_EQ(stage_in_as_nobody(out), 1) << out;
+  EXPECT_NE(out.find("/ro/f2"), std::string::npos) << out;
+  struct stat st {};
+  ASSERT_EQ(::stat((dst + "/ro").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0555u) << "the source's mode, after the first run";
+  ASSERT_EQ(::chmod((exp + "/ro/f2").c_str(), 0644), 0);
+  settle();
+  EXPECT_EQ(stage_in_as_nobody(out), 0) << out;
+  EXPECT_EQ(read_file(dst + "/ro/f1"), "readable\n");
+  EXPECT_EQ(read_file(dst + "/ro/f2"), "unreadable at first\n");
+  EXPECT_EQ(read_file(dst + "/was-link/g"), "in a directory\n");
+  ASSERT_EQ(::lstat((dst + "/was-link").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  ASSERT_EQ(::stat((dst + "/ro").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0555u);
+  std::string left;
+  EXPECT_EQ(run_command("ls -A " + q(outside), &left), 0);
+  EXPECT_EQ(left, "") << "the copy wrote through the symlink";
+  run_command("chmod -R u+w " + q(exp) + " " + q(dst) + "; rm -rf " + q(exp) + " " + q(dst) + " " +
+              q(outside));
+}
+
 TEST_F(MpiTest, StageKilledMidwayResumesWithTheRest) {
   const std::string src = make_test_dir("kill-src"), dst = make_test_dir("kill-dst");
   const uint64_t total = 4 * (48u << 20);
