@@ -560,6 +560,9 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     // command (an older skein-mount) gets plain copies from then on.
     const Mount mount{skein_mount_of(src), control_dir};
     Buffer fetch_buf;
+    // Whether the buffer serves mount commands (fetch-files, fill read). Any command that fails
+    // ends that for the rest of the run: one given up on (its answer late) may still be writing
+    // into the buffer, over what a later command put there.
     bool fetching = !mount.dir.empty() && fetch_buf.open(kFetchBuffer, mount).empty();
     // Directories this rank has listed through the mount (see fetch_whole).
     std::set<std::string> listed;
@@ -724,11 +727,10 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     // the file open through the mount (the command reads only a file held open there, at the
     // version that open saw). Returns the bytes copied; `err` is set only for a write failure,
     // and what is not copied is left for the plain way, which reports what is wrong.
-    bool reading_ranges = fetching;
     auto read_range = [&](const Item& i, int in, int out, uint64_t off, uint64_t len,
                           std::string& err) -> uint64_t {
       struct stat st;
-      if (!reading_ranges || ::fstat(in, &st) != 0 || static_cast<uint64_t>(st.st_size) != i.size)
+      if (!fetching || ::fstat(in, &st) != 0 || static_cast<uint64_t>(st.st_size) != i.size)
         return 0;
       const std::string path = namespace_path(src + i.rel, mount.dir);
       uint64_t done = 0;
@@ -739,8 +741,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
                           nullptr, fetch_buf.fd);
         if (!e.empty()) {
           // A mount that cannot or will not (an older skein-mount, a socket this user may not
-          // use) gets plain copies from now on, as fetch-files does.
-          reading_ranges = false;
+          // use), or did not answer in time, gets plain copies from now on.
+          fetching = false;
           break;
         }
         err = write_at(out, fetch_buf.data, n, off + done, i.rel);
