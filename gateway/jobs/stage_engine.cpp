@@ -574,6 +574,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   // Files and symlinks: small ones whole, large ones chunk by chunk.
   struct BigFile {
     const StageEntry* entry;
+    std::string path;  // where its bytes are written: its partial, renamed into place at the end
     bool resumed = false;
     std::once_flag opened;
     int open_error = 0;
@@ -586,6 +587,19 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     BigFile* big = nullptr;
     uint64_t chunk = UINT64_MAX;           // UINT64_MAX with `big`: only the finishing
     std::vector<const StageEntry*> small;  // several small files, read together (entry: null)
+  };
+  // A file's copy is made under .NAME.skein-partial beside it and renamed over NAME once whole,
+  // so that an earlier version there (a rerun's results) stays whole until then, and no file is
+  // half-copied under its name. Where the tree itself holds a file of that name, which the
+  // partial would overwrite, the copy is made in place.
+  std::unordered_set<std::string> copied_here;
+  for (const StageEntry& e : entries) copied_here.insert(below(dest_root, e.path));
+  auto partial_of = [](const std::string& dpath) {
+    return join_path(parent_path(dpath), "." + std::string(base_name(dpath)) + ".skein-partial");
+  };
+  auto copy_path_of = [&](const std::string& dpath) {
+    std::string partial = partial_of(dpath);
+    return copied_here.count(partial) ? dpath : partial;
   };
   std::deque<BigFile> bigs;
   std::vector<Item> items;
@@ -606,11 +620,17 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     }
     auto& big = bigs.emplace_back();
     big.entry = &e;
+    big.path = copy_path_of(below(dest_root, e.path));
     std::set<uint64_t> recorded;
     if (auto c = chunks.find(e.path); c != chunks.end()) {
-      // A resumed copy goes on only where the source is as walked and the destination is there.
+      // A resumed copy goes on only where the source is as walked and the copy is there (in
+      // place, for chunks a gateway that copied so recorded).
       auto s = source.layout->getattr(below(source.root, e.path));
-      auto d = destination.layout->getattr(below(dest_root, e.path));
+      auto d = destination.layout->getattr(big.path);
+      if (!d && d.error() == ENOENT && big.path != below(dest_root, e.path)) {
+        big.path = below(dest_root, e.path);
+        d = destination.layout->getattr(big.path);
+      }
       if (s && s->size == e.size && static_cast<int64_t>(s->mtime) == e.mtime && d &&
           S_ISREG(d->permissions)) {
         recorded = c->second;
@@ -676,7 +696,8 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   // (or fails); then the file is finished, or failed with the cause.
   auto write_copy = [&](const StageEntry& e, auto&& next) {
     auto dpath = below(dest_root, e.path);
-    auto dst = destination.layout->create(dpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const std::string copy = copy_path_of(dpath);
+    auto dst = destination.layout->create(copy, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (!dst) return run.fail(e.path, "creating the copy: " + errno_text(dst.error()));
     auto& out = dst->file;
     int err = 0;
@@ -702,7 +723,15 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     }
     auto closed = out->close();
     if (!err && !closed) err = closed.error();
-    if (err) return run.fail(e.path, "copying: " + errno_text(err));
+    if (!err && copy != dpath) {
+      auto placed = destination.layout->rename(copy, dpath, 0);
+      if (!placed)
+        return run.fail(e.path, "putting the copy in place: " + errno_text(placed.error()));
+    }
+    if (err) {
+      if (copy != dpath) (void)destination.layout->unlink(copy);
+      return run.fail(e.path, "copying: " + errno_text(err));
+    }
     {
       std::lock_guard lock(run.mu);
       run.bytes_done += offset;
@@ -731,8 +760,6 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   // as walked (grown, gone, unreadable) is copied the plain way, and so is one the destination
   // did not make: that way says what is wrong with it. So is one whose partial name is itself
   // copied here (a tree holding both x and .x.skein-partial), which the partial would overwrite.
-  std::unordered_set<std::string> copied_here;
-  for (const StageEntry& e : entries) copied_here.insert(below(dest_root, e.path));
   auto copy_small = [&](const std::vector<const StageEntry*>& files) {
     std::vector<std::string> paths;
     uint64_t largest = 0;
@@ -748,8 +775,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       if (k < got.size() && got[k] && S_ISREG(got[k]->attrs.permissions) &&
           got[k]->data.size() == e.size) {
         const std::string dpath = below(dest_root, e.path);
-        std::string partial =
-            join_path(parent_path(dpath), "." + std::string(base_name(dpath)) + ".skein-partial");
+        std::string partial = partial_of(dpath);
         if (copied_here.count(partial)) {
           try {
             copy_data(e, got[k]->data);
@@ -802,13 +828,13 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       }
       big.src = *src;
       if (big.resumed) {
-        auto dst = destination.layout->open(dpath, O_WRONLY);
+        auto dst = destination.layout->open(big.path, O_WRONLY);
         if (dst)
           big.dst = *dst;
         else
           big.open_error = dst.error();
       } else {
-        auto dst = destination.layout->create(dpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        auto dst = destination.layout->create(big.path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (dst) {
           big.dst = dst->file;
           if (dst->attrs.size != 0) {
@@ -867,6 +893,11 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     big.dst.reset();
     if (big.open_error || big.failed) return;
     if (!closed) return run.fail(e.path, "closing the copy: " + errno_text(closed.error()));
+    if (big.path != dpath) {
+      auto placed = destination.layout->rename(big.path, dpath, 0);
+      if (!placed)
+        return run.fail(e.path, "putting the copy in place: " + errno_text(placed.error()));
+    }
     finish_file(e, dpath);
   };
 

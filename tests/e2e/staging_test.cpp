@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -275,6 +276,68 @@ TEST_F(Staging, DestroyWithAStageOutCopiesFirstAndThenRemovesTheNamespace) {
       if (exists(server_dir(job(), i))) return false;
     return true;
   }));
+}
+
+// A stage-out over the results of an earlier one: each file's earlier version keeps its name,
+// whole, until the new copy is whole; a cancel half way leaves every large file one or the other,
+// never a mix. A rerun then completes the copy.
+TEST_F(Staging, AStageOutOverEarlierResultsKeepsEachFileWholeUntilItsCopyIs) {
+  const std::string src = make_tree(0, "/over-src", 20, 3, 150);
+  const std::string src_dir = cluster_->export_dir(0) + "/over-src",
+                    dst_dir = cluster_->export_dir(2) + "/over";
+  create(job(), user(0), "", "2G");
+  Json in;
+  ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /data", in), 0) << in.dump();
+  // The earlier results: the large files with other bytes.
+  ASSERT_EQ(run_command("mkdir -p " + q(dst_dir) + " && for b in big0 big1 big2; do head -c 150M " +
+                        "/dev/urandom > " + q(dst_dir) + "/$b; done"),
+            0);
+  auto digest = [](const std::string& f) {
+    std::string out;
+    run_command("sha256sum < " + q(f), &out);
+    return out;
+  };
+  std::map<std::string, std::string> earlier, wanted;
+  for (const char* b : {"big0", "big1", "big2"}) {
+    earlier[b] = digest(dst_dir + "/" + b);
+    wanted[b] = digest(src_dir + "/" + b);
+  }
+  Json started;
+  ASSERT_EQ(ctl_json("stage out " + job() + " /data default:/srv2/over", started), 0)
+      << started.dump();
+  const std::string id = started["id"];
+  uint64_t total = 0, done_before = 0;
+  ASSERT_TRUE(eventually(
+      [&] {
+        Json st = status(id);
+        total = st.value("bytes_total", uint64_t{0});
+        done_before = st.value("bytes_done", uint64_t{0});
+        return total > 0 && done_before >= total / 8;
+      },
+      60s));
+  Json cancelled;
+  ASSERT_EQ(ctl_json("stage cancel " + id, cancelled), 0) << cancelled.dump();
+  Json end;
+  ASSERT_TRUE(eventually(
+      [&] {
+        end = status(id);
+        return end["state"] != "running" && end["state"] != "queued";
+      },
+      60s));
+  ASSERT_EQ(end["state"], "cancelled")
+      << "the copy ended before the cancel; the test proves nothing";
+  int whole_new = 0;
+  for (const char* b : {"big0", "big1", "big2"}) {
+    const std::string now = digest(dst_dir + "/" + b);
+    EXPECT_TRUE(now == earlier[b] || now == wanted[b]) << b << " is neither version";
+    whole_new += now == wanted[b];
+  }
+  EXPECT_LT(whole_new, 3) << "the cancel came after every large file was copied";
+  Json again;
+  ASSERT_EQ(stage_wait("stage out " + job() + " /data default:/srv2/over", again), 0)
+      << again.dump();
+  EXPECT_EQ(again["state"], "done") << again.dump();
+  EXPECT_TRUE(same_contents(src_dir, dst_dir));
 }
 
 // A namespace whose lifetime ends while its results are being staged out is kept until the copy
