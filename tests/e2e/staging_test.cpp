@@ -85,9 +85,18 @@ class Staging : public JobSuite {
     EXPECT_EQ(ctl_json("stage status " + id, j), 0) << j.dump();
     return j;
   }
+  // Waits until stage `id` has ended (neither running nor queued); its status in `end`.
+  bool ended(const std::string& id, Json& end, std::chrono::seconds within = 120s) {
+    return eventually(
+        [&] {
+          if (ctl_json("stage status " + id, end) != 0) return false;
+          return end["state"] != "running" && end["state"] != "queued";
+        },
+        within);
+  }
   // A stage-out of a tree with three large files, its gateway stopped on the way (killed with -9
-  // half way, or stopped with SIGTERM early, since the copies under way then end), then started
-  // again: the copy goes on with the rest, and the trees are the same.
+  // half way, or stopped with SIGTERM early), then started again: the copy goes on with the rest,
+  // and the trees are the same.
   void stop_half_way_then_resume(const std::string& name, bool kill) {
     const std::string src = make_tree(0, "/" + name + "-src", 20, 3, 150);
     create(job(), user(0), "", "2G");
@@ -103,7 +112,9 @@ class Staging : public JobSuite {
           Json s = status(id);
           total = s.value("bytes_total", static_cast<uint64_t>(0));
           done_before = s.value("bytes_done", static_cast<uint64_t>(0));
-          return total > 0 && done_before >= total / (kill ? 2 : 8);
+          // A SIGTERM lets the copies under way end: it comes at the first progress saved, while
+          // many chunks still wait, and at once (not through skein-local's script).
+          return total > 0 && (kill ? done_before >= total / 2 : done_before > 0);
         },
         60s));
     ASSERT_LT(done_before, total) << "the copy finished before the stop; the test proves nothing";
@@ -113,6 +124,10 @@ class Staging : public JobSuite {
                             q(cluster_->state())),
                 0);  // what skein-local knows of it
     } else {
+      const pid_t gateway = cluster_->gateway_pid();
+      ASSERT_EQ(::kill(gateway, SIGTERM), 0);
+      EXPECT_TRUE(eventually([&] { return !process_runs(gateway); }, 15s))
+          << "the gateway did not end on SIGTERM";
       ASSERT_EQ(run_command(source_dir() + "/deploy/skein-local stop-gateway --state " +
                             q(cluster_->state())),
                 0);
@@ -121,13 +136,7 @@ class Staging : public JobSuite {
                           q(cluster_->state())),
               0);
     Json end;
-    ASSERT_TRUE(eventually(
-        [&] {
-          if (ctl_json("stage status " + id, end) != 0) return false;
-          return end["state"] != "running" && end["state"] != "queued";
-        },
-        120s))
-        << end.dump();
+    ASSERT_TRUE(ended(id, end)) << end.dump();
     ASSERT_EQ(end["state"], "done") << end.dump();
     const uint64_t moved = end["bytes_moved"];
     // The second gateway copied about the rest: not what was reported done before the kill
@@ -312,18 +321,13 @@ TEST_F(Staging, AStageOutOverEarlierResultsKeepsEachFileWholeUntilItsCopyIs) {
         Json st = status(id);
         total = st.value("bytes_total", uint64_t{0});
         done_before = st.value("bytes_done", uint64_t{0});
-        return total > 0 && done_before >= total / 8;
+        return total > 0 && done_before > 0;  // early: a cancel lets the copies under way end
       },
       60s));
   Json cancelled;
   ASSERT_EQ(ctl_json("stage cancel " + id, cancelled), 0) << cancelled.dump();
   Json end;
-  ASSERT_TRUE(eventually(
-      [&] {
-        end = status(id);
-        return end["state"] != "running" && end["state"] != "queued";
-      },
-      60s));
+  ASSERT_TRUE(ended(id, end, 60s)) << end.dump();
   ASSERT_EQ(end["state"], "cancelled")
       << "the copy ended before the cancel; the test proves nothing";
   int whole_new = 0;
@@ -358,13 +362,7 @@ TEST_F(Staging, ANamespaceExpiringDuringItsStageOutIsKeptUntilTheCopyEnds) {
       << started.dump();
   const std::string id = started["id"];
   Json end;
-  ASSERT_TRUE(eventually(
-      [&] {
-        if (ctl_json("stage status " + id, end) != 0) return false;
-        return end["state"] != "running" && end["state"] != "queued";
-      },
-      120s))
-      << end.dump();
+  ASSERT_TRUE(ended(id, end)) << end.dump();
   ASSERT_GT(end.value("finished_s", int64_t{0}), expires_s)
       << "the copy ended before the namespace expired; the test proves nothing: " << end.dump();
   EXPECT_EQ(end["state"], "done") << end.dump();
