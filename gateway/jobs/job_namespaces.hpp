@@ -75,12 +75,13 @@ class JobNamespaces {
   // Out of service at once; files removed within `wait` (what is not is retried later).
   Destroyed destroy(const std::string& job_id, std::chrono::milliseconds wait, const char* why);
 
-  // With live usage.
   // A stage-out of the job's namespace is under way (queued or copying) between these two calls:
   // the namespace does not expire meanwhile (its results are being copied out); it is destroyed
   // at the first expiry check after the last one ends.
   void stage_out_began(const std::string& job_id);
   void stage_out_ended(const std::string& job_id);
+
+  // With live usage.
   std::optional<JobRecord> find(const std::string& job_id) const;
   std::vector<JobRecord> list() const;
   std::string describe(const std::string& ns) const;
@@ -132,8 +133,8 @@ class JobNamespaces {
   InvalidationBroker* broker_;
   std::unique_ptr<JobStore> store_;
 
-  mutable std::mutex mu_;             // guards live_ and removing_; serialises creates and destroys
-  std::map<std::string, Live> live_;  // by namespace name
+  mutable std::mutex mu_;  // guards live_ and the sets below; serialises creates and destroys
+  std::map<std::string, Live> live_;        // by namespace name
   std::multiset<std::string> removing_;     // "/NAME" of the removals under way (any backend)
   std::multiset<std::string> staging_out_;  // job ids with a stage-out under way
   std::set<std::string> expiry_deferred_;   // expired, kept for a stage-out (said once)

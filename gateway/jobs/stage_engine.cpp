@@ -620,15 +620,16 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     }
     auto& big = bigs.emplace_back();
     big.entry = &e;
-    big.path = copy_path_of(below(dest_root, e.path));
+    const std::string dpath = below(dest_root, e.path);
+    big.path = copy_path_of(dpath);
     std::set<uint64_t> recorded;
     if (auto c = chunks.find(e.path); c != chunks.end()) {
       // A resumed copy goes on only where the source is as walked and the copy is there (in
       // place, for chunks a gateway that copied so recorded).
       auto s = source.layout->getattr(below(source.root, e.path));
       auto d = destination.layout->getattr(big.path);
-      if (!d && d.error() == ENOENT && big.path != below(dest_root, e.path)) {
-        big.path = below(dest_root, e.path);
+      if (!d && d.error() == ENOENT && big.path != dpath) {
+        big.path = dpath;
         d = destination.layout->getattr(big.path);
       }
       if (s && s->size == e.size && static_cast<int64_t>(s->mtime) == e.mtime && d &&
