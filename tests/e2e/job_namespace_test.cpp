@@ -25,7 +25,18 @@ namespace {
 using namespace std::chrono_literals;
 namespace pb = ::skein::v1;
 
-class JobNamespaces : public JobSuite {};
+class JobNamespaces : public JobSuite {
+ protected:
+  // Makes the job's namespace and destroys it while server 1 is down, which leaves its removal
+  // there pending; server 1 stays down.
+  void destroy_with_server_1_down() {
+    create(job(), user(0));
+    ASSERT_TRUE(cluster_->stop_server(1));
+    Json d;
+    ASSERT_EQ(ctl_json("ns destroy " + job() + " --wait-ms 3000", d), 0);
+    ASSERT_EQ(d["removal_pending"], Json::array({"scratch1:/job-" + job()})) << d.dump();
+  }
+};
 
 TEST_F(JobNamespaces, CreateIsDurableIdempotentAndMakesADirectoryOnEveryBackend) {
   Json j = create(job(), user(0), "--label partition=debug --lifetime 2h");
@@ -277,11 +288,7 @@ TEST_F(JobNamespaces, ANamespaceExpiresAndIsReaped) {
 }
 
 TEST_F(JobNamespaces, ARemovalOnABackendThatIsDownIsDoneWhenItIsBack) {
-  create(job(), user(0));
-  ASSERT_TRUE(cluster_->stop_server(1));
-  Json d;
-  ASSERT_EQ(ctl_json("ns destroy " + job() + " --wait-ms 3000", d), 0);
-  EXPECT_EQ(d["removal_pending"], Json::array({"scratch1:/job-" + job()})) << d.dump();
+  ASSERT_NO_FATAL_FAILURE(destroy_with_server_1_down());
   EXPECT_FALSE(exists(server_dir(job(), 0)));
   EXPECT_TRUE(exists(server_dir(job(), 1)));
   ASSERT_TRUE(cluster_->start_server(1));
@@ -293,18 +300,13 @@ TEST_F(JobNamespaces, ARemovalOnABackendThatIsDownIsDoneWhenItIsBack) {
 // one's directory on a server that was down is still pending. The new namespace's directories
 // are its own; the removal's retry must not take them.
 TEST_F(JobNamespaces, MadeAgainWhileItsOldRemovalIsPending) {
-  create(job(), user(0));
-  ASSERT_TRUE(cluster_->stop_server(1));
-  Json d;
-  ASSERT_EQ(ctl_json("ns destroy " + job() + " --wait-ms 3000", d), 0);
-  ASSERT_EQ(d["removal_pending"], Json::array({"scratch1:/job-" + job()})) << d.dump();
+  ASSERT_NO_FATAL_FAILURE(destroy_with_server_1_down());
   ASSERT_TRUE(cluster_->start_server(1));
   // Made again as soon as the gateway takes the server back: before the removal's next retry
   // (every 5 s), as a rule.
-  const std::string again = "ns create " + job() + " --uid " + std::to_string(uid_of(user(0))) +
-                            " --gid " + std::to_string(uid_of(user(0))) + " --quota-bytes 64M";
   Json made;
-  ASSERT_TRUE(eventually([&] { return ctl_json(again, made) == 0; }, 30s)) << made.dump();
+  ASSERT_TRUE(eventually([&] { return ctl_json(create_args(job(), user(0)), made) == 0; }, 30s))
+      << made.dump();
   Json shown;
   ASSERT_EQ(ctl_json("ns usage " + job(), shown), 0) << shown.dump();
   EXPECT_EQ(shown["pending_removals"], Json::array()) << shown.dump();
@@ -320,13 +322,9 @@ TEST_F(JobNamespaces, NamespacesCredentialsAndUsageSurviveAKillOfTheGateway) {
   ASSERT_FALSE(m.empty());
   ASSERT_TRUE(write_file(m + "/f", std::string(3 << 20, 'z')));
   std::this_thread::sleep_for(3s);  // usage is saved every 2 s; the recount fixes it otherwise
-  ASSERT_EQ(run_command(source_dir() + "/deploy/skein-local stop-gateway --kill --state " +
-                        q(cluster_->state())),
-            0);
+  ASSERT_TRUE(cluster_->stop_gateway(/*kill=*/true));
   // Written while the gateway is down: the mount fails, nothing hangs.
-  ASSERT_EQ(run_command(source_dir() + "/deploy/skein-local start-gateway --state " +
-                        q(cluster_->state())),
-            0);
+  ASSERT_TRUE(cluster_->start_gateway());
   Json u;
   ASSERT_TRUE(eventually([&] { return ctl_json("ns usage " + job(), u) == 0; }));
   EXPECT_EQ(u["bytes_used"], 3u << 20);
@@ -345,12 +343,7 @@ TEST_F(JobNamespaces, ADirectoryNoNamespaceClaimsIsReapedAfterTheGracePeriod) {
   std::string shorter = original;
   shorter.replace(shorter.find("[jobs]\n"), 7, "[jobs]\norphan_grace = \"3s\"\n");
   ASSERT_TRUE(write_file(config, shorter));
-  auto restart = [&] {
-    return run_command(source_dir() + "/deploy/skein-local stop-gateway --state " +
-                       q(cluster_->state())) == 0 &&
-           run_command(source_dir() + "/deploy/skein-local start-gateway --state " +
-                       q(cluster_->state())) == 0;
-  };
+  auto restart = [&] { return cluster_->stop_gateway() && cluster_->start_gateway(); };
   ASSERT_TRUE(restart());
   // Then a job directory the database does not know (a store restored from an old backup, a
   // gateway that lost its database), on two servers, with a file in it.

@@ -74,13 +74,17 @@ class JobSuite : public ClusterSuite<3, 0> {
   }
   // A job id of this test's own (made `n`).
   std::string job(int n = 1) { return name_ + "-" + std::to_string(n); }
+  // The skeinctl arguments that create job `id`'s namespace, owned by `user`.
+  static std::string create_args(const std::string& id, const std::string& user,
+                                 const std::string& extra = "", const std::string& quota = "64M") {
+    return "ns create " + id + " --uid " + std::to_string(uid_of(user)) + " --gid " +
+           std::to_string(uid_of(user)) + " --quota-bytes " + quota + " " + extra;
+  }
   // Creates job `id`'s namespace, owned by `user`; the create's JSON.
   Json create(const std::string& id, const std::string& user, const std::string& extra = "",
               const std::string& quota = "64M") {
     Json j;
-    int rc = ctl_json("ns create " + id + " --uid " + std::to_string(uid_of(user)) + " --gid " +
-                          std::to_string(uid_of(user)) + " --quota-bytes " + quota + " " + extra,
-                      j);
+    int rc = ctl_json(create_args(id, user, extra, quota), j);
     EXPECT_EQ(rc, 0) << j.dump();
     made_.push_back(id);
     return j;

@@ -254,6 +254,14 @@ bool LocalCluster::start_server(int i) { return server_command("start-server", i
 bool LocalCluster::freeze_server(int i) { return server_command("freeze-server", i); }
 bool LocalCluster::thaw_server(int i) { return server_command("thaw-server", i); }
 
+bool LocalCluster::stop_gateway(bool kill) {
+  return run_command(skein_local() + " stop-gateway" + (kill ? " --kill" : "") + " --state '" +
+                     state_ + "'") == 0;
+}
+bool LocalCluster::start_gateway() {
+  return run_command(skein_local() + " start-gateway --state '" + state_ + "'") == 0;
+}
+
 int LocalCluster::gateway_pid() const {
   std::ifstream in(state_ + "/gateway.pid");
   int pid = 0;

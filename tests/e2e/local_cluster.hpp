@@ -98,6 +98,10 @@ class LocalCluster {
   // Freezes storage server i (SIGSTOP: a hung server, connections open) / lets it go on.
   bool freeze_server(int i);
   bool thaw_server(int i);
+  // Stops the gateway (SIGTERM; SIGKILL with `kill`, or to tell skein-local of a gateway the test
+  // killed itself) / starts it again on the same port, with the same configuration file.
+  bool stop_gateway(bool kill = false);
+  bool start_gateway();
   // The gateway's process id, from its pid file.
   int gateway_pid() const;
 

@@ -94,6 +94,28 @@ class Staging : public JobSuite {
         },
         within);
   }
+  // Starts a stage-out of the job's /data to default:/srv2/NAME and waits until its saved progress
+  // satisfies `enough(total, done)`: its id, with `total` and `done` as they were then; "" (and a
+  // failure recorded) when it did not start or get there.
+  template <class Enough>
+  std::string stage_out_under_way(const std::string& name, uint64_t& total, uint64_t& done,
+                                  Enough enough) {
+    Json started;
+    EXPECT_EQ(ctl_json("stage out " + job() + " /data default:/srv2/" + name, started), 0)
+        << started.dump();
+    if (!started.contains("id")) return "";
+    const std::string id = started["id"];
+    const bool reached = eventually(
+        [&] {
+          Json s = status(id);
+          total = s.value("bytes_total", uint64_t{0});
+          done = s.value("bytes_done", uint64_t{0});
+          return total > 0 && enough(total, done);
+        },
+        60s);
+    EXPECT_TRUE(reached) << "stage " << id << " did not get there";
+    return reached ? id : "";
+  }
   // A stage-out of a tree with three large files, its gateway stopped on the way (killed with -9
   // half way, or stopped with SIGTERM early), then started again: the copy goes on with the rest,
   // and the trees are the same.
@@ -102,39 +124,25 @@ class Staging : public JobSuite {
     create(job(), user(0), "", "2G");
     Json in;
     ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /data", in), 0) << in.dump();
-    Json started;
-    ASSERT_EQ(ctl_json("stage out " + job() + " /data default:/srv2/" + name, started), 0)
-        << started.dump();
-    const std::string id = started["id"];
     uint64_t total = 0, done_before = 0;
-    ASSERT_TRUE(eventually(
-        [&] {
-          Json s = status(id);
-          total = s.value("bytes_total", static_cast<uint64_t>(0));
-          done_before = s.value("bytes_done", static_cast<uint64_t>(0));
-          // A SIGTERM lets the copies under way end: it comes at the first progress saved, while
-          // many chunks still wait, and at once (not through skein-local's script).
-          return total > 0 && (kill ? done_before >= total / 2 : done_before > 0);
-        },
-        60s));
+    // A SIGTERM lets the copies under way end: it comes at the first progress saved, while many
+    // chunks still wait, and at once (not through skein-local's script).
+    const std::string id =
+        stage_out_under_way(name, total, done_before,
+                            [&](uint64_t t, uint64_t d) { return kill ? d >= t / 2 : d > 0; });
+    ASSERT_FALSE(id.empty());
     ASSERT_LT(done_before, total) << "the copy finished before the stop; the test proves nothing";
     if (kill) {  // nothing is flushed, nothing said goodbye
       ASSERT_EQ(::kill(cluster_->gateway_pid(), SIGKILL), 0);
-      ASSERT_EQ(run_command(source_dir() + "/deploy/skein-local stop-gateway --kill --state " +
-                            q(cluster_->state())),
-                0);  // what skein-local knows of it
+      ASSERT_TRUE(cluster_->stop_gateway(/*kill=*/true));  // what skein-local knows of it
     } else {
       const pid_t gateway = cluster_->gateway_pid();
       ASSERT_EQ(::kill(gateway, SIGTERM), 0);
       EXPECT_TRUE(eventually([&] { return !process_runs(gateway); }, 15s))
           << "the gateway did not end on SIGTERM";
-      ASSERT_EQ(run_command(source_dir() + "/deploy/skein-local stop-gateway --state " +
-                            q(cluster_->state())),
-                0);
+      ASSERT_TRUE(cluster_->stop_gateway());
     }
-    ASSERT_EQ(run_command(source_dir() + "/deploy/skein-local start-gateway --state " +
-                          q(cluster_->state())),
-              0);
+    ASSERT_TRUE(cluster_->start_gateway());
     Json end;
     ASSERT_TRUE(ended(id, end)) << end.dump();
     ASSERT_EQ(end["state"], "done") << end.dump();
@@ -311,19 +319,11 @@ TEST_F(Staging, AStageOutOverEarlierResultsKeepsEachFileWholeUntilItsCopyIs) {
     earlier[b] = digest(dst_dir + "/" + b);
     wanted[b] = digest(src_dir + "/" + b);
   }
-  Json started;
-  ASSERT_EQ(ctl_json("stage out " + job() + " /data default:/srv2/over", started), 0)
-      << started.dump();
-  const std::string id = started["id"];
   uint64_t total = 0, done_before = 0;
-  ASSERT_TRUE(eventually(
-      [&] {
-        Json st = status(id);
-        total = st.value("bytes_total", uint64_t{0});
-        done_before = st.value("bytes_done", uint64_t{0});
-        return total > 0 && done_before > 0;  // early: a cancel lets the copies under way end
-      },
-      60s));
+  // Early: a cancel lets the copies under way end.
+  const std::string id =
+      stage_out_under_way("over", total, done_before, [](uint64_t, uint64_t d) { return d > 0; });
+  ASSERT_FALSE(id.empty());
   Json cancelled;
   ASSERT_EQ(ctl_json("stage cancel " + id, cancelled), 0) << cancelled.dump();
   Json end;
