@@ -2,9 +2,13 @@
 #include "kernel_cache.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "skein/path.hpp"
 
@@ -27,9 +31,55 @@ const char* kind_name(Invalidation::Kind kind) {
 
 }  // namespace
 
+void KernelCache::session_ready() {
+  ready_.store(true, std::memory_order_release);
+  std::lock_guard lock(root_mu_);
+  if (!stopping_ && !primer_.joinable()) primer_ = std::thread([this] { prime_root(); });
+}
+
+void KernelCache::stop() {
+  {
+    std::lock_guard lock(root_mu_);
+    stopping_ = true;
+  }
+  root_cv_.notify_all();
+  if (primer_.joinable()) primer_.join();
+}
+
+bool KernelCache::hold_root(InodeNumber ino) {
+  if (ino != FUSE_ROOT_ID) return false;
+  std::lock_guard lock(root_mu_);
+  if (root_known_) return false;
+  root_held_ = true;
+  return true;
+}
+
+void KernelCache::prime_root() {
+  std::chrono::milliseconds pause(10);
+  for (;;) {
+    struct stat st {};
+    const int rc = ::stat(mountpoint_.c_str(), &st);
+    const int error = errno;
+    std::unique_lock lock(root_mu_);
+    if (stopping_) return;
+    if (rc == 0) break;
+    spdlog::debug("stat of the mount point, for the root's attributes: {} (again in {} ms)",
+                  std::strerror(error), pause.count());
+    if (root_cv_.wait_for(lock, pause, [this] { return stopping_; })) return;
+    pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+  }
+  bool held = false;
+  {
+    std::lock_guard lock(root_mu_);
+    root_known_ = true;
+    held = std::exchange(root_held_, false);
+  }
+  if (held) (void)inval_inode(FUSE_ROOT_ID);
+}
+
 bool KernelCache::inval_inode(InodeNumber ino) {
   if (data_changed_) data_changed_(ino);
-  if (!ready_.load(std::memory_order_acquire)) return false;
+  if (!ready_.load(std::memory_order_acquire) || hold_root(ino)) return false;
   // Offset 0, length 0: attributes and every cached page.
   int rc = fuse_lowlevel_notify_inval_inode(session_, ino, 0, 0);
   if (rc != 0 && rc != -ENOENT) spdlog::debug("inval_inode {}: {}", ino, std::strerror(-rc));
@@ -46,7 +96,7 @@ bool KernelCache::inval_entry(InodeNumber parent, const std::string& name) {
 }
 
 void KernelCache::attributes_changed(InodeNumber ino) {
-  if (!ready_.load(std::memory_order_acquire)) return;
+  if (!ready_.load(std::memory_order_acquire) || hold_root(ino)) return;
   int rc = fuse_lowlevel_notify_inval_inode(session_, ino, -1, 0);  // negative offset: attrs only
   if (rc != 0 && rc != -ENOENT) spdlog::debug("inval attrs {}: {}", ino, std::strerror(-rc));
 }

@@ -8,10 +8,13 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache_policy.hpp"
@@ -22,11 +25,19 @@ namespace skein::client {
 
 class KernelCache final : public WatchStream::Listener {
  public:
-  KernelCache(fuse_session* session, InodeTable& inodes, CachePolicy& policy)
-      : session_(session), inodes_(inodes), policy_(policy) {}
+  // `mountpoint`: where the session is mounted (absolute), for the root's priming (below).
+  KernelCache(fuse_session* session, std::string mountpoint, InodeTable& inodes,
+              CachePolicy& policy)
+      : session_(session), mountpoint_(std::move(mountpoint)), inodes_(inodes), policy_(policy) {}
 
   // The kernel has initialised the session (FUSE_INIT): notifications make sense from now on.
-  void session_ready() { ready_.store(true, std::memory_order_release); }
+  // Also starts the root's priming: a thread that stats the mount point until the kernel holds
+  // the root's attributes (below). Call stop() before the session is destroyed.
+  void session_ready();
+  // Ends the priming thread, which notifies nothing after this returns. May wait for its stat,
+  // which the session answers (or an aborted connection fails).
+  void stop();
+  ~KernelCache() { stop(); }
 
   // Also told of every inode whose data may have changed (the mount's own read-ahead). Set
   // before the session starts.
@@ -61,11 +72,30 @@ class KernelCache final : public WatchStream::Listener {
   // `path` and everything cached below it.
   void drop_tree(const std::string& path);
 
+  // The root's invalidations wait until the kernel holds its attributes. The kernel makes up
+  // the root's first attributes (mode 040000, owned by whoever mounted: nobody else may search
+  // it) and drops a GETATTR's reply when an invalidation of the inode came while it was on its
+  // way; fuse_permission then checks the made-up ones, and the caller's first access to a fresh
+  // mount fails with EACCES (default_permissions). Any other inode's attributes, once it is
+  // looked up, are real ones, so a dropped reply leaves older real ones in place. Held: true
+  // when `ino` is the root and its invalidation is kept for later.
+  bool hold_root(InodeNumber ino);
+  // The priming thread: stats the mount point (a GETATTR of the root that no invalidation can
+  // meet, as they are held) until that succeeds, then sends what was held.
+  void prime_root();
+
   fuse_session* session_;
+  const std::string mountpoint_;
   InodeTable& inodes_;
   CachePolicy& policy_;
   std::function<void(InodeNumber)> data_changed_;
   std::atomic<bool> ready_{false};
+  std::mutex root_mu_;
+  std::condition_variable root_cv_;
+  bool root_known_ = false;  // the kernel has applied the root's real attributes
+  bool root_held_ = false;   // an invalidation of the root waits for that
+  bool stopping_ = false;
+  std::thread primer_;
 };
 
 }  // namespace skein::client

@@ -460,7 +460,8 @@ int run(const MountArgs& args, const std::string& token) {
     return 1;
   }
   guard.signals = true;
-  mount.kernel_cache = std::make_unique<skein::client::KernelCache>(se, mount.inodes, mount.cache);
+  mount.kernel_cache =
+      std::make_unique<skein::client::KernelCache>(se, args.mountpoint, mount.inodes, mount.cache);
   mount.kernel_cache->set_data_changed([&mount](skein::client::InodeNumber ino) {
     if (mount.data) mount.data->changed(ino);  // what was read ahead is stale too
   });
@@ -491,6 +492,7 @@ int run(const MountArgs& args, const std::string& token) {
       auto stopped = std::async(std::launch::async, [this] {
         mount.control.reset();
         mount.watch.reset();
+        mount.kernel_cache->stop();
       });
       if (mounted && stopped.wait_for(kNotificationsStopWithin) == std::future_status::timeout) {
         spdlog::warn(
