@@ -93,10 +93,11 @@ class ControlSocket {
 
   // Client side: sends `command` to the mount at `mountpoint`, whose socket is linked from `dir`
   // (empty: the first of default_dirs() that has it), and returns its answer. With `fd` >= 0
-  // that file descriptor goes with it (SCM_RIGHTS). On failure returns false with `error` set.
+  // that file descriptor goes with it (SCM_RIGHTS). On failure returns false with `error` set;
+  // a mount that takes no connection or sends no answer within `timeout` is one.
   static bool request(const std::string& dir, const std::string& mountpoint,
                       const std::string& command, std::string& answer, std::string& error,
-                      int fd = -1);
+                      int fd = -1, std::chrono::seconds timeout = std::chrono::seconds(10));
 
   // A path as the last field of a command line (`fill`'s NS_PATH): as it is when the line can
   // carry it, else '%' and the path with '%', spaces and control bytes %-encoded. A file's name

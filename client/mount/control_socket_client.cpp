@@ -75,8 +75,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace control_socket_detail;
 
-constexpr int kClientTimeoutSeconds = 10;  // a mount that does not answer (stopped, hung)
-
 }  // namespace
 
 std::string ControlSocket::default_dir() {
@@ -136,7 +134,7 @@ std::optional<std::string> ControlSocket::path_of_field(const std::string& field
 
 bool ControlSocket::request(const std::string& dir, const std::string& mountpoint,
                             const std::string& command, std::string& answer, std::string& error,
-                            int pass_fd) {
+                            int pass_fd, std::chrono::seconds timeout) {
   std::string target, searched;
   for (const std::string& d : dir.empty() ? default_dirs() : std::vector<std::string>{dir}) {
     for (const std::string& key : mountpoint_keys(mountpoint)) {
@@ -168,8 +166,14 @@ bool ControlSocket::request(const std::string& dir, const std::string& mountpoin
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
+  // Before the connect too: a mount that accepts nothing (stopped, hung) leaves a connect
+  // waiting for room in its backlog, as long as the send timeout lets it.
+  set_timeouts(fd, static_cast<int>(timeout.count()));
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    if (errno == ECONNREFUSED || errno == ENOENT) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      error = "the mount at " + mountpoint + " did not take the connection within " +
+              std::to_string(timeout.count()) + " s (stopped or hung?)";
+    } else if (errno == ECONNREFUSED || errno == ENOENT) {
       error = "the skein-mount of " + mountpoint + " is not running (stale control socket " +
               target + ")";
     } else if (errno == EACCES) {
@@ -181,7 +185,6 @@ bool ControlSocket::request(const std::string& dir, const std::string& mountpoin
     }
     return false;
   }
-  set_timeouts(fd, kClientTimeoutSeconds);
   const std::string line = command + "\n";
   std::size_t sent = 0;
   if (pass_fd >= 0) {
@@ -221,7 +224,7 @@ bool ControlSocket::request(const std::string& dir, const std::string& mountpoin
     if (n < 0) {
       error = errno == EAGAIN || errno == EWOULDBLOCK
                   ? "the mount at " + mountpoint + " did not answer within " +
-                        std::to_string(kClientTimeoutSeconds) + " s (stopped or hung?)"
+                        std::to_string(timeout.count()) + " s (stopped or hung?)"
                   : errno_text("receive from " + target);
       return false;
     }

@@ -19,7 +19,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -99,6 +101,44 @@ void make_old(const std::string& path) {
 // A mount that was killed leaves its socket and its mount point's link behind; the next mount
 // that opens a socket in the same directory removes them, and leaves a live mount's socket and
 // one too young to tell from a mount that is starting.
+// A mount that is stopped (SIGSTOP, a debugger) or whose accepting thread hangs: once its
+// socket's backlog is full, a connect waits for room. The request gives up at its timeout.
+TEST(ControlSocketTest, ARequestToAMountThatTakesNoConnectionGivesUpAtItsTimeout) {
+  TempDir dir;
+  const std::string mountpoint = dir.path + "/mnt";
+  std::string error;
+  auto socket = ControlSocket::open(dir.path + "/sockets", "m1", mountpoint, error);
+  ASSERT_TRUE(socket) << error;  // never started: nothing accepts
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(socket->path().size(), sizeof addr.sun_path);
+  std::memcpy(addr.sun_path, socket->path().c_str(), socket->path().size() + 1);
+  std::vector<int> queued;  // connections that fill the backlog
+  for (int i = 0; i < 1000; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ASSERT_EQ(errno, EAGAIN) << std::strerror(errno);
+      ::close(fd);
+      break;
+    }
+    queued.push_back(fd);
+  }
+  ASSERT_LT(queued.size(), 1000u) << "the backlog never filled";
+  std::string answer, request_error;
+  auto asked = std::async(std::launch::async, [&] {
+    return ControlSocket::request(dir.path + "/sockets", mountpoint, "status", answer,
+                                  request_error, -1, std::chrono::seconds(1));
+  });
+  const bool returned = asked.wait_for(std::chrono::seconds(8)) == std::future_status::ready;
+  socket.reset();  // on failure, lets the waiting connect end (refused)
+  for (int fd : queued) ::close(fd);
+  ASSERT_TRUE(returned) << "the request still waits for the connection";
+  EXPECT_FALSE(asked.get());
+  EXPECT_NE(request_error.find("did not take the connection within 1 s"), std::string::npos)
+      << request_error;
+}
+
 TEST(ControlSocketTest, WhatAKilledMountLeftIsRemovedByTheNext) {
   TempDir dir;
   const std::string sockets = dir.path + "/sockets";
