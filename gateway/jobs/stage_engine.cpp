@@ -84,6 +84,27 @@ Kind kind_of(uint32_t mode) {
   return Kind::file;
 }
 
+// Where an operation's place is, to tell whether two overlap: the namespace (the job's own for
+// a plain /path) or the backend, and the path there. Places are compared as written: one tree
+// reached both through a namespace and as a backend's is not recognised.
+struct PlaceKey {
+  std::string where, path;
+};
+PlaceKey place_key(const StagePlace& p, const std::string& job_id) {
+  switch (p.kind) {
+    case StagePlace::Kind::job:
+      return {"namespace " + JobNamespaces::namespace_name(job_id), p.path};
+    case StagePlace::Kind::ns:
+      return {"namespace " + p.name, p.path};
+    case StagePlace::Kind::backend:
+      return {"backend " + p.name, p.path};
+  }
+  return {};
+}
+bool overlap(const PlaceKey& a, const PlaceKey& b) {
+  return a.where == b.where && (path_is_under(a.path, b.path) || path_is_under(b.path, a.path));
+}
+
 }  // namespace
 
 StagePlace parse_stage_place(const std::string& text) {
@@ -256,6 +277,12 @@ StageReport StageEngine::begin(const StageSpec& spec, bool destroy_after) {
   r.destroy_after = destroy_after;
   r.state = StageState::queued;
   r.started_s = r.updated_s = now_s();
+  std::lock_guard lock(begin_mu_);
+  if (auto same = under_way(spec, destroy_after)) {
+    // The same request again (a hook that was killed and runs again): the copy under way.
+    spdlog::info("stage {} of job {}: asked for again while under way", same->id, spec.job_id);
+    return report(*same);
+  }
   store_.insert(r);
   spdlog::info("stage {} of job {}: {} {} -> {}{}{}", r.id, spec.job_id, to_string(spec.direction),
                spec.source, spec.destination, spec.verify ? " (verified)" : "",
@@ -263,6 +290,35 @@ StageReport StageEngine::begin(const StageSpec& spec, bool destroy_after) {
   auto run = std::make_shared<Run>(r);
   launch(run);
   return StageReport{r, 0, 0};
+}
+
+std::optional<StageRecord> StageEngine::under_way(const StageSpec& spec, bool destroy_after) const {
+  const PlaceKey source = place_key(parse_stage_place(spec.source), spec.job_id);
+  const PlaceKey destination = place_key(parse_stage_place(spec.destination), spec.job_id);
+  for (const StageRecord& other : store_.unfinished()) {
+    const StageSpec& o = other.spec;
+    if (o.job_id == spec.job_id && o.direction == spec.direction && o.source == spec.source &&
+        o.destination == spec.destination && o.verify == spec.verify &&
+        other.destroy_after == destroy_after)
+      return other;
+    PlaceKey other_source, other_destination;
+    try {
+      other_source = place_key(parse_stage_place(o.source), o.job_id);
+      other_destination = place_key(parse_stage_place(o.destination), o.job_id);
+    } catch (const AdminError&) {
+      continue;  // checked when it began; not a place today (cannot happen)
+    }
+    const char* clash = overlap(destination, other_destination) ? "the destination overlaps that"
+                        : overlap(destination, other_source) ? "the destination overlaps the source"
+                        : overlap(source, other_destination) ? "the source overlaps the destination"
+                                                             : nullptr;
+    if (!clash) continue;
+    throw AdminError(Err::failed_precondition,
+                     std::string(clash) + " of stage " + other.id + " (job " + o.job_id + ": " +
+                         to_string(o.direction) + " " + o.source + " -> " + o.destination + ", " +
+                         to_string(other.state) + "): wait for it to end, or cancel it");
+  }
+  return std::nullopt;
 }
 
 void StageEngine::launch(std::shared_ptr<Run> run) {

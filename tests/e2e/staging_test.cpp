@@ -246,6 +246,51 @@ TEST_F(Staging, BadRequestsAreRefusedClearlyAndStartNothing) {
   EXPECT_TRUE(list["operations"].empty()) << list.dump();
 }
 
+// Two copies into one place would mix their bytes, and a copy out of a place being written would
+// read files half written: a stage that overlaps one under way is refused, and the same request
+// again (a Slurm hook run a second time) is the copy under way. Once that has ended, the place is
+// free.
+TEST_F(Staging, AStageOverlappingOneUnderWayIsRefusedAndTheSameRequestJoinsIt) {
+  const std::string src = make_tree(0, "/busy-src", 10, 3, 200);
+  const std::string other = make_tree(0, "/busy-other", 10, 0, 0);
+  create(job(), user(0), "", "2G");
+  Json first;
+  ASSERT_EQ(ctl_json("stage in " + job() + " " + src + " /data", first), 0) << first.dump();
+  const std::string id = first["id"];
+  const std::string of = " of stage " + id + " (job " + job() + ": in " + src + " -> /data, ";
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"stage in " + job() + " " + other + " /data/sub", "the destination overlaps that" + of},
+      {"stage in " + job() + " " + other + " /", "the destination overlaps that" + of},
+      {"stage in " + job() + " " + src + " /data --verify", "the destination overlaps that" + of},
+      {"stage out " + job() + " /data/d1 default:/srv1/busy-out",
+       "the source overlaps the destination" + of},
+  };
+  for (auto& c : cases) {
+    std::string out;
+    EXPECT_EQ(ctl(c.args, &out), 4) << c.args << ": " << out;
+    EXPECT_NE(out.find(c.message), std::string::npos) << c.args << ": " << out;
+  }
+  Json again;
+  ASSERT_EQ(ctl_json("stage in " + job() + " " + src + " /data", again), 0) << again.dump();
+  EXPECT_EQ(again["id"], id) << "the same request started a second copy";
+  ASSERT_EQ(status(id)["state"], "running")
+      << "the copy ended before the checks: they prove nothing";
+  // Elsewhere in the namespace, at the same time: copied.
+  Json elsewhere;
+  EXPECT_EQ(stage_wait("stage in " + job() + " " + other + " /elsewhere", elsewhere), 0)
+      << elsewhere.dump();
+  Json cancelled;
+  ASSERT_EQ(ctl_json("stage cancel " + id, cancelled), 0);
+  EXPECT_EQ(cancelled["state"], "cancelled") << cancelled.dump();
+  Json later;
+  EXPECT_EQ(stage_wait("stage in " + job() + " " + other + " /data/sub", later), 0) << later.dump();
+  Json list;
+  ASSERT_EQ(ctl_json("stage list " + job(), list), 0);
+  EXPECT_EQ(list["operations"].size(), 3u) << list.dump();
+}
+
 TEST_F(Staging, ACancelStopsTheCopyAndAQuotaTooSmallFailsBeforeCopying) {
   const std::string src = make_tree(0, "/cancel-src", 10, 2, 100);
   create(job(1), user(0), "", "2G");
