@@ -102,7 +102,19 @@ PlaceKey place_key(const StagePlace& p, const std::string& job_id) {
   return {};
 }
 bool overlap(const PlaceKey& a, const PlaceKey& b) {
-  return a.where == b.where && (path_is_under(a.path, b.path) || path_is_under(b.path, a.path));
+  return !a.where.empty() && a.where == b.where &&
+         (path_is_under(a.path, b.path) || path_is_under(b.path, a.path));
+}
+bool operator==(const PlaceKey& a, const PlaceKey& b) {
+  return !a.where.empty() && a.where == b.where && a.path == b.path;
+}
+// An empty key (never equal to or overlapping any) for a place that does not parse.
+PlaceKey place_key(const std::string& text, const std::string& job_id) {
+  try {
+    return place_key(parse_stage_place(text), job_id);
+  } catch (const AdminError&) {
+    return {};
+  }
 }
 
 }  // namespace
@@ -143,7 +155,14 @@ StagePlace parse_stage_place(const std::string& text) {
 
 // One operation with a thread: its record, the live counters and what is still to be saved.
 struct StageEngine::Run {
-  explicit Run(StageRecord r) : record(std::move(r)) {}
+  explicit Run(StageRecord r)
+      : source(place_key(r.spec.source, r.spec.job_id)),
+        destination(place_key(r.spec.destination, r.spec.job_id)),
+        record(std::move(r)) {}
+
+  // Where it copies from and to, as compared with other operations' places.
+  const PlaceKey source, destination;
+  uint64_t order = 0;  // when it was launched, among this engine's operations (under mu_)
 
   mutable std::mutex mu;  // guards record, rate, pending, failed, error, ended
   StageRecord record;
@@ -293,32 +312,32 @@ StageReport StageEngine::begin(const StageSpec& spec, bool destroy_after) {
 }
 
 std::optional<StageRecord> StageEngine::under_way(const StageSpec& spec, bool destroy_after) const {
-  const PlaceKey source = place_key(parse_stage_place(spec.source), spec.job_id);
-  const PlaceKey destination = place_key(parse_stage_place(spec.destination), spec.job_id);
-  for (const StageRecord& other : store_.unfinished()) {
-    const StageSpec& o = other.spec;
-    if (o.job_id == spec.job_id && o.direction == spec.direction && o.source == spec.source &&
-        o.destination == spec.destination && o.verify == spec.verify &&
-        other.destroy_after == destroy_after)
-      return other;
-    PlaceKey other_source, other_destination;
-    try {
-      other_source = place_key(parse_stage_place(o.source), o.job_id);
-      other_destination = place_key(parse_stage_place(o.destination), o.job_id);
-    } catch (const AdminError&) {
-      continue;  // checked when it began; not a place today (cannot happen)
-    }
-    const char* clash = overlap(destination, other_destination) ? "the destination overlaps that"
-                        : overlap(destination, other_source) ? "the destination overlaps the source"
-                        : overlap(source, other_destination) ? "the source overlaps the destination"
-                                                             : nullptr;
-    if (!clash) continue;
-    throw AdminError(Err::failed_precondition,
-                     std::string(clash) + " of stage " + other.id + " (job " + o.job_id + ": " +
-                         to_string(o.direction) + " " + o.source + " -> " + o.destination + ", " +
-                         to_string(other.state) + "): wait for it to end, or cancel it");
+  const PlaceKey source = place_key(spec.source, spec.job_id);
+  const PlaceKey destination = place_key(spec.destination, spec.job_id);
+  std::lock_guard lock(mu_);
+  for (auto& [id, run] : runs_) {
+    const StageSpec& o = run->record.spec;
+    if (run->cancel || o.job_id != spec.job_id || o.direction != spec.direction ||
+        o.verify != spec.verify || run->record.destroy_after != destroy_after ||
+        !(run->source == source) || !(run->destination == destination))
+      continue;
+    std::lock_guard run_lock(run->mu);
+    if (!run->ended) return run->record;
   }
   return std::nullopt;
+}
+
+std::shared_ptr<StageEngine::Run> StageEngine::overlapping_before(const Run& run) const {
+  std::lock_guard lock(mu_);
+  for (auto& [id, other] : runs_) {
+    if (other.get() == &run || other->order > run.order) continue;
+    if (!overlap(run.destination, other->destination) && !overlap(run.destination, other->source) &&
+        !overlap(run.source, other->destination))
+      continue;
+    std::lock_guard other_lock(other->mu);
+    if (!other->ended) return other;
+  }
+  return nullptr;
 }
 
 void StageEngine::launch(std::shared_ptr<Run> run) {
@@ -334,6 +353,7 @@ void StageEngine::launch(std::shared_ptr<Run> run) {
       ++it;
     }
   }
+  run->order = next_order_++;
   runs_[run->record.id] = run;
   run->thread = std::thread([this, run] {
     execute(*run);
@@ -438,6 +458,18 @@ void StageEngine::execute(Run& run) {
     run.ended = true;
     run.ended_cv.notify_all();
   };
+  // Operations whose places overlap copy one after the other, in the order they began, each
+  // queued until those before it have ended: two copies into one file would mix their bytes,
+  // and a copy out of a tree being written would read files half written.
+  while (auto before = overlapping_before(run)) {
+    {
+      std::unique_lock lock(before->mu);
+      before->ended_cv.wait_for(lock, std::chrono::milliseconds(200),
+                                [&] { return before->ended; });
+    }
+    if (stopping_) return;
+    if (run.cancel) return end(StageState::cancelled, "cancelled while queued");
+  }
   // Wait for a slot among the operations that copy at once.
   while (!slots_.try_acquire_for(std::chrono::milliseconds(200))) {
     if (stopping_) return;

@@ -77,11 +77,11 @@ class StageEngine {
 
   // Checks the request (the job's namespace, both places, the source's existence) and starts
   // the copy. With `destroy_after`, the job's namespace is destroyed once the copy is done (and
-  // kept when it fails). The same request while it has not ended returns that operation.
-  // Throws AdminError: invalid_argument, not_found; failed_precondition when the destination
-  // overlaps the source or destination of another operation that has not ended, or the source
-  // that one's destination (two copies into one file would mix their bytes; a copy would read
-  // files half written).
+  // kept when it fails). The same request again while it has not ended (and is not being
+  // cancelled) returns that operation. One whose destination overlaps the source or
+  // destination of another that has not ended, or whose source overlaps that one's
+  // destination, stays queued until the other has ended. Throws AdminError: invalid_argument,
+  // not_found.
   StageReport begin(const StageSpec& spec, bool destroy_after = false);
   std::optional<StageReport> find(const std::string& id) const;
   std::vector<StageReport> list(const std::string& job_id) const;
@@ -101,9 +101,10 @@ class StageEngine {
   };
   Tree resolve(const std::string& place_text, bool job_side, const std::string& job_id) const;
 
-  // An operation that has not ended with the same request; throws failed_precondition when
-  // `spec` overlaps another (begin()).
+  // An operation that has not ended, and is not being cancelled, with the same request.
   std::optional<StageRecord> under_way(const StageSpec& spec, bool destroy_after) const;
+  // An operation launched before `run` that has not ended and whose places overlap its own.
+  std::shared_ptr<Run> overlapping_before(const Run& run) const;
   void launch(std::shared_ptr<Run> run);
   void execute(Run& run);
   void copy(Run& run, Tree& source, Tree& destination);
@@ -120,6 +121,7 @@ class StageEngine {
   std::mutex begin_mu_;    // one begin() at a time, from its check of the places to its record
   mutable std::mutex mu_;  // guards runs_ and stopping_
   std::map<std::string, std::shared_ptr<Run>> runs_;  // operations with a thread, by id
+  uint64_t next_order_ = 0;                           // the next Run::order
   std::atomic<bool> stopping_{false};
 };
 
