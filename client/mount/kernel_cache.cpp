@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "skein/path.hpp"
@@ -33,48 +34,56 @@ const char* kind_name(Invalidation::Kind kind) {
 
 void KernelCache::session_ready() {
   ready_.store(true, std::memory_order_release);
-  std::lock_guard lock(root_mu_);
-  if (!stopping_ && !primer_.joinable()) primer_ = std::thread([this] { prime_root(); });
+  std::lock_guard lock(root_->mu);
+  if (root_->stopping || root_->started) return;
+  root_->started = true;
+  // Detached: a stat that the session will never answer (the loop ended with it queued) must not
+  // hold up the unmount; the process's exit ends it. It touches only the shared state, and the
+  // session only while stop() has not been called.
+  std::thread(prime_root, root_, session_, mountpoint_).detach();
 }
 
 void KernelCache::stop() {
   {
-    std::lock_guard lock(root_mu_);
-    stopping_ = true;
+    std::lock_guard lock(root_->mu);
+    root_->stopping = true;
   }
-  root_cv_.notify_all();
-  if (primer_.joinable()) primer_.join();
+  root_->cv.notify_all();
 }
 
 bool KernelCache::hold_root(InodeNumber ino) {
   if (ino != FUSE_ROOT_ID) return false;
-  std::lock_guard lock(root_mu_);
-  if (root_known_) return false;
-  root_held_ = true;
+  std::lock_guard lock(root_->mu);
+  if (root_->known) return false;
+  root_->held = true;
   return true;
 }
 
-void KernelCache::prime_root() {
+void KernelCache::prime_root(std::shared_ptr<RootPriming> state, fuse_session* session,
+                             std::string mountpoint) {
   std::chrono::milliseconds pause(10);
   for (;;) {
+    {
+      std::lock_guard lock(state->mu);
+      if (state->stopping || fuse_session_exited(session)) return;
+    }
     struct stat st {};
-    const int rc = ::stat(mountpoint_.c_str(), &st);
+    const int rc = ::stat(mountpoint.c_str(), &st);
     const int error = errno;
-    std::unique_lock lock(root_mu_);
-    if (stopping_) return;
-    if (rc == 0) break;
+    std::unique_lock lock(state->mu);
+    if (state->stopping) return;
+    if (rc == 0) {
+      state->known = true;
+      // Under the lock, so that nothing is sent once stop() has returned.
+      if (std::exchange(state->held, false))
+        (void)fuse_lowlevel_notify_inval_inode(session, FUSE_ROOT_ID, 0, 0);
+      return;
+    }
     spdlog::debug("stat of the mount point, for the root's attributes: {} (again in {} ms)",
                   std::strerror(error), pause.count());
-    if (root_cv_.wait_for(lock, pause, [this] { return stopping_; })) return;
-    pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+    if (state->cv.wait_for(lock, pause, [&] { return state->stopping; })) return;
+    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
   }
-  bool held = false;
-  {
-    std::lock_guard lock(root_mu_);
-    root_known_ = true;
-    held = std::exchange(root_held_, false);
-  }
-  if (held) (void)inval_inode(FUSE_ROOT_ID);
 }
 
 bool KernelCache::inval_inode(InodeNumber ino) {

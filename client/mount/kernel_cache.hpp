@@ -12,9 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cache_policy.hpp"
@@ -34,8 +34,8 @@ class KernelCache final : public WatchStream::Listener {
   // Also starts the root's priming: a thread that stats the mount point until the kernel holds
   // the root's attributes (below). Call stop() before the session is destroyed.
   void session_ready();
-  // Ends the priming thread, which notifies nothing after this returns. May wait for its stat,
-  // which the session answers (or an aborted connection fails).
+  // Ends the root's priming: its thread notifies nothing after this returns (and is left to
+  // end by itself: its stat may wait for the session, or for the process's exit).
   void stop();
   ~KernelCache() { stop(); }
 
@@ -80,9 +80,18 @@ class KernelCache final : public WatchStream::Listener {
   // looked up, are real ones, so a dropped reply leaves older real ones in place. Held: true
   // when `ino` is the root and its invalidation is kept for later.
   bool hold_root(InodeNumber ino);
+  struct RootPriming {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool known = false;     // the kernel has applied the root's real attributes
+    bool held = false;      // an invalidation of the root waits for that
+    bool started = false;   // the priming thread was started
+    bool stopping = false;  // stop() was called
+  };
   // The priming thread: stats the mount point (a GETATTR of the root that no invalidation can
   // meet, as they are held) until that succeeds, then sends what was held.
-  void prime_root();
+  static void prime_root(std::shared_ptr<RootPriming> state, fuse_session* session,
+                         std::string mountpoint);
 
   fuse_session* session_;
   const std::string mountpoint_;
@@ -90,12 +99,8 @@ class KernelCache final : public WatchStream::Listener {
   CachePolicy& policy_;
   std::function<void(InodeNumber)> data_changed_;
   std::atomic<bool> ready_{false};
-  std::mutex root_mu_;
-  std::condition_variable root_cv_;
-  bool root_known_ = false;  // the kernel has applied the root's real attributes
-  bool root_held_ = false;   // an invalidation of the root waits for that
-  bool stopping_ = false;
-  std::thread primer_;
+  // Shared with the priming thread, which may outlive this object.
+  std::shared_ptr<RootPriming> root_ = std::make_shared<RootPriming>();
 };
 
 }  // namespace skein::client
