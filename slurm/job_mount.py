@@ -240,12 +240,21 @@ def prolog():
         job_id = hook.job_id
         if not job_id:
             raise HookError("no SLURM_JOB_ID in the environment: not run by slurmd?")
-        if not job_uses_skein(config, job_id):
+        try:
+            uses_skein = job_uses_skein(config, job_id)
+        except HookError as e:
+            # slurmctld did not answer. The gateway knows as well: a job that asked for skein
+            # is allocated only once its setup made its namespace. Failing here would drain
+            # the node for every job, skein's or not.
+            hook.say(f"{e}; asking the gateway whether the job has a namespace")
+            uses_skein = None
+        if uses_skein is False:
             return 0
         uid = int(os.environ["SLURM_JOB_UID"])
         gid = int(os.environ["SLURM_JOB_GID"])
         try:
-            mount_job(hook, config, job_id, uid, gid)
+            if not mount_job(hook, config, job_id, uid, gid, absent_ok=uses_skein is None):
+                hook.say("the gateway has no namespace for the job: it did not ask for skein")
         except GatewayUnreachable as e:
             if config.get("node", {}).get("on_gateway_unreachable", "hold") != "hold":
                 raise
@@ -259,7 +268,13 @@ def prolog():
         return 1
 
 
-def mount_job(hook, config, job_id, uid, gid):
+# skein-mount's message when the gateway has no namespace for the job (NOT_FOUND).
+NO_NAMESPACE = re.compile(r"no job namespace for job")
+
+
+def mount_job(hook, config, job_id, uid, gid, absent_ok=False):
+    """Mounts the job's namespace; True once mounted. With absent_ok, a gateway that has no
+    namespace for the job is no error: the mount point made for it goes and False is returned."""
     node = config.get("node", {})
     gateway = config["gateway"]
     mp = mount_point(config, job_id)
@@ -268,7 +283,7 @@ def mount_job(hook, config, job_id, uid, gid):
         try:
             st = stat_with_deadline(mp, timeout)
             if mountinfo_entry(mp) == "fuse.skein" and st.st_uid == uid:
-                return  # mounted already (the prolog ran before): nothing to do
+                return True  # mounted already (the prolog ran before): nothing to do
         except (OSError, HookError):
             pass
         hook.say(f"{mp} holds a stale or foreign mount; replacing it")
@@ -321,6 +336,12 @@ def mount_job(hook, config, job_id, uid, gid):
         if r.returncode == 0:
             break
         problem = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}")
+        if absent_ok and NO_NAMESPACE.search(problem):
+            try:
+                os.rmdir(mp)
+            except OSError:
+                pass
+            return False
     else:
         message = f"cannot mount the job's scratch on {mp}: {problem}"
         raise (GatewayUnreachable if UNREACHABLE.search(problem) else HookError)(message)
@@ -330,6 +351,7 @@ def mount_job(hook, config, job_id, uid, gid):
         raise HookError(f"{mp} was mounted but does not answer: {e.strerror}") from e
     if st.st_uid != uid:
         raise HookError(f"{mp} is owned by uid {st.st_uid}, not the job's user {uid}")
+    return True
 
 
 def requeue_held(hook, job_id, reason):

@@ -468,6 +468,40 @@ def test_gateway_unreachable_at_mount_requeues_the_job_held_and_keeps_the_node(c
     assert_clean(c, job)
 
 
+def test_prolog_asks_the_gateway_when_slurmctld_cannot_tell(c):
+    # The prolog asks slurmctld (scontrol) whether the job asked for skein. When that fails, a
+    # prolog that failed too would drain the node for every job, skein's or not; it asks the
+    # gateway instead, which made the namespace of every skein job before its allocation. Run as
+    # slurmd runs it, for job ids slurmctld never gave, so that the real scontrol fails.
+    uid, gid = str(h.pwd.getpwnam(A).pw_uid), str(h.pwd.getpwnam(A).pw_gid)
+    absent, present = "990011", "990012"
+    c.skeinctl("ns", "create", present, "--uid", uid, "--gid", gid, "--quota-bytes", "1G")
+
+    def hook(name, job_id):
+        r = h.run([os.path.join(h.SOURCE, "slurm", name)], check=False, timeout=90,
+                  env=c.env(SKEIN_SLURM_CONFIG=c.config_path, SLURM_JOB_ID=job_id,
+                            SLURM_JOB_UID=uid, SLURM_JOB_GID=gid))
+        print(f"  {name} of job {job_id}: " + r.stderr.strip().replace("\n", "\n  "))
+        return r
+
+    mp = os.path.join(c.scratch_root, present)
+    try:
+        r = hook("prolog", absent)
+        check(r.returncode == 0, f"the prolog of a job with no namespace failed: {r.stderr}")
+        check("scontrol show job" in r.stderr, f"scontrol did not fail as the test needs: {r.stderr}")
+        check(not os.path.exists(os.path.join(c.scratch_root, absent)),
+              "a mount point was left for a job with no namespace")
+        r = hook("prolog", present)
+        check(r.returncode == 0, f"the prolog of a job with a namespace failed: {r.stderr}")
+        check(h.mountinfo_has(mp), f"the job's namespace is not mounted on {mp}")
+        check(os.stat(mp).st_uid == int(uid), f"{mp} is not the job's user's")
+    finally:
+        r = hook("epilog", present)
+        c.skeinctl("ns", "destroy", present, check=False)
+    check(r.returncode == 0, f"the epilog failed: {r.stderr}")
+    check(not h.mountinfo_has(mp) and not os.path.exists(mp), f"{mp} was left")
+
+
 TESTS = [
     test_scratch_is_mounted_private_at_first_line,
     test_two_running_jobs_cannot_see_each_others_scratch,
@@ -482,6 +516,7 @@ TESTS = [
     test_gateway_down_at_setup_holds_the_job_and_keeps_the_node,
     test_gateway_unreachable_at_mount_requeues_the_job_held_and_keeps_the_node,
     test_reaper_removes_namespaces_whose_job_is_gone_and_keeps_the_rest,
+    test_prolog_asks_the_gateway_when_slurmctld_cannot_tell,
 ]
 
 
