@@ -231,6 +231,12 @@ bool ControlSocket::request(const std::string& dir, const std::string& mountpoin
     if (n == 0) break;
     answer.append(buf, static_cast<std::size_t>(n));
   }
+  // Every command has an answer: none means the mount ended (killed, crashed) while it worked,
+  // and what it was to do (a fill's bytes in the caller's buffer) may not be done.
+  if (answer.empty()) {
+    error = "the mount at " + mountpoint + " ended the connection with no answer (did it stop?)";
+    return false;
+  }
   return true;
 }
 

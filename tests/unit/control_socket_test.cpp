@@ -139,6 +139,22 @@ TEST(ControlSocketTest, ARequestToAMountThatTakesNoConnectionGivesUpAtItsTimeout
       << request_error;
 }
 
+// A mount that dies while it answers (killed, crashed) closes the connection with no answer:
+// that is a failure, never an empty success (a fill's caller would use bytes never put there).
+TEST(ControlSocketTest, AConnectionClosedWithNoAnswerIsAFailure) {
+  TempDir dir;
+  const std::string mountpoint = dir.path + "/mnt";
+  std::string error;
+  auto socket = ControlSocket::open(dir.path + "/sockets", "m1", mountpoint, error);
+  ASSERT_TRUE(socket) << error;
+  socket->start([](const std::string&, int, const ControlPeer&) { return std::string(); });
+  std::string answer = "left from before", request_error;
+  EXPECT_FALSE(
+      ControlSocket::request(dir.path + "/sockets", mountpoint, "fill x", answer, request_error));
+  EXPECT_NE(request_error.find("ended the connection with no answer"), std::string::npos)
+      << request_error;
+}
+
 TEST(ControlSocketTest, WhatAKilledMountLeftIsRemovedByTheNext) {
   TempDir dir;
   const std::string sockets = dir.path + "/sockets";
