@@ -245,11 +245,16 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd,
     done += window;
   }
   if (handle.handle != 0 && !handle.kept) mount.gateway->release_async(ref);
-  if (!failure.empty()) return err(failure);
   // Checked again: an invalidation during the command may have come before the bytes landed.
-  if (!mount.cache.open_matches(ino, mtime_ns, size))
-    return err(path +
-               (store ? " changed while its pages were stored" : " changed while it was read"));
+  if (failure.empty() && !mount.cache.open_matches(ino, mtime_ns, size))
+    failure =
+        path + (store ? " changed while its pages were stored" : " changed while it was read");
+  if (!failure.empty()) {
+    // Pages stored before the failure may be of the old version, stored after the invalidation
+    // that dropped it; an open of the new version would keep them. They go.
+    if (store) mount.kernel_cache->pages_stale(ino);
+    return err(failure);
+  }
   return "ok " + std::to_string(length) + (mode == "fetch" && tagged ? " " + signer->tag() : "") +
          "\n";
 }

@@ -54,6 +54,10 @@ class KernelCache final : public WatchStream::Listener {
   // operation: attribute-only invalidation takes no lock that the kernel could be holding.
   void attributes_changed(InodeNumber ino);
 
+  // Drops `ino`'s attributes and pages (a fill stored pages that may be of an older version).
+  // From the control socket's thread only, like the invalidations.
+  void pages_stale(InodeNumber ino) { (void)inval_inode(ino); }
+
   // Puts `len` bytes of `ino` at `offset` into the kernel's page cache (notify_store). Returns 0
   // or a negative errno. From the control socket's thread only, like the invalidations.
   int store(InodeNumber ino, uint64_t offset, const char* data, std::size_t len);
