@@ -271,8 +271,17 @@ void skein_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, o
   if (!written) fuse_reply_err(req, written.error());
 }
 
+// FLUSH's and FSYNC's errors as the application is to see them. The kernel takes ENOSYS for "no
+// such operation": it would answer every later flush (or fsync) of the mount itself, with
+// success, and never ask again, so write errors would no longer reach close() or fsync().
+// ENOSYS can come from the gateway's side (gRPC UNIMPLEMENTED, such as a proxy's 404 during a
+// restart); it is an I/O error here.
+void reply_sync_status(fuse_req_t req, Status status) {
+  fuse_reply_err(req, status.error() == ENOSYS ? EIO : status.error());
+}
+
 void skein_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  reply_status(req, session_of(req).flush(ino, file_handle(fi)));
+  reply_sync_status(req, session_of(req).flush(ino, file_handle(fi)));
 }
 
 void skein_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -281,7 +290,7 @@ void skein_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void skein_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-  reply_status(req, session_of(req).fsync(ino, file_handle(fi), datasync != 0));
+  reply_sync_status(req, session_of(req).fsync(ino, file_handle(fi), datasync != 0));
 }
 
 void skein_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
