@@ -236,6 +236,42 @@ TEST_F(DataPath, TruncateAfterPendingWritesKeepsItsSize) {
   EXPECT_TRUE(read_file(s(name())) == data.substr(0, kMiB + 3));
 }
 
+// Writes acknowledged to one descriptor, then an open with O_TRUNC through another (the kernel
+// hands O_TRUNC to the open, ATOMIC_O_TRUNC): the writes land before the truncation, never after
+// it, so the file stays empty.
+TEST_F(DataPath, AnOpenThatTruncatesComesAfterTheWritesBeforeIt) {
+  int fd = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  const std::string data = random_bytes(4096, 15);  // small writes: many queued at once
+  for (int i = 0; i < 4096; ++i)
+    ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  const int emptied = ::open(m(name()).c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(emptied, 0);
+  EXPECT_EQ(::close(emptied), 0);
+  EXPECT_EQ(::close(fd), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(s(name()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0) << "writes from before the truncation landed after it";
+}
+
+// Log rotation: a writer's file is renamed while its writes are on their way, and a new file
+// takes the old name. Every byte the writer wrote is in the renamed file; none in the new one.
+TEST_F(DataPath, WritesBeforeARenameLandInTheRenamedFile) {
+  const std::string log = name() + ".log", rotated = name() + ".log.1";
+  int fd = ::open(m(log).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  const std::string data = random_bytes(16 * kMiB, 16);
+  for (size_t at = 0; at < data.size(); at += 4096)  // small writes: many queued at once
+    ASSERT_EQ(::write(fd, data.data() + at, 4096), 4096);
+  ASSERT_EQ(::rename(m(log).c_str(), m(rotated).c_str()), 0);
+  ASSERT_TRUE(write_file(m(log), "the new log\n"));
+  const std::string tail = "written after the rename\n";
+  ASSERT_EQ(::write(fd, tail.data(), tail.size()), static_cast<ssize_t>(tail.size()));
+  EXPECT_EQ(::close(fd), 0);
+  EXPECT_EQ(read_file(s(log)), "the new log\n");
+  EXPECT_TRUE(read_file(s(rotated)) == data + tail) << "the renamed file lacks bytes";
+}
+
 TEST_F(DataPath, AppendsFromOneDescriptorLandInOrder) {
   int fd = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
   ASSERT_GE(fd, 0);
