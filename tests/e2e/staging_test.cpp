@@ -253,26 +253,33 @@ TEST_F(Staging, OverlappingCopiesRunInTurnAndTheSameRequestJoins) {
   const std::string src = make_tree(0, "/busy-src", 10, 3, 200);
   const std::string other = make_tree(0, "/busy-other", 10, 0, 0);
   create(job(), user(0), "", "2G");
-  auto start = [&](const std::string& args) {
+  // The gateway's database shares this machine's disk with the copy's 600 MiB, and its commits
+  // (fsync) may wait seconds for them, past skeinctl's 5 s (exit code 3): asked again then. A
+  // start asked again is the same request, so it is the copy the first one began.
+  auto asked = [&](const std::string& args) {
     Json j;
-    EXPECT_EQ(ctl_json(args, j), 0) << args << ": " << j.dump();
-    return j.value("id", std::string());
+    int rc = 3;
+    for (int i = 0; i < 4 && rc == 3; ++i) rc = ctl_json(args, j);
+    EXPECT_EQ(rc, 0) << args << ": " << j.dump();
+    return j;
+  };
+  auto start = [&](const std::string& args) { return asked(args).value("id", std::string()); };
+  auto state = [&](const std::string& id) {
+    return asked("stage status " + id).value("state", std::string());
   };
   const std::string first = start("stage in " + job() + " " + src + " /data");
   const std::string into = start("stage in " + job() + " " + other + " /data/sub");
   const std::string out = start("stage out " + job() + " /data default:/srv1/busy-out");
+  const std::string elsewhere = start("stage in " + job() + " " + other + " /elsewhere");
   EXPECT_EQ(start("stage in " + job() + " " + src + " /data"), first)
       << "the same request started a second copy";
-  // Elsewhere in the namespace, at the same time: copied.
-  Json elsewhere;
-  EXPECT_EQ(stage_wait("stage in " + job() + " " + other + " /elsewhere", elsewhere), 0)
-      << elsewhere.dump();
-  ASSERT_EQ(status(first)["state"], "running")
+  ASSERT_EQ(state(first), "running")
       << "the first copy ended before the checks: they prove nothing";
-  EXPECT_EQ(status(into)["state"], "queued");
-  EXPECT_EQ(status(out)["state"], "queued") << "a copy out of a tree being written started";
+  EXPECT_EQ(state(into), "queued");
+  EXPECT_EQ(state(out), "queued") << "a copy out of a tree being written started";
+  EXPECT_NE(state(elsewhere), "queued") << "a copy to another place waited";
   // Then each in turn, the stage-out last: it copies whole files.
-  for (const std::string& id : {first, into, out}) {
+  for (const std::string& id : {first, into, out, elsewhere}) {
     Json end;
     ASSERT_TRUE(ended(id, end)) << end.dump();
     EXPECT_EQ(end["state"], "done") << end.dump();
@@ -286,8 +293,7 @@ TEST_F(Staging, OverlappingCopiesRunInTurnAndTheSameRequestJoins) {
         << big;
   }
   EXPECT_TRUE(exists(copied + "/sub/d1")) << "the stage-out ran before the copy into /data/sub";
-  Json list;
-  ASSERT_EQ(ctl_json("stage list " + job(), list), 0);
+  Json list = asked("stage list " + job());
   EXPECT_EQ(list["operations"].size(), 4u) << list.dump();
 }
 
