@@ -382,8 +382,9 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
       if (with_tag)
         m += fetch ? ":tag" : ":" + std::string(tags.data() + slot * kTagSize, kTagSize);
       std::string answer;
-      std::string e = mount.command(
-          fill_command(m.c_str(), meta[0], size, off, len, slot * o.chunk, rel), &answer, buf.fd);
+      std::string e =
+          mount.command(fill_command(m.c_str(), meta[0], size, off, len, slot * o.chunk, rel),
+                        &answer, buf.fd, len);
       if (e.empty() && with_tag && fetch)
         e = take_tag(answer, mount, tags.data() + slot * kTagSize);
       return changed_during_bcast(rel, e);
@@ -559,7 +560,7 @@ std::string bcast_batch(Node& node, const Mount& mount, Buffer& buf, const Optio
       std::string e = mount.command(
           fill_command(m.c_str(), first[2 * j], size, 0, size,
                        start[static_cast<std::size_t>(owner[j])] + at[j], files[j]->rel),
-          &answer, buf.fd);
+          &answer, buf.fd, size);
       if (e.empty() && with_tag && fetch) e = take_tag(answer, mount, tags.data() + j * kTagSize);
       return changed_during_bcast(files[j]->rel, e);
     };
@@ -601,7 +602,7 @@ std::string bcast_batch(Node& node, const Mount& mount, Buffer& buf, const Optio
         std::string answer;
         const std::string e = mount.command("fill-files " + mode + " " + std::to_string(list_at) +
                                                 " " + std::to_string(list.size()),
-                                            &answer, buf.fd);
+                                            &answer, buf.fd, buf.size);
         if (e.find("unknown command 'fill-files") != std::string::npos ||
             e.find("'fill-files' is for root") != std::string::npos)
           return false;

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -70,9 +71,11 @@ std::string fill_command(const char* mode, int64_t mtime_ns, uint64_t size, uint
          std::to_string(buf_offset) + " " + client::ControlSocket::path_field(ns_path);
 }
 
-std::string Mount::command(const std::string& cmd, std::string* answer, int fd) const {
+std::string Mount::command(const std::string& cmd, std::string* answer, int fd,
+                           uint64_t bytes) const {
   std::string a, e;
-  if (!client::ControlSocket::request(control_dir, dir, cmd, a, e, fd)) return e;
+  const auto timeout = std::chrono::seconds(10 + bytes / (16u << 20));
+  if (!client::ControlSocket::request(control_dir, dir, cmd, a, e, fd, timeout)) return e;
   if (a.rfind("error: ", 0) == 0) {
     while (!a.empty() && a.back() == '\n') a.pop_back();
     return dir + ": " + a.substr(7);

@@ -593,7 +593,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
             std::memcpy(fetch_buf.data, list.data(), list.size());
             failure = mount.command(
                 "fetch-files " + std::to_string(max_bytes) + " " + std::to_string(list.size()),
-                &answer, fetch_buf.fd);
+                &answer, fetch_buf.fd, fetch_buf.size);
             if (!failure.empty()) fetching = false;
           }
           if (!failure.empty()) {
@@ -699,8 +699,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       std::memcpy(store_buf.data, list.data(), list.size());
       std::memcpy(store_buf.data + list.size(), contents.data(), contents.size());
       std::string answer;
-      const std::string failure =
-          dst_mount.command("store-files " + std::to_string(list.size()), &answer, store_buf.fd);
+      const std::string failure = dst_mount.command("store-files " + std::to_string(list.size()),
+                                                    &answer, store_buf.fd, contents.size());
       std::istringstream in(answer);
       std::string ok;
       std::size_t n = 0;
@@ -739,7 +739,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         const uint64_t n = std::min<uint64_t>(kReadRange, len - done);
         std::string e =
             mount.command(fill_command("read", mtime_ns_of(st), i.size, off + done, n, 0, path),
-                          nullptr, fetch_buf.fd);
+                          nullptr, fetch_buf.fd, n);
         if (!e.empty()) {
           // A mount that cannot or will not (an older skein-mount, a socket this user may not
           // use), or did not answer in time, gets plain copies from now on.
