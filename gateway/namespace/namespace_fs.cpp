@@ -322,11 +322,14 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
     }
     reopening_.emplace(handle, opening.get_future().share());
   }
-  // Soft state: re-open by path; or the first use of an asynchronous create: create it.
+  // Soft state: re-open by path; or the first use of an asynchronous create: create it. Without
+  // O_TRUNC: a mount creates asynchronously only where its lookup found no such name, so a file
+  // there now was made since (by another mount, or on the server), after this create as the
+  // application saw it; truncating it would throw its bytes away.
   R r = R::failure(EIO);
   if (!create) {
     r = reopen(t, flags);
-  } else if (auto made = create_at(t, vpath, flags, create->mode); !made) {
+  } else if (auto made = create_at(t, vpath, flags & ~O_TRUNC, create->mode); !made) {
     r = R::failure(made.error());
   } else {
     r = made->file;

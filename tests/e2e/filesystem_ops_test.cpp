@@ -569,6 +569,23 @@ TEST_F(SmallFiles, AnAsynchronousCreateWithoutWritesIsOnTheServerOnceCloseReturn
   EXPECT_EQ(read_file(b_ + "/open"), "late");
 }
 
+// Mount A opens a new name for writing (O_TRUNC, so its create waits for the first write); mount
+// B makes the file under that name, writes and closes; then A writes. A's create came first, so
+// B's bytes are not truncated away by it: A's write lands over them, as on one machine.
+TEST_F(SmallFiles, ALateAsynchronousCreateDoesNotTruncateAFileMadeSinceByAnotherMount) {
+  const int fd = ::open((a_ + "/both").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  struct stat st;
+  ASSERT_NE(::lstat((server_ + "/both").c_str(), &st), 0) << "the create did not wait";
+  const std::string theirs = "made and written by the other mount\n";
+  ASSERT_TRUE(write_file(b_ + "/both", theirs, O_WRONLY | O_CREAT | O_TRUNC));
+  ASSERT_EQ(::write(fd, "ours", 4), 4);
+  ASSERT_EQ(::close(fd), 0) << strerror(errno);
+  EXPECT_EQ(read_file(server_ + "/both"), "ours" + theirs.substr(4));
+  EXPECT_EQ(read_file(a_ + "/both"), "ours" + theirs.substr(4)) << "through the creating mount";
+  EXPECT_EQ(read_file(b_ + "/both"), "ours" + theirs.substr(4)) << "through the other mount";
+}
+
 // A mount that knows a directory's names answers lookups of absent ones itself; a name made on
 // the server behind the gateway's back still appears, once the remote watcher reports it.
 TEST_F(SmallFiles, ANameMadeOnTheServerAppearsWhereTheMountKnowsTheNames) {
