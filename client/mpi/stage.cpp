@@ -518,6 +518,15 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     }
     // One whole file: copied to DST/.NAME.skein-partial, renamed once complete. Its bytes come
     // from `data` when given (fetched already, i.size of them), else from the source.
+    // A source file read the plain way, checked once its bytes are copied: rewritten since the
+    // listing (another size or mtime), the copy may mix two versions, and is not done.
+    auto still_as_listed = [](int in, const Item& i) -> std::string {
+      struct stat now;
+      if (::fstat(in, &now) != 0) return errno_text("stat " + i.rel);
+      if (static_cast<uint64_t>(now.st_size) != i.size || mtime_ns_of(now) != i.mtime_ns)
+        return "changed while it was copied (size or mtime not as listed); run again";
+      return "";
+    };
     auto copy_whole = [&](const Item& i, const char* data = nullptr) {
       const std::string s = src + i.rel, d = dst + i.rel;
       std::string err;
@@ -538,6 +547,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       if (err.empty())
         err = data ? write_at(out, data, i.size, 0, part)
                    : copy_range(in, out, 0, i.size, buf, i.rel);
+      if (err.empty() && in >= 0) err = still_as_listed(in, i);
       timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
       struct stat st;
       if (err.empty() && (::futimens(out, t) != 0 || ::fstat(out, &st) != 0 ||
@@ -767,6 +777,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       uint64_t read = 0;
       if (err.empty()) read = read_range(i, in, out, off, len, err);
       if (err.empty()) err = copy_range(in, out, off + read, len - read, buf, i.rel);
+      if (err.empty()) err = still_as_listed(in, i);
       if (err.empty() && ::fdatasync(out) != 0) err = errno_text(part);
       if (out >= 0) ::close(out);
       if (err.empty()) {
