@@ -98,9 +98,6 @@ void make_old(const std::string& path) {
   ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), two_minutes_ago, AT_SYMLINK_NOFOLLOW), 0) << path;
 }
 
-// A mount that was killed leaves its socket and its mount point's link behind; the next mount
-// that opens a socket in the same directory removes them, and leaves a live mount's socket and
-// one too young to tell from a mount that is starting.
 // A mount that is stopped (SIGSTOP, a debugger) or whose accepting thread hangs: once its
 // socket's backlog is full, a connect waits for room. The request gives up at its timeout.
 TEST(ControlSocketTest, ARequestToAMountThatTakesNoConnectionGivesUpAtItsTimeout) {
@@ -155,6 +152,9 @@ TEST(ControlSocketTest, AConnectionClosedWithNoAnswerIsAFailure) {
       << request_error;
 }
 
+// A mount that was killed leaves its socket and its mount point's link behind; the next mount
+// that opens a socket in the same directory removes them, and leaves a live mount's socket and
+// one too young to tell from a mount that is starting.
 TEST(ControlSocketTest, WhatAKilledMountLeftIsRemovedByTheNext) {
   TempDir dir;
   const std::string sockets = dir.path + "/sockets";
