@@ -569,9 +569,10 @@ TEST_F(SmallFiles, AnAsynchronousCreateWithoutWritesIsOnTheServerOnceCloseReturn
   EXPECT_EQ(read_file(b_ + "/open"), "late");
 }
 
-// Mount A opens a new name for writing (O_TRUNC, so its create waits for the first write); mount
-// B makes the file under that name, writes and closes; then A writes. A's create came first, so
-// B's bytes are not truncated away by it: A's write lands over them, as on one machine.
+// Mount A opens a new name for writing with O_TRUNC and no O_EXCL (as a shell's `>` does): its
+// create is made by its first write. Mount B makes the file under that name, writes and closes;
+// then A writes. A's create came first, so B's bytes are not truncated away by it: A's write
+// lands over them, as on one machine.
 TEST_F(SmallFiles, ALateAsynchronousCreateDoesNotTruncateAFileMadeSinceByAnotherMount) {
   const int fd = ::open((a_ + "/both").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0) << strerror(errno);
