@@ -433,7 +433,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       if (!resume) {
         int pf = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (pf < 0 || ::ftruncate(pf, static_cast<off_t>(i.size)) != 0) mine = errno_text(part);
-        if (pf >= 0) ::close(pf);
+        if (pf >= 0 && ::close(pf) != 0 && mine.empty()) mine = errno_text(part);
         std::string fresh = header + std::string(n, '0');
         FILE* f = mine.empty() ? std::fopen(rec.c_str(), "wb") : nullptr;
         if (mine.empty() && (!f || std::fwrite(fresh.data(), 1, fresh.size(), f) != fresh.size()))
@@ -516,8 +516,6 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
                      Tallies{static_cast<long long>(bytes), static_cast<long long>(files),
                              static_cast<long long>(chunks)});
     }
-    // One whole file: copied to DST/.NAME.skein-partial, renamed once complete. Its bytes come
-    // from `data` when given (fetched already, i.size of them), else from the source.
     // A source file read the plain way, checked once its bytes are copied: rewritten since the
     // listing (another size or mtime), the copy may mix two versions, and is not done.
     auto still_as_listed = [](int in, const Item& i) -> std::string {
@@ -527,6 +525,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         return "changed while it was copied (size or mtime not as listed); run again";
       return "";
     };
+    // One whole file: copied to DST/.NAME.skein-partial, renamed once complete. Its bytes come
+    // from `data` when given (fetched already, i.size of them), else from the source.
     auto copy_whole = [&](const Item& i, const char* data = nullptr) {
       const std::string s = src + i.rel, d = dst + i.rel;
       std::string err;
@@ -843,6 +843,13 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         std::fclose(f);
       }
       const std::string d = dst + i.rel;
+      if (complete(d, i)) {
+        // Complete before this run (counted as skipped): a run that renamed it into place and
+        // ended before it removed the record, or a copy made otherwise. What is left goes.
+        ::unlink(rec.c_str());
+        ::unlink(part.c_str());
+        continue;
+      }
       auto nl = body.find('\n');
       if (nl == std::string::npos || body.find('0', nl + 1) != std::string::npos) {
         // Every chunk was to be copied in this run: one that is not recorded failed (its rank
@@ -850,14 +857,6 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         failed.push_back(i.rel + ": not finished: " +
                          (nl == std::string::npos ? "its record " + rec + " cannot be read"
                                                   : "a chunk of it was not copied"));
-        continue;
-      }
-      struct stat done_st;
-      if (::access(part.c_str(), F_OK) != 0 && ::lstat(d.c_str(), &done_st) == 0 &&
-          S_ISREG(done_st.st_mode) && static_cast<uint64_t>(done_st.st_size) == i.size) {
-        // Renamed into place by a run that ended before it removed the record.
-        ::unlink(rec.c_str());
-        ++files_done;
         continue;
       }
       timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
