@@ -256,6 +256,8 @@ def prolog():
             if not mount_job(hook, config, job_id, uid, gid, absent_ok=uses_skein is None):
                 hook.say("the gateway has no namespace for the job: it did not ask for skein")
         except GatewayUnreachable as e:
+            if uses_skein is None and not job_uses_skein(config, job_id):
+                return 0  # slurmctld answers again, and the job did not ask for skein
             if config.get("node", {}).get("on_gateway_unreachable", "hold") != "hold":
                 raise
             # The gateway is shared: a prolog failure would drain every node that starts a job
