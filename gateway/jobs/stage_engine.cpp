@@ -470,6 +470,7 @@ void StageEngine::execute(Run& run) {
     if (stopping_) return;
     if (run.cancel) return end(StageState::cancelled, "cancelled while queued");
   }
+  if (stopping_) return;
   // Wait for a slot among the operations that copy at once.
   while (!slots_.try_acquire_for(std::chrono::milliseconds(200))) {
     if (stopping_) return;

@@ -118,8 +118,8 @@ class StageEngine {
   mutable StageStore store_;
   std::counting_semaphore<64> slots_;
 
-  std::mutex begin_mu_;    // one begin() at a time, from its check of the places to its record
-  mutable std::mutex mu_;  // guards runs_ and stopping_
+  std::mutex begin_mu_;  // one begin() at a time, from its look for the same request to its launch
+  mutable std::mutex mu_;                             // guards runs_ and next_order_
   std::map<std::string, std::shared_ptr<Run>> runs_;  // operations with a thread, by id
   uint64_t next_order_ = 0;                           // the next Run::order
   std::atomic<bool> stopping_{false};

@@ -325,7 +325,9 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   // Soft state: re-open by path; or the first use of an asynchronous create: create it. Without
   // O_TRUNC: a mount creates asynchronously only where its lookup found no such name, so a file
   // there now was made since (by another mount, or on the server), after this create as the
-  // application saw it; truncating it would throw its bytes away.
+  // application saw it; truncating it would throw its bytes away. The cost: where the mount's
+  // "no such name" was already out of date (a name made a moment before, whose invalidation had
+  // not reached it), the application's O_TRUNC is lost and a longer file keeps its tail.
   R r = R::failure(EIO);
   if (!create) {
     r = reopen(t, flags);
