@@ -51,7 +51,8 @@ class KernelCache final : public WatchStream::Listener {
   Dropped drop_all();
 
   // The kernel's attributes of `ino` (not its pages) are out of date. Safe to call from an
-  // operation: attribute-only invalidation takes no lock that the kernel could be holding.
+  // operation: attribute-only invalidation takes no lock that the kernel could be holding. (For
+  // the root, until its priming has ended, it takes the priming's lock.)
   void attributes_changed(InodeNumber ino);
 
   // Drops `ino`'s attributes and pages (a fill stored pages that may be of an older version).

@@ -325,8 +325,8 @@ TEST_F(JobNamespaces, MadeAgainWhileItsOldRemovalIsPending) {
 // The kernel makes up a fresh mount's first root attributes (mode 040000, the mounter's): only
 // a GETATTR's reply gives the real ones, and it drops a reply that an invalidation of the root
 // overtook, such as the first Watch subscription's drop of the cache a few milliseconds after
-// the mount returns. The job's user, who is not root, then found the root unsearchable: its
-// first write failed with EACCES.
+// the mount returns. The job's user, who is not root, would then find the root unsearchable,
+// and its first write would fail with EACCES.
 TEST_F(JobNamespaces, TheJobsUserWritesAsSoonAsTheMountReturns) {
   create(job(), user(0));
   for (int i = 0; i < 6; ++i) {
