@@ -80,6 +80,8 @@ class ControlSocket {
   static constexpr std::chrono::seconds kStaleAfter{60};
   static constexpr int kMaxAnswering = 8;
   static constexpr int kKeptForPrivileged = 2;
+  // How long request() waits by default for a mount to take the connection, and then to answer.
+  static constexpr std::chrono::seconds kRequestTimeout{10};
 
   // Serves commands on threads of its own until destroyed.
   void start(Handler handler);
@@ -97,7 +99,7 @@ class ControlSocket {
   // a mount that takes no connection or sends no answer within `timeout` is one.
   static bool request(const std::string& dir, const std::string& mountpoint,
                       const std::string& command, std::string& answer, std::string& error,
-                      int fd = -1, std::chrono::seconds timeout = std::chrono::seconds(10));
+                      int fd = -1, std::chrono::seconds timeout = kRequestTimeout);
 
   // A path as the last field of a command line (`fill`'s NS_PATH): as it is when the line can
   // carry it, else '%' and the path with '%', spaces and control bytes %-encoded. A file's name

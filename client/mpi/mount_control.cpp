@@ -74,7 +74,8 @@ std::string fill_command(const char* mode, int64_t mtime_ns, uint64_t size, uint
 std::string Mount::command(const std::string& cmd, std::string* answer, int fd,
                            uint64_t bytes) const {
   std::string a, e;
-  const auto timeout = std::chrono::seconds(10 + bytes / (16u << 20));
+  const auto timeout =
+      client::ControlSocket::kRequestTimeout + std::chrono::seconds(bytes / (16u << 20));
   if (!client::ControlSocket::request(control_dir, dir, cmd, a, e, fd, timeout)) return e;
   if (a.rfind("error: ", 0) == 0) {
     while (!a.empty() && a.back() == '\n') a.pop_back();

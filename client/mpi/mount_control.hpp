@@ -36,8 +36,9 @@ struct Mount {
   std::string dir;
   std::string control_dir;
   // Sends a control command (with the file descriptor `fd`, if >= 0); "" or the failure. A mount
-  // that takes no connection or sends no answer within 10 s, plus a second for every 16 MiB of
-  // `bytes` (what the command moves: its answer comes once they are), has failed it.
+  // that takes no connection or sends no answer within ControlSocket::kRequestTimeout (10 s),
+  // plus a second for every 16 MiB of `bytes` (what the command moves: its answer comes once
+  // they are), has failed it.
   std::string command(const std::string& cmd, std::string* answer = nullptr, int fd = -1,
                       uint64_t bytes = 0) const;
 };

@@ -85,7 +85,7 @@ Kind kind_of(uint32_t mode) {
 }
 
 // Where an operation's place is, to tell whether two overlap: the namespace (the job's own for
-// a plain /path) or the backend, and the path there. Places are compared as written: one tree
+// a plain /path) or the backend, and the path there, normalised by parse_stage_place. One tree
 // reached both through a namespace and as a backend's is not recognised.
 struct PlaceKey {
   std::string where, path;
