@@ -66,6 +66,15 @@ class Backend {
   virtual ~Backend() = default;
   // Its name in the configuration, for admins and logs.
   virtual const std::string& name() const = 0;
+  // Where `rel` is on its storage server, so that two places can be told to be one whatever
+  // backend, view or namespace names them: the server, and the absolute path there. A backend
+  // that cannot tell gives its own name and `rel`.
+  struct ServerPlace {
+    std::string server, path;
+  };
+  virtual ServerPlace server_place(std::string_view rel) const {
+    return {"backend " + name(), std::string(rel)};
+  }
   // True while it answers. A backend that is down fails every call at once with EIO.
   virtual bool up() const = 0;
   // A draining backend takes no new files and keeps serving the ones it has.

@@ -59,6 +59,11 @@ std::string SftpBackend::remote_path(std::string_view rel) const {
   return export_path(in_export(rel));
 }
 
+Backend::ServerPlace SftpBackend::server_place(std::string_view rel) const {
+  const sftp::Endpoint& at = config().endpoint;
+  return {"sftp " + at.host + ":" + std::to_string(at.port), remote_path(rel)};
+}
+
 // An LSTAT sent without waiting; it holds the path guard (on the thread that started it) until
 // its answer is taken.
 class SftpBackend::SentLstat final : public PendingLstat {

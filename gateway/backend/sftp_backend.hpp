@@ -60,6 +60,9 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
 
   // Server path of a backend-relative path ("/" is this backend's root).
   std::string remote_path(std::string_view rel) const;
+  // The server as host and port (not the login: two accounts see one file system) and
+  // remote_path(). A host reached under two names is two servers here.
+  ServerPlace server_place(std::string_view rel) const override;
 
   Result<sftp::Attrs> lstat(std::string_view rel) override;
   // Mode, owner and times never follow a symlink (lsetstat); a size (truncate) on a symlink, or

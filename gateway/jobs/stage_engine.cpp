@@ -84,13 +84,29 @@ Kind kind_of(uint32_t mode) {
   return Kind::file;
 }
 
-// Where an operation's place is, to tell whether two overlap: the namespace (the job's own for
-// a plain /path) or the backend, and the path there, normalised by parse_stage_place. One tree
-// reached both through a namespace and as a backend's is not recognised.
+// Where an operation's place is, to tell whether two overlap: a name for where (a namespace,
+// a backend, a storage server) and the normalised path there.
 struct PlaceKey {
   std::string where, path;
 };
-PlaceKey place_key(const StagePlace& p, const std::string& job_id) {
+bool overlap(const PlaceKey& a, const PlaceKey& b) {
+  return !a.where.empty() && a.where == b.where &&
+         (path_is_under(a.path, b.path) || path_is_under(b.path, a.path));
+}
+bool operator==(const PlaceKey& a, const PlaceKey& b) {
+  return !a.where.empty() && a.where == b.where && a.path == b.path;
+}
+
+// A place as the request names it: the namespace (the job's own for a plain /path) or the
+// backend, and the path normalised by parse_stage_place. The same request names its places
+// alike. An empty key (never equal to or overlapping any) for a place that does not parse.
+PlaceKey named_place(const std::string& text, const std::string& job_id) {
+  StagePlace p;
+  try {
+    p = parse_stage_place(text);
+  } catch (const AdminError&) {
+    return {};
+  }
   switch (p.kind) {
     case StagePlace::Kind::job:
       return {"namespace " + JobNamespaces::namespace_name(job_id), p.path};
@@ -101,20 +117,58 @@ PlaceKey place_key(const StagePlace& p, const std::string& job_id) {
   }
   return {};
 }
-bool overlap(const PlaceKey& a, const PlaceKey& b) {
-  return !a.where.empty() && a.where == b.where &&
-         (path_is_under(a.path, b.path) || path_is_under(b.path, a.path));
+
+// Where namespace place `vpath` of `fs` is on the storage servers: on each backend of the mount
+// that holds it, and all of every mount below it (a place above mount points).
+std::vector<PlaceKey> on_servers(const NamespaceFs& fs, const std::string& vpath) {
+  std::vector<PlaceKey> out;
+  auto add = [&](const Layout& layout, std::string_view rel) {
+    for (auto& b : layout.backends()) {
+      auto at = b->server_place(rel);
+      out.push_back({std::move(at.server), std::move(at.path)});
+    }
+  };
+  auto table = fs.table();
+  const auto holder = table->place(vpath);
+  if (holder) add(*holder->mount->layout, holder->rel);
+  for (auto& m : table->mounts())
+    if (m.path != vpath && path_is_under(m.path, vpath)) add(*m.layout, "/");
+  return out;
 }
-bool operator==(const PlaceKey& a, const PlaceKey& b) {
-  return !a.where.empty() && a.where == b.where && a.path == b.path;
-}
-// An empty key (never equal to or overlapping any) for a place that does not parse.
-PlaceKey place_key(const std::string& text, const std::string& job_id) {
+
+// Where a place is on the storage servers; nothing for a place that no longer resolves.
+std::vector<PlaceKey> on_servers_of(Gateway& gateway, const JobNamespaces& jobs,
+                                    const std::string& text, const std::string& job_id) {
+  StagePlace p;
   try {
-    return place_key(parse_stage_place(text), job_id);
+    p = parse_stage_place(text);
   } catch (const AdminError&) {
     return {};
   }
+  if (p.kind == StagePlace::Kind::backend) {
+    auto backend = gateway.backend(p.name);
+    if (!backend) return {};
+    auto at = backend->server_place(p.path);
+    return {PlaceKey{std::move(at.server), std::move(at.path)}};
+  }
+  auto fs =
+      p.kind == StagePlace::Kind::job ? jobs.namespace_of(job_id) : gateway.registry().find(p.name);
+  if (!fs) return {};
+  return on_servers(*fs, p.path);
+}
+
+// An operation's source or destination, named and on the servers: one tree named through two
+// namespaces, or through a namespace and as a backend's, overlaps itself on its server.
+struct Places {
+  PlaceKey named;
+  std::vector<PlaceKey> on_servers;
+};
+bool overlap(const Places& a, const Places& b) {
+  if (overlap(a.named, b.named)) return true;
+  for (auto& x : a.on_servers)
+    for (auto& y : b.on_servers)
+      if (overlap(x, y)) return true;
+  return false;
 }
 
 }  // namespace
@@ -155,13 +209,11 @@ StagePlace parse_stage_place(const std::string& text) {
 
 // One operation with a thread: its record, the live counters and what is still to be saved.
 struct StageEngine::Run {
-  explicit Run(StageRecord r)
-      : source(place_key(r.spec.source, r.spec.job_id)),
-        destination(place_key(r.spec.destination, r.spec.job_id)),
-        record(std::move(r)) {}
+  Run(StageRecord r, Places from, Places to)
+      : source(std::move(from)), destination(std::move(to)), record(std::move(r)) {}
 
   // Where it copies from and to, as compared with other operations' places.
-  const PlaceKey source, destination;
+  const Places source, destination;
   uint64_t order = 0;  // when it was launched, among this engine's operations (under mu_)
 
   mutable std::mutex mu;  // guards record, rate, pending, failed, error, ended
@@ -230,7 +282,7 @@ void StageEngine::start() {
   for (auto& r : store_.unfinished()) {
     spdlog::info("stage {} of job {}: resumed ({} of {} bytes were copied)", r.id, r.spec.job_id,
                  r.bytes_done, r.bytes_total);
-    launch(std::make_shared<Run>(std::move(r)));
+    launch(make_run(std::move(r)));
   }
 }
 
@@ -306,20 +358,29 @@ StageReport StageEngine::begin(const StageSpec& spec, bool destroy_after) {
   spdlog::info("stage {} of job {}: {} {} -> {}{}{}", r.id, spec.job_id, to_string(spec.direction),
                spec.source, spec.destination, spec.verify ? " (verified)" : "",
                destroy_after ? ", then destroy" : "");
-  auto run = std::make_shared<Run>(r);
+  auto run = make_run(r);
   launch(run);
   return StageReport{r, 0, 0};
 }
 
+std::shared_ptr<StageEngine::Run> StageEngine::make_run(StageRecord r) const {
+  const StageSpec& spec = r.spec;
+  Places source{named_place(spec.source, spec.job_id),
+                on_servers_of(gateway_, jobs_, spec.source, spec.job_id)};
+  Places destination{named_place(spec.destination, spec.job_id),
+                     on_servers_of(gateway_, jobs_, spec.destination, spec.job_id)};
+  return std::make_shared<Run>(std::move(r), std::move(source), std::move(destination));
+}
+
 std::optional<StageRecord> StageEngine::under_way(const StageSpec& spec, bool destroy_after) const {
-  const PlaceKey source = place_key(spec.source, spec.job_id);
-  const PlaceKey destination = place_key(spec.destination, spec.job_id);
+  const PlaceKey source = named_place(spec.source, spec.job_id);
+  const PlaceKey destination = named_place(spec.destination, spec.job_id);
   std::lock_guard lock(mu_);
   for (auto& [id, run] : runs_) {
     const StageSpec& o = run->record.spec;
     if (run->cancel || o.job_id != spec.job_id || o.direction != spec.direction ||
         o.verify != spec.verify || run->record.destroy_after != destroy_after ||
-        !(run->source == source) || !(run->destination == destination))
+        !(run->source.named == source) || !(run->destination.named == destination))
       continue;
     std::lock_guard run_lock(run->mu);
     if (!run->ended) return run->record;

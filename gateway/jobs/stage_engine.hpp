@@ -100,6 +100,8 @@ class StageEngine {
     std::string ns;    // the namespace, to tell its mounts of changes ("": a backend's tree)
   };
   Tree resolve(const std::string& place_text, bool job_side, const std::string& job_id) const;
+  // An operation of `r`, its places named and looked up on the servers.
+  std::shared_ptr<Run> make_run(StageRecord r) const;
 
   // An operation that has not ended, and is not being cancelled, with the same request.
   std::optional<StageRecord> under_way(const StageSpec& spec, bool destroy_after) const;

@@ -248,7 +248,8 @@ TEST_F(Staging, BadRequestsAreRefusedClearlyAndStartNothing) {
 
 // Two copies into one place would mix their bytes, and a copy out of a place being written would
 // read files half written: a stage whose places overlap one under way stays queued until it has
-// ended, and the same request again (a Slurm hook run a second time) is the copy under way.
+// ended, whatever names the places (a namespace's path or a backend's), and the same request
+// again (a Slurm hook run a second time) is the copy under way.
 TEST_F(Staging, OverlappingCopiesRunInTurnAndTheSameRequestJoins) {
   const std::string src = make_tree(0, "/busy-src", 10, 3, 200);
   const std::string other = make_tree(0, "/busy-other", 10, 0, 0);
@@ -271,6 +272,9 @@ TEST_F(Staging, OverlappingCopiesRunInTurnAndTheSameRequestJoins) {
   const std::string into = start("stage in " + job() + " " + other + " /data/sub");
   const std::string out = start("stage out " + job() + " /data default:/srv1/busy-out");
   const std::string elsewhere = start("stage in " + job() + " " + other + " /elsewhere");
+  // The stage-out's destination named as the backend's: one place on the server all the same.
+  ASSERT_EQ(run_command("mkdir -p " + q(cluster_->export_dir(1) + "/busy-out")), 0);
+  const std::string read_back = start("stage in " + job() + " backend:srv1:/busy-out /read-back");
   EXPECT_EQ(start("stage in " + job() + " " + src + " /data"), first)
       << "the same request started a second copy";
   ASSERT_EQ(state(first), "running")
@@ -278,8 +282,10 @@ TEST_F(Staging, OverlappingCopiesRunInTurnAndTheSameRequestJoins) {
   EXPECT_EQ(state(into), "queued");
   EXPECT_EQ(state(out), "queued") << "a copy out of a tree being written started";
   EXPECT_NE(state(elsewhere), "queued") << "a copy to another place waited";
+  EXPECT_EQ(state(read_back), "queued") << "a copy out of a tree being written, named otherwise, "
+                                           "started";
   // Then each in turn, the stage-out last: it copies whole files.
-  for (const std::string& id : {first, into, out, elsewhere}) {
+  for (const std::string& id : {first, into, out, elsewhere, read_back}) {
     Json end;
     ASSERT_TRUE(ended(id, end)) << end.dump();
     EXPECT_EQ(end["state"], "done") << end.dump();
@@ -293,8 +299,10 @@ TEST_F(Staging, OverlappingCopiesRunInTurnAndTheSameRequestJoins) {
         << big;
   }
   EXPECT_TRUE(exists(copied + "/sub/d1")) << "the stage-out ran before the copy into /data/sub";
+  EXPECT_GE(asked("stage status " + read_back).value("bytes_done", uint64_t{0}), 600ull << 20)
+      << "the copy of the stage-out's destination ran before the stage-out";
   Json list = asked("stage list " + job());
-  EXPECT_EQ(list["operations"].size(), 4u) << list.dump();
+  EXPECT_EQ(list["operations"].size(), 5u) << list.dump();
 }
 
 TEST_F(Staging, ACancelStopsTheCopyAndAQuotaTooSmallFailsBeforeCopying) {
