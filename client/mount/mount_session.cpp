@@ -149,6 +149,7 @@ Result<MountSession::FillHandle> MountSession::fill_handle(InodeNumber ino, cons
 Result<bool> MountSession::hide_if_open(const std::string& path) {
   auto ino = inodes_.find(path);
   if (!ino || !open_inodes_.is_open(*ino)) return false;
+  settle_writes_at_or_below(path);
   std::string hidden = join_path(parent_path(path), OpenInodes::hidden_name(*ino));
   auto renamed = gateway_.rename(path, hidden, RENAME_NOREPLACE);
   if (!renamed) return Result<bool>::failure(renamed.error());
@@ -156,6 +157,15 @@ Result<bool> MountSession::hide_if_open(const std::string& path) {
   spdlog::debug("{} deleted while open: kept as {} until closed", path, hidden);
   if (!open_inodes_.hide(*ino, hidden)) remove_hidden(hidden);  // closed meanwhile
   return true;
+}
+
+// A queued write names its file by the path it had when it was queued, and the gateway takes
+// the path a mount names a handle by for the file's path from then on (it follows renames so):
+// one that arrived after a rename would take the file back to its old name there, where a later
+// open by path (a connection of its own, a reconnect) would find another file or none. So the
+// writes to the files that a rename moves land before it.
+void MountSession::settle_writes_at_or_below(const std::string& path) {
+  for (const auto& name : inodes_.names_at_or_below(path)) data_.settle(name.ino);
 }
 
 // The listing served by readdir: ".", "..", then the gateway's entries.
@@ -544,6 +554,8 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
   // plain rename's outcome sure (over an existing name, both may be links to one file, which
   // POSIX leaves in place).
   const bool to_new_name = cache_.known_absent(newparent, newname);
+  settle_writes_at_or_below(*from);
+  settle_writes_at_or_below(*to);  // a replaced file keeps its open descriptors
   auto renamed = gateway_.rename(*from, *to, flags);
   files_named();
   // Both directories as the rename left them, when the gateway said: the kernel, which drops its
@@ -603,6 +615,8 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags)
   auto path = path_of(ino);
   if (!path) return Result<Opened>::failure(path.error());
   const bool truncates = (flags & O_TRUNC) != 0;
+  // Writes acknowledged before a truncating open must not land after (or undo) it.
+  if (truncates) data_.settle(ino);
   if (truncates) cache_.wrote(ino);
   CachePolicy::Ticket ticket = cache_.ticket();
   // The writes to `ino` counted before asking, with none on its way: the gateway's attributes
@@ -770,7 +784,9 @@ Result<bool> MountSession::settle_create(InodeNumber ino, FileHandle& file, uint
   if (!written) {
     spdlog::debug("{}: asynchronous create failed: errno {}", ref.path, written.error());
     file.create_error = written.error();  // create_unsettled stays: every write returns it
-    file.gateway_knows.store(false, std::memory_order_relaxed);  // nothing to release there
+    // gateway_knows stays (file_ref set it): the create may have been made and only its write
+    // refused (EDQUOT, a short write, an answer lost), and then the gateway holds the handle
+    // until the release. A release of a handle it never opened costs it nothing.
     return Result<bool>::failure(written.error());
   }
   file.create_unsettled.store(false, std::memory_order_release);

@@ -247,6 +247,8 @@ class MountSession {
   void remove_hidden(const std::string& hidden);
   void closed(InodeNumber ino);
   Result<bool> hide_if_open(const std::string& path);
+  // Waits for the queued writes of the files at `path` and below it, before a rename moves them.
+  void settle_writes_at_or_below(const std::string& path);
   void learn_names(InodeNumber dir);
   void read_ahead_dir_of(const std::string& file_path);
   Result<Entry> made_nothing(InodeNumber dir, int error);

@@ -272,6 +272,44 @@ TEST_F(DataPath, WritesBeforeARenameLandInTheRenamedFile) {
   EXPECT_TRUE(read_file(s(rotated)) == data + tail) << "the renamed file lacks bytes";
 }
 
+// The same through an appending descriptor of an existing file (a log, reset by `: > log`
+// while its writer runs): its writes land before the truncation too.
+TEST_F(DataPath, AnOpenThatTruncatesComesAfterAnAppendingWritersWrites) {
+  ASSERT_TRUE(write_file(s(name()), "old\n"));
+  int fd = ::open(m(name()).c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  const std::string data = random_bytes(kMiB, 17);
+  for (int i = 0; i < 16; ++i)
+    ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  const int emptied = ::open(m(name()).c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(emptied, 0);
+  EXPECT_EQ(::close(emptied), 0);
+  EXPECT_EQ(::close(fd), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(s(name()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0) << "writes from before the truncation landed after it";
+}
+
+// A file renamed while its large writes are on their way, a new file made at the old name, and
+// more large writes (which may open the file on connections of their own at the gateway): every
+// byte lands in the renamed file, none in the new one.
+TEST_F(DataPath, LargeWritesAroundARenameLandInTheRenamedFile) {
+  const std::string out = name() + ".tmp", done = name();
+  int fd = ::open(m(out).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  const std::string data = random_bytes(32 * kMiB, 18);
+  const size_t half = data.size() / 2;
+  for (size_t at = 0; at < half; at += kMiB)
+    ASSERT_EQ(::write(fd, data.data() + at, kMiB), static_cast<ssize_t>(kMiB));
+  ASSERT_EQ(::rename(m(out).c_str(), m(done).c_str()), 0);
+  ASSERT_TRUE(write_file(m(out), "a new file\n"));
+  for (size_t at = half; at < data.size(); at += kMiB)
+    ASSERT_EQ(::write(fd, data.data() + at, kMiB), static_cast<ssize_t>(kMiB));
+  EXPECT_EQ(::close(fd), 0);
+  EXPECT_EQ(read_file(s(out)), "a new file\n");
+  EXPECT_TRUE(read_file(s(done)) == data) << "the renamed file lacks bytes";
+}
+
 TEST_F(DataPath, AppendsFromOneDescriptorLandInOrder) {
   int fd = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
   ASSERT_GE(fd, 0);

@@ -244,6 +244,23 @@ TEST_F(JobNamespaces, TheInodeQuotaStopsCreates) {
   EXPECT_TRUE(write_file(m + "/d/now-it-fits", "x"));
 }
 
+// An asynchronous create that the gateway makes and whose first write the quota then refuses:
+// the application gets EDQUOT, and the gateway's handle of the file made goes with the close.
+TEST_F(JobNamespaces, ACreateWhoseWriteIsRefusedLeavesNoHandleAtTheGateway) {
+  create(job(), user(0), "", "1M");
+  const std::string m = mount(job());
+  ASSERT_FALSE(m.empty());
+  ASSERT_TRUE(write_file(m + "/full", std::string(1 << 20, 'x')));
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(create_write_close_errno(m + "/over" + std::to_string(i), "more"), EDQUOT) << i;
+  long held = -1;
+  EXPECT_TRUE(eventually([&] {
+    held = skeinctl_number(*cluster_, "namespaces", "job-" + job(), "open_files");
+    return held == 0;
+  })) << held
+      << " handles held by the gateway after every file was closed";
+}
+
 TEST_F(JobNamespaces, DestroyWhileMountedGivesEstaleAtOnceAndRemovesEveryPart) {
   create(job(), user(0));
   const std::string m = mount(job());
