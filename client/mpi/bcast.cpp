@@ -47,12 +47,20 @@ std::string resolve(const std::vector<std::string>& paths, const std::string& mo
   if (paths.empty()) return "no paths given";
   for (const std::string& p : paths) {
     if (p.empty()) return "an empty path";
-    std::string abs = fs::absolute(p).lexically_normal().string();
-    while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+    // A PATH given is followed where it is a symlink, or lies below one, as cat or cp would: the
+    // mount's fills name files by their paths in the namespace, never through a symlink.
+    std::error_code ec;
+    std::string abs = fs::canonical(p, ec).string();
+    if (ec) return p + ": " + ec.message();
     // Below rank 0's own mount (the override's, if any), else below any skein mount.
-    std::string m = mount_override;
+    std::string m = mount_override.empty() ? "" : fs::weakly_canonical(mount_override, ec).string();
+    if (ec) m = mount_override;
     while (m.size() > 1 && m.back() == '/') m.pop_back();
     if (m.empty() || (abs != m && abs.rfind(m + "/", 0) != 0)) m = skein_mount_of(abs);
+    std::string named = fs::absolute(p).lexically_normal().string();
+    while (named.size() > 1 && named.back() == '/') named.pop_back();
+    if (m.empty() && abs != named)
+      return p + " leads through a symlink to " + abs + ", which is not on a skein mount";
     if (m.empty()) return p + " is not on a skein mount";
     if (!mount.empty() && mount != m)
       return "the paths are on different mounts: " + mount + ", " + m;
@@ -64,7 +72,6 @@ std::string resolve(const std::vector<std::string>& paths, const std::string& mo
       entries.push_back({rel, false, static_cast<uint64_t>(st.st_size)});
     } else if (S_ISDIR(st.st_mode)) {
       entries.push_back({rel, true});
-      std::error_code ec;
       fs::recursive_directory_iterator it(abs, ec), end;
       if (ec) return p + ": " + ec.message();
       for (; it != end; it.increment(ec)) {

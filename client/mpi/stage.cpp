@@ -131,18 +131,24 @@ std::string make_dir(const std::string& path, bool root = false) {
 }
 
 // Lists SRC/REL (a directory): appends its entries to `found` (devices, sockets and fifos are not
-// copied) and its subdirectories to `subdirs`, and makes DST/REL/SUB for each. "" or the failure.
-std::string list_dir(const std::string& src, const std::string& dst, const std::string& rel,
-                     std::vector<Item>& found, std::vector<std::string>& subdirs) {
+// copied) and its subdirectories to `subdirs`, and makes DST/REL/SUB for each. What cannot be
+// listed (the directory, an entry, a symlink's target) or made in DST goes to `failed`, and the
+// rest of the tree is copied all the same; a directory that failed is not gone into.
+void list_dir(const std::string& src, const std::string& dst, const std::string& rel,
+              std::vector<Item>& found, std::vector<std::string>& subdirs,
+              std::vector<std::string>& failed) {
   const std::string dir = src + rel;
+  const std::string shown = rel.empty() ? "/" : rel;
   DIR* d = ::opendir(dir.c_str());
-  if (!d) return errno_text(dir);
-  std::string err;
+  if (!d) {
+    failed.push_back(shown + ": " + errno_text("list " + dir));
+    return;
+  }
   for (;;) {
     errno = 0;
     const dirent* e = ::readdir(d);
     if (!e) {
-      if (errno != 0) err = errno_text(dir);
+      if (errno != 0) failed.push_back(shown + ": " + errno_text("list " + dir));
       break;
     }
     const std::string name = e->d_name;
@@ -150,8 +156,8 @@ std::string list_dir(const std::string& src, const std::string& dst, const std::
     const std::string child = rel + "/" + name;
     struct stat st;
     if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      err = errno_text(src + child);
-      break;
+      failed.push_back(child + ": " + errno_text(src + child));
+      continue;
     }
     if (!S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode) && !S_ISREG(st.st_mode)) continue;
     Item i = item_of(st, child);
@@ -159,18 +165,19 @@ std::string list_dir(const std::string& src, const std::string& dst, const std::
       std::error_code ec;
       i.target = fs::read_symlink(src + child, ec).string();
       if (ec) {
-        err = src + child + ": " + ec.message();
-        break;
+        failed.push_back(child + ": " + src + child + ": " + ec.message());
+        continue;
       }
     } else if (i.type == 'd') {
-      err = make_dir(dst + child);
-      if (!err.empty()) break;
+      if (std::string err = make_dir(dst + child); !err.empty()) {
+        failed.push_back(child + ": " + err);
+        continue;
+      }
       subdirs.push_back(child);
     }
     found.push_back(std::move(i));
   }
   ::closedir(d);
-  return err;
 }
 
 // Where a file's copy is made before it is whole: DST/.NAME.skein-partial beside it, with a large
@@ -346,7 +353,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     failures = failure + "\n";
     return true;
   };
-  std::vector<Item> found;  // what this rank listed (rank 0: SRC itself first)
+  std::vector<Item> found;          // what this rank listed (rank 0: SRC itself first)
+  std::vector<std::string> failed;  // "PATH: reason", what this rank could not list or copy
   if (rank == 0) {
     struct stat st;
     if (::lstat(src.c_str(), &st) != 0)
@@ -369,10 +377,9 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     std::vector<std::string> next;
     {
       Counter counter(comm);
-      for (long long k; mine.empty() && (k = counter.next()) < (long long)level.size();)
-        mine = list_dir(src, dst, level[std::size_t(k)], found, next);
+      for (long long k; (k = counter.next()) < (long long)level.size();)
+        list_dir(src, dst, level[std::size_t(k)], found, next, failed);
     }
-    if (failed_somewhere()) return 1;
     if (!allgather_strings(comm, next, level)) return too_many();
   }
 
@@ -492,7 +499,6 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   }
 
   // Every rank takes units off the shared counter until none are left.
-  std::vector<std::string> failed;
   unsigned long long moved = 0, files_done = 0, fetched_files = 0, stored_files = 0,
                      read_past_cache = 0;
   {
@@ -932,7 +938,15 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
                   totals[0], totals[3], totals[1], totals[2], totals[4],
                   (unsigned long long)skipped_files, (unsigned long long)skipped_bytes, secs, size);
     summary = "skein-mpi: " + src + " -> " + dst + ": " + counts;
-    failures = all;
+    // By path, each once: the chunks of a file that failed may fail with the same words.
+    std::vector<std::string> lines;
+    std::istringstream in(all);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) lines.push_back(std::move(line));
+    std::sort(lines.begin(), lines.end());
+    lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+    failures.clear();
+    for (auto& line : lines) failures += line + "\n";
   }
   return any ? 1 : 0;
 }

@@ -442,6 +442,33 @@ TEST_F(MpiTest, BcastOfNamesWithNewlinesAndTrailingSpaces) {
           << "mount " << m << ": " << name;
 }
 
+// A PATH that is a symlink, or lies below one, is followed as cat would follow it; one that
+// leads off the mount is refused by name.
+TEST_F(MpiTest, BcastFollowsTheSymlinksItIsGiven) {
+  const std::string dir = cluster_->export_dir(1) + "/linked";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  const std::string data = random_bytes((6u << 20) + 123, 720);
+  ASSERT_TRUE(write_file(dir + "/data", data));
+  ASSERT_EQ(::symlink("data", (dir + "/to-data").c_str()), 0);
+  ASSERT_EQ(::symlink("linked", (cluster_->export_dir(1) + "/to-linked").c_str()), 0);
+  ASSERT_EQ(::symlink("/etc/hostname", (dir + "/off-the-mount").c_str()), 0);
+  settle();
+  const std::string m0 = cluster_->mount(0);
+  std::string out;
+  for (const std::string& given : {m0 + "/srv1/linked/to-data", m0 + "/srv1/to-linked"}) {
+    ASSERT_EQ(run_mpi("bcast " + q(given), out), 0) << given << ": " << out;
+    EXPECT_NE(out.find("broadcast 1 files"), std::string::npos) << out;
+  }
+  EXPECT_EQ(run_mpi("prefetch " + q(m0 + "/srv1/to-linked/to-data"), out), 0) << out;
+  for (int m = 0; m < 2; ++m)
+    EXPECT_TRUE(read_file(cluster_->mount(m) + "/srv1/linked/data") == data) << "mount " << m;
+  EXPECT_EQ(run_mpi("bcast " + q(m0 + "/srv1/linked/off-the-mount"), out), 1) << out;
+  EXPECT_NE(out.find("off-the-mount leads through a symlink to /etc/hostname, which is not on a "
+                     "skein mount"),
+            std::string::npos)
+      << out;
+}
+
 TEST_F(MpiTest, PrefetchWarmsEveryNode) {
   const std::size_t size = 8u << 20;
   const std::string name = "/srv0/prefetch";
@@ -872,6 +899,9 @@ TEST_F(MpiTest, ARerunAsAUserCompletesReadOnlyDirectoriesAndNeverWritesThroughAS
   ASSERT_TRUE(write_file(exp + "/ro/f1", "readable\n"));
   ASSERT_TRUE(write_file(exp + "/ro/f2", "unreadable at first\n"));
   ASSERT_TRUE(write_file(exp + "/was-link/g", "in a directory\n"));
+  // A directory the user may not list: named among the failures, the rest copied all the same.
+  ASSERT_EQ(::mkdir((exp + "/secret").c_str(), 0700), 0);
+  ASSERT_TRUE(write_file(exp + "/secret/h", "listed once allowed\n"));
   ASSERT_EQ(::chmod((exp + "/ro/f2").c_str(), 0), 0);
   ASSERT_EQ(::chmod((exp + "/ro").c_str(), 0555), 0);
   ASSERT_EQ(
@@ -889,15 +919,20 @@ TEST_F(MpiTest, ARerunAsAUserCompletesReadOnlyDirectoriesAndNeverWritesThroughAS
   std::string out;
   EXPECT_EQ(stage_in_as_nobody(out), 1) << out;
   EXPECT_NE(out.find("/ro/f2"), std::string::npos) << out;
+  EXPECT_NE(out.find("/secret: list " + src + "/secret: Permission denied"), std::string::npos)
+      << out;
+  EXPECT_EQ(read_file(dst + "/ro/f1"), "readable\n") << "a directory it could not list stopped it";
   struct stat st {};
   ASSERT_EQ(::stat((dst + "/ro").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0555u) << "the source's mode, after the first run";
   ASSERT_EQ(::chmod((exp + "/ro/f2").c_str(), 0644), 0);
+  ASSERT_EQ(::chmod((exp + "/secret").c_str(), 0755), 0);
   settle();
   EXPECT_EQ(stage_in_as_nobody(out), 0) << out;
   EXPECT_EQ(read_file(dst + "/ro/f1"), "readable\n");
   EXPECT_EQ(read_file(dst + "/ro/f2"), "unreadable at first\n");
   EXPECT_EQ(read_file(dst + "/was-link/g"), "in a directory\n");
+  EXPECT_EQ(read_file(dst + "/secret/h"), "listed once allowed\n");
   ASSERT_EQ(::lstat((dst + "/was-link").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
   ASSERT_EQ(::stat((dst + "/ro").c_str(), &st), 0);
