@@ -149,8 +149,12 @@ class Backend {
   // path is: a symlink there is ELOOP, never followed. EINVAL for a path that is not normalised.
   virtual Result<std::shared_ptr<Backend>> subtree(std::string_view rel) = 0;
   // The server reported a change at `rel` (its watcher): what was checked there is looked at
-  // again before it is trusted.
-  virtual void changed_on_server(std::string_view rel) { (void)rel; }
+  // again before it is trusted. With `replaced`, the file there (or below it) may be another
+  // one now (removed, renamed over or away).
+  virtual void changed_on_server(std::string_view rel, bool replaced) {
+    (void)rel;
+    (void)replaced;
+  }
   // `listener` runs each time the backend comes back up after it was down, on a thread of the
   // backend's; it must not wait for the backend.
   virtual void on_back_up(std::function<void()> listener) { (void)listener; }

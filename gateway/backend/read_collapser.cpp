@@ -15,8 +15,9 @@ ReadCollapser& ReadCollapser::shared() {
 }
 
 Result<SharedBytes> ReadCollapser::read(const void* backend, const std::string& path,
-                                        uint64_t offset, uint32_t size, const Fetch& fetch) {
-  Key key{reinterpret_cast<std::uintptr_t>(backend), path, offset, size};
+                                        uint64_t epoch, uint64_t offset, uint32_t size,
+                                        const Fetch& fetch) {
+  Key key{reinterpret_cast<std::uintptr_t>(backend), path, epoch, offset, size};
   std::shared_ptr<Flight> flight;
   {
     std::unique_lock lock(mu_);
@@ -54,7 +55,7 @@ Result<SharedBytes> ReadCollapser::read(const void* backend, const std::string& 
 void ReadCollapser::detach(const void* backend, const std::string& path) {
   std::lock_guard lock(mu_);
   const auto id = reinterpret_cast<std::uintptr_t>(backend);
-  auto it = in_flight_.lower_bound(Key{id, path, 0, 0});
+  auto it = in_flight_.lower_bound(Key{id, path, 0, 0, 0});
   while (it != in_flight_.end() && it->first.backend == id && it->first.path == path)
     it = in_flight_.erase(it);
 }

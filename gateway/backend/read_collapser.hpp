@@ -1,8 +1,8 @@
 // Collapses concurrent reads of the same range of the same backend file into one SFTP fetch (the
 // CernVM-FS cvmfs/fetch.h pattern): the first reader fetches, and readers asking for the same
-// (backend, path, offset, length) while that fetch is in flight wait for it and share its result,
-// whether they come from one mount or several. Only reads in flight together are joined: nothing
-// is kept once a fetch is done. A write or truncate through the gateway detaches the file's
+// (backend, path, epoch, offset, length) while that fetch is in flight wait for it and share its
+// result, whether they come from one mount or several. Only reads in flight together are joined:
+// nothing is kept once a fetch is done. A write or truncate through the gateway detaches the file's
 // fetches in flight when it starts and when it ends, so a read that starts after a write was
 // acknowledged never joins a fetch that might have missed it. The readers share the fetched
 // buffers themselves (SharedBytes), not copies.
@@ -29,10 +29,11 @@ class ReadCollapser {
   // The one the gateway's backends share.
   static ReadCollapser& shared();
 
-  // The bytes of `size` at `offset` of `path` on `backend`: from `fetch`, or from the identical
-  // fetch another caller has in flight.
-  Result<SharedBytes> read(const void* backend, const std::string& path, uint64_t offset,
-                           uint32_t size, const Fetch& fetch);
+  // The bytes of `size` at `offset` of `path` on `backend`, of the file opened there at `epoch`
+  // (PathEpochs: files opened at other epochs may be other files): from `fetch`, or from the
+  // identical fetch another caller has in flight.
+  Result<SharedBytes> read(const void* backend, const std::string& path, uint64_t epoch,
+                           uint64_t offset, uint32_t size, const Fetch& fetch);
   // `path` on `backend` is changing: later reads do not join its fetches in flight.
   void detach(const void* backend, const std::string& path);
 
@@ -43,6 +44,7 @@ class ReadCollapser {
   struct Key {
     std::uintptr_t backend;
     std::string path;
+    uint64_t epoch;
     uint64_t offset;
     uint32_t size;
     auto operator<=>(const Key&) const = default;

@@ -45,8 +45,10 @@ std::string RemoteFile::rel_path() const {
 }
 
 void RemoteFile::renamed(std::string new_rel) {
+  const uint64_t epoch = backend_->epoch_of(new_rel);
   std::lock_guard lock(mu_);
   rel_ = std::move(new_rel);
+  epoch_ = epoch;
 }
 
 Status RemoteFile::open_first(uint32_t mode) {
@@ -59,6 +61,11 @@ Status RemoteFile::open_first(uint32_t mode) {
   // between its checks and the OPEN.
   auto hold = backend_->paths_->hold(PathGuard::Mode::shared);
   if (auto st = backend_->confine(rel); !st) return st;
+  {
+    const uint64_t epoch = backend_->epoch_of(rel);  // renames wait for the hold
+    std::lock_guard lock(mu_);
+    epoch_ = epoch;
+  }
   size_t slot = backend_->pool().pick_slot();
   auto conn = backend_->connection(slot);
   if (!conn) return Status::failure(conn.error());
@@ -128,16 +135,26 @@ Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
   auto conn = backend_->connection(slot);
   if (!conn) return R::failure(conn.error());
   std::string rel;
+  uint64_t epoch = 0;
   {
     std::lock_guard lock(mu_);
     Handle& h = handles_[slot];
     if (!h.handle.empty() && h.conn == *conn) return h;
     rel = rel_;
+    epoch = epoch_;
   }
   // Re-open by path, confined as the first open was: the caller's access mode, never creating
   // or truncating again.
   int again = flags_ & ~(O_CREAT | O_EXCL | O_TRUNC);
   auto hold = backend_->paths_->hold(PathGuard::Mode::shared);
+  if (backend_->epoch_of(rel) != epoch) {
+    // The path may name another file now (an atomic replace while this one is read): never
+    // opened by it again. A handle open elsewhere serves, on its own connection.
+    std::lock_guard lock(mu_);
+    for (auto& h : handles_)
+      if (!h.handle.empty() && h.conn && h.conn->alive()) return h;
+    return R::failure(ESTALE);
+  }
   if (auto st = backend_->confine(rel); !st) return R::failure(st.error());
   auto h = expect_handle(backend_->open_confined(**conn, rel, again, {}, nullptr));
   if (!h) return R::failure(h.error());
@@ -170,7 +187,14 @@ size_t slot_for_run(uint64_t run, size_t slots) {
 
 Result<SharedBytes> RemoteFile::read(uint64_t offset, uint32_t size) {
   // Keyed by the server's path and the pool: views of one backend share their fetches too.
-  return ReadCollapser::shared().read(&backend_->pool(), backend_->remote_path(rel_path()), offset,
+  std::string rel;
+  uint64_t epoch = 0;
+  {
+    std::lock_guard lock(mu_);
+    rel = rel_;
+    epoch = epoch_;
+  }
+  return ReadCollapser::shared().read(&backend_->pool(), backend_->remote_path(rel), epoch, offset,
                                       size, [&] { return fetch(offset, size); });
 }
 

@@ -62,7 +62,8 @@ class RemoteFile final : public BackendFile {
   // the next OPEN, so a late WRITE with it would land in another file); their CLOSE is then not
   // waited for, and its error is not reported.
   Status close() override;
-  // Moves the file's identity after a rename, so re-opens find it.
+  // Moves the file's identity after a rename, so re-opens find it: the path's epoch from then on
+  // is the file's (the gateway follows the path its mount names the file by).
   void renamed(std::string new_rel) override;
 
  private:
@@ -81,7 +82,9 @@ class RemoteFile final : public BackendFile {
    private:
     RemoteFile& f_;
   };
-  // The handle on `slot`, opening it when needed.
+  // The handle on `slot`, opening it by path when needed; while the path may name another file
+  // than the one opened (its epoch moved on: renamed over or away, removed), a handle already
+  // open on another slot instead, or ESTALE when none is.
   Result<Handle> handle_on(size_t slot);
   Result<Handle> any_handle();
   // The SFTP requests behind read(), write() and truncate().
@@ -98,8 +101,9 @@ class RemoteFile final : public BackendFile {
 
   std::shared_ptr<SftpBackend> backend_;
   std::optional<sftp::Attrs> attrs_at_open_, parent_attrs_at_open_;  // set by open_first
-  mutable std::mutex mu_;  // guards rel_, handles_, users_ and closing_
+  mutable std::mutex mu_;  // guards rel_, epoch_, handles_, users_ and closing_
   std::string rel_;
+  uint64_t epoch_ = 0;  // of rel_ when the file was opened there (PathEpochs)
   int flags_;
   std::vector<Handle> handles_;  // by slot; empty handle string = not open
   size_t users_ = 0;             // calls holding an InUse

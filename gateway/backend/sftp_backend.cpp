@@ -92,7 +92,10 @@ std::unique_ptr<Backend::PendingLstat> SftpBackend::start_lstat(std::string_view
 
 Result<Attrs> SftpBackend::attrs_of(Result<Reply> reply) { return expect_attrs(std::move(reply)); }
 
-void SftpBackend::changed_on_server(std::string_view rel) { paths_->forget_tree(remote_path(rel)); }
+void SftpBackend::changed_on_server(std::string_view rel, bool replaced_there) {
+  paths_->forget_tree(remote_path(rel));
+  if (replaced_there) replaced(rel);
+}
 
 Status SftpBackend::confine(std::string_view rel, Confine what) {
   // The directories to look at, from the top: each prefix of the path ending before a '/', and
@@ -374,7 +377,12 @@ Status SftpBackend::rmdir(std::string_view rel) {
 Status SftpBackend::unlink(std::string_view rel) {
   auto hold = paths_->hold(PathGuard::Mode::shared);
   if (auto st = confine(rel); !st) return st;
-  return removed(pool().call(PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(), false), rel);
+  // Before and after: a file opened at the name while the REMOVE is on its way is not taken for
+  // one opened there after it.
+  replaced(rel);
+  auto reply = pool().call(PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(), false);
+  replaced(rel);
+  return removed(std::move(reply), rel);
 }
 
 Status SftpBackend::removed(Result<Reply> reply, std::string_view rel) {
@@ -392,9 +400,11 @@ Result<std::optional<Attrs>> SftpBackend::unlink_reporting_parent(std::string_vi
   if (!conn) return R::failure(conn.error());
   // sftp-server answers in order: the LSTAT sees the directory as the REMOVE left it.
   pool().count_ops(2);
+  replaced(rel);  // before and after, as unlink()
   auto replies = (*conn)->call_all(
       {PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(),
        PacketWriter(FXP_LSTAT).str(remote_path(parent_path(std::string(rel)))).take()});
+  replaced(rel);
   if (auto st = removed(std::move(replies[0]), rel); !st) return R::failure(st.error());
   auto dir = expect_attrs(std::move(replies[1]));
   return dir ? std::optional<Attrs>(*dir) : std::nullopt;
@@ -421,9 +431,11 @@ Result<RenameParents> SftpBackend::renamed(std::string_view from, std::string_vi
   struct Forget {
     SftpBackend& b;
     std::string_view from, to;
-    ~Forget() {
+    ~Forget() {  // with the paths still held: no open runs between the rename and this
       b.paths_->forget_tree(b.remote_path(from));
       b.paths_->forget_tree(b.remote_path(to));
+      b.replaced(from);
+      b.replaced(to);
     }
   } forget{*this, from, to};
   auto conn = pool().connection(pool().pick_slot());
@@ -834,6 +846,8 @@ std::vector<std::optional<Result<MadeWholeFile>>> SftpBackend::write_whole_files
       for (size_t i : renaming) {
         paths_->forget_tree(remote_path(files[i].partial));
         paths_->forget_tree(remote_path(files[i].path));
+        replaced(files[i].partial);
+        replaced(files[i].path);
       }
     }
     std::vector<std::optional<Attrs>> dir_attrs(dirs.size());

@@ -25,6 +25,7 @@
 #include "backend/backend.hpp"
 #include "backend/backend_config.hpp"
 #include "backend/connection_pool.hpp"
+#include "backend/path_epochs.hpp"
 #include "backend/path_guard.hpp"
 #include "sftp/connection.hpp"
 #include "sftp/protocol.hpp"
@@ -105,7 +106,9 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   std::vector<std::optional<Result<MadeWholeFile>>> write_whole_files(
       const std::vector<NewWholeFile>& files) override;
   Result<std::shared_ptr<Backend>> subtree(std::string_view rel) override;
-  void changed_on_server(std::string_view rel) override;
+  void changed_on_server(std::string_view rel, bool replaced) override;
+  // The epoch of `rel` (PathEpochs), shared with the backend's views and the files they open.
+  uint64_t epoch_of(std::string_view rel) const { return server_->epochs.of(remote_path(rel)); }
   void on_back_up(std::function<void()> listener) override {
     server_->pool.on_back_up(std::move(listener));
   }
@@ -125,7 +128,10 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
     explicit Server(BackendConfig cfg) : pool(std::move(cfg)) {}
     ConnectionPool pool;
     std::atomic<bool> draining{false};
+    PathEpochs epochs;  // which file each path names, as far as this gateway knows
   };
+  // The file at `rel` (or below it) may not be the one opened there before.
+  void replaced(std::string_view rel) { server_->epochs.replaced(remote_path(rel)); }
   // A view of `server`'s export at `prefix` (a path below the export's root).
   SftpBackend(std::shared_ptr<Server> server, std::shared_ptr<PathGuard> paths, std::string prefix,
               std::string name);

@@ -49,9 +49,9 @@ void Coherence::watch_backends(const BackendMap& backends) {
     watchers_[name] = std::make_unique<RemoteWatcher>(
         backend,
         [this, name = name, b = std::weak_ptr<Backend>(backend)](const std::string& rel,
-                                                                 bool new_dir) {
+                                                                 bool new_dir, bool replaced) {
           // A directory may now be a symlink: the backend looks at it again before it trusts it.
-          if (auto live = b.lock()) live->changed_on_server(rel);
+          if (auto live = b.lock()) live->changed_on_server(rel, replaced);
           changed_on_server(name, rel, new_dir);
         },
         [this, name = name](bool watching) {

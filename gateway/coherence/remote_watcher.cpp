@@ -8,6 +8,7 @@
 #include <chrono>
 #include <deque>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "sftp/endpoint.hpp"
@@ -98,7 +99,7 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
   using Clock = std::chrono::steady_clock;
   constexpr auto kSettle = std::chrono::milliseconds(50);
   std::deque<std::pair<Clock::time_point, std::string>> held;
-  std::unordered_set<std::string> held_paths;
+  std::unordered_map<std::string, bool> held_paths;  // and whether the file there was replaced
   bool ended = false;
   while (!stopping_ && !ended && have_inotify) {
     long n;
@@ -141,17 +142,25 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
       const bool new_dir = events.find(",ISDIR,") != std::string::npos &&
                            (events.find(",CREATE,") != std::string::npos ||
                             events.find(",MOVED_TO,") != std::string::npos);
+      // The name may lead to another file now (PathEpochs), where it went or came by a move or
+      // a removal.
+      const bool replaced = events.find(",DELETE") != std::string::npos ||
+                            events.find(",MOVED_") != std::string::npos;
       if (new_dir) rel.push_back('\n');  // held apart from reports of the same path
-      if (held_paths.insert(rel).second) held.emplace_back(Clock::now(), std::move(rel));
+      auto [at, first_report] = held_paths.emplace(rel, replaced);
+      at->second = at->second || replaced;
+      if (first_report) held.emplace_back(Clock::now(), std::move(rel));
     }
     if (out.size() > 65536) out.erase(0, out.size() - 1024);  // a line without end
     while (!held.empty() && (ended || Clock::now() - held.front().first >= kSettle)) {
       std::string rel = std::move(held.front().second);
-      held_paths.erase(rel);
+      auto at = held_paths.find(rel);
+      const bool replaced = at != held_paths.end() && at->second;
+      if (at != held_paths.end()) held_paths.erase(at);
       held.pop_front();
       const bool new_dir = !rel.empty() && rel.back() == '\n';
       if (new_dir) rel.pop_back();
-      on_change_(rel, new_dir);
+      on_change_(rel, new_dir, replaced);
     }
     if (ended || !have_inotify) break;
     int wait_ms = 200;

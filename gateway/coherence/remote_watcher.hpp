@@ -18,8 +18,9 @@ namespace skein {
 class RemoteWatcher {
  public:
   // Called from the watcher's thread with a backend-relative path that changed; `new_dir` when it
-  // is a directory that appeared (created or moved in).
-  using OnChange = std::function<void(const std::string& rel, bool new_dir)>;
+  // is a directory that appeared (created or moved in), `replaced` when what was there was
+  // removed or moved away or over (the name may lead to another file now).
+  using OnChange = std::function<void(const std::string& rel, bool new_dir, bool replaced)>;
   // Called from the watcher's thread when watching() changes.
   using OnWatching = std::function<void(bool watching)>;
   RemoteWatcher(std::shared_ptr<SftpBackend> backend, OnChange on_change,

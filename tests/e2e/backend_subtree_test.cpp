@@ -163,7 +163,7 @@ TEST_F(BackendSubtree, ADirectorySwappedForASymlinkUnderAViewIsSeen) {
   ASSERT_EQ(::rename(server("job").c_str(), server("job.old").c_str()), 0);
   ASSERT_EQ(::symlink(outside().c_str(), server("job").c_str()), 0);
   // The server's watcher reports it to the backend; the view shares what the backend verified.
-  backend_->changed_on_server("/" + name_ + "/job");
+  backend_->changed_on_server("/" + name_ + "/job", /*replaced=*/true);
   EXPECT_EQ(job->lstat("/secret").error(), ELOOP);
   EXPECT_EQ(job->open("/secret", O_RDONLY, 0).error(), ELOOP);
 }

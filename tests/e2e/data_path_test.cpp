@@ -310,6 +310,29 @@ TEST_F(DataPath, LargeWritesAroundARenameLandInTheRenamedFile) {
   EXPECT_TRUE(read_file(s(done)) == data) << "the renamed file lacks bytes";
 }
 
+// A large file replaced as rsync and editors replace one (a new file renamed over it, here by
+// another mount) while a descriptor of it is read: the descriptor reads the file it opened to
+// its end, never the new one, though its later reads go over other connections of the gateway.
+TEST_F(DataPath, AFileReplacedWhileItIsReadIsReadToItsEndAsItWasOpened) {
+  const std::string opened = random_bytes(48 * kMiB, 21), replacing = random_bytes(48 * kMiB, 22);
+  ASSERT_TRUE(write_file(s(name()), opened));
+  ASSERT_TRUE(write_file(s(name() + ".new"), replacing));
+  int fd = ::open(m(name()).c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::string got(opened.size(), '\0');
+  ASSERT_EQ(::pread(fd, got.data(), kMiB, 0), static_cast<ssize_t>(kMiB));
+  ASSERT_EQ(::rename(m(name() + ".new", 1).c_str(), m(name(), 1).c_str()), 0);
+  for (size_t at = kMiB; at < got.size(); at += kMiB)
+    ASSERT_EQ(::pread(fd, got.data() + at, kMiB, static_cast<off_t>(at)),
+              static_cast<ssize_t>(kMiB))
+        << at;
+  EXPECT_EQ(::close(fd), 0);
+  size_t first_wrong = 0;
+  while (first_wrong < got.size() && got[first_wrong] == opened[first_wrong]) ++first_wrong;
+  EXPECT_EQ(first_wrong, got.size()) << "the descriptor read another file from this offset on";
+  EXPECT_TRUE(read_file(m(name())) == replacing);
+}
+
 TEST_F(DataPath, AppendsFromOneDescriptorLandInOrder) {
   int fd = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
   ASSERT_GE(fd, 0);

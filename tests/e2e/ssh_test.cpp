@@ -521,11 +521,12 @@ TEST_P(OnEachTransport, TheRemoteWatcherReportsServerSideChangesAndEndsItsInotif
   ASSERT_TRUE(server.running());
   auto backend = backend_on(server, transport());
   std::mutex mu;
-  std::set<std::string> seen;
+  std::set<std::string> seen, replaced;
   {
-    RemoteWatcher watcher(backend, [&](const std::string& rel, bool) {
+    RemoteWatcher watcher(backend, [&](const std::string& rel, bool, bool moved_or_removed) {
       std::lock_guard lock(mu);
       seen.insert(rel);
+      if (moved_or_removed) replaced.insert(rel);
     });
     const auto start = std::chrono::steady_clock::now();
     while (!watcher.watching() &&
@@ -540,6 +541,21 @@ TEST_P(OnEachTransport, TheRemoteWatcherReportsServerSideChangesAndEndsItsInotif
       got = seen.count("/made-on-server") > 0;
     }
     EXPECT_TRUE(got) << "no report of a file made on the server within 2 s";
+    {
+      std::lock_guard lock(mu);
+      EXPECT_EQ(replaced.count("/made-on-server"), 0u) << "a new file taken for a replaced one";
+    }
+    // Moved: both names may lead to other files now.
+    ASSERT_EQ(::rename((server.export_dir() + "/made-on-server").c_str(),
+                       (server.export_dir() + "/moved-on-server").c_str()),
+              0);
+    got = false;
+    for (int i = 0; i < 40 && !got; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::lock_guard lock(mu);
+      got = replaced.count("/made-on-server") > 0 && replaced.count("/moved-on-server") > 0;
+    }
+    EXPECT_TRUE(got) << "a move on the server not reported as replacing both names within 2 s";
   }
   // The watcher is gone: so is its inotifywait on the server, soon.
   std::string out;
