@@ -1540,6 +1540,13 @@ TEST_F(MpiTest, BadInputFailsOnEveryRankWithAClearError) {
             1)
       << out;
   EXPECT_NE(out.find("rank 2: no skein mount at " + none), std::string::npos) << out;
+  // A control directory without the mount's socket, named for a stage.
+  EXPECT_EQ(run_mpi("stage-in --control-dir " + q(none) + " " + q(a + "/srv0") + " " +
+                        q(make_test_dir("no-socket-dst")),
+                    out),
+            1)
+      << out;
+  EXPECT_NE(out.find("rank 0: no skein mount at " + a), std::string::npos) << out;
   // A malformed node map.
   EXPECT_EQ(run_mpi("bcast " + q(a + "/srv0/small"), out, "a=" + a + ",b=" + a), 1) << out;
   EXPECT_NE(out.find("SKEIN_MPI_NODE_MAP has 2 entries for 4 ranks"), std::string::npos) << out;
