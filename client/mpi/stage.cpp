@@ -367,13 +367,13 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       mine = made;
     else
       found.push_back(item_of(st, ""));
-    // A control directory named on the command line must hold the mount's socket, as bcast's
-    // must: the copy would otherwise go the plain way without a word.
-    if (!control_dir.empty())
-      for (const std::string* p : {&src, &dst})
-        if (const std::string on = skein_mount_of(*p); mine.empty() && !on.empty())
-          mine = Mount{on, control_dir}.command("whoami");
   }
+  // A control directory named on the command line must hold each node's mount's socket, as
+  // bcast's must: the copy would otherwise go the plain way without a word.
+  if (!control_dir.empty())
+    for (const std::string* p : {&src, &dst})
+      if (const std::string on = skein_mount_of(*p); mine.empty() && !on.empty())
+        mine = Mount{on, control_dir}.command("whoami");
   if (failed_somewhere()) return 1;
 
   // Every rank lists directories, one level of the tree at a time: the directories of a level

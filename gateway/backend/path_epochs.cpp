@@ -7,28 +7,85 @@
 
 namespace skein {
 
-uint64_t PathEpochs::of(std::string_view path) const {
-  std::lock_guard lock(mu_);
-  uint64_t epoch = floor_;
-  if (epochs_.empty()) return epoch;
-  std::string p(path);
+namespace {
+// Unique epochs count down from the top, paths' up from 1: the two never meet.
+constexpr uint64_t kUniqueTop = ~uint64_t{0};
+}  // namespace
+
+uint64_t PathEpochs::of_locked(const std::string& path) const {
+  uint64_t epoch = 0;
+  if (nodes_.empty()) return epoch;
+  std::string p = path;
   for (;;) {
-    if (auto it = epochs_.find(p); it != epochs_.end()) epoch = std::max(epoch, it->second);
+    if (auto it = nodes_.find(p); it != nodes_.end()) epoch = std::max(epoch, it->second.epoch);
     if (p.empty() || p == "/") break;
     p = parent_path(p);
   }
   return epoch;
 }
 
-void PathEpochs::replaced(std::string_view path) {
+uint64_t PathEpochs::of(std::string_view path) const {
   std::lock_guard lock(mu_);
-  ++latest_;
-  if (epochs_.size() >= kMaxPaths) {
-    epochs_.clear();
-    floor_ = latest_;
-    return;
+  return of_locked(std::string(path));
+}
+
+bool PathEpochs::open_at_or_below(const std::string& path) const {
+  if (auto it = nodes_.find(path); it != nodes_.end() && it->second.open > 0) return true;
+  const std::string below = path == "/" ? "/" : path + "/";
+  for (auto it = nodes_.lower_bound(below); it != nodes_.end() && it->first.starts_with(below);
+       ++it)
+    if (it->second.open > 0) return true;
+  return false;
+}
+
+uint64_t PathEpochs::opened(std::string_view path) {
+  std::lock_guard lock(mu_);
+  const std::string p(path);
+  const uint64_t epoch = of_locked(p);
+  ++nodes_[p].open;
+  return epoch;
+}
+
+void PathEpochs::closed(std::string_view path) {
+  std::lock_guard lock(mu_);
+  const std::string p(path);
+  auto it = nodes_.find(p);
+  if (it == nodes_.end() || it->second.open == 0) return;
+  --it->second.open;
+  prune(p);
+}
+
+void PathEpochs::prune(std::string p) {
+  for (;;) {
+    if (auto it = nodes_.find(p); it != nodes_.end() && !open_at_or_below(p)) nodes_.erase(it);
+    if (p.empty() || p == "/") break;
+    p = parent_path(p);
   }
-  epochs_[std::string(path)] = latest_;
+}
+
+void PathEpochs::replaced(std::string_view path, bool by_gateway) {
+  std::lock_guard lock(mu_);
+  const std::string p(path);
+  const auto now = Clock::now();
+  while (!own_.empty() && now - own_.front().first > kEcho) {
+    if (auto it = own_at_.find(own_.front().second);
+        it != own_at_.end() && it->second == own_.front().first)
+      own_at_.erase(it);
+    own_.pop_front();
+  }
+  if (by_gateway) {
+    own_.emplace_back(now, p);
+    own_at_[p] = now;
+  } else if (own_at_.count(p)) {
+    return;  // the echo of the gateway's own
+  }
+  if (!open_at_or_below(p)) return;  // files opened from now on take what is there now
+  nodes_[p].epoch = ++latest_;
+}
+
+uint64_t PathEpochs::unique() {
+  std::lock_guard lock(mu_);
+  return kUniqueTop - unique_++;
 }
 
 }  // namespace skein

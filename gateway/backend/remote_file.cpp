@@ -22,7 +22,10 @@ RemoteFile::RemoteFile(std::shared_ptr<SftpBackend> backend, std::string rel, in
   handles_.resize(backend_->pool().slot_count());
 }
 
-RemoteFile::~RemoteFile() { (void)close(); }
+RemoteFile::~RemoteFile() {
+  (void)close();
+  if (!counted_.empty()) backend_->epochs().closed(counted_);
+}
 
 RemoteFile::InUse::InUse(RemoteFile& f) : f_(f) {
   std::lock_guard lock(f_.mu_);
@@ -45,10 +48,15 @@ std::string RemoteFile::rel_path() const {
 }
 
 void RemoteFile::renamed(std::string new_rel) {
-  const uint64_t epoch = backend_->epoch_of(new_rel);
+  const std::string path = backend_->remote_path(new_rel);
   std::lock_guard lock(mu_);
+  if (!counted_.empty()) {
+    backend_->epochs().closed(counted_);
+    (void)backend_->epochs().opened(path);
+    counted_ = path;
+  }
   rel_ = std::move(new_rel);
-  epoch_ = epoch;
+  epoch_ = backend_->epochs().unique();
 }
 
 Status RemoteFile::open_first(uint32_t mode) {
@@ -62,9 +70,13 @@ Status RemoteFile::open_first(uint32_t mode) {
   auto hold = backend_->paths_->hold(PathGuard::Mode::shared);
   if (auto st = backend_->confine(rel); !st) return st;
   {
-    const uint64_t epoch = backend_->epoch_of(rel);  // renames wait for the hold
+    // Counted open at the path from here on, before the OPEN: a removal or rename of it from now
+    // on moves its epoch (renames wait for the hold meanwhile).
     std::lock_guard lock(mu_);
-    epoch_ = epoch;
+    if (counted_.empty()) {
+      counted_ = backend_->remote_path(rel);
+      epoch_ = backend_->epochs().opened(counted_);
+    }
   }
   size_t slot = backend_->pool().pick_slot();
   auto conn = backend_->connection(slot);

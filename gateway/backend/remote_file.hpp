@@ -62,8 +62,10 @@ class RemoteFile final : public BackendFile {
   // the next OPEN, so a late WRITE with it would land in another file); their CLOSE is then not
   // waited for, and its error is not reported.
   Status close() override;
-  // Moves the file's identity after a rename, so re-opens find it: the path's epoch from then on
-  // is the file's (the gateway follows the path its mount names the file by).
+  // Moves the file's identity after a rename (the gateway follows the path its mount names the
+  // file by). Which file the new path names cannot be told for sure (the request may be older
+  // than another rename): the file opens nothing by path from then on, and its reads are shared
+  // with no other file's.
   void renamed(std::string new_rel) override;
 
  private:
@@ -103,7 +105,8 @@ class RemoteFile final : public BackendFile {
   std::optional<sftp::Attrs> attrs_at_open_, parent_attrs_at_open_;  // set by open_first
   mutable std::mutex mu_;  // guards rel_, epoch_, handles_, users_ and closing_
   std::string rel_;
-  uint64_t epoch_ = 0;  // of rel_ when the file was opened there (PathEpochs)
+  uint64_t epoch_ = 0;   // of rel_ when the file was opened there (PathEpochs)
+  std::string counted_;  // the server path PathEpochs counts the file open at; "" if none
   int flags_;
   std::vector<Handle> handles_;  // by slot; empty handle string = not open
   size_t users_ = 0;             // calls holding an InUse

@@ -94,7 +94,7 @@ Result<Attrs> SftpBackend::attrs_of(Result<Reply> reply) { return expect_attrs(s
 
 void SftpBackend::changed_on_server(std::string_view rel, bool replaced_there) {
   paths_->forget_tree(remote_path(rel));
-  if (replaced_there) replaced(rel);
+  if (replaced_there) server_->epochs.replaced(remote_path(rel), false);
 }
 
 Status SftpBackend::confine(std::string_view rel, Confine what) {
@@ -381,8 +381,9 @@ Status SftpBackend::unlink(std::string_view rel) {
   // one opened there after it.
   replaced(rel);
   auto reply = pool().call(PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(), false);
-  replaced(rel);
-  return removed(std::move(reply), rel);
+  Status st = removed(std::move(reply), rel);
+  if (st) replaced(rel);
+  return st;
 }
 
 Status SftpBackend::removed(Result<Reply> reply, std::string_view rel) {
@@ -404,8 +405,8 @@ Result<std::optional<Attrs>> SftpBackend::unlink_reporting_parent(std::string_vi
   auto replies = (*conn)->call_all(
       {PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(),
        PacketWriter(FXP_LSTAT).str(remote_path(parent_path(std::string(rel)))).take()});
-  replaced(rel);
   if (auto st = removed(std::move(replies[0]), rel); !st) return R::failure(st.error());
+  replaced(rel);
   auto dir = expect_attrs(std::move(replies[1]));
   return dir ? std::optional<Attrs>(*dir) : std::nullopt;
 }
@@ -431,9 +432,11 @@ Result<RenameParents> SftpBackend::renamed(std::string_view from, std::string_vi
   struct Forget {
     SftpBackend& b;
     std::string_view from, to;
+    bool renamed = false;
     ~Forget() {  // with the paths still held: no open runs between the rename and this
       b.paths_->forget_tree(b.remote_path(from));
       b.paths_->forget_tree(b.remote_path(to));
+      if (!renamed) return;
       b.replaced(from);
       b.replaced(to);
     }
@@ -469,6 +472,7 @@ Result<RenameParents> SftpBackend::renamed(std::string_view from, std::string_vi
     return R::failure(diagnose_failure(*this, FailedOp::rename, from, to));
   }
   if (auto st = expect_status(std::move(replies[0])); !st) return R::failure(st.error());
+  forget.renamed = true;
   RenameParents out;
   if (report) {
     if (auto a = expect_attrs(std::move(replies[1]))) out.from_dir = *a;

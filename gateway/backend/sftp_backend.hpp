@@ -130,8 +130,10 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
     std::atomic<bool> draining{false};
     PathEpochs epochs;  // which file each path names, as far as this gateway knows
   };
-  // The file at `rel` (or below it) may not be the one opened there before.
-  void replaced(std::string_view rel) { server_->epochs.replaced(remote_path(rel)); }
+  // The gateway removed or renamed `rel`: the file there (or below) may not be the one opened
+  // there before.
+  void replaced(std::string_view rel) { server_->epochs.replaced(remote_path(rel), true); }
+  PathEpochs& epochs() { return server_->epochs; }
   // A view of `server`'s export at `prefix` (a path below the export's root).
   SftpBackend(std::shared_ptr<Server> server, std::shared_ptr<PathGuard> paths, std::string prefix,
               std::string name);

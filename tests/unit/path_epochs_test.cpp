@@ -1,42 +1,64 @@
-// PathEpochs: a path replaced (renamed over or away, removed) starts a new epoch for itself and
-// everything below it, and for nothing else.
+// PathEpochs: a path replaced (renamed over or away, removed) while files are open at it or below
+// it starts a new epoch for itself and everything below it, and for nothing else; the watcher's
+// echo of the gateway's own replacement changes nothing; what no open file needs is forgotten.
 #include "backend/path_epochs.hpp"
 
 #include <gtest/gtest.h>
-
-#include <string>
 
 namespace skein {
 namespace {
 
 TEST(PathEpochs, AReplacedPathAndWhatIsBelowItStartANewEpochAndNothingElse) {
   PathEpochs epochs;
-  const uint64_t file = epochs.of("/exp/dir/file"), dir = epochs.of("/exp/dir");
-  const uint64_t sibling = epochs.of("/exp/dirt"), other = epochs.of("/exp/other");
-  epochs.replaced("/exp/dir/file");
+  const uint64_t file = epochs.opened("/exp/dir/file");
+  const uint64_t dir = epochs.of("/exp/dir"), sibling = epochs.of("/exp/dirt");
+  epochs.replaced("/exp/dir/file", true);
   EXPECT_NE(epochs.of("/exp/dir/file"), file);
   EXPECT_EQ(epochs.of("/exp/dir"), dir);
   const uint64_t file_now = epochs.of("/exp/dir/file");
-  epochs.replaced("/exp/dir");  // a directory renamed: every path below it
+  epochs.replaced("/exp/dir", true);  // a directory renamed: every path below it
   EXPECT_NE(epochs.of("/exp/dir/file"), file_now);
   EXPECT_NE(epochs.of("/exp/dir/new/deeper"), dir);
-  EXPECT_NE(epochs.of("/exp/dir"), dir);
   EXPECT_EQ(epochs.of("/exp/dirt"), sibling);
-  EXPECT_EQ(epochs.of("/exp/other"), other);
   EXPECT_EQ(epochs.of("/exp/dir/file"), epochs.of("/exp/dir/file")) << "stable until replaced";
 }
 
-TEST(PathEpochs, PastItsLimitEveryPathStartsANewEpochTogether) {
+TEST(PathEpochs, APathWithNothingOpenIsNotRememberedAndWhatIsClosedIsForgotten) {
   PathEpochs epochs;
-  const uint64_t kept = epochs.of("/kept");
-  for (std::size_t i = 0; i < PathEpochs::kMaxPaths; ++i)
-    epochs.replaced("/gone/" + std::to_string(i));
-  EXPECT_EQ(epochs.of("/kept"), kept);
-  const uint64_t before = epochs.of("/gone/1");
-  epochs.replaced("/one/more");  // past the limit: all of them forgotten at once
-  EXPECT_NE(epochs.of("/kept"), kept) << "a path kept an epoch from before the limit";
-  EXPECT_NE(epochs.of("/gone/1"), before);
-  EXPECT_EQ(epochs.of("/kept"), epochs.of("/gone/1"));
+  epochs.replaced("/nothing/open", true);
+  EXPECT_EQ(epochs.of("/nothing/open"), 0u);
+  EXPECT_EQ(epochs.opened("/f"), 0u);
+  epochs.replaced("/f", true);
+  const uint64_t moved = epochs.of("/f");
+  EXPECT_NE(moved, 0u);
+  EXPECT_EQ(epochs.opened("/f"), moved) << "a file opened after the replacement";
+  epochs.closed("/f");
+  EXPECT_EQ(epochs.of("/f"), moved) << "forgotten while a file is still open at it";
+  epochs.closed("/f");
+  EXPECT_EQ(epochs.of("/f"), 0u) << "kept after every file at it was closed";
+}
+
+TEST(PathEpochs, TheWatchersEchoOfTheGatewaysOwnReplacementChangesNothing) {
+  PathEpochs epochs;
+  (void)epochs.opened("/ckpt");                    // the old checkpoint, still open
+  epochs.replaced("/ckpt", /*by_gateway=*/true);   // mv ckpt ckpt.old through the gateway
+  const uint64_t made = epochs.opened("/ckpt");    // the new checkpoint
+  epochs.replaced("/ckpt", /*by_gateway=*/false);  // the watcher's report of that mv
+  EXPECT_EQ(epochs.of("/ckpt"), made);
+  (void)epochs.opened("/other");
+  const uint64_t other = epochs.of("/other");
+  epochs.replaced("/other", /*by_gateway=*/false);  // moved on the server
+  EXPECT_NE(epochs.of("/other"), other);
+}
+
+TEST(PathEpochs, AUniqueEpochIsNoPathsEpoch) {
+  PathEpochs epochs;
+  (void)epochs.opened("/a");
+  for (int i = 0; i < 100; ++i) epochs.replaced("/a", true);
+  const uint64_t a = epochs.of("/a"), u1 = epochs.unique(), u2 = epochs.unique();
+  EXPECT_NE(u1, a);
+  EXPECT_NE(u1, u2);
+  EXPECT_NE(u1, 0u);
 }
 
 }  // namespace
