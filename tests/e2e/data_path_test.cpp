@@ -73,6 +73,21 @@ class DataPath : public ::testing::Test {
   // Through mount i, on the server, and through the small namespace.
   std::string m(const std::string& rel, int i = 0) { return cluster_->mount(i) + "/srv0/" + rel; }
   std::string s(const std::string& rel) { return cluster_->export_dir(0) + "/" + rel; }
+  // `count` writes of `data` to this test's file through a descriptor opened with `flags`, then
+  // an open with O_TRUNC through another, and both closed: the file is empty on the server.
+  void truncate_after_writes(int flags, const std::string& data, int count) {
+    int fd = ::open(m(name()).c_str(), flags, 0644);
+    ASSERT_GE(fd, 0);
+    for (int i = 0; i < count; ++i)
+      ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    const int emptied = ::open(m(name()).c_str(), O_WRONLY | O_TRUNC);
+    ASSERT_GE(emptied, 0);
+    EXPECT_EQ(::close(emptied), 0);
+    EXPECT_EQ(::close(fd), 0);
+    struct stat st {};
+    ASSERT_EQ(::stat(s(name()).c_str(), &st), 0);
+    EXPECT_EQ(st.st_size, 0) << "writes from before the truncation landed after it";
+  }
   std::string small(const std::string& rel) { return small_mount_->path() + "/" + rel; }
   std::string name() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
 
@@ -240,18 +255,8 @@ TEST_F(DataPath, TruncateAfterPendingWritesKeepsItsSize) {
 // hands O_TRUNC to the open, ATOMIC_O_TRUNC): the writes land before the truncation, never after
 // it, so the file stays empty.
 TEST_F(DataPath, AnOpenThatTruncatesComesAfterTheWritesBeforeIt) {
-  int fd = ::open(m(name()).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  const std::string data = random_bytes(4096, 15);  // small writes: many queued at once
-  for (int i = 0; i < 4096; ++i)
-    ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
-  const int emptied = ::open(m(name()).c_str(), O_WRONLY | O_TRUNC);
-  ASSERT_GE(emptied, 0);
-  EXPECT_EQ(::close(emptied), 0);
-  EXPECT_EQ(::close(fd), 0);
-  struct stat st {};
-  ASSERT_EQ(::stat(s(name()).c_str(), &st), 0);
-  EXPECT_EQ(st.st_size, 0) << "writes from before the truncation landed after it";
+  // Small writes: many queued at once.
+  truncate_after_writes(O_WRONLY | O_CREAT | O_TRUNC, random_bytes(4096, 15), 4096);
 }
 
 // Log rotation: a writer's file is renamed while its writes are on their way, and a new file
@@ -276,18 +281,7 @@ TEST_F(DataPath, WritesBeforeARenameLandInTheRenamedFile) {
 // while its writer runs): its writes land before the truncation too.
 TEST_F(DataPath, AnOpenThatTruncatesComesAfterAnAppendingWritersWrites) {
   ASSERT_TRUE(write_file(s(name()), "old\n"));
-  int fd = ::open(m(name()).c_str(), O_WRONLY | O_APPEND);
-  ASSERT_GE(fd, 0);
-  const std::string data = random_bytes(kMiB, 17);
-  for (int i = 0; i < 16; ++i)
-    ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
-  const int emptied = ::open(m(name()).c_str(), O_WRONLY | O_TRUNC);
-  ASSERT_GE(emptied, 0);
-  EXPECT_EQ(::close(emptied), 0);
-  EXPECT_EQ(::close(fd), 0);
-  struct stat st {};
-  ASSERT_EQ(::stat(s(name()).c_str(), &st), 0);
-  EXPECT_EQ(st.st_size, 0) << "writes from before the truncation landed after it";
+  truncate_after_writes(O_WRONLY | O_APPEND, random_bytes(kMiB, 17), 16);
 }
 
 // A file renamed while its large writes are on their way, a new file made at the old name, and
