@@ -73,6 +73,8 @@ class DataPath : public ::testing::Test {
   // Through mount i, on the server, and through the small namespace.
   std::string m(const std::string& rel, int i = 0) { return cluster_->mount(i) + "/srv0/" + rel; }
   std::string s(const std::string& rel) { return cluster_->export_dir(0) + "/" + rel; }
+  void read_while_replaced(const std::string& path, const std::string& from, const std::string& to,
+                           const std::string& opened, const std::string& replacing);
   // `count` writes of `data` to this test's file through a descriptor opened with `flags`, then
   // an open with O_TRUNC through another, and both closed: the file is empty on the server.
   void truncate_after_writes(int flags, const std::string& data, int count) {
@@ -311,11 +313,29 @@ TEST_F(DataPath, AFileReplacedWhileItIsReadIsReadToItsEndAsItWasOpened) {
   const std::string opened = random_bytes(48 * kMiB, 21), replacing = random_bytes(48 * kMiB, 22);
   ASSERT_TRUE(write_file(s(name()), opened));
   ASSERT_TRUE(write_file(s(name() + ".new"), replacing));
-  int fd = ::open(m(name()).c_str(), O_RDONLY);
+  read_while_replaced(m(name()), m(name() + ".new", 1), m(name(), 1), opened, replacing);
+}
+
+// The same on the striped layout, whose file is a part on every server.
+TEST_F(DataPath, AStripedFileReplacedWhileItIsReadIsReadToItsEndAsItWasOpened) {
+  const std::string opened = random_bytes(24 * kMiB, 23), replacing = random_bytes(24 * kMiB, 24);
+  const std::string dir = cluster_->mount(1) + "/striped/";
+  ASSERT_TRUE(write_file(dir + name(), opened));
+  ASSERT_TRUE(write_file(dir + name() + ".new", replacing));
+  read_while_replaced(cluster_->mount(0) + "/striped/" + name(), dir + name() + ".new",
+                      dir + name(), opened, replacing);
+}
+
+// Reads `path` (holding `opened`) a MiB at a time on one mount, renaming `from` over `to` (the
+// same file, through another mount) after the first MiB.
+void DataPath::read_while_replaced(const std::string& path, const std::string& from,
+                                   const std::string& to, const std::string& opened,
+                                   const std::string& replacing) {
+  int fd = ::open(path.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   std::string got(opened.size(), '\0');
   ASSERT_EQ(::pread(fd, got.data(), kMiB, 0), static_cast<ssize_t>(kMiB));
-  ASSERT_EQ(::rename(m(name() + ".new", 1).c_str(), m(name(), 1).c_str()), 0);
+  ASSERT_EQ(::rename(from.c_str(), to.c_str()), 0);
   for (size_t at = kMiB; at < got.size(); at += kMiB)
     ASSERT_EQ(::pread(fd, got.data() + at, kMiB, static_cast<off_t>(at)),
               static_cast<ssize_t>(kMiB))
@@ -324,7 +344,7 @@ TEST_F(DataPath, AFileReplacedWhileItIsReadIsReadToItsEndAsItWasOpened) {
   size_t first_wrong = 0;
   while (first_wrong < got.size() && got[first_wrong] == opened[first_wrong]) ++first_wrong;
   EXPECT_EQ(first_wrong, got.size()) << "the descriptor read another file from this offset on";
-  EXPECT_TRUE(read_file(m(name())) == replacing);
+  EXPECT_TRUE(read_file(path) == replacing);
 }
 
 TEST_F(DataPath, AppendsFromOneDescriptorLandInOrder) {
