@@ -406,6 +406,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   // copied whole, and which in chunks.
   std::vector<std::string> chunk_units, whole_own;  // "c ITEM CHUNK"; item numbers
   uint64_t skipped[2] = {0, 0};                     // files, bytes
+  unsigned long long links_made = 0;  // counted with the files finished, as a rerun counts them
   for (std::size_t k = first; mine.empty() && k < first + std::size_t(own); ++k) {
     const Item& i = items[k];
     const std::string d = dst + i.rel;
@@ -416,10 +417,14 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         ++skipped[0];
       } else {
         fs::remove(d, ec);
-        if (::symlink(i.target.c_str(), d.c_str()) != 0) mine = errno_text(d);
+        if (::symlink(i.target.c_str(), d.c_str()) != 0) {
+          failed.push_back(i.rel + ": " + errno_text(d));
+          continue;
+        }
+        ++links_made;
       }
       timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
-      if (mine.empty()) ::utimensat(AT_FDCWD, d.c_str(), t, AT_SYMLINK_NOFOLLOW);
+      ::utimensat(AT_FDCWD, d.c_str(), t, AT_SYMLINK_NOFOLLOW);
     } else if (complete(d, i)) {
       ++skipped[0];
       skipped[1] += i.size;
@@ -928,7 +933,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   std::string all(std::size_t(rank == 0 ? total_len : 0), '\0');
   MPI_Gatherv(local.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
               comm);
-  unsigned long long sums[5] = {moved, files_done, fetched_files, read_past_cache, stored_files},
+  unsigned long long sums[5] = {moved, files_done + links_made, fetched_files, read_past_cache,
+                                stored_files},
                      totals[5] = {0, 0, 0, 0, 0};
   MPI_Reduce(sums, totals, 5, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, comm);
   int bad = failed.empty() ? 0 : 1, any = 0;
