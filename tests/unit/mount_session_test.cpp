@@ -1120,7 +1120,10 @@ TEST_F(MountSessionTest, AnAsynchronousCreateThatFailsReportsItsErrorAtWriteAndC
   EXPECT_EQ(gw.calls("Write.create"), 1) << "not tried again";
   EXPECT_FALSE(gw.exists("/f"));
   session.release(f, std::move(created->file));
-  EXPECT_EQ(gw.calls("Release"), 0) << "the gateway holds nothing to release";
+  // Released all the same: a gateway that made the file and then refused its write (a quota)
+  // holds its handle until then.
+  for (int i = 0; i < 500 && gw.calls("Release") < 1; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(gw.calls("Release"), 1);
 }
 
 TEST_F(MountSessionTest, AnAsynchronousCreateWithoutWritesThatFailsReportsItsErrorAtClose) {
