@@ -99,14 +99,8 @@ bool operator==(const PlaceKey& a, const PlaceKey& b) {
 
 // A place as the request names it: the namespace (the job's own for a plain /path) or the
 // backend, and the path normalised by parse_stage_place. The same request names its places
-// alike. An empty key (never equal to or overlapping any) for a place that does not parse.
-PlaceKey named_place(const std::string& text, const std::string& job_id) {
-  StagePlace p;
-  try {
-    p = parse_stage_place(text);
-  } catch (const AdminError&) {
-    return {};
-  }
+// alike.
+PlaceKey named_place(const StagePlace& p, const std::string& job_id) {
   switch (p.kind) {
     case StagePlace::Kind::job:
       return {"namespace " + JobNamespaces::namespace_name(job_id), p.path};
@@ -137,14 +131,8 @@ std::vector<PlaceKey> on_servers(const NamespaceFs& fs, const std::string& vpath
 }
 
 // Where a place is on the storage servers; nothing for a place that no longer resolves.
-std::vector<PlaceKey> on_servers_of(Gateway& gateway, const JobNamespaces& jobs,
-                                    const std::string& text, const std::string& job_id) {
-  StagePlace p;
-  try {
-    p = parse_stage_place(text);
-  } catch (const AdminError&) {
-    return {};
-  }
+std::vector<PlaceKey> on_servers(Gateway& gateway, const JobNamespaces& jobs, const StagePlace& p,
+                                 const std::string& job_id) {
   if (p.kind == StagePlace::Kind::backend) {
     auto backend = gateway.backend(p.name);
     if (!backend) return {};
@@ -169,6 +157,21 @@ bool overlap(const Places& a, const Places& b) {
     for (auto& y : b.on_servers)
       if (overlap(x, y)) return true;
   return false;
+}
+
+// The place `text` names, named and, with a gateway to look on, on the servers; empty keys
+// (never equal to or overlapping any) for a place that does not parse.
+Places places_of(const std::string& text, const std::string& job_id, Gateway* gateway = nullptr,
+                 const JobNamespaces* jobs = nullptr) {
+  StagePlace p;
+  try {
+    p = parse_stage_place(text);
+  } catch (const AdminError&) {
+    return {};
+  }
+  Places out{named_place(p, job_id), {}};
+  if (gateway && jobs) out.on_servers = on_servers(*gateway, *jobs, p, job_id);
+  return out;
 }
 
 }  // namespace
@@ -364,17 +367,14 @@ StageReport StageEngine::begin(const StageSpec& spec, bool destroy_after) {
 }
 
 std::shared_ptr<StageEngine::Run> StageEngine::make_run(StageRecord r) const {
-  const StageSpec& spec = r.spec;
-  Places source{named_place(spec.source, spec.job_id),
-                on_servers_of(gateway_, jobs_, spec.source, spec.job_id)};
-  Places destination{named_place(spec.destination, spec.job_id),
-                     on_servers_of(gateway_, jobs_, spec.destination, spec.job_id)};
+  Places source = places_of(r.spec.source, r.spec.job_id, &gateway_, &jobs_);
+  Places destination = places_of(r.spec.destination, r.spec.job_id, &gateway_, &jobs_);
   return std::make_shared<Run>(std::move(r), std::move(source), std::move(destination));
 }
 
 std::optional<StageRecord> StageEngine::under_way(const StageSpec& spec, bool destroy_after) const {
-  const PlaceKey source = named_place(spec.source, spec.job_id);
-  const PlaceKey destination = named_place(spec.destination, spec.job_id);
+  const PlaceKey source = places_of(spec.source, spec.job_id).named;
+  const PlaceKey destination = places_of(spec.destination, spec.job_id).named;
   std::lock_guard lock(mu_);
   for (auto& [id, run] : runs_) {
     const StageSpec& o = run->record.spec;
