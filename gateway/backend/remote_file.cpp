@@ -163,8 +163,7 @@ Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
     // The path may name another file now (an atomic replace while this one is read): never
     // opened by it again. A handle open elsewhere serves, on its own connection.
     std::lock_guard lock(mu_);
-    for (auto& h : handles_)
-      if (!h.handle.empty() && h.conn && h.conn->alive()) return h;
+    if (auto h = live_handle_locked()) return *h;
     return R::failure(ESTALE);
   }
   if (auto st = backend_->confine(rel); !st) return R::failure(st.error());
@@ -181,11 +180,16 @@ Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
   return slot_handle;
 }
 
+std::optional<RemoteFile::Handle> RemoteFile::live_handle_locked() const {
+  for (auto& h : handles_)
+    if (!h.handle.empty() && h.conn && h.conn->alive()) return h;
+  return std::nullopt;
+}
+
 Result<RemoteFile::Handle> RemoteFile::any_handle() {
   {
     std::lock_guard lock(mu_);
-    for (auto& h : handles_)
-      if (!h.handle.empty() && h.conn && h.conn->alive()) return h;
+    if (auto h = live_handle_locked()) return *h;
   }
   return handle_on(backend_->pool().pick_slot());
 }

@@ -89,6 +89,8 @@ class RemoteFile final : public BackendFile {
   // open on another slot instead, or ESTALE when none is.
   Result<Handle> handle_on(size_t slot);
   Result<Handle> any_handle();
+  // A handle open on a live connection, if any; mu_ held.
+  std::optional<Handle> live_handle_locked() const;
   // The SFTP requests behind read(), write() and truncate().
   Result<SharedBytes> fetch(uint64_t offset, uint32_t size);
   // write(), write_reporting_attrs() and write_extents(): write_pipelined, with reads of the
