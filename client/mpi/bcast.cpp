@@ -57,11 +57,13 @@ std::string resolve(const std::vector<std::string>& paths, const std::string& mo
     if (ec) m = mount_override;
     while (m.size() > 1 && m.back() == '/') m.pop_back();
     if (m.empty() || (abs != m && abs.rfind(m + "/", 0) != 0)) m = skein_mount_of(abs);
-    std::string named = fs::absolute(p).lexically_normal().string();
-    while (named.size() > 1 && named.back() == '/') named.pop_back();
-    if (m.empty() && abs != named)
-      return p + " leads through a symlink to " + abs + ", which is not on a skein mount";
-    if (m.empty()) return p + " is not on a skein mount";
+    if (m.empty()) {
+      std::string named = fs::absolute(p).lexically_normal().string();
+      while (named.size() > 1 && named.back() == '/') named.pop_back();
+      return p + (abs == named
+                      ? " is not on a skein mount"
+                      : " leads through a symlink to " + abs + ", which is not on a skein mount");
+    }
     if (!mount.empty() && mount != m)
       return "the paths are on different mounts: " + mount + ", " + m;
     mount = m;
