@@ -38,6 +38,17 @@ const CLI::Validator kChunk(
     },
     "");
 
+// --progress: seconds, a number from 0 to a day (CLI11's range check would print the bounds as
+// 0.000000 to 86400.000000, and call "abc" out of range).
+const CLI::Validator kSeconds(
+    [](std::string& v) -> std::string {
+      double s = -1;
+      if (!CLI::detail::lexical_cast(v, s) || !(s >= 0 && s <= 86400))
+        return "must be a number of seconds from 0 to 86400 (0: no progress), not " + v;
+      return "";
+    },
+    "");
+
 void add_shared(CLI::App* c, Args& a, const char* verify, const char* chunk_default) {
   c->add_flag("--verify", a.verify, verify);
   c->add_option("--chunk", a.chunk, std::string("Bytes per chunk (default ") + chunk_default + ")")
@@ -46,7 +57,7 @@ void add_shared(CLI::App* c, Args& a, const char* verify, const char* chunk_defa
   c->add_option("--progress", a.progress_s,
                 "Seconds between rank 0's reports of progress (default: a bar every 0.25 s on a "
                 "terminal, else a line every 10 s; 0: none)")
-      ->check(CLI::Range(0.0, 86400.0))
+      ->check(kSeconds)
       ->type_name("SECONDS");
   c->add_option("--control-dir", a.control_dir,
                 "Where the mounts' control sockets are (default: this user's own directory, then "

@@ -109,6 +109,11 @@ Item item_of(const struct stat& st, std::string rel) {
               ""};
 }
 
+// Whether the absolute, normal `path` is `dir` or lies below it.
+bool at_or_below(const std::string& path, const std::string& dir) {
+  return path == dir || dir == "/" || path.rfind(dir + "/", 0) == 0;
+}
+
 // Makes the directory `path` of DST for the copy to write in: made 0700 (the source's mode comes
 // at the end), or, where an earlier run left it, given back its owner's rwx until then (a source
 // directory of mode 0555 made it read-only, and a rerun must still put files in it). A symlink
@@ -318,6 +323,12 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   std::string dst = fs::absolute(dst_arg).lexically_normal().string();
   while (src.size() > 1 && src.back() == '/') src.pop_back();
   while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  // SRC named by a symlink is the directory it leads to, as `rsync SRC/ DST` takes it: the tree
+  // is listed and its mount found there. (One that leads nowhere is said below.)
+  if (struct stat st; ::lstat(src.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    if (auto to = fs::canonical(src, ec); !ec) src = to.string();
+  }
   // On one machine that simulates several nodes (SKEIN_MPI_NODE_MAP, docs/mpi.md), a rank copies
   // through its node's mount: SRC or DST below a skein mount is taken to the same place below it.
   {
@@ -357,12 +368,21 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   std::vector<std::string> failed;  // "PATH: reason", what this rank could not list or copy
   if (rank == 0) {
     struct stat st;
-    if (::lstat(src.c_str(), &st) != 0)
+    // DST and SRC also compared where their existing parts lead: through a symlink DST may be
+    // inside SRC.
+    std::error_code ec, ec2;
+    const std::string real_dst = fs::weakly_canonical(dst, ec).string();
+    const std::string real_src = fs::weakly_canonical(src, ec2).string();
+    const std::string parent = fs::path(dst).parent_path().string();
+    struct stat parent_st;
+    if (::stat(src.c_str(), &st) != 0)
       mine = errno_text(src);
     else if (!S_ISDIR(st.st_mode))
       mine = src + " is not a directory";
-    else if (dst == src || dst.rfind(src + "/", 0) == 0)
+    else if (at_or_below(dst, src) || (!ec && !ec2 && at_or_below(real_dst, real_src)))
       mine = "DST " + dst + " is inside SRC " + src;
+    else if (::stat(parent.c_str(), &parent_st) != 0)
+      mine = "cannot make DST " + dst + ": " + errno_text(parent);
     else if (auto made = make_dir(dst, /*root=*/true); !made.empty())
       mine = made;
     else
@@ -902,6 +922,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   }
   MPI_Barrier(comm);
 
+  unsigned long long verified = 0;  // files whose copy's SHA-256 is the source's
   if (verify) {
     Counter counter(comm);
     std::vector<std::size_t> files;
@@ -915,6 +936,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         failed.push_back(i.rel + ": verify: " + (e1.empty() ? e2 : e1));
       else if (a != b)
         failed.push_back(i.rel + ": verify: the copy differs from the source (sha256)");
+      else
+        ++verified;
     }
   }
 
@@ -933,10 +956,11 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   std::string all(std::size_t(rank == 0 ? total_len : 0), '\0');
   MPI_Gatherv(local.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
               comm);
-  unsigned long long sums[5] = {moved, files_done + links_made, fetched_files, read_past_cache,
-                                stored_files},
-                     totals[5] = {0, 0, 0, 0, 0};
-  MPI_Reduce(sums, totals, 5, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, comm);
+  unsigned long long sums[6] = {moved,         files_done + links_made,
+                                fetched_files, read_past_cache,
+                                stored_files,  verified},
+                     totals[6] = {0, 0, 0, 0, 0, 0};
+  MPI_Reduce(sums, totals, 6, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, comm);
   int bad = failed.empty() ? 0 : 1, any = 0;
   MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
   if (rank == 0) {
@@ -950,6 +974,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
                   totals[0], totals[3], totals[1], totals[2], totals[4],
                   (unsigned long long)skipped_files, (unsigned long long)skipped_bytes, secs, size);
     summary = "skein-mpi: " + src + " -> " + dst + ": " + counts;
+    if (verify) summary += "; the SHA-256 of " + std::to_string(totals[5]) + " files verified";
     // By path, each once: the chunks of a file that failed may fail with the same words.
     std::vector<std::string> lines;
     std::istringstream in(all);

@@ -751,6 +751,9 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
             std::string::npos)
       << out;
   EXPECT_EQ(out.find(" files, "), std::string::npos) << out;  // no progress lines with 0
+  EXPECT_NE(out.find(" ranks; the SHA-256 of " + std::to_string(files) + " files verified\n"),
+            std::string::npos)
+      << out;
   ASSERT_EQ(run_mpi("stage-in --verify --chunk 4194304 " + q(mounted) + " " + q(back), out), 0)
       << out;
   // Progress, not on a terminal: lines, the last of them when every piece is done. The whole
@@ -773,14 +776,19 @@ TEST_F(MpiTest, StageOutAndInOfAThousandFilesAndLargeOnes) {
   EXPECT_EQ(run_command("diff -r --no-dereference " + q(src) + " " + q(back), &diff), 0) << diff;
   EXPECT_EQ(listing(back), listing(src));
   EXPECT_EQ(listing(cluster_->export_dir(1) + "/staged"), listing(src));
-  // A rerun finds everything complete and copies nothing.
-  ASSERT_EQ(run_mpi("stage-in " + q(mounted) + " " + q(back), out), 0) << out;
-  EXPECT_NE(out.find("copied 0 bytes (0 of them read past the mount's page cache), finished 0 "
+  // A rerun finds everything complete and copies nothing. SRC named by a symlink is the tree it
+  // leads to, as rsync takes `SRC/`.
+  const std::string link = make_test_dir("stage-link") + "/staged";
+  ASSERT_EQ(::symlink(mounted.c_str(), link.c_str()), 0);
+  ASSERT_EQ(run_mpi("stage-in " + q(link) + " " + q(back), out), 0) << out;
+  EXPECT_NE(out.find("skein-mpi: " + mounted + " -> " + back +
+                     ": copied 0 bytes (0 of them read past the mount's page cache), finished 0 "
                      "files (0 of them fetched several at a time, 0 stored several at a time); "
                      "skipped " +
                      std::to_string(files + 1) + " complete files"),
             std::string::npos)
       << out;
+  EXPECT_EQ(out.find("verified"), std::string::npos) << out;
   run_command("rm -rf " + q(src) + " " + q(back));
 }
 
@@ -1558,8 +1566,33 @@ TEST_F(MpiTest, BadInputFailsOnEveryRankWithAClearError) {
   EXPECT_EQ(out.find("unknown command"), out.rfind("unknown command")) << out;  // rank 0 only
   EXPECT_EQ(run_mpi("stage-in --chunk 1000 " + q(a) + " /tmp/x", out), 2) << out;
   EXPECT_NE(out.find("skein-mpi: --chunk: must be a multiple of 4096"), std::string::npos) << out;
-  EXPECT_EQ(run_mpi("stage-out --progress -1 /tmp " + q(a + "/srv0/x"), out), 2) << out;
-  EXPECT_NE(out.find("--progress: Value -1 not in range"), std::string::npos) << out;
+  for (const char* seconds : {"-1", "abc"}) {
+    EXPECT_EQ(
+        run_mpi(std::string("stage-out --progress ") + seconds + " /tmp " + q(a + "/srv0/x"), out),
+        2)
+        << out;
+    EXPECT_NE(out.find(std::string("skein-mpi: --progress: must be a number of seconds from 0 to "
+                                   "86400 (0: no progress), not ") +
+                       seconds),
+              std::string::npos)
+        << out;
+  }
+  // A DST whose parent is missing is said as such, and nothing is made.
+  const std::string no_parent = make_test_dir("stage-dst") + "/missing/dst";
+  EXPECT_EQ(run_mpi("stage-in " + q(a + "/srv0") + " " + q(no_parent), out), 1) << out;
+  EXPECT_NE(out.find("rank 0: cannot make DST " + no_parent + ": " +
+                     no_parent.substr(0, no_parent.size() - 4) + ": No such file or directory"),
+            std::string::npos)
+      << out;
+  // A DST that lies inside SRC only through a symlink is refused as one named inside it.
+  const std::string via = make_test_dir("stage-via");
+  ASSERT_EQ(::symlink((a + "/srv0").c_str(), (via + "/srv0-link").c_str()), 0);
+  EXPECT_EQ(run_mpi("stage-in " + q(a + "/srv0") + " " + q(via + "/srv0-link/inside"), out), 1)
+      << out;
+  EXPECT_NE(out.find("DST " + via + "/srv0-link/inside is inside SRC " + a + "/srv0"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(::access((cluster_->export_dir(0) + "/inside").c_str(), F_OK), 0);
   EXPECT_EQ(run_mpi("bcast", out), 2) << out;
   EXPECT_NE(out.find("skein-mpi: PATH is required"), std::string::npos) << out;
   EXPECT_EQ(run_mpi("--help", out), 0) << out;
