@@ -63,9 +63,7 @@ void PathEpochs::prune(std::string p) {
   }
 }
 
-void PathEpochs::replaced(std::string_view path, bool by_gateway) {
-  std::lock_guard lock(mu_);
-  const std::string p(path);
+void PathEpochs::expire_echoes_locked() {
   const auto now = Clock::now();
   while (!own_.empty() && now - own_.front().first > kEcho) {
     if (auto it = own_at_.find(own_.front().second);
@@ -73,14 +71,37 @@ void PathEpochs::replaced(std::string_view path, bool by_gateway) {
       own_at_.erase(it);
     own_.pop_front();
   }
-  if (by_gateway) {
-    own_.emplace_back(now, p);
-    own_at_[p] = now;
-  } else if (own_at_.count(p)) {
-    return;  // the echo of the gateway's own
+}
+
+void PathEpochs::move_locked(const std::string& path) {
+  if (!open_at_or_below(path)) return;  // files opened from now on take what is there now
+  nodes_[path].epoch = ++latest_;
+}
+
+void PathEpochs::replaced(std::string_view path, bool by_gateway) {
+  std::lock_guard lock(mu_);
+  const std::string p(path);
+  expire_echoes_locked();
+  if (!by_gateway) {
+    if (auto it = own_at_.find(p); it != own_at_.end()) {
+      own_at_.erase(it);  // the echo of the gateway's own; only one report is
+      return;
+    }
   }
-  if (!open_at_or_below(p)) return;  // files opened from now on take what is there now
-  nodes_[p].epoch = ++latest_;
+  move_locked(p);
+}
+
+void PathEpochs::expect_echo(std::string_view path) {
+  std::lock_guard lock(mu_);
+  expire_echoes_locked();
+  const auto now = Clock::now();
+  own_.emplace_back(now, std::string(path));
+  own_at_[std::string(path)] = now;
+}
+
+void PathEpochs::no_echo(std::string_view path) {
+  std::lock_guard lock(mu_);
+  own_at_.erase(std::string(path));
 }
 
 uint64_t PathEpochs::unique() {

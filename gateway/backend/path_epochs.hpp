@@ -27,15 +27,22 @@ class PathEpochs {
   // The epoch of `path` now: the latest of its own and its ancestors'.
   uint64_t of(std::string_view path) const;
   // The file at `path`, or any below it, may not be the one opened there before: `by_gateway`
-  // when the gateway removed or renamed it, otherwise the server's watcher reported it. The
-  // watcher's report of what the gateway did itself (its echo, a moment later) changes nothing:
-  // a file opened at the path in between is the one there now.
+  // when the gateway removed or renamed it, otherwise the server's watcher reported it. A report
+  // that finds the path marked by expect_echo() within kEcho is taken for the echo of the
+  // gateway's own change, which a file opened at the path in between has seen: it takes the
+  // mark and changes nothing. The next report moves the epoch.
   void replaced(std::string_view path, bool by_gateway);
+  // The gateway is about to remove or rename `path`: the watcher's report of it is its echo.
+  // Marked before the request goes out, since the report can come before the answer.
+  void expect_echo(std::string_view path);
+  // The change expected at `path` was refused, or its outcome is unknown: a report of `path` is
+  // not taken for an echo.
+  void no_echo(std::string_view path);
   // An epoch that no path has or will have: for a file that cannot tell which file a path it
   // moved to names (it then opens nothing by path again).
   uint64_t unique();
 
-  // How long the gateway's own replacements are told from the watcher's reports of them.
+  // How long a mark of expect_echo() waits for the watcher's report.
   static constexpr std::chrono::seconds kEcho{5};
 
  private:
@@ -47,6 +54,8 @@ class PathEpochs {
   bool open_at_or_below(const std::string& path) const;
   // Drops the nodes of `path` and its ancestors that nothing open needs any more.
   void prune(std::string path);
+  void expire_echoes_locked();
+  void move_locked(const std::string& path);
 
   mutable std::mutex mu_;
   std::map<std::string, Node> nodes_;  // guarded by mu_; ordered: a path's subtree is a range

@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/path_epochs.hpp"
+
 namespace skein {
 
 class PathGuard {
@@ -64,6 +66,9 @@ class PathGuard {
   void mark_verified(const std::string& dir);
   // Forgets `path` and everything verified below it.
   void forget_tree(const std::string& path);
+
+  // Which file each path on the server names, as far as the gateway knows (remote_file.hpp).
+  PathEpochs epochs;
 
  private:
   void lock(Mode mode);

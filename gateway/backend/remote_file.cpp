@@ -170,6 +170,13 @@ Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
   auto h = expect_handle(backend_->open_confined(**conn, rel, again, {}, nullptr));
   if (!h) return R::failure(h.error());
   std::lock_guard lock(mu_);
+  if (backend_->epoch_of(rel) != epoch) {
+    // A removal of the path ran beside the OPEN (it moves the epoch before its REMOVE goes out,
+    // and holds the paths shared as this does): the OPEN may have found the file made after it.
+    (*conn)->send(PacketWriter(FXP_CLOSE).str(*h).take());
+    if (auto live = live_handle_locked()) return *live;
+    return R::failure(ESTALE);
+  }
   Handle& slot_handle = handles_[slot];
   if (!slot_handle.handle.empty() && slot_handle.conn == *conn) {
     // Another thread opened one meanwhile; keep theirs, close ours.

@@ -94,7 +94,7 @@ Result<Attrs> SftpBackend::attrs_of(Result<Reply> reply) { return expect_attrs(s
 
 void SftpBackend::changed_on_server(std::string_view rel, bool replaced_there) {
   paths_->forget_tree(remote_path(rel));
-  if (replaced_there) server_->epochs.replaced(remote_path(rel), false);
+  if (replaced_there) epochs().replaced(remote_path(rel), false);
 }
 
 Status SftpBackend::confine(std::string_view rel, Confine what) {
@@ -379,11 +379,25 @@ Status SftpBackend::unlink(std::string_view rel) {
   if (auto st = confine(rel); !st) return st;
   // Before and after: a file opened at the name while the REMOVE is on its way is not taken for
   // one opened there after it.
-  replaced(rel);
+  replacing(rel);
   auto reply = pool().call(PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(), false);
   Status st = removed(std::move(reply), rel);
-  if (st) replaced(rel);
+  replacing_done(rel, st.ok());
   return st;
+}
+
+void SftpBackend::replacing(std::string_view rel) {
+  const std::string path = remote_path(rel);
+  epochs().expect_echo(path);
+  epochs().replaced(path, true);
+}
+
+void SftpBackend::replacing_done(std::string_view rel, bool done) {
+  const std::string path = remote_path(rel);
+  if (done)
+    epochs().replaced(path, true);
+  else
+    epochs().no_echo(path);  // and the first move stays: harmless, the file may still be read
 }
 
 Status SftpBackend::removed(Result<Reply> reply, std::string_view rel) {
@@ -401,12 +415,13 @@ Result<std::optional<Attrs>> SftpBackend::unlink_reporting_parent(std::string_vi
   if (!conn) return R::failure(conn.error());
   // sftp-server answers in order: the LSTAT sees the directory as the REMOVE left it.
   pool().count_ops(2);
-  replaced(rel);  // before and after, as unlink()
+  replacing(rel);  // before and after, as unlink()
   auto replies = (*conn)->call_all(
       {PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(),
        PacketWriter(FXP_LSTAT).str(remote_path(parent_path(std::string(rel)))).take()});
-  if (auto st = removed(std::move(replies[0]), rel); !st) return R::failure(st.error());
-  replaced(rel);
+  Status st = removed(std::move(replies[0]), rel);
+  replacing_done(rel, st.ok());
+  if (!st) return R::failure(st.error());
   auto dir = expect_attrs(std::move(replies[1]));
   return dir ? std::optional<Attrs>(*dir) : std::nullopt;
 }
@@ -432,13 +447,20 @@ Result<RenameParents> SftpBackend::renamed(std::string_view from, std::string_vi
   struct Forget {
     SftpBackend& b;
     std::string_view from, to;
-    bool renamed = false;
-    ~Forget() {  // with the paths still held: no open runs between the rename and this
+    bool sent = false;     // the rename went to the server (its echo expected)
+    bool renamed = false;  // the server did it
+    bool unknown = false;  // no answer: it may have
+    ~Forget() {            // with the paths still held: no open runs between the rename and this
       b.paths_->forget_tree(b.remote_path(from));
       b.paths_->forget_tree(b.remote_path(to));
-      if (!renamed) return;
-      b.replaced(from);
-      b.replaced(to);
+      if (renamed || unknown) {
+        b.replaced(from);
+        b.replaced(to);
+      }
+      if (sent && !renamed) {
+        b.epochs().no_echo(b.remote_path(from));
+        b.epochs().no_echo(b.remote_path(to));
+      }
     }
   } forget{*this, from, to};
   auto conn = pool().connection(pool().pick_slot());
@@ -465,8 +487,12 @@ Result<RenameParents> SftpBackend::renamed(std::string_view from, std::string_vi
     if (to_dir != from_dir) asks.push_back(PacketWriter(FXP_LSTAT).str(remote_path(to_dir)).take());
   }
   pool().count_ops(asks.size());
+  epochs().expect_echo(remote_path(from));
+  epochs().expect_echo(remote_path(to));
+  forget.sent = true;
   auto replies = (*conn)->call_all(std::move(asks));
   auto code = status_code(replies[0]);
+  forget.unknown = !code;
   if (code && *code == FX_FAILURE) {
     if (!posix && lstat(to)) return R::failure(EEXIST);
     return R::failure(diagnose_failure(*this, FailedOp::rename, from, to));
@@ -846,12 +872,25 @@ std::vector<std::optional<Result<MadeWholeFile>>> SftpBackend::write_whole_files
       for (const std::string& dir : dirs)
         asks.push_back(PacketWriter(FXP_LSTAT).str(remote_path(dir)).take());
       pool().count_ops(asks.size());
-      answers = c.call_all(std::move(asks));
       for (size_t i : renaming) {
-        paths_->forget_tree(remote_path(files[i].partial));
-        paths_->forget_tree(remote_path(files[i].path));
-        replaced(files[i].partial);
-        replaced(files[i].path);
+        epochs().expect_echo(remote_path(files[i].partial));
+        epochs().expect_echo(remote_path(files[i].path));
+      }
+      answers = c.call_all(std::move(asks));
+      for (size_t k = 0; k < renaming.size(); ++k) {
+        const NewWholeFile& f = files[renaming[k]];
+        paths_->forget_tree(remote_path(f.partial));
+        paths_->forget_tree(remote_path(f.path));
+        // Moved where the rename was done or may have been; an echo only of one done.
+        const auto code = status_code(answers[k]);
+        if (!code || *code == FX_OK) {
+          replaced(f.partial);
+          replaced(f.path);
+        }
+        if (!code || *code != FX_OK) {
+          epochs().no_echo(remote_path(f.partial));
+          epochs().no_echo(remote_path(f.path));
+        }
       }
     }
     std::vector<std::optional<Attrs>> dir_attrs(dirs.size());

@@ -108,7 +108,7 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   Result<std::shared_ptr<Backend>> subtree(std::string_view rel) override;
   void changed_on_server(std::string_view rel, bool replaced) override;
   // The epoch of `rel` (PathEpochs), shared with the backend's views and the files they open.
-  uint64_t epoch_of(std::string_view rel) const { return server_->epochs.of(remote_path(rel)); }
+  uint64_t epoch_of(std::string_view rel) const { return epochs().of(remote_path(rel)); }
   void on_back_up(std::function<void()> listener) override {
     server_->pool.on_back_up(std::move(listener));
   }
@@ -128,12 +128,18 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
     explicit Server(BackendConfig cfg) : pool(std::move(cfg)) {}
     ConnectionPool pool;
     std::atomic<bool> draining{false};
-    PathEpochs epochs;  // which file each path names, as far as this gateway knows
   };
   // The gateway removed or renamed `rel`: the file there (or below) may not be the one opened
   // there before.
-  void replaced(std::string_view rel) { server_->epochs.replaced(remote_path(rel), true); }
-  PathEpochs& epochs() { return server_->epochs; }
+  void replaced(std::string_view rel) { epochs().replaced(remote_path(rel), true); }
+  // Around a removal of `rel` that runs beside opens (under a shared hold): the epoch moves before
+  // the request goes out and, `done`, again after it; the watcher's report is its echo only if
+  // it was done.
+  void replacing(std::string_view rel);
+  void replacing_done(std::string_view rel, bool done);
+  // Which file each path of the server names, as far as this gateway knows: one for every
+  // backend on the server, as the PathGuard.
+  PathEpochs& epochs() const { return paths_->epochs; }
   // A view of `server`'s export at `prefix` (a path below the export's root).
   SftpBackend(std::shared_ptr<Server> server, std::shared_ptr<PathGuard> paths, std::string prefix,
               std::string name);

@@ -135,7 +135,7 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
       const std::string events = "," + first + ",";
       std::string path = line.substr(space + 1);
       if (path.compare(0, root.size(), root) != 0) continue;
-      std::string rel = path.substr(root.size());
+      std::string rel = root == "/" ? path : path.substr(root.size());
       while (rel.size() > 1 && rel.back() == '/') rel.pop_back();
       if (rel.empty()) rel = "/";
       if (rel.front() != '/') continue;  // a sibling of root with the same prefix

@@ -326,6 +326,39 @@ TEST_F(DataPath, AStripedFileReplacedWhileItIsReadIsReadToItsEndAsItWasOpened) {
                       dir + name(), opened, replacing);
 }
 
+// A file the gateway has just renamed into place (as a stage-out or `mv tmp ckpt` through a
+// mount puts one), replaced on the server a moment later while it is read: the server's
+// watcher reports both renames, and only the first is the gateway's own (its echo). The second
+// is a replacement the descriptor must not follow.
+TEST_F(DataPath, AFileReplacedOnTheServerJustAfterTheGatewayPutItThereIsReadAsOpened) {
+  const std::string opened = random_bytes(48 * kMiB, 25), replacing = random_bytes(48 * kMiB, 26);
+  ASSERT_TRUE(write_file(s(name() + ".v1"), opened));
+  ASSERT_TRUE(write_file(s(name() + ".v2"), replacing));
+  ASSERT_EQ(::rename(m(name() + ".v1").c_str(), m(name()).c_str()), 0);  // through the gateway
+  int fd = ::open(m(name()).c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::string got(opened.size(), '\0');
+  ASSERT_EQ(::pread(fd, got.data(), kMiB, 0), static_cast<ssize_t>(kMiB));
+  // The other mount reads the file too, and sees the replacement once the watcher reported it:
+  // the gateway has taken the report by then (it moves the path's epoch before it tells mounts).
+  ASSERT_TRUE(read_file(m(name(), 1)) == opened);
+  ASSERT_EQ(::rename(s(name() + ".v2").c_str(), s(name()).c_str()), 0);  // on the server
+  bool seen = false;
+  for (int i = 0; i < 100 && !(seen = read_file(m(name(), 1)).substr(0, 64) ==
+                                      replacing.substr(0, 64));
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(seen) << "the other mount never saw the replacement";
+  for (size_t at = kMiB; at < got.size(); at += kMiB)
+    ASSERT_EQ(::pread(fd, got.data() + at, kMiB, static_cast<off_t>(at)),
+              static_cast<ssize_t>(kMiB))
+        << at;
+  EXPECT_EQ(::close(fd), 0);
+  size_t first_wrong = 0;
+  while (first_wrong < got.size() && got[first_wrong] == opened[first_wrong]) ++first_wrong;
+  EXPECT_EQ(first_wrong, got.size()) << "the descriptor read another file from this offset on";
+}
+
 // Reads `path` (holding `opened`) a MiB at a time on one mount, renaming `from` over `to` (the
 // same file, through another mount) after the first MiB.
 void DataPath::read_while_replaced(const std::string& path, const std::string& from,

@@ -1,6 +1,7 @@
 // PathEpochs: a path replaced (renamed over or away, removed) while files are open at it or below
 // it starts a new epoch for itself and everything below it, and for nothing else; the watcher's
-// echo of the gateway's own replacement changes nothing; what no open file needs is forgotten.
+// echo of the gateway's own replacement (one report) changes nothing; what no open file needs is
+// forgotten.
 #include "backend/path_epochs.hpp"
 
 #include <gtest/gtest.h>
@@ -40,8 +41,9 @@ TEST(PathEpochs, APathWithNothingOpenIsNotRememberedAndWhatIsClosedIsForgotten) 
 
 TEST(PathEpochs, TheWatchersEchoOfTheGatewaysOwnReplacementChangesNothing) {
   PathEpochs epochs;
-  (void)epochs.opened("/ckpt");                    // the old checkpoint, still open
-  epochs.replaced("/ckpt", /*by_gateway=*/true);   // mv ckpt ckpt.old through the gateway
+  (void)epochs.opened("/ckpt");  // the old checkpoint, still open
+  epochs.expect_echo("/ckpt");   // mv ckpt ckpt.old through the gateway
+  epochs.replaced("/ckpt", /*by_gateway=*/true);
   const uint64_t made = epochs.opened("/ckpt");    // the new checkpoint
   epochs.replaced("/ckpt", /*by_gateway=*/false);  // the watcher's report of that mv
   EXPECT_EQ(epochs.of("/ckpt"), made);
@@ -49,6 +51,35 @@ TEST(PathEpochs, TheWatchersEchoOfTheGatewaysOwnReplacementChangesNothing) {
   const uint64_t other = epochs.of("/other");
   epochs.replaced("/other", /*by_gateway=*/false);  // moved on the server
   EXPECT_NE(epochs.of("/other"), other);
+}
+
+// The echo is one report: a second one within the echo time (`mv new ckpt` on the server,
+// after the gateway's own rename) is a replacement the gateway did not make.
+TEST(PathEpochs, OnlyOneReportIsTakenForTheEcho) {
+  PathEpochs epochs;
+  (void)epochs.opened("/ckpt");
+  epochs.expect_echo("/ckpt");
+  epochs.replaced("/ckpt", true);
+  const uint64_t made = epochs.opened("/ckpt");
+  epochs.replaced("/ckpt", false);  // the echo
+  ASSERT_EQ(epochs.of("/ckpt"), made);
+  epochs.replaced("/ckpt", false);  // mv on the server, a moment later
+  EXPECT_NE(epochs.of("/ckpt"), made);
+}
+
+// A change the server refused, or whose answer never came, expects no echo: the watcher's report
+// of the path is someone else's change.
+TEST(PathEpochs, AChangeThatFailedExpectsNoEcho) {
+  PathEpochs epochs;
+  const uint64_t opened = epochs.opened("/f");
+  epochs.expect_echo("/f");  // rm f through the gateway, refused (EACCES)
+  epochs.no_echo("/f");
+  epochs.replaced("/f", false);  // replaced on the server
+  EXPECT_NE(epochs.of("/f"), opened);
+  // A report without a change by the gateway before it is never an echo either.
+  const uint64_t now = epochs.of("/f");
+  epochs.replaced("/f", false);
+  EXPECT_NE(epochs.of("/f"), now);
 }
 
 TEST(PathEpochs, AUniqueEpochIsNoPathsEpoch) {
