@@ -113,7 +113,8 @@ int main(int argc, char** argv) {
                               .revalidate_interval = cfg.revalidate_interval,
                               .revalidate_batch = cfg.revalidate_batch,
                               .interest_limit = cfg.interest_limit,
-                              .remote_watch = cfg.remote_watch},
+                              .remote_watch = cfg.remote_watch,
+                              .orphan_timeout = cfg.orphan_timeout},
                              gateway->registry());
   {
     skein::BackendMap backends;

@@ -12,6 +12,7 @@ Coherence::Coherence(CoherenceOptions options, const NamespaceRegistry& registry
       broker_({.lease = options.lease, .interest_limit = options.interest_limit}),
       service_(broker_, registry) {
   broker_.set_servers_watched([this](const std::string& ns) { return servers_watched(ns); });
+  orphan_reaper_ = std::make_unique<OrphanReaper>(broker_, registry_, options_.orphan_timeout);
   revalidator_ = std::make_unique<Revalidator>(broker_, registry_, options_.revalidate_interval,
                                                options_.revalidate_batch);
 }

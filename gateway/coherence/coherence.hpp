@@ -12,6 +12,7 @@
 #include <string>
 
 #include "coherence/invalidation_broker.hpp"
+#include "coherence/orphan_reaper.hpp"
 #include "coherence/remote_watcher.hpp"
 #include "coherence/revalidator.hpp"
 #include "coherence/watch_service.hpp"
@@ -26,6 +27,7 @@ struct CoherenceOptions {
   size_t revalidate_batch = 1000;
   size_t interest_limit = 200000;
   bool remote_watch = true;
+  std::chrono::milliseconds orphan_timeout{600000};  // OrphanReaper
 };
 
 class Coherence {
@@ -72,6 +74,7 @@ class Coherence {
     Coherence* self;
   };
   std::shared_ptr<Alive> alive_ = std::make_shared<Alive>(this);
+  std::unique_ptr<OrphanReaper> orphan_reaper_;
   std::unique_ptr<Revalidator> revalidator_;  // last: stops first
 };
 

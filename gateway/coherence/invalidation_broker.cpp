@@ -35,6 +35,7 @@ SessionId InvalidationBroker::attach(const std::string& ns, const std::string& m
   Session& s = sessions_[id] = Session{id, ns, mount_id, stream};
   s.servers_watched = servers_watched_ && servers_watched_(ns);
   by_mount_[mount_id] = id;
+  gone_.erase(mount_id);
   if (welcome) {
     welcome->set_servers_watched(s.servers_watched);
     stream->send(*welcome);
@@ -68,7 +69,10 @@ void InvalidationBroker::detach(SessionId id) {
   spdlog::info("watch: mount {} unsubscribed", it->second.mount_id);
   it->second.stream = nullptr;
   interest(it->second.ns).forget_session(id);
-  if (by_mount_[it->second.mount_id] == id) by_mount_.erase(it->second.mount_id);
+  if (auto m = by_mount_.find(it->second.mount_id); m != by_mount_.end() && m->second == id) {
+    by_mount_.erase(m);
+    gone_[it->second.mount_id] = std::chrono::steady_clock::now();
+  }
   sessions_.erase(it);
   acked_cv_.notify_all();
 }
@@ -79,7 +83,25 @@ void InvalidationBroker::drop_locked(SessionId id, const std::string& why) {
   if (it->second.stream) it->second.stream->end(why);
   it->second.stream = nullptr;  // the reactor detaches later; nothing more is sent meanwhile
   interest(it->second.ns).forget_session(id);
-  if (by_mount_[it->second.mount_id] == id) by_mount_.erase(it->second.mount_id);
+  if (auto m = by_mount_.find(it->second.mount_id); m != by_mount_.end() && m->second == id) {
+    by_mount_.erase(m);
+    gone_[it->second.mount_id] = std::chrono::steady_clock::now();
+  }
+}
+
+std::vector<std::string> InvalidationBroker::take_gone(
+    std::chrono::steady_clock::time_point before) {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (auto it = gone_.begin(); it != gone_.end();) {
+    if (it->second < before) {
+      out.push_back(it->first);
+      it = gone_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
 }
 
 void InvalidationBroker::end_namespace(const std::string& ns, const std::string& why) {

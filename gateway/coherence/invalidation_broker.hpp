@@ -115,6 +115,10 @@ class InvalidationBroker {
   // that it drops its caches at once, and what it cached is forgotten.
   void end_namespace(const std::string& ns, const std::string& why);
 
+  // Mounts whose Watch stream ended before `before` and that have not subscribed again since,
+  // each handed out once (OrphanReaper).
+  std::vector<std::string> take_gone(std::chrono::steady_clock::time_point before);
+
   size_t session_count() const;
   std::chrono::milliseconds lease() const { return options_.lease; }
 
@@ -148,6 +152,8 @@ class InvalidationBroker {
   SessionId next_id_ = 1;
   std::unordered_map<SessionId, Session> sessions_;
   std::unordered_map<std::string, SessionId> by_mount_;
+  // Mounts whose stream ended, and when (until they subscribe again or take_gone hands them out).
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> gone_;
   std::map<std::string, InterestSet> interest_;
   struct Recent {
     SessionId origin;

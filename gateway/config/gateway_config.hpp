@@ -101,6 +101,8 @@ struct GatewayConfig {
   size_t revalidate_batch = 1000;  // paths per namespace per round: caps the polling load
   size_t interest_limit = 200000;
   bool remote_watch = true;
+  // How long a mount's Watch stream may be gone before the files it left open are released.
+  std::chrono::milliseconds orphan_timeout{600000};
   std::vector<BackendConfig> backends;
   std::vector<NamespaceConfig> namespaces;
   std::optional<JobsConfig> jobs;

@@ -266,31 +266,33 @@ Result<sftp::StatVfs> NamespaceFs::statfs(const std::string& vpath) {
   return total.sum();
 }
 
-uint64_t NamespaceFs::register_file(std::shared_ptr<OpenFile> file) {
+uint64_t NamespaceFs::register_file(std::shared_ptr<OpenFile> file, std::string_view mount) {
   std::lock_guard lock(files_mu_);
   uint64_t h;
   do {
     h = rng_();
   } while (h == 0 || files_.count(h) || released_locked(h) || reopening_.count(h));
   files_[h] = std::move(file);
+  if (!mount.empty()) holders_[h] = std::string(mount);
   return h;
 }
 
-Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flags) {
+Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flags,
+                                              std::string_view mount) {
   using R = Result<Opened>;
   auto t = locate(vpath);
   if (!t.mount) return R::failure(t.table->is_synthetic_dir(vpath) ? EISDIR : ENOENT);
   auto f = t.mount->layout->open_with_attrs(t.rel, flags);
   if (!f) return R::failure(f.error());
   if (flags & O_TRUNC) f->attrs.size = 0;
-  return Opened{register_file(f->file), f->attrs, std::nullopt};
+  return Opened{register_file(f->file, mount), f->attrs, std::nullopt};
 }
 
-Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int flags,
-                                                uint32_t mode) {
+Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int flags, uint32_t mode,
+                                                std::string_view mount) {
   auto c = create_at(locate(vpath), vpath, flags, mode);
   if (!c) return Result<Opened>::failure(c.error());
-  return Opened{register_file(c->file), c->attrs, c->parent_attrs};
+  return Opened{register_file(c->file, mount), c->attrs, c->parent_attrs};
 }
 
 Result<Created> NamespaceFs::create_at(const Located& at, const std::string& vpath, int flags,
@@ -301,7 +303,8 @@ Result<Created> NamespaceFs::create_at(const Located& at, const std::string& vpa
 }
 
 Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::string& vpath,
-                                                    int flags, const CreateAtFirstUse* create) {
+                                                    int flags, const CreateAtFirstUse* create,
+                                                    std::string_view mount) {
   using R = Result<std::shared_ptr<OpenFile>>;
   auto t = locate(vpath);
   std::promise<R> opening;
@@ -340,7 +343,8 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   {
     std::lock_guard lock(files_mu_);
     // Released while it opened: this call has it, and its end closes it.
-    if (r && !released_locked(handle)) files_.emplace(handle, *r);
+    if (r && !released_locked(handle) && files_.emplace(handle, *r).second && !mount.empty())
+      holders_[handle] = std::string(mount);
     reopening_.erase(handle);
   }
   opening.set_value(r);
@@ -439,12 +443,24 @@ Status NamespaceFs::release(uint64_t handle) {
       released_order_.pop_front();
     }
     if (released_.insert(handle).second) released_order_.emplace_back(now, handle);
+    holders_.erase(handle);
     auto it = files_.find(handle);
     if (it == files_.end()) return ok_status();
     f = std::move(it->second);
     files_.erase(it);
   }
   return f->close();
+}
+
+size_t NamespaceFs::release_all_of(const std::string& mount) {
+  std::vector<uint64_t> held;
+  {
+    std::lock_guard lock(files_mu_);
+    for (auto& [handle, holder] : holders_)
+      if (holder == mount) held.push_back(handle);
+  }
+  for (uint64_t handle : held) (void)release(handle);
+  return held.size();
 }
 
 size_t NamespaceFs::open_files() const {

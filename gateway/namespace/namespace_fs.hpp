@@ -73,8 +73,10 @@ class NamespaceFs {
     sftp::Attrs attrs;
     std::optional<sftp::Attrs> parent_attrs;  // create: the directory right after, when known
   };
-  Result<Opened> open(const std::string& vpath, int flags);
-  Result<Opened> create(const std::string& vpath, int flags, uint32_t mode);
+  // `mount`: the id of the mount that opens the file (x-skein-mount), which holds it; "" for none.
+  Result<Opened> open(const std::string& vpath, int flags, std::string_view mount = {});
+  Result<Opened> create(const std::string& vpath, int flags, uint32_t mode,
+                        std::string_view mount = {});
   // `create` (a mount's asynchronous create, FileRef.create): a handle not held here is made by
   // creating the file, as create() would, under that handle; `made` then gets its attributes
   // (and the directory's, when known). A held handle is the file as it is.
@@ -83,13 +85,16 @@ class NamespaceFs {
     std::optional<Opened>* made = nullptr;
   };
   Result<std::shared_ptr<OpenFile>> file(uint64_t handle, const std::string& vpath, int flags,
-                                         const CreateAtFirstUse* create = nullptr);
+                                         const CreateAtFirstUse* create = nullptr,
+                                         std::string_view mount = {});
   // For a mount's read of a whole file it opened without a call: the open file `handle` names if
   // the gateway holds it (`just_opened` false), else `vpath` opened for reading for this one use
   // and not kept (`just_opened` true: the caller closes it).
   Result<std::shared_ptr<OpenFile>> file_for_one_read(uint64_t handle, const std::string& vpath,
                                                       bool& just_opened);
   Status release(uint64_t handle);
+  // Releases every file the mount `mount` holds (a mount that went away: OrphanReaper); how many.
+  size_t release_all_of(const std::string& mount);
   size_t open_files() const;
   // How long, and how many, released handles are remembered: well past a mount's call deadline.
   static constexpr std::chrono::seconds kReleasedFor{60};
@@ -136,7 +141,7 @@ class NamespaceFs {
   };
   Located locate(const std::string& vpath) const;
   sftp::Attrs synthetic_dir_attrs() const;
-  uint64_t register_file(std::shared_ptr<OpenFile> file);
+  uint64_t register_file(std::shared_ptr<OpenFile> file, std::string_view mount);
   // Opens `at` by path for a handle the gateway does not hold: never creating or truncating.
   Result<std::shared_ptr<OpenFile>> reopen(const Located& at, int flags);
   // The create of create() and of an asynchronous create's first use: refused in a synthesised
@@ -153,6 +158,8 @@ class NamespaceFs {
 
   mutable std::mutex files_mu_;
   std::unordered_map<uint64_t, std::shared_ptr<OpenFile>> files_;
+  std::unordered_map<uint64_t, std::string>
+      holders_;  // the mount holding each (guarded by files_mu_)
   // Handles being re-opened by path (a mount's deferred open meets several reads at once): the
   // first caller opens, the others wait for its result.
   using Reopen = std::shared_future<Result<std::shared_ptr<OpenFile>>>;

@@ -82,12 +82,14 @@ int64_t now_s() {
       .count();
 }
 
-// The calling mount's id (`x-skein-mount` metadata), or "".
-std::string mount_of(const grpc::ServerContextBase* ctx) {
+// The calling mount's id (`x-skein-mount` metadata), or "": valid while the call is.
+std::string_view mount_id_of(const grpc::ServerContextBase* ctx) {
   auto& md = ctx->client_metadata();
   auto it = md.find("x-skein-mount");
-  return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+  return it == md.end() ? std::string_view()
+                        : std::string_view(it->second.data(), it->second.size());
 }
+std::string mount_of(const grpc::ServerContextBase* ctx) { return std::string(mount_id_of(ctx)); }
 
 // Reports to the broker, when there is one.
 void served(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& t,
@@ -370,7 +372,7 @@ grpc::Status DataService::open(grpc::ServerContextBase* ctx, const v1::OpenReque
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  auto r = t->ns->open(t->path, static_cast<int>(req->flags()));
+  auto r = t->ns->open(t->path, static_cast<int>(req->flags()), mount_id_of(ctx));
   if (!r) {
     reply->set_error(r.error());
     return grpc::Status::OK;
@@ -387,7 +389,7 @@ grpc::Status DataService::create(grpc::ServerContextBase* ctx, const v1::OpenReq
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  auto r = t->ns->create(t->path, static_cast<int>(req->flags()), req->mode());
+  auto r = t->ns->create(t->path, static_cast<int>(req->flags()), req->mode(), mount_id_of(ctx));
   if (!r) {
     reply->set_error(r.error());
     return grpc::Status::OK;
@@ -426,7 +428,7 @@ std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, InvalidationBr
   auto f = one_read && (ref.flags() & O_ACCMODE) == O_RDONLY
                ? t->ns->file_for_one_read(ref.handle(), t->path, just_opened)
                : t->ns->file(ref.handle(), t->path, static_cast<int>(ref.flags()),
-                             ref.create() ? &create : nullptr);
+                             ref.create() ? &create : nullptr, mount_id_of(ctx));
   if (!f) {
     err = f.error();
     return nullptr;

@@ -672,5 +672,48 @@ TEST_F(Coherence, SkeinLocalStopAndStartGatewaySwitchesMountsToSafeModeAndBack) 
   EXPECT_EQ(read_file(mount1 + "/srv0/after-restart"), "ok");
 }
 
+// A mount killed with files open (at a job's end, by the OOM killer) sends no Release: its files
+// stay open at the gateway, each an sftp-server's descriptor, only until its Watch stream has
+// been gone for the orphan timeout. A live mount's file, idle all that time, stays open and works.
+TEST_F(Coherence, TheFilesOfAKilledMountAreReleasedAfterTheOrphanTimeout) {
+  std::string error;
+  auto g = start_gateway("orphans", "orphan_timeout_ms = 2000\n", 2, error);
+  ASSERT_TRUE(g) << error;
+  for (size_t i = 0; i < 2; ++i)
+    ASSERT_GE(wait_until([&] { return healthy(g->mount(i)); }, 10s), 0) << status_of(g->mount(i));
+  auto open_files = [&] {
+    return skeinctl_number(*cluster_, "namespaces", "default", "open_files", g->address);
+  };
+  auto on = [&](size_t i, int f) {
+    return g->mount(i) + "/srv0/" + name_ + "/f" + std::to_string(f);
+  };
+  for (int f = 0; f < 5; ++f)
+    ASSERT_TRUE(write_file(s("f" + std::to_string(f)), "file " + std::to_string(f)));
+  std::vector<int> fds;
+  char c;
+  for (int f = 0; f < 5; ++f) {
+    fds.push_back(::open(on(0, f).c_str(), O_RDWR));
+    ASSERT_GE(fds.back(), 0) << strerror(errno);
+    ASSERT_EQ(::pread(fds.back(), &c, 1, 0), 1);
+  }
+  const int kept = ::open(on(1, 0).c_str(), O_RDWR);
+  ASSERT_GE(kept, 0) << strerror(errno);
+  ASSERT_EQ(::pread(kept, &c, 1, 0), 1);
+  ASSERT_GE(wait_until([&] { return open_files() == 6; }, 5s), 0) << open_files();
+  std::string out;
+  // ([s]: not the shell that runs pkill, whose command line holds the pattern.)
+  ASSERT_EQ(
+      run_command("pkill -KILL -f -- '[s]kein-mount.* " + g->mount(0) + " --namespace'", &out), 0)
+      << out;
+  for (int fd : fds) ::close(fd);
+  const double took = wait_until([&] { return open_files() == 1; }, 20s);
+  EXPECT_GE(took, 0) << open_files() << " files still open at the gateway";
+  EXPECT_GE(took, 1.0) << "released before the orphan timeout";
+  ASSERT_EQ(::pwrite(kept, "F", 1, 0), 1) << strerror(errno);
+  EXPECT_EQ(::close(kept), 0) << strerror(errno);
+  EXPECT_EQ(read_file(s("f0")), "File 0");
+  EXPECT_EQ(open_files(), 0);
+}
+
 }  // namespace
 }  // namespace skein::test

@@ -170,12 +170,15 @@ inline bool drop_mount_caches(const std::string& mountpoint, std::string* out = 
 }
 
 // A number of one row of `skeinctl --json LIST`: the row of `list` ("backends", "namespaces")
-// whose name is `name`, its field `field`; -1 when skeinctl fails or there is no such row.
+// whose name is `name`, its field `field`; -1 when skeinctl fails or there is no such row. Asked
+// of the cluster's gateway, or of `gateway` (a test's own, with the cluster's credentials).
 inline long skeinctl_number(const LocalCluster& cluster, const std::string& list,
-                            const std::string& name, const std::string& field) {
+                            const std::string& name, const std::string& field,
+                            const std::string& gateway = "") {
   std::string out;
   if (run_command(cluster.admin_env() + build_dir() + "/client/skeinctl --gateway " +
-                      cluster.env("SKEIN_GATEWAY") + " --json " + list + " list 2>/dev/null",
+                      (gateway.empty() ? cluster.env("SKEIN_GATEWAY") : gateway) + " --json " +
+                      list + " list 2>/dev/null",
                   &out) != 0)
     return -1;
   auto j = nlohmann::json::parse(out, nullptr, false);

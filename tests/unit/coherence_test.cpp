@@ -164,6 +164,31 @@ TEST(InvalidationBroker, TellsOtherInterestedMountsButNotTheOrigin) {
   broker.detach(c.id);
 }
 
+// A mount whose stream ended and that did not subscribe again is handed out once as gone, when
+// its stream has been gone long enough (OrphanReaper); one that came back, or whose stream was
+// replaced by its own new subscription, is not.
+TEST(InvalidationBroker, AMountWhoseStreamIsGoneIsHandedOutOnce) {
+  using Clock = std::chrono::steady_clock;
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  FakeStream a(broker, true), b(broker, true), b2(broker, true), c(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);
+  c.id = broker.attach("other", "C", &c);
+  broker.detach(a.id);                    // A is gone
+  broker.detach(b.id);                    // B's stream broke...
+  b2.id = broker.attach("ns", "B", &b2);  // ...and B subscribed again
+  EXPECT_TRUE(broker.take_gone(Clock::now() - std::chrono::hours(1)).empty()) << "not long enough";
+  EXPECT_EQ(broker.take_gone(Clock::now() + std::chrono::seconds(1)),
+            std::vector<std::string>{"A"});
+  EXPECT_TRUE(broker.take_gone(Clock::now() + std::chrono::seconds(1)).empty()) << "once";
+  // A stream ended by the gateway (its namespace went away) counts as gone too.
+  broker.end_namespace("other", "namespace removed");
+  broker.detach(c.id);
+  EXPECT_EQ(broker.take_gone(Clock::now() + std::chrono::seconds(1)),
+            std::vector<std::string>{"C"});
+  broker.detach(b2.id);
+}
+
 // The welcome says whether the namespace's servers are watched, and each stream hears when
 // that changes, once per change, before anything else of its namespace.
 TEST(InvalidationBroker, StreamsAreToldWhetherTheServersAreWatched) {

@@ -64,6 +64,17 @@ TEST_F(GatewayConfigTest, LoadsAGoodFile) {
   EXPECT_EQ(cfg.namespaces[0].mounts[0].path, "/a");
 }
 
+TEST_F(GatewayConfigTest, TheOrphanTimeoutIsTenMinutesUnlessSetAndAtLeastASecond) {
+  EXPECT_EQ(parse(backend() + ns()).orphan_timeout.count(), 600000);
+  EXPECT_EQ(parse("[gateway]\ninsecure = true\norphan_timeout_ms = 5000\n" + backend() + ns())
+                .orphan_timeout.count(),
+            5000);
+  const std::string e =
+      error_of("[gateway]\ninsecure = true\norphan_timeout_ms = 10\n" + backend() + ns());
+  EXPECT_NE(e.find("orphan_timeout_ms"), std::string::npos) << e;
+  EXPECT_NE(e.find("1000"), std::string::npos) << e;
+}
+
 TEST_F(GatewayConfigTest, SyntaxErrorNamesFileAndLine) {
   EXPECT_EQ(error_of("[gateway]\nlisten = \n").substr(0, 10), "gw.toml:2:");
 }

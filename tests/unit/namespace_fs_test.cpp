@@ -210,6 +210,28 @@ TEST(NamespaceFs, AnUnknownHandleIsReopenedByPathNeverCreatingOrTruncating) {
   EXPECT_FALSE(n.srv0->has("/gone"));
 }
 
+// The files a mount holds (opened, created, or re-opened by path under its own handle) are
+// released together when it has gone away; another mount's, and those opened without a mount
+// id, stay.
+TEST(NamespaceFs, TheFilesOfAMountThatWentAwayAreReleasedTogether) {
+  Namespace n;
+  n.srv0->put_file("/f", "kept");
+  auto opened = n.fs->open("/srv0/f", O_RDONLY, "gone");
+  ASSERT_TRUE(opened);
+  ASSERT_TRUE(n.fs->create("/srv0/made", O_WRONLY, 0644, "gone"));
+  ASSERT_TRUE(n.fs->file(0x91, "/srv0/f", O_RDONLY, nullptr, "gone"));
+  auto other = n.fs->open("/srv0/f", O_RDONLY, "alive");
+  ASSERT_TRUE(other);
+  ASSERT_TRUE(n.fs->open("/srv0/f", O_RDONLY));
+  ASSERT_TRUE(n.fs->release(opened->handle));  // released by the mount itself before it went
+  EXPECT_EQ(n.fs->open_files(), 4u);
+  EXPECT_EQ(n.fs->release_all_of("gone"), 2u);
+  EXPECT_EQ(n.fs->open_files(), 2u);
+  EXPECT_EQ(n.fs->file(0x91, "/srv0/f", O_RDONLY).error(), EBADF) << "never opened again";
+  EXPECT_EQ(n.fs->release_all_of("gone"), 0u);
+  EXPECT_EQ((*n.fs->file(other->handle, "/srv0/f", O_RDONLY))->read(0, 10)->flatten(), "kept");
+}
+
 // A released handle is never opened again: a call that comes after the release (a read-ahead the
 // release overtook, a fill of a version the mount let go) is EBADF, where a re-open by path would
 // have left the file open at the gateway for good.
