@@ -843,6 +843,8 @@ Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t 
 
 Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
                            std::string_view data, const std::function<void()>& taken) {
+  // The size its writer knows, should the file's name go while it is open (getattr).
+  open_inodes_.wrote(ino, offset + data.size());
   if (file.create_unsettled.load(std::memory_order_acquire)) {  // settle_create decides, locked
     // A small first write (echo, a small file's whole content) goes with the create, in one call;
     // a larger one after it, with write-behind as for any file.

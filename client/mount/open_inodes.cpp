@@ -2,6 +2,7 @@
 #include "open_inodes.hpp"
 
 #include <cstdio>
+#include <ctime>
 #include <random>
 
 namespace skein::client {
@@ -29,6 +30,20 @@ void OpenInodes::seen(InodeNumber ino, const FileAttr& attr) {
   std::lock_guard lock(mu_);
   auto it = open_.find(ino);
   if (it != open_.end()) it->second.attr = attr;
+}
+
+void OpenInodes::wrote(InodeNumber ino, uint64_t end) {
+  std::lock_guard lock(mu_);
+  auto it = open_.find(ino);
+  if (it == open_.end()) return;
+  FileAttr& attr = it->second.attr;
+  if (end > attr.size) {
+    attr.size = end;
+    attr.blocks = (end + 511) / 512;
+  }
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  attr.mtime_ns = attr.ctime_ns = int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
 }
 
 std::optional<FileAttr> OpenInodes::last_seen(InodeNumber ino) const {

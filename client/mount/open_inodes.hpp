@@ -35,6 +35,9 @@ class OpenInodes {
   // The attributes of an open inode as last seen (at open, or by a getattr since): the answer
   // for an open file whose name is gone. Nothing for an inode not open.
   void seen(InodeNumber ino, const FileAttr& attr);
+  // This mount writes [.., end) of the open inode: as last seen, it is at least that long, and
+  // modified now.
+  void wrote(InodeNumber ino, uint64_t end);
   std::optional<FileAttr> last_seen(InodeNumber ino) const;
   // `ino` now lives at `hidden_path` until its last close. Returns false when it is no longer
   // open (the last close came in between): the caller removes `hidden_path` itself.

@@ -344,9 +344,8 @@ TEST_F(DataPath, AFileReplacedOnTheServerJustAfterTheGatewayPutItThereIsReadAsOp
   ASSERT_TRUE(read_file(m(name(), 1)) == opened);
   ASSERT_EQ(::rename(s(name() + ".v2").c_str(), s(name()).c_str()), 0);  // on the server
   bool seen = false;
-  for (int i = 0; i < 100 && !(seen = read_file(m(name(), 1)).substr(0, 64) ==
-                                      replacing.substr(0, 64));
-       ++i)
+  for (int i = 0;
+       i < 100 && !(seen = read_file(m(name(), 1)).substr(0, 64) == replacing.substr(0, 64)); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_TRUE(seen) << "the other mount never saw the replacement";
   for (size_t at = kMiB; at < got.size(); at += kMiB)
@@ -357,6 +356,27 @@ TEST_F(DataPath, AFileReplacedOnTheServerJustAfterTheGatewayPutItThereIsReadAsOp
   size_t first_wrong = 0;
   while (first_wrong < got.size() && got[first_wrong] == opened[first_wrong]) ++first_wrong;
   EXPECT_EQ(first_wrong, got.size()) << "the descriptor read another file from this offset on";
+}
+
+// A file removed through another mount while it is written: its writer's descriptor keeps the
+// file as written (as on a local disk), its size too, so that the kernel neither drops the
+// pages written nor cuts reads short.
+TEST_F(DataPath, AFileRemovedElsewhereWhileItIsWrittenKeepsItsSizeForItsWriter) {
+  const std::string data = random_bytes(3 * kMiB + 17, 27);
+  int fd = ::open(m(name()).c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ASSERT_EQ(::fsync(fd), 0) << strerror(errno);
+  ASSERT_EQ(::unlink(m(name(), 1).c_str()), 0) << strerror(errno);
+  struct stat st;
+  ASSERT_EQ(::fstat(fd, &st), 0) << strerror(errno);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(data.size()));
+  std::string back(data.size(), '\0');
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  EXPECT_EQ(::pread(fd, back.data(), back.size(), 0), static_cast<ssize_t>(data.size()));
+  EXPECT_TRUE(back == data) << "the writer read back other bytes";
+  EXPECT_EQ(::close(fd), 0);
+  EXPECT_NE(::access(s(name()).c_str(), F_OK), 0) << "the file is back on the server";
 }
 
 // Reads `path` (holding `opened`) a MiB at a time on one mount, renaming `from` over `to` (the

@@ -658,6 +658,23 @@ TEST(OpenInodes, LastCloseOfASillyRenamedFileNamesTheHiddenPathToRemove) {
   EXPECT_EQ(open.count(), 0u);
 }
 
+// An open file's attributes as last seen follow this mount's writes: they answer a getattr when
+// the file's name is gone, and must not take back what the writer wrote.
+TEST(OpenInodes, WritesMakeTheLastSeenSizeAtLeastTheirEnd) {
+  OpenInodes open;
+  FileAttr at_open{};
+  at_open.size = 100;
+  at_open.mtime_ns = 1;
+  open.opened(5, at_open);
+  open.wrote(5, 1 << 20);
+  EXPECT_EQ(open.last_seen(5)->size, 1u << 20);
+  EXPECT_GT(open.last_seen(5)->mtime_ns, 1);
+  open.wrote(5, 10);  // within the file: the size stays
+  EXPECT_EQ(open.last_seen(5)->size, 1u << 20);
+  open.wrote(6, 10);  // not open: nothing kept
+  EXPECT_EQ(open.last_seen(6), std::nullopt);
+}
+
 // What a directory read ahead holds, and everything that drops it.
 TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThem) {
   constexpr InodeNumber kDir = 5, kOther = 6, kFile = 7;
