@@ -9,13 +9,26 @@
 namespace skein {
 namespace {
 
+// `a` as the job's owner owns it.
+sftp::Attrs with_owner(sftp::Attrs a, uint32_t uid, uint32_t gid) {
+  a.flags |= sftp::ATTR_UIDGID;
+  a.uid = uid;
+  a.gid = gid;
+  return a;
+}
+
 // A handle open for writing: what its writes add to the file's size, and what its truncations
-// add or give back, is counted against the quota before the request goes out.
+// add or give back, is counted against the quota before the request goes out. The attributes it
+// reports carry the job's owner, as every other answer of the layout does.
 class CountedFile final : public OpenFile {
  public:
   CountedFile(std::shared_ptr<OpenFile> inner, std::shared_ptr<OpenSizes::Cell> cell,
-              std::shared_ptr<Quota> quota)
-      : inner_(std::move(inner)), cell_(std::move(cell)), quota_(std::move(quota)) {}
+              std::shared_ptr<Quota> quota, uint32_t uid, uint32_t gid)
+      : inner_(std::move(inner)),
+        cell_(std::move(cell)),
+        quota_(std::move(quota)),
+        uid_(uid),
+        gid_(gid) {}
 
   const std::shared_ptr<OpenFile>& inner() const { return inner_; }
   const std::shared_ptr<OpenSizes::Cell>& cell() const { return cell_; }
@@ -32,7 +45,9 @@ class CountedFile final : public OpenFile {
   Result<Written> write_reporting_attrs(uint64_t offset, const SharedBytes& data) override {
     if (auto st = count_write(offset, data.size()); !st)
       return Result<Written>::failure(st.error());
-    return inner_->write_reporting_attrs(offset, data);
+    auto w = inner_->write_reporting_attrs(offset, data);
+    if (w && w->attrs) w->attrs = owned(*w->attrs);
+    return w;
   }
 
   Status truncate(uint64_t size) override {
@@ -48,12 +63,18 @@ class CountedFile final : public OpenFile {
   }
 
   Status fsync() override { return inner_->fsync(); }
-  Result<sftp::Attrs> fstat() override { return inner_->fstat(); }
+  Result<sftp::Attrs> fstat() override {
+    auto a = inner_->fstat();
+    if (a) *a = owned(*a);
+    return a;
+  }
   Status close() override { return inner_->close(); }
   std::string rel_path() const override { return inner_->rel_path(); }
   void renamed(std::string new_rel) override { inner_->renamed(std::move(new_rel)); }
 
  private:
+  sftp::Attrs owned(const sftp::Attrs& a) const { return with_owner(a, uid_, gid_); }
+
   // What a write of `size` bytes at `offset` adds to the file, taken from the quota first (EDQUOT
   // if it has no room). Should the write fail, the count stays (it can only be high, never let
   // usage pass the quota); the namespace's next recount corrects it.
@@ -81,6 +102,7 @@ class CountedFile final : public OpenFile {
   std::shared_ptr<OpenFile> inner_;
   std::shared_ptr<OpenSizes::Cell> cell_;
   std::shared_ptr<Quota> quota_;
+  const uint32_t uid_, gid_;
 };
 
 bool writes(int flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC); }
@@ -91,12 +113,7 @@ JobLayout::JobLayout(std::shared_ptr<Layout> inner, uint32_t uid, uint32_t gid,
                      std::shared_ptr<Quota> quota)
     : inner_(std::move(inner)), uid_(uid), gid_(gid), quota_(std::move(quota)) {}
 
-sftp::Attrs JobLayout::owned(sftp::Attrs a) const {
-  a.flags |= sftp::ATTR_UIDGID;
-  a.uid = uid_;
-  a.gid = gid_;
-  return a;
-}
+sftp::Attrs JobLayout::owned(sftp::Attrs a) const { return with_owner(std::move(a), uid_, gid_); }
 
 Result<sftp::Attrs> JobLayout::owned(Result<sftp::Attrs> r) const {
   if (!r) return r;
@@ -116,7 +133,7 @@ std::shared_ptr<OpenFile> JobLayout::counted(std::shared_ptr<OpenFile> file, con
     cell->size = *size;
     cell->known = true;
   }
-  return std::make_shared<CountedFile>(std::move(file), std::move(cell), quota_);
+  return std::make_shared<CountedFile>(std::move(file), std::move(cell), quota_, uid_, gid_);
 }
 
 Result<sftp::Attrs> JobLayout::getattr(const std::string& rel) {

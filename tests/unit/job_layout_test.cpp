@@ -55,6 +55,18 @@ TEST(JobLayout, EveryFileShowsTheJobsOwner) {
   ASSERT_TRUE(list);
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].attrs.uid, 1234u);
+  // And what an open file reports of itself (an open for writing is counted by the layout).
+  auto f = j.layout->open("/f", O_RDWR);
+  ASSERT_TRUE(f);
+  auto fa = (*f)->fstat();
+  ASSERT_TRUE(fa);
+  EXPECT_EQ(fa->uid, 1234u);
+  EXPECT_EQ(fa->gid, 567u);
+  auto w = (*f)->write_reporting_attrs(0, bytes("abc"));
+  ASSERT_TRUE(w);
+  if (w->attrs) {
+    EXPECT_EQ(w->attrs->uid, 1234u);
+  }
 }
 
 TEST(JobLayout, AChownToAnybodyElseIsRefusedAndToTheOwnerIsANoOp) {
