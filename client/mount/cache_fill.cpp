@@ -300,13 +300,14 @@ std::string cache_fill_files(MountDaemon& mount, const std::string& args, int bu
     const std::string_view text(list.data, list_length);
     if (text.back() != '\n') return err("fill-files: the list's last line has no newline");
     for (std::size_t at = 0; at < text.size();) {
+      // Counted as they come: a list of newlines alone must not make millions of strings.
+      if (lines.size() == kMaxFillFiles)
+        return err("fill-files: at most " + std::to_string(kMaxFillFiles) + " files at once");
       const std::size_t end = text.find('\n', at);
       lines.emplace_back(text.substr(at, end - at));
       at = end + 1;
     }
   }
-  if (lines.size() > kMaxFillFiles)
-    return err("fill-files: at most " + std::to_string(kMaxFillFiles) + " files at once");
   // Each line is the `fill` command of a whole file, prepared as one.
   const std::size_t n = lines.size();
   std::vector<Fill> fills(n);

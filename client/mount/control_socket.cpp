@@ -89,14 +89,20 @@ bool make_dir(const std::string& dir, std::string& error) {
   return true;
 }
 
-// Answers `text` without taking the command, which is read and dropped: closing with it unread
-// would reset the connection, and the client would see that instead of the answer.
+// Answers `text` without taking the command, which is read and dropped (for at most
+// ControlSocket::kRefusalDrain): closing with it unread would reset the connection, and the client
+// would see that instead of the answer.
 void refuse(int fd, const std::string& text) {
   write_all(fd, text);
   set_timeouts(fd, kServerTimeoutSeconds);
   ::shutdown(fd, SHUT_WR);
+  const auto deadline = std::chrono::steady_clock::now() + ControlSocket::kRefusalDrain;
   char drop[512];
   for (std::size_t n = 0; n < 2 * kMaxCommand;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
     const ssize_t r = ::read(fd, drop, sizeof drop);
     if (r <= 0) break;
     n += static_cast<std::size_t>(r);
@@ -175,7 +181,7 @@ ControlSocket::~ControlSocket() {
     }
     thread_.join();
     std::unique_lock lock(mu_);
-    done_.wait(lock, [this] { return answering_ == 0; });
+    done_.wait(lock, [this] { return answering_ == 0 && refusing_ == 0; });
   }
   for (int fd : {listen_fd_, wake_fd_[0], wake_fd_[1]}) {
     if (fd >= 0) ::close(fd);
@@ -201,52 +207,56 @@ void ControlSocket::serve() {
     }
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
+    // Who calls decides at once whether the connection is taken or refused.
+    ucred peer{};
+    socklen_t len = sizeof peer;
+    const bool known = ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0;
+    const bool privileged =
+        known && (peer.uid == 0 || peer.uid == ::geteuid() || peer.uid == access_.user);
+    std::string refusal;
     {
       std::lock_guard lock(mu_);
-      ++answering_;
+      if (privileged) {
+        ++answering_;
+      } else if (!known || !access_.everyone) {
+        refusal = "error: permission denied\n";
+      } else if (others_answering_ < kMaxAnswering - kKeptForPrivileged) {
+        ++answering_;
+        ++others_answering_;
+      } else {
+        refusal =
+            "error: busy: the mount is answering as many other users as it takes; try again\n";
+      }
+      if (!refusal.empty()) {
+        if (refusing_ >= kMaxRefusing) {  // a flood of refusals: closed unanswered
+          ::close(fd);
+          continue;
+        }
+        ++refusing_;
+      }
     }
-    std::thread([this, fd] {
-      answer(fd);
+    if (!refusal.empty()) {
+      std::thread([this, fd, refusal] {
+        refuse(fd, refusal);
+        ::close(fd);
+        std::lock_guard lock(mu_);
+        --refusing_;
+        done_.notify_all();
+      }).detach();
+      continue;
+    }
+    std::thread([this, fd, peer, privileged] {
+      answer(fd, peer, privileged);
       ::close(fd);
       std::lock_guard lock(mu_);
       --answering_;
+      if (!privileged) --others_answering_;
       done_.notify_all();
     }).detach();
   }
 }
 
-void ControlSocket::answer(int fd) {
-  ucred peer{};
-  socklen_t len = sizeof peer;
-  const bool known = ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0;
-  const bool privileged =
-      known && (peer.uid == 0 || peer.uid == ::geteuid() || peer.uid == access_.user);
-  bool counted = false;  // among others_answering_
-  struct Uncount {
-    ControlSocket* socket;
-    bool& counted;
-    ~Uncount() {
-      if (!counted) return;
-      std::lock_guard lock(socket->mu_);
-      --socket->others_answering_;
-    }
-  } uncount{this, counted};
-  if (!privileged) {
-    if (!known || !access_.everyone) {
-      refuse(fd, "error: permission denied\n");
-      return;
-    }
-    {
-      std::lock_guard lock(mu_);
-      counted = others_answering_ < kMaxAnswering - kKeptForPrivileged;
-      if (counted) ++others_answering_;
-    }
-    if (!counted) {
-      refuse(fd,
-             "error: busy: the mount is answering as many other users as it takes; try again\n");
-      return;
-    }
-  }
+void ControlSocket::answer(int fd, const ucred& peer, bool privileged) {
   set_timeouts(fd, kServerTimeoutSeconds);
   // The command up to its newline (a client sends nothing after it), and the first file
   // descriptor passed with it; any further ones are closed.

@@ -11,6 +11,7 @@
 // must be thread-safe.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -76,10 +77,15 @@ class ControlSocket {
                                              Access access = {});
   // Connections answered at once; a further one waits until one of them is done. Callers who are
   // not privileged get at most kMaxAnswering - kKeptForPrivileged of them (the others are
-  // answered "busy"), so that they never keep root and the mount's user out.
+  // answered "busy"), so that they never keep root and the mount's user out. A refusal ("busy",
+  // "permission denied") takes none of them: at most kMaxRefusing are answered at once, each
+  // reading what the caller still sends for at most kRefusalDrain, and further ones are closed
+  // unanswered.
   static constexpr std::chrono::seconds kStaleAfter{60};
   static constexpr int kMaxAnswering = 8;
   static constexpr int kKeptForPrivileged = 2;
+  static constexpr int kMaxRefusing = 8;
+  static constexpr std::chrono::milliseconds kRefusalDrain{1000};
   // How long request() waits by default for a mount to take the connection, and then to answer.
   static constexpr std::chrono::seconds kRequestTimeout{10};
 
@@ -112,7 +118,8 @@ class ControlSocket {
  private:
   ControlSocket() = default;
   void serve();
-  void answer(int fd);
+  // Answers a caller taken (privileged; else counted among others_answering_).
+  void answer(int fd, const ucred& peer, bool privileged);
 
   int listen_fd_ = -1;
   int wake_fd_[2] = {-1, -1};  // a pipe: writing to it ends serve()
@@ -125,6 +132,7 @@ class ControlSocket {
   std::condition_variable done_;
   int answering_ = 0;         // connections being answered, each on a detached thread
   int others_answering_ = 0;  // of them, those of callers who are not privileged
+  int refusing_ = 0;          // refusals being answered, each on a detached thread
 };
 
 }  // namespace skein::client

@@ -130,14 +130,15 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
       return "error: " + e + "\n";
     const std::string_view names(list.data, list_length);
     for (std::size_t at = 0; at < names.size();) {
+      // Counted as they come: a list of NUL bytes alone must not make millions of strings.
+      if (paths.size() == kMaxPaths)
+        return err("more than " + std::to_string(kMaxPaths) + " paths in one command");
       const std::size_t end = names.find('\0', at);
       if (end == std::string_view::npos) return err("the last path does not end with a NUL byte");
       paths.emplace_back(names.substr(at, end - at));
       at = end + 1;
     }
   }
-  if (paths.size() > kMaxPaths)
-    return err("more than " + std::to_string(kMaxPaths) + " paths in one command");
   for (const std::string& p : paths) {
     if (p.empty() || p[0] != '/') return err("paths must be absolute: '" + p + "'");
   }

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -670,6 +671,37 @@ TEST_F(MpiTest, FetchFilesReadsOnlyFilesTheMountHasLookedUp) {
   EXPECT_EQ(got[2], std::string(3000, 'b'));
   EXPECT_TRUE(got[1].empty());
   EXPECT_EQ(bytes_read() - before, 5 + 3000);
+}
+
+// The mount's peak memory (VmHWM, kB) of the skein-mount serving `mountpoint`; -1 if unknown.
+long mount_peak_kb(const std::string& mountpoint) {
+  std::string pid;
+  if (run_command("pgrep -f -- '[s]kein-mount.* " + mountpoint + " ' | head -1", &pid) != 0)
+    return -1;
+  std::ifstream status("/proc/" + std::to_string(std::atol(pid.c_str())) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+// A list of paths is refused at its 4,097th path, before the rest is parsed: 32 MiB of NUL bytes
+// (that many empty paths) cost the mount no memory to speak of.
+TEST_F(MpiTest, AListOfTooManyPathsIsRefusedBeforeItCostsMemory) {
+  constexpr size_t kList = 32u << 20;
+  const int buf = ::memfd_create("skein-test-nuls", MFD_ALLOW_SEALING);
+  ASSERT_GE(buf, 0);
+  ASSERT_EQ(::ftruncate(buf, kList + (1 << 20)), 0);
+  ASSERT_EQ(::fcntl(buf, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  const long peak = mount_peak_kb(cluster_->mount(0));
+  ASSERT_GT(peak, 0);
+  std::string answer, error;
+  ASSERT_TRUE(client::ControlSocket::request(
+      client::ControlSocket::default_dir(), cluster_->mount(0),
+      "fetch-files 4096 " + std::to_string(kList), answer, error, buf))
+      << error;
+  ::close(buf);
+  EXPECT_NE(answer.find("more than 4096 paths in one command"), std::string::npos) << answer;
+  EXPECT_LT(mount_peak_kb(cluster_->mount(0)) - peak, 128 * 1024) << "kB more at the peak";
 }
 
 // The tree's listing with modes, types, symlink targets and mtimes (to the second: the mount's

@@ -437,6 +437,62 @@ std::string send_raw(const std::string& path, const std::vector<std::string>& pi
   return got;
 }
 
+// Connects to `path` as user `uid` (a child process that drops root) and sends a byte every
+// 300 ms for `seconds`, the way a caller that wants to hold the mount's places would.
+void drip_as(uid_t uid, const std::string& path, int seconds) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) ::_exit(1);
+    for (int i = 0; i < seconds * 10 / 3; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      if (::send(fd, "x", 1, MSG_NOSIGNAL) != 1) break;
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+}
+
+// Callers refused (here: "busy", with every place of other users taken) that go on sending
+// bytes slowly take no place of root's: root is answered at once however many of them there are.
+TEST(ControlSocketTest, RefusedCallersThatGoOnSendingNeverKeepRootOut) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as other users";
+  ForEveryone e;
+  ASSERT_TRUE(e.socket) << e.error;
+  std::atomic<bool> release{false};
+  std::atomic<int> holding{0};
+  e.socket->start([&](const std::string& command, int, const ControlPeer&) -> std::string {
+    if (command != "hold") return command + " answered\n";
+    ++holding;
+    for (int i = 0; i < 2000 && !release; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return "held\n";
+  });
+  constexpr int kOthers = ControlSocket::kMaxAnswering - ControlSocket::kKeptForPrivileged;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kOthers; ++i)
+    threads.emplace_back([&] { (void)request_as(64005, e.sockets, e.mountpoint, "hold"); });
+  for (int i = 0; i < 500 && holding < kOthers; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(holding, kOthers);
+  for (int i = 0; i < 2 * ControlSocket::kMaxAnswering; ++i)
+    threads.emplace_back([&] { drip_as(64005, e.socket->path(), 8); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto start = std::chrono::steady_clock::now();
+  std::string answer;
+  EXPECT_TRUE(ControlSocket::request(e.sockets, e.mountpoint, "status", answer, e.error))
+      << e.error;
+  EXPECT_EQ(answer, "status answered\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  release = true;
+  for (auto& t : threads) t.join();
+}
+
 // A command is its line, or what came before the client ended its side; a client that takes
 // longer than the deadline for its line, however it spaces its bytes, gets no command run.
 TEST(ControlSocketTest, ACommandMustComeWholeWithinItsDeadline) {
