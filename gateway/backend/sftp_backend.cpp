@@ -833,7 +833,7 @@ std::vector<std::optional<Result<MadeWholeFile>>> SftpBackend::write_whole_files
         written.push_back(w.i);
         bytes += files[w.i].data.size();
       } else {
-        again[w.i] = true;  // the layout's way truncates the partial and says why
+        again[w.i] = true;  // the layout's way makes the partial anew and says why
       }
     }
     pool().count_written(bytes);

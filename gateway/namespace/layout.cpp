@@ -69,8 +69,15 @@ std::vector<Result<MadeWholeFile>> Layout::write_whole_files(
   out.reserve(files.size());
   for (const NewWholeFile& f : files) {
     out.push_back([&]() -> R {
-      // Writable by its owner until it is whole; its mode comes with its times.
-      auto made = create(f.partial, O_WRONLY | O_CREAT | O_TRUNC, (f.mode & 0777) | S_IWUSR);
+      // Writable by its owner until it is whole; its mode comes with its times. Always a new
+      // file: what is found at the partial's name (an earlier run's, or another user's file moved
+      // there by the caller) is removed, never written over.
+      const uint32_t mode = (f.mode & 0777) | S_IWUSR;
+      auto made = create(f.partial, O_WRONLY | O_CREAT | O_EXCL, mode);
+      if (!made && made.error() == EEXIST) {
+        (void)unlink(f.partial);
+        made = create(f.partial, O_WRONLY | O_CREAT | O_EXCL, mode);
+      }
       if (!made) return R::failure(made.error());
       auto fail = [&](int error, bool is_open) {
         if (is_open) (void)made->file->close();

@@ -919,6 +919,21 @@ TEST_F(MpiTest, AnotherUsersStageOutWritesOnlyWhereItMayWrite) {
   for (int i = 0; i < 30; ++i)
     EXPECT_EQ(read_file(exp + "/so-nobody/f" + std::to_string(i)),
               "file " + std::to_string(i) + "\n");
+  // Root's file at the name of a partial (the caller may move any file of a directory it may
+  // write there): the store makes a new file, and root's is not written.
+  ASSERT_TRUE(write_file(exp + "/root-keeps", "root's\n"));
+  ASSERT_EQ(::chmod((exp + "/root-keeps").c_str(), 0644), 0);
+  ASSERT_EQ(::link((exp + "/root-keeps").c_str(), (exp + "/so-nobody/.f0.skein-partial").c_str()),
+            0);
+  ASSERT_TRUE(write_file(src + "/f0", "file 0, again\n"));
+  settle();
+  ASSERT_EQ(stage_out_as_nobody(mnt + "/srv0/so-nobody", out), 0) << out;
+  EXPECT_EQ(read_file(exp + "/so-nobody/f0"), "file 0, again\n");
+  EXPECT_EQ(read_file(exp + "/root-keeps"), "root's\n") << "root's file was written";
+  struct stat st {};
+  ASSERT_EQ(::stat((exp + "/root-keeps").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  ::unlink((exp + "/root-keeps").c_str());
   // A directory nobody may not write: the run fails, says why, and makes nothing there.
   EXPECT_EQ(stage_out_as_nobody(mnt + "/srv0/so-root", out), 1) << out;
   EXPECT_NE(out.find("Permission denied"), std::string::npos) << out;
