@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <utility>
+#include <vector>
 
 namespace skein {
 namespace {
@@ -18,15 +20,18 @@ sftp::Attrs with_owner(sftp::Attrs a, uint32_t uid, uint32_t gid) {
 }
 
 // A handle open for writing: what its writes add to the file's size, and what its truncations
-// add or give back, is counted against the quota before the request goes out. The attributes it
-// reports carry the job's owner, as every other answer of the layout does.
+// add or give back, is counted against the quota before the request goes out (once per name of
+// the file, LinkNames). The attributes it reports carry the job's owner, as every other answer of
+// the layout does.
 class CountedFile final : public OpenFile {
  public:
   CountedFile(std::shared_ptr<OpenFile> inner, std::shared_ptr<OpenSizes::Cell> cell,
-              std::shared_ptr<Quota> quota, uint32_t uid, uint32_t gid)
+              std::shared_ptr<Quota> quota, std::shared_ptr<LinkNames> links, uint32_t uid,
+              uint32_t gid)
       : inner_(std::move(inner)),
         cell_(std::move(cell)),
         quota_(std::move(quota)),
+        links_(std::move(links)),
         uid_(uid),
         gid_(gid) {}
 
@@ -54,9 +59,10 @@ class CountedFile final : public OpenFile {
     {
       std::lock_guard lock(cell_->mu);
       if (auto st = know_size(); !st) return st;
-      if (size > cell_->size && !quota_->take_bytes(size - cell_->size))
+      const uint64_t names = links_->names(inner_->rel_path());
+      if (size > cell_->size && !quota_->take_bytes((size - cell_->size) * names))
         return Status::failure(EDQUOT);
-      if (size < cell_->size) quota_->give_bytes(cell_->size - size);
+      if (size < cell_->size) quota_->give_bytes((cell_->size - size) * names);
       cell_->size = size;
     }
     return inner_->truncate(size);
@@ -83,7 +89,8 @@ class CountedFile final : public OpenFile {
     std::lock_guard lock(cell_->mu);
     if (auto st = know_size(); !st) return st;
     if (end > cell_->size) {
-      if (!quota_->take_bytes(end - cell_->size)) return Status::failure(EDQUOT);
+      if (!quota_->take_bytes((end - cell_->size) * links_->names(inner_->rel_path())))
+        return Status::failure(EDQUOT);
       cell_->size = end;
     }
     return ok_status();
@@ -102,6 +109,7 @@ class CountedFile final : public OpenFile {
   std::shared_ptr<OpenFile> inner_;
   std::shared_ptr<OpenSizes::Cell> cell_;
   std::shared_ptr<Quota> quota_;
+  std::shared_ptr<LinkNames> links_;
   const uint32_t uid_, gid_;
 };
 
@@ -133,7 +141,8 @@ std::shared_ptr<OpenFile> JobLayout::counted(std::shared_ptr<OpenFile> file, con
     cell->size = *size;
     cell->known = true;
   }
-  return std::make_shared<CountedFile>(std::move(file), std::move(cell), quota_, uid_, gid_);
+  return std::make_shared<CountedFile>(std::move(file), std::move(cell), quota_, links_, uid_,
+                                       gid_);
 }
 
 Result<sftp::Attrs> JobLayout::getattr(const std::string& rel) {
@@ -171,11 +180,12 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
       if (S_ISLNK(a->permissions)) return R::failure(ELOOP);
       old = a->size;
     }
+    const uint64_t names = links_->names(rel);
     if (*rest.size > old) {
-      if (!quota_->take_bytes(*rest.size - old)) return R::failure(EDQUOT);
-      taken = int64_t(*rest.size - old);
+      if (!quota_->take_bytes((*rest.size - old) * names)) return R::failure(EDQUOT);
+      taken = int64_t((*rest.size - old) * names);
     } else {
-      quota_->give_bytes(old - *rest.size);
+      quota_->give_bytes((old - *rest.size) * names);
     }
     if (cell) {
       cell->size = *rest.size;
@@ -230,17 +240,21 @@ Result<std::optional<sftp::Attrs>> JobLayout::unlink_reporting_parent(const std:
 void JobLayout::removed(const std::string& rel, const sftp::Attrs& attrs) {
   give_back(attrs);
   sizes_.removed(rel);
+  links_->removed(rel);
 }
 
 Status JobLayout::rename(const std::string& from, const std::string& to, unsigned flags) {
+  // Two names of one file: rename(2) does nothing, and both stay.
+  if (from == to || links_->same_file(from, to)) return inner_->rename(from, to, flags);
   std::optional<sftp::Attrs> replaced;
-  if (!(flags & 1) && from != to) {  // without RENAME_NOREPLACE, an old `to` goes
+  if (!(flags & 1)) {  // without RENAME_NOREPLACE, an old `to` goes
     if (auto a = inner_->getattr(to)) replaced = *a;
   }
   auto st = inner_->rename(from, to, flags);
-  if (st && from != to) {
+  if (st) {
     if (replaced) give_back(*replaced);
     sizes_.renamed(from, to);
+    links_->renamed(from, to);
   }
   return st;
 }
@@ -269,6 +283,8 @@ Result<sftp::Attrs> JobLayout::link(const std::string& existing, const std::stri
   if (!r) {
     quota_->give_inodes(1);
     quota_->give_bytes(bytes);
+  } else {
+    links_->linked(existing, rel);
   }
   return owned(r);
 }
@@ -306,7 +322,7 @@ Result<std::shared_ptr<OpenFile>> JobLayout::open(const std::string& rel, int fl
   }
   auto f = inner_->open(rel, flags);
   if (!f) return f;
-  if (truncated_from) quota_->give_bytes(*truncated_from);
+  if (truncated_from) quota_->give_bytes(*truncated_from * links_->names(rel));
   if (!writes(flags)) return f;
   return counted(*f, rel, truncated_from ? std::optional<uint64_t>(0) : std::nullopt);
 }
@@ -366,11 +382,59 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
     }
     if (replaced[k]) give_back(*replaced[k]);
     sizes_.renamed(f.partial, f.path);
+    links_->renamed(f.partial, f.path);
     made[k]->attrs = owned(made[k]->attrs);
     if (made[k]->parent_attrs) made[k]->parent_attrs = owned(*made[k]->parent_attrs);
     out[which[k]] = std::move(made[k]);
   }
   return out;
+}
+
+uint64_t LinkNames::names(const std::string& rel) {
+  std::lock_guard lock(mu_);
+  auto it = groups_.find(rel);
+  return it == groups_.end() ? 1 : *it->second;
+}
+
+void LinkNames::linked(const std::string& existing, const std::string& rel) {
+  std::lock_guard lock(mu_);
+  auto& group = groups_[existing];
+  if (!group) group = std::make_shared<uint64_t>(1);
+  ++*group;
+  groups_[rel] = group;
+}
+
+void LinkNames::removed(const std::string& rel) {
+  std::lock_guard lock(mu_);
+  auto it = groups_.find(rel);
+  if (it == groups_.end()) return;
+  --*it->second;
+  groups_.erase(it);
+}
+
+void LinkNames::renamed(const std::string& from, const std::string& to) {
+  std::lock_guard lock(mu_);
+  if (auto old = groups_.find(to); old != groups_.end()) {  // the name replaced
+    --*old->second;
+    groups_.erase(old);
+  }
+  std::vector<std::pair<std::string, std::shared_ptr<uint64_t>>> moved;
+  if (auto it = groups_.find(from); it != groups_.end()) {
+    moved.emplace_back(to, std::move(it->second));
+    groups_.erase(it);
+  }
+  const std::string below = from + "/";  // a directory's names: a range of the map
+  for (auto it = groups_.lower_bound(below); it != groups_.end() && it->first.starts_with(below);) {
+    moved.emplace_back(to + it->first.substr(from.size()), std::move(it->second));
+    it = groups_.erase(it);
+  }
+  for (auto& [name, group] : moved) groups_[name] = std::move(group);
+}
+
+bool LinkNames::same_file(const std::string& a, const std::string& b) {
+  std::lock_guard lock(mu_);
+  auto x = groups_.find(a), y = groups_.find(b);
+  return x != groups_.end() && y != groups_.end() && x->second == y->second;
 }
 
 }  // namespace skein

@@ -226,6 +226,30 @@ TEST_F(JobNamespaces, TheByteQuotaStopsADdInTheMiddleAndAnRmGivesTheSpaceBack) {
   EXPECT_EQ(u["bytes_used"], 1u << 20);
 }
 
+// A hard link is no way around the byte quota: a file with two names counts twice, whichever
+// name it grows through, and removing one name gives one copy back.
+TEST_F(JobNamespaces, AHardLinkCountsAsACopyWhicheverNameTheFileGrowsThrough) {
+  create(job(), user(0), "", "8M");
+  const std::string m = mount(job());
+  ASSERT_FALSE(m.empty());
+  std::string out;
+  ASSERT_EQ(as(user(0),
+               ": > " + m + "/a && ln " + m + "/a " + m + "/b && head -c 3M /dev/zero >> " + m +
+                   "/a && rm " + m + "/b",
+               &out),
+            0)
+      << out;
+  Json u;
+  ASSERT_EQ(ctl_json("ns usage " + job(), u), 0);
+  EXPECT_EQ(u["bytes_used"], 3u << 20) << "the file's bytes are still there, at a";
+  // With a second name again (3 MiB more), 2 MiB more through either name count 4: past the
+  // quota, refused.
+  EXPECT_NE(as(user(0), "ln " + m + "/a " + m + "/c && head -c 2M /dev/zero >> " + m + "/a", &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("Disk quota exceeded"), std::string::npos) << out;
+}
+
 TEST_F(JobNamespaces, TheInodeQuotaStopsCreates) {
   create(job(), user(0), "--quota-inodes 5");
   const std::string m = mount(job());

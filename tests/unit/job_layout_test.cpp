@@ -134,6 +134,31 @@ TEST(JobLayout, UnlinkTruncateOTruncAndAReplacingRenameGiveSpaceBack) {
   EXPECT_EQ(j.inodes(), 1u);
 }
 
+// A file with two names counts twice (each name as a copy would): what it grows or shrinks by
+// through one name counts for both, and the removal of a name gives back one copy. (Before,
+// growth through one name was taken once and the removal of the other gave it back: the data
+// stayed, uncounted.)
+TEST(JobLayout, AFileWithTwoNamesCountsTwiceWhicheverNameItGrowsThrough) {
+  Job j(100, 10);
+  auto a = j.create("/a");
+  ASSERT_TRUE(j.layout->link("/a", "/b"));
+  EXPECT_EQ(j.used(), 0u);
+  EXPECT_EQ(j.inodes(), 2u);
+  ASSERT_TRUE(a->write(0, bytes(std::string(30, 'a'))));
+  EXPECT_EQ(j.used(), 60u);
+  ASSERT_TRUE(a->truncate(20));
+  EXPECT_EQ(j.used(), 40u);
+  EXPECT_FALSE(a->write(20, bytes(std::string(40, 'a')))) << "80 more would pass the quota";
+  ASSERT_TRUE(j.layout->unlink("/b"));
+  EXPECT_EQ(j.used(), 20u);
+  EXPECT_EQ(j.inodes(), 1u);
+  ASSERT_TRUE(a->write(20, bytes(std::string(10, 'a'))));  // one name left: once
+  EXPECT_EQ(j.used(), 30u);
+  ASSERT_TRUE(j.layout->unlink("/a"));
+  EXPECT_EQ(j.used(), 0u);
+  EXPECT_EQ(j.inodes(), 0u);
+}
+
 TEST(JobLayout, AGrowingTruncatePastTheQuotaIsRefused) {
   Job j(50);
   j.create("/f");
