@@ -372,6 +372,9 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
   for (auto& there : inner_->getattr_each(paths))
     replaced.push_back(there ? std::optional<sftp::Attrs>(*there) : std::nullopt);
   auto made = inner_->write_whole_files(sent);
+  // A path named twice in one call: its second file replaces its first (the renames go in
+  // order), not what was there before the call, which only the first gives back.
+  std::map<std::string, sftp::Attrs> made_here;
   for (size_t k = 0; k < which.size(); ++k) {
     const NewWholeFile& f = sent[k];
     if (k >= made.size() || !made[k]) {
@@ -380,7 +383,11 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
       out[which[k]] = k < made.size() ? std::move(made[k]) : R::failure(EIO);
       continue;
     }
-    if (replaced[k]) give_back(*replaced[k]);
+    if (auto earlier = made_here.find(f.path); earlier != made_here.end())
+      give_back(earlier->second);
+    else if (replaced[k])
+      give_back(*replaced[k]);
+    made_here[f.path] = made[k]->attrs;
     sizes_.renamed(f.partial, f.path);
     links_->renamed(f.partial, f.path);
     made[k]->attrs = owned(made[k]->attrs);

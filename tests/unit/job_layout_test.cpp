@@ -221,6 +221,16 @@ TEST(JobLayout, WholeFilesTakeTheirQuotaFirstAndGiveBackWhatTheyReplace) {
   EXPECT_EQ(j.layout->getattr("/big").error(), ENOENT);
   EXPECT_EQ(j.layout->getattr("/.big.part").error(), ENOENT);
   EXPECT_EQ(j.layout->getattr("/old")->size, 10u);
+  // A path named twice in one call: the second file replaces the first, and what was there
+  // before is given back once.
+  made = j.layout->write_whole_files(
+      {whole("/old", std::string(15, 'x')),
+       NewWholeFile{"/old", "/.old.again", bytes(std::string(25, 'y')), 0640, 1, 2}});
+  ASSERT_TRUE(made[0]) << made[0].error();
+  ASSERT_TRUE(made[1]) << made[1].error();
+  EXPECT_EQ(j.layout->getattr("/old")->size, 25u);
+  EXPECT_EQ(j.used(), 20u + 25u);
+  EXPECT_EQ(j.inodes(), 3u);
 }
 
 TEST(JobLayout, DfShowsTheQuota) {
