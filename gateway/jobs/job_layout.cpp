@@ -43,29 +43,43 @@ class CountedFile final : public OpenFile {
   }
 
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override {
-    if (auto st = count_write(offset, data.size()); !st)
-      return Result<uint32_t>::failure(st.error());
-    return inner_->write(offset, data);
+    auto charge = count_write(offset, data.size());
+    if (!charge) return Result<uint32_t>::failure(charge.error());
+    auto w = inner_->write(offset, data);
+    if (!w) undo(*charge);
+    return w;
   }
   Result<Written> write_reporting_attrs(uint64_t offset, const SharedBytes& data) override {
-    if (auto st = count_write(offset, data.size()); !st)
-      return Result<Written>::failure(st.error());
+    auto charge = count_write(offset, data.size());
+    if (!charge) return Result<Written>::failure(charge.error());
     auto w = inner_->write_reporting_attrs(offset, data);
+    if (!w) undo(*charge);
     if (w && w->attrs) w->attrs = owned(*w->attrs);
     return w;
   }
 
   Status truncate(uint64_t size) override {
+    Charge change;  // a growing truncation's bytes taken; a shrinking one's given once it is done
+    uint64_t giving = 0;
     {
       std::lock_guard lock(cell_->mu);
       if (auto st = know_size(); !st) return st;
       const uint64_t names = links_->names(inner_->rel_path());
-      if (size > cell_->size && !quota_->take_bytes((size - cell_->size) * names))
-        return Status::failure(EDQUOT);
-      if (size < cell_->size) quota_->give_bytes((cell_->size - size) * names);
+      change = {cell_->size, size, 0};
+      if (size > cell_->size) {
+        change.bytes = (size - cell_->size) * names;
+        if (!quota_->take_bytes(change.bytes)) return Status::failure(EDQUOT);
+      } else {
+        giving = (cell_->size - size) * names;
+      }
       cell_->size = size;
     }
-    return inner_->truncate(size);
+    Status st = inner_->truncate(size);
+    if (!st)
+      undo(change);
+    else if (giving)
+      quota_->give_bytes(giving);
+    return st;
   }
 
   Status fsync() override { return inner_->fsync(); }
@@ -82,18 +96,30 @@ class CountedFile final : public OpenFile {
   sftp::Attrs owned(const sftp::Attrs& a) const { return with_owner(a, uid_, gid_); }
 
   // What a write of `size` bytes at `offset` adds to the file, taken from the quota first (EDQUOT
-  // if it has no room). Should the write fail, the count stays (it can only be high, never let
-  // usage pass the quota); the namespace's next recount corrects it.
-  Status count_write(uint64_t offset, uint64_t size) {
+  // if it has no room); undone if the write fails.
+  // A change of the file's size, as counted: the size before and after, and the bytes taken.
+  struct Charge {
+    uint64_t before = 0, after = 0, bytes = 0;
+  };
+  Result<Charge> count_write(uint64_t offset, uint64_t size) {
     const uint64_t end = offset + size;
     std::lock_guard lock(cell_->mu);
-    if (auto st = know_size(); !st) return st;
+    if (auto st = know_size(); !st) return Result<Charge>::failure(st.error());
+    Charge c{cell_->size, cell_->size, 0};
     if (end > cell_->size) {
-      if (!quota_->take_bytes((end - cell_->size) * links_->names(inner_->rel_path())))
-        return Status::failure(EDQUOT);
-      cell_->size = end;
+      c.bytes = (end - cell_->size) * links_->names(inner_->rel_path());
+      if (!quota_->take_bytes(c.bytes)) return Result<Charge>::failure(EDQUOT);
+      cell_->size = c.after = end;
     }
-    return ok_status();
+    return c;
+  }
+  // The change `c` failed on the server: its count is undone, unless another change of the size
+  // came since (the count then stays high until the namespace is counted again).
+  void undo(const Charge& c) {
+    std::lock_guard lock(cell_->mu);
+    if (cell_->size != c.after) return;
+    cell_->size = c.before;
+    if (c.bytes) quota_->give_bytes(c.bytes);
   }
 
   // Caller holds cell_->mu.
@@ -166,7 +192,10 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
   rest.gid.reset();
   auto* counted_file = dynamic_cast<CountedFile*>(open);
   OpenFile* inner_open = counted_file ? counted_file->inner().get() : open;
-  int64_t taken = 0;  // bytes taken for a growing truncation, given back if it fails
+  int64_t taken = 0;    // bytes taken for a growing truncation, given back if it fails
+  uint64_t giving = 0;  // bytes a shrinking one gives back once it is done
+  std::shared_ptr<OpenSizes::Cell> sized;  // the cell set to the new size, and what it was
+  std::optional<uint64_t> sized_from;
   if (rest.size) {
     auto cell = counted_file ? counted_file->cell() : sizes_.find(rel);
     uint64_t old = 0;
@@ -185,16 +214,29 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
       if (!quota_->take_bytes((*rest.size - old) * names)) return R::failure(EDQUOT);
       taken = int64_t((*rest.size - old) * names);
     } else {
-      quota_->give_bytes((old - *rest.size) * names);
+      giving = (old - *rest.size) * names;
     }
     if (cell) {
+      sized = cell;
+      if (cell->known) sized_from = cell->size;
       cell->size = *rest.size;
       cell->known = true;
     }
   }
   if (!rest.mode && !rest.size && !rest.atime_s && !rest.mtime_s) return getattr(rel);
   auto r = inner_->setattr(rel, rest, inner_open);
-  if (!r && taken) quota_->give_bytes(static_cast<uint64_t>(taken));
+  if (!r) {
+    if (taken) quota_->give_bytes(static_cast<uint64_t>(taken));
+    if (sized) {  // the size stays what it was, unless another change came since
+      std::lock_guard lock(sized->mu);
+      if (sized->size == *rest.size) {
+        sized->known = sized_from.has_value();
+        sized->size = sized_from.value_or(0);
+      }
+    }
+  } else if (giving) {
+    quota_->give_bytes(giving);
+  }
   return owned(r);
 }
 

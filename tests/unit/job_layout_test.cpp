@@ -159,6 +159,31 @@ TEST(JobLayout, AFileWithTwoNamesCountsTwiceWhicheverNameItGrowsThrough) {
   EXPECT_EQ(j.inodes(), 0u);
 }
 
+// A write or a truncation the servers refuse leaves the count as it was: nothing stays taken
+// for bytes that never came (before, they stayed counted until the gateway's next start).
+TEST(JobLayout, WritesAndTruncationsThatFailCountNothing) {
+  Job j(100);
+  auto f = j.create("/f");
+  ASSERT_TRUE(f->write(0, bytes(std::string(20, 'a'))));
+  EXPECT_EQ(j.used(), 20u);
+  for (auto& b : j.b) b->fail("write", "", EIO);
+  EXPECT_FALSE(f->write(20, bytes(std::string(30, 'b'))));
+  EXPECT_EQ(j.used(), 20u);
+  for (auto& b : j.b) b->fail("truncate", "", EIO);
+  EXPECT_FALSE(f->truncate(60));
+  EXPECT_FALSE(f->truncate(5));
+  EXPECT_EQ(j.used(), 20u);
+  AttrChange cut;
+  cut.size = 5;
+  for (auto& b : j.b) b->fail("setstat", "", EIO);
+  EXPECT_FALSE(j.layout->setattr("/f", cut, nullptr));
+  EXPECT_EQ(j.used(), 20u);
+  for (auto& b : j.b) b->clear_failures();
+  // The file's size as counted is still 20: 10 more past it take 10.
+  ASSERT_TRUE(f->write(20, bytes(std::string(10, 'c'))));
+  EXPECT_EQ(j.used(), 30u);
+}
+
 TEST(JobLayout, AGrowingTruncatePastTheQuotaIsRefused) {
   Job j(50);
   j.create("/f");
