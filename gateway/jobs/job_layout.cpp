@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 #include <vector>
@@ -27,13 +28,14 @@ class CountedFile final : public OpenFile {
  public:
   CountedFile(std::shared_ptr<OpenFile> inner, std::shared_ptr<OpenSizes::Cell> cell,
               std::shared_ptr<Quota> quota, std::shared_ptr<LinkNames> links, uint32_t uid,
-              uint32_t gid)
+              uint32_t gid, bool append)
       : inner_(std::move(inner)),
         cell_(std::move(cell)),
         quota_(std::move(quota)),
         links_(std::move(links)),
         uid_(uid),
-        gid_(gid) {}
+        gid_(gid),
+        append_(append) {}
 
   const std::shared_ptr<OpenFile>& inner() const { return inner_; }
   const std::shared_ptr<OpenSizes::Cell>& cell() const { return cell_; }
@@ -102,9 +104,11 @@ class CountedFile final : public OpenFile {
     uint64_t before = 0, after = 0, bytes = 0;
   };
   Result<Charge> count_write(uint64_t offset, uint64_t size) {
-    const uint64_t end = offset + size;
     std::lock_guard lock(cell_->mu);
     if (auto st = know_size(); !st) return Result<Charge>::failure(st.error());
+    // An appending write lands at the end, wherever the caller (a kernel whose idea of the size
+    // is old: another node appended meanwhile) put it.
+    const uint64_t end = (append_ ? std::max(offset, cell_->size) : offset) + size;
     Charge c{cell_->size, cell_->size, 0};
     if (end > cell_->size) {
       c.bytes = (end - cell_->size) * links_->names(inner_->rel_path());
@@ -137,6 +141,7 @@ class CountedFile final : public OpenFile {
   std::shared_ptr<Quota> quota_;
   std::shared_ptr<LinkNames> links_;
   const uint32_t uid_, gid_;
+  const bool append_;  // opened O_APPEND: writes land at the file's end
 };
 
 bool writes(int flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC); }
@@ -160,15 +165,15 @@ void JobLayout::give_back(const sftp::Attrs& a) {
 }
 
 std::shared_ptr<OpenFile> JobLayout::counted(std::shared_ptr<OpenFile> file, const std::string& rel,
-                                             std::optional<uint64_t> size) {
+                                             std::optional<uint64_t> size, int flags) {
   auto cell = sizes_.acquire(rel);
   if (size) {
     std::lock_guard lock(cell->mu);
     cell->size = *size;
     cell->known = true;
   }
-  return std::make_shared<CountedFile>(std::move(file), std::move(cell), quota_, links_, uid_,
-                                       gid_);
+  return std::make_shared<CountedFile>(std::move(file), std::move(cell), quota_, links_, uid_, gid_,
+                                       (flags & O_APPEND) != 0);
 }
 
 Result<sftp::Attrs> JobLayout::getattr(const std::string& rel) {
@@ -366,7 +371,7 @@ Result<std::shared_ptr<OpenFile>> JobLayout::open(const std::string& rel, int fl
   if (!f) return f;
   if (truncated_from) quota_->give_bytes(*truncated_from * links_->names(rel));
   if (!writes(flags)) return f;
-  return counted(*f, rel, truncated_from ? std::optional<uint64_t>(0) : std::nullopt);
+  return counted(*f, rel, truncated_from ? std::optional<uint64_t>(0) : std::nullopt, flags);
 }
 
 Result<Created> JobLayout::create(const std::string& rel, int flags, uint32_t mode) {
@@ -385,7 +390,7 @@ Result<Created> JobLayout::create(const std::string& rel, int flags, uint32_t mo
   }
   c->attrs = owned(c->attrs);
   if (c->parent_attrs) c->parent_attrs = owned(*c->parent_attrs);
-  c->file = counted(c->file, rel, static_cast<uint64_t>(0));
+  c->file = counted(c->file, rel, static_cast<uint64_t>(0), flags);
   return c;
 }
 

@@ -77,9 +77,10 @@ class JobLayout final : public Layout {
   // A file that was at `rel` with `attrs` is gone: its bytes and inode go back to the quota.
   void removed(const std::string& rel, const sftp::Attrs& attrs);
   Result<sftp::Attrs> owned(Result<sftp::Attrs> r) const;
-  // A writable handle that counts what its writes and truncations add or take away.
+  // A writable handle that counts what its writes and truncations add or take away; `flags` as
+  // it was opened (with O_APPEND, every write lands at the file's end, whatever its offset).
   std::shared_ptr<OpenFile> counted(std::shared_ptr<OpenFile> file, const std::string& rel,
-                                    std::optional<uint64_t> size);
+                                    std::optional<uint64_t> size, int flags);
   // What removing `a` (a name that goes) gives back.
   void give_back(const sftp::Attrs& a);
 

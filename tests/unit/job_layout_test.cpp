@@ -184,6 +184,19 @@ TEST(JobLayout, WritesAndTruncationsThatFailCountNothing) {
   EXPECT_EQ(j.used(), 30u);
 }
 
+// An appending write counts where it lands, the file's end, not at the offset it was given (a
+// node whose kernel has an old idea of the size, another node having appended since).
+TEST(JobLayout, AnAppendingWriteCountsAtTheFilesEnd) {
+  Job j(100);
+  ASSERT_TRUE(j.create("/log"));
+  auto f = j.layout->open("/log", O_WRONLY | O_APPEND);
+  ASSERT_TRUE(f);
+  ASSERT_TRUE((*f)->write(0, bytes(std::string(10, 'a'))));
+  ASSERT_TRUE((*f)->write(0, bytes(std::string(10, 'b'))));  // lands at 10
+  EXPECT_EQ(j.layout->getattr("/log")->size, 20u);
+  EXPECT_EQ(j.used(), 20u);
+}
+
 TEST(JobLayout, AGrowingTruncatePastTheQuotaIsRefused) {
   Job j(50);
   j.create("/f");
