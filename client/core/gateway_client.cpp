@@ -164,7 +164,14 @@ struct GatewayClient::Stubs {
   int async_calls = 0;  // guarded by async_mu
   // Calls started, of every kind (GatewayClient::calls_started).
   mutable std::atomic<uint64_t> started{0};
-  std::jthread connection_watch;  // declared last: stopped and joined first
+  // Releases the gateway did not answer (it was unreachable, or the call timed out): each holds
+  // an open file there, with its servers' handles, so they are sent again once a Release is
+  // answered. At most kReleasesKept; past that the gateway reclaims them when the mount goes
+  // (orphan_timeout_ms).
+  static constexpr std::size_t kReleasesKept = 4096;
+  std::mutex retry_mu;
+  std::vector<FileRef> releases_to_retry;  // guarded by retry_mu
+  std::jthread connection_watch;           // declared last: stopped and joined first
 
   void async_started() {
     std::lock_guard lock(async_mu);
@@ -649,8 +656,27 @@ void GatewayClient::release_async(const FileRef& file) const {
   to_proto(options_.ns, file, &req);
   stubs_->start_async<pb::ErrorReply>(
       options_, "Release", "/skein.v1.Data/Release", file.path, framed(req), 0,
-      [path = file.path](Result<pb::ErrorReply*> reply, SharedBytes) {
-        if (!reply) spdlog::warn("release {}: errno {} (ignored)", path, reply.error());
+      [this, file](Result<pb::ErrorReply*> reply, SharedBytes) {
+        // (The client outlives its asynchronous calls.)
+        std::vector<FileRef> again;
+        {
+          std::lock_guard lock(stubs_->retry_mu);
+          if (!reply) {
+            if (stubs_->releases_to_retry.size() < Stubs::kReleasesKept) {
+              spdlog::debug("release {}: errno {}: sent again once the gateway answers", file.path,
+                            reply.error());
+              stubs_->releases_to_retry.push_back(file);
+            } else {
+              spdlog::warn(
+                  "release {}: errno {}: given up (the gateway releases it when this "
+                  "mount is gone)",
+                  file.path, reply.error());
+            }
+            return;
+          }
+          again.swap(stubs_->releases_to_retry);
+        }
+        for (const FileRef& f : again) release_async(f);
       });
 }
 

@@ -189,7 +189,8 @@ class GatewayClient {
   };
   Result<std::vector<FileWritten>> write_files(const std::vector<NewFile>& files) const;
 
-  // Release without waiting for the answer; a failure is logged.
+  // Release without waiting for the answer. One the gateway does not answer is sent again once
+  // another is answered.
   void release_async(const FileRef& file) const;
   // Read and Write without waiting, for read-ahead and write-behind: `done` runs exactly once, on
   // a gRPC thread (so it must not block), with what read() or write() would have returned. The

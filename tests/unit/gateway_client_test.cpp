@@ -2,6 +2,7 @@
 // and the token reach the mount as values and errnos.
 #include "gateway_client.hpp"
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -99,6 +100,27 @@ class FakeData final : public pb::Data::Service {
     }
     return grpc::Status::OK;
   }
+  // Releases answered, by handle; while unavailable(true), every Release fails as a gateway that
+  // cannot be reached does.
+  grpc::Status Release(grpc::ServerContext*, const pb::FileRef* req, pb::ErrorReply*) override {
+    std::lock_guard lock(mu_);
+    if (unavailable_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
+    released_.push_back(req->handle());
+    return grpc::Status::OK;
+  }
+  void unavailable(bool down) {
+    std::lock_guard lock(mu_);
+    unavailable_ = down;
+  }
+  std::vector<uint64_t> released() {
+    std::lock_guard lock(mu_);
+    return released_;
+  }
+
+ private:
+  std::mutex mu_;
+  bool unavailable_ = false;
+  std::vector<uint64_t> released_;
 };
 
 class GatewayClientTest : public ::testing::Test {
@@ -191,6 +213,22 @@ TEST_F(GatewayClientTest, WriteReportsBytesWrittenOrTheReplyError) {
   ASSERT_TRUE(written.ok());
   EXPECT_EQ(*written, 5u);
   EXPECT_EQ(client().write(FileRef{"/f", 0, 01}, 0, "x").error(), EBADF);
+}
+
+// A Release the gateway does not answer leaves a file open there: it is sent again once a later
+// Release is answered.
+TEST_F(GatewayClientTest, AReleaseTheGatewayDidNotAnswerIsSentAgainOnceOneIsAnswered) {
+  auto c = client();
+  data_.unavailable(true);
+  c.release_async(FileRef{"/a", 7, O_RDONLY});
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(data_.released().empty());
+  data_.unavailable(false);
+  c.release_async(FileRef{"/b", 8, O_RDONLY});
+  std::vector<uint64_t> got;
+  for (int i = 0; i < 200 && (got = data_.released()).size() < 2; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(got, (std::vector<uint64_t>{8, 7}));
 }
 
 TEST_F(GatewayClientTest, NamespaceCheckPassesWhenRootIsADirectory) {
