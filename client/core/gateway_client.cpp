@@ -164,10 +164,10 @@ struct GatewayClient::Stubs {
   int async_calls = 0;  // guarded by async_mu
   // Calls started, of every kind (GatewayClient::calls_started).
   mutable std::atomic<uint64_t> started{0};
-  // Releases the gateway did not answer (it was unreachable, or the call timed out): each holds
-  // an open file there, with its servers' handles, so they are sent again once a Release is
-  // answered. At most kReleasesKept; past that the gateway reclaims them when the mount goes
-  // (orphan_timeout_ms).
+  // Releases that failed (the gateway unreachable, the call timed out; or, harmlessly, its
+  // close of the file failed): each may hold an open file there, with its servers' handles, so
+  // they are sent again once a Release is answered (again: a released handle is fine). At most
+  // kReleasesKept; past that the gateway reclaims them when the mount goes (orphan_timeout_ms).
   static constexpr std::size_t kReleasesKept = 4096;
   std::mutex retry_mu;
   std::vector<FileRef> releases_to_retry;  // guarded by retry_mu

@@ -381,8 +381,9 @@ Status SftpBackend::unlink(std::string_view rel) {
   // one opened there after it.
   replacing(rel);
   auto reply = pool().call(PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(), false);
+  const bool answered = status_code(reply).has_value();
   Status st = removed(std::move(reply), rel);
-  replacing_done(rel, st.ok());
+  replacing_done(rel, st.ok(), !answered);
   return st;
 }
 
@@ -392,12 +393,10 @@ void SftpBackend::replacing(std::string_view rel) {
   epochs().replaced(path, true);
 }
 
-void SftpBackend::replacing_done(std::string_view rel, bool done) {
+void SftpBackend::replacing_done(std::string_view rel, bool done, bool unknown) {
   const std::string path = remote_path(rel);
-  if (done)
-    epochs().replaced(path, true);
-  else
-    epochs().no_echo(path);  // and the first move stays: harmless, the file may still be read
+  if (done || unknown) epochs().replaced(path, true);  // it may have gone
+  if (!done) epochs().no_echo(path);  // the first move stays: harmless, the file may still be read
 }
 
 Status SftpBackend::removed(Result<Reply> reply, std::string_view rel) {
@@ -419,8 +418,9 @@ Result<std::optional<Attrs>> SftpBackend::unlink_reporting_parent(std::string_vi
   auto replies = (*conn)->call_all(
       {PacketWriter(FXP_REMOVE).str(remote_path(rel)).take(),
        PacketWriter(FXP_LSTAT).str(remote_path(parent_path(std::string(rel)))).take()});
+  const bool answered = status_code(replies[0]).has_value();
   Status st = removed(std::move(replies[0]), rel);
-  replacing_done(rel, st.ok());
+  replacing_done(rel, st.ok(), !answered);
   if (!st) return R::failure(st.error());
   auto dir = expect_attrs(std::move(replies[1]));
   return dir ? std::optional<Attrs>(*dir) : std::nullopt;

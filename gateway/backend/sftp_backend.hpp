@@ -133,10 +133,10 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   // there before.
   void replaced(std::string_view rel) { epochs().replaced(remote_path(rel), true); }
   // Around a removal of `rel` that runs beside opens (under a shared hold): the epoch moves before
-  // the request goes out and, `done`, again after it; the watcher's report is its echo only if
-  // it was done.
+  // the request goes out and, `done` or with its outcome `unknown` (no answer), again after it;
+  // the watcher's report is its echo only if it was done.
   void replacing(std::string_view rel);
-  void replacing_done(std::string_view rel, bool done);
+  void replacing_done(std::string_view rel, bool done, bool unknown);
   // Which file each path of the server names, as far as this gateway knows: one for every
   // backend on the server, as the PathGuard.
   PathEpochs& epochs() const { return paths_->epochs; }

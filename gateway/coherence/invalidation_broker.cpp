@@ -89,6 +89,11 @@ void InvalidationBroker::drop_locked(SessionId id, const std::string& why) {
   }
 }
 
+bool InvalidationBroker::subscribed(const std::string& mount_id) const {
+  std::lock_guard lock(mu_);
+  return by_mount_.count(mount_id) != 0;
+}
+
 std::vector<std::string> InvalidationBroker::take_gone(
     std::chrono::steady_clock::time_point before) {
   std::lock_guard lock(mu_);

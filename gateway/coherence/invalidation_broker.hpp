@@ -118,6 +118,8 @@ class InvalidationBroker {
   // Mounts whose Watch stream ended before `before` and that have not subscribed again since,
   // each handed out once (OrphanReaper).
   std::vector<std::string> take_gone(std::chrono::steady_clock::time_point before);
+  // Whether the mount `mount_id` has a Watch stream now.
+  bool subscribed(const std::string& mount_id) const;
 
   size_t session_count() const;
   std::chrono::milliseconds lease() const { return options_.lease; }

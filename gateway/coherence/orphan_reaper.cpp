@@ -37,6 +37,7 @@ void OrphanReaper::run() {
 size_t OrphanReaper::sweep() {
   size_t total = 0;
   for (const std::string& mount : broker_.take_gone(std::chrono::steady_clock::now() - timeout_)) {
+    if (broker_.subscribed(mount)) continue;  // back a moment ago
     for (auto& ns : registry_.all()) {
       if (const size_t n = ns->release_all_of(mount)) {
         spdlog::info(

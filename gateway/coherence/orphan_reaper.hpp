@@ -5,7 +5,10 @@
 // mount keeps a Watch stream open, and subscribes again within seconds when it breaks; a mount
 // whose stream has been gone for the orphan timeout (`[gateway] orphan_timeout_ms`, 10 minutes
 // by default) without a new subscription is taken for gone, and the files it holds in every
-// namespace are released. A call it makes with one of them afterwards gets EBADF.
+// namespace are released. A call it makes with one of them afterwards gets EBADF for a minute
+// (NamespaceFs::kReleasedFor); after that the file is opened again by its path, as after a
+// restart of the gateway. A mount stopped for longer than the timeout (SIGSTOP, a frozen job)
+// meets the same.
 #pragma once
 
 #include <chrono>

@@ -436,6 +436,9 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
       give_back(*replaced[k]);
     made_here[f.path] = made[k]->attrs;
     sizes_.renamed(f.partial, f.path);
+    // The partial is a new file, whatever name of another one was at its name before (it was
+    // removed), and goes to f.path.
+    links_->removed(f.partial);
     links_->renamed(f.partial, f.path);
     made[k]->attrs = owned(made[k]->attrs);
     if (made[k]->parent_attrs) made[k]->parent_attrs = owned(*made[k]->parent_attrs);

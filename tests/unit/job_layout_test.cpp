@@ -197,6 +197,23 @@ TEST(JobLayout, AnAppendingWriteCountsAtTheFilesEnd) {
   EXPECT_EQ(j.used(), 20u);
 }
 
+// Another file's name found at a partial's name (a hard link left there) is removed, and the
+// file made in its place has one name: its growth counts once.
+TEST(JobLayout, AWholeFileMadeOverALinkAtItsPartialsNameCountsOnce) {
+  Job j(100, 10);
+  ASSERT_TRUE(j.create("/f")->write(0, bytes("12345")));
+  ASSERT_TRUE(j.layout->link("/f", "/.x.part"));
+  auto made =
+      j.layout->write_whole_files({NewWholeFile{"/x", "/.x.part", bytes("abc"), 0640, 1, 2}});
+  ASSERT_TRUE(made[0]) << made[0].error();
+  EXPECT_EQ(j.layout->getattr("/f")->size, 5u) << "the linked file was written over";
+  auto x = j.layout->open("/x", O_WRONLY);
+  ASSERT_TRUE(x);
+  const uint64_t before = j.used();
+  ASSERT_TRUE((*x)->write(3, bytes("defg")));
+  EXPECT_EQ(j.used(), before + 4);
+}
+
 TEST(JobLayout, AGrowingTruncatePastTheQuotaIsRefused) {
   Job j(50);
   j.create("/f");
