@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -73,8 +74,8 @@ class DataPath : public ::testing::Test {
   // Through mount i, on the server, and through the small namespace.
   std::string m(const std::string& rel, int i = 0) { return cluster_->mount(i) + "/srv0/" + rel; }
   std::string s(const std::string& rel) { return cluster_->export_dir(0) + "/" + rel; }
-  void read_while_replaced(const std::string& path, const std::string& from, const std::string& to,
-                           const std::string& opened, const std::string& replacing);
+  void read_while_replaced(const std::string& path, const std::string& opened,
+                           const std::function<void()>& replace);
   // `count` writes of `data` to this test's file through a descriptor opened with `flags`, then
   // an open with O_TRUNC through another, and both closed: the file is empty on the server.
   void truncate_after_writes(int flags, const std::string& data, int count) {
@@ -313,7 +314,10 @@ TEST_F(DataPath, AFileReplacedWhileItIsReadIsReadToItsEndAsItWasOpened) {
   const std::string opened = random_bytes(48 * kMiB, 21), replacing = random_bytes(48 * kMiB, 22);
   ASSERT_TRUE(write_file(s(name()), opened));
   ASSERT_TRUE(write_file(s(name() + ".new"), replacing));
-  read_while_replaced(m(name()), m(name() + ".new", 1), m(name(), 1), opened, replacing);
+  read_while_replaced(m(name()), opened, [&] {
+    ASSERT_EQ(::rename(m(name() + ".new", 1).c_str(), m(name(), 1).c_str()), 0);
+  });
+  EXPECT_TRUE(read_file(m(name())) == replacing);
 }
 
 // The same on the striped layout, whose file is a part on every server.
@@ -322,8 +326,11 @@ TEST_F(DataPath, AStripedFileReplacedWhileItIsReadIsReadToItsEndAsItWasOpened) {
   const std::string dir = cluster_->mount(1) + "/striped/";
   ASSERT_TRUE(write_file(dir + name(), opened));
   ASSERT_TRUE(write_file(dir + name() + ".new", replacing));
-  read_while_replaced(cluster_->mount(0) + "/striped/" + name(), dir + name() + ".new",
-                      dir + name(), opened, replacing);
+  const std::string path = cluster_->mount(0) + "/striped/" + name();
+  read_while_replaced(path, opened, [&] {
+    ASSERT_EQ(::rename((dir + name() + ".new").c_str(), (dir + name()).c_str()), 0);
+  });
+  EXPECT_TRUE(read_file(path) == replacing);
 }
 
 // A file the gateway has just renamed into place (as a stage-out or `mv tmp ckpt` through a
@@ -335,27 +342,18 @@ TEST_F(DataPath, AFileReplacedOnTheServerJustAfterTheGatewayPutItThereIsReadAsOp
   ASSERT_TRUE(write_file(s(name() + ".v1"), opened));
   ASSERT_TRUE(write_file(s(name() + ".v2"), replacing));
   ASSERT_EQ(::rename(m(name() + ".v1").c_str(), m(name()).c_str()), 0);  // through the gateway
-  int fd = ::open(m(name()).c_str(), O_RDONLY);
-  ASSERT_GE(fd, 0);
-  std::string got(opened.size(), '\0');
-  ASSERT_EQ(::pread(fd, got.data(), kMiB, 0), static_cast<ssize_t>(kMiB));
-  // The other mount reads the file too, and sees the replacement once the watcher reported it:
-  // the gateway has taken the report by then (it moves the path's epoch before it tells mounts).
-  ASSERT_TRUE(read_file(m(name(), 1)) == opened);
-  ASSERT_EQ(::rename(s(name() + ".v2").c_str(), s(name()).c_str()), 0);  // on the server
-  bool seen = false;
-  for (int i = 0;
-       i < 100 && !(seen = read_file(m(name(), 1)).substr(0, 64) == replacing.substr(0, 64)); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(seen) << "the other mount never saw the replacement";
-  for (size_t at = kMiB; at < got.size(); at += kMiB)
-    ASSERT_EQ(::pread(fd, got.data() + at, kMiB, static_cast<off_t>(at)),
-              static_cast<ssize_t>(kMiB))
-        << at;
-  EXPECT_EQ(::close(fd), 0);
-  size_t first_wrong = 0;
-  while (first_wrong < got.size() && got[first_wrong] == opened[first_wrong]) ++first_wrong;
-  EXPECT_EQ(first_wrong, got.size()) << "the descriptor read another file from this offset on";
+  read_while_replaced(m(name()), opened, [&] {
+    // The other mount reads the file too, and sees the replacement once the watcher reported
+    // it: the gateway has taken the report by then (it moves the path's epoch before it tells
+    // mounts).
+    ASSERT_TRUE(read_file(m(name(), 1)) == opened);
+    ASSERT_EQ(::rename(s(name() + ".v2").c_str(), s(name()).c_str()), 0);  // on the server
+    bool seen = false;
+    for (int i = 0;
+         i < 100 && !(seen = read_file(m(name(), 1)).substr(0, 64) == replacing.substr(0, 64)); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(seen) << "the other mount never saw the replacement";
+  });
 }
 
 // A file removed through another mount while it is written: its writer's descriptor keeps the
@@ -379,16 +377,15 @@ TEST_F(DataPath, AFileRemovedElsewhereWhileItIsWrittenKeepsItsSizeForItsWriter) 
   EXPECT_NE(::access(s(name()).c_str(), F_OK), 0) << "the file is back on the server";
 }
 
-// Reads `path` (holding `opened`) a MiB at a time on one mount, renaming `from` over `to` (the
-// same file, through another mount) after the first MiB.
-void DataPath::read_while_replaced(const std::string& path, const std::string& from,
-                                   const std::string& to, const std::string& opened,
-                                   const std::string& replacing) {
+// Reads `path` (holding `opened`) a MiB at a time through one descriptor, calling `replace` (which
+// puts another file at the path) after the first MiB: the descriptor reads `opened` to its end.
+void DataPath::read_while_replaced(const std::string& path, const std::string& opened,
+                                   const std::function<void()>& replace) {
   int fd = ::open(path.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   std::string got(opened.size(), '\0');
   ASSERT_EQ(::pread(fd, got.data(), kMiB, 0), static_cast<ssize_t>(kMiB));
-  ASSERT_EQ(::rename(from.c_str(), to.c_str()), 0);
+  replace();
   for (size_t at = kMiB; at < got.size(); at += kMiB)
     ASSERT_EQ(::pread(fd, got.data() + at, kMiB, static_cast<off_t>(at)),
               static_cast<ssize_t>(kMiB))
@@ -397,7 +394,6 @@ void DataPath::read_while_replaced(const std::string& path, const std::string& f
   size_t first_wrong = 0;
   while (first_wrong < got.size() && got[first_wrong] == opened[first_wrong]) ++first_wrong;
   EXPECT_EQ(first_wrong, got.size()) << "the descriptor read another file from this offset on";
-  EXPECT_TRUE(read_file(path) == replacing);
 }
 
 TEST_F(DataPath, AppendsFromOneDescriptorLandInOrder) {

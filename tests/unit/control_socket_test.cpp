@@ -385,35 +385,53 @@ TEST(ControlSocketTest, ASocketForEveryoneTellsTheHandlerWhoIsPrivileged) {
 
 // Other users never take the places kept for root and the mount's user: with as many of their
 // commands running as they may have, the next one is answered "busy" and root's is answered.
-TEST(ControlSocketTest, OtherUsersLeaveRootItsPlaces) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as other users";
-  ForEveryone e;
-  ASSERT_TRUE(e.socket) << e.error;
+// A socket for everyone whose "hold" commands, sent by user `uid`, take every place other users
+// may have until released; other commands are answered at once.
+struct OthersHoldingEveryPlace : ForEveryone {
+  static constexpr int kOthers = ControlSocket::kMaxAnswering - ControlSocket::kKeptForPrivileged;
   std::atomic<bool> release{false};
   std::atomic<int> holding{0};
-  e.socket->start([&](const std::string& command, int, const ControlPeer&) -> std::string {
-    if (command != "hold") return command + " answered\n";
-    ++holding;
-    for (int i = 0; i < 1000 && !release; ++i)
+  std::vector<std::thread> threads;
+  std::vector<std::string> answers = std::vector<std::string>(kOthers);
+
+  // Whether every place of other users is taken.
+  bool start(uid_t uid) {
+    if (!socket) return false;
+    socket->start([this](const std::string& command, int, const ControlPeer&) -> std::string {
+      if (command != "hold") return command + " answered\n";
+      ++holding;
+      for (int i = 0; i < 2000 && !release; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return "held\n";
+    });
+    for (int i = 0; i < kOthers; ++i)
+      threads.emplace_back(
+          [this, i, uid] { answers[i] = request_as(uid, sockets, mountpoint, "hold"); });
+    for (int i = 0; i < 500 && holding < kOthers; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return "held\n";
-  });
-  constexpr int kOthers = ControlSocket::kMaxAnswering - ControlSocket::kKeptForPrivileged;
-  std::vector<std::thread> held;
-  std::vector<std::string> answers(kOthers);
-  for (int i = 0; i < kOthers; ++i)
-    held.emplace_back([&, i] { answers[i] = request_as(64004, e.sockets, e.mountpoint, "hold"); });
-  for (int i = 0; i < 500 && holding < kOthers; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(holding, kOthers);
+    return holding == kOthers;
+  }
+  ~OthersHoldingEveryPlace() {
+    release = true;
+    for (auto& t : threads) t.join();
+  }
+};
+
+// Other users never take the places kept for root and the mount's user: with as many of their
+// commands running as they may have, the next one is answered "busy" and root's is answered.
+TEST(ControlSocketTest, OtherUsersLeaveRootItsPlaces) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as other users";
+  OthersHoldingEveryPlace e;
+  ASSERT_TRUE(e.start(64004)) << e.error;
   EXPECT_EQ(request_as(64004, e.sockets, e.mountpoint, "one more").rfind("error: busy", 0), 0u);
   std::string answer;
   EXPECT_TRUE(ControlSocket::request(e.sockets, e.mountpoint, "status", answer, e.error))
       << e.error;
   EXPECT_EQ(answer, "status answered\n");
-  release = true;
-  for (auto& t : held) t.join();
-  for (const auto& a : answers) EXPECT_EQ(a, "held\n");
+  e.release = true;
+  for (auto& t : e.threads) t.join();
+  e.threads.clear();
+  for (const auto& a : e.answers) EXPECT_EQ(a, "held\n");
 }
 
 // Connects to `path` directly, sends `pieces` (each after `gap`), ends its side, and returns what
@@ -462,26 +480,10 @@ void drip_as(uid_t uid, const std::string& path, int seconds) {
 // bytes slowly take no place of root's: root is answered at once however many of them there are.
 TEST(ControlSocketTest, RefusedCallersThatGoOnSendingNeverKeepRootOut) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as other users";
-  ForEveryone e;
-  ASSERT_TRUE(e.socket) << e.error;
-  std::atomic<bool> release{false};
-  std::atomic<int> holding{0};
-  e.socket->start([&](const std::string& command, int, const ControlPeer&) -> std::string {
-    if (command != "hold") return command + " answered\n";
-    ++holding;
-    for (int i = 0; i < 2000 && !release; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return "held\n";
-  });
-  constexpr int kOthers = ControlSocket::kMaxAnswering - ControlSocket::kKeptForPrivileged;
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kOthers; ++i)
-    threads.emplace_back([&] { (void)request_as(64005, e.sockets, e.mountpoint, "hold"); });
-  for (int i = 0; i < 500 && holding < kOthers; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(holding, kOthers);
+  OthersHoldingEveryPlace e;
+  ASSERT_TRUE(e.start(64005)) << e.error;
   for (int i = 0; i < 2 * ControlSocket::kMaxAnswering; ++i)
-    threads.emplace_back([&] { drip_as(64005, e.socket->path(), 8); });
+    e.threads.emplace_back([&] { drip_as(64005, e.socket->path(), 8); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const auto start = std::chrono::steady_clock::now();
   std::string answer;
@@ -489,8 +491,6 @@ TEST(ControlSocketTest, RefusedCallersThatGoOnSendingNeverKeepRootOut) {
       << e.error;
   EXPECT_EQ(answer, "status answered\n");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
-  release = true;
-  for (auto& t : threads) t.join();
 }
 
 // A command is its line, or what came before the client ended its side; a client that takes
