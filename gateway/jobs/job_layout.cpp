@@ -97,12 +97,12 @@ class CountedFile final : public OpenFile {
  private:
   sftp::Attrs owned(const sftp::Attrs& a) const { return with_owner(a, uid_, gid_); }
 
-  // What a write of `size` bytes at `offset` adds to the file, taken from the quota first (EDQUOT
-  // if it has no room); undone if the write fails.
   // A change of the file's size, as counted: the size before and after, and the bytes taken.
   struct Charge {
     uint64_t before = 0, after = 0, bytes = 0;
   };
+  // What a write of `size` bytes at `offset` adds to the file, taken from the quota first (EDQUOT
+  // if it has no room); undone if the write fails.
   Result<Charge> count_write(uint64_t offset, uint64_t size) {
     std::lock_guard lock(cell_->mu);
     if (auto st = know_size(); !st) return Result<Charge>::failure(st.error());
