@@ -502,16 +502,25 @@ Result<FsStats> GatewayClient::statfs(const std::string& path) const {
                  reply->files_free(),  reply->files_available(),  reply->name_max()};
 }
 
-Result<OpenedFile> GatewayClient::open(const std::string& path, uint32_t flags) const {
+Result<OpenedFile> GatewayClient::open(const std::string& path, uint32_t flags, bool attrs_of_file,
+                                       const Credentials* as_user) const {
   pb::OpenRequest req;
   req.set_ns(options_.ns);
   req.set_path(path);
   req.set_flags(flags);
+  req.set_attrs_of_file(attrs_of_file);
+  if (as_user) {
+    pb::Credentials* c = req.mutable_as_user();
+    c->set_uid(as_user->uid);
+    c->set_gid(as_user->gid);
+    for (gid_t g : as_user->groups) c->add_groups(g);
+  }
   auto reply = stubs_->call<pb::OpenReply>(options_, "Open", path, [&](auto* ctx, auto* out) {
     return stubs_->data->Open(ctx, req, out);
   });
   if (!reply) return Result<OpenedFile>::failure(reply.error());
-  return OpenedFile{reply->handle(), from_proto(reply->attr()), std::nullopt};
+  return OpenedFile{reply->handle(), from_proto(reply->attr()), std::nullopt, reply->attr_of_file(),
+                    reply->judged()};
 }
 
 Result<OpenedFile> GatewayClient::create(const std::string& path, uint32_t flags,
@@ -581,12 +590,13 @@ Status GatewayClient::release(const FileRef& file) const {
 }
 
 Result<std::vector<GatewayClient::WholeFile>> GatewayClient::read_files(
-    const std::vector<std::string>& paths, uint32_t max_bytes) const {
+    const std::vector<std::string>& paths, uint32_t max_bytes, bool attrs_of_files) const {
   using R = Result<std::vector<WholeFile>>;
   pb::ReadFilesRequest req;
   req.set_ns(options_.ns);
   for (const std::string& p : paths) req.add_paths(p);
   req.set_max_bytes(max_bytes);
+  req.set_attrs_of_files(attrs_of_files);
   const std::string first = paths.empty() ? std::string("/") : paths.front();
   auto got = stubs_->call<pb::ReadFilesReply>(
       options_, "ReadFiles", first,
@@ -607,6 +617,7 @@ Result<std::vector<GatewayClient::WholeFile>> GatewayClient::read_files(
       continue;
     }
     w.attr = from_proto(f->attr());
+    w.attr_of_file = f->attr_of_file();
     w.data = std::move(*f->mutable_data());
   }
   return files;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "file_attr.hpp"
+#include "skein/permission.hpp"
 #include "skein/result.hpp"
 #include "skein/shared_bytes.hpp"
 #include "wire/tls.hpp"
@@ -73,6 +74,10 @@ struct OpenedFile {
   uint64_t handle = 0;
   FileAttr attr;
   std::optional<FileAttr> parent_attr;  // create: the directory right after, when the gateway knew
+  // `attr` are the opened file's own (its FSTAT at the gateway), as open(..., attrs_of_file) asks;
+  // else a look at its path beside the open.
+  bool attr_of_file = false;
+  bool judged = false;  // the open was judged for the user open(..., as_user) named
 };
 
 // What the mount-time check found, so the caller can word the message for its user.
@@ -146,7 +151,12 @@ class GatewayClient {
   Result<FileAttr> link(const std::string& existing, const std::string& path) const;
   Result<FsStats> statfs(const std::string& path) const;
 
-  Result<OpenedFile> open(const std::string& path, uint32_t flags) const;
+  // `attrs_of_file`: the attributes answered are the opened file's own, not a look at its path
+  // (OpenRequest.attrs_of_file), for a caller that judges permission by them; OpenedFile says
+  // whether the gateway did so. `as_user`: the open of a user the mount does not trust, judged
+  // at the gateway by the file opened (OpenRequest.as_user; EACCES).
+  Result<OpenedFile> open(const std::string& path, uint32_t flags, bool attrs_of_file = false,
+                          const Credentials* as_user = nullptr) const;
   Result<OpenedFile> create(const std::string& path, uint32_t flags, uint32_t mode) const;
   // Returns fewer bytes than asked only at end of file. `whole_file`: see ReadRequest.whole_file.
   Result<std::string> read(const FileRef& file, uint64_t offset, uint32_t size,
@@ -169,9 +179,12 @@ class GatewayClient {
     int error = 0;
     FileAttr attr;
     std::string data;
+    bool attr_of_file = false;  // `attr` are the file read's own (attrs_of_files was done)
   };
+  // `attrs_of_files`: each file's attributes are those of the file read, not a look at its path
+  // (ReadFilesRequest.attrs_of_files), for a caller that judges permission by them.
   Result<std::vector<WholeFile>> read_files(const std::vector<std::string>& paths,
-                                            uint32_t max_bytes) const;
+                                            uint32_t max_bytes, bool attrs_of_files = false) const;
   // Whole small files made in one call (WriteFiles, at most wire::kMaxWriteFiles files and 1 MiB
   // of data): each written under its partial name (beside it), given its mode and times and
   // renamed over its path. For each, in order, the file's and its directory's attributes, or its

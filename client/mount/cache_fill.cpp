@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -60,13 +61,40 @@ struct Fill {
   bool fetch = false, store = false, tagged = false;
   int64_t made = 0;  // when its tag was made (a store), else now
   pid_t caller = 0;  // the process that sent the command
+  // What the caller may read, for a caller that is not privileged (else null): its path is
+  // judged before anything moves, and the file whose bytes come is judged by its own attributes
+  // before any byte reaches the caller (judged_bytes).
+  std::shared_ptr<PathAccess> access;
 };
+
+std::string older_gateway() {
+  return err(
+      "fill: the gateway does not answer the attributes of the file it opened (an older "
+      "gateway), by which callers other than root and the mount's user are judged; upgrade it");
+}
+
+// Whether the bytes of the file with attributes `attr` (the file's own, `of_file`: not a look at
+// its path) may reach the caller of `f`; "" if so, else the command's answer. The path was judged
+// before the open, and may have led to another file by the time of the open.
+std::string judged_bytes(const Fill& f, const std::optional<FileAttr>& attr, bool of_file) {
+  if (!f.access) return "";
+  if (!attr || !of_file) return older_gateway();
+  if (!f.access->may_read(f.path, *attr)) return err(f.path + ": Permission denied");
+  return "";
+}
+
+// What a caller that is not privileged may read (null for a privileged one), one for a command.
+std::shared_ptr<PathAccess> access_of(MountDaemon& mount, const ControlPeer& peer) {
+  if (peer.privileged) return nullptr;
+  return std::make_shared<PathAccess>(peer, mount_attrs(mount));
+}
 
 // Parses and checks `args` (a `fill` command without "fill "). Returns "" when the command may go
 // on, with `f` filled in; otherwise its answer: an error, or "ok 0" for a length of 0.
 std::string prepare_fill(MountDaemon& mount, const std::string& args, const ControlPeer& peer,
-                         Fill& f) {
+                         const std::shared_ptr<PathAccess>& access, Fill& f) {
   f.caller = peer.pid;
+  f.access = access;
   std::istringstream in(args);
   std::string& mode = f.mode;
   std::string& tag = f.tag;
@@ -95,11 +123,9 @@ std::string prepare_fill(MountDaemon& mount, const std::string& args, const Cont
   if (!peer.privileged && length > kMaxOthersLength)
     return err("fill: at most " + std::to_string(kMaxOthersLength) +
                " bytes at once for callers other than root and the mount's user");
-  if (!peer.privileged) {
-    const AttrsByPath attrs = mount_attrs(mount);
-    PathAccess access(peer, attrs);
-    const std::optional<FileAttr> attr = attrs(path);
-    if (!attr || !access.may_read(path, *attr)) return err(path + ": Permission denied");
+  if (access) {
+    const std::optional<FileAttr> attr = mount_attrs(mount)(path);
+    if (!attr || !access->may_read(path, *attr)) return err(path + ": Permission denied");
   }
   auto ino = mount.inodes.find(path);
   if (!ino) return err(path + " is not open through this mount");
@@ -178,6 +204,10 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd,
       return err(path + " changed (the gateway's size or mtime differs)");
     if (!opened) return err("fill: open " + path + ": " + std::strerror(opened.error()));
     handle = *opened;
+    if (std::string refused = judged_bytes(f, handle.attr, true); !refused.empty()) {
+      if (!handle.kept) mount.gateway->release_async(FileRef{path, handle.handle, O_RDONLY});
+      return refused;
+    }
   }
   const FileRef ref{path, handle.handle, O_RDONLY};
   std::string failure;
@@ -264,6 +294,8 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd,
 std::string finish_whole_fetch(MountDaemon& mount, const Fill& f, const GatewayClient::WholeFile& w,
                                int buf_fd) {
   if (w.error != 0) return err("fill: read " + f.path + ": " + std::strerror(w.error));
+  if (std::string refused = judged_bytes(f, w.attr, w.attr_of_file); !refused.empty())
+    return refused;
   if (w.attr.mtime_ns != f.mtime_ns || w.data.size() != f.size)
     return err(f.path + " changed (the gateway's size or mtime differs)");
   return move_fill(mount, f, buf_fd, &w.data);
@@ -274,7 +306,9 @@ std::string finish_whole_fetch(MountDaemon& mount, const Fill& f, const GatewayC
 std::string cache_fill(MountDaemon& mount, const std::string& args, int buf_fd,
                        const ControlPeer& peer) {
   Fill f;
-  if (std::string answer = prepare_fill(mount, args, peer, f); !answer.empty()) return answer;
+  if (std::string answer = prepare_fill(mount, args, peer, access_of(mount, peer), f);
+      !answer.empty())
+    return answer;
   return move_fill(mount, f, buf_fd);
 }
 
@@ -312,6 +346,7 @@ std::string cache_fill_files(MountDaemon& mount, const std::string& args, int bu
   const std::size_t n = lines.size();
   std::vector<Fill> fills(n);
   std::vector<std::string> answers(n);
+  const std::shared_ptr<PathAccess> access = access_of(mount, peer);
   uint64_t bytes = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::istringstream line(lines[i]);
@@ -321,7 +356,7 @@ std::string cache_fill_files(MountDaemon& mount, const std::string& args, int bu
     const std::string fill_mode = mode != "store" ? mode : tag == "-" ? "store" : "store:" + tag;
     answers[i] = prepare_fill(
         mount, fill_mode + " " + mtime + " " + size + " 0 " + size + " " + buf_offset + " " + field,
-        peer, fills[i]);
+        peer, access, fills[i]);
     bytes += fills[i].length;
   }
   if (!peer.privileged && bytes > kMaxOthersLength)
@@ -336,7 +371,8 @@ std::string cache_fill_files(MountDaemon& mount, const std::string& args, int bu
       if (slice.empty()) return;
       std::vector<std::string> paths;
       for (std::size_t i : slice) paths.push_back(fills[i].path);
-      auto got = mount.gateway->read_files(paths, static_cast<uint32_t>(largest));
+      auto got =
+          mount.gateway->read_files(paths, static_cast<uint32_t>(largest), access != nullptr);
       for (std::size_t k = 0; k < slice.size(); ++k) {
         const Fill& f = fills[slice[k]];
         answers[slice[k]] = got ? finish_whole_fetch(mount, f, (*got)[k], buf_fd)

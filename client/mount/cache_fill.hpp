@@ -22,8 +22,11 @@
 // needed). The fetches of one file read through one gateway handle, which the session keeps
 // until the file's last close here (MountSession::fill_handle).
 //
-// A caller other than root must be able to read the file through the mount (search permission on
-// every directory above it, read permission on it: PathAccess). A store's bytes come from the
+// A caller other than root and the mount's user must be able to read the file through the mount
+// (search permission on every directory above it, read permission on it: PathAccess): judged by
+// the path's attributes before anything moves, and again by the attributes of the file the
+// gateway opened or read (its own, from its handle: the name may lead to another file by then)
+// before any of its bytes reaches the caller's buffer. A store's bytes come from the
 // caller and go into the page cache that every reader of the file on this node is served from:
 // privileged callers (root, the mount's own user, a job's user) may store any; others only bytes
 // with the tag (fill_tag.hpp) that a mount of the namespace gave them at their fetch, which

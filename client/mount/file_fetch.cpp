@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "caller_buffer.hpp"
+#include "permission.hpp"
 #include "wire/limits.hpp"
 
 namespace skein::client {
@@ -30,21 +31,16 @@ std::string too_much_for_others() {
              " bytes of buffer for callers other than root and the mount's user");
 }
 
-// Whether the owner's, group's or others' bits of `attr` (whichever class the caller is in) hold
-// `bits` (4 read, 1 search), as the kernel's permission check judges without ACLs.
-bool allowed(const FileAttr& attr, uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
-             uint32_t bits) {
-  if (uid == 0) return true;
-  if (attr.uid == uid) return (attr.mode & (bits << 6)) == (bits << 6);
-  if (attr.gid == gid || std::find(groups.begin(), groups.end(), attr.gid) != groups.end())
-    return (attr.mode & (bits << 3)) == (bits << 3);
-  return (attr.mode & bits) == bits;
+std::string older_gateway() {
+  return err(
+      "the gateway does not answer the attributes of the files it read (an older gateway), by "
+      "which callers other than root are judged; upgrade it");
 }
 
 }  // namespace
 
 bool may_read(const FileAttr& attr, uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
-  return allowed(attr, uid, gid, groups, 4);
+  return may_access(attr, uid, gid, groups, 4);
 }
 
 AttrsByPath local_attrs() {
@@ -76,7 +72,8 @@ bool PathAccess::may_reach(const std::string& ns_path) {
     auto [it, fresh] = searchable_.try_emplace(dir, false);
     if (fresh) {
       const std::optional<FileAttr> attr = dir_attrs_ ? dir_attrs_(dir) : std::nullopt;
-      it->second = attr && S_ISDIR(attr->mode) && allowed(*attr, peer_.uid, peer_.gid, groups_, 1);
+      it->second =
+          attr && S_ISDIR(attr->mode) && may_access(*attr, peer_.uid, peer_.gid, groups_, 1);
     }
     if (!it->second) return false;
   }
@@ -91,7 +88,7 @@ int PathAccess::may_change_names_in(const std::string& dir) {
   if (peer_.uid == 0) return 0;
   if (!may_reach(dir == "/" ? "/x" : dir + "/x")) return EACCES;
   const std::optional<FileAttr> attr = dir_attrs_ ? dir_attrs_(dir) : std::nullopt;
-  if (!attr || !S_ISDIR(attr->mode) || !allowed(*attr, peer_.uid, peer_.gid, groups_, 3))
+  if (!attr || !S_ISDIR(attr->mode) || !may_access(*attr, peer_.uid, peer_.gid, groups_, 3))
     return EACCES;
   if ((attr->mode & S_ISVTX) && attr->uid != peer_.uid) return EPERM;
   return 0;
@@ -178,13 +175,16 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
       }
     }
     if (ask.empty()) continue;
-    auto got = mount.read_files(ask, static_cast<uint32_t>(max_bytes));
+    // Judged by the attributes of the files read, for callers other than root.
+    auto got = mount.read_files(ask, static_cast<uint32_t>(max_bytes), peer.uid != 0);
     if (!got) return err(std::string("the gateway's ReadFiles: ") + std::strerror(got.error()));
     for (std::size_t k = 0; k < ask.size(); ++k) {
       GatewayClient::WholeFile& f = (*got)[k];
       Answer& a = answers[index[k]];
       if (f.error != 0) {
         a.error = f.error;
+      } else if (peer.uid != 0 && !f.attr_of_file) {
+        return older_gateway();
       } else if (!access.may_read(ask[k], f.attr)) {
         a.error = EACCES;
       } else if (f.data.size() > max_bytes) {

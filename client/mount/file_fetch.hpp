@@ -16,8 +16,11 @@
 // must name an inode this mount knows, and the caller must be root or have search permission on
 // every directory above the file and read permission on the file, by mode, owner and group, as the
 // kernel's default_permissions would judge (EACCES otherwise, also for any name below a directory
-// it may not search; the bytes never reach the buffer). A caller that is not privileged has the
-// mount fill at most kMaxOthersBuffer bytes of buffer a command.
+// it may not search; the bytes never reach the buffer). The file is judged by the attributes of
+// the file read, which the gateway takes from the handle it read through
+// (FileContent.attr_of_file): a name renamed over between a look at it and the read cannot bring
+// another file's bytes. A caller that is not privileged has the mount fill at most kMaxOthersBuffer
+// bytes of buffer a command.
 #pragma once
 
 #include <sys/types.h>
@@ -79,8 +82,9 @@ class PathAccess {
 struct FileFetchContext {
   std::function<bool(const std::string& ns_path)> known;  // an inode of this mount
   AttrsByPath dir_attrs;  // for callers other than root (PathAccess)
+  // GatewayClient::read_files
   std::function<Result<std::vector<GatewayClient::WholeFile>>(const std::vector<std::string>&,
-                                                              uint32_t)>
+                                                              uint32_t, bool attrs_of_files)>
       read_files;
   CallerBuffers& buffers;  // the callers' buffers, kept mapped
 };

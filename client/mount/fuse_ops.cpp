@@ -231,9 +231,31 @@ void skein_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char
   reply_entry(req, session_of(req).link(ino, newparent, newname));
 }
 
+// The credentials of the process behind `req` when the mount does not trust it (another user of
+// a mount that serves every user), else nullopt.
+std::optional<Credentials> judged_caller(fuse_req_t req) {
+  const MountDaemon& daemon = daemon_of(req);
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  if (!daemon.judge_others || ctx->uid == 0 || ctx->uid == daemon.trusted_user) return std::nullopt;
+  Credentials who{ctx->uid, ctx->gid, {}};
+  std::vector<gid_t> groups(64);
+  for (;;) {
+    const int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+    if (n < 0) break;  // unknown: judged by user and group alone
+    if (static_cast<std::size_t>(n) <= groups.size()) {
+      who.groups.assign(groups.begin(), groups.begin() + n);
+      break;
+    }
+    groups.resize(static_cast<std::size_t>(n));
+  }
+  return who;
+}
+
 void skein_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   MountDaemon& daemon = daemon_of(req);
-  auto opened = daemon.session->open(ino, static_cast<uint32_t>(fi->flags));
+  const std::optional<Credentials> judged = judged_caller(req);
+  auto opened =
+      daemon.session->open(ino, static_cast<uint32_t>(fi->flags), judged ? &*judged : nullptr);
   if (!opened) return (void)fuse_reply_err(req, opened.error());
   if (opened->refresh_attrs && daemon.kernel_cache) daemon.kernel_cache->attributes_changed(ino);
   fi->keep_cache = opened->keep_cache ? 1 : 0;

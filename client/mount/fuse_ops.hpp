@@ -46,6 +46,11 @@ struct MountDaemon {
   FillTag::Key fill_key{};
   // Callers' buffers, kept mapped between their control-socket commands.
   CallerBuffers caller_buffers;
+  // On a mount that serves every user (allow_other), the opens of users other than root and
+  // `trusted_user` (the mount's own, or a job's user) are judged by the file the gateway opens
+  // (MountSession::open). Set before the session starts.
+  bool judge_others = false;
+  uid_t trusted_user = 0;
 };
 
 // The operations table for fuse_session_new; the session's userdata must be a MountDaemon.

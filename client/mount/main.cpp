@@ -366,8 +366,8 @@ std::string control_command(skein::client::MountDaemon& mount, const MountArgs& 
     const skein::client::FileFetchContext context{
         [&mount](const std::string& path) { return mount.inodes.find(path).has_value(); },
         skein::client::mount_attrs(mount),
-        [&mount](const std::vector<std::string>& paths, uint32_t max_bytes) {
-          return mount.gateway->read_files(paths, max_bytes);
+        [&mount](const std::vector<std::string>& paths, uint32_t max_bytes, bool attrs_of_files) {
+          return mount.gateway->read_files(paths, max_bytes, attrs_of_files);
         },
         mount.caller_buffers};
     return skein::client::fetch_files(context, command.substr(12), fd, peer);
@@ -473,6 +473,8 @@ int run(const MountArgs& args, const std::string& token) {
     ControlSocket::Access access;
     access.user = args.job_user.value_or(::geteuid());
     access.everyone = !args.job_user && allows_other(args);
+    mount.judge_others = allows_other(args);
+    mount.trusted_user = access.user;
     mount.control = ControlSocket::open(
         args.control_dir.empty() ? ControlSocket::default_dir() : args.control_dir, mount_id,
         args.mountpoint, error, access);

@@ -116,31 +116,34 @@ Result<MountSession::FillHandle> MountSession::fill_handle(InodeNumber ino, cons
     std::lock_guard lock(fill_mu_);
     if (auto it = fill_handles_.find(ino); it != fill_handles_.end()) {
       if (it->second.mtime_ns == mtime_ns && it->second.size == size)
-        return FillHandle{it->second.ref.handle, true};
+        return FillHandle{it->second.ref.handle, true, it->second.attr};
       stale = std::move(it->second.ref);  // another version's: released, and opened afresh
       fill_handles_.erase(it);
     }
   }
   if (stale) gateway_.release_async(*stale);
-  auto opened = gateway_.open(path, O_RDONLY);
+  // With the file's own attributes: callers are judged by the file whose bytes they get.
+  auto opened = gateway_.open(path, O_RDONLY, true);
   if (!opened) return R::failure(opened.error());
   FileRef ref{path, opened->handle, O_RDONLY};
   if (opened->attr.mtime_ns != mtime_ns || opened->attr.size != size) {
     gateway_.release_async(ref);
     return R::failure(ESTALE);
   }
-  uint64_t theirs = 0;
+  const std::optional<FileAttr> attr =
+      opened->attr_of_file ? std::optional<FileAttr>(opened->attr) : std::nullopt;
+  FillHandle theirs;
   {
     std::lock_guard lock(fill_mu_);
-    if (!open_inodes_.is_open(ino)) return FillHandle{ref.handle, false};
-    auto [it, added] = fill_handles_.try_emplace(ino, KeptFillHandle{ref, mtime_ns, size});
-    if (added) return FillHandle{ref.handle, true};
+    if (!open_inodes_.is_open(ino)) return FillHandle{ref.handle, false, attr};
+    auto [it, added] = fill_handles_.try_emplace(ino, KeptFillHandle{ref, mtime_ns, size, attr});
+    if (added) return FillHandle{ref.handle, true, attr};
     if (it->second.mtime_ns != mtime_ns || it->second.size != size)
-      return FillHandle{ref.handle, false};
-    theirs = it->second.ref.handle;
+      return FillHandle{ref.handle, false, attr};
+    theirs = FillHandle{it->second.ref.handle, true, it->second.attr};
   }
   gateway_.release_async(ref);  // another fetch opened it meanwhile: one is enough
-  return FillHandle{theirs, true};
+  return theirs;
 }
 
 // NFS-style silly rename: a file this mount has open is not removed but renamed to a hidden name
@@ -610,7 +613,8 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
 
 // ---- files ----
 
-Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags) {
+Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags,
+                                                const Credentials* judged) {
   settle_creates();
   auto path = path_of(ino);
   if (!path) return Result<Opened>::failure(path.error());
@@ -625,12 +629,20 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags)
   const bool writes_done = !truncates && data_.writes_idle(ino);
   Result<OpenedFile> opened = Result<OpenedFile>::failure(EIO);
   bool deferred = false;
-  if (auto kept = deferrable_open(ino, flags)) {
+  if (auto kept = judged ? std::nullopt : deferrable_open(ino, flags)) {
     opened = OpenedFile{deferred_handle(), *kept, std::nullopt};
     deferred = true;
   } else {
-    opened = gateway_.open(*path, flags);
+    opened = gateway_.open(*path, flags, false, judged);
     if (truncates) cache_.wrote(ino);
+    if (opened && judged && !opened->judged) {
+      gateway_.release_async(FileRef{*path, opened->handle, flags});
+      spdlog::warn(
+          "open of {} by uid {} refused: the gateway cannot judge opens of users other than "
+          "root and the mount's own (an older gateway); upgrade it",
+          *path, judged->uid);
+      return Result<Opened>::failure(EACCES);
+    }
   }
   if (!opened) return Result<Opened>::failure(opened.error());
   auto file = std::make_unique<FileHandle>(opened->handle, flags, *path);

@@ -176,7 +176,12 @@ class MountSession {
                 std::string_view newname, uint32_t flags);
 
   // ---- files ----
-  Result<Opened> open(InodeNumber ino, uint32_t flags);
+  // `judged`: the credentials of a user this mount does not trust (another user of a mount that
+  // serves every user). The kernel judged that user's open by the attributes of the inode this
+  // mount gave it, but the gateway opens by path, and the path may lead to another file by then:
+  // such an open is never deferred, and the gateway judges it by the file it opened
+  // (OpenRequest.as_user). EACCES from a gateway that cannot.
+  Result<Opened> open(InodeNumber ino, uint32_t flags, const Credentials* judged = nullptr);
   // A create for writing only (O_WRONLY, without O_EXCL: echo, cp, a shell's >) in a directory
   // whose attributes are current and writable is answered without a call, when asynchronous
   // creates are on: the file is made at the gateway by the first write, or at the latest by
@@ -224,9 +229,13 @@ class MountSession {
   // open at the gateway, not one per chunk; it is released at the inode's last close, or when a
   // fetch finds another version. `kept` false: not kept (the inode is not open here); the caller
   // releases it after its fetch. ESTALE: the gateway's size or mtime is not `size`/`mtime_ns`.
+  // `attr`: the attributes of the file the handle opened (its own, asked with the open: the path
+  // may have led to another file by then), by which a caller's permission is judged; nullopt
+  // from a gateway that gives only a look at the path.
   struct FillHandle {
     uint64_t handle = 0;
     bool kept = false;
+    std::optional<FileAttr> attr;
   };
   Result<FillHandle> fill_handle(InodeNumber ino, const std::string& path, int64_t mtime_ns,
                                  uint64_t size);
@@ -282,6 +291,7 @@ class MountSession {
     FileRef ref;
     int64_t mtime_ns = 0;
     uint64_t size = 0;
+    std::optional<FileAttr> attr;  // the opened file's own (FillHandle::attr)
   };
   std::mutex fill_mu_;
   std::unordered_map<InodeNumber, KeptFillHandle> fill_handles_;  // guarded by fill_mu_

@@ -8,7 +8,7 @@
 namespace skein {
 
 std::vector<Result<WholeFile>> Backend::read_whole_files(const std::vector<std::string>& rels,
-                                                         uint32_t max_bytes) {
+                                                         uint32_t max_bytes, bool attrs_of_files) {
   std::vector<Result<WholeFile>> out;
   out.reserve(rels.size());
   for (const std::string& rel : rels) {
@@ -23,7 +23,7 @@ std::vector<Result<WholeFile>> Backend::read_whole_files(const std::vector<std::
       out.push_back(Result<WholeFile>::failure(attrs.error()));
       continue;
     }
-    out.push_back(read_whole_and_close(**f, *attrs, max_bytes));
+    out.push_back(read_whole_and_close(**f, *attrs, max_bytes, attrs_of_files));
   }
   return out;
 }

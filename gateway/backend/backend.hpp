@@ -129,10 +129,12 @@ class Backend {
                                                     uint32_t mode) = 0;
   // The whole of each of `rels`, if it is a regular file of at most `max_bytes` (else EFBIG; a
   // directory EISDIR, anything else EINVAL), each opened, read and closed; answers in the order
-  // asked. The default does one file after another; SftpBackend sends the requests of all of
-  // them together.
+  // asked, each with its attributes: with `attrs_of_files` those of the file read (an FSTAT of
+  // its handle, for a caller that judges permission by them: a name may lead to another file by
+  // the time it is opened), else those seen as it was opened. The default does one file after
+  // another; SftpBackend sends the requests of all of them together.
   virtual std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
-                                                          uint32_t max_bytes);
+                                                          uint32_t max_bytes, bool attrs_of_files);
   // Each of `files` made as NewWholeFile says, where the backend has a way of its own to make
   // many at once (SftpBackend sends the requests of all of them together); answers in the order
   // given. A failed file leaves its path as it was and its partial removed. Nothing (nullopt) for

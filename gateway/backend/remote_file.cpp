@@ -332,6 +332,36 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
   return SharedBytes(std::move(views), std::move(replies));
 }
 
+Result<OpenFile::ReadWithAttrs> RemoteFile::read_reporting_attrs(uint64_t offset, uint32_t size) {
+  using R = Result<ReadWithAttrs>;
+  InUse use(*this);
+  auto h = any_handle();
+  if (!h) return R::failure(h.error());
+  if (size == 0 || size > h->conn->limits().max_read || !h->conn->short_read_is_eof())
+    return OpenFile::read_reporting_attrs(offset, size);
+  backend_->pool().count_ops(2);
+  auto replies =
+      h->conn->call_all({PacketWriter(FXP_READ).str(h->handle).u64(offset).u32(size).take(),
+                         PacketWriter(FXP_FSTAT).str(h->handle).take()});
+  auto attrs = expect_attrs(std::move(replies[1]));
+  if (!attrs) return R::failure(attrs.error());
+  Result<Reply>& got = replies[0];
+  if (!got) return R::failure(got.error());
+  if (got->type == FXP_STATUS) {
+    auto code = PacketReader(got->body).u32();
+    if (code && *code == FX_EOF) return ReadWithAttrs{SharedBytes(), *attrs};
+    const int e = code ? status_to_errno(*code) : EIO;
+    return R::failure(e ? e : EIO);
+  }
+  auto owner = std::make_shared<Reply>(std::move(*got));
+  auto data = PacketReader(owner->body).str();
+  if (owner->type != FXP_DATA || !data || data->size() > size) return R::failure(EIO);
+  backend_->pool().count_read(data->size());
+  std::vector<std::string_view> pieces;
+  if (!data->empty()) pieces.push_back(*data);
+  return ReadWithAttrs{SharedBytes(std::move(pieces), owner), *attrs};
+}
+
 Result<uint32_t> RemoteFile::write(uint64_t offset, const SharedBytes& data) {
   return write_detaching({Extent{offset, data}}, nullptr);
 }

@@ -46,6 +46,10 @@ class RemoteFile final : public BackendFile {
   // several connections and short server replies are continued. Concurrent reads of the same
   // range of the same file share one fetch (ReadCollapser).
   Result<SharedBytes> read(uint64_t offset, uint32_t size) override;
+  // A read of at most one READ (the server's max_read, where a short answer is the end of the
+  // file) and an FSTAT behind it, of the same handle, in one round trip; larger ones as
+  // OpenFile's. Its bytes are this handle's own: never shared with another read.
+  Result<ReadWithAttrs> read_reporting_attrs(uint64_t offset, uint32_t size) override;
   // Writes all of `data`, its chunks pipelined on one connection (see write_pipelined); the
   // first error is returned. The pieces go to libssh as they are, never joined.
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override;

@@ -605,7 +605,8 @@ Result<std::shared_ptr<BackendFile>> SftpBackend::open(std::string_view rel, int
 }
 
 std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<std::string>& rels,
-                                                             uint32_t max_bytes) {
+                                                             uint32_t max_bytes,
+                                                             bool attrs_of_files) {
   std::vector<Result<WholeFile>> out(rels.size(), Result<WholeFile>::failure(EIO));
   std::vector<bool> again(rels.size(), false);  // for the default way
   {
@@ -614,7 +615,7 @@ std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<s
     auto conn = connection(pool().pick_slot());
     if (!conn || !(*conn)->short_read_is_eof() ||
         uint64_t{max_bytes} + 1 > (*conn)->limits().max_read)
-      return Backend::read_whole_files(rels, max_bytes);
+      return Backend::read_whole_files(rels, max_bytes, attrs_of_files);
     Connection& c = **conn;
     // First round: every file's LSTAT. Only a regular file that fits is opened: an OPEN of a
     // fifo would wait in the server for a writer.
@@ -665,12 +666,14 @@ std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<s
     pool().count_ops(opens.size());
     auto opened = c.call_all(std::move(opens));
     // Last round: each file's READ of one byte more than its size (a short answer is its end),
-    // then its CLOSE; in rounds of READs the connection's window holds.
+    // with `attrs_of_files` its FSTAT, and its CLOSE; in rounds of READs the connection's window
+    // holds. The FSTAT's attributes are of the file read: the LSTAT looked at a name, which may
+    // lead to another file by the time of the OPEN.
     struct Reading {
       size_t i;
-      Attrs attrs;
+      Attrs looked;  // the LSTAT's
       uint32_t asked;
-      size_t reply;  // index of its READ's reply in its round
+      size_t reply;  // index of its READ's reply in its round; its FSTAT's is next
     };
     std::vector<Reading> reading;
     std::vector<Request> round;
@@ -682,9 +685,18 @@ std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<s
       auto replies = c.call_all(std::move(round));
       for (auto& r : reading) {
         Result<Reply>& got = replies[r.reply];
+        auto attrs = attrs_of_files ? expect_attrs(std::move(replies[r.reply + 1]))
+                                    : Result<Attrs>(r.looked);
+        // Another file than the one looked at, or one that grew: the default way, which
+        // looks again.
+        if (!attrs || !S_ISREG(attrs->permissions) || !(attrs->flags & ATTR_SIZE) ||
+            attrs->size >= r.asked) {
+          again[r.i] = true;
+          continue;
+        }
         const auto code = status_code(got);
         if (code && *code == FX_EOF) {  // empty
-          out[r.i] = WholeFile{r.attrs, {}};
+          out[r.i] = WholeFile{*attrs, {}};
           continue;
         }
         if (!got || got->type != FXP_DATA) {
@@ -700,7 +712,7 @@ std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<s
         bytes += data->size();
         std::vector<std::string_view> pieces;
         if (!data->empty()) pieces.push_back(*data);
-        out[r.i] = WholeFile{r.attrs, SharedBytes(std::move(pieces), owner)};
+        out[r.i] = WholeFile{*attrs, SharedBytes(std::move(pieces), owner)};
       }
       reading.clear();
       round.clear();
@@ -717,6 +729,7 @@ std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<s
       if (round_bytes + ask > c.read_window()) send_round();
       reading.push_back({i, attrs, ask, round.size()});
       round.push_back(PacketWriter(FXP_READ).str(*handle).u64(0).u32(ask).take());
+      if (attrs_of_files) round.push_back(PacketWriter(FXP_FSTAT).str(*handle).take());
       round.push_back(PacketWriter(FXP_CLOSE).str(*handle).take());
       round_bytes += ask;
     }
@@ -727,7 +740,7 @@ std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<s
   for (size_t i = 0; i < rels.size(); ++i)
     if (again[i]) rest.push_back(rels[i]);
   if (rest.empty()) return out;
-  auto got = Backend::read_whole_files(rest, max_bytes);
+  auto got = Backend::read_whole_files(rest, max_bytes, attrs_of_files);
   for (size_t i = 0, k = 0; i < rels.size(); ++i)
     if (again[i]) out[i] = std::move(got[k++]);
   return out;

@@ -97,7 +97,7 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
   // answers are not plainly clear (a failed OPEN or READ, a file that grew since its LSTAT, a
   // connection lost) is read again the default way, which says why.
   std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
-                                                  uint32_t max_bytes) override;
+                                                  uint32_t max_bytes, bool attrs_of_files) override;
   // Every partial's OPEN (O_EXCL) in one round trip; every file's WRITEs, mode and times and
   // CLOSE in a second; every RENAME, then the files' and their directories' LSTATs in a third,
   // with the server's paths held as any rename holds them; all on one connection. A file whose

@@ -918,7 +918,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       paths.push_back(below(source.root, e->path));
       largest = std::max(largest, e->size);
     }
-    auto got = source.layout->read_whole_files(paths, static_cast<uint32_t>(largest));
+    auto got = source.layout->read_whole_files(paths, static_cast<uint32_t>(largest), false);
     std::vector<NewWholeFile> whole;
     std::vector<size_t> whole_at;
     for (size_t k = 0; k < files.size(); ++k) {

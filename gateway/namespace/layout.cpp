@@ -26,8 +26,8 @@ Result<uint32_t> OpenFile::write_extents(const std::vector<Extent>& extents) {
   return static_cast<uint32_t>(written);
 }
 
-Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs,
-                                       uint32_t max_bytes) {
+Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs, uint32_t max_bytes,
+                                       bool attrs_of_file) {
   using R = Result<WholeFile>;
   WholeFile whole{attrs, {}};
   int error = 0;
@@ -37,13 +37,22 @@ Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs,
     error = EFBIG;
   } else {
     // One byte more than allowed: a file that grew since its open shows as too long.
-    auto data = file.read(0, max_bytes + 1);
-    if (!data)
-      error = data.error();
-    else if (data->size() > max_bytes)
+    // `attrs_of_file`: the attributes answered are those of the file read (the open's were a
+    // look at its name).
+    auto read = attrs_of_file ? file.read_reporting_attrs(0, max_bytes + 1)
+                              : [&]() -> Result<OpenFile::ReadWithAttrs> {
+      auto data = file.read(0, max_bytes + 1);
+      if (!data) return Result<OpenFile::ReadWithAttrs>::failure(data.error());
+      return OpenFile::ReadWithAttrs{data.take(), attrs};
+    }();
+    if (!read)
+      error = read.error();
+    else if (read->data.size() > max_bytes || read->attrs.size > max_bytes)
       error = EFBIG;
+    else if (!S_ISREG(read->attrs.permissions))
+      error = EINVAL;
     else
-      whole.data = data.take();
+      whole = WholeFile{read->attrs, std::move(read->data)};
   }
   (void)file.close();
   if (error != 0) return R::failure(error);
@@ -51,12 +60,12 @@ Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs,
 }
 
 std::vector<Result<WholeFile>> Layout::read_whole_files(const std::vector<std::string>& rels,
-                                                        uint32_t max_bytes) {
+                                                        uint32_t max_bytes, bool attrs_of_files) {
   std::vector<Result<WholeFile>> out;
   out.reserve(rels.size());
   for (const std::string& rel : rels) {
     auto f = open_with_attrs(rel, O_RDONLY);
-    out.push_back(f ? read_whole_and_close(*f->file, f->attrs, max_bytes)
+    out.push_back(f ? read_whole_and_close(*f->file, f->attrs, max_bytes, attrs_of_files)
                     : Result<WholeFile>::failure(f.error()));
   }
   return out;

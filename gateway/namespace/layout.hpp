@@ -92,6 +92,21 @@ class OpenFile {
   virtual Status fsync() = 0;
   virtual Status truncate(uint64_t size) = 0;
   virtual Result<sftp::Attrs> fstat() = 0;
+  // read(), with fstat() after it: the bytes and the attributes of the file they are of (its
+  // owner, group and mode), whatever name the file has by then. Where a caller's permission is
+  // judged by the attributes, they must be these, not a look at the path beside the open. This
+  // one reads, then asks; RemoteFile asks both of its handle in one round trip.
+  struct ReadWithAttrs {
+    SharedBytes data;
+    sftp::Attrs attrs;
+  };
+  virtual Result<ReadWithAttrs> read_reporting_attrs(uint64_t offset, uint32_t size) {
+    auto data = read(offset, size);
+    if (!data) return Result<ReadWithAttrs>::failure(data.error());
+    auto attrs = fstat();
+    if (!attrs) return Result<ReadWithAttrs>::failure(attrs.error());
+    return ReadWithAttrs{data.take(), *attrs};
+  }
   virtual Status close() = 0;
   // The file's path relative to its mount, and its update after a rename.
   virtual std::string rel_path() const = 0;
@@ -99,9 +114,10 @@ class OpenFile {
 };
 
 // The whole of `file`, opened with attributes `attrs`, if it is a regular file of at most
-// `max_bytes` (see Backend::read_whole_files); closes it.
-Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs,
-                                       uint32_t max_bytes);
+// `max_bytes` (see Backend::read_whole_files), with `attrs`, or with `attrs_of_file` the
+// attributes of the file read (read_reporting_attrs); closes it.
+Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs, uint32_t max_bytes,
+                                       bool attrs_of_file);
 
 struct Created {
   std::shared_ptr<OpenFile> file;
@@ -159,7 +175,7 @@ class Layout {
   // The whole of each of `rels` as Backend::read_whole_files gives it. This one opens, reads and
   // closes one file after another; a layout on one backend lets the backend batch them.
   virtual std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
-                                                          uint32_t max_bytes);
+                                                          uint32_t max_bytes, bool attrs_of_files);
   // Each of `files` (paths relative to the mount) made as NewWholeFile says, in the order given,
   // as Backend::write_whole_files. This one makes one file after another with the layout's own
   // create, write, setattr, close and rename; a layout on one backend lets the backend batch them.

@@ -278,12 +278,31 @@ uint64_t NamespaceFs::register_file(std::shared_ptr<OpenFile> file, std::string_
 }
 
 Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flags,
-                                              std::string_view mount) {
+                                              std::string_view mount, bool attrs_of_file,
+                                              const Credentials* as_user) {
   using R = Result<Opened>;
   auto t = locate(vpath);
   if (!t.mount) return R::failure(t.table->is_synthetic_dir(vpath) ? EISDIR : ENOENT);
-  auto f = t.mount->layout->open_with_attrs(t.rel, flags);
+  // A judged open truncates only once the file opened is judged.
+  auto f = t.mount->layout->open_with_attrs(t.rel, as_user ? flags & ~O_TRUNC : flags);
   if (!f) return R::failure(f.error());
+  auto fail = [&](int error) {
+    (void)f->file->close();
+    return R::failure(error);
+  };
+  if (attrs_of_file || as_user) {
+    auto own = f->file->fstat();
+    if (!own) return fail(own.error());
+    f->attrs = *own;
+  }
+  if (as_user) {
+    if (!may_access(f->attrs.permissions, f->attrs.uid, f->attrs.gid, as_user->uid, as_user->gid,
+                    as_user->groups, access_bits_of_open(flags)))
+      return fail(EACCES);
+    if (flags & O_TRUNC) {
+      if (auto cut = f->file->truncate(0); !cut) return fail(cut.error());
+    }
+  }
   if (flags & O_TRUNC) f->attrs.size = 0;
   return Opened{register_file(f->file, mount), f->attrs, std::nullopt};
 }
@@ -382,7 +401,8 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file_for_one_read(uint64_t handle
 }
 
 std::vector<Result<WholeFile>> NamespaceFs::read_whole_files(const std::vector<std::string>& vpaths,
-                                                             uint32_t max_bytes) {
+                                                             uint32_t max_bytes,
+                                                             bool attrs_of_files) {
   std::vector<Result<WholeFile>> out(vpaths.size(), Result<WholeFile>::failure(EIO));
   std::vector<MountBatch<Located, std::string>> batches;
   for (size_t i = 0; i < vpaths.size(); ++i) {
@@ -394,7 +414,7 @@ std::vector<Result<WholeFile>> NamespaceFs::read_whole_files(const std::vector<s
     add_to_batch(batches, t, i, t.rel);
   }
   answer_batches(batches, out, [&](const auto& b) {
-    return b.at.mount->layout->read_whole_files(b.items, max_bytes);
+    return b.at.mount->layout->read_whole_files(b.items, max_bytes, attrs_of_files);
   });
   return out;
 }

@@ -22,6 +22,7 @@
 #include "auth/token_digest.hpp"
 #include "namespace/layout.hpp"
 #include "namespace/mount_table.hpp"
+#include "skein/permission.hpp"
 #include "skein/result.hpp"
 
 namespace skein {
@@ -74,7 +75,12 @@ class NamespaceFs {
     std::optional<sftp::Attrs> parent_attrs;  // create: the directory right after, when known
   };
   // `mount`: the id of the mount that opens the file (x-skein-mount), which holds it; "" for none.
-  Result<Opened> open(const std::string& vpath, int flags, std::string_view mount = {});
+  // `attrs_of_file`: the attributes answered are the opened file's own (its FSTAT), not the look
+  // at its path that came with the open (OpenRequest.attrs_of_file). `as_user`: the open of a
+  // user the mount does not trust, judged by those attributes (EACCES, nothing left open) before
+  // an O_TRUNC truncates through the handle (OpenRequest.as_user).
+  Result<Opened> open(const std::string& vpath, int flags, std::string_view mount = {},
+                      bool attrs_of_file = false, const Credentials* as_user = nullptr);
   Result<Opened> create(const std::string& vpath, int flags, uint32_t mode,
                         std::string_view mount = {});
   // `create` (a mount's asynchronous create, FileRef.create): a handle not held here is made by
@@ -103,8 +109,9 @@ class NamespaceFs {
   // `max_bytes` long (else EFBIG; a directory EISDIR, anything else EINVAL), in the order asked.
   // Opened, read and closed here, no handle kept: for ReadFiles. The files of one mount go to
   // its layout together (Layout::read_whole_files).
+  // `attrs_of_files`: see Backend::read_whole_files.
   std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& vpaths,
-                                                  uint32_t max_bytes);
+                                                  uint32_t max_bytes, bool attrs_of_files = false);
 
   // Small files made whole (WriteFiles), each as NewWholeFile says (paths here are virtual
   // paths), in the order given. EINVAL for a partial elsewhere than beside its file, or the file

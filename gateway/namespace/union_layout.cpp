@@ -418,9 +418,10 @@ Result<Layout::OpenedWithAttrs> UnionLayout::open_with_attrs(const std::string& 
 }
 
 std::vector<Result<WholeFile>> UnionLayout::read_whole_files(const std::vector<std::string>& rels,
-                                                             uint32_t max_bytes) {
-  if (branches_.size() != 1) return Layout::read_whole_files(rels, max_bytes);
-  return branches_[0].backend->read_whole_files(rels, max_bytes);
+                                                             uint32_t max_bytes,
+                                                             bool attrs_of_files) {
+  if (branches_.size() != 1) return Layout::read_whole_files(rels, max_bytes, attrs_of_files);
+  return branches_[0].backend->read_whole_files(rels, max_bytes, attrs_of_files);
 }
 
 std::vector<Result<MadeWholeFile>> UnionLayout::write_whole_files(

@@ -46,7 +46,7 @@ class UnionLayout final : public Layout {
   Result<OpenedWithAttrs> open_with_attrs(const std::string& rel, int flags) override;
   // One branch: its backend reads the files together.
   std::vector<Result<WholeFile>> read_whole_files(const std::vector<std::string>& rels,
-                                                  uint32_t max_bytes) override;
+                                                  uint32_t max_bytes, bool attrs_of_files) override;
   // One branch that takes new files: its backend makes the files together, and this layout
   // those it leaves.
   std::vector<Result<MadeWholeFile>> write_whole_files(

@@ -372,7 +372,13 @@ grpc::Status DataService::open(grpc::ServerContextBase* ctx, const v1::OpenReque
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  auto r = t->ns->open(t->path, static_cast<int>(req->flags()), mount_id_of(ctx));
+  std::optional<Credentials> as_user;
+  if (req->has_as_user()) {
+    const v1::Credentials& c = req->as_user();
+    as_user = Credentials{c.uid(), c.gid(), {c.groups().begin(), c.groups().end()}};
+  }
+  auto r = t->ns->open(t->path, static_cast<int>(req->flags()), mount_id_of(ctx),
+                       req->attrs_of_file(), as_user ? &*as_user : nullptr);
   if (!r) {
     reply->set_error(r.error());
     return grpc::Status::OK;
@@ -381,6 +387,8 @@ grpc::Status DataService::open(grpc::ServerContextBase* ctx, const v1::OpenReque
   served(broker_, ctx, *t, t->path, r->attrs, false);
   reply->set_handle(r->handle);
   fill_attr(r->attrs, reply->mutable_attr());
+  reply->set_attr_of_file(req->attrs_of_file() || as_user);
+  reply->set_judged(as_user.has_value());
   return grpc::Status::OK;
 }
 
@@ -649,13 +657,13 @@ grpc::Status DataService::read_files(grpc::ServerContextBase* ctx, const v1::Rea
   // Slices of the files at once, so that their SFTP requests are in flight together (on the
   // backends' connections) rather than one round trip after another.
   std::vector<Result<WholeFile>> got(paths.size(), Result<WholeFile>::failure(EIO));
-  run_in_slices(
-      placement_, paths.size(), kReadFilesSlice, kReadFilesAtOnce, [&](size_t from, size_t to) {
-        auto read =
-            ns->read_whole_files({paths.begin() + from, paths.begin() + to}, req->max_bytes());
-        for (size_t i = from; i < to && i - from < read.size(); ++i)
-          got[i] = std::move(read[i - from]);
-      });
+  run_in_slices(placement_, paths.size(), kReadFilesSlice, kReadFilesAtOnce,
+                [&](size_t from, size_t to) {
+                  auto read = ns->read_whole_files({paths.begin() + from, paths.begin() + to},
+                                                   req->max_bytes(), req->attrs_of_files());
+                  for (size_t i = from; i < to && i - from < read.size(); ++i)
+                    got[i] = std::move(read[i - from]);
+                });
   uint64_t bytes = 0;
   for (auto& g : got) {
     v1::FileContent* f = reply->add_files();
@@ -664,6 +672,7 @@ grpc::Status DataService::read_files(grpc::ServerContextBase* ctx, const v1::Rea
       continue;
     }
     fill_attr(g->attrs, f->mutable_attr());
+    f->set_attr_of_file(req->attrs_of_files());
     std::string* data = f->mutable_data();
     data->reserve(g->data.size());
     for (std::string_view piece : g->data.pieces()) data->append(piece);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <fstream>
@@ -187,5 +188,55 @@ inline long skeinctl_number(const LocalCluster& cluster, const std::string& list
     if (row["name"] == name) return row[field].get<long>();
   return -1;
 }
+
+// Two files of `size` bytes and the same mtime (an hour ago) in `dir`, which everyone may write:
+// `pub`, nobody's and readable by everyone ('p' bytes), and `secret`, root's and private ('S'
+// bytes). While the object lives a thread swaps them (renameat2's RENAME_EXCHANGE on the server)
+// every 0.5 to 2.3 ms, as a user who may rename in the directory could: a name judged for
+// another user leads to root's file a moment later.
+class SwappingFiles {
+ public:
+  static constexpr uid_t kNobody = 65534;
+  SwappingFiles(const std::string& dir, std::size_t size)
+      : pub(dir + "/pub"), secret(dir + "/secret") {
+    const time_t t = ::time(nullptr) - 3600;
+    const timespec times[2] = {{t, 0}, {t, 0}};
+    made = ::chmod(dir.c_str(), 0777) == 0 && write_file(pub, std::string(size, 'p')) &&
+           write_file(secret, std::string(size, 'S')) &&
+           ::chown(pub.c_str(), kNobody, kNobody) == 0 && ::chmod(pub.c_str(), 0644) == 0 &&
+           ::chmod(secret.c_str(), 0600) == 0 &&
+           ::utimensat(AT_FDCWD, pub.c_str(), times, 0) == 0 &&
+           ::utimensat(AT_FDCWD, secret.c_str(), times, 0) == 0;
+    if (!made) return;
+    swapper_ = std::thread([this] {
+      while (!stop_.load()) {
+        if (::renameat2(AT_FDCWD, pub.c_str(), AT_FDCWD, secret.c_str(), RENAME_EXCHANGE) == 0)
+          swaps_.fetch_add(1);
+        std::this_thread::sleep_for(std::chrono::microseconds(500 + swaps_.load() % 7 * 300));
+      }
+    });
+  }
+  ~SwappingFiles() { stop(); }
+  SwappingFiles(const SwappingFiles&) = delete;
+  SwappingFiles& operator=(const SwappingFiles&) = delete;
+  void stop() {
+    stop_ = true;
+    if (swapper_.joinable()) swapper_.join();
+  }
+  int swaps() const { return swaps_.load(); }
+  // Root's file, at whichever name the swaps left it (after stop()).
+  std::string roots() const {
+    struct stat st {};
+    return ::stat(pub.c_str(), &st) == 0 && st.st_uid == 0 ? pub : secret;
+  }
+
+  const std::string pub, secret;
+  bool made = false;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> swaps_{0};
+  std::thread swapper_;
+};
 
 }  // namespace skein::test

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -1309,6 +1311,91 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
   }
   run_command("rm -rf " + q(exp + "/others-in") + " " + q(exp + "/others-priv") + " " +
               q(exp + "/others-racy") + " " + q(exp + "/others-fresh") + " " + q(dst));
+}
+
+// A name that another user may rename in its directory is judged, and then read by name: in
+// between, root's private file of the same size and mtime may be swapped in (here renameat2's
+// RENAME_EXCHANGE on the server, over and over, as a user who may write the directory could do
+// it through any mount). `fill read`, `fetch-files` and `fill-files` judge the file whose bytes
+// they get, by the attributes of the handle the gateway read through, so however the swaps fall
+// not one byte of the private file reaches the user's buffer, while the readable file's bytes do.
+TEST_F(MpiTest, AFileSwappedInUnderAJudgedNameNeverReachesAnotherUser) {
+  constexpr uid_t kNobody = SwappingFiles::kNobody;
+  constexpr std::size_t kSize = 4096;
+  const std::string dir = cluster_->export_dir(0) + "/swap-under";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0777), 0);
+  SwappingFiles files(dir, kSize);
+  ASSERT_TRUE(files.made);
+  const std::string mnt = cluster_->mount(0);
+  const std::string counts = as_user(kNobody, [&] {
+    const int buf = ::memfd_create("skein-test-swap", MFD_ALLOW_SEALING);
+    if (buf < 0 || ::ftruncate(buf, 1 << 20) != 0 || ::fcntl(buf, F_ADD_SEALS, F_SEAL_SHRINK) != 0)
+      return std::string("no buffer");
+    auto ask = [&](const std::string& command) {
+      std::string answer, error;
+      if (!client::ControlSocket::request("", mnt, command, answer, error, buf))
+        return "refused: " + error;
+      return answer;
+    };
+    // Whether the buffer at `at` holds any byte of the private file; `got` counts the readable
+    // file's bytes arriving whole.
+    int leaks = 0, got = 0, tries = 0;
+    auto look = [&](off_t at) {
+      std::string data(kSize, '\0');
+      if (::pread(buf, data.data(), kSize, at) != static_cast<ssize_t>(kSize)) return;
+      if (data.find('S') != std::string::npos) ++leaks;
+      if (data == std::string(kSize, 'p')) ++got;
+    };
+    const std::string ns_path = "/srv0/swap-under/pub";
+    const std::string list = ns_path + '\0';
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+    while (std::chrono::steady_clock::now() < end) {
+      const int fd = ::open((mnt + "/srv0/swap-under/pub").c_str(), O_RDONLY);
+      struct stat st {};
+      if (fd < 0) continue;  // the private file was there, and the kernel judged it
+      if (::fstat(fd, &st) != 0) {
+        ::close(fd);
+        continue;
+      }
+      ++tries;
+      const std::string version =
+          std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
+          std::to_string(st.st_size);
+      const std::string zeros(kSize * 2, '\0');
+      if (::pwrite(buf, zeros.data(), zeros.size(), 0) != static_cast<ssize_t>(zeros.size()))
+        return std::string("pwrite");
+      if (ask("fill read " + version + " 0 " + std::to_string(kSize) + " 0 " + ns_path)
+              .rfind("ok ", 0) == 0)
+        look(0);
+      if (::pwrite(buf, zeros.data(), zeros.size(), 0) != static_cast<ssize_t>(zeros.size()) ||
+          ::pwrite(buf, list.data(), list.size(), 0) != static_cast<ssize_t>(list.size()))
+        return std::string("pwrite");
+      const std::string fetched =
+          ask("fetch-files " + std::to_string(kSize) + " " + std::to_string(list.size()));
+      if (fetched.rfind("ok 1\n0 ", 0) == 0) look(static_cast<off_t>(list.size()));
+      const std::string line = version + " 65536 - " + ns_path + "\n";
+      if (::pwrite(buf, zeros.data(), zeros.size(), 65536) != static_cast<ssize_t>(zeros.size()) ||
+          ::pwrite(buf, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size()))
+        return std::string("pwrite");
+      if (ask("fill-files fetch 0 " + std::to_string(line.size())).rfind("ok 1\nok ", 0) == 0)
+        look(65536);
+      ::close(fd);
+    }
+    return "leaks " + std::to_string(leaks) + " got " + std::to_string(got) + " tries " +
+           std::to_string(tries);
+  });
+  files.stop();
+  std::istringstream in(counts);
+  std::string word;
+  int leaks = -1, got = -1, tries = -1;
+  in >> word >> leaks >> word >> got >> word >> tries;
+  EXPECT_EQ(leaks, 0) << counts << ", " << files.swaps() << " swaps";
+  // Not vacuous: the swaps ran, and the readable file was read through the commands.
+  EXPECT_GT(files.swaps(), 100) << counts;
+  EXPECT_GT(tries, 20) << counts;
+  EXPECT_GT(got, 0) << counts << ", " << files.swaps() << " swaps";
+  std::cout << "swapped " << files.swaps() << " times: " << counts << "\n";
+  run_command("rm -rf " + q(dir));
 }
 
 // The mount keeps a caller's buffer mapped between commands (CallerBuffers). Another user of a

@@ -4,15 +4,19 @@
 // outside a backend's root, through a symlink planted on the server, one made through the API,
 // or one in the last component; TLS refuses plaintext and strangers; credential files others may
 // read are refused; runtime backends may only use keys kept for them.
+#include <grp.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <iterator>
 #include <regex>
 #include <thread>
@@ -394,6 +398,125 @@ TEST_F(Security, AWholeFileReadByPathNeedsTheTokenAndFollowsNoSymlink) {
   ASSERT_TRUE(read_whole(vpath("plain"), token_.c_str(), reply).ok());
   EXPECT_EQ(reply.error(), 0);
   EXPECT_EQ(reply.data(), "inside the export\n");
+}
+
+// A mount that serves every user hands the gateway the credentials of a user it does not trust
+// (OpenRequest.as_user). The gateway judges that open by the file it opened, as the kernel would
+// judge the user's open(2): read and write by owner, group (also a supplementary one) and others;
+// O_TRUNC needs write, and a refused open truncates nothing. The answer's attributes are the
+// opened file's own.
+TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
+  constexpr uint32_t kNobody = 65534;
+  const std::string kept(3000, 'k');
+  ASSERT_TRUE(write_file(server("roots"), kept));
+  ASSERT_EQ(::chmod(server("roots").c_str(), 0600), 0);
+  ASSERT_TRUE(write_file(server("public"), "public\n"));
+  ASSERT_EQ(::chmod(server("public").c_str(), 0644), 0);
+  ASSERT_TRUE(write_file(server("group"), "group 4242\n"));
+  ASSERT_EQ(::chown(server("group").c_str(), 0, 4242), 0);
+  ASSERT_EQ(::chmod(server("group").c_str(), 0640), 0);
+  ASSERT_TRUE(write_file(server("nobodys"), "nobody's own\n"));
+  ASSERT_EQ(::chown(server("nobodys").c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(::chmod(server("nobodys").c_str(), 0600), 0);
+  auto open_as = [&](const std::string& rel, uint32_t flags, std::vector<uint32_t> groups = {}) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::OpenRequest req;
+    req.set_ns("default");
+    req.set_path(vpath(rel));
+    req.set_flags(flags);
+    req.mutable_as_user()->set_uid(kNobody);
+    req.mutable_as_user()->set_gid(kNobody);
+    for (uint32_t g : groups) req.mutable_as_user()->add_groups(g);
+    pb::OpenReply reply;
+    EXPECT_TRUE(data_->Open(&ctx, req, &reply).ok());
+    return reply;
+  };
+  pb::OpenReply r = open_as("roots", O_RDONLY);
+  EXPECT_EQ(r.error(), EACCES);
+  EXPECT_EQ(r.handle(), 0u);
+  EXPECT_EQ(open_as("roots", O_WRONLY | O_TRUNC).error(), EACCES);
+  EXPECT_EQ(read_file(server("roots")), kept) << "a refused open truncated the file";
+  r = open_as("public", O_RDONLY);
+  EXPECT_EQ(r.error(), 0);
+  EXPECT_NE(r.handle(), 0u);
+  EXPECT_TRUE(r.judged());
+  EXPECT_TRUE(r.attr_of_file());
+  EXPECT_EQ(r.attr().size(), 7u);
+  EXPECT_EQ(open_as("public", O_RDWR).error(), EACCES);
+  EXPECT_EQ(open_as("group", O_RDONLY).error(), EACCES);
+  EXPECT_EQ(open_as("group", O_RDONLY, {17, 4242}).error(), 0);
+  EXPECT_EQ(open_as("group", O_WRONLY, {4242}).error(), EACCES);
+  r = open_as("nobodys", O_RDWR | O_TRUNC);
+  EXPECT_EQ(r.error(), 0);
+  EXPECT_EQ(r.attr().size(), 0u);
+  EXPECT_EQ(read_file(server("nobodys")), "") << "the owner's O_TRUNC did not truncate";
+  // Without as_user, the token alone opens anything in the export, as before.
+  r = open(vpath("roots"), O_RDONLY);
+  EXPECT_EQ(r.error(), 0);
+  EXPECT_FALSE(r.judged());
+}
+
+// A name that another user may rename in its directory: the kernel judged the user's open by the
+// file the name led to at its lookup, and the gateway opens by name. Root's private file of the
+// same size and mtime is swapped in and out under the name (renameat2's RENAME_EXCHANGE on the
+// server, over and over, as a user who may write the directory could do through any mount) while
+// the user opens, reads, truncates and writes the name through the shared mount. Not one byte of
+// the private file is read, and it is never truncated nor written.
+TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
+  constexpr uid_t kNobody = SwappingFiles::kNobody;
+  constexpr std::size_t kSize = 4096;
+  SwappingFiles files(server(name_), kSize);
+  ASSERT_TRUE(files.made);
+  const std::string name = cluster_->mount(0) + vpath("pub");
+  // As nobody: a child that reads the name, and writes it (truncating first), for 8 s; it
+  // reports the reads that got the private file's bytes, the reads and writes that went through.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    int leaks = 0, reads = 0, writes = 0;
+    if (::setgroups(0, nullptr) == 0 && ::setgid(kNobody) == 0 && ::setuid(kNobody) == 0) {
+      char buf[kSize];
+      const std::string mine(kSize, 'p');
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+      while (std::chrono::steady_clock::now() < end) {
+        if (const int fd = ::open(name.c_str(), O_RDONLY); fd >= 0) {
+          const ssize_t n = ::pread(fd, buf, kSize, 0);
+          if (n > 0 && std::memchr(buf, 'S', static_cast<std::size_t>(n))) ++leaks;
+          if (n == static_cast<ssize_t>(kSize)) ++reads;
+          ::close(fd);
+        }
+        if (const int fd = ::open(name.c_str(), O_WRONLY | O_TRUNC); fd >= 0) {
+          if (::pwrite(fd, mine.data(), kSize, 0) == static_cast<ssize_t>(kSize)) ++writes;
+          ::close(fd);
+        }
+      }
+    }
+    char out[64];
+    const int len = std::snprintf(out, sizeof out, "%d %d %d", leaks, reads, writes);
+    const bool ok = ::write(fds[1], out, static_cast<std::size_t>(len)) == len;
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(fds[1]);
+  char got[64] = {};
+  const ssize_t n = ::read(fds[0], got, sizeof got - 1);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  files.stop();
+  ASSERT_GT(n, 0);
+  int leaks = -1, reads = -1, writes = -1;
+  ASSERT_EQ(std::sscanf(got, "%d %d %d", &leaks, &reads, &writes), 3) << got;
+  EXPECT_EQ(leaks, 0) << got << "; " << files.swaps() << " swaps";
+  EXPECT_TRUE(read_file(files.roots()) == std::string(kSize, 'S'))
+      << "root's file was truncated or written; " << files.swaps() << " swaps";
+  // Not vacuous: the swaps ran, and the user's own file was read and written all along.
+  EXPECT_GT(files.swaps(), 100);
+  EXPECT_GT(reads, 10) << got;
+  EXPECT_GT(writes, 10) << got;
+  std::cout << "swapped " << files.swaps() << " times; leaks, reads, writes: " << got << "\n";
 }
 
 TEST_F(Security, ReadFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {

@@ -68,12 +68,13 @@ struct FakeMount {
   std::vector<std::string> dirs_asked;
   std::set<std::string> known;
   std::vector<std::vector<std::string>> calls;
+  std::vector<bool> attrs_asked;  // attrs_of_files, per call
   int call_error = 0;
   CallerBuffers buffers;
 
   void add(const std::string& path, const std::string& data, uint32_t mode = 0100644,
            uint32_t uid = 0, uint32_t gid = 0) {
-    files[path] = {0, file_attr(mode, uid, gid, data.size()), data};
+    files[path] = {0, file_attr(mode, uid, gid, data.size()), data, true};
     known.insert(path);
   }
   FileFetchContext context() {
@@ -84,9 +85,10 @@ struct FakeMount {
               auto it = dirs.find(dir);
               return it != dirs.end() ? it->second : file_attr(040755, 0, 0, 4096);
             },
-            [this](const std::vector<std::string>& paths,
-                   uint32_t max_bytes) -> Result<std::vector<GatewayClient::WholeFile>> {
+            [this](const std::vector<std::string>& paths, uint32_t max_bytes,
+                   bool attrs_of_files) -> Result<std::vector<GatewayClient::WholeFile>> {
               calls.push_back(paths);
+              attrs_asked.push_back(attrs_of_files);
               if (call_error)
                 return Result<std::vector<GatewayClient::WholeFile>>::failure(call_error);
               std::vector<GatewayClient::WholeFile> out;
@@ -99,6 +101,7 @@ struct FakeMount {
                   f.error = EFBIG;
                 else
                   f = it->second;
+                f.attr_of_file = f.attr_of_file && attrs_of_files;
                 out.push_back(f);
               }
               return out;
@@ -189,6 +192,25 @@ TEST(FileFetchTest, ReadsForACallerOnlyWhatItsPermissionsAllow) {
   // Root reads all of them.
   lines = lines_of(fetch_files(mount.context(), args, buf.fd, kRoot), 5);
   for (const auto& l : lines) EXPECT_EQ(l.error, 0);
+  // The gateway was asked for the attributes of the files read for the user, not for root.
+  EXPECT_EQ(mount.attrs_asked, (std::vector<bool>{true, true, false}));
+}
+
+// A gateway that answers a look at each path, not the attributes of the file it read, cannot
+// tell whether another file was renamed in between: other callers are refused, with a reason.
+TEST(FileFetchTest, AGatewayThatDoesNotAnswerTheFilesOwnAttributesServesOnlyRoot) {
+  FakeMount mount;
+  mount.add("/others", "others may read", 0100644, 0, 0);
+  mount.files["/others"].attr_of_file = false;
+  CallerMemfd buf({"/others"}, 64 << 10);
+  const std::string args = "4096 " + std::to_string(buf.list_length);
+  EXPECT_EQ(fetch_files(mount.context(), args, buf.fd, {::getpid(), 1000, 1000}),
+            "error: fetch-files: the gateway does not answer the attributes of the files it read "
+            "(an older gateway), by which callers other than root are judged; upgrade it\n");
+  auto lines = lines_of(fetch_files(mount.context(), args, buf.fd, kRoot), 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].error, 0);
+  EXPECT_EQ(lines[0].length, 15u);
 }
 
 // As the kernel would judge a walk down to the file: a directory the caller may not search hides

@@ -1,0 +1,41 @@
+// Whether a user may read, write or search a file by its mode, owner and group, as the kernel's
+// default_permissions judges without ACLs. Where skein acts for a user it does not trust (another
+// user of a mount that serves every user), it judges by this: the mount for the control socket's
+// commands, the gateway for such a user's opens (OpenRequest.as_user).
+#pragma once
+
+#include <fcntl.h>
+#include <sys/types.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace skein {
+
+// A user's id, group and supplementary groups.
+struct Credentials {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
+
+// Whether the owner's, group's or others' bits of `mode` (whichever class the user is in, by the
+// file's `owner` and `group`) hold every one of `bits` (4 read, 2 write, 1 search); root may do
+// anything.
+inline bool may_access(uint32_t mode, uint32_t owner, uint32_t group, uid_t uid, gid_t gid,
+                       const std::vector<gid_t>& groups, uint32_t bits) {
+  if (uid == 0) return true;
+  if (owner == uid) return (mode & (bits << 6)) == (bits << 6);
+  if (group == gid || std::find(groups.begin(), groups.end(), group) != groups.end())
+    return (mode & (bits << 3)) == (bits << 3);
+  return (mode & bits) == bits;
+}
+
+// The permission bits an open(2) with `flags` needs: read, write or both, and write for O_TRUNC.
+inline uint32_t access_bits_of_open(int flags) {
+  const int acc = flags & O_ACCMODE;
+  return (acc == O_RDONLY ? 4u : acc == O_WRONLY ? 2u : 6u) | ((flags & O_TRUNC) ? 2u : 0u);
+}
+
+}  // namespace skein
