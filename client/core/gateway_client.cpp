@@ -82,6 +82,12 @@ FileAttr from_proto(const pb::Attr& a) {
                   a.blocks(), a.atime_ns(), a.mtime_ns(), a.ctime_ns()};
 }
 
+void to_proto(const Credentials& who, pb::Credentials* out) {
+  out->set_uid(who.uid);
+  out->set_gid(who.gid);
+  for (gid_t g : who.groups) out->add_groups(g);
+}
+
 void to_proto(const std::string& ns, const FileRef& file, pb::FileRef* out) {
   out->set_ns(ns);
   out->set_path(file.path);
@@ -91,6 +97,7 @@ void to_proto(const std::string& ns, const FileRef& file, pb::FileRef* out) {
     out->set_create(true);
     out->set_create_mode(file.create_mode);
   }
+  if (file.as_user) to_proto(*file.as_user, out->mutable_as_user());
 }
 
 pb::PathRequest path_request(const std::string& ns, const std::string& path) {
@@ -502,6 +509,13 @@ Result<FsStats> GatewayClient::statfs(const std::string& path) const {
                  reply->files_free(),  reply->files_available(),  reply->name_max()};
 }
 
+namespace {
+// OpenRequest.as_user from `as_user`, if given.
+void set_credentials(const Credentials* as_user, pb::OpenRequest& req) {
+  if (as_user) to_proto(*as_user, req.mutable_as_user());
+}
+}  // namespace
+
 Result<OpenedFile> GatewayClient::open(const std::string& path, uint32_t flags, bool attrs_of_file,
                                        const Credentials* as_user) const {
   pb::OpenRequest req;
@@ -509,12 +523,7 @@ Result<OpenedFile> GatewayClient::open(const std::string& path, uint32_t flags, 
   req.set_path(path);
   req.set_flags(flags);
   req.set_attrs_of_file(attrs_of_file);
-  if (as_user) {
-    pb::Credentials* c = req.mutable_as_user();
-    c->set_uid(as_user->uid);
-    c->set_gid(as_user->gid);
-    for (gid_t g : as_user->groups) c->add_groups(g);
-  }
+  set_credentials(as_user, req);
   auto reply = stubs_->call<pb::OpenReply>(options_, "Open", path, [&](auto* ctx, auto* out) {
     return stubs_->data->Open(ctx, req, out);
   });
@@ -523,18 +532,20 @@ Result<OpenedFile> GatewayClient::open(const std::string& path, uint32_t flags, 
                     reply->judged()};
 }
 
-Result<OpenedFile> GatewayClient::create(const std::string& path, uint32_t flags,
-                                         uint32_t mode) const {
+Result<OpenedFile> GatewayClient::create(const std::string& path, uint32_t flags, uint32_t mode,
+                                         const Credentials* as_user) const {
   pb::OpenRequest req;
   req.set_ns(options_.ns);
   req.set_path(path);
   req.set_flags(flags);
   req.set_mode(mode);
+  set_credentials(as_user, req);
   auto reply = stubs_->call<pb::OpenReply>(options_, "Create", path, [&](auto* ctx, auto* out) {
     return stubs_->data->Create(ctx, req, out);
   });
   if (!reply) return Result<OpenedFile>::failure(reply.error());
-  OpenedFile opened{reply->handle(), from_proto(reply->attr()), std::nullopt};
+  OpenedFile opened{reply->handle(), from_proto(reply->attr()), std::nullopt, reply->attr_of_file(),
+                    reply->judged()};
   if (reply->has_parent_attr()) opened.parent_attr = from_proto(reply->parent_attr());
   return opened;
 }

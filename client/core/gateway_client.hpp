@@ -68,6 +68,8 @@ struct FileRef {
   // An asynchronous create's first call: the gateway creates the file under `handle` (fs.proto).
   bool create = false;
   uint32_t create_mode = 0;
+  // Opened for this user (open()'s as_user): a re-open by path is judged for it (fs.proto).
+  std::shared_ptr<const Credentials> as_user = nullptr;
 };
 
 struct OpenedFile {
@@ -77,7 +79,7 @@ struct OpenedFile {
   // `attr` are the opened file's own (its FSTAT at the gateway), as open(..., attrs_of_file) asks;
   // else a look at its path beside the open.
   bool attr_of_file = false;
-  bool judged = false;  // the open was judged for the user open(..., as_user) named
+  bool judged = false;  // the open was judged for the user open() or create() named (as_user)
 };
 
 // What the mount-time check found, so the caller can word the message for its user.
@@ -157,7 +159,9 @@ class GatewayClient {
   // at the gateway by the file opened (OpenRequest.as_user; EACCES).
   Result<OpenedFile> open(const std::string& path, uint32_t flags, bool attrs_of_file = false,
                           const Credentials* as_user = nullptr) const;
-  Result<OpenedFile> create(const std::string& path, uint32_t flags, uint32_t mode) const;
+  // `as_user`: as open()'s, for a file found at the name (OpenRequest.as_user).
+  Result<OpenedFile> create(const std::string& path, uint32_t flags, uint32_t mode,
+                            const Credentials* as_user = nullptr) const;
   // Returns fewer bytes than asked only at end of file. `whole_file`: see ReadRequest.whole_file.
   Result<std::string> read(const FileRef& file, uint64_t offset, uint32_t size,
                            bool whole_file = false) const;

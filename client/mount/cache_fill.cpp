@@ -199,7 +199,7 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd,
   // holds the file open (one open for all of a file's chunks).
   MountSession::FillHandle handle;
   if (fetch && !fetched) {
-    auto opened = mount.session->fill_handle(ino, path, mtime_ns, size);
+    auto opened = mount.session->fill_handle(ino, path, mtime_ns, size, f.access != nullptr);
     if (!opened && opened.error() == ESTALE)
       return err(path + " changed (the gateway's size or mtime differs)");
     if (!opened) return err("fill: open " + path + ": " + std::strerror(opened.error()));

@@ -34,7 +34,7 @@ std::string too_much_for_others() {
 std::string older_gateway() {
   return err(
       "the gateway does not answer the attributes of the files it read (an older gateway), by "
-      "which callers other than root are judged; upgrade it");
+      "which callers other than root and the mount's user are judged; upgrade it");
 }
 
 }  // namespace
@@ -175,15 +175,16 @@ std::string fetch_files(const FileFetchContext& mount, const std::string& args, 
       }
     }
     if (ask.empty()) continue;
-    // Judged by the attributes of the files read, for callers other than root.
-    auto got = mount.read_files(ask, static_cast<uint32_t>(max_bytes), peer.uid != 0);
+    // Callers who are not privileged are judged by the attributes of the files read (a name may
+    // lead to another file by the time it is read); others by those the gateway saw at the open.
+    auto got = mount.read_files(ask, static_cast<uint32_t>(max_bytes), !peer.privileged);
     if (!got) return err(std::string("the gateway's ReadFiles: ") + std::strerror(got.error()));
     for (std::size_t k = 0; k < ask.size(); ++k) {
       GatewayClient::WholeFile& f = (*got)[k];
       Answer& a = answers[index[k]];
       if (f.error != 0) {
         a.error = f.error;
-      } else if (peer.uid != 0 && !f.attr_of_file) {
+      } else if (!peer.privileged && !f.attr_of_file) {
         return older_gateway();
       } else if (!access.may_read(ask[k], f.attr)) {
         a.error = EACCES;

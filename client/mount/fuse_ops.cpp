@@ -353,7 +353,9 @@ void skein_statfs(fuse_req_t req, fuse_ino_t ino) {
 void skein_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                   fuse_file_info* fi) {
   MountSession& session = session_of(req);
-  auto created = session.create(parent, name, static_cast<uint32_t>(fi->flags), mode);
+  const std::optional<Credentials> judged = judged_caller(req);
+  auto created = session.create(parent, name, static_cast<uint32_t>(fi->flags), mode,
+                                judged ? &*judged : nullptr);
   if (!created) return (void)fuse_reply_err(req, created.error());
   fuse_entry_param e = to_entry_param(created->entry);
   fi->fh = reinterpret_cast<uint64_t>(created->file.get());

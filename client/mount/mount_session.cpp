@@ -53,7 +53,12 @@ FileRef MountSession::file_ref(InodeNumber ino, const FileHandle& file) const {
 
 // The same, for a call that leaves the gateway holding no handle (ReadRequest.whole_file).
 FileRef MountSession::unnamed_ref(InodeNumber ino, const FileHandle& file) const {
-  return FileRef{inodes_.last_path_of(ino).value_or(file.path), file.gw_handle, file.flags};
+  return FileRef{inodes_.last_path_of(ino).value_or(file.path),
+                 file.gw_handle,
+                 file.flags,
+                 false,
+                 0,
+                 file.judged};
 }
 
 // An entry for the kernel, cached as long as the cache policy allows for an operation that took
@@ -109,21 +114,26 @@ void MountSession::closed(InodeNumber ino) {
 }
 
 Result<MountSession::FillHandle> MountSession::fill_handle(InodeNumber ino, const std::string& path,
-                                                           int64_t mtime_ns, uint64_t size) {
+                                                           int64_t mtime_ns, uint64_t size,
+                                                           bool attrs_of_file) {
   using R = Result<FillHandle>;
   std::optional<FileRef> stale;
+  bool own = false;  // a kept handle without the attributes asked: one of its own, not kept
   {
     std::lock_guard lock(fill_mu_);
     if (auto it = fill_handles_.find(ino); it != fill_handles_.end()) {
-      if (it->second.mtime_ns == mtime_ns && it->second.size == size)
-        return FillHandle{it->second.ref.handle, true, it->second.attr};
-      stale = std::move(it->second.ref);  // another version's: released, and opened afresh
-      fill_handles_.erase(it);
+      if (it->second.mtime_ns == mtime_ns && it->second.size == size) {
+        if (!attrs_of_file || it->second.attr)
+          return FillHandle{it->second.ref.handle, true, it->second.attr};
+        own = true;
+      } else {
+        stale = std::move(it->second.ref);  // another version's: released, and opened afresh
+        fill_handles_.erase(it);
+      }
     }
   }
   if (stale) gateway_.release_async(*stale);
-  // With the file's own attributes: callers are judged by the file whose bytes they get.
-  auto opened = gateway_.open(path, O_RDONLY, true);
+  auto opened = gateway_.open(path, O_RDONLY, attrs_of_file);
   if (!opened) return R::failure(opened.error());
   FileRef ref{path, opened->handle, O_RDONLY};
   if (opened->attr.mtime_ns != mtime_ns || opened->attr.size != size) {
@@ -132,13 +142,15 @@ Result<MountSession::FillHandle> MountSession::fill_handle(InodeNumber ino, cons
   }
   const std::optional<FileAttr> attr =
       opened->attr_of_file ? std::optional<FileAttr>(opened->attr) : std::nullopt;
+  if (own) return FillHandle{ref.handle, false, attr};
   FillHandle theirs;
   {
     std::lock_guard lock(fill_mu_);
     if (!open_inodes_.is_open(ino)) return FillHandle{ref.handle, false, attr};
     auto [it, added] = fill_handles_.try_emplace(ino, KeptFillHandle{ref, mtime_ns, size, attr});
     if (added) return FillHandle{ref.handle, true, attr};
-    if (it->second.mtime_ns != mtime_ns || it->second.size != size)
+    if (it->second.mtime_ns != mtime_ns || it->second.size != size ||
+        (attrs_of_file && !it->second.attr))
       return FillHandle{ref.handle, false, attr};
     theirs = FillHandle{it->second.ref.handle, true, it->second.attr};
   }
@@ -649,21 +661,24 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags,
   file->gateway_knows.store(!deferred, std::memory_order_relaxed);
   if (deferred) file->deferred_size = opened->attr.size;
   file->data = data_.open(ino, gateway_, flags, opened->attr.size);
+  if (judged) file->judged = std::make_shared<const Credentials>(*judged);
   // Close-to-open: pages survive only if the file is as this mount's last open saw it, and the
   // kernel's attributes are dropped if the gateway's (fresh) ones differ from what it was told.
+  // A judged open keeps none: pages read through other handles, by path, may be another file's.
   auto decision = cache_.opened(ticket, ino, opened->attr.mtime_ns, opened->attr.size);
   if (!deferred && writes_done) cache_.server_attrs(ino, opened->attr, ticket, writes);
   open_inodes_.opened(ino, opened->attr);  // before the reply: a release may follow
-  return Opened{std::move(file), decision.keep_cache, decision.refresh_attrs};
+  return Opened{std::move(file), decision.keep_cache && !judged, decision.refresh_attrs};
 }
 
 Result<MountSession::Created> MountSession::create(InodeNumber parent, std::string_view name,
-                                                   uint32_t flags, uint32_t mode) {
+                                                   uint32_t flags, uint32_t mode,
+                                                   const Credentials* judged) {
   auto path = child_path(parent, name);
   if (!path) return Result<Created>::failure(path.error());
   // Only where the directory's attributes are current and let someone write (not a directory
   // the gateway synthesises, where a create is refused at once).
-  const auto dir = async_creates_ ? cache_.dir_attrs(parent) : std::nullopt;
+  const auto dir = async_creates_ && !judged ? cache_.dir_attrs(parent) : std::nullopt;
   if (dir && (dir->first.mode & 0222) && (flags & O_ACCMODE) == O_WRONLY && !(flags & O_EXCL)) {
     // Asynchronous: the kernel's lookup found no such name, so the file starts empty. Its
     // attributes are this mount's guess (the server's umask and owner may differ): the kernel
@@ -701,11 +716,16 @@ Result<MountSession::Created> MountSession::create(InodeNumber parent, std::stri
     return Created{Entry{ref, attr, 0}, std::move(file)};
   }
   const CachePolicy::Mutation mutation = cache_.begin_mutation(parent);
-  auto created = gateway_.create(*path, flags, mode & 07777);
+  auto created = gateway_.create(*path, flags, mode & 07777, judged);
   if (!created) {
     (void)made_nothing(parent, created.error());
     return Result<Created>::failure(created.error());
   }
+  if (judged && !created->judged)
+    spdlog::warn(
+        "create of {} by uid {} was not judged: the gateway does not judge users other than root "
+        "and the mount's own (an older gateway); upgrade it",
+        *path, judged->uid);
   cache_.name_added(parent, name);
   if (created->parent_attr) {
     cache_.post_op_attrs(parent, *created->parent_attr, mutation);
@@ -716,6 +736,7 @@ Result<MountSession::Created> MountSession::create(InodeNumber parent, std::stri
   if (S_ISREG(created->attr.mode)) cache_.made_file(entry.ref.ino, created->attr.uid);
   auto file = std::make_unique<FileHandle>(created->handle, flags, *path);
   file->data = data_.open(entry.ref.ino, gateway_, flags, created->attr.size);
+  if (judged) file->judged = std::make_shared<const Credentials>(*judged);
   open_inodes_.opened(entry.ref.ino, created->attr);  // before the reply: a release may follow
   return Created{entry, std::move(file)};
 }
@@ -831,8 +852,10 @@ void MountSession::drop_pending_create(InodeNumber ino, const FileHandle* file) 
 Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t offset,
                                     uint32_t size) {
   settle_creates();
-  // A small file this mount wrote whole, unchanged since (CachePolicy::whole_content).
-  if (auto content = cache_.whole_content(ino); content && data_.writes_idle(ino)) {
+  // A small file this mount wrote whole, or read ahead, unchanged since
+  // (CachePolicy::whole_content); not for a judged handle (FileHandle::judged).
+  if (auto content = file.judged ? nullptr : cache_.whole_content(ino);
+      content && data_.writes_idle(ino)) {
     ReadData out;
     if (offset < content->size()) {
       out.size = std::min<uint64_t>(size, content->size() - offset);

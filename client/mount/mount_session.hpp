@@ -54,6 +54,11 @@ struct FileHandle {
   uint32_t flags = 0;
   std::string path;  // at open; later calls use the inode's current path (renames move it)
   std::unique_ptr<DataPath::File> data;  // its read-ahead and write-behind
+  // Opened for this user, whom the mount does not trust, judged at the gateway by the file opened
+  // (MountSession::open), and at a re-open by path (FileRef.as_user): read only through its own
+  // gateway handle, never from contents the mount fetched by path (a directory's read-ahead),
+  // which may be of another file. Null for everyone else.
+  std::shared_ptr<const Credentials> judged;
   // False while the open is deferred and no call has named the handle yet: nothing to release.
   mutable std::atomic<bool> gateway_knows{true};
   // A deferred open's size of the file (from the attributes it was opened with): a first read of
@@ -186,7 +191,10 @@ class MountSession {
   // whose attributes are current and writable is answered without a call, when asynchronous
   // creates are on: the file is made at the gateway by the first write, or at the latest by
   // close(2), which returns the create's error. The kernel gets attributes it does not keep.
-  Result<Created> create(InodeNumber parent, std::string_view name, uint32_t flags, uint32_t mode);
+  // `judged`: as open()'s; such a create is never asynchronous, and a file found at the name is
+  // opened only as the user's open of it would be judged (OpenRequest.as_user).
+  Result<Created> create(InodeNumber parent, std::string_view name, uint32_t flags, uint32_t mode,
+                         const Credentials* judged = nullptr);
   void set_async_creates(bool on) { async_creates_ = on; }
   // An open or create whose reply never reached the kernel: no release will come for it.
   void open_not_received(InodeNumber ino, std::unique_ptr<FileHandle> file);
@@ -229,16 +237,17 @@ class MountSession {
   // open at the gateway, not one per chunk; it is released at the inode's last close, or when a
   // fetch finds another version. `kept` false: not kept (the inode is not open here); the caller
   // releases it after its fetch. ESTALE: the gateway's size or mtime is not `size`/`mtime_ns`.
-  // `attr`: the attributes of the file the handle opened (its own, asked with the open: the path
-  // may have led to another file by then), by which a caller's permission is judged; nullopt
-  // from a gateway that gives only a look at the path.
+  // `attrs_of_file`: `attr` are to be the attributes of the file the handle opened (its own,
+  // asked with the open: the path may have led to another file by then), by which a caller who is
+  // not privileged is judged; nullopt from a gateway that gives only a look at the path. A kept
+  // handle opened without them does not serve such a caller: it gets one of its own, not kept.
   struct FillHandle {
     uint64_t handle = 0;
     bool kept = false;
     std::optional<FileAttr> attr;
   };
   Result<FillHandle> fill_handle(InodeNumber ino, const std::string& path, int64_t mtime_ns,
-                                 uint64_t size);
+                                 uint64_t size, bool attrs_of_file);
 
  private:
   Result<std::string> path_of(InodeNumber ino) const;

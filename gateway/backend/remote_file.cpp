@@ -152,6 +152,10 @@ Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
     std::lock_guard lock(mu_);
     Handle& h = handles_[slot];
     if (!h.handle.empty() && h.conn == *conn) return h;
+    if (pinned_) {
+      if (auto live = live_handle_locked()) return *live;
+      return R::failure(ESTALE);
+    }
     rel = rel_;
     epoch = epoch_;
   }
@@ -208,15 +212,23 @@ size_t slot_for_run(uint64_t run, size_t slots) {
   return static_cast<size_t>(sum % slots);
 }
 
+void RemoteFile::pin_to_open_handles() {
+  std::lock_guard lock(mu_);
+  pinned_ = true;
+}
+
 Result<SharedBytes> RemoteFile::read(uint64_t offset, uint32_t size) {
   // Keyed by the server's path and the pool: views of one backend share their fetches too.
   std::string rel;
   uint64_t epoch = 0;
+  bool pinned = false;
   {
     std::lock_guard lock(mu_);
+    pinned = pinned_;
     rel = rel_;
     epoch = epoch_;
   }
+  if (pinned) return fetch(offset, size);
   return ReadCollapser::shared().read(&backend_->pool(), backend_->remote_path(rel), epoch, offset,
                                       size, [&] { return fetch(offset, size); });
 }

@@ -71,6 +71,9 @@ class RemoteFile final : public BackendFile {
   // than another rename): the file opens nothing by path from then on, and its reads are shared
   // with no other file's.
   void renamed(std::string new_rel) override;
+  // handle_on() then answers a live handle of another slot (or ESTALE when none is), and reads
+  // go to the server without ReadCollapser.
+  void pin_to_open_handles() override;
 
  private:
   struct Handle {
@@ -112,6 +115,7 @@ class RemoteFile final : public BackendFile {
   mutable std::mutex mu_;  // guards rel_, epoch_, handles_, users_ and closing_
   std::string rel_;
   uint64_t epoch_ = 0;   // of rel_ when the file was opened there (PathEpochs)
+  bool pinned_ = false;  // pin_to_open_handles()
   std::string counted_;  // the server path PathEpochs counts the file open at; "" if none
   int flags_;
   std::vector<Handle> handles_;  // by slot; empty handle string = not open

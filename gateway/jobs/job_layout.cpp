@@ -20,29 +20,63 @@ sftp::Attrs with_owner(sftp::Attrs a, uint32_t uid, uint32_t gid) {
   return a;
 }
 
-// A handle open for writing: what its writes add to the file's size, and what its truncations
-// add or give back, is counted against the quota before the request goes out (once per name of
-// the file, LinkNames). The attributes it reports carry the job's owner, as every other answer of
-// the layout does.
-class CountedFile final : public OpenFile {
+// A handle of a job's file: the attributes it reports carry the job's owner, as every other
+// answer of the layout does (a caller judged by the attributes of the file it opened is judged by
+// the owner the kernel was shown). Open for reading only, it is all there is to the handle.
+class OwnedFile : public OpenFile {
  public:
-  CountedFile(std::shared_ptr<OpenFile> inner, std::shared_ptr<OpenSizes::Cell> cell,
-              std::shared_ptr<Quota> quota, std::shared_ptr<LinkNames> links, uint32_t uid,
-              uint32_t gid, bool append)
-      : inner_(std::move(inner)),
-        cell_(std::move(cell)),
-        quota_(std::move(quota)),
-        links_(std::move(links)),
-        uid_(uid),
-        gid_(gid),
-        append_(append) {}
+  OwnedFile(std::shared_ptr<OpenFile> inner, uint32_t uid, uint32_t gid)
+      : inner_(std::move(inner)), uid_(uid), gid_(gid) {}
 
   const std::shared_ptr<OpenFile>& inner() const { return inner_; }
-  const std::shared_ptr<OpenSizes::Cell>& cell() const { return cell_; }
 
   Result<SharedBytes> read(uint64_t offset, uint32_t size) override {
     return inner_->read(offset, size);
   }
+  Result<ReadWithAttrs> read_reporting_attrs(uint64_t offset, uint32_t size) override {
+    auto r = inner_->read_reporting_attrs(offset, size);
+    if (r) r->attrs = owned(r->attrs);
+    return r;
+  }
+  Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override {
+    return inner_->write(offset, data);  // refused by the server: the file is open for reading
+  }
+  Status fsync() override { return inner_->fsync(); }
+  Status truncate(uint64_t size) override { return inner_->truncate(size); }
+  Result<sftp::Attrs> fstat() override {
+    auto a = inner_->fstat();
+    if (a) *a = owned(*a);
+    return a;
+  }
+  Status close() override { return inner_->close(); }
+  std::string rel_path() const override { return inner_->rel_path(); }
+  void renamed(std::string new_rel) override { inner_->renamed(std::move(new_rel)); }
+  void pin_to_open_handles() override { inner_->pin_to_open_handles(); }
+
+ protected:
+  sftp::Attrs owned(const sftp::Attrs& a) const { return with_owner(a, uid_, gid_); }
+
+  std::shared_ptr<OpenFile> inner_;
+
+ private:
+  uint32_t uid_, gid_;
+};
+
+// A handle open for writing: what its writes add to the file's size, and what its truncations
+// add or give back, is counted against the quota before the request goes out (once per name of
+// the file, LinkNames). The attributes it reports carry the job's owner (OwnedFile).
+class CountedFile final : public OwnedFile {
+ public:
+  CountedFile(std::shared_ptr<OpenFile> inner, std::shared_ptr<OpenSizes::Cell> cell,
+              std::shared_ptr<Quota> quota, std::shared_ptr<LinkNames> links, uint32_t uid,
+              uint32_t gid, bool append)
+      : OwnedFile(std::move(inner), uid, gid),
+        cell_(std::move(cell)),
+        quota_(std::move(quota)),
+        links_(std::move(links)),
+        append_(append) {}
+
+  const std::shared_ptr<OpenSizes::Cell>& cell() const { return cell_; }
 
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override {
     auto charge = count_write(offset, data.size());
@@ -84,19 +118,7 @@ class CountedFile final : public OpenFile {
     return st;
   }
 
-  Status fsync() override { return inner_->fsync(); }
-  Result<sftp::Attrs> fstat() override {
-    auto a = inner_->fstat();
-    if (a) *a = owned(*a);
-    return a;
-  }
-  Status close() override { return inner_->close(); }
-  std::string rel_path() const override { return inner_->rel_path(); }
-  void renamed(std::string new_rel) override { inner_->renamed(std::move(new_rel)); }
-
  private:
-  sftp::Attrs owned(const sftp::Attrs& a) const { return with_owner(a, uid_, gid_); }
-
   // A change of the file's size, as counted: the size before and after, and the bytes taken.
   struct Charge {
     uint64_t before = 0, after = 0, bytes = 0;
@@ -136,11 +158,9 @@ class CountedFile final : public OpenFile {
     return ok_status();
   }
 
-  std::shared_ptr<OpenFile> inner_;
   std::shared_ptr<OpenSizes::Cell> cell_;
   std::shared_ptr<Quota> quota_;
   std::shared_ptr<LinkNames> links_;
-  const uint32_t uid_, gid_;
   const bool append_;  // opened O_APPEND: writes land at the file's end
 };
 
@@ -196,7 +216,8 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
   rest.uid.reset();
   rest.gid.reset();
   auto* counted_file = dynamic_cast<CountedFile*>(open);
-  OpenFile* inner_open = counted_file ? counted_file->inner().get() : open;
+  auto* owned_file = dynamic_cast<OwnedFile*>(open);
+  OpenFile* inner_open = owned_file ? owned_file->inner().get() : open;
   int64_t taken = 0;    // bytes taken for a growing truncation, given back if it fails
   uint64_t giving = 0;  // bytes a shrinking one gives back once it is done
   std::shared_ptr<OpenSizes::Cell> sized;  // the cell set to the new size, and what it was
@@ -370,7 +391,7 @@ Result<std::shared_ptr<OpenFile>> JobLayout::open(const std::string& rel, int fl
   auto f = inner_->open(rel, flags);
   if (!f) return f;
   if (truncated_from) quota_->give_bytes(*truncated_from * links_->names(rel));
-  if (!writes(flags)) return f;
+  if (!writes(flags)) return std::shared_ptr<OpenFile>(std::make_shared<OwnedFile>(*f, uid_, gid_));
   return counted(*f, rel, truncated_from ? std::optional<uint64_t>(0) : std::nullopt, flags);
 }
 

@@ -111,6 +111,11 @@ class OpenFile {
   // The file's path relative to its mount, and its update after a rename.
   virtual std::string rel_path() const = 0;
   virtual void renamed(std::string new_rel) = 0;
+  // From now on the file reads and writes only through the handles it has open, never through
+  // one opened by its path again nor sharing a read made through another file's (RemoteFile): a
+  // file judged by its own attributes for a user the gateway does not trust
+  // (OpenRequest.as_user), whose path may lead to another file before the gateway hears of it.
+  virtual void pin_to_open_handles() {}
 };
 
 // The whole of `file`, opened with attributes `attrs`, if it is a regular file of at most

@@ -291,6 +291,7 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
     return R::failure(error);
   };
   if (attrs_of_file || as_user) {
+    f->file->pin_to_open_handles();  // the file judged is the one read and written
     auto own = f->file->fstat();
     if (!own) return fail(own.error());
     f->attrs = *own;
@@ -308,7 +309,18 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
 }
 
 Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int flags, uint32_t mode,
-                                                std::string_view mount) {
+                                                std::string_view mount,
+                                                const Credentials* as_user) {
+  if (as_user && !(flags & O_EXCL)) {
+    // A new file, or the file found at the name judged as the user's open of it would be; a few
+    // times while it comes and goes.
+    for (int attempt = 0;; ++attempt) {
+      auto made = create(vpath, flags | O_EXCL, mode, mount);
+      if (made || made.error() != EEXIST) return made;
+      auto found = open(vpath, flags & ~(O_CREAT | O_EXCL), mount, true, as_user);
+      if (found || found.error() != ENOENT || attempt == 2) return found;
+    }
+  }
   auto c = create_at(locate(vpath), vpath, flags, mode);
   if (!c) return Result<Opened>::failure(c.error());
   return Opened{register_file(c->file, mount), c->attrs, c->parent_attrs};
@@ -323,7 +335,8 @@ Result<Created> NamespaceFs::create_at(const Located& at, const std::string& vpa
 
 Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::string& vpath,
                                                     int flags, const CreateAtFirstUse* create,
-                                                    std::string_view mount) {
+                                                    std::string_view mount,
+                                                    const Credentials* as_user) {
   using R = Result<std::shared_ptr<OpenFile>>;
   auto t = locate(vpath);
   std::promise<R> opening;
@@ -352,7 +365,7 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   // not reached it), the application's O_TRUNC is lost and a longer file keeps its tail.
   R r = R::failure(EIO);
   if (!create) {
-    r = reopen(t, flags);
+    r = reopen(t, flags, as_user);
   } else if (auto made = create_at(t, vpath, flags & ~O_TRUNC, create->mode); !made) {
     r = R::failure(made.error());
   } else {
@@ -370,10 +383,23 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   return r;
 }
 
-Result<std::shared_ptr<OpenFile>> NamespaceFs::reopen(const Located& at, int flags) {
+Result<std::shared_ptr<OpenFile>> NamespaceFs::reopen(const Located& at, int flags,
+                                                      const Credentials* as_user) {
   using R = Result<std::shared_ptr<OpenFile>>;
   if (!at.mount) return R::failure(ENOENT);
-  auto f = at.mount->layout->open(at.rel, flags & ~(O_CREAT | O_EXCL | O_TRUNC));
+  flags &= ~(O_CREAT | O_EXCL | O_TRUNC);
+  auto f = at.mount->layout->open(at.rel, flags);
+  if (f && as_user) {
+    // Judged as the open it stands for was: the name may lead to another file by now.
+    (*f)->pin_to_open_handles();
+    auto own = (*f)->fstat();
+    const bool may = own && may_access(own->permissions, own->uid, own->gid, as_user->uid,
+                                       as_user->gid, as_user->groups, access_bits_of_open(flags));
+    if (!may) {
+      (void)(*f)->close();
+      return R::failure(own ? EACCES : own.error());
+    }
+  }
   if (f) return std::move(*f);
   // The client holds the file open: not found while one of its servers is down means it is on
   // that server, out of reach, not gone.

@@ -81,8 +81,10 @@ class NamespaceFs {
   // an O_TRUNC truncates through the handle (OpenRequest.as_user).
   Result<Opened> open(const std::string& vpath, int flags, std::string_view mount = {},
                       bool attrs_of_file = false, const Credentials* as_user = nullptr);
+  // `as_user`: a new file is made (O_EXCL), and one found at the name (no O_EXCL asked: put there
+  // since the kernel's lookup found none) is opened only as open() with `as_user` would.
   Result<Opened> create(const std::string& vpath, int flags, uint32_t mode,
-                        std::string_view mount = {});
+                        std::string_view mount = {}, const Credentials* as_user = nullptr);
   // `create` (a mount's asynchronous create, FileRef.create): a handle not held here is made by
   // creating the file, as create() would, under that handle; `made` then gets its attributes
   // (and the directory's, when known). A held handle is the file as it is.
@@ -90,9 +92,12 @@ class NamespaceFs {
     uint32_t mode = 0;
     std::optional<Opened>* made = nullptr;
   };
+  // `as_user` (FileRef.as_user): a handle not held here is re-opened only as open() with it
+  // would open the file.
   Result<std::shared_ptr<OpenFile>> file(uint64_t handle, const std::string& vpath, int flags,
                                          const CreateAtFirstUse* create = nullptr,
-                                         std::string_view mount = {});
+                                         std::string_view mount = {},
+                                         const Credentials* as_user = nullptr);
   // For a mount's read of a whole file it opened without a call: the open file `handle` names if
   // the gateway holds it (`just_opened` false), else `vpath` opened for reading for this one use
   // and not kept (`just_opened` true: the caller closes it).
@@ -150,7 +155,9 @@ class NamespaceFs {
   sftp::Attrs synthetic_dir_attrs() const;
   uint64_t register_file(std::shared_ptr<OpenFile> file, std::string_view mount);
   // Opens `at` by path for a handle the gateway does not hold: never creating or truncating.
-  Result<std::shared_ptr<OpenFile>> reopen(const Located& at, int flags);
+  // `as_user`: judged by the file opened, as open() with it (FileRef.as_user).
+  Result<std::shared_ptr<OpenFile>> reopen(const Located& at, int flags,
+                                           const Credentials* as_user = nullptr);
   // The create of create() and of an asynchronous create's first use: refused in a synthesised
   // directory, made by the mount's layout.
   Result<Created> create_at(const Located& at, const std::string& vpath, int flags, uint32_t mode);

@@ -85,6 +85,10 @@ class StripedFile final : public OpenFile {
   Status close() override;
   std::string rel_path() const override;
   void renamed(std::string new_rel) override;
+  void pin_to_open_handles() override {
+    for (auto& p : parts_)
+      if (p) p->pin_to_open_handles();
+  }
 
   // The logical size now, from the size of every part.
   Result<uint64_t> logical_size();

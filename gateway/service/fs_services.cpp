@@ -367,16 +367,21 @@ grpc::Status NamespaceService::statfs(grpc::ServerContextBase* ctx, const v1::Pa
 
 // --- Data --------------------------------------------------------------------------------------
 
+namespace {
+// OpenRequest.as_user, if given.
+std::optional<Credentials> credentials_of(const v1::OpenRequest& req) {
+  if (!req.has_as_user()) return std::nullopt;
+  const v1::Credentials& c = req.as_user();
+  return Credentials{c.uid(), c.gid(), {c.groups().begin(), c.groups().end()}};
+}
+}  // namespace
+
 grpc::Status DataService::open(grpc::ServerContextBase* ctx, const v1::OpenRequest* req,
                                v1::OpenReply* reply) {
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  std::optional<Credentials> as_user;
-  if (req->has_as_user()) {
-    const v1::Credentials& c = req->as_user();
-    as_user = Credentials{c.uid(), c.gid(), {c.groups().begin(), c.groups().end()}};
-  }
+  const std::optional<Credentials> as_user = credentials_of(*req);
   auto r = t->ns->open(t->path, static_cast<int>(req->flags()), mount_id_of(ctx),
                        req->attrs_of_file(), as_user ? &*as_user : nullptr);
   if (!r) {
@@ -397,7 +402,9 @@ grpc::Status DataService::create(grpc::ServerContextBase* ctx, const v1::OpenReq
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  auto r = t->ns->create(t->path, static_cast<int>(req->flags()), req->mode(), mount_id_of(ctx));
+  const std::optional<Credentials> as_user = credentials_of(*req);
+  auto r = t->ns->create(t->path, static_cast<int>(req->flags()), req->mode(), mount_id_of(ctx),
+                         as_user ? &*as_user : nullptr);
   if (!r) {
     reply->set_error(r.error());
     return grpc::Status::OK;
@@ -406,6 +413,7 @@ grpc::Status DataService::create(grpc::ServerContextBase* ctx, const v1::OpenReq
   reply->set_handle(r->handle);
   fill_attr(r->attrs, reply->mutable_attr());
   if (r->parent_attrs) fill_attr(*r->parent_attrs, reply->mutable_parent_attr());
+  reply->set_judged(as_user.has_value());
   return grpc::Status::OK;
 }
 
@@ -433,10 +441,16 @@ std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, InvalidationBr
   bool just_opened = false;
   std::optional<NamespaceFs::Opened> made;
   const NamespaceFs::CreateAtFirstUse create{ref.create_mode() & 07777, &made};
-  auto f = one_read && (ref.flags() & O_ACCMODE) == O_RDONLY
+  std::optional<Credentials> as_user;
+  if (ref.has_as_user())
+    as_user = Credentials{ref.as_user().uid(),
+                          ref.as_user().gid(),
+                          {ref.as_user().groups().begin(), ref.as_user().groups().end()}};
+  auto f = one_read && (ref.flags() & O_ACCMODE) == O_RDONLY && !as_user
                ? t->ns->file_for_one_read(ref.handle(), t->path, just_opened)
                : t->ns->file(ref.handle(), t->path, static_cast<int>(ref.flags()),
-                             ref.create() ? &create : nullptr, mount_id_of(ctx));
+                             ref.create() ? &create : nullptr, mount_id_of(ctx),
+                             as_user ? &*as_user : nullptr);
   if (!f) {
     err = f.error();
     return nullptr;

@@ -404,7 +404,8 @@ TEST_F(Security, AWholeFileReadByPathNeedsTheTokenAndFollowsNoSymlink) {
 // (OpenRequest.as_user). The gateway judges that open by the file it opened, as the kernel would
 // judge the user's open(2): read and write by owner, group (also a supplementary one) and others;
 // O_TRUNC needs write, and a refused open truncates nothing. The answer's attributes are the
-// opened file's own.
+// opened file's own. A create makes a new file, and opens a file it finds at the name (put there
+// since the kernel's lookup) only as such an open.
 TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
   constexpr uint32_t kNobody = 65534;
   const std::string kept(3000, 'k');
@@ -425,11 +426,13 @@ TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
     req.set_ns("default");
     req.set_path(vpath(rel));
     req.set_flags(flags);
+    req.set_mode(0644);
     req.mutable_as_user()->set_uid(kNobody);
     req.mutable_as_user()->set_gid(kNobody);
     for (uint32_t g : groups) req.mutable_as_user()->add_groups(g);
     pb::OpenReply reply;
-    EXPECT_TRUE(data_->Open(&ctx, req, &reply).ok());
+    const bool create = (flags & O_CREAT) != 0;
+    EXPECT_TRUE((create ? data_->Create(&ctx, req, &reply) : data_->Open(&ctx, req, &reply)).ok());
     return reply;
   };
   pb::OpenReply r = open_as("roots", O_RDONLY);
@@ -451,7 +454,48 @@ TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
   EXPECT_EQ(r.error(), 0);
   EXPECT_EQ(r.attr().size(), 0u);
   EXPECT_EQ(read_file(server("nobodys")), "") << "the owner's O_TRUNC did not truncate";
+  // Creates: a file found at the name is judged; a new one is made.
+  constexpr uint32_t kCreate = O_WRONLY | O_CREAT | O_TRUNC;
+  EXPECT_EQ(open_as("roots", kCreate).error(), EACCES);
+  EXPECT_EQ(read_file(server("roots")), kept) << "a refused create truncated the file";
+  ASSERT_TRUE(write_file(server("nobodys"), "nobody's own\n"));
+  r = open_as("nobodys", kCreate);
+  EXPECT_EQ(r.error(), 0);
+  EXPECT_TRUE(r.judged());
+  EXPECT_EQ(read_file(server("nobodys")), "") << "the owner's create did not truncate";
+  r = open_as("new-one", kCreate);
+  EXPECT_EQ(r.error(), 0);
+  EXPECT_TRUE(r.judged());
+  EXPECT_TRUE(exists(server("new-one")));
+  EXPECT_EQ(open_as("roots", kCreate | O_EXCL).error(), EEXIST);
+  // A handle the gateway does not hold (as after its restart) is re-opened by path only as the
+  // judged open would be: FileRef.as_user.
+  auto read_as = [&](const std::string& rel, bool as_nobody, pb::ReadReply& reply) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::ReadRequest req;
+    req.mutable_file()->set_ns("default");
+    req.mutable_file()->set_path(vpath(rel));
+    req.mutable_file()->set_handle(0x5eed0000ULL + (as_nobody ? 1 : 2));  // never handed out
+    req.mutable_file()->set_flags(O_RDONLY);
+    if (as_nobody) {
+      req.mutable_file()->mutable_as_user()->set_uid(kNobody);
+      req.mutable_file()->mutable_as_user()->set_gid(kNobody);
+    }
+    req.set_size(4096);
+    return data_->Read(&ctx, req, &reply);
+  };
+  pb::ReadReply got;
+  ASSERT_TRUE(read_as("roots", true, got).ok());
+  EXPECT_EQ(got.error(), EACCES);
+  EXPECT_TRUE(got.data().empty()) << "root's file was read for nobody through a re-open";
+  got.Clear();
+  ASSERT_TRUE(read_as("public", true, got).ok());
+  EXPECT_EQ(got.data(), "public\n");
   // Without as_user, the token alone opens anything in the export, as before.
+  got.Clear();
+  ASSERT_TRUE(read_as("roots", false, got).ok());
+  EXPECT_EQ(got.data(), kept);
   r = open(vpath("roots"), O_RDONLY);
   EXPECT_EQ(r.error(), 0);
   EXPECT_FALSE(r.judged());
@@ -462,7 +506,8 @@ TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
 // same size and mtime is swapped in and out under the name (renameat2's RENAME_EXCHANGE on the
 // server, over and over, as a user who may write the directory could do through any mount) while
 // the user opens, reads, truncates and writes the name through the shared mount. Not one byte of
-// the private file is read, and it is never truncated nor written.
+// the private file is read, and it is never truncated nor written; the user's creates of its own
+// files (judged at the gateway too) still work.
 TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
   constexpr uid_t kNobody = SwappingFiles::kNobody;
   constexpr std::size_t kSize = 4096;
@@ -476,10 +521,15 @@ TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
   const pid_t child = ::fork();
   if (child == 0) {
     ::close(fds[0]);
-    int leaks = 0, reads = 0, writes = 0;
+    int leaks = 0, reads = 0, writes = 0, made = 0;
     if (::setgroups(0, nullptr) == 0 && ::setgid(kNobody) == 0 && ::setuid(kNobody) == 0) {
       char buf[kSize];
       const std::string mine(kSize, 'p');
+      // A file of its own, made through the mount (a create the gateway judges).
+      if (const int fd = ::open((name + "-made").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+          fd >= 0) {
+        made = ::write(fd, "made", 4) == 4 && ::close(fd) == 0;
+      }
       const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(8);
       while (std::chrono::steady_clock::now() < end) {
         if (const int fd = ::open(name.c_str(), O_RDONLY); fd >= 0) {
@@ -495,7 +545,7 @@ TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
       }
     }
     char out[64];
-    const int len = std::snprintf(out, sizeof out, "%d %d %d", leaks, reads, writes);
+    const int len = std::snprintf(out, sizeof out, "%d %d %d %d", leaks, reads, writes, made);
     const bool ok = ::write(fds[1], out, static_cast<std::size_t>(len)) == len;
     ::_exit(ok ? 0 : 1);
   }
@@ -507,8 +557,10 @@ TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
   ::waitpid(child, &status, 0);
   files.stop();
   ASSERT_GT(n, 0);
-  int leaks = -1, reads = -1, writes = -1;
-  ASSERT_EQ(std::sscanf(got, "%d %d %d", &leaks, &reads, &writes), 3) << got;
+  int leaks = -1, reads = -1, writes = -1, made = -1;
+  ASSERT_EQ(std::sscanf(got, "%d %d %d %d", &leaks, &reads, &writes, &made), 4) << got;
+  EXPECT_EQ(made, 1) << "nobody could not make a file of its own";
+  EXPECT_EQ(read_file(files.pub + "-made"), "made");
   EXPECT_EQ(leaks, 0) << got << "; " << files.swaps() << " swaps";
   EXPECT_TRUE(read_file(files.roots()) == std::string(kSize, 'S'))
       << "root's file was truncated or written; " << files.swaps() << " swaps";
@@ -516,7 +568,7 @@ TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
   EXPECT_GT(files.swaps(), 100);
   EXPECT_GT(reads, 10) << got;
   EXPECT_GT(writes, 10) << got;
-  std::cout << "swapped " << files.swaps() << " times; leaks, reads, writes: " << got << "\n";
+  std::cout << "swapped " << files.swaps() << " times; leaks, reads, writes, made: " << got << "\n";
 }
 
 TEST_F(Security, ReadFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {

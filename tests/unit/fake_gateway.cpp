@@ -259,6 +259,7 @@ class FakeGateway::Data final : public pb::Data::Service {
       node->data.clear();
       node->mtime_ns = gw_.tick_locked();
     }
+    reply->set_attr_of_file(req->attrs_of_file());  // a node is its file: asked, it is so
     return opened(req->path(), node, reply);
   }
 

@@ -124,7 +124,7 @@ std::vector<Line> lines_of(const std::string& answer, std::size_t n) {
   });
 }
 
-const ControlPeer kRoot{1, 0, 0};
+const ControlPeer kRoot{1, 0, 0, true};  // root is always privileged
 
 TEST(FileFetchTest, WritesEachFileAfterTheListAndSaysWhere) {
   FakeMount mount;
@@ -206,7 +206,8 @@ TEST(FileFetchTest, AGatewayThatDoesNotAnswerTheFilesOwnAttributesServesOnlyRoot
   const std::string args = "4096 " + std::to_string(buf.list_length);
   EXPECT_EQ(fetch_files(mount.context(), args, buf.fd, {::getpid(), 1000, 1000}),
             "error: fetch-files: the gateway does not answer the attributes of the files it read "
-            "(an older gateway), by which callers other than root are judged; upgrade it\n");
+            "(an older gateway), by which callers other than root and the mount's user are judged; "
+            "upgrade it\n");
   auto lines = lines_of(fetch_files(mount.context(), args, buf.fd, kRoot), 1);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].error, 0);

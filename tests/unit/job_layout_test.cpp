@@ -67,6 +67,26 @@ TEST(JobLayout, EveryFileShowsTheJobsOwner) {
   if (w->attrs) {
     EXPECT_EQ(w->attrs->uid, 1234u);
   }
+  // An open for reading too, and the attributes of what it read, and whole files read together:
+  // other users are judged by them (OpenRequest.as_user, ReadFilesRequest.attrs_of_files).
+  auto r = j.layout->open("/f", O_RDONLY);
+  ASSERT_TRUE(r);
+  auto ra = (*r)->fstat();
+  ASSERT_TRUE(ra);
+  EXPECT_EQ(ra->uid, 1234u);
+  EXPECT_EQ(ra->gid, 567u);
+  auto read = (*r)->read_reporting_attrs(0, 16);
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->data.size(), 3u);
+  EXPECT_EQ(read->attrs.uid, 1234u);
+  EXPECT_EQ(read->attrs.gid, 567u);
+  for (bool attrs_of_files : {false, true}) {
+    auto whole = j.layout->read_whole_files({"/f"}, 16, attrs_of_files);
+    ASSERT_EQ(whole.size(), 1u);
+    ASSERT_TRUE(whole[0]) << attrs_of_files;
+    EXPECT_EQ(whole[0]->attrs.uid, 1234u) << attrs_of_files;
+    EXPECT_EQ(whole[0]->attrs.gid, 567u) << attrs_of_files;
+  }
 }
 
 TEST(JobLayout, AChownToAnybodyElseIsRefusedAndToTheOwnerIsANoOp) {

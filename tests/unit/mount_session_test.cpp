@@ -57,6 +57,26 @@ class MountSessionTest : public ::testing::Test {
     return opened ? std::move(opened->file) : nullptr;
   }
 
+  // A file "/f", looked up and held open for reading as a fill's caller holds it, with the
+  // version its open saw (no file on failure).
+  struct HeldForFill {
+    InodeNumber ino = 0;
+    int64_t mtime = 0;
+    uint64_t size = 0;
+    std::unique_ptr<FileHandle> file;
+  };
+  HeldForFill open_to_fill() {
+    gw.put_file("/f", "contents");
+    HeldForFill f;
+    f.ino = looked_up("f");
+    auto attrs = session.getattr(f.ino);
+    if (!attrs) return f;
+    f.mtime = attrs->attr.mtime_ns;
+    f.size = attrs->attr.size;
+    f.file = opened(f.ino, O_RDONLY);
+    return f;
+  }
+
   // Asynchronous creates on, the Watch stream healthy and the root's attributes current: what
   // the mount needs to answer a create in the root itself.
   void async_creates_in_root() {
@@ -1223,22 +1243,17 @@ TEST_F(MountSessionTest, AnAsynchronousCreateTheKernelNeverReceivedMakesNothing)
 // open here: opened at the first, released at the last close, and opened afresh for another
 // version.
 TEST_F(MountSessionTest, AFileFilledChunkByChunkIsOpenedAtTheGatewayOnce) {
-  gw.put_file("/f", "contents");
-  const InodeNumber ino = looked_up("f");
-  auto attrs = session.getattr(ino);
-  ASSERT_TRUE(attrs);
-  const int64_t mtime = attrs->attr.mtime_ns;
-  const uint64_t size = attrs->attr.size;
-  auto file = opened(ino, O_RDONLY);
+  HeldForFill held = open_to_fill();
+  auto& [ino, mtime, size, file] = held;
   ASSERT_TRUE(file);
   gw.reset_calls();
   const std::size_t before = gw.open_handles();
 
-  auto first = session.fill_handle(ino, "/f", mtime, size);
+  auto first = session.fill_handle(ino, "/f", mtime, size, false);
   ASSERT_TRUE(first);
   EXPECT_TRUE(first->kept);
   for (int chunk = 1; chunk < 8; ++chunk) {
-    auto next = session.fill_handle(ino, "/f", mtime, size);
+    auto next = session.fill_handle(ino, "/f", mtime, size, false);
     ASSERT_TRUE(next);
     EXPECT_EQ(next->handle, first->handle);
   }
@@ -1246,8 +1261,8 @@ TEST_F(MountSessionTest, AFileFilledChunkByChunkIsOpenedAtTheGatewayOnce) {
   EXPECT_EQ(gw.open_handles(), before + 1);
 
   // A fetch for a version the gateway does not have: refused, and the kept handle goes.
-  EXPECT_EQ(session.fill_handle(ino, "/f", mtime + 1, size).error(), ESTALE);
-  auto again = session.fill_handle(ino, "/f", mtime, size);
+  EXPECT_EQ(session.fill_handle(ino, "/f", mtime + 1, size, false).error(), ESTALE);
+  auto again = session.fill_handle(ino, "/f", mtime, size, false);
   ASSERT_TRUE(again);
   EXPECT_EQ(gw.calls("Open"), 3);
 
@@ -1257,11 +1272,47 @@ TEST_F(MountSessionTest, AFileFilledChunkByChunkIsOpenedAtTheGatewayOnce) {
   for (int i = 0; i < 200 && gw.open_handles() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(gw.open_handles(), 0u);
-  auto unkept = session.fill_handle(ino, "/f", mtime, size);
+  auto unkept = session.fill_handle(ino, "/f", mtime, size, false);
   ASSERT_TRUE(unkept);
   EXPECT_FALSE(unkept->kept);
   EXPECT_TRUE(gateway.release(FileRef{"/f", unkept->handle, O_RDONLY}));
   EXPECT_EQ(gw.open_handles(), 0u);
+}
+
+// A caller who is not privileged is judged by the attributes of the file the handle opened
+// (OpenRequest.attrs_of_file). A handle kept for privileged callers, opened without them, does not
+// serve it: it gets one of its own, not kept. One kept with them serves every caller.
+TEST_F(MountSessionTest, AFillHandleForAJudgedCallerCarriesTheAttributesOfTheFileItOpened) {
+  HeldForFill held = open_to_fill();
+  auto& [ino, mtime, size, file] = held;
+  ASSERT_TRUE(file);
+  gw.reset_calls();
+
+  auto plain = session.fill_handle(ino, "/f", mtime, size, false);
+  ASSERT_TRUE(plain);
+  EXPECT_TRUE(plain->kept);
+  EXPECT_FALSE(plain->attr);
+  auto judged = session.fill_handle(ino, "/f", mtime, size, true);
+  ASSERT_TRUE(judged);
+  EXPECT_FALSE(judged->kept);
+  EXPECT_NE(judged->handle, plain->handle);
+  ASSERT_TRUE(judged->attr);
+  EXPECT_EQ(judged->attr->size, size);
+  EXPECT_TRUE(gateway.release(FileRef{"/f", judged->handle, O_RDONLY}));
+  EXPECT_EQ(session.fill_handle(ino, "/f", mtime, size, false)->handle, plain->handle);
+  EXPECT_EQ(gw.calls("Open"), 2);
+  session.release(ino, std::move(file));
+
+  // Kept with the attributes: every caller's.
+  file = opened(ino, O_RDONLY);
+  ASSERT_TRUE(file);
+  auto with = session.fill_handle(ino, "/f", mtime, size, true);
+  ASSERT_TRUE(with);
+  EXPECT_TRUE(with->kept);
+  ASSERT_TRUE(with->attr);
+  EXPECT_EQ(session.fill_handle(ino, "/f", mtime, size, false)->handle, with->handle);
+  EXPECT_EQ(session.fill_handle(ino, "/f", mtime, size, true)->handle, with->handle);
+  session.release(ino, std::move(file));
 }
 
 }  // namespace
