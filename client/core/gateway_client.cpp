@@ -383,6 +383,7 @@ Result<FileAttr> GatewayClient::setattr(const std::string& path, const SetAttrAr
   req.set_atime_ns(change.atime_ns);
   req.set_mtime_ns(change.mtime_ns);
   req.set_handle(change.handle);
+  if (change.as_user) to_proto(*change.as_user, req.mutable_as_user());
   auto reply = stubs_->call<pb::AttrReply>(options_, "SetAttr", path, [&](auto* ctx, auto* out) {
     return stubs_->names->SetAttr(ctx, req, out);
   });

@@ -57,6 +57,8 @@ struct SetAttrArgs {
   int64_t atime_ns = 0;
   int64_t mtime_ns = 0;
   uint64_t handle = 0;  // the gateway handle of an open file to act on (ftruncate), or 0
+  // The change of a user the mount does not trust: judged at the gateway (SetAttrRequest.as_user).
+  const Credentials* as_user = nullptr;
 };
 
 // An open file as the gateway knows it: its handle, plus what it needs to re-open the file by path

@@ -209,7 +209,12 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd,
       return refused;
     }
   }
-  const FileRef ref{path, handle.handle, O_RDONLY};
+  // A caller who is not privileged: a gateway that no longer holds the handle re-opens it by path
+  // only as judged for that caller (FileRef.as_user).
+  const FileRef ref{
+      path,     handle.handle,
+      O_RDONLY, false,
+      0,        f.access ? std::make_shared<const Credentials>(f.access->credentials()) : nullptr};
   std::string failure;
   // Fetch and read: up to kWindow pieces in flight at once (read_async), each copied into the
   // buffer as it arrives; fetch and store then store each from the buffer, in order.

@@ -36,6 +36,7 @@
 #include "control_socket.hpp"
 #include "file_attr.hpp"
 #include "gateway_client.hpp"
+#include "permission.hpp"
 
 namespace skein::client {
 
@@ -70,6 +71,8 @@ class PathAccess {
   // write and search permission on it. EACCES, EPERM (a sticky directory the caller does not own:
   // the outcome depends on the name replaced), or 0.
   int may_change_names_in(const std::string& dir);
+  // The caller's user, group and supplementary groups, as judged here.
+  Credentials credentials() const { return Credentials{peer_.uid, peer_.gid, groups_}; }
 
  private:
   ControlPeer peer_;

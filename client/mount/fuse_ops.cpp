@@ -189,15 +189,36 @@ void skein_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   fuse_reply_none(req);
 }
 
+// The credentials of the process behind `req` when the mount does not trust it (another user of
+// a mount that serves every user), else nullopt.
+std::optional<Credentials> judged_caller(fuse_req_t req) {
+  const MountDaemon& daemon = daemon_of(req);
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  if (!daemon.judge_others || ctx->uid == 0 || ctx->uid == daemon.trusted_user) return std::nullopt;
+  Credentials who{ctx->uid, ctx->gid, {}};
+  std::vector<gid_t> groups(64);
+  for (;;) {
+    const int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+    if (n < 0) break;  // unknown: judged by user and group alone
+    if (static_cast<std::size_t>(n) <= groups.size()) {
+      who.groups.assign(groups.begin(), groups.begin() + n);
+      break;
+    }
+    groups.resize(static_cast<std::size_t>(n));
+  }
+  return who;
+}
+
 void skein_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
   reply_attr(req, ino, session_of(req).getattr(ino));
 }
 
 void skein_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
                    fuse_file_info* fi) {
-  reply_attr(
-      req, ino,
-      session_of(req).setattr(ino, to_attr_change(attr, to_set), fi ? &file_handle(fi) : nullptr));
+  const std::optional<Credentials> judged = judged_caller(req);
+  reply_attr(req, ino,
+             session_of(req).setattr(ino, to_attr_change(attr, to_set),
+                                     fi ? &file_handle(fi) : nullptr, judged ? &*judged : nullptr));
 }
 
 void skein_readlink(fuse_req_t req, fuse_ino_t ino) {
@@ -229,26 +250,6 @@ void skein_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_
 
 void skein_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   reply_entry(req, session_of(req).link(ino, newparent, newname));
-}
-
-// The credentials of the process behind `req` when the mount does not trust it (another user of
-// a mount that serves every user), else nullopt.
-std::optional<Credentials> judged_caller(fuse_req_t req) {
-  const MountDaemon& daemon = daemon_of(req);
-  const fuse_ctx* ctx = fuse_req_ctx(req);
-  if (!daemon.judge_others || ctx->uid == 0 || ctx->uid == daemon.trusted_user) return std::nullopt;
-  Credentials who{ctx->uid, ctx->gid, {}};
-  std::vector<gid_t> groups(64);
-  for (;;) {
-    const int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
-    if (n < 0) break;  // unknown: judged by user and group alone
-    if (static_cast<std::size_t>(n) <= groups.size()) {
-      who.groups.assign(groups.begin(), groups.begin() + n);
-      break;
-    }
-    groups.resize(static_cast<std::size_t>(n));
-  }
-  return who;
 }
 
 void skein_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

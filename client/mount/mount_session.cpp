@@ -411,7 +411,7 @@ Result<Attributes> MountSession::getattr(InodeNumber ino) {
 }
 
 Result<Attributes> MountSession::setattr(InodeNumber ino, SetAttrArgs change,
-                                         const FileHandle* file) {
+                                         const FileHandle* file, const Credentials* judged) {
   settle_creates();
   // A mode or owner the file has already (rsync sets a file it just made to the mode it made it
   // with): nothing changes, and the attributes this mount holds as current answer. The kernel
@@ -433,6 +433,7 @@ Result<Attributes> MountSession::setattr(InodeNumber ino, SetAttrArgs change,
   Result<std::string> path = file ? Result<std::string>(file_ref(ino, *file).path) : path_of(ino);
   if (!path) return Result<Attributes>::failure(path.error());
   if (file) change.handle = file->gw_handle;
+  change.as_user = judged;
   data_.settle(ino);  // writes acknowledged before must not land after (or undo) it
   cache_.wrote(ino);
   CachePolicy::Ticket ticket = cache_.begin_mutation(ino).ticket;

@@ -162,7 +162,10 @@ class MountSession {
   Result<Attributes> getattr(InodeNumber ino);
   // `file`: the open file the change comes with (ftruncate, futimens), or null. The handle of
   // `change` is set from it.
-  Result<Attributes> setattr(InodeNumber ino, SetAttrArgs change, const FileHandle* file);
+  // `judged`: the change of a user this mount does not trust, judged at the gateway by the file
+  // it lands on (SetAttrRequest.as_user), as open()'s.
+  Result<Attributes> setattr(InodeNumber ino, SetAttrArgs change, const FileHandle* file,
+                             const Credentials* judged = nullptr);
   Result<std::string> readlink(InodeNumber ino);
   Result<FsStats> statfs(InodeNumber ino);
 

@@ -529,6 +529,29 @@ Result<Attrs> RemoteFile::fstat() {
   return expect_attrs(h->conn->call(PacketWriter(FXP_FSTAT).str(h->handle).take()));
 }
 
+Result<Attrs> RemoteFile::set_attrs(const AttrChange& change) {
+  using R = Result<Attrs>;
+  if (change.size)
+    if (auto st = truncate(*change.size); !st) return R::failure(st.error());
+  Attrs current;
+  if (change.needs_current()) {
+    auto c = fstat();
+    if (!c) return c;
+    current = *c;
+  }
+  if (const Attrs a = change.setstat_attrs(current); a.flags) {
+    InUse use(*this);
+    auto h = any_handle();
+    if (!h) return R::failure(h.error());
+    backend_->pool().count_ops(1);
+    if (auto st = backend_->expect_status(
+            h->conn->call(PacketWriter(FXP_FSETSTAT).str(h->handle).attrs(a).take()));
+        !st)
+      return R::failure(st.error());
+  }
+  return fstat();
+}
+
 Status RemoteFile::close() {
   std::vector<Handle> open;
   {

@@ -61,6 +61,7 @@ class RemoteFile final : public BackendFile {
   Status fsync() override;
   Status truncate(uint64_t size) override;
   Result<sftp::Attrs> fstat() override;
+  Result<sftp::Attrs> set_attrs(const AttrChange& change) override;
   // Closes every handle. Further calls re-open. Handles that calls under way still use are
   // closed when the last of those calls ends (the server may hand a closed handle's string to
   // the next OPEN, so a late WRITE with it would land in another file); their CLOSE is then not

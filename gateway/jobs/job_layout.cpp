@@ -48,6 +48,21 @@ class OwnedFile : public OpenFile {
     if (a) *a = owned(*a);
     return a;
   }
+  // As JobLayout::setattr: the servers see one service account, so the owner stays the job's;
+  // the size through truncate() (counted, CountedFile).
+  Result<sftp::Attrs> set_attrs(const AttrChange& change) override {
+    if ((change.uid && *change.uid != uid_) || (change.gid && *change.gid != gid_))
+      return Result<sftp::Attrs>::failure(EPERM);
+    if (change.size)
+      if (auto st = truncate(*change.size); !st) return Result<sftp::Attrs>::failure(st.error());
+    AttrChange rest = change;
+    rest.size.reset();
+    rest.uid.reset();
+    rest.gid.reset();
+    if (rest.mode || rest.atime_s || rest.mtime_s)
+      if (auto r = inner_->set_attrs(rest); !r) return r;
+    return fstat();
+  }
   Status close() override { return inner_->close(); }
   std::string rel_path() const override { return inner_->rel_path(); }
   void renamed(std::string new_rel) override { inner_->renamed(std::move(new_rel)); }

@@ -31,6 +31,7 @@ struct AttrChange {
   std::optional<uint32_t> uid, gid;
   std::optional<uint64_t> size;
   std::optional<int64_t> atime_s, mtime_s;  // seconds; SFTP v3 keeps no finer times
+  bool to_now = false;                      // the times are "now" (utimes(NULL), touch)
 
   // The SETSTAT attributes for mode, owner and times (not the size: layouts truncate their own
   // way), the half of a pair that is not changed taken from `current`.
@@ -92,6 +93,12 @@ class OpenFile {
   virtual Status fsync() = 0;
   virtual Status truncate(uint64_t size) = 0;
   virtual Result<sftp::Attrs> fstat() = 0;
+  // `change` made through the file's handles, never by its path (FSETSTAT, and truncate() for the
+  // size); the attributes after it. This one cannot (EOPNOTSUPP).
+  virtual Result<sftp::Attrs> set_attrs(const AttrChange& change) {
+    (void)change;
+    return Result<sftp::Attrs>::failure(EOPNOTSUPP);
+  }
   // read(), with fstat() after it: the bytes and the attributes of the file they are of (its
   // owner, group and mode), whatever name the file has by then. Where a caller's permission is
   // judged by the attributes, they must be these, not a look at the path beside the open. This

@@ -49,7 +49,12 @@ class NamespaceFs {
   // getattr() of each of `vpaths`, in the order asked. The paths below one mount go to its layout
   // together (Layout::getattr_each): a round trip per server for all of them, not one per path.
   std::vector<Result<sftp::Attrs>> getattr_each(const std::vector<std::string>& vpaths);
-  Result<sftp::Attrs> setattr(const std::string& vpath, const AttrChange& change, uint64_t handle);
+  // `as_user` (SetAttrRequest.as_user): the change of a user the gateway does not trust, judged by
+  // the attributes of the file it lands on (the handle's, or one opened by path here) and made
+  // through that file's handle (OpenFile::set_attrs), as the kernel judges chmod, chown, truncate
+  // and utimes (skein::may_change_attrs). A directory is judged by a look at its path.
+  Result<sftp::Attrs> setattr(const std::string& vpath, const AttrChange& change, uint64_t handle,
+                              const Credentials* as_user = nullptr);
   Result<std::vector<DirEntryAttrs>> readdir(const std::string& vpath);
   Result<sftp::Attrs> mkdir(const std::string& vpath, uint32_t mode);
   Status rmdir(const std::string& vpath);
@@ -156,6 +161,8 @@ class NamespaceFs {
   uint64_t register_file(std::shared_ptr<OpenFile> file, std::string_view mount);
   // Opens `at` by path for a handle the gateway does not hold: never creating or truncating.
   // `as_user`: judged by the file opened, as open() with it (FileRef.as_user).
+  Result<sftp::Attrs> setattr_judged(const Located& at, const AttrChange& change,
+                                     std::shared_ptr<OpenFile> file, const Credentials& who);
   Result<std::shared_ptr<OpenFile>> reopen(const Located& at, int flags,
                                            const Credentials* as_user = nullptr);
   // The create of create() and of an asynchronous create's first use: refused in a synthesised

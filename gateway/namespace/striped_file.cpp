@@ -126,6 +126,20 @@ Status StripedFile::truncate(uint64_t size) {
   return err ? Status::failure(err) : ok_status();
 }
 
+Result<sftp::Attrs> StripedFile::set_attrs(const AttrChange& change) {
+  using R = Result<sftp::Attrs>;
+  if (change.size)
+    if (auto st = truncate(*change.size); !st) return R::failure(st.error());
+  AttrChange rest = change;
+  rest.size.reset();
+  if (rest.mode || rest.uid || rest.gid || rest.atime_s || rest.mtime_s) {
+    for (auto& part : parts_)
+      if (part)
+        if (auto r = part->set_attrs(rest); !r) return r;
+  }
+  return fstat();
+}
+
 Result<sftp::Attrs> StripedFile::fstat() {
   using R = Result<sftp::Attrs>;
   auto attrs = fan_out(parts_.size(), [&](size_t b) -> R {

@@ -82,6 +82,8 @@ class StripedFile final : public OpenFile {
   Status truncate(uint64_t size) override;
   // Part 0's attributes with the logical size and the latest times of all parts.
   Result<sftp::Attrs> fstat() override;
+  // The size as truncate(); mode, owner and times on every part.
+  Result<sftp::Attrs> set_attrs(const AttrChange& change) override;
   Status close() override;
   std::string rel_path() const override;
   void renamed(std::string new_rel) override;

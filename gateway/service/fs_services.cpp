@@ -188,7 +188,13 @@ grpc::Status NamespaceService::set_attr(grpc::ServerContextBase* ctx, const v1::
     ch.mtime_s = now_s();
   else if (f & F::MTIME)
     ch.mtime_s = req->mtime_ns() / 1000000000;
-  auto r = t->ns->setattr(t->path, ch, req->handle());
+  ch.to_now = (f & (F::ATIME_NOW | F::MTIME_NOW)) && !(f & (F::ATIME | F::MTIME));
+  std::optional<Credentials> as_user;
+  if (req->has_as_user())
+    as_user = Credentials{req->as_user().uid(),
+                          req->as_user().gid(),
+                          {req->as_user().groups().begin(), req->as_user().groups().end()}};
+  auto r = t->ns->setattr(t->path, ch, req->handle(), as_user ? &*as_user : nullptr);
   if (r) {
     changed(broker_, ctx, *t, Change::setattr, t->path);
     served(broker_, ctx, *t, t->path, r, false);

@@ -468,6 +468,46 @@ TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
   EXPECT_TRUE(r.judged());
   EXPECT_TRUE(exists(server("new-one")));
   EXPECT_EQ(open_as("roots", kCreate | O_EXCL).error(), EEXIST);
+  // Changes of attributes: judged by the file they land on (SetAttrRequest.as_user).
+  auto setattr_as = [&](const std::string& rel, uint32_t fields, uint32_t mode, uint64_t size) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::SetAttrRequest req;
+    req.set_ns("default");
+    req.set_path(vpath(rel));
+    req.set_fields(fields);
+    req.set_mode(mode);
+    req.set_size(size);
+    req.mutable_as_user()->set_uid(kNobody);
+    req.mutable_as_user()->set_gid(kNobody);
+    pb::AttrReply reply;
+    EXPECT_TRUE(names_->SetAttr(&ctx, req, &reply).ok());
+    return reply;
+  };
+  using F = pb::SetAttrRequest;
+  struct stat st {};
+  EXPECT_EQ(setattr_as("roots", F::MODE, 0666, 0).error(), EPERM);
+  ASSERT_EQ(::stat(server("roots").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << "nobody changed root's file's mode";
+  EXPECT_EQ(setattr_as("roots", F::SIZE, 0, 1).error(), EACCES);
+  EXPECT_EQ(setattr_as("roots", F::MTIME_NOW | F::ATIME_NOW, 0, 0).error(), EACCES);
+  EXPECT_EQ(read_file(server("roots")), kept) << "nobody truncated root's file";
+  ASSERT_TRUE(write_file(server("nobodys"), "nobody's own\n"));
+  pb::AttrReply changed = setattr_as("nobodys", F::MODE | F::SIZE, 0640, 6);
+  EXPECT_EQ(changed.error(), 0);
+  EXPECT_EQ(changed.attr().mode() & 07777, 0640u);
+  EXPECT_EQ(changed.attr().size(), 6u);
+  EXPECT_EQ(read_file(server("nobodys")), "nobody");
+  ASSERT_EQ(::chmod(server("public").c_str(), 0666), 0);  // writable by all, root's
+  EXPECT_EQ(setattr_as("public", F::SIZE, 0, 3).error(), 0);
+  EXPECT_EQ(read_file(server("public")), "pub");
+  EXPECT_EQ(setattr_as("public", F::MODE, 0600, 0).error(), EPERM);
+  // A directory: judged by a look at its path.
+  ASSERT_EQ(::mkdir(server("roots-dir").c_str(), 0755), 0);
+  EXPECT_EQ(setattr_as("roots-dir", F::MODE, 0777, 0).error(), EPERM);
+  ASSERT_EQ(::stat(server("roots-dir").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+
   // A handle the gateway does not hold (as after its restart) is re-opened by path only as the
   // judged open would be: FileRef.as_user.
   auto read_as = [&](const std::string& rel, bool as_nobody, pb::ReadReply& reply) {
@@ -491,7 +531,7 @@ TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
   EXPECT_TRUE(got.data().empty()) << "root's file was read for nobody through a re-open";
   got.Clear();
   ASSERT_TRUE(read_as("public", true, got).ok());
-  EXPECT_EQ(got.data(), "public\n");
+  EXPECT_EQ(got.data(), "pub");  // truncated above
   // Without as_user, the token alone opens anything in the export, as before.
   got.Clear();
   ASSERT_TRUE(read_as("roots", false, got).ok());
@@ -501,13 +541,13 @@ TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
   EXPECT_FALSE(r.judged());
 }
 
-// A name that another user may rename in its directory: the kernel judged the user's open by the
-// file the name led to at its lookup, and the gateway opens by name. Root's private file of the
-// same size and mtime is swapped in and out under the name (renameat2's RENAME_EXCHANGE on the
-// server, over and over, as a user who may write the directory could do through any mount) while
-// the user opens, reads, truncates and writes the name through the shared mount. Not one byte of
-// the private file is read, and it is never truncated nor written; the user's creates of its own
-// files (judged at the gateway too) still work.
+// A name that another user may rename in its directory: the kernel judged the user's open, chmod
+// and truncate by the file the name led to at its lookup, and the gateway acts on the name. Root's
+// private file of the same size and mtime is swapped in and out under the name (renameat2's
+// RENAME_EXCHANGE on the server, over and over, as a user who may write the directory could do
+// through any mount) while the user opens, reads, truncates and writes the name through the shared
+// mount. Not one byte of the private file is read, and it is never truncated, written nor given
+// another mode; the user's creates of its own files (judged at the gateway too) still work.
 TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
   constexpr uid_t kNobody = SwappingFiles::kNobody;
   constexpr std::size_t kSize = 4096;
@@ -532,6 +572,9 @@ TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
       }
       const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(8);
       while (std::chrono::steady_clock::now() < end) {
+        // Its own file's mode and size, changed by name.
+        (void)::chmod(name.c_str(), 0666);
+        (void)::truncate(name.c_str(), static_cast<off_t>(kSize));
         if (const int fd = ::open(name.c_str(), O_RDONLY); fd >= 0) {
           const ssize_t n = ::pread(fd, buf, kSize, 0);
           if (n > 0 && std::memchr(buf, 'S', static_cast<std::size_t>(n))) ++leaks;
@@ -564,6 +607,9 @@ TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
   EXPECT_EQ(leaks, 0) << got << "; " << files.swaps() << " swaps";
   EXPECT_TRUE(read_file(files.roots()) == std::string(kSize, 'S'))
       << "root's file was truncated or written; " << files.swaps() << " swaps";
+  struct stat st {};
+  ASSERT_EQ(::stat(files.roots().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << "nobody changed root's file's mode";
   // Not vacuous: the swaps ran, and the user's own file was read and written all along.
   EXPECT_GT(files.swaps(), 100);
   EXPECT_GT(reads, 10) << got;

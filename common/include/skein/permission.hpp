@@ -8,7 +8,9 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace skein {
@@ -36,6 +38,36 @@ inline bool may_access(uint32_t mode, uint32_t owner, uint32_t group, uid_t uid,
 inline uint32_t access_bits_of_open(int flags) {
   const int acc = flags & O_ACCMODE;
   return (acc == O_RDONLY ? 4u : acc == O_WRONLY ? 2u : 6u) | ((flags & O_TRUNC) ? 2u : 0u);
+}
+
+// A change of a file's attributes, as far as its judgement goes.
+struct AttrChangeAsked {
+  bool mode = false, size = false;
+  bool times = false;      // times given (utimes with times)
+  bool times_now = false;  // times set to now (utimes(NULL), touch)
+  std::optional<uint32_t> uid, gid;
+};
+
+// 0 if a user may make `change` to a file with `mode`, `owner` and `group`, as the kernel judges
+// chmod, chown, truncate and utimes of a user without capabilities; else EPERM or EACCES. Root may
+// do anything; only root gives a file away; its owner may change its mode and times, and its group
+// to one of the owner's groups; a new size needs write permission, times set to now ownership or
+// write permission.
+inline int may_change_attrs(uint32_t mode, uint32_t owner, uint32_t group, const Credentials& who,
+                            const AttrChangeAsked& change) {
+  if (who.uid == 0) return 0;
+  const bool owns = owner == who.uid;
+  if (change.uid && *change.uid != owner) return EPERM;
+  if (change.gid && *change.gid != group) {
+    const bool member = *change.gid == who.gid || std::find(who.groups.begin(), who.groups.end(),
+                                                            *change.gid) != who.groups.end();
+    if (!owns || !member) return EPERM;
+  }
+  if ((change.mode || change.times) && !owns) return EPERM;
+  const bool writes = may_access(mode, owner, group, who.uid, who.gid, who.groups, 2);
+  if (change.times_now && !owns && !writes) return EACCES;
+  if (change.size && !writes) return EACCES;
+  return 0;
 }
 
 }  // namespace skein
