@@ -157,8 +157,10 @@ Result<sftp::Attrs> NamespaceFs::setattr_judged(const Located& t, const AttrChan
                                                 const Credentials& who) {
   using R = Result<sftp::Attrs>;
   AttrChangeAsked asked;
-  asked.mode = change.mode.has_value();
-  asked.size = change.size.has_value();
+  asked.mode = change.mode;
+  // A size through a handle: an ftruncate, of a file the user opened for writing (judged then),
+  // which the kernel does not judge again.
+  asked.size = change.size.has_value() && !file;
   asked.times = (change.atime_s || change.mtime_s) && !change.to_now;
   asked.times_now = (change.atime_s || change.mtime_s) && change.to_now;
   asked.uid = change.uid;
@@ -168,15 +170,14 @@ Result<sftp::Attrs> NamespaceFs::setattr_judged(const Located& t, const AttrChan
   };
   const bool ours = !file;
   if (ours) {
+    // Only a regular file or a directory is opened (an OPEN of a fifo would wait in the server
+    // for a writer). Anything else could only be changed by path, which may lead to another file
+    // by then: refused for such a user.
+    auto looked = t.mount->layout->getattr(t.rel);
+    if (!looked) return looked;
+    if (S_ISLNK(looked->permissions)) return R::failure(ELOOP);  // never through a symlink
+    if (!S_ISREG(looked->permissions) && !S_ISDIR(looked->permissions)) return R::failure(EPERM);
     auto f = t.mount->layout->open(t.rel, change.size ? O_WRONLY : O_RDONLY);
-    if (!f && (f.error() == EISDIR || f.error() == EACCES || f.error() == EPERM)) {
-      // Not a file the gateway opens (a directory, or one its login may not open): judged by a
-      // look at its path, and changed by path.
-      auto looked = t.mount->layout->getattr(t.rel);
-      if (!looked) return looked;
-      if (int e = judge(*looked)) return R::failure(e);
-      return t.mount->layout->setattr(t.rel, change, nullptr);
-    }
     if (!f) return R::failure(f.error());
     file = *f;
   }

@@ -52,7 +52,8 @@ class NamespaceFs {
   // `as_user` (SetAttrRequest.as_user): the change of a user the gateway does not trust, judged by
   // the attributes of the file it lands on (the handle's, or one opened by path here) and made
   // through that file's handle (OpenFile::set_attrs), as the kernel judges chmod, chown, truncate
-  // and utimes (skein::may_change_attrs). A directory is judged by a look at its path.
+  // and utimes (skein::may_change_attrs). Only regular files and directories: anything else is
+  // EPERM for such a user (ELOOP for a symlink).
   Result<sftp::Attrs> setattr(const std::string& vpath, const AttrChange& change, uint64_t handle,
                               const Credentials* as_user = nullptr);
   Result<std::vector<DirEntryAttrs>> readdir(const std::string& vpath);

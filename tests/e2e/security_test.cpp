@@ -502,11 +502,20 @@ TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
   EXPECT_EQ(setattr_as("public", F::SIZE, 0, 3).error(), 0);
   EXPECT_EQ(read_file(server("public")), "pub");
   EXPECT_EQ(setattr_as("public", F::MODE, 0600, 0).error(), EPERM);
-  // A directory: judged by a look at its path.
+  // A directory is opened and judged as a file; a fifo cannot be, and is refused (its OPEN
+  // would wait for a writer).
   ASSERT_EQ(::mkdir(server("roots-dir").c_str(), 0755), 0);
   EXPECT_EQ(setattr_as("roots-dir", F::MODE, 0777, 0).error(), EPERM);
   ASSERT_EQ(::stat(server("roots-dir").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0755u);
+  ASSERT_EQ(::mkdir(server("nobodys-dir").c_str(), 0755), 0);
+  ASSERT_EQ(::chown(server("nobodys-dir").c_str(), kNobody, kNobody), 0);
+  EXPECT_EQ(setattr_as("nobodys-dir", F::MODE, 0700, 0).error(), 0);
+  ASSERT_EQ(::stat(server("nobodys-dir").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(::mkfifo(server("fifo").c_str(), 0644), 0);
+  ASSERT_EQ(::chown(server("fifo").c_str(), kNobody, kNobody), 0);
+  EXPECT_EQ(setattr_as("fifo", F::MODE, 0600, 0).error(), EPERM);
 
   // A handle the gateway does not hold (as after its restart) is re-opened by path only as the
   // judged open would be: FileRef.as_user.

@@ -29,9 +29,16 @@ TEST(Permission, OpensNeedTheBitsOfTheirClass) {
 
 TEST(Permission, OnlyTheOwnerChangesModeAndTimesAndOnlyRootGivesAFileAway) {
   AttrChangeAsked chmod;
-  chmod.mode = true;
+  chmod.mode = 0600;
   EXPECT_EQ(may_change_attrs(0644, 1000, 1000, kAlice, chmod), 0);
   EXPECT_EQ(may_change_attrs(0666, 0, 0, kAlice, chmod), EPERM);  // root's, writable or not
+  // The set-ID bits alone may go, whoever asks (a write by another user takes them away).
+  AttrChangeAsked kill;
+  kill.mode = 0755;
+  EXPECT_EQ(may_change_attrs(06755, 0, 0, kAlice, kill), 0);
+  EXPECT_EQ(may_change_attrs(04755, 0, 0, kAlice, kill), 0);
+  kill.mode = 0777;
+  EXPECT_EQ(may_change_attrs(04755, 0, 0, kAlice, kill), EPERM);
   AttrChangeAsked chown;
   chown.uid = 1000;
   EXPECT_EQ(may_change_attrs(0644, 1000, 1000, kAlice, chown), 0);  // to itself: no change

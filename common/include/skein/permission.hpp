@@ -5,6 +5,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <algorithm>
@@ -42,7 +43,8 @@ inline uint32_t access_bits_of_open(int flags) {
 
 // A change of a file's attributes, as far as its judgement goes.
 struct AttrChangeAsked {
-  bool mode = false, size = false;
+  std::optional<uint32_t> mode;  // the new permission bits
+  bool size = false;
   bool times = false;      // times given (utimes with times)
   bool times_now = false;  // times set to now (utimes(NULL), touch)
   std::optional<uint32_t> uid, gid;
@@ -51,8 +53,9 @@ struct AttrChangeAsked {
 // 0 if a user may make `change` to a file with `mode`, `owner` and `group`, as the kernel judges
 // chmod, chown, truncate and utimes of a user without capabilities; else EPERM or EACCES. Root may
 // do anything; only root gives a file away; its owner may change its mode and times, and its group
-// to one of the owner's groups; a new size needs write permission, times set to now ownership or
-// write permission.
+// to one of the owner's groups; anyone may take away its set-user-ID and set-group-ID bits alone
+// (the kernel does so at a write by another user); a new size needs write permission, times set
+// to now ownership or write permission.
 inline int may_change_attrs(uint32_t mode, uint32_t owner, uint32_t group, const Credentials& who,
                             const AttrChangeAsked& change) {
   if (who.uid == 0) return 0;
@@ -63,7 +66,9 @@ inline int may_change_attrs(uint32_t mode, uint32_t owner, uint32_t group, const
                                                             *change.gid) != who.groups.end();
     if (!owns || !member) return EPERM;
   }
-  if ((change.mode || change.times) && !owns) return EPERM;
+  const uint32_t kill_bits = S_ISUID | S_ISGID;
+  const bool kills_only = change.mode && (*change.mode & 07777) == (mode & 07777 & ~kill_bits);
+  if (((change.mode && !kills_only) || change.times) && !owns) return EPERM;
   const bool writes = may_access(mode, owner, group, who.uid, who.gid, who.groups, 2);
   if (change.times_now && !owns && !writes) return EACCES;
   if (change.size && !writes) return EACCES;
