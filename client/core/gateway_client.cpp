@@ -510,13 +510,6 @@ Result<FsStats> GatewayClient::statfs(const std::string& path) const {
                  reply->files_free(),  reply->files_available(),  reply->name_max()};
 }
 
-namespace {
-// OpenRequest.as_user from `as_user`, if given.
-void set_credentials(const Credentials* as_user, pb::OpenRequest& req) {
-  if (as_user) to_proto(*as_user, req.mutable_as_user());
-}
-}  // namespace
-
 Result<OpenedFile> GatewayClient::open(const std::string& path, uint32_t flags, bool attrs_of_file,
                                        const Credentials* as_user) const {
   pb::OpenRequest req;
@@ -524,7 +517,7 @@ Result<OpenedFile> GatewayClient::open(const std::string& path, uint32_t flags, 
   req.set_path(path);
   req.set_flags(flags);
   req.set_attrs_of_file(attrs_of_file);
-  set_credentials(as_user, req);
+  if (as_user) to_proto(*as_user, req.mutable_as_user());
   auto reply = stubs_->call<pb::OpenReply>(options_, "Open", path, [&](auto* ctx, auto* out) {
     return stubs_->data->Open(ctx, req, out);
   });
@@ -540,7 +533,7 @@ Result<OpenedFile> GatewayClient::create(const std::string& path, uint32_t flags
   req.set_path(path);
   req.set_flags(flags);
   req.set_mode(mode);
-  set_credentials(as_user, req);
+  if (as_user) to_proto(*as_user, req.mutable_as_user());
   auto reply = stubs_->call<pb::OpenReply>(options_, "Create", path, [&](auto* ctx, auto* out) {
     return stubs_->data->Create(ctx, req, out);
   });

@@ -137,6 +137,21 @@ std::vector<Result<sftp::Attrs>> NamespaceFs::getattr_each(const std::vector<std
   return out;
 }
 
+namespace {
+// The attributes of the file `f` opened (its FSTAT, not a look at its path), with `f` kept to the
+// handles it has: the file judged by them is the one read, written or changed.
+Result<sftp::Attrs> own_attrs(OpenFile& f) {
+  f.pin_to_open_handles();
+  return f.fstat();
+}
+
+// Whether `who` may open a file with attributes `a` as `flags` ask.
+bool may_open(const sftp::Attrs& a, const Credentials& who, int flags) {
+  return may_access(a.permissions, a.uid, a.gid, who.uid, who.gid, who.groups,
+                    access_bits_of_open(flags));
+}
+}  // namespace
+
 Result<sftp::Attrs> NamespaceFs::setattr(const std::string& vpath, const AttrChange& change,
                                          uint64_t handle, const Credentials* as_user) {
   auto t = locate(vpath);
@@ -181,9 +196,8 @@ Result<sftp::Attrs> NamespaceFs::setattr_judged(const Located& t, const AttrChan
     if (!f) return R::failure(f.error());
     file = *f;
   }
-  file->pin_to_open_handles();  // the file judged is the one changed
   R r = [&]() -> R {
-    auto own = file->fstat();
+    auto own = own_attrs(*file);
     if (!own) return own;
     if (int e = judge(*own)) return R::failure(e);
     return file->set_attrs(change);
@@ -332,16 +346,13 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
     return R::failure(error);
   };
   if (attrs_of_file || as_user) {
-    f->file->pin_to_open_handles();  // the file judged is the one read and written
-    auto own = f->file->fstat();
+    auto own = own_attrs(*f->file);
     if (!own) return fail(own.error());
     f->attrs = *own;
   }
   if (as_user) {
     if (S_ISDIR(f->attrs.permissions)) return fail(EISDIR);  // a create that found a directory
-    if (!may_access(f->attrs.permissions, f->attrs.uid, f->attrs.gid, as_user->uid, as_user->gid,
-                    as_user->groups, access_bits_of_open(flags)))
-      return fail(EACCES);
+    if (!may_open(f->attrs, *as_user, flags)) return fail(EACCES);
     if (flags & O_TRUNC) {
       if (auto cut = f->file->truncate(0); !cut) return fail(cut.error());
     }
@@ -433,11 +444,8 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::reopen(const Located& at, int fla
   auto f = at.mount->layout->open(at.rel, flags);
   if (f && as_user) {
     // Judged as the open it stands for was: the name may lead to another file by now.
-    (*f)->pin_to_open_handles();
-    auto own = (*f)->fstat();
-    const bool may = own && may_access(own->permissions, own->uid, own->gid, as_user->uid,
-                                       as_user->gid, as_user->groups, access_bits_of_open(flags));
-    if (!may) {
+    auto own = own_attrs(**f);
+    if (!own || !may_open(*own, *as_user, flags)) {
       (void)(*f)->close();
       return R::failure(own ? EACCES : own.error());
     }

@@ -168,6 +168,17 @@ grpc::Status NamespaceService::get_attr(grpc::ServerContextBase* ctx, const v1::
   return attr_reply(r, reply);
 }
 
+namespace {
+// The `as_user` of a request (SetAttrRequest, OpenRequest, FileRef), if it has one: the user a
+// mount does not trust, for whom the call is judged.
+template <typename Message>
+std::optional<Credentials> credentials_of(const Message& m) {
+  if (!m.has_as_user()) return std::nullopt;
+  const v1::Credentials& c = m.as_user();
+  return Credentials{c.uid(), c.gid(), {c.groups().begin(), c.groups().end()}};
+}
+}  // namespace
+
 grpc::Status NamespaceService::set_attr(grpc::ServerContextBase* ctx, const v1::SetAttrRequest* req,
                                         v1::AttrReply* reply) {
   grpc::Status s;
@@ -189,11 +200,7 @@ grpc::Status NamespaceService::set_attr(grpc::ServerContextBase* ctx, const v1::
   else if (f & F::MTIME)
     ch.mtime_s = req->mtime_ns() / 1000000000;
   ch.to_now = (f & (F::ATIME_NOW | F::MTIME_NOW)) && !(f & (F::ATIME | F::MTIME));
-  std::optional<Credentials> as_user;
-  if (req->has_as_user())
-    as_user = Credentials{req->as_user().uid(),
-                          req->as_user().gid(),
-                          {req->as_user().groups().begin(), req->as_user().groups().end()}};
+  const std::optional<Credentials> as_user = credentials_of(*req);
   auto r = t->ns->setattr(t->path, ch, req->handle(), as_user ? &*as_user : nullptr);
   if (r) {
     changed(broker_, ctx, *t, Change::setattr, t->path);
@@ -373,15 +380,6 @@ grpc::Status NamespaceService::statfs(grpc::ServerContextBase* ctx, const v1::Pa
 
 // --- Data --------------------------------------------------------------------------------------
 
-namespace {
-// OpenRequest.as_user, if given.
-std::optional<Credentials> credentials_of(const v1::OpenRequest& req) {
-  if (!req.has_as_user()) return std::nullopt;
-  const v1::Credentials& c = req.as_user();
-  return Credentials{c.uid(), c.gid(), {c.groups().begin(), c.groups().end()}};
-}
-}  // namespace
-
 grpc::Status DataService::open(grpc::ServerContextBase* ctx, const v1::OpenRequest* req,
                                v1::OpenReply* reply) {
   grpc::Status s;
@@ -447,11 +445,7 @@ std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, InvalidationBr
   bool just_opened = false;
   std::optional<NamespaceFs::Opened> made;
   const NamespaceFs::CreateAtFirstUse create{ref.create_mode() & 07777, &made};
-  std::optional<Credentials> as_user;
-  if (ref.has_as_user())
-    as_user = Credentials{ref.as_user().uid(),
-                          ref.as_user().gid(),
-                          {ref.as_user().groups().begin(), ref.as_user().groups().end()}};
+  const std::optional<Credentials> as_user = credentials_of(ref);
   auto f = one_read && (ref.flags() & O_ACCMODE) == O_RDONLY && !as_user
                ? t->ns->file_for_one_read(ref.handle(), t->path, just_opened)
                : t->ns->file(ref.handle(), t->path, static_cast<int>(ref.flags()),
