@@ -387,6 +387,15 @@ Result<sftp::StatVfs> JobLayout::statfs(const std::string&) {
 }
 
 Result<std::shared_ptr<OpenFile>> JobLayout::open(const std::string& rel, int flags) {
+  return open_through(rel, flags, false);
+}
+
+Result<std::shared_ptr<OpenFile>> JobLayout::open_to_change(const std::string& rel, int flags) {
+  return open_through(rel, flags, true);
+}
+
+Result<std::shared_ptr<OpenFile>> JobLayout::open_through(const std::string& rel, int flags,
+                                                          bool to_change) {
   using R = Result<std::shared_ptr<OpenFile>>;
   std::optional<uint64_t> truncated_from;
   if (flags & O_TRUNC) {
@@ -403,7 +412,7 @@ Result<std::shared_ptr<OpenFile>> JobLayout::open(const std::string& rel, int fl
     }
     truncated_from = known;
   }
-  auto f = inner_->open(rel, flags);
+  auto f = to_change ? inner_->open_to_change(rel, flags) : inner_->open(rel, flags);
   if (!f) return f;
   if (truncated_from) quota_->give_bytes(*truncated_from * links_->names(rel));
   if (!writes(flags)) return std::shared_ptr<OpenFile>(std::make_shared<OwnedFile>(*f, uid_, gid_));

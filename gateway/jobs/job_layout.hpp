@@ -61,6 +61,8 @@ class JobLayout final : public Layout {
   Result<sftp::Attrs> link(const std::string& existing, const std::string& rel) override;
   Result<sftp::StatVfs> statfs(const std::string& rel) override;
   Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) override;
+  // open(), through the inner layout's open_to_change.
+  Result<std::shared_ptr<OpenFile>> open_to_change(const std::string& rel, int flags) override;
   Result<Created> create(const std::string& rel, int flags, uint32_t mode) override;
   // The inner layout's, with each file's inode and bytes taken from the quota first (EDQUOT for
   // a file that would pass it) and what its rename replaced (looked at first, as rename() does)
@@ -73,6 +75,9 @@ class JobLayout final : public Layout {
   std::string problem() const override { return inner_->problem(); }
 
  private:
+  // open() and open_to_change(): the inner layout's, a reader owned by the job's user, a writer
+  // counted against the quota.
+  Result<std::shared_ptr<OpenFile>> open_through(const std::string& rel, int flags, bool to_change);
   sftp::Attrs owned(sftp::Attrs a) const;
   // A file that was at `rel` with `attrs` is gone: its bytes and inode go back to the quota.
   void removed(const std::string& rel, const sftp::Attrs& attrs);

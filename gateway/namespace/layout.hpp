@@ -171,6 +171,12 @@ class Layout {
   virtual Result<sftp::StatVfs> statfs(const std::string& rel) = 0;
   // Opens an existing file (never creates; O_TRUNC truncates).
   virtual Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) = 0;
+  // open() of a file or directory whose attributes are to be changed through the handle
+  // (OpenFile::set_attrs, a change judged for a user the gateway does not trust): refused where
+  // setattr() would refuse the change whoever asks (EROFS: the copy is on a read-only branch).
+  virtual Result<std::shared_ptr<OpenFile>> open_to_change(const std::string& rel, int flags) {
+    return open(rel, flags);
+  }
   // open(), with the file's attributes as it was opened (before an O_TRUNC). This one asks for
   // them first; a layout that gets them with the open itself saves the round trip.
   struct OpenedWithAttrs {

@@ -171,6 +171,10 @@ Result<sftp::Attrs> NamespaceFs::setattr_judged(const Located& t, const AttrChan
                                                 std::shared_ptr<OpenFile> file,
                                                 const Credentials& who) {
   using R = Result<sftp::Attrs>;
+  // The caller's handle serves a change of the size alone (an ftruncate). Anything more is made
+  // through a handle opened here for it, which also refuses a copy on a read-only branch.
+  if (file && (change.mode || change.uid || change.gid || change.atime_s || change.mtime_s))
+    file.reset();
   AttrChangeAsked asked;
   asked.mode = change.mode;
   // A size through a handle: an ftruncate, of a file the user opened for writing (judged then),
@@ -192,7 +196,7 @@ Result<sftp::Attrs> NamespaceFs::setattr_judged(const Located& t, const AttrChan
     if (!looked) return looked;
     if (S_ISLNK(looked->permissions)) return R::failure(ELOOP);  // never through a symlink
     if (!S_ISREG(looked->permissions) && !S_ISDIR(looked->permissions)) return R::failure(EPERM);
-    auto f = t.mount->layout->open(t.rel, change.size ? O_WRONLY : O_RDONLY);
+    auto f = t.mount->layout->open_to_change(t.rel, change.size ? O_WRONLY : O_RDONLY);
     if (!f) return R::failure(f.error());
     file = *f;
   }
@@ -200,7 +204,10 @@ Result<sftp::Attrs> NamespaceFs::setattr_judged(const Located& t, const AttrChan
     auto own = own_attrs(*file);
     if (!own) return own;
     if (int e = judge(*own)) return R::failure(e);
-    return file->set_attrs(change);
+    if (!change.mode) return file->set_attrs(change);
+    AttrChange as_set = change;
+    as_set.mode = mode_set_by(*change.mode, change.gid ? *change.gid : own->gid, who);
+    return file->set_attrs(as_set);
   }();
   if (ours) (void)file->close();
   return r;

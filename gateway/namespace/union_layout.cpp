@@ -391,12 +391,26 @@ Result<std::shared_ptr<OpenFile>> UnionLayout::open(const std::string& rel, int 
     if (!f) return R::failure(f.error());
     return std::move(f->file);
   }
+  return open_found(rel, flags, false);
+}
+
+Result<std::shared_ptr<OpenFile>> UnionLayout::open_to_change(const std::string& rel, int flags) {
+  if (branches_.size() == 1) {
+    if (!branches_[0].writable()) return Result<std::shared_ptr<OpenFile>>::failure(EROFS);
+    return open(rel, flags);
+  }
+  return open_found(rel, flags, true);
+}
+
+Result<std::shared_ptr<OpenFile>> UnionLayout::open_found(const std::string& rel, int flags,
+                                                          bool to_change) {
+  using R = Result<std::shared_ptr<OpenFile>>;
   flags &= ~(O_CREAT | O_EXCL);
   auto c = find(rel);
   if (!c) return R::failure(c.error());
   bool writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
   if (S_ISDIR(c->attrs.permissions) && writes) return R::failure(EISDIR);
-  if (writes && !c->branch->writable()) return R::failure(EROFS);
+  if ((writes || to_change) && !c->branch->writable()) return R::failure(EROFS);
   auto f = c->branch->backend->open(rel, flags, 0);
   if (!f) return R::failure(f.error());
   return std::shared_ptr<OpenFile>(*f);

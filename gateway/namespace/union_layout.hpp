@@ -42,6 +42,8 @@ class UnionLayout final : public Layout {
   Result<sftp::Attrs> link(const std::string& existing, const std::string& rel) override;
   Result<sftp::StatVfs> statfs(const std::string& rel) override;
   Result<std::shared_ptr<OpenFile>> open(const std::string& rel, int flags) override;
+  // The copy open() would open, refused (EROFS) on a read-only branch, as setattr() is.
+  Result<std::shared_ptr<OpenFile>> open_to_change(const std::string& rel, int flags) override;
   // One branch: the OPEN alone, the file's attributes coming with it (one round trip, not three).
   Result<OpenedWithAttrs> open_with_attrs(const std::string& rel, int flags) override;
   // One branch: its backend reads the files together.
@@ -74,6 +76,9 @@ class UnionLayout final : public Layout {
   Lookup looked_up(Backend::LstatBatch& answers, size_t first_at);
   // The first copy in branch order.
   Result<Copy> find(const std::string& rel);
+  // open() of the first copy of `rel` (several branches); `to_change`: refused on a read-only
+  // branch even for reading (open_to_change).
+  Result<std::shared_ptr<OpenFile>> open_found(const std::string& rel, int flags, bool to_change);
   // The branch a new entry `rel` goes to, with its parent directories in place.
   Result<const Branch*> branch_for_new(const std::string& rel);
   // Applies `op` to every copy of `rel`; read-only copies count as EROFS.

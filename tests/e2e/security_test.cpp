@@ -502,6 +502,17 @@ TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
   EXPECT_EQ(setattr_as("public", F::SIZE, 0, 3).error(), 0);
   EXPECT_EQ(read_file(server("public")), "pub");
   EXPECT_EQ(setattr_as("public", F::MODE, 0600, 0).error(), EPERM);
+  // The owner's chmod keeps the set-group-ID bit only where the file's group is one of the
+  // owner's, as the kernel does; elsewhere the bit is dropped and the rest is set.
+  EXPECT_EQ(setattr_as("nobodys", F::MODE, 02750, 0).error(), 0);
+  ASSERT_EQ(::stat(server("nobodys").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 02750u);
+  ASSERT_EQ(::chown(server("nobodys").c_str(), kNobody, 4242), 0);
+  changed = setattr_as("nobodys", F::MODE, 02710, 0);
+  EXPECT_EQ(changed.error(), 0);
+  EXPECT_EQ(changed.attr().mode() & 07777, 0710u);
+  ASSERT_EQ(::stat(server("nobodys").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0710u) << "set-group-ID kept for a group the owner is not in";
   // A directory is opened and judged as a file; a fifo cannot be, and is refused (its OPEN
   // would wait for a writer).
   ASSERT_EQ(::mkdir(server("roots-dir").c_str(), 0755), 0);

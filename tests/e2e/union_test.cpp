@@ -2,8 +2,12 @@
 // namespaces with each create policy and branch mode over them, each mounted with FUSE. Every
 // branch is its own small tmpfs, so free space differs between branches and can run out.
 #include <dirent.h>
+#include <grp.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -248,11 +252,31 @@ TEST_F(UnionNamespaces, RenameMovesEveryCopyOnItsBranch) {
 TEST_F(UnionNamespaces, ReadOnlyBranchRefusesChangesAndNoCreateTakesNoNewFiles) {
   auto d = test_dir();
   ASSERT_TRUE(write_file(b(0, d + "/on-ro"), "read only"));
+  ASSERT_EQ(::chown(b(0, d + "/on-ro").c_str(), 65534, 65534), 0);  // nobody's (below)
   ASSERT_TRUE(write_file(b(1, d + "/on-nc"), "no create"));
   EXPECT_EQ(read_file(m("ro", d + "/on-ro")), "read only");
   EXPECT_EQ(SKEIN_ERRNO_OF(::open(m("ro", d + "/on-ro").c_str(), O_WRONLY)), EROFS);
   EXPECT_EQ(SKEIN_ERRNO_OF(::unlink(m("ro", d + "/on-ro").c_str())), EROFS);
   EXPECT_EQ(SKEIN_ERRNO_OF(::chmod(m("ro", d + "/on-ro").c_str(), 0600)), EROFS);
+  // So does another user's change of its own file there, which the gateway makes through a
+  // handle it opens for the change (judged by that file: SetAttrRequest.as_user).
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    const std::string path = m("ro", d + "/on-ro");
+    if (int e = SKEIN_ERRNO_OF(::chmod(path.c_str(), 0600)); e != EROFS) ::_exit(10 + e);
+    if (int e = SKEIN_ERRNO_OF(::utimes(path.c_str(), nullptr)); e != EROFS) ::_exit(100 + e);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "2: setuid failed, 10 + errno: chmod, 100 + errno: utimes (not EROFS)";
+  struct stat st {};
+  ASSERT_EQ(::stat(b(0, d + "/on-ro").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u) << "another user changed the copy on the read-only branch";
   EXPECT_EQ(SKEIN_ERRNO_OF(::rename(m("ro", d + "/on-ro").c_str(), m("ro", d + "/moved").c_str())),
             EXDEV);
   // An existing file on a no-create branch changes in place.

@@ -67,5 +67,14 @@ TEST(Permission, OnlyTheOwnerChangesModeAndTimesAndOnlyRootGivesAFileAway) {
   EXPECT_EQ(may_change_attrs(0000, 0, 0, Credentials{}, chmod), 0);  // root
 }
 
+TEST(Permission, AChmodKeepsTheSetGroupIdBitOnlyForAMemberOfTheFilesGroup) {
+  EXPECT_EQ(mode_set_by(02755, 1000, kAlice), 02755u);  // its own group
+  EXPECT_EQ(mode_set_by(02755, 2000, kAlice), 02755u);  // a supplementary group
+  EXPECT_EQ(mode_set_by(02755, 3000, kAlice), 0755u);   // none of its groups: dropped silently
+  EXPECT_EQ(mode_set_by(06755, 3000, kAlice), 04755u);  // set-user-ID stays
+  EXPECT_EQ(mode_set_by(0755, 3000, kAlice), 0755u);
+  EXPECT_EQ(mode_set_by(02755, 3000, Credentials{}), 02755u);  // root
+}
+
 }  // namespace
 }  // namespace skein

@@ -23,6 +23,11 @@ struct Credentials {
   std::vector<gid_t> groups;
 };
 
+// Whether `group` is the user's group or one of its supplementary groups.
+inline bool in_group(gid_t group, gid_t gid, const std::vector<gid_t>& groups) {
+  return group == gid || std::find(groups.begin(), groups.end(), group) != groups.end();
+}
+
 // Whether the owner's, group's or others' bits of `mode` (whichever class the user is in, by the
 // file's `owner` and `group`) hold every one of `bits` (4 read, 2 write, 1 search); root may do
 // anything.
@@ -30,8 +35,7 @@ inline bool may_access(uint32_t mode, uint32_t owner, uint32_t group, uid_t uid,
                        const std::vector<gid_t>& groups, uint32_t bits) {
   if (uid == 0) return true;
   if (owner == uid) return (mode & (bits << 6)) == (bits << 6);
-  if (group == gid || std::find(groups.begin(), groups.end(), group) != groups.end())
-    return (mode & (bits << 3)) == (bits << 3);
+  if (in_group(group, gid, groups)) return (mode & (bits << 3)) == (bits << 3);
   return (mode & bits) == bits;
 }
 
@@ -62,9 +66,7 @@ inline int may_change_attrs(uint32_t mode, uint32_t owner, uint32_t group, const
   const bool owns = owner == who.uid;
   if (change.uid && *change.uid != owner) return EPERM;
   if (change.gid && *change.gid != group) {
-    const bool member = *change.gid == who.gid || std::find(who.groups.begin(), who.groups.end(),
-                                                            *change.gid) != who.groups.end();
-    if (!owns || !member) return EPERM;
+    if (!owns || !in_group(*change.gid, who.gid, who.groups)) return EPERM;
   }
   const uint32_t kill_bits = S_ISUID | S_ISGID;
   const bool kills_only = change.mode && (*change.mode & 07777) == (mode & 07777 & ~kill_bits);
@@ -73,6 +75,14 @@ inline int may_change_attrs(uint32_t mode, uint32_t owner, uint32_t group, const
   if (change.times_now && !owns && !writes) return EACCES;
   if (change.size && !writes) return EACCES;
   return 0;
+}
+
+// The mode a permitted chmod by `who` sets, as the kernel's setattr_prepare: without root, the
+// set-group-ID bit is silently dropped unless the file's group (`group`: its new one where the same
+// change gives one) is the user's group or one of its supplementary groups.
+inline uint32_t mode_set_by(uint32_t asked, uint32_t group, const Credentials& who) {
+  if (who.uid == 0 || !(asked & S_ISGID)) return asked;
+  return in_group(group, who.gid, who.groups) ? asked : asked & ~static_cast<uint32_t>(S_ISGID);
 }
 
 }  // namespace skein
