@@ -148,16 +148,18 @@ Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
   if (!conn) return R::failure(conn.error());
   std::string rel;
   uint64_t epoch = 0;
+  HandleJudge judge;
   {
     std::lock_guard lock(mu_);
     Handle& h = handles_[slot];
     if (!h.handle.empty() && h.conn == *conn) return h;
-    if (pinned_) {
+    if (judged_ && !judge_) {
       if (auto live = live_handle_locked()) return *live;
       return R::failure(ESTALE);
     }
     rel = rel_;
     epoch = epoch_;
+    judge = judge_;
   }
   // Re-open by path, confined as the first open was: the caller's access mode, never creating
   // or truncating again.
@@ -173,6 +175,19 @@ Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
   if (auto st = backend_->confine(rel); !st) return R::failure(st.error());
   auto h = expect_handle(backend_->open_confined(**conn, rel, again, {}, nullptr));
   if (!h) return R::failure(h.error());
+  if (judge) {
+    // The path may lead to another file than the one judged at the open by now: the handle
+    // serves only if the user may use the file it opened, by that file's own attributes.
+    backend_->pool().count_ops(1);
+    auto a = expect_attrs((*conn)->call(PacketWriter(FXP_FSTAT).str(*h).take()));
+    if (!a || !judge(*a)) {
+      (*conn)->send(PacketWriter(FXP_CLOSE).str(*h).take());
+      std::lock_guard lock(mu_);
+      if (a) judge_ = nullptr;  // the name leads elsewhere: no more opens by it
+      if (auto live = live_handle_locked()) return *live;
+      return R::failure(a ? ESTALE : a.error());
+    }
+  }
   std::lock_guard lock(mu_);
   if (backend_->epoch_of(rel) != epoch) {
     // A removal of the path ran beside the OPEN (it moves the epoch before its REMOVE goes out,
@@ -212,23 +227,24 @@ size_t slot_for_run(uint64_t run, size_t slots) {
   return static_cast<size_t>(sum % slots);
 }
 
-void RemoteFile::pin_to_open_handles() {
+void RemoteFile::judge_new_handles(HandleJudge may_use) {
   std::lock_guard lock(mu_);
-  pinned_ = true;
+  judged_ = true;
+  judge_ = std::move(may_use);
 }
 
 Result<SharedBytes> RemoteFile::read(uint64_t offset, uint32_t size) {
   // Keyed by the server's path and the pool: views of one backend share their fetches too.
   std::string rel;
   uint64_t epoch = 0;
-  bool pinned = false;
+  bool judged = false;
   {
     std::lock_guard lock(mu_);
-    pinned = pinned_;
+    judged = judged_;
     rel = rel_;
     epoch = epoch_;
   }
-  if (pinned) return fetch(offset, size);
+  if (judged) return fetch(offset, size);  // bytes of this file's own handles only
   return ReadCollapser::shared().read(&backend_->pool(), backend_->remote_path(rel), epoch, offset,
                                       size, [&] { return fetch(offset, size); });
 }

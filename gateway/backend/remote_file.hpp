@@ -72,9 +72,11 @@ class RemoteFile final : public BackendFile {
   // than another rename): the file opens nothing by path from then on, and its reads are shared
   // with no other file's.
   void renamed(std::string new_rel) override;
-  // handle_on() then answers a live handle of another slot (or ESTALE when none is), and reads
-  // go to the server without ReadCollapser.
-  void pin_to_open_handles() override;
+  // handle_on() then FSTATs each handle it opens by path and uses it only if `may_use` accepts
+  // its attributes; without `may_use`, and after one refusal, it opens none by path and answers
+  // a live handle of another slot (or ESTALE when none is). Reads go to the server without
+  // ReadCollapser.
+  void judge_new_handles(HandleJudge may_use) override;
 
  private:
   struct Handle {
@@ -113,10 +115,11 @@ class RemoteFile final : public BackendFile {
 
   std::shared_ptr<SftpBackend> backend_;
   std::optional<sftp::Attrs> attrs_at_open_, parent_attrs_at_open_;  // set by open_first
-  mutable std::mutex mu_;  // guards rel_, epoch_, handles_, users_ and closing_
+  mutable std::mutex mu_;  // guards rel_, epoch_, judged_, judge_, handles_, users_ and closing_
   std::string rel_;
   uint64_t epoch_ = 0;   // of rel_ when the file was opened there (PathEpochs)
-  bool pinned_ = false;  // pin_to_open_handles()
+  bool judged_ = false;  // judge_new_handles() was called
+  HandleJudge judge_;    // its judge; empty: no handle opened by path
   std::string counted_;  // the server path PathEpochs counts the file open at; "" if none
   int flags_;
   std::vector<Handle> handles_;  // by slot; empty handle string = not open

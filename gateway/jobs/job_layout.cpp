@@ -66,7 +66,13 @@ class OwnedFile : public OpenFile {
   Status close() override { return inner_->close(); }
   std::string rel_path() const override { return inner_->rel_path(); }
   void renamed(std::string new_rel) override { inner_->renamed(std::move(new_rel)); }
-  void pin_to_open_handles() override { inner_->pin_to_open_handles(); }
+  // Judged as fstat() shows the file: owned by the job's user.
+  void judge_new_handles(HandleJudge may_use) override {
+    inner_->judge_new_handles(
+        [uid = uid_, gid = gid_, may_use = std::move(may_use)](const sftp::Attrs& a) {
+          return may_use(with_owner(a, uid, gid));
+        });
+  }
 
  protected:
   sftp::Attrs owned(const sftp::Attrs& a) const { return with_owner(a, uid_, gid_); }

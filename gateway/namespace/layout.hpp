@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -118,11 +119,16 @@ class OpenFile {
   // The file's path relative to its mount, and its update after a rename.
   virtual std::string rel_path() const = 0;
   virtual void renamed(std::string new_rel) = 0;
-  // From now on the file reads and writes only through the handles it has open, never through
-  // one opened by its path again nor sharing a read made through another file's (RemoteFile): a
-  // file judged by its own attributes for a user the gateway does not trust
+  // Whether a user the gateway does not trust may use a file with these attributes (its own,
+  // from an FSTAT of a handle) as the user's open asked.
+  using HandleJudge = std::function<bool(const sftp::Attrs&)>;
+  // For a file judged by its own attributes for a user the gateway does not trust
   // (OpenRequest.as_user), whose path may lead to another file before the gateway hears of it.
-  virtual void pin_to_open_handles() {}
+  // From now on the file reads and writes only through the handles it has open (judged by the
+  // caller) and handles it opens by path whose own attributes `may_use` accepts (RemoteFile, one
+  // FSTAT per handle), and never shares a read made through another file's handle. A handle
+  // refused so is closed unused.
+  virtual void judge_new_handles(HandleJudge may_use) { (void)may_use; }
 };
 
 // The whole of `file`, opened with attributes `attrs`, if it is a regular file of at most

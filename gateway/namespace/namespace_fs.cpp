@@ -138,17 +138,27 @@ std::vector<Result<sftp::Attrs>> NamespaceFs::getattr_each(const std::vector<std
 }
 
 namespace {
-// The attributes of the file `f` opened (its FSTAT, not a look at its path), with `f` kept to the
-// handles it has: the file judged by them is the one read, written or changed.
-Result<sftp::Attrs> own_attrs(OpenFile& f) {
-  f.pin_to_open_handles();
-  return f.fstat();
-}
-
 // Whether `who` may open a file with attributes `a` as `flags` ask.
 bool may_open(const sftp::Attrs& a, const Credentials& who, int flags) {
   return may_access(a.permissions, a.uid, a.gid, who.uid, who.gid, who.groups,
                     access_bits_of_open(flags));
+}
+
+// What a file opened for `who` as `flags` ask may open by path later: a file `who` may open so
+// (OpenFile::judge_new_handles); without `who`, nothing.
+OpenFile::HandleJudge judge_of(const Credentials* who, int flags) {
+  if (!who) return {};
+  return [who = *who, flags = flags & ~O_TRUNC](const sftp::Attrs& a) {
+    return may_open(a, who, flags);
+  };
+}
+
+// The attributes of the file `f` opened (its FSTAT, not a look at its path), the file judged by
+// them being the one read, written or changed: from now on `f` uses only the handles it has and
+// those judge_of(who, flags) accepts.
+Result<sftp::Attrs> own_attrs(OpenFile& f, const Credentials* who, int flags) {
+  f.judge_new_handles(judge_of(who, flags));
+  return f.fstat();
 }
 }  // namespace
 
@@ -201,7 +211,8 @@ Result<sftp::Attrs> NamespaceFs::setattr_judged(const Located& t, const AttrChan
     file = *f;
   }
   R r = [&]() -> R {
-    auto own = own_attrs(*file);
+    // A handle opened here uses no other; the caller's keeps the judgement of its open.
+    auto own = ours ? own_attrs(*file, nullptr, 0) : file->fstat();
     if (!own) return own;
     if (int e = judge(*own)) return R::failure(e);
     if (!change.mode) return file->set_attrs(change);
@@ -353,7 +364,9 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
     return R::failure(error);
   };
   if (attrs_of_file || as_user) {
-    auto own = own_attrs(*f->file);
+    // For the control socket's reads (attrs_of_file alone) the mount judges the caller by these
+    // attributes: the file keeps to the handle it has.
+    auto own = own_attrs(*f->file, as_user, flags);
     if (!own) return fail(own.error());
     f->attrs = *own;
   }
@@ -375,8 +388,13 @@ Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int fl
     // A new file, or the file found at the name judged as the user's open of it would be; a few
     // times while it comes and goes.
     for (int attempt = 0;; ++attempt) {
-      auto made = create(vpath, flags | O_EXCL, mode, mount);
-      if (made || made.error() != EEXIST) return made;
+      auto made = create_at(locate(vpath), vpath, flags | O_EXCL, mode);
+      if (made) {
+        // Made for the user: what it opens by path later must be a file the user may open.
+        made->file->judge_new_handles(judge_of(as_user, flags));
+        return Opened{register_file(made->file, mount), made->attrs, made->parent_attrs};
+      }
+      if (made.error() != EEXIST) return Result<Opened>::failure(made.error());
       auto found = open(vpath, flags & ~(O_CREAT | O_EXCL), mount, true, as_user);
       if (found || found.error() != ENOENT || attempt == 2) return found;
     }
@@ -451,7 +469,7 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::reopen(const Located& at, int fla
   auto f = at.mount->layout->open(at.rel, flags);
   if (f && as_user) {
     // Judged as the open it stands for was: the name may lead to another file by now.
-    auto own = own_attrs(**f);
+    auto own = own_attrs(**f, as_user, flags);
     if (!own || !may_open(*own, *as_user, flags)) {
       (void)(*f)->close();
       return R::failure(own ? EACCES : own.error());

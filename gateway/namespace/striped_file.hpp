@@ -87,9 +87,10 @@ class StripedFile final : public OpenFile {
   Status close() override;
   std::string rel_path() const override;
   void renamed(std::string new_rel) override;
-  void pin_to_open_handles() override {
+  // Each part's new handles judged by that part's own attributes.
+  void judge_new_handles(HandleJudge may_use) override {
     for (auto& p : parts_)
-      if (p) p->pin_to_open_handles();
+      if (p) p->judge_new_handles(may_use);
   }
 
   // The logical size now, from the size of every part.

@@ -561,6 +561,106 @@ TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
   EXPECT_FALSE(r.judged());
 }
 
+// A judged open's large reads spread over the backend's connections, each opening the file by path
+// (RemoteFile: one handle per connection). Each such handle is judged by its own attributes before
+// it serves: once the name leads to root's private file (swapped in on the server, before the
+// gateway's watcher has reported it), the reads go on through the handle judged at the open and
+// give none of root's bytes. The same for a file the user created, and for a write.
+TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
+  constexpr uint32_t kNobody = 65534;
+  constexpr uint64_t kRun = 4 << 20;  // a connection's run of a file (RemoteFile::fetch)
+  constexpr uint64_t kSize = 4 * kRun;
+  auto call_as = [&](grpc::ClientContext& ctx, pb::FileRef* file, const std::string& rel,
+                     uint64_t handle, uint32_t flags) {
+    prepare(ctx, token_.c_str());
+    file->set_ns("default");
+    file->set_path(vpath(rel));
+    file->set_handle(handle);
+    file->set_flags(flags);
+    file->mutable_as_user()->set_uid(kNobody);
+    file->mutable_as_user()->set_gid(kNobody);
+  };
+  auto read_as = [&](const std::string& rel, uint64_t handle, uint32_t flags, uint64_t offset) {
+    grpc::ClientContext ctx;
+    pb::ReadRequest req;
+    call_as(ctx, req.mutable_file(), rel, handle, flags);
+    req.set_offset(offset);
+    req.set_size(1 << 20);
+    pb::ReadReply reply;
+    EXPECT_TRUE(data_->Read(&ctx, req, &reply).ok());
+    EXPECT_EQ(reply.error(), 0);
+    return reply.data();
+  };
+  auto open_as = [&](const std::string& rel, uint32_t flags) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::OpenRequest req;
+    req.set_ns("default");
+    req.set_path(vpath(rel));
+    req.set_flags(flags);
+    req.set_mode(0644);
+    req.mutable_as_user()->set_uid(kNobody);
+    req.mutable_as_user()->set_gid(kNobody);
+    pb::OpenReply reply;
+    const bool create = (flags & O_CREAT) != 0;
+    EXPECT_TRUE((create ? data_->Create(&ctx, req, &reply) : data_->Open(&ctx, req, &reply)).ok());
+    EXPECT_EQ(reply.error(), 0);
+    return reply.handle();
+  };
+  auto write_as = [&](const std::string& rel, uint64_t handle, uint32_t flags, uint64_t offset,
+                      const std::string& bytes) {
+    grpc::ClientContext ctx;
+    pb::WriteRequest req;
+    call_as(ctx, req.mutable_file(), rel, handle, flags);
+    req.set_offset(offset);
+    req.set_data(bytes);
+    pb::WriteReply reply;
+    EXPECT_TRUE(data_->Write(&ctx, req, &reply).ok());
+    return reply.error();
+  };
+  auto swap = [&](const std::string& a, const std::string& b) {
+    return ::renameat2(AT_FDCWD, server(a).c_str(), AT_FDCWD, server(b).c_str(), RENAME_EXCHANGE) ==
+           0;
+  };
+  const std::string secret(kSize, 'S');
+  auto roots_file_intact = [&](const std::string& at) {
+    struct stat st {};
+    return ::stat(server(at).c_str(), &st) == 0 && st.st_uid == 0 && (st.st_mode & 07777) == 0600 &&
+           read_file(server(at)) == secret;
+  };
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::string pub = "pub" + std::to_string(round), made = "made" + std::to_string(round);
+    const std::string roots = "roots" + std::to_string(round);
+    ASSERT_TRUE(write_file(server(pub), std::string(kSize, 'p')));
+    ASSERT_EQ(::chown(server(pub).c_str(), kNobody, kNobody), 0);
+    ASSERT_EQ(::chmod(server(pub).c_str(), 0644), 0);
+    ASSERT_TRUE(write_file(server(roots), secret));
+    ASSERT_EQ(::chmod(server(roots).c_str(), 0600), 0);
+    // Opened for reading and judged; then the name leads to root's file, and every run is read.
+    const uint64_t opened = open_as(pub, O_RDONLY);
+    ASSERT_NE(opened, 0u);
+    ASSERT_TRUE(swap(pub, roots));
+    for (uint64_t off = kRun; off < kSize + kRun; off += kRun) {
+      const std::string got = read_as(pub, opened, O_RDONLY, off % kSize);
+      EXPECT_EQ(got, std::string(1 << 20, 'p')) << "at " << off % kSize;
+    }
+    ASSERT_TRUE(swap(pub, roots));  // back
+    // Made by the user and written (its last byte: one handle, the create's); then the name
+    // leads to root's file.
+    const uint64_t created = open_as(made, O_RDWR | O_CREAT | O_TRUNC);
+    ASSERT_NE(created, 0u);
+    ASSERT_EQ(write_as(made, created, O_RDWR, kSize - 1, "m"), 0);
+    ASSERT_TRUE(swap(made, roots));
+    for (uint64_t off = kRun; off < kSize + kRun; off += kRun) {
+      const std::string got = read_as(made, created, O_RDWR, off % kSize);
+      EXPECT_EQ(got.find('S'), std::string::npos) << "root's bytes read at " << off % kSize;
+      EXPECT_EQ(write_as(made, created, O_RDWR, off % kSize, std::string(1 << 20, 'w')), 0);
+    }
+    EXPECT_TRUE(roots_file_intact(made)) << "root's file was written";
+  }
+}
+
 // A name that another user may rename in its directory: the kernel judged the user's open, chmod
 // and truncate by the file the name led to at its lookup, and the gateway acts on the name. Root's
 // private file of the same size and mtime is swapped in and out under the name (renameat2's
