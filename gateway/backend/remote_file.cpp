@@ -182,8 +182,13 @@ Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
     auto a = expect_attrs((*conn)->call(PacketWriter(FXP_FSTAT).str(*h).take()));
     if (!a || !judge(*a)) {
       (*conn)->send(PacketWriter(FXP_CLOSE).str(*h).take());
+      if (a)
+        spdlog::warn(
+            "backend {}: {} now leads to a file (uid {}, mode {:o}) its opener may not use; the "
+            "open file keeps to the handles it has",
+            backend_->name(), rel, a->uid, a->permissions);
       std::lock_guard lock(mu_);
-      if (a) judge_ = nullptr;  // the name leads elsewhere: no more opens by it
+      if (a) judge_ = nullptr;  // no more opens by the name
       if (auto live = live_handle_locked()) return *live;
       return R::failure(a ? ESTALE : a.error());
     }

@@ -68,10 +68,12 @@ class OwnedFile : public OpenFile {
   void renamed(std::string new_rel) override { inner_->renamed(std::move(new_rel)); }
   // Judged as fstat() shows the file: owned by the job's user.
   void judge_new_handles(HandleJudge may_use) override {
-    inner_->judge_new_handles(
-        [uid = uid_, gid = gid_, may_use = std::move(may_use)](const sftp::Attrs& a) {
-          return may_use(with_owner(a, uid, gid));
-        });
+    inner_->judge_new_handles(as_owned(std::move(may_use)));
+  }
+  Result<sftp::Attrs> judge_handles(HandleJudge may_use) override {
+    auto a = inner_->judge_handles(as_owned(std::move(may_use)));
+    if (a) *a = owned(*a);
+    return a;
   }
 
  protected:
@@ -80,6 +82,14 @@ class OwnedFile : public OpenFile {
   std::shared_ptr<OpenFile> inner_;
 
  private:
+  // `may_use` of the attributes as fstat() shows them; empty (nothing by path) stays empty.
+  HandleJudge as_owned(HandleJudge may_use) const {
+    if (!may_use) return {};
+    return [uid = uid_, gid = gid_, may_use = std::move(may_use)](const sftp::Attrs& a) {
+      return may_use(with_owner(a, uid, gid));
+    };
+  }
+
   uint32_t uid_, gid_;
 };
 

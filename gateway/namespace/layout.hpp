@@ -129,6 +129,13 @@ class OpenFile {
   // FSTAT per handle), and never shares a read made through another file's handle. A handle
   // refused so is closed unused.
   virtual void judge_new_handles(HandleJudge may_use) { (void)may_use; }
+  // judge_new_handles(may_use), then the attributes the open is judged by (fstat()). Where the
+  // file is several handles opened by path (a striped file's parts), each one's own attributes
+  // must pass `may_use` too, else EACCES.
+  virtual Result<sftp::Attrs> judge_handles(HandleJudge may_use) {
+    judge_new_handles(std::move(may_use));
+    return fstat();
+  }
 };
 
 // The whole of `file`, opened with attributes `attrs`, if it is a regular file of at most

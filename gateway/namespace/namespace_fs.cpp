@@ -144,21 +144,21 @@ bool may_open(const sftp::Attrs& a, const Credentials& who, int flags) {
                     access_bits_of_open(flags));
 }
 
-// What a file opened for `who` as `flags` ask may open by path later: a file `who` may open so
-// (OpenFile::judge_new_handles); without `who`, nothing.
+// What a file opened for `who` as `flags` ask may open by path later: a regular file `who` may
+// open so (OpenFile::judge_new_handles); without `who`, nothing.
 OpenFile::HandleJudge judge_of(const Credentials* who, int flags) {
   if (!who) return {};
   return [who = *who, flags = flags & ~O_TRUNC](const sftp::Attrs& a) {
-    return may_open(a, who, flags);
+    return S_ISREG(a.permissions) && may_open(a, who, flags);
   };
 }
 
 // The attributes of the file `f` opened (its FSTAT, not a look at its path), the file judged by
 // them being the one read, written or changed: from now on `f` uses only the handles it has and
-// those judge_of(who, flags) accepts.
+// those judge_of(who, flags) accepts; where it has several opened by path (a striped file's
+// parts), each is judged so now (OpenFile::judge_handles).
 Result<sftp::Attrs> own_attrs(OpenFile& f, const Credentials* who, int flags) {
-  f.judge_new_handles(judge_of(who, flags));
-  return f.fstat();
+  return f.judge_handles(judge_of(who, flags));
 }
 }  // namespace
 
@@ -384,16 +384,19 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
 Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int flags, uint32_t mode,
                                                 std::string_view mount,
                                                 const Credentials* as_user) {
+  // A file made for such a user is used only through the handles it was made with: its user's
+  // rights to it came from making it, not from its attributes (the server's account owns it), so
+  // no file opened by its name later could be told to be the same.
+  auto made_for = [&](Created& made) {
+    if (as_user) made.file->judge_new_handles({});
+    return Opened{register_file(made.file, mount), made.attrs, made.parent_attrs};
+  };
   if (as_user && !(flags & O_EXCL)) {
     // A new file, or the file found at the name judged as the user's open of it would be; a few
     // times while it comes and goes.
     for (int attempt = 0;; ++attempt) {
       auto made = create_at(locate(vpath), vpath, flags | O_EXCL, mode);
-      if (made) {
-        // Made for the user: what it opens by path later must be a file the user may open.
-        made->file->judge_new_handles(judge_of(as_user, flags));
-        return Opened{register_file(made->file, mount), made->attrs, made->parent_attrs};
-      }
+      if (made) return made_for(*made);
       if (made.error() != EEXIST) return Result<Opened>::failure(made.error());
       auto found = open(vpath, flags & ~(O_CREAT | O_EXCL), mount, true, as_user);
       if (found || found.error() != ENOENT || attempt == 2) return found;
@@ -401,7 +404,7 @@ Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int fl
   }
   auto c = create_at(locate(vpath), vpath, flags, mode);
   if (!c) return Result<Opened>::failure(c.error());
-  return Opened{register_file(c->file, mount), c->attrs, c->parent_attrs};
+  return made_for(*c);
 }
 
 Result<Created> NamespaceFs::create_at(const Located& at, const std::string& vpath, int flags,
@@ -447,6 +450,7 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   } else if (auto made = create_at(t, vpath, flags & ~O_TRUNC, create->mode); !made) {
     r = R::failure(made.error());
   } else {
+    if (as_user) made->file->judge_new_handles({});  // as create()'s (mounts never send these)
     r = made->file;
     if (create->made) *create->made = Opened{handle, made->attrs, made->parent_attrs};
   }

@@ -140,11 +140,20 @@ Result<sftp::Attrs> StripedFile::set_attrs(const AttrChange& change) {
   return fstat();
 }
 
-Result<sftp::Attrs> StripedFile::fstat() {
+Result<sftp::Attrs> StripedFile::fstat() { return fstat_parts(nullptr); }
+
+Result<sftp::Attrs> StripedFile::judge_handles(HandleJudge may_use) {
+  judge_new_handles(may_use);
+  return fstat_parts(may_use ? &may_use : nullptr);
+}
+
+Result<sftp::Attrs> StripedFile::fstat_parts(const HandleJudge* each) {
   using R = Result<sftp::Attrs>;
   auto attrs = fan_out(parts_.size(), [&](size_t b) -> R {
     if (!parts_[b]) return sftp::Attrs{};  // a missing part: empty
-    return parts_[b]->fstat();
+    auto a = parts_[b]->fstat();
+    if (a && each && !(*each)(*a)) return R::failure(EACCES);
+    return a;
   });
   if (int err = worst_error(attrs)) return R::failure(err);
   sftp::Attrs out = *attrs[0];

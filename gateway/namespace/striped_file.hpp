@@ -92,11 +92,17 @@ class StripedFile final : public OpenFile {
     for (auto& p : parts_)
       if (p) p->judge_new_handles(may_use);
   }
+  // fstat(), each part's own attributes judged: the parts were opened by path, one server after
+  // another, and any may be another file than part 0's.
+  Result<sftp::Attrs> judge_handles(HandleJudge may_use) override;
 
   // The logical size now, from the size of every part.
   Result<uint64_t> logical_size();
 
  private:
+  // fstat(); with `each`, every part's attributes must pass it (else EACCES).
+  Result<sftp::Attrs> fstat_parts(const HandleJudge* each);
+
   StripeMap map_;
   std::vector<std::shared_ptr<BackendFile>> parts_;  // by backend; fixed after construction
   int flags_;

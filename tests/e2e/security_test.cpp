@@ -563,13 +563,52 @@ TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
 
 // A judged open's large reads spread over the backend's connections, each opening the file by path
 // (RemoteFile: one handle per connection). Each such handle is judged by its own attributes before
-// it serves: once the name leads to root's private file (swapped in on the server, before the
-// gateway's watcher has reported it), the reads go on through the handle judged at the open and
-// give none of root's bytes. The same for a file the user created, and for a write.
+// it serves: once the name leads to root's private file (swapped in on the server, and never
+// reported: this test's gateway does not watch the server), the reads go on through the handle
+// judged at the open and give none of root's bytes. A file the user created (with or without
+// O_EXCL) is read and written only through the handle it was made with.
 TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
   constexpr uint32_t kNobody = 65534;
   constexpr uint64_t kRun = 4 << 20;  // a connection's run of a file (RemoteFile::fetch)
   constexpr uint64_t kSize = 4 * kRun;
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  const std::string config = cluster_->state() + "/unwatched.toml";
+  const std::string log = cluster_->state() + "/unwatched-gateway.log";
+  std::ofstream(config) << "[gateway]\nlisten = \"" << address
+                        << "\"\ntimeout_ms = 5000\nremote_watch = false\n"
+                           "revalidate_interval_ms = 3600000\n"
+                        << cluster_->gateway_tls_toml() << "[[backend]]\nname = \"srv0\"\n"
+                        << "host = \"127.0.0.1\"\nport = "
+                        << cluster_->list("SKEIN_SSH_PORTS").at(0) << "\nuser = \""
+                        << cluster_->env("SKEIN_SSH_USER") << "\"\nidentity_file = \""
+                        << cluster_->env("SKEIN_SSH_KEY") << "\"\nknown_hosts = \""
+                        << cluster_->env("SKEIN_KNOWN_HOSTS") << "\"\nroot = \""
+                        << cluster_->export_dir(0)
+                        << "\"\nconnections = 4\n[[namespace]]\nname = \"default\"\n"
+                        << "token_file = \"" << cluster_->token_file()
+                        << "\"\n[[namespace.mount]]\npath = \"/srv0\"\nbackends = [\"srv0\"]\n"
+                        << "[[namespace.mount]]\npath = \"/striped\"\nlayout = \"striped\"\n"
+                        << "stripe_size = \"1M\"\nbackends = [\"st0\", \"st1\"]\n";
+  // Two backends on the one server, for a striped file of two parts.
+  auto part_dir = [&](int b) {
+    return cluster_->state() + "/" + name_ + "-st" + std::to_string(b);
+  };
+  for (int b : {0, 1}) {
+    ASSERT_EQ(::mkdir(part_dir(b).c_str(), 0755), 0);
+    std::ofstream(config, std::ios::app)
+        << "[[backend]]\nname = \"st" << b
+        << "\"\nhost = \"127.0.0.1\"\nport = " << cluster_->list("SKEIN_SSH_PORTS").at(0)
+        << "\nuser = \"" << cluster_->env("SKEIN_SSH_USER") << "\"\nidentity_file = \""
+        << cluster_->env("SKEIN_SSH_KEY") << "\"\nknown_hosts = \""
+        << cluster_->env("SKEIN_KNOWN_HOSTS") << "\"\nroot = \"" << part_dir(b)
+        << "\"\nconnections = 2\n";
+  }
+  std::string error;
+  auto gateway = GatewayProcess::start(config, address, log, error);
+  ASSERT_TRUE(gateway) << error;
+  auto channel = wire::secure_channel(address, cluster_tls(*cluster_), error);
+  ASSERT_TRUE(channel) << error;
+  auto data = pb::Data::NewStub(channel);
   auto call_as = [&](grpc::ClientContext& ctx, pb::FileRef* file, const std::string& rel,
                      uint64_t handle, uint32_t flags) {
     prepare(ctx, token_.c_str());
@@ -587,7 +626,7 @@ TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
     req.set_offset(offset);
     req.set_size(1 << 20);
     pb::ReadReply reply;
-    EXPECT_TRUE(data_->Read(&ctx, req, &reply).ok());
+    EXPECT_TRUE(data->Read(&ctx, req, &reply).ok());
     EXPECT_EQ(reply.error(), 0);
     return reply.data();
   };
@@ -603,7 +642,7 @@ TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
     req.mutable_as_user()->set_gid(kNobody);
     pb::OpenReply reply;
     const bool create = (flags & O_CREAT) != 0;
-    EXPECT_TRUE((create ? data_->Create(&ctx, req, &reply) : data_->Open(&ctx, req, &reply)).ok());
+    EXPECT_TRUE((create ? data->Create(&ctx, req, &reply) : data->Open(&ctx, req, &reply)).ok());
     EXPECT_EQ(reply.error(), 0);
     return reply.handle();
   };
@@ -615,7 +654,7 @@ TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
     req.set_offset(offset);
     req.set_data(bytes);
     pb::WriteReply reply;
-    EXPECT_TRUE(data_->Write(&ctx, req, &reply).ok());
+    EXPECT_TRUE(data->Write(&ctx, req, &reply).ok());
     return reply.error();
   };
   auto swap = [&](const std::string& a, const std::string& b) {
@@ -630,7 +669,7 @@ TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
   };
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    const std::string pub = "pub" + std::to_string(round), made = "made" + std::to_string(round);
+    const std::string pub = "pub" + std::to_string(round);
     const std::string roots = "roots" + std::to_string(round);
     ASSERT_TRUE(write_file(server(pub), std::string(kSize, 'p')));
     ASSERT_EQ(::chown(server(pub).c_str(), kNobody, kNobody), 0);
@@ -647,18 +686,90 @@ TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
     }
     ASSERT_TRUE(swap(pub, roots));  // back
     // Made by the user and written (its last byte: one handle, the create's); then the name
-    // leads to root's file.
-    const uint64_t created = open_as(made, O_RDWR | O_CREAT | O_TRUNC);
-    ASSERT_NE(created, 0u);
-    ASSERT_EQ(write_as(made, created, O_RDWR, kSize - 1, "m"), 0);
-    ASSERT_TRUE(swap(made, roots));
-    for (uint64_t off = kRun; off < kSize + kRun; off += kRun) {
-      const std::string got = read_as(made, created, O_RDWR, off % kSize);
-      EXPECT_EQ(got.find('S'), std::string::npos) << "root's bytes read at " << off % kSize;
-      EXPECT_EQ(write_as(made, created, O_RDWR, off % kSize, std::string(1 << 20, 'w')), 0);
+    // leads to root's file. Without O_EXCL, then with it.
+    for (const uint32_t excl : {0, O_EXCL}) {
+      const std::string made = "made" + std::to_string(round) + (excl ? "x" : "");
+      const uint64_t created = open_as(made, O_RDWR | O_CREAT | O_TRUNC | excl);
+      ASSERT_NE(created, 0u);
+      ASSERT_EQ(write_as(made, created, O_RDWR, kSize - 1, "m"), 0);
+      ASSERT_TRUE(swap(made, roots));
+      for (uint64_t off = kRun; off < kSize + kRun; off += kRun) {
+        const std::string got = read_as(made, created, O_RDWR, off % kSize);
+        EXPECT_EQ(got.find('S'), std::string::npos) << "root's bytes read at " << off % kSize;
+        EXPECT_EQ(write_as(made, created, O_RDWR, off % kSize, std::string(1 << 20, 'w')), 0);
+      }
+      EXPECT_TRUE(roots_file_intact(made)) << "root's file was written";
+      ASSERT_TRUE(swap(made, roots));  // back
     }
-    EXPECT_TRUE(roots_file_intact(made)) << "root's file was written";
   }
+  // A striped file's parts are opened by path, one server after another: each part is judged by
+  // its own attributes. Part 1 swapped for root's file on its server: the open is refused.
+  {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::OpenRequest req;
+    req.set_ns("default");
+    req.set_path("/striped/f");
+    req.set_flags(O_RDWR | O_CREAT);
+    req.set_mode(0644);
+    pb::OpenReply made;
+    ASSERT_TRUE(data->Create(&ctx, req, &made).ok());
+    ASSERT_EQ(made.error(), 0);
+    for (uint64_t off : {0u, 1u << 20}) {  // a MiB on each part
+      grpc::ClientContext wctx;
+      prepare(wctx, token_.c_str());
+      pb::WriteRequest w;
+      w.mutable_file()->set_ns("default");
+      w.mutable_file()->set_path("/striped/f");
+      w.mutable_file()->set_handle(made.handle());
+      w.mutable_file()->set_flags(O_RDWR);
+      w.set_offset(off);
+      w.set_data(std::string(1 << 20, 'p'));
+      pb::WriteReply written;
+      ASSERT_TRUE(data->Write(&wctx, w, &written).ok());
+      ASSERT_EQ(written.error(), 0);
+    }
+  }
+  for (int b : {0, 1}) {
+    const std::string part = part_dir(b) + "/f";
+    ASSERT_EQ(::chown(part.c_str(), kNobody, kNobody), 0);
+    ASSERT_EQ(::chmod(part.c_str(), 0644), 0);
+  }
+  const std::string roots_part = part_dir(1) + "/roots";
+  ASSERT_TRUE(write_file(roots_part, std::string(1 << 20, 'S')));
+  ASSERT_EQ(::chmod(roots_part.c_str(), 0600), 0);
+  auto open_striped = [&](pb::OpenReply& reply) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::OpenRequest req;
+    req.set_ns("default");
+    req.set_path("/striped/f");
+    req.set_flags(O_RDONLY);
+    req.mutable_as_user()->set_uid(kNobody);
+    req.mutable_as_user()->set_gid(kNobody);
+    return data->Open(&ctx, req, &reply).ok();
+  };
+  auto swap_part = [&] {
+    return ::renameat2(AT_FDCWD, (part_dir(1) + "/f").c_str(), AT_FDCWD, roots_part.c_str(),
+                       RENAME_EXCHANGE) == 0;
+  };
+  pb::OpenReply striped;
+  ASSERT_TRUE(swap_part());
+  ASSERT_TRUE(open_striped(striped));
+  EXPECT_EQ(striped.error(), EACCES) << "a part of root's was opened for nobody";
+  ASSERT_TRUE(swap_part());  // back: nobody's own parts open
+  striped.Clear();
+  ASSERT_TRUE(open_striped(striped));
+  EXPECT_EQ(striped.error(), 0);
+  EXPECT_EQ(read_file(part_dir(1) + "/roots"), std::string(1 << 20, 'S'));
+
+  // Each round's open read its runs through handles opened by the swapped name: each refused.
+  const std::string said = read_file(log);
+  std::size_t refusals = 0;
+  for (std::size_t at = 0; (at = said.find("its opener may not use", at)) != std::string::npos;
+       ++at)
+    ++refusals;
+  EXPECT_EQ(refusals, 3u) << said;
 }
 
 // A name that another user may rename in its directory: the kernel judged the user's open, chmod

@@ -38,6 +38,7 @@ struct FakeBackend::Tree {
   size_t all_calls = 0;
   uint64_t bytes_read = 0, bytes_written = 0;
   uint32_t clock = 1700000000;
+  std::vector<OpenFile::HandleJudge> judges;  // given to its files (judge_new_handles)
 
   uint32_t tick() { return ++clock; }
 
@@ -138,6 +139,10 @@ class FakeBackend::File final : public BackendFile {
         rel_(std::move(rel)),
         flags_(flags) {}
 
+  void judge_new_handles(HandleJudge may_use) override {
+    std::lock_guard lock(tree_->mu);
+    tree_->judges.push_back(std::move(may_use));
+  }
   Result<SharedBytes> read(uint64_t offset, uint32_t size) override {
     using R = Result<SharedBytes>;
     std::lock_guard lock(tree_->mu);
@@ -318,6 +323,11 @@ size_t FakeBackend::calls(std::string_view op) const {
   std::lock_guard lock(tree_->mu);
   auto it = tree_->calls.find(op);
   return it == tree_->calls.end() ? 0 : it->second;
+}
+
+std::vector<OpenFile::HandleJudge> FakeBackend::judges() const {
+  std::lock_guard lock(tree_->mu);
+  return tree_->judges;
 }
 
 // --- Backend.

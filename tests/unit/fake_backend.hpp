@@ -58,6 +58,9 @@ class FakeBackend final : public Backend, public std::enable_shared_from_this<Fa
   size_t calls() const;
   // Calls of `op` (as fail() names them).
   size_t calls(std::string_view op) const;
+  // The judges its files were given last (OpenFile::judge_new_handles), oldest first: an empty
+  // one keeps a file to the handles it has.
+  std::vector<OpenFile::HandleJudge> judges() const;
 
   // --- Backend.
   const std::string& name() const override { return name_; }

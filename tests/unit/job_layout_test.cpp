@@ -89,6 +89,40 @@ TEST(JobLayout, EveryFileShowsTheJobsOwner) {
   }
 }
 
+// A file judged for a user the gateway does not trust (OpenRequest.as_user) is judged by the
+// attributes it shows, the job's owner's, on every part; its parts get judges that see the same,
+// and "no handle by path" (an empty judge) stays empty.
+TEST(JobLayout, AJudgedFilesPartsAreJudgedAsTheJobsOwnersFile) {
+  Job j;
+  auto made = j.create("/f");
+  ASSERT_TRUE(made);
+  ASSERT_TRUE(made->write(0, bytes(std::string(20, 'x'))));  // on all three parts
+  auto r = j.layout->open("/f", O_RDONLY);
+  ASSERT_TRUE(r);
+  std::vector<uint32_t> seen;
+  auto owners_only = [&](const sftp::Attrs& a) {
+    seen.push_back(a.uid);
+    return a.uid == 1234u && a.gid == 567u;
+  };
+  auto judged = (*r)->judge_handles(owners_only);
+  ASSERT_TRUE(judged) << strerror(judged.error());
+  EXPECT_EQ(judged->uid, 1234u);
+  EXPECT_EQ(seen, (std::vector<uint32_t>{1234u, 1234u, 1234u})) << "each part, as the job's";
+  sftp::Attrs servers;  // as a server shows a part: its own account's
+  servers.uid = servers.gid = 0;
+  for (auto& b : j.b) {
+    auto judges = b->judges();
+    ASSERT_FALSE(judges.empty());
+    ASSERT_TRUE(judges.back()) << b->name();
+    EXPECT_TRUE(judges.back()(servers)) << "a part's judge sees the job's owner";
+  }
+  auto refused = (*r)->judge_handles([](const sftp::Attrs& a) { return a.uid != 1234u; });
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), EACCES);
+  EXPECT_TRUE((*r)->judge_handles({}));
+  for (auto& b : j.b) EXPECT_FALSE(b->judges().back()) << "no handle by path became some";
+}
+
 TEST(JobLayout, AChownToAnybodyElseIsRefusedAndToTheOwnerIsANoOp) {
   Job j;
   j.create("/f");
