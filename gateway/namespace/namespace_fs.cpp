@@ -181,17 +181,19 @@ Result<sftp::Attrs> NamespaceFs::setattr_judged(const Located& t, const AttrChan
                                                 std::shared_ptr<OpenFile> file,
                                                 const Credentials& who) {
   using R = Result<sftp::Attrs>;
-  // The caller's handle serves a change of the size alone (an ftruncate). Anything more is made
-  // through a handle opened here for it, which also refuses a copy on a read-only branch.
-  if (file && (change.mode || change.uid || change.gid || change.atime_s || change.mtime_s))
-    file.reset();
+  // The caller's handle serves an ftruncate: a new size, with the times set to now as the
+  // kernel sends it, of a file the user opened for writing (judged then), which the kernel does
+  // not judge again. Any other change is made through a handle opened here for it, which also
+  // refuses a copy on a read-only branch.
+  const bool times = change.atime_s || change.mtime_s;
+  const bool ftruncate = file && change.size && !change.mode && !change.uid && !change.gid &&
+                         (!times || change.to_now);
+  if (!ftruncate) file.reset();
   AttrChangeAsked asked;
   asked.mode = change.mode;
-  // A size through a handle: an ftruncate, of a file the user opened for writing (judged then),
-  // which the kernel does not judge again.
-  asked.size = change.size.has_value() && !file;
-  asked.times = (change.atime_s || change.mtime_s) && !change.to_now;
-  asked.times_now = (change.atime_s || change.mtime_s) && change.to_now;
+  asked.size = change.size.has_value() && !ftruncate;
+  asked.times = times && !change.to_now;
+  asked.times_now = times && change.to_now && !ftruncate;
   asked.uid = change.uid;
   asked.gid = change.gid;
   auto judge = [&](const sftp::Attrs& a) {
@@ -211,8 +213,13 @@ Result<sftp::Attrs> NamespaceFs::setattr_judged(const Located& t, const AttrChan
     file = *f;
   }
   R r = [&]() -> R {
-    // A handle opened here uses no other; the caller's keeps the judgement of its open.
-    auto own = ours ? own_attrs(*file, nullptr, 0) : file->fstat();
+    // A handle opened here is judged part by part (a striped file's parts were opened by path,
+    // one server after another), then uses no other; the caller's keeps the judgement of its open.
+    auto own = ours ? file->judge_handles([who, asked](const sftp::Attrs& a) {
+      return may_change_attrs(a.permissions, a.uid, a.gid, who, asked) == 0;
+    })
+                    : file->fstat();
+    if (ours) file->judge_new_handles({});
     if (!own) return own;
     if (int e = judge(*own)) return R::failure(e);
     if (!change.mode) return file->set_attrs(change);
@@ -450,7 +457,6 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   } else if (auto made = create_at(t, vpath, flags & ~O_TRUNC, create->mode); !made) {
     r = R::failure(made.error());
   } else {
-    if (as_user) made->file->judge_new_handles({});  // as create()'s (mounts never send these)
     r = made->file;
     if (create->made) *create->made = Opened{handle, made->attrs, made->parent_attrs};
   }

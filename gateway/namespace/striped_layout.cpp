@@ -209,7 +209,8 @@ Status StripedLayout::make_dir_on(size_t b, const std::string& rel, uint32_t mod
 
 Result<std::shared_ptr<BackendFile>> StripedLayout::open_part(size_t b, const std::string& rel,
                                                               int flags, uint32_t mode,
-                                                              bool missing_ok) {
+                                                              bool missing_ok,
+                                                              const sftp::Attrs* like) {
   using R = Result<std::shared_ptr<BackendFile>>;
   Backend& be = *backends_[b];
   auto f = be.open(rel, flags, mode);
@@ -217,6 +218,15 @@ Result<std::shared_ptr<BackendFile>> StripedLayout::open_part(size_t b, const st
   // The part, or the directory it goes in, is missing here: make them.
   auto dir = clone_dirs(be, parent_path(rel), primary());
   if (dir) f = be.open(rel, flags | O_CREAT, mode);
+  if (f && like && (like->flags & sftp::ATTR_UIDGID)) {
+    // Made now, by the server's account: owned as part 0 is (where that account may give it
+    // away), so that every part of the file shows the owner the file has; the parts of a file
+    // opened for a user the gateway does not trust are each judged by their own.
+    AttrChange owner;
+    owner.uid = like->uid;
+    owner.gid = like->gid;
+    (void)(*f)->set_attrs(owner);
+  }
   if (f) return f;
   int err = dir ? f.error() : dir.error();
   if (missing_ok && err != EIO) {
@@ -227,7 +237,8 @@ Result<std::shared_ptr<BackendFile>> StripedLayout::open_part(size_t b, const st
   return R::failure(err);
 }
 
-Status StripedLayout::truncate_parts(const std::string& rel, uint64_t size, uint32_t mode) {
+Status StripedLayout::truncate_parts(const std::string& rel, uint64_t size,
+                                     const sftp::Attrs& like) {
   auto done = fan_out(width(), [&](size_t b) -> Status {
     uint64_t local = map_.local_size(static_cast<uint32_t>(b), size);
     sftp::Attrs a;
@@ -236,7 +247,7 @@ Status StripedLayout::truncate_parts(const std::string& rel, uint64_t size, uint
     auto st = backends_[b]->setstat(rel, a);
     if (st || b == 0 || st.error() != ENOENT) return st;
     if (local == 0) return ok_status();  // a missing part is already empty
-    auto f = open_part(b, rel, O_WRONLY | O_CREAT, mode, false);
+    auto f = open_part(b, rel, O_WRONLY | O_CREAT, like.permissions & 07777, false, &like);
     if (!f) return Status::failure(f.error());
     st = (*f)->truncate(local);
     (void)(*f)->close();
@@ -318,8 +329,7 @@ Result<sftp::Attrs> StripedLayout::setattr(const std::string& rel, const AttrCha
     if (!reg) return R::failure(EINVAL);
     // Through the caller's handle where there is one: it works even where the path no longer
     // allows writing.
-    auto st =
-        open ? open->truncate(*ch.size) : truncate_parts(rel, *ch.size, cur->permissions & 07777);
+    auto st = open ? open->truncate(*ch.size) : truncate_parts(rel, *ch.size, *cur);
     if (!st) return R::failure(st.error());
   }
   if (a.flags) {
@@ -330,6 +340,7 @@ Result<sftp::Attrs> StripedLayout::setattr(const std::string& rel, const AttrCha
       auto done = fan_out(part_backends(width()), [&](size_t b) -> Status {
         auto s = backends_[b]->setstat(rel, a);
         return !s && s.error() == ENOENT ? ok_status() : s;  // made later, like backend 0's
+                                                             // (open_part)
       });
       if (int err = worst_error(done)) return R::failure(err);
     }
@@ -511,7 +522,7 @@ Result<sftp::Attrs> StripedLayout::link(const std::string& existing, const std::
     }
     if (s.error() != ENOENT) return s;
     if (!be.lstat(existing)) {  // no part yet: make the empty one, so the names share it
-      auto f = open_part(b, existing, O_WRONLY | O_CREAT, src->permissions & 07777, false);
+      auto f = open_part(b, existing, O_WRONLY | O_CREAT, src->permissions & 07777, false, &*src);
       if (!f) return Status::failure(f.error());
       (void)(*f)->close();
     }
@@ -566,7 +577,7 @@ Result<std::shared_ptr<OpenFile>> StripedLayout::open(const std::string& rel, in
   int part_flags = flags & ~O_APPEND;
   uint32_t mode = first->permissions & 07777;
   auto opened = fan_out(width(), [&](size_t b) {
-    return open_part(b, rel, part_flags, mode, /*missing_ok=*/!writes);
+    return open_part(b, rel, part_flags, mode, /*missing_ok=*/!writes, &*first);
   });
   if (int err = worst_error(opened)) return R::failure(err);
   std::vector<std::shared_ptr<BackendFile>> parts;

@@ -82,11 +82,13 @@ class StripedLayout final : public Layout {
   Result<FoundRecord> read_record(size_t b);
   Status write_record(size_t b, const StripeRecord& record);
   // Opens backend b's part of `rel`; a part (or its directory) missing on b > 0 is created with
-  // `mode`. With `missing_ok`, a part that cannot be created is null (it reads as holes).
+  // `mode`, and given the owner and group of `like` (part 0's attributes) where given. With
+  // `missing_ok`, a part that cannot be created is null (it reads as holes).
   Result<std::shared_ptr<BackendFile>> open_part(size_t b, const std::string& rel, int flags,
-                                                 uint32_t mode, bool missing_ok);
-  // Sets every part of `rel` to its share of `size`.
-  Status truncate_parts(const std::string& rel, uint64_t size, uint32_t mode);
+                                                 uint32_t mode, bool missing_ok,
+                                                 const sftp::Attrs* like = nullptr);
+  // Sets every part of `rel` (whose part 0 has attributes `like`) to its share of `size`.
+  Status truncate_parts(const std::string& rel, uint64_t size, const sftp::Attrs& like);
   // Makes directory `rel` on backend b > 0 (like backend 0's), whatever stray is in the way.
   Status make_dir_on(size_t b, const std::string& rel, uint32_t mode);
   // Removes whatever `rel` is on backend b > 0, with anything below it: orphans, since backend 0

@@ -441,6 +441,11 @@ std::shared_ptr<OpenFile> open_file(const NamespaceRegistry& reg, InvalidationBr
     s = grpc::Status(StatusCode::INVALID_ARGUMENT, "FileRef.create is only for Write");
     return nullptr;
   }
+  if (ref.create() && ref.has_as_user()) {
+    // The create of a user the mount does not trust is never deferred: it is judged at Create.
+    s = grpc::Status(StatusCode::INVALID_ARGUMENT, "FileRef.create is not for a judged user");
+    return nullptr;
+  }
   if (ns) *ns = t->ns;
   bool just_opened = false;
   std::optional<NamespaceFs::Opened> made;

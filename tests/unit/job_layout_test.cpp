@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <mutex>
+
 #include "fake_backend.hpp"
 #include "namespace/striped_layout.hpp"
 
@@ -99,8 +101,10 @@ TEST(JobLayout, AJudgedFilesPartsAreJudgedAsTheJobsOwnersFile) {
   ASSERT_TRUE(made->write(0, bytes(std::string(20, 'x'))));  // on all three parts
   auto r = j.layout->open("/f", O_RDONLY);
   ASSERT_TRUE(r);
+  std::mutex mu;  // the parts are judged at once, each on a thread of its own
   std::vector<uint32_t> seen;
   auto owners_only = [&](const sftp::Attrs& a) {
+    std::lock_guard lock(mu);
     seen.push_back(a.uid);
     return a.uid == 1234u && a.gid == 567u;
   };

@@ -129,6 +129,28 @@ TEST(StripedLayout, APartMissingOnABackendReadsAsHoles) {
   EXPECT_EQ(s.part(1, "/f"), "") << "a read-only open makes the missing part, empty";
 }
 
+// A part made after the file (it grew onto another server, or was made by one server alone) is
+// owned as part 0 is, so that each part shows the file's owner (a judged open judges each part).
+TEST(StripedLayout, APartMadeLaterIsOwnedAsPartZero) {
+  Stripes s;
+  s.layout->prepare();
+  s.b[0]->put_file("/f", "AAAA");  // one stripe: no other part
+  sftp::Attrs owner;
+  owner.flags = sftp::ATTR_UIDGID;
+  owner.uid = 1000;
+  owner.gid = 2000;
+  ASSERT_TRUE(s.b[0]->setstat("/f", owner));
+  auto f = s.layout->open("/f", O_RDWR);
+  ASSERT_TRUE(f) << strerror(f.error());
+  for (size_t i : {1u, 2u}) {
+    auto a = s.b[i]->attrs("/f");
+    ASSERT_TRUE(a) << "no part made on backend " << i;
+    EXPECT_EQ(a->uid, 1000u) << i;
+    EXPECT_EQ(a->gid, 2000u) << i;
+  }
+  ASSERT_TRUE((*f)->close());
+}
+
 TEST(StripedLayout, TruncateThroughThePathSetsEveryPartToItsShare) {
   Stripes s;
   s.write("/f", 0, kFourStripes);
