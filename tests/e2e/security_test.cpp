@@ -77,6 +77,17 @@ class Security : public ClusterSuite<1, 1> {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     if (token) ctx.AddMetadata("x-skein-token", token);
   }
+  // An Open (with O_CREAT, a Create) of `path` for user nobody (OpenRequest.as_user), in
+  // `groups` too, through `data` (by default the suite's gateway).
+  pb::OpenReply open_as_nobody(const std::string& path, uint32_t flags,
+                               const std::vector<uint32_t>& groups = {},
+                               pb::Data::Stub* data = nullptr) {
+    pb::Credentials nobody;
+    nobody.set_uid(65534);
+    nobody.set_gid(65534);
+    for (uint32_t g : groups) nobody.add_groups(g);
+    return open(path, flags, (flags & O_CREAT) != 0, &nobody, data);
+  }
   pb::AttrReply getattr(const std::string& path, grpc::Status* status = nullptr,
                         const std::string& ns = "default", const char* token = "") {
     grpc::ClientContext ctx;
@@ -90,7 +101,10 @@ class Security : public ClusterSuite<1, 1> {
     EXPECT_TRUE(status || st.ok()) << st.error_message();
     return reply;
   }
-  pb::OpenReply open(const std::string& path, uint32_t flags, bool create = false) {
+  // An Open (with `create`, a Create) of `path` through `data` (by default the suite's gateway),
+  // for `as_user` where given (OpenRequest.as_user).
+  pb::OpenReply open(const std::string& path, uint32_t flags, bool create = false,
+                     const pb::Credentials* as_user = nullptr, pb::Data::Stub* data = nullptr) {
     grpc::ClientContext ctx;
     prepare(ctx, token_.c_str());
     pb::OpenRequest req;
@@ -98,8 +112,10 @@ class Security : public ClusterSuite<1, 1> {
     req.set_path(path);
     req.set_flags(flags);
     req.set_mode(0644);
+    if (as_user) *req.mutable_as_user() = *as_user;
+    if (!data) data = data_.get();
     pb::OpenReply reply;
-    auto st = create ? data_->Create(&ctx, req, &reply) : data_->Open(&ctx, req, &reply);
+    auto st = create ? data->Create(&ctx, req, &reply) : data->Open(&ctx, req, &reply);
     EXPECT_TRUE(st.ok()) << st.error_message();
     return reply;
   }
@@ -419,21 +435,9 @@ TEST_F(Security, AnOpenForAnotherUserIsJudgedByTheFileItOpens) {
   ASSERT_TRUE(write_file(server("nobodys"), "nobody's own\n"));
   ASSERT_EQ(::chown(server("nobodys").c_str(), kNobody, kNobody), 0);
   ASSERT_EQ(::chmod(server("nobodys").c_str(), 0600), 0);
-  auto open_as = [&](const std::string& rel, uint32_t flags, std::vector<uint32_t> groups = {}) {
-    grpc::ClientContext ctx;
-    prepare(ctx, token_.c_str());
-    pb::OpenRequest req;
-    req.set_ns("default");
-    req.set_path(vpath(rel));
-    req.set_flags(flags);
-    req.set_mode(0644);
-    req.mutable_as_user()->set_uid(kNobody);
-    req.mutable_as_user()->set_gid(kNobody);
-    for (uint32_t g : groups) req.mutable_as_user()->add_groups(g);
-    pb::OpenReply reply;
-    const bool create = (flags & O_CREAT) != 0;
-    EXPECT_TRUE((create ? data_->Create(&ctx, req, &reply) : data_->Open(&ctx, req, &reply)).ok());
-    return reply;
+  auto open_as = [&](const std::string& rel, uint32_t flags,
+                     const std::vector<uint32_t>& groups = {}) {
+    return open_as_nobody(vpath(rel), flags, groups);
   };
   pb::OpenReply r = open_as("roots", O_RDONLY);
   EXPECT_EQ(r.error(), EACCES);
@@ -658,18 +662,7 @@ TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
     return reply.data();
   };
   auto open_as = [&](const std::string& rel, uint32_t flags) {
-    grpc::ClientContext ctx;
-    prepare(ctx, token_.c_str());
-    pb::OpenRequest req;
-    req.set_ns("default");
-    req.set_path(vpath(rel));
-    req.set_flags(flags);
-    req.set_mode(0644);
-    req.mutable_as_user()->set_uid(kNobody);
-    req.mutable_as_user()->set_gid(kNobody);
-    pb::OpenReply reply;
-    const bool create = (flags & O_CREAT) != 0;
-    EXPECT_TRUE((create ? data->Create(&ctx, req, &reply) : data->Open(&ctx, req, &reply)).ok());
+    const pb::OpenReply reply = open_as_nobody(vpath(rel), flags, {}, data.get());
     EXPECT_EQ(reply.error(), 0);
     return reply.handle();
   };
@@ -765,25 +758,13 @@ TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
   const std::string roots_part = part_dir(1) + "/roots";
   ASSERT_TRUE(write_file(roots_part, std::string(1 << 20, 'S')));
   ASSERT_EQ(::chmod(roots_part.c_str(), 0600), 0);
-  auto open_striped = [&](pb::OpenReply& reply) {
-    grpc::ClientContext ctx;
-    prepare(ctx, token_.c_str());
-    pb::OpenRequest req;
-    req.set_ns("default");
-    req.set_path("/striped/f");
-    req.set_flags(O_RDONLY);
-    req.mutable_as_user()->set_uid(kNobody);
-    req.mutable_as_user()->set_gid(kNobody);
-    return data->Open(&ctx, req, &reply).ok();
-  };
+  auto open_striped = [&] { return open_as_nobody("/striped/f", O_RDONLY, {}, data.get()); };
   auto swap_part = [&] {
     return ::renameat2(AT_FDCWD, (part_dir(1) + "/f").c_str(), AT_FDCWD, roots_part.c_str(),
                        RENAME_EXCHANGE) == 0;
   };
-  pb::OpenReply striped;
   ASSERT_TRUE(swap_part());
-  ASSERT_TRUE(open_striped(striped));
-  EXPECT_EQ(striped.error(), EACCES) << "a part of root's was opened for nobody";
+  EXPECT_EQ(open_striped().error(), EACCES) << "a part of root's was opened for nobody";
   {
     // A chmod of nobody's (by part 0) is judged part by part too: nothing is changed.
     grpc::ClientContext ctx;
@@ -803,9 +784,7 @@ TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
     EXPECT_EQ(st.st_mode & 07777, 0600u) << "nobody changed the mode of root's part";
   }
   ASSERT_TRUE(swap_part());  // back: nobody's own parts open
-  striped.Clear();
-  ASSERT_TRUE(open_striped(striped));
-  EXPECT_EQ(striped.error(), 0);
+  EXPECT_EQ(open_striped().error(), 0);
 
   // Each round's open read its runs through handles opened by the swapped name: each refused.
   const std::string said = read_file(log);
