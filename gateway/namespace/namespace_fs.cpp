@@ -196,7 +196,7 @@ Result<sftp::Attrs> NamespaceFs::setattr_judged(const Located& t, const AttrChan
   asked.times_now = times && change.to_now && !ftruncate;
   asked.uid = change.uid;
   asked.gid = change.gid;
-  auto judge = [&](const sftp::Attrs& a) {
+  auto judge = [who, asked](const sftp::Attrs& a) {
     return may_change_attrs(a.permissions, a.uid, a.gid, who, asked);
   };
   const bool ours = !file;
@@ -215,9 +215,7 @@ Result<sftp::Attrs> NamespaceFs::setattr_judged(const Located& t, const AttrChan
   R r = [&]() -> R {
     // A handle opened here is judged part by part (a striped file's parts were opened by path,
     // one server after another), then uses no other; the caller's keeps the judgement of its open.
-    auto own = ours ? file->judge_handles([who, asked](const sftp::Attrs& a) {
-      return may_change_attrs(a.permissions, a.uid, a.gid, who, asked) == 0;
-    })
+    auto own = ours ? file->judge_handles([judge](const sftp::Attrs& a) { return judge(a) == 0; })
                     : file->fstat();
     if (ours) file->judge_new_handles({});
     if (!own) return own;

@@ -160,10 +160,11 @@ class NamespaceFs {
   Located locate(const std::string& vpath) const;
   sftp::Attrs synthetic_dir_attrs() const;
   uint64_t register_file(std::shared_ptr<OpenFile> file, std::string_view mount);
-  // Opens `at` by path for a handle the gateway does not hold: never creating or truncating.
-  // `as_user`: judged by the file opened, as open() with it (FileRef.as_user).
+  // setattr() with `as_user`; `file` is the caller's open file, if any.
   Result<sftp::Attrs> setattr_judged(const Located& at, const AttrChange& change,
                                      std::shared_ptr<OpenFile> file, const Credentials& who);
+  // Opens `at` by path for a handle the gateway does not hold: never creating or truncating.
+  // `as_user`: judged by the file opened, as open() with it (FileRef.as_user).
   Result<std::shared_ptr<OpenFile>> reopen(const Located& at, int flags,
                                            const Credentials* as_user = nullptr);
   // The create of create() and of an asynchronous create's first use: refused in a synthesised

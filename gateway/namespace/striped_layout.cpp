@@ -339,8 +339,8 @@ Result<sftp::Attrs> StripedLayout::setattr(const std::string& rel, const AttrCha
     if (reg || dir) {
       auto done = fan_out(part_backends(width()), [&](size_t b) -> Status {
         auto s = backends_[b]->setstat(rel, a);
-        return !s && s.error() == ENOENT ? ok_status() : s;  // made later, like backend 0's
-                                                             // (open_part)
+        // A missing part is made later, like backend 0's (open_part).
+        return !s && s.error() == ENOENT ? ok_status() : s;
       });
       if (int err = worst_error(done)) return R::failure(err);
     }
