@@ -1095,7 +1095,8 @@ TEST_F(Security, AnAsynchronousCreateByWriteNeedsTheTokenAndStaysInTheExport) {
   // Create. Tried here without the mount: no token, a wrong token, a path through a symlink to
   // outside the export, and create on another call than Write.
   ASSERT_EQ(::symlink(outside().c_str(), server("wescape").c_str()), 0);
-  auto write_creating = [&](const std::string& path, const char* token, pb::WriteReply& reply) {
+  auto write_creating = [&](const std::string& path, const char* token, pb::WriteReply& reply,
+                            bool as_nobody = false) {
     grpc::ClientContext ctx;
     prepare(ctx, token);
     pb::WriteRequest req;
@@ -1105,10 +1106,20 @@ TEST_F(Security, AnAsynchronousCreateByWriteNeedsTheTokenAndStaysInTheExport) {
     req.mutable_file()->set_flags(O_WRONLY | O_CREAT | O_TRUNC);
     req.mutable_file()->set_create(true);
     req.mutable_file()->set_create_mode(0644);
+    if (as_nobody) {
+      req.mutable_file()->mutable_as_user()->set_uid(65534);
+      req.mutable_file()->mutable_as_user()->set_gid(65534);
+    }
     req.set_data("planted\n");
     return data_->Write(&ctx, req, &reply);
   };
   pb::WriteReply reply;
+  // A user the mount does not trust creates only through Create, where it is judged: never by
+  // a Write (whose create would open a file found at the name unjudged).
+  ASSERT_TRUE(write_file(server("nobody-made"), "kept\n"));
+  EXPECT_EQ(write_creating(vpath("nobody-made"), token_.c_str(), reply, true).error_code(),
+            StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(read_file(server("nobody-made")), "kept\n") << "a judged user's Write created";
   EXPECT_EQ(write_creating(vpath("made"), nullptr, reply).error_code(),
             StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(write_creating(vpath("made"), "not-the-token", reply).error_code(),
