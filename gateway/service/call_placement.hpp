@@ -40,14 +40,31 @@ class CallPlacement {
     return false;
   }
 
+  // Runs `work`, which finishes the unary call of `ctx` through `reactor`, where run() puts it. A
+  // call whose client gave up before its turn came (its deadline passed while it waited on the
+  // pool, or it was cancelled) is finished CANCELLED without running: its client has reported it
+  // failed (a write as EIO, say), and what it asked for must not happen after that, over what the
+  // application did next.
+  bool run_call(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
+                bool may_inline, std::function<void()> work) {
+    return run(may_inline, [ctx, reactor, work = std::move(work)] {
+      if (ctx->IsCancelled()) {
+        reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                                     "the client gave up before the call's turn came"));
+        return;
+      }
+      work();
+    });
+  }
+
   // A unary callback handler's reactor, finished with what `handler` returns once it has run
-  // where run() puts it.
+  // where run_call() puts it.
   template <typename Handler>
   grpc::ServerUnaryReactor* serve(grpc::CallbackServerContext* ctx, bool may_inline,
                                   Handler handler) {
     auto* reactor = ctx->DefaultReactor();
-    run(may_inline,
-        [reactor, handler = std::move(handler)]() mutable { reactor->Finish(handler()); });
+    run_call(ctx, reactor, may_inline,
+             [reactor, handler = std::move(handler)]() mutable { reactor->Finish(handler()); });
     return reactor;
   }
 

@@ -480,7 +480,7 @@ grpc::ServerUnaryReactor* DataService::Read(grpc::CallbackServerContext* ctx,
     return reactor;
   }
   const bool small = req.size() <= kInlineIoBytes;
-  placement_.run(small, [this, ctx, reactor, response, req = std::move(req)] {
+  placement_.run_call(ctx, reactor, small, [this, ctx, reactor, response, req = std::move(req)] {
     v1::ReadReply head;
     SharedBytes data;
     std::shared_ptr<OpenFile> one_read;
@@ -544,16 +544,17 @@ grpc::ServerUnaryReactor* DataService::Write(grpc::CallbackServerContext* ctx,
   // which go to the server together (OpenFile::write_extents): a round trip or two. More would
   // hold a gRPC thread too long.
   const bool small = write_bytes(req, data) <= kInlineIoBytes && req.more_size() < kInlineExtents;
-  placement_.run(
-      small, [this, ctx, reactor, response, req = std::move(req), data = std::move(data)] {
-        v1::WriteReply reply;
-        grpc::Status s = write(ctx, req, data, reply);
-        if (s.ok()) {
-          bool own;
-          s = grpc::SerializationTraits<v1::WriteReply>::Serialize(reply, response, &own);
-        }
-        reactor->Finish(s);
-      });
+  placement_.run_call(ctx, reactor, small,
+                      [this, ctx, reactor, response, req = std::move(req), data = std::move(data)] {
+                        v1::WriteReply reply;
+                        grpc::Status s = write(ctx, req, data, reply);
+                        if (s.ok()) {
+                          bool own;
+                          s = grpc::SerializationTraits<v1::WriteReply>::Serialize(reply, response,
+                                                                                   &own);
+                        }
+                        reactor->Finish(s);
+                      });
   return reactor;
 }
 
