@@ -551,26 +551,20 @@ Result<Attrs> RemoteFile::fstat() {
 }
 
 Result<Attrs> RemoteFile::set_attrs(const AttrChange& change) {
-  using R = Result<Attrs>;
-  if (change.size)
-    if (auto st = truncate(*change.size); !st) return R::failure(st.error());
-  Attrs current;
-  if (change.needs_current()) {
-    auto c = fstat();
-    if (!c) return c;
-    current = *c;
-  }
-  if (const Attrs a = change.setstat_attrs(current); a.flags) {
+  return set_size_then(change, [&](const AttrChange& rest) -> Status {
+    Attrs current;
+    if (rest.needs_current()) {
+      auto c = fstat();
+      if (!c) return Status::failure(c.error());
+      current = *c;
+    }
     InUse use(*this);
     auto h = any_handle();
-    if (!h) return R::failure(h.error());
+    if (!h) return Status::failure(h.error());
     backend_->pool().count_ops(1);
-    if (auto st = backend_->expect_status(
-            h->conn->call(PacketWriter(FXP_FSETSTAT).str(h->handle).attrs(a).take()));
-        !st)
-      return R::failure(st.error());
-  }
-  return fstat();
+    return backend_->expect_status(h->conn->call(
+        PacketWriter(FXP_FSETSTAT).str(h->handle).attrs(rest.setstat_attrs(current)).take()));
+  });
 }
 
 Status RemoteFile::close() {

@@ -53,15 +53,13 @@ class OwnedFile : public OpenFile {
   Result<sftp::Attrs> set_attrs(const AttrChange& change) override {
     if ((change.uid && *change.uid != uid_) || (change.gid && *change.gid != gid_))
       return Result<sftp::Attrs>::failure(EPERM);
-    if (change.size)
-      if (auto st = truncate(*change.size); !st) return Result<sftp::Attrs>::failure(st.error());
-    AttrChange rest = change;
-    rest.size.reset();
-    rest.uid.reset();
-    rest.gid.reset();
-    if (rest.mode || rest.atime_s || rest.mtime_s)
-      if (auto r = inner_->set_attrs(rest); !r) return r;
-    return fstat();
+    AttrChange as_set = change;  // the owner asked for is the job's already
+    as_set.uid.reset();
+    as_set.gid.reset();
+    return set_size_then(as_set, [&](const AttrChange& rest) -> Status {
+      if (auto r = inner_->set_attrs(rest); !r) return Status::failure(r.error());
+      return ok_status();
+    });
   }
   Status close() override { return inner_->close(); }
   std::string rel_path() const override { return inner_->rel_path(); }

@@ -26,6 +26,18 @@ Result<uint32_t> OpenFile::write_extents(const std::vector<Extent>& extents) {
   return static_cast<uint32_t>(written);
 }
 
+Result<sftp::Attrs> OpenFile::set_size_then(
+    const AttrChange& change, const std::function<Status(const AttrChange& rest)>& set_rest) {
+  using R = Result<sftp::Attrs>;
+  if (change.size)
+    if (auto st = truncate(*change.size); !st) return R::failure(st.error());
+  AttrChange rest = change;
+  rest.size.reset();
+  if (rest.mode || rest.uid || rest.gid || rest.atime_s || rest.mtime_s)
+    if (auto st = set_rest(rest); !st) return R::failure(st.error());
+  return fstat();
+}
+
 Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs, uint32_t max_bytes,
                                        bool attrs_of_file) {
   using R = Result<WholeFile>;

@@ -136,6 +136,12 @@ class OpenFile {
     judge_new_handles(std::move(may_use));
     return fstat();
   }
+
+ protected:
+  // The shape of every set_attrs(): the size through truncate(), then the rest of `change` (mode,
+  // owner, times), if any, through `set_rest`, then fstat().
+  Result<sftp::Attrs> set_size_then(const AttrChange& change,
+                                    const std::function<Status(const AttrChange& rest)>& set_rest);
 };
 
 // The whole of `file`, opened with attributes `attrs`, if it is a regular file of at most

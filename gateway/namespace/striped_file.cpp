@@ -127,17 +127,12 @@ Status StripedFile::truncate(uint64_t size) {
 }
 
 Result<sftp::Attrs> StripedFile::set_attrs(const AttrChange& change) {
-  using R = Result<sftp::Attrs>;
-  if (change.size)
-    if (auto st = truncate(*change.size); !st) return R::failure(st.error());
-  AttrChange rest = change;
-  rest.size.reset();
-  if (rest.mode || rest.uid || rest.gid || rest.atime_s || rest.mtime_s) {
+  return set_size_then(change, [&](const AttrChange& rest) -> Status {
     for (auto& part : parts_)
       if (part)
-        if (auto r = part->set_attrs(rest); !r) return r;
-  }
-  return fstat();
+        if (auto r = part->set_attrs(rest); !r) return Status::failure(r.error());
+    return ok_status();
+  });
 }
 
 Result<sftp::Attrs> StripedFile::fstat() { return fstat_parts(nullptr); }
