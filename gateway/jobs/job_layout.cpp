@@ -124,6 +124,7 @@ class CountedFile final : public OwnedFile {
   }
 
   Status truncate(uint64_t size) override {
+    if (size > kMaxFileSize) return Status::failure(EFBIG);
     Charge change;  // a growing truncation's bytes taken; a shrinking one's given once it is done
     uint64_t giving = 0;
     {
@@ -132,10 +133,10 @@ class CountedFile final : public OwnedFile {
       const uint64_t names = links_->names(inner_->rel_path());
       change = {cell_->size, size, 0};
       if (size > cell_->size) {
-        change.bytes = (size - cell_->size) * names;
+        change.bytes = bytes_of_names(size - cell_->size, names);
         if (!quota_->take_bytes(change.bytes)) return Status::failure(EDQUOT);
       } else {
-        giving = (cell_->size - size) * names;
+        giving = bytes_of_names(cell_->size - size, names);
       }
       cell_->size = size;
     }
@@ -159,10 +160,12 @@ class CountedFile final : public OwnedFile {
     if (auto st = know_size(); !st) return Result<Charge>::failure(st.error());
     // An appending write lands at the end, wherever the caller (a kernel whose idea of the size
     // is old: another node appended meanwhile) put it.
-    const uint64_t end = (append_ ? std::max(offset, cell_->size) : offset) + size;
+    const uint64_t start = append_ ? std::max(offset, cell_->size) : offset;
+    if (start > kMaxFileSize || size > kMaxFileSize - start) return Result<Charge>::failure(EFBIG);
+    const uint64_t end = start + size;
     Charge c{cell_->size, cell_->size, 0};
     if (end > cell_->size) {
-      c.bytes = (end - cell_->size) * links_->names(inner_->rel_path());
+      c.bytes = bytes_of_names(end - cell_->size, links_->names(inner_->rel_path()));
       if (!quota_->take_bytes(c.bytes)) return Result<Charge>::failure(EDQUOT);
       cell_->size = c.after = end;
     }
@@ -247,11 +250,12 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
   auto* counted_file = dynamic_cast<CountedFile*>(open);
   auto* owned_file = dynamic_cast<OwnedFile*>(open);
   OpenFile* inner_open = owned_file ? owned_file->inner().get() : open;
-  int64_t taken = 0;    // bytes taken for a growing truncation, given back if it fails
+  uint64_t taken = 0;   // bytes taken for a growing truncation, given back if it fails
   uint64_t giving = 0;  // bytes a shrinking one gives back once it is done
   std::shared_ptr<OpenSizes::Cell> sized;  // the cell set to the new size, and what it was
   std::optional<uint64_t> sized_from;
   if (rest.size) {
+    if (*rest.size > kMaxFileSize) return R::failure(EFBIG);
     auto cell = counted_file ? counted_file->cell() : sizes_.find(rel);
     uint64_t old = 0;
     std::unique_lock<std::mutex> lock;
@@ -266,10 +270,10 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
     }
     const uint64_t names = links_->names(rel);
     if (*rest.size > old) {
-      if (!quota_->take_bytes((*rest.size - old) * names)) return R::failure(EDQUOT);
-      taken = int64_t((*rest.size - old) * names);
+      taken = bytes_of_names(*rest.size - old, names);
+      if (!quota_->take_bytes(taken)) return R::failure(EDQUOT);
     } else {
-      giving = (old - *rest.size) * names;
+      giving = bytes_of_names(old - *rest.size, names);
     }
     if (cell) {
       sized = cell;
@@ -281,7 +285,7 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
   if (!rest.mode && !rest.size && !rest.atime_s && !rest.mtime_s) return getattr(rel);
   auto r = inner_->setattr(rel, rest, inner_open);
   if (!r) {
-    if (taken) quota_->give_bytes(static_cast<uint64_t>(taken));
+    if (taken) quota_->give_bytes(taken);
     if (sized) {  // the size stays what it was, unless another change came since
       std::lock_guard lock(sized->mu);
       if (sized->size == *rest.size) {
@@ -428,7 +432,7 @@ Result<std::shared_ptr<OpenFile>> JobLayout::open_through(const std::string& rel
   }
   auto f = to_change ? inner_->open_to_change(rel, flags) : inner_->open(rel, flags);
   if (!f) return f;
-  if (truncated_from) quota_->give_bytes(*truncated_from * links_->names(rel));
+  if (truncated_from) quota_->give_bytes(bytes_of_names(*truncated_from, links_->names(rel)));
   if (!writes(flags)) return std::shared_ptr<OpenFile>(std::make_shared<OwnedFile>(*f, uid_, gid_));
   return counted(*f, rel, truncated_from ? std::optional<uint64_t>(0) : std::nullopt, flags);
 }

@@ -44,6 +44,17 @@ class Quota {
   uint64_t generation_ = 0;
 };
 
+// What `grown` bytes of a file with `names` names count for (each name counts the file once);
+// UINT64_MAX where that does not fit in 64 bits, which no quota has room for. A file with three
+// names grown by a third of 2^64 bytes must not count as a few bytes.
+inline uint64_t bytes_of_names(uint64_t grown, uint64_t names) {
+  uint64_t bytes = 0;
+  return __builtin_mul_overflow(grown, names, &bytes) ? UINT64_MAX : bytes;
+}
+
+// The largest size a file may have (off_t's): a size or a write's end past it is EFBIG.
+inline constexpr uint64_t kMaxFileSize = INT64_MAX;
+
 // The sizes of a namespace's files open for writing, one cell per path shared by every handle
 // open on it, so that two writers of one file (MPI ranks, two mounts) count its growth once.
 class OpenSizes {

@@ -217,6 +217,28 @@ TEST(JobLayout, AFileWithTwoNamesCountsTwiceWhicheverNameItGrowsThrough) {
   EXPECT_EQ(j.inodes(), 0u);
 }
 
+// A file with three names grown by a third of 2^64 bytes counts for more than any quota, not for
+// the few bytes that the product leaves modulo 2^64; sizes past off_t's are EFBIG.
+TEST(JobLayout, AGrowthTimesTheNamesThatPassesSixtyFourBitsIsRefused) {
+  Job j(100, 10);
+  auto f = j.create("/f");
+  ASSERT_TRUE(j.layout->link("/f", "/g"));
+  ASSERT_TRUE(j.layout->link("/f", "/h"));
+  const uint64_t third = 6148914691236517206ull;  // 3 * third == 2 (mod 2^64)
+  EXPECT_EQ(f->truncate(third).error(), EDQUOT);
+  AttrChange grow;
+  grow.size = third;
+  EXPECT_EQ(j.layout->setattr("/g", grow, nullptr).error(), EDQUOT);
+  EXPECT_EQ(f->write(third - 1, bytes("x")).error(), EDQUOT);
+  EXPECT_EQ(j.used(), 0u);
+  EXPECT_EQ(f->truncate(uint64_t(INT64_MAX) + 1).error(), EFBIG);
+  EXPECT_EQ(f->write(UINT64_MAX - 1, bytes("xyz")).error(), EFBIG);
+  grow.size = UINT64_MAX;
+  EXPECT_EQ(j.layout->setattr("/f", grow, nullptr).error(), EFBIG);
+  ASSERT_TRUE(f->write(0, bytes("abc")));
+  EXPECT_EQ(j.used(), 9u);
+}
+
 // A write or a truncation the servers refuse leaves the count as it was: nothing stays taken
 // for bytes that never came (before, they stayed counted until the gateway's next start).
 TEST(JobLayout, WritesAndTruncationsThatFailCountNothing) {
