@@ -352,12 +352,19 @@ void JobNamespaces::end_removal(const std::string& path) {
 
 JobNamespaces::Destroyed JobNamespaces::destroy(const std::string& job_id,
                                                 std::chrono::milliseconds wait, const char* why) {
+  return destroy_if(job_id, wait, why, nullptr);
+}
+
+JobNamespaces::Destroyed JobNamespaces::destroy_if(
+    const std::string& job_id, std::chrono::milliseconds wait, const char* why,
+    const std::function<bool(const JobRecord&)>& still) {
   const auto until = std::chrono::steady_clock::now() + wait;
   const std::string name = namespace_name(job_id);
   std::vector<PendingRemoval> removals;
   {
     std::lock_guard lock(mu_);
     auto it = live_.find(name);
+    if (it != live_.end() && still && !still(it->second.record)) return {};
     if (it == live_.end()) {
       // Already gone; what may be left of it on a backend is removed as usual.
       Destroyed d;
@@ -482,7 +489,16 @@ void JobNamespaces::recount() {
 
 void JobNamespaces::stage_out_began(const std::string& job_id) {
   std::lock_guard lock(mu_);
+  if (expiring_.count(job_id))
+    throw AdminError(Kind::failed_precondition,
+                     "the namespace of job " + job_id +
+                         " is being destroyed: its lifetime is over (nothing to stage out)");
   staging_out_.insert(job_id);
+}
+
+void JobNamespaces::set_copy_stopper(std::function<void(const std::string&)> stop) {
+  std::lock_guard lock(stopper_mu_);
+  copy_stopper_ = std::move(stop);
 }
 
 void JobNamespaces::stage_out_ended(const std::string& job_id) {
@@ -491,7 +507,7 @@ void JobNamespaces::stage_out_ended(const std::string& job_id) {
 }
 
 void JobNamespaces::expire() {
-  std::vector<std::string> expired;
+  std::vector<JobRecord> expired;
   {
     std::lock_guard lock(mu_);
     auto now = now_s();
@@ -505,12 +521,38 @@ void JobNamespaces::expire() {
         continue;
       }
       expiry_deferred_.erase(id);
-      expired.push_back(id);
+      expired.push_back(live.record);
     }
   }
-  for (auto& id : expired) {
-    spdlog::info("jobs: {} expired: destroying it", namespace_name(id));
-    destroy(id, std::chrono::milliseconds(30000), "its lifetime is over");
+  // Each destroy may take a while (a large tree), and the list is of a moment ago: a namespace
+  // is destroyed only if it is still the one found expired (not destroyed and made anew since)
+  // and no stage-out of its results began meanwhile. From then on none may begin, and its copies
+  // stop before its files go, as at an admin's destroy.
+  for (auto& seen : expired) {
+    const std::string& id = seen.job_id;
+    auto same = [&](const JobRecord& r) {
+      return r.created_s == seen.created_s && r.expires_s == seen.expires_s;
+    };
+    {
+      std::lock_guard lock(mu_);
+      auto it = live_.find(seen.name);
+      if (it == live_.end() || !same(it->second.record) || staging_out_.count(id)) continue;
+      expiring_.insert(id);
+    }
+    struct Expiring {
+      JobNamespaces& jobs;
+      const std::string& id;
+      ~Expiring() {
+        std::lock_guard lock(jobs.mu_);
+        jobs.expiring_.erase(id);
+      }
+    } expiring{*this, id};
+    spdlog::info("jobs: {} expired: destroying it", seen.name);
+    {
+      std::lock_guard lock(stopper_mu_);
+      if (copy_stopper_) copy_stopper_(id);
+    }
+    destroy_if(id, std::chrono::milliseconds(30000), "its lifetime is over", same);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -77,9 +78,14 @@ class JobNamespaces {
 
   // A stage-out of the job's namespace is under way (queued or copying) between these two calls:
   // the namespace does not expire meanwhile (its results are being copied out); it is destroyed
-  // at the first expiry check after the last one ends.
+  // at the first expiry check after the last one ends. stage_out_began throws AdminError
+  // (failed_precondition) while the namespace is being destroyed because its lifetime is over.
   void stage_out_began(const std::string& job_id);
   void stage_out_ended(const std::string& job_id);
+  // What stops the job's copies (StageEngine::cancel_job) before an expired namespace's files
+  // go, as an admin's destroy stops them; empty: none. Setting it waits for a call of the one
+  // before to end.
+  void set_copy_stopper(std::function<void(const std::string& job_id)> stop);
 
   // With live usage.
   std::optional<JobRecord> find(const std::string& job_id) const;
@@ -121,6 +127,11 @@ class JobNamespaces {
   bool begin_removal(const std::string& path);
   void end_removal(const std::string& path);
 
+  // destroy(), made only while `still` holds of the live namespace's record (checked under mu_,
+  // where it is taken out of service); null: always.
+  Destroyed destroy_if(const std::string& job_id, std::chrono::milliseconds wait, const char* why,
+                       const std::function<bool(const JobRecord&)>& still);
+
   void housekeeping();
   void save_usage(bool all);
   void recount();
@@ -138,7 +149,11 @@ class JobNamespaces {
   std::multiset<std::string> removing_;     // "/NAME" of the removals under way (any backend)
   std::multiset<std::string> staging_out_;  // job ids with a stage-out under way
   std::set<std::string> expiry_deferred_;   // expired, kept for a stage-out (said once)
+  std::set<std::string> expiring_;          // job ids being destroyed as expired
   std::condition_variable removed_;         // one of them ended
+
+  std::mutex stopper_mu_;  // held while copy_stopper_ runs, and to change it
+  std::function<void(const std::string&)> copy_stopper_;
 
   std::mutex wake_mu_;
   std::condition_variable wake_;

@@ -262,9 +262,12 @@ StageEngine::StageEngine(JobNamespaces& jobs, Gateway& gateway, InvalidationBrok
       slots_(std::max<std::ptrdiff_t>(1, std::min<std::ptrdiff_t>(64, options.max_running))) {
   if (options_.threads == 0) options_.threads = 1;
   if (options_.chunk_bytes < (1u << 20)) options_.chunk_bytes = 1u << 20;
+  // An expired namespace's copies stop before its files go.
+  jobs_.set_copy_stopper([this](const std::string& job_id) { cancel_job(job_id); });
 }
 
 StageEngine::~StageEngine() {
+  jobs_.set_copy_stopper(nullptr);  // waits for a stop under way
   stopping_ = true;
   std::map<std::string, std::shared_ptr<Run>> runs;
   {
@@ -285,6 +288,14 @@ void StageEngine::start() {
   for (auto& r : store_.unfinished()) {
     spdlog::info("stage {} of job {}: resumed ({} of {} bytes were copied)", r.id, r.spec.job_id,
                  r.bytes_done, r.bytes_total);
+    if (r.spec.direction == StageDirection::out) {
+      try {
+        jobs_.stage_out_began(r.spec.job_id);  // until its run ends (execute)
+      } catch (const AdminError& e) {
+        spdlog::warn("stage {} of job {}: not resumed: {}", r.id, r.spec.job_id, e.what());
+        continue;
+      }
+    }
     launch(make_run(std::move(r)));
   }
 }
@@ -357,12 +368,20 @@ StageReport StageEngine::begin(const StageSpec& spec, bool destroy_after) {
     spdlog::info("stage {} of job {}: asked for again while under way", same->id, spec.job_id);
     return report(*same);
   }
-  store_.insert(r);
-  spdlog::info("stage {} of job {}: {} {} -> {}{}{}", r.id, spec.job_id, to_string(spec.direction),
-               spec.source, spec.destination, spec.verify ? " (verified)" : "",
-               destroy_after ? ", then destroy" : "");
-  auto run = make_run(r);
-  launch(run);
+  // A stage-out keeps its namespace from expiring from now until its run ends (execute), and is
+  // refused when the namespace is being destroyed as expired.
+  const bool out = spec.direction == StageDirection::out;
+  if (out) jobs_.stage_out_began(spec.job_id);
+  try {
+    store_.insert(r);
+    spdlog::info("stage {} of job {}: {} {} -> {}{}{}", r.id, spec.job_id,
+                 to_string(spec.direction), spec.source, spec.destination,
+                 spec.verify ? " (verified)" : "", destroy_after ? ", then destroy" : "");
+    launch(make_run(r));
+  } catch (...) {  // no run was launched to end it
+    if (out) jobs_.stage_out_ended(spec.job_id);
+    throw;
+  }
   return StageReport{r, 0, 0};
 }
 
@@ -489,18 +508,16 @@ void StageEngine::cancel_job(const std::string& job_id) {
 
 void StageEngine::execute(Run& run) {
   const std::string id = run.record.id;
-  // A stage-out keeps its namespace from expiring under it until it ends.
+  // A stage-out keeps its namespace from expiring under it until it ends (begun in begin() or
+  // start(), before the run was launched).
   struct StagingOut {
     JobNamespaces* jobs;
     std::string job_id;
     ~StagingOut() {
       if (jobs) jobs->stage_out_ended(job_id);
     }
-  } staging_out{nullptr, run.record.spec.job_id};
-  if (run.record.spec.direction == StageDirection::out) {
-    jobs_.stage_out_began(run.record.spec.job_id);
-    staging_out.jobs = &jobs_;
-  }
+  } staging_out{run.record.spec.direction == StageDirection::out ? &jobs_ : nullptr,
+                run.record.spec.job_id};
   auto end = [&](StageState state, const std::string& error) {
     std::vector<std::string> failed;
     {

@@ -430,5 +430,30 @@ TEST_F(Staging, ANamespaceExpiringDuringItsStageOutIsKeptUntilTheCopyEnds) {
       << "the namespace was not destroyed after its stage-out";
 }
 
+// A namespace whose lifetime ends while a stage-in copies into it: the copy is cancelled before
+// its files go (as at an admin's destroy), and the namespace's tree is removed; before, the copy
+// went on writing into the tree being removed.
+TEST_F(Staging, ANamespaceExpiringDuringAStageInStopsTheCopyBeforeItsFilesGo) {
+  const std::string src = cluster_->export_dir(0) + "/expiry-in-src";
+  ASSERT_EQ(
+      run_command("mkdir -p " + q(src) + " && for i in 0 1 2; do head -c 256M /dev/urandom > " +
+                  q(src) + "/big$i; done"),
+      0);
+  const Json made =
+      create(job(), user(0), "--layout union --backends scratch0 --lifetime 2s", "2G");
+  const int64_t expires_s = made.value("expires_s", int64_t{0});
+  Json started;
+  ASSERT_EQ(ctl_json("stage in " + job() + " default:/srv0/expiry-in-src /inputs", started), 0)
+      << started.dump();
+  const std::string id = started["id"];
+  Json end;
+  ASSERT_TRUE(ended(id, end)) << end.dump();
+  ASSERT_GE(end.value("finished_s", int64_t{0}), expires_s)
+      << "the copy ended before the namespace expired; the test proves nothing: " << end.dump();
+  EXPECT_EQ(end["state"], "cancelled") << end.dump();
+  EXPECT_TRUE(eventually([&] { return !exists(server_dir(job(), 0)); }, 30s))
+      << "the expired namespace's tree is still there";
+}
+
 }  // namespace
 }  // namespace skein::test
