@@ -143,11 +143,12 @@ Result<uint32_t> DataPath::write_through(File& file, const FileRef& ref, uint64_
 }
 
 Status DataPath::write(File& file, const FileRef& ref, uint64_t offset, std::string_view data,
-                       const std::function<void()>& taken) {
+                       const std::function<void()>& taken, bool through) {
   Inode& inode = *file.inode_;
-  // Without write-behind, and for a write the kernel sends through a file not open for writing
-  // (pages of a shared mapping): through to the gateway, after any writes queued before it.
-  if (!inode.writes || !file.writer_) {
+  // Without write-behind, when asked (pages of a shared mapping), and for a write the kernel
+  // sends through a file not open for writing: through to the gateway, after any writes queued
+  // before it.
+  if (!inode.writes || !file.writer_ || through) {
     auto written = write_through(file, ref, offset, data);
     if (!written) return Status::failure(written.error());
     if (*written != data.size()) return Status::failure(EIO);
@@ -157,14 +158,14 @@ Status DataPath::write(File& file, const FileRef& ref, uint64_t offset, std::str
   return inode.writes->write(file.writer_, ref, offset, data, taken);
 }
 
-Status DataPath::flush(File& file) {
+Status DataPath::flush(File& file, WriteBehind::Report report) {
   Inode& inode = *file.inode_;
   if (!inode.writes) return ok_status();
   if (!file.writer_) {
     inode.writes->settle();
     return ok_status();
   }
-  return inode.writes->settle(*file.writer_);
+  return inode.writes->settle(*file.writer_, report);
 }
 
 std::optional<FileAttr> DataPath::attrs_after_writes(File& file) {

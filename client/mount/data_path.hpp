@@ -80,15 +80,16 @@ class DataPath {
   // went to the gateway, with write-behind. `file` may be gone once `taken` has run (it lets the
   // kernel close it): nothing of it is used after.
   Status write(File& file, const FileRef& ref, uint64_t offset, std::string_view data,
-               const std::function<void()>& taken);
+               const std::function<void()>& taken, bool through = false);
   // A write straight to the gateway, after the writes queued before it; with `attrs`, it brings
   // back the file's attributes right after it (GatewayClient::write's report_attrs): for a
   // file's first write, which may be all of it.
   Result<uint32_t> write_through(File& file, const FileRef& ref, uint64_t offset,
                                  std::string_view data, std::optional<FileAttr>* attrs = nullptr);
   // Every write to the file acknowledged by the gateway; then the error of one of this open
-  // file's writes not reported yet, if any. For flush, fsync and release.
-  Status flush(File& file);
+  // file's writes that `report` has not made yet, if any (WriteBehind::Writer). For flush (and
+  // release, as an fsync: the last chance), and fsync.
+  Status flush(File& file, WriteBehind::Report report);
   // The file's attributes right after its last write, when that write brought them and nothing
   // has been written to it since (WriteBehind::attrs_when_idle); else nullopt.
   std::optional<FileAttr> attrs_after_writes(File& file);

@@ -287,10 +287,11 @@ void skein_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
 
 void skein_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
                  fuse_file_info* fi) {
-  // The reply goes as soon as the bytes are taken, before they are sent on.
-  Status written = session_of(req).write(ino, file_handle(fi), static_cast<uint64_t>(off),
-                                         std::string_view(buf, size),
-                                         [req, size] { fuse_reply_write(req, size); });
+  // The reply goes as soon as the bytes are taken, before they are sent on; pages of a shared
+  // mapping once the gateway has them (MountSession::write).
+  Status written = session_of(req).write(
+      ino, file_handle(fi), static_cast<uint64_t>(off), std::string_view(buf, size),
+      [req, size] { fuse_reply_write(req, size); }, fi->writepage != 0);
   if (!written) fuse_reply_err(req, written.error());
 }
 

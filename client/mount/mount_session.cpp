@@ -493,6 +493,9 @@ Result<Entry> MountSession::link(InodeNumber ino, InodeNumber newparent, std::st
   if (!existing) return Result<Entry>::failure(existing.error());
   auto path = child_path(newparent, newname);
   if (!path) return Result<Entry>::failure(path.error());
+  // The new name's attributes come back with the link: its size must count the writes
+  // acknowledged before it.
+  data_.settle(ino);
   CachePolicy::Ticket ticket = cache_.begin_mutation(newparent).ticket;
   cache_.wrote(ino);  // its link count and ctime change
   auto attr = gateway_.link(*existing, *path);
@@ -878,7 +881,8 @@ Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t 
 }
 
 Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
-                           std::string_view data, const std::function<void()>& taken) {
+                           std::string_view data, const std::function<void()>& taken,
+                           bool from_pages) {
   // The size its writer knows, should the file's name go while it is open (getattr).
   open_inodes_.wrote(ino, offset + data.size());
   if (file.create_unsettled.load(std::memory_order_acquire)) {  // settle_create decides, locked
@@ -923,10 +927,13 @@ Status MountSession::write(InodeNumber ino, FileHandle& file, uint64_t offset,
     file.last_write = std::make_pair(ticket, writes);
     recorded = true;
   };
-  Status written = data_.write(*file.data, file_ref(ino, file), offset, data, [&] {
-    record();
-    taken();
-  });
+  Status written = data_.write(
+      *file.data, file_ref(ino, file), offset, data,
+      [&] {
+        record();
+        taken();
+      },
+      from_pages);
   if (!recorded) record();  // failed: no reply went, so the file is still open
   return written;
 }
@@ -935,7 +942,7 @@ Status MountSession::flush(InodeNumber ino, FileHandle& file) {
   // close(2) of an asynchronous create: the file is on the server when it returns.
   if (auto settled = settle_create(ino, file, 0, {}); !settled)
     return Status::failure(settled.error());
-  Status flushed = data_.flush(*file.data);
+  Status flushed = data_.flush(*file.data, WriteBehind::Report::flush);
   // The attributes the last write brought back: the kernel asks for them after the close (the
   // writes changed them), and gets them without a call while nothing else changes the file.
   if (flushed) {
@@ -951,7 +958,7 @@ Status MountSession::flush(InodeNumber ino, FileHandle& file) {
 Status MountSession::fsync(InodeNumber ino, FileHandle& file, bool datasync) {
   if (auto settled = settle_create(ino, file, 0, {}); !settled)
     return Status::failure(settled.error());
-  Status written = data_.flush(*file.data);
+  Status written = data_.flush(*file.data, WriteBehind::Report::fsync);
   if (!written) return written;
   return gateway_.fsync(file_ref(ino, file), datasync);
 }
@@ -960,7 +967,7 @@ void MountSession::release(InodeNumber ino, std::unique_ptr<FileHandle> file) {
   if (auto settled = settle_create(ino, *file, 0, {}); !settled)
     spdlog::warn("{}: the create failed: errno {}", file->path, settled.error());
   drop_pending_create(ino, file.get());
-  Status written = data_.flush(*file->data);
+  Status written = data_.flush(*file->data, WriteBehind::Report::fsync);
   if (!written)
     spdlog::warn("{}: a write failed after the last flush: errno {}", file->path, written.error());
   // The read-ahead that named the handle has ended with the flush: gateway_knows is final.

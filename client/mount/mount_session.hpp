@@ -206,9 +206,13 @@ class MountSession {
   Result<ReadData> read(InodeNumber ino, FileHandle& file, uint64_t offset, uint32_t size);
   // Taken by write-behind: `taken` runs (once) as soon as the bytes are safe here, before the
   // gateway has them; an earlier write's error may come back instead. `taken` replies to the
-  // kernel, which may then release `file`: nothing of `file` is used after it.
+  // kernel, which may then release `file`: nothing of `file` is used after it. `from_pages`: the
+  // kernel writes back pages of a shared mapping (FUSE_WRITE_CACHE), through whichever open file
+  // of the inode it picks, perhaps after the mapping's own file was closed: such a write goes
+  // through to the gateway before `taken`, so that its error reaches the kernel, which keeps it
+  // for the msync, fsync or close of the mapping's file, rather than an unrelated writer.
   Status write(InodeNumber ino, FileHandle& file, uint64_t offset, std::string_view data,
-               const std::function<void()>& taken);
+               const std::function<void()>& taken, bool from_pages = false);
   // close(2): waits for the file's write-behind, whose error it returns. The gateway acknowledges
   // a write only once the server has it, so there is no gateway call.
   Status flush(InodeNumber ino, FileHandle& file);

@@ -169,7 +169,10 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
       --calls;
       held_bytes -= size;
       int error = got ? (*got == size ? 0 : EIO) : got.error();
-      if (error != 0 && writer.error_ == 0) writer.error_ = error;
+      if (error != 0) {
+        for (int* e : {&writer.write_error_, &writer.flush_error_, &writer.fsync_error_})
+          if (*e == 0) *e = error;
+      }
       // The file as this write left it, if it is the last: nothing was sent while it was on its
       // way (whose answers could have come first, and landed last), and nothing is held now.
       if (error == 0 && attrs && number == calls_sent && in_flight.empty() && queued.empty() &&
@@ -202,9 +205,9 @@ Status WriteBehind::write(const std::shared_ptr<Writer>& writer, const FileRef& 
   State& s = *state_;
   {
     std::lock_guard lock(s.mu);
-    if (writer->error_ != 0) {
-      const int error = writer->error_;
-      writer->error_ = 0;
+    if (writer->write_error_ != 0) {
+      const int error = writer->write_error_;
+      writer->write_error_ = 0;
       return Status::failure(error);
     }
   }
@@ -281,11 +284,15 @@ void WriteBehind::settle() {
   s.progress.wait(lock, [&] { return s.oldest_unfinished() > target; });
 }
 
-Status WriteBehind::settle(Writer& writer) {
+Status WriteBehind::settle(Writer& writer, Report report) {
   settle();
   std::lock_guard lock(state_->mu);
-  const int error = writer.error_;
-  writer.error_ = 0;
+  int error = writer.flush_error_;
+  writer.write_error_ = writer.flush_error_ = 0;
+  if (report == Report::fsync) {
+    error = writer.fsync_error_;
+    writer.fsync_error_ = 0;
+  }
   return error ? Status::failure(error) : ok_status();
 }
 

@@ -55,7 +55,7 @@ class WriteBehind {
   };
 
   // One open file writing through this WriteBehind: its requests, and the first error of one of
-  // them that no call of its has reported yet. A writer opened with O_APPEND has its requests
+  // them, kept for each place that reports it. A writer opened with O_APPEND has its requests
   // sent one at a time, in order: where each lands depends on the ones before.
   class Writer {
    public:
@@ -65,8 +65,16 @@ class WriteBehind {
     friend class WriteBehind;
     friend struct WriteBehind::State;
     const bool append_;
-    int error_ = 0;  // guarded by the WriteBehind's mutex
+    // Guarded by the WriteBehind's mutex. The error is reported at the writer's next write, and
+    // again at its next flush, since the kernel may drop the write's report (a write(2) it splits
+    // into several writes returns the short count of those before, not the error); and at its
+    // next fsync, whatever flushes came between: a flush of the open file shared by another
+    // process (a close at its exec or exit) must not take it from the fsync of the one that
+    // wrote, as NFS keeps it for fsync.
+    int write_error_ = 0, flush_error_ = 0, fsync_error_ = 0;
   };
+  // Which report settle() makes: a flush's (close(2)) or an fsync's.
+  enum class Report { flush, fsync };
 
   // `budget` bounds the bytes held across the mount (writers wait for room); `changed` runs when
   // a write is queued and again when it is acknowledged (read-ahead must forget the old bytes).
@@ -98,8 +106,8 @@ class WriteBehind {
   std::optional<FileAttr> attrs_when_idle() const;
   // Sends what is gathered and waits until every write queued before the call is acknowledged.
   void settle();
-  // settle(), then the error of `writer` not reported yet, if any (reported only once).
-  Status settle(Writer& writer);
+  // settle(), then the error of `writer` that `report` has not made yet, if any (see Writer).
+  Status settle(Writer& writer, Report report);
   // Nothing gathered, queued or in flight.
   bool idle() const;
 

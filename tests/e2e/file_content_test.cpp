@@ -72,6 +72,39 @@ TEST_F(FileContent, PreadPwriteAtUnalignedOffsets) {
   EXPECT_TRUE(read_file(s("offsets")) == model);
 }
 
+// A shared writable mapping: the pages the kernel writes back (through whichever open file of the
+// file it picks) are on the server when msync returns, and those changed after it when munmap
+// and close return.
+TEST_F(FileContent, ASharedMappingsPagesAreOnTheServerAfterMsyncAndMunmap) {
+  const size_t size = 3 * (1 << 20) + 100;
+  std::string model = random_bytes(size, 9);
+  ASSERT_TRUE(write_file(m("mapped"), model));
+  const int fd = ::open(m("mapped").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  const int other = ::open(m("mapped").c_str(), O_WRONLY);  // another writer of the file
+  ASSERT_GE(other, 0) << strerror(errno);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(p, MAP_FAILED) << strerror(errno);
+  char* bytes = static_cast<char*>(p);
+  std::mt19937_64 rng(3);
+  auto change = [&] {
+    for (int i = 0; i < 200; ++i) {
+      const size_t off = rng() % size;
+      const char v = static_cast<char>(rng());
+      bytes[off] = v;
+      model[off] = v;
+    }
+  };
+  change();
+  ASSERT_EQ(::msync(p, size, MS_SYNC), 0) << strerror(errno);
+  EXPECT_TRUE(read_file(s("mapped")) == model) << "the server's copy differs after msync";
+  change();
+  ASSERT_EQ(::munmap(p, size), 0);
+  EXPECT_EQ(::close(other), 0);
+  EXPECT_EQ(::close(fd), 0);
+  EXPECT_TRUE(read_file(s("mapped")) == model) << "the server's copy differs after munmap";
+}
+
 TEST_F(FileContent, QuarterGigabyteFileRoundTrips) {
   // 256 MiB written in 1 MiB pieces of a pattern that differs in every piece, read back whole.
   const size_t piece = 1 << 20, count = 256;

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -283,6 +284,33 @@ TEST_F(JobNamespaces, ACreateWhoseWriteIsRefusedLeavesNoHandleAtTheGateway) {
     return held == 0;
   })) << held
       << " handles held by the gateway after every file was closed";
+}
+
+// A write past the quota fails after the mount acknowledged it. A close of the open file by
+// another process that shares it (a child's close, as at its exec) reports the error, and the
+// fsync of the process that wrote still gets it; before, the child's close took it, and the
+// writer's fsync and close both returned 0.
+TEST_F(JobNamespaces, AWriteErrorTakenByAnotherProcesssCloseStillComesBackAtFsync) {
+  create(job(), user(0), "", "1M");
+  const std::string m = mount(job());
+  ASSERT_FALSE(m.empty());
+  const int fd = ::open((m + "/f").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  // One write(2) of 3 MiB: the kernel sends it as three writes of 1 MiB, the second and third
+  // past the quota; it returns the count of those before a failed one, if any failed at once.
+  const std::string data(3 << 20, 'q');
+  const ssize_t n = ::write(fd, data.data(), data.size());
+  EXPECT_TRUE(n > 0 || errno == EDQUOT) << std::strerror(errno);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fd);  // a FLUSH of the shared open file, whose answer no one reads
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::fsync(fd)), EDQUOT) << "the write's error was lost";
+  EXPECT_EQ(::close(fd), 0) << "reported once to the fsync";
 }
 
 TEST_F(JobNamespaces, DestroyWhileMountedGivesEstaleAtOnceAndRemovesEveryPart) {
