@@ -133,7 +133,10 @@ void JobNamespaces::start() {
           r.uid, r.gid, live_.at(r.name).layout->describe(), r.quota_bytes, r.quota_inodes,
           r.expires_s - now_s());
     } catch (const AdminError& e) {
-      spdlog::error("jobs: cannot serve {}: {}", r.name, e.what());
+      spdlog::error(
+          "jobs: cannot serve {}: {} (its files are kept; `skeinctl ns destroy {}` removes it)",
+          r.name, e.what(), r.job_id);
+      unserved_[r.name] = {r, e.what()};
     }
   }
   thread_ = std::thread([this] { housekeeping(); });
@@ -232,6 +235,16 @@ JobNamespaces::Created JobNamespaces::create(const JobRequest& request) {
   std::unique_lock lock(mu_);
   // A removal of an earlier namespace's directory under this name, under way: it ends first.
   removed_.wait(lock, [&] { return removing_.count("/" + r.name) == 0; });
+  if (!live_.count(r.name) && gateway_.registry().find(r.name))
+    throw AdminError(Kind::failed_precondition,
+                     "a namespace named '" + r.name +
+                         "' is in the gateway's configuration: job " + r.job_id +
+                         "'s namespace would take its place; rename that namespace");
+  if (auto it = unserved_.find(r.name); it != unserved_.end())
+    throw AdminError(Kind::failed_precondition,
+                     "job " + r.job_id + " has a namespace (" + r.name +
+                         ") that the gateway cannot serve: " + it->second.second +
+                         "; destroy it first to make it anew");
   if (auto it = live_.find(r.name); it != live_.end()) {
     if (!same_settings(it->second.record, r))
       throw AdminError(Kind::already_exists,
@@ -365,21 +378,31 @@ JobNamespaces::Destroyed JobNamespaces::destroy_if(
     std::lock_guard lock(mu_);
     auto it = live_.find(name);
     if (it != live_.end() && still && !still(it->second.record)) return {};
-    if (it == live_.end()) {
+    auto un = unserved_.find(name);
+    if (it == live_.end() && un != unserved_.end() && !still) {
+      // Never served since the start: its row goes, and its directories on the backends the
+      // gateway still has.
+      for (auto& b : un->second.first.backends)
+        if (gateway_.backend(b)) removals.push_back({b, "/" + name, name, now_s(), 0, ""});
+      store_->remove(name, removals);
+      spdlog::info("jobs: destroyed {}, which could not be served ({})", name, why);
+      unserved_.erase(un);
+    } else if (it == live_.end()) {
       // Already gone; what may be left of it on a backend is removed as usual.
       Destroyed d;
       for (auto& p : store_->pending_removals())
         if (p.ns == name) d.pending.push_back(p.backend + ":" + p.path);
       return d;
+    } else {
+      // Out of service first: new calls are refused, the mounts lose their streams and caches.
+      gateway_.registry().remove(name);
+      if (broker_) broker_->end_namespace(name, "namespace " + name + " was destroyed");
+      for (auto& b : it->second.record.backends)
+        removals.push_back({b, "/" + name, name, now_s(), 0, ""});
+      store_->remove(name, removals);
+      spdlog::info("jobs: destroyed {} ({})", name, why);
+      live_.erase(it);
     }
-    // Out of service first: new calls are refused, the mounts lose their streams and caches.
-    gateway_.registry().remove(name);
-    if (broker_) broker_->end_namespace(name, "namespace " + name + " was destroyed");
-    for (auto& b : it->second.record.backends)
-      removals.push_back({b, "/" + name, name, now_s(), 0, ""});
-    store_->remove(name, removals);
-    spdlog::info("jobs: destroyed {} ({})", name, why);
-    live_.erase(it);
   }
   Destroyed d;
   d.existed = true;
@@ -567,6 +590,7 @@ void JobNamespaces::reap_orphans() {
   {
     std::lock_guard lock(mu_);
     for (auto& [name, live] : live_) claimed.insert(name);
+    for (auto& [name, unserved] : unserved_) claimed.insert(name);  // its files stay
   }
   for (auto& p : store_->pending_removals()) claimed.insert(p.path.substr(1));
   const int64_t now = now_s();

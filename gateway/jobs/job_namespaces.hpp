@@ -145,7 +145,11 @@ class JobNamespaces {
   std::unique_ptr<JobStore> store_;
 
   mutable std::mutex mu_;  // guards live_ and the sets below; serialises creates and destroys
-  std::map<std::string, Live> live_;        // by namespace name
+  std::map<std::string, Live> live_;  // by namespace name
+  // Namespaces of the store that could not be served at start (a backend gone from the
+  // configuration...), by name, with why: their files stay (never reaped as orphans), a create of
+  // the job is refused, a destroy removes them.
+  std::map<std::string, std::pair<JobRecord, std::string>> unserved_;
   std::multiset<std::string> removing_;     // "/NAME" of the removals under way (any backend)
   std::multiset<std::string> staging_out_;  // job ids with a stage-out under way
   std::set<std::string> expiry_deferred_;   // expired, kept for a stage-out (said once)

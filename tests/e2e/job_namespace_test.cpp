@@ -427,6 +427,48 @@ TEST_F(JobNamespaces, NamespacesCredentialsAndUsageSurviveAKillOfTheGateway) {
   EXPECT_TRUE(write_file(m + "/after", "x"));
 }
 
+// A namespace of the database that the gateway cannot serve at start (here: one of its backends is
+// gone from the configuration) keeps its files, never reaped as an orphan; a create of its job is
+// refused with why, and a destroy removes it. A job namespace may not take the place of a
+// namespace of the configuration that has its name.
+TEST_F(JobNamespaces, ANamespaceThatCannotBeServedKeepsItsFilesUntilItIsDestroyed) {
+  const std::string kept = "cannot-serve", taken = "name-taken";
+  create(kept, user(0), "--layout union --backends scratch0 scratch1");
+  const std::string file = server_dir(kept, 0) + "/results";
+  ASSERT_TRUE(write_file(file, "precious"));
+  const std::string config = cluster_->state() + "/gateway.toml";
+  const std::string original = read_file(config);
+  std::string changed = original;
+  const size_t token_at = changed.find("token_file = ");
+  ASSERT_NE(token_at, std::string::npos);
+  const std::string token_line = changed.substr(token_at, changed.find('\n', token_at) - token_at);
+  changed.replace(changed.find("[jobs]\n"), 7,
+                  "[[namespace]]\nname = \"job-" + taken + "\"\n" + token_line +
+                      "\n[[namespace.mount]]\npath = \"/srv0\"\nbackends = [\"srv0\"]\n\n"
+                      "[jobs]\norphan_grace = \"2s\"\n");
+  ASSERT_TRUE(cluster_->stop_gateway());
+  ASSERT_TRUE(write_file(config, changed));
+  ASSERT_EQ(run_command("python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
+                        "c.execute(\"update job_namespaces set backends=? where name=?\", "
+                        "(\"scratch0,gone\", sys.argv[2])); c.commit()' " +
+                        q(cluster_->env("SKEIN_JOBS_DB")) + " " + q("job-" + kept)),
+            0);
+  ASSERT_TRUE(cluster_->start_gateway());
+  std::string out;
+  EXPECT_NE(ctl(create_args(kept, user(0), "--layout union --backends scratch0 scratch1"), &out),
+            0);
+  EXPECT_NE(out.find("cannot serve"), std::string::npos) << out;
+  EXPECT_NE(ctl(create_args(taken, user(0)), &out), 0);
+  EXPECT_NE(out.find("in the gateway's configuration"), std::string::npos) << out;
+  std::this_thread::sleep_for(5s);  // past the orphans' grace, twice
+  EXPECT_EQ(read_file(file), "precious") << "the namespace's files were reaped or replaced";
+  ASSERT_EQ(ctl("ns destroy " + kept, &out), 0) << out;
+  EXPECT_FALSE(exists(server_dir(kept, 0))) << "the destroy left its directory";
+  ASSERT_TRUE(write_file(config, original));
+  ASSERT_TRUE(cluster_->stop_gateway() && cluster_->start_gateway());
+  EXPECT_NE(ctl("ns usage " + kept, &out), 0) << "the destroyed namespace came back: " << out;
+}
+
 TEST_F(JobNamespaces, ADirectoryNoNamespaceClaimsIsReapedAfterTheGracePeriod) {
   create(job(), user(0));  // a namespace that is claimed stays
   // The gateway again, with a grace of 3 s.
