@@ -140,20 +140,6 @@ constexpr std::size_t kTagSize = client::FillTag::kSize;
 // give every command.
 constexpr std::size_t kMaxTaggedChunk = 64u << 20;
 
-// Test hook (docs/mpi.md, tests/e2e/mpi_test.cpp): with SKEIN_MPI_TEST_HOLD=PATH, rank 0 makes
-// PATH.held after the first round of each file is broadcast and waits (up to 120 s) until PATH
-// exists, so that a test can change the file at a known point of a bcast.
-void test_hold(const Node& node) {
-  const char* hold = std::getenv("SKEIN_MPI_TEST_HOLD");
-  if (node.rank != 0 || !hold || !*hold) return;
-  const std::string held = std::string(hold) + ".held";
-  if (int fd = ::open(held.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644); fd >= 0) ::close(fd);
-  for (int i = 0; i < 12000 && ::access(hold, F_OK) != 0; ++i) {
-    timespec t{0, 10000000};
-    ::nanosleep(&t, nullptr);
-  }
-}
-
 // A mount takes a tagged store only if its tag was made FillTag::kSettled after the second of
 // the file's mtime began (fill_tag.hpp): a file written just now, by this node's clock, is
 // fetched once that time has passed. An mtime further ahead (a server's clock ahead of this
@@ -317,7 +303,7 @@ std::string pipelined_rounds(Node& node, Buffer& buf, const Options& o, uint64_t
       was_broadcast = r + 1;
       cv.notify_all();
     }
-    if (r == 0) test_hold(node);
+    if (r == 0) test_hold(node.rank);  // after the first round of each file
     if (progress) progress(std::min<uint64_t>(size, (r + 1) * L * o.chunk));
   }
   {
@@ -344,15 +330,9 @@ std::string bcast_file(Node& node, const Mount& mount, Buffer& buf, const Option
   std::string mine;
   long long meta[2] = {0, 0};  // mtime_ns, size
   if (node.leader) {
-    fd = ::open(local_path.c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st;
-    if (fd < 0) {
-      mine = errno_text(local_path);
-    } else if (::fstat(fd, &st) != 0) {
-      mine = errno_text(local_path);
-    } else if (!S_ISREG(st.st_mode)) {
-      mine = local_path + " is not a regular file";
-    } else {
+    fd = open_regular(local_path, O_RDONLY, mine, &st);
+    if (fd >= 0) {
       meta[0] = mtime_ns_of(st);
       meta[1] = st.st_size;
     }
@@ -501,9 +481,9 @@ std::string bcast_batch(Node& node, const Mount& mount, Buffer& buf, const Optio
     mine = run_on_workers(n, [&](std::size_t j) {
       const std::string p = mount.dir + files[j]->rel;
       struct stat st;
-      fds[j] = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fds[j] < 0 || ::fstat(fds[j], &st) != 0) return errno_text(p);
-      if (!S_ISREG(st.st_mode)) return p + " is not a regular file";
+      std::string error;
+      fds[j] = open_regular(p, O_RDONLY, error, &st);
+      if (fds[j] < 0) return error;
       meta[2 * j] = mtime_ns_of(st);
       meta[2 * j + 1] = st.st_size;
       return std::string();

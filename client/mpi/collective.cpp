@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,12 +63,50 @@ std::string chunk_size_problem(uint64_t bytes) {
   return "must be a multiple of 4096 from 4096 to 1 GiB (1073741824), not " + std::to_string(bytes);
 }
 
-std::string sha256_hex(const std::string& path, std::string& error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+int open_regular(const std::string& path, int flags, std::string& error, struct stat* st) {
+  struct stat own;
+  if (!st) st = &own;
+  const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    error = errno_text(path);
-    return "";
+    const int e = errno;
+    if (e == ELOOP && ::lstat(path.c_str(), st) == 0 && S_ISLNK(st->st_mode)) {
+      error = path + " is a symlink, not a regular file";
+    } else {
+      errno = e;
+      error = errno_text(path);
+    }
+    return -1;
   }
+  auto blocking = [&] {
+    const int now = ::fcntl(fd, F_GETFL);
+    return now >= 0 && ::fcntl(fd, F_SETFL, now & ~O_NONBLOCK) == 0;
+  };
+  if (::fstat(fd, st) != 0)
+    error = errno_text(path);
+  else if (!S_ISREG(st->st_mode))
+    error = path + " is not a regular file";
+  else if (!(flags & O_NONBLOCK) && !blocking())
+    error = errno_text(path);
+  else
+    return fd;
+  ::close(fd);
+  return -1;
+}
+
+void test_hold(int rank) {
+  const char* hold = std::getenv("SKEIN_MPI_TEST_HOLD");
+  if (rank != 0 || !hold || !*hold) return;
+  const std::string held = std::string(hold) + ".held";
+  if (int fd = ::open(held.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644); fd >= 0) ::close(fd);
+  for (int i = 0; i < 12000 && ::access(hold, F_OK) != 0; ++i) {
+    timespec t{0, 10000000};
+    ::nanosleep(&t, nullptr);
+  }
+}
+
+std::string sha256_hex(const std::string& path, std::string& error) {
+  int fd = open_regular(path, O_RDONLY, error);
+  if (fd < 0) return "";
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
   std::vector<char> buf(1 << 20);

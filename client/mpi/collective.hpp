@@ -3,6 +3,7 @@
 #pragma once
 
 #include <mpi.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <exception>
@@ -45,9 +46,21 @@ std::string agree_on_arguments(MPI_Comm comm, const std::string& bad,
 // Why the library cannot work with `comm` now (MPI not initialised, or finalised; no
 // communicator), or "".
 std::string mpi_problem(MPI_Comm comm);
-// The SHA-256 of the file at `path` in hex, read with plain reads; "" with `error` set when it
-// cannot be read.
+// The SHA-256 of the regular file at `path` in hex (opened as open_regular opens it), read with
+// plain reads; "" with `error` set when it cannot be read.
 std::string sha256_hex(const std::string& path, std::string& error);
+// Opens `path` with `flags` (and O_CLOEXEC) only if it is a regular file: a symlink at its name
+// is not followed, and anything else is refused without waiting for it. A listed file replaced
+// by a FIFO would otherwise hold this rank in its open while the others wait for it in collective
+// calls; the open is made with O_NONBLOCK, which is taken off again once fstat has shown a regular
+// file (unless `flags` asked for it). The descriptor (and its stat in `st`, if given), or -1 with
+// `error` saying why.
+int open_regular(const std::string& path, int flags, std::string& error, struct stat* st = nullptr);
+// Test hook (docs/mpi.md, tests/e2e/mpi_test.cpp): with SKEIN_MPI_TEST_HOLD=PATH set, rank 0
+// (`rank` is its rank in the operation's communicator) makes PATH.held and waits (up to 120 s)
+// until PATH exists, so that a test can change files at a known point of an operation; the
+// other ranks wait for it as for any slow rank. Without the variable it returns at once.
+void test_hold(int rank);
 
 // MPI_Wait without spinning: Open MPI's blocking waits poll, and the ranks of a node that wait
 // for its leader (or a leader waiting for a slower one) would take the CPUs its mount, the

@@ -94,8 +94,16 @@ Item unpack(const std::string& s) {
   return i;
 }
 
+// The whole seconds of a time in ns, rounded down as a timespec's tv_sec is: -1.5 s is -2 s and
+// 500 ms (truncated, -1 s and -500 ms, it would be no valid timespec and never equal a stat's).
+int64_t seconds_of(int64_t ns) {
+  constexpr int64_t kSecond = 1000000000LL;
+  return ns / kSecond - (ns % kSecond < 0 ? 1 : 0);
+}
+
 timespec to_ts(int64_t ns) {
-  return timespec{static_cast<time_t>(ns / 1000000000LL), static_cast<long>(ns % 1000000000LL)};
+  const int64_t s = seconds_of(ns);
+  return timespec{static_cast<time_t>(s), static_cast<long>(ns - s * 1000000000LL)};
 }
 
 Item item_of(const struct stat& st, std::string rel) {
@@ -218,7 +226,39 @@ bool complete(const std::string& path, const Item& i) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
          static_cast<uint64_t>(st.st_size) == i.size &&
-         st.st_mtim.tv_sec == i.mtime_ns / 1000000000LL && (st.st_mode & 07777) == i.mode;
+         st.st_mtim.tv_sec == seconds_of(i.mtime_ns) && (st.st_mode & 07777) == i.mode;
+}
+
+// Makes `path` a new, empty regular file for writing (mode `mode`, as far as the umask lets it).
+// Whatever is found at the name is removed first: a partial an earlier run left, perhaps
+// read-only, or a symlink the source tree once had at that name and the copy brought to DST,
+// which an open of the name would write through, out of DST. The descriptor, or -1 with `error`.
+int create_new(const std::string& path, mode_t mode, std::string& error) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    error = errno_text(path);
+    return -1;
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) error = errno_text(path);
+  return fd;
+}
+
+// The whole of a regular file that open_regular opens (a large file's chunk record); false with
+// `error` set when it cannot be read.
+bool read_whole(const std::string& path, std::string& body, std::string& error) {
+  body.clear();
+  const int fd = open_regular(path, O_RDONLY, error);
+  if (fd < 0) return false;
+  char b[4096];
+  for (;;) {
+    const ssize_t r = ::read(fd, b, sizeof b);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) error = errno_text(path);
+    if (r <= 0) break;
+    body.append(b, std::size_t(r));
+  }
+  ::close(fd);
+  return error.empty();
 }
 
 // Writes all `n` bytes of `data` to `out` at `off`; "" or the failure ("write WHAT: ...").
@@ -427,7 +467,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   std::vector<std::string> chunk_units, whole_own;  // "c ITEM CHUNK"; item numbers
   uint64_t skipped[2] = {0, 0};                     // files, bytes
   unsigned long long links_made = 0;  // counted with the files finished, as a rerun counts them
-  for (std::size_t k = first; mine.empty() && k < first + std::size_t(own); ++k) {
+  for (std::size_t k = first; k < first + std::size_t(own); ++k) {
     const Item& i = items[k];
     const std::string d = dst + i.rel;
     if (i.type == 'd') continue;
@@ -458,27 +498,37 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       const std::string part = partials.part(i.rel);
       const std::string rec = partials.record(i.rel);
       const std::string header = record_header(i, chunk);
-      std::string old;
-      if (FILE* f = std::fopen(rec.c_str(), "rb")) {
-        char b[4096];
-        for (std::size_t r; (r = std::fread(b, 1, sizeof b, f)) > 0;) old.append(b, r);
-        std::fclose(f);
-      }
+      std::string old, unread;
+      read_whole(rec, old, unread);  // none, or one that cannot be read: the file starts afresh
       struct stat pst;
       const bool resume = old.size() == header.size() + n && old.rfind(header, 0) == 0 &&
-                          ::stat(part.c_str(), &pst) == 0 &&
+                          ::lstat(part.c_str(), &pst) == 0 && S_ISREG(pst.st_mode) &&
                           static_cast<uint64_t>(pst.st_size) == i.size;
       if (!resume) {
-        int pf = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (pf < 0 || ::ftruncate(pf, static_cast<off_t>(i.size)) != 0) mine = errno_text(part);
-        if (pf >= 0 && ::close(pf) != 0 && mine.empty()) mine = errno_text(part);
-        std::string fresh = header + std::string(n, '0');
-        FILE* f = mine.empty() ? std::fopen(rec.c_str(), "wb") : nullptr;
-        if (mine.empty() && (!f || std::fwrite(fresh.data(), 1, fresh.size(), f) != fresh.size()))
-          mine = errno_text(rec);
-        // fwrite only buffers: the write (and on a skein mount its error) comes at fclose.
-        if (f && std::fclose(f) != 0 && mine.empty()) mine = errno_text(rec);
-        old = fresh;
+        // The old record goes before the copy is made anew: a new copy (all zeros) beside an old
+        // record with its chunks marked done, as a run killed between the two would leave them,
+        // would be taken by the next run for a finished file.
+        std::string err;
+        if (::unlink(rec.c_str()) != 0 && errno != ENOENT) err = errno_text(rec);
+        if (err.empty()) {
+          const int pf = create_new(part, 0600, err);
+          if (pf >= 0 && ::ftruncate(pf, static_cast<off_t>(i.size)) != 0) err = errno_text(part);
+          if (pf >= 0 && ::close(pf) != 0 && err.empty()) err = errno_text(part);
+        }
+        old = header + std::string(n, '0');
+        if (err.empty()) {
+          const int rf = create_new(rec, 0600, err);
+          if (rf >= 0) err = write_at(rf, old.data(), old.size(), 0, rec);
+          // On a skein mount a write's error may come at close.
+          if (rf >= 0 && ::close(rf) != 0 && err.empty()) err = errno_text(rec);
+        }
+        if (!err.empty()) {
+          // Failed, with no chunk of it copied; the rest of the tree is copied all the same.
+          // Without a record rank 0 does not finish it.
+          ::unlink(rec.c_str());
+          failed.push_back(i.rel + ": " + err);
+          continue;
+        }
       }
       for (uint64_t c = 0; c < n; ++c) {
         if (old[header.size() + c] == '1') {
@@ -489,7 +539,6 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       }
     }
   }
-  if (failed_somewhere()) return 1;
   uint64_t skipped_total[2] = {0, 0};
   MPI_Reduce(skipped, skipped_total, 2, MPI_UINT64_T, MPI_SUM, 0, comm);
   const uint64_t skipped_files = skipped_total[0], skipped_bytes = skipped_total[1];
@@ -528,6 +577,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     }
     units.push_back(std::move(unit));
   }
+
+  test_hold(rank);  // the tree listed and the pieces made, none copied yet
 
   // Every rank takes units off the shared counter until none are left.
   unsigned long long moved = 0, files_done = 0, fetched_files = 0, stored_files = 0,
@@ -569,18 +620,15 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       std::string err;
       int in = -1;
       if (!data) {
-        in = ::open(s.c_str(), O_RDONLY | O_CLOEXEC);
-        if (in < 0) return errno_text(s);
+        in = open_regular(s, O_RDONLY, err);
+        if (in < 0) return err;
       }
       const std::string part = partials.part(i.rel);
       // Made with its permissions, as far as the umask lets them (and writable by its owner
       // meanwhile), so that most files need no chmod: the mode is looked at once the times are
       // set, whose answer brings it (on a skein mount: no call of its own), and changed only
-      // where it differs: a umask, a partial left by an earlier run, set-id bits (which a write
-      // may clear).
-      int out =
-          ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (i.mode & 0777) | S_IWUSR);
-      if (out < 0) err = errno_text(part);
+      // where it differs: a umask, set-id bits (which a write may clear).
+      const int out = create_new(part, (i.mode & 0777) | S_IWUSR, err);
       if (err.empty())
         err = data ? write_at(out, data, i.size, 0, part)
                    : copy_range(in, out, 0, i.size, buf, i.rel);
@@ -665,7 +713,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
               continue;
             }
             if (!in || error != 0 || length != i.size || offset + length > fetch_buf.size ||
-                mtime_ns / 1000000000LL != i.mtime_ns / 1000000000LL || (mode & 07777) != i.mode) {
+                seconds_of(mtime_ns) != seconds_of(i.mtime_ns) || (mode & 07777) != i.mode) {
               rest.push_back(asked[a]);
               continue;
             }
@@ -709,11 +757,11 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         }
         // Read as listed: the same size and mtime, and nothing more at its end.
         const std::string s = src + i.rel;
-        const int in = ::open(s.c_str(), O_RDONLY | O_CLOEXEC);
+        std::string not_regular;  // the plain copy says what is wrong
         struct stat st;
-        bool as_listed = in >= 0 && ::fstat(in, &st) == 0 &&
-                         static_cast<uint64_t>(st.st_size) == i.size &&
-                         mtime_ns_of(st) == i.mtime_ns;
+        const int in = open_regular(s, O_RDONLY, not_regular, &st);
+        bool as_listed =
+            in >= 0 && static_cast<uint64_t>(st.st_size) == i.size && mtime_ns_of(st) == i.mtime_ns;
         const std::size_t from = contents.size();
         contents.resize(from + i.size + 1);
         for (uint64_t got = 0; as_listed;) {
@@ -802,15 +850,14 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     // One chunk of a large file: written in place into DST/.NAME.skein-partial, then recorded.
     auto copy_chunk = [&](const Item& i, uint64_t c) {
       const std::string s = src + i.rel;
-      int in = ::open(s.c_str(), O_RDONLY | O_CLOEXEC);
-      if (in < 0) return errno_text(s);
       std::string err;
+      const int in = open_regular(s, O_RDONLY, err);
+      if (in < 0) return err;
       const std::string part = partials.part(i.rel);
       const std::string rec = partials.record(i.rel);
       const uint64_t off = c * chunk;
       const uint64_t len = std::min<uint64_t>(chunk, i.size - off);
-      int out = ::open(part.c_str(), O_WRONLY | O_CLOEXEC);
-      if (out < 0) err = errno_text(part);
+      const int out = open_regular(part, O_WRONLY, err);
       uint64_t read = 0;
       if (err.empty()) read = read_range(i, in, out, off, len, err);
       if (err.empty()) err = copy_range(in, out, off + read, len - read, buf, i.rel);
@@ -819,8 +866,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       if (out >= 0) ::close(out);
       if (err.empty()) {
         const std::string header = record_header(i, chunk);
-        int r = ::open(rec.c_str(), O_WRONLY | O_CLOEXEC);
-        if (r < 0 || ::pwrite(r, "1", 1, static_cast<off_t>(header.size() + c)) != 1)
+        const int r = open_regular(rec, O_WRONLY, err);
+        if (r >= 0 && ::pwrite(r, "1", 1, static_cast<off_t>(header.size() + c)) != 1)
           err = errno_text(rec);
         // On a skein mount a write's error may come at close.
         if (r >= 0 && ::close(r) != 0 && err.empty()) err = errno_text(rec);
@@ -872,13 +919,10 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       if (i.type != 'f' || i.size <= chunk) continue;
       const std::string part = partials.part(i.rel);
       const std::string rec = partials.record(i.rel);
-      if (::access(rec.c_str(), F_OK) != 0) continue;  // complete before this run
-      std::string body;
-      if (FILE* f = std::fopen(rec.c_str(), "rb")) {
-        char b[4096];
-        for (std::size_t r; (r = std::fread(b, 1, sizeof b, f)) > 0;) body.append(b, r);
-        std::fclose(f);
-      }
+      // No record: complete before this run, or its rank could not start it and said why.
+      if (struct stat st; ::lstat(rec.c_str(), &st) != 0 && errno == ENOENT) continue;
+      std::string body, unread;
+      const bool have_record = read_whole(rec, body, unread);
       const std::string d = dst + i.rel;
       if (complete(d, i)) {
         // Complete before this run (counted as skipped): a run that renamed it into place and
@@ -887,19 +931,36 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
         ::unlink(part.c_str());
         continue;
       }
-      auto nl = body.find('\n');
-      if (nl == std::string::npos || body.find('0', nl + 1) != std::string::npos) {
-        // Every chunk was to be copied in this run: one that is not recorded failed (its rank
-        // said why) or its record could not be read. Never done in silence.
-        failed.push_back(i.rel + ": not finished: " +
-                         (nl == std::string::npos ? "its record " + rec + " cannot be read"
-                                                  : "a chunk of it was not copied"));
+      // Every chunk was to be copied in this run: the record must be this run's, whole, with
+      // every chunk marked done. A chunk not marked failed (its rank said why). Never done in
+      // silence, nor with a record that is not as this run made it.
+      const std::string header = record_header(i, chunk);
+      const std::size_t n = std::size_t((i.size + chunk - 1) / chunk);
+      std::string why;
+      if (!have_record)
+        why = "its record cannot be read: " + unread;
+      else if (body.size() != header.size() + n || body.compare(0, header.size(), header) != 0)
+        why = "its record " + rec + " is damaged, or not of this version of the file";
+      else if (body.find_first_not_of('1', header.size()) != std::string::npos)
+        why = "a chunk of it was not copied";
+      if (!why.empty()) {
+        failed.push_back(i.rel + ": not finished: " + why);
         continue;
       }
+      // Its mode and times set through a descriptor of the copy itself, never through a symlink
+      // at its name.
+      std::string err;
+      struct stat st;
+      const int pf = open_regular(part, O_RDONLY, err, &st);
       timespec t[2] = {to_ts(i.mtime_ns), to_ts(i.mtime_ns)};
-      if (::chmod(part.c_str(), i.mode) != 0 || ::utimensat(AT_FDCWD, part.c_str(), t, 0) != 0 ||
-          ::rename(part.c_str(), d.c_str()) != 0) {
-        failed.push_back(i.rel + ": " + errno_text("finishing " + part));
+      if (pf >= 0 && static_cast<uint64_t>(st.st_size) != i.size)
+        err = part + " is not as long as the source";
+      else if (pf >= 0 && (::fchmod(pf, i.mode) != 0 || ::futimens(pf, t) != 0))
+        err = errno_text(part);
+      if (pf >= 0 && ::close(pf) != 0 && err.empty()) err = errno_text(part);
+      if (err.empty() && ::rename(part.c_str(), d.c_str()) != 0) err = errno_text(d);
+      if (!err.empty()) {
+        failed.push_back(i.rel + ": finishing: " + err);
         continue;
       }
       ::unlink(rec.c_str());

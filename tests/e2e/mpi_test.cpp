@@ -1735,5 +1735,188 @@ TEST_F(MpiTest, BadInputFailsOnEveryRankWithAClearError) {
   EXPECT_NE(out.find("--progress SECONDS"), std::string::npos) << out;
 }
 
+// skein-mpi's tree copy between two plain directories, on 2 ranks: what it does in DST and with
+// the files it reads, which a stage-in from a mount does alike. No cluster is needed.
+class MpiStageTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kChunk = 4096;  // the smallest chunk: a large file of a few KiB
+  static std::string skein_mpi() { return build_dir() + "/client/skein-mpi"; }
+  // `skein-mpi stage-in ARGS` (chunks of kChunk), as root or as `nobody` (whose writes a mode
+  // refuses, as root's it does not); its output in `out`. A hang fails.
+  static int stage_in(const std::string& args, std::string& out, bool as_nobody = false) {
+    return run_command(std::string("cd /tmp && ") + (as_nobody ? "runuser -u nobody -- " : "") +
+                           "timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 " +
+                           q(skein_mpi()) + " stage-in --progress 0 --chunk " +
+                           std::to_string(kChunk) + " " + args + " 2>&1",
+                       &out);
+  }
+  static void chown_nobody(const std::string& path) {
+    ASSERT_EQ(::lchown(path.c_str(), 65534, 65534), 0) << path;
+  }
+};
+
+// A symlink in DST at a partial's name (an earlier run copied it there, from a source tree that
+// had one of that name) is replaced, never written through: neither a whole file's copy nor a
+// large file's copy and chunk record reach the symlinks' targets outside DST.
+TEST_F(MpiStageTest, ASymlinkAtAPartialsNameIsReplacedNeverWrittenThrough) {
+  const std::string src = make_test_dir("partial-link-src"),
+                    dst = make_test_dir("partial-link-dst");
+  const std::string outside = make_test_dir("partial-link-outside");
+  ASSERT_TRUE(write_file(src + "/f", "small\n"));
+  ASSERT_TRUE(write_file(src + "/big", random_bytes(5 * kChunk + 100, 1)));
+  const std::vector<std::string> partials = {"f.skein-partial", "big.skein-partial",
+                                             "big.skein-partial.chunks"};
+  for (const std::string& name : partials) {
+    ASSERT_TRUE(write_file(outside + "/" + name, "outside DST\n"));
+    ASSERT_EQ(::symlink((outside + "/" + name).c_str(), (dst + "/." + name).c_str()), 0);
+  }
+  std::string out;
+  EXPECT_EQ(stage_in(q(src) + " " + q(dst), out), 0) << out;
+  for (const std::string& name : partials)
+    EXPECT_TRUE(read_file(outside + "/" + name) == "outside DST\n")
+        << name << " written through: " << out;
+  std::string diff;
+  EXPECT_EQ(run_command("diff -r --no-dereference " + q(src) + " " + q(dst), &diff), 0) << diff;
+  EXPECT_EQ(listing(dst), listing(src));
+  run_command("rm -rf " + q(src) + " " + q(dst) + " " + q(outside));
+}
+
+// A read-only partial a killed run left (a copy gets its mode before its rename: here the
+// source's 0444) is replaced by the rerun, as the user whose writes that mode refuses.
+TEST_F(MpiStageTest, AReadOnlyPartialAKilledRunLeftIsReplaced) {
+  const std::string src = make_test_dir("ro-partial-src"), dst = make_test_dir("ro-partial-dst");
+  const std::string big = random_bytes(5 * kChunk + 100, 2);
+  ASSERT_TRUE(write_file(src + "/f", "small\n"));
+  ASSERT_TRUE(write_file(src + "/big", big));
+  chown_nobody(dst);
+  for (const std::string name : {"f", "big"}) {
+    ASSERT_EQ(::chmod((src + "/" + name).c_str(), 0444), 0);
+    const std::string left = dst + "/." + name + ".skein-partial";
+    ASSERT_TRUE(write_file(left, "left by a killed run\n"));
+    chown_nobody(left);
+    ASSERT_EQ(::chmod(left.c_str(), 0444), 0);
+  }
+  std::string out;
+  EXPECT_EQ(stage_in(q(src) + " " + q(dst), out, /*as_nobody=*/true), 0) << out;
+  EXPECT_EQ(read_file(dst + "/f"), "small\n");
+  EXPECT_TRUE(read_file(dst + "/big") == big) << "the large file's copy differs";
+  EXPECT_EQ(listing(dst), listing(src));
+  run_command("rm -rf " + q(src) + " " + q(dst));
+}
+
+// A large file whose copy cannot be made (its directory in DST is root's, the run nobody's) is
+// listed among the failures, and the rest of the tree is copied all the same, down to the
+// directories' modes and times (rank 0's last step); the run exits 1.
+TEST_F(MpiStageTest, ALargeFileThatCannotBeStartedFailsAloneAndTheRestIsCopied) {
+  const std::string src = make_test_dir("unstarted-src"), dst = make_test_dir("unstarted-dst");
+  ASSERT_EQ(::mkdir((src + "/a").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((src + "/sub").c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(src + "/top", "top\n"));
+  ASSERT_TRUE(write_file(src + "/a/x", "in a\n"));
+  ASSERT_TRUE(write_file(src + "/sub/big", random_bytes(5 * kChunk + 100, 3)));
+  const timespec t[2] = {{1500000000, 0}, {1500000000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (src + "/a").c_str(), t, 0), 0);
+  chown_nobody(dst);
+  ASSERT_EQ(::mkdir((dst + "/sub").c_str(), 0755), 0);  // root's: nobody may not write there
+  std::string out;
+  EXPECT_EQ(stage_in(q(src) + " " + q(dst), out, /*as_nobody=*/true), 1) << out;
+  EXPECT_NE(out.find("/sub/big: " + dst + "/sub/.big.skein-partial: Permission denied"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(read_file(dst + "/top"), "top\n") << out;
+  EXPECT_EQ(read_file(dst + "/a/x"), "in a\n") << out;
+  struct stat st {};
+  ASSERT_EQ(::stat((dst + "/a").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u) << "made 0700, the source's mode comes last: " << out;
+  EXPECT_EQ(st.st_mtime, 1500000000) << out;
+  run_command("rm -rf " + q(src) + " " + q(dst));
+}
+
+// A large file started afresh has its old record removed before its copy is made anew: an old
+// record with every chunk marked done, beside a new copy (all zeros), would be taken by the next
+// run for a finished file. Root's record, which nobody's run may remove but not rewrite, stands
+// for a run killed between making the copy and rewriting the record.
+TEST_F(MpiStageTest, AnOldRecordIsRemovedBeforeItsFileIsCopiedAfresh) {
+  const std::string src = make_test_dir("old-record-src"), dst = make_test_dir("old-record-dst");
+  const uint64_t size = 5 * kChunk + 100;
+  const std::string big = random_bytes(size, 4);
+  ASSERT_TRUE(write_file(src + "/big", big));
+  const timespec t[2] = {{1600000000, 123456789}, {1600000000, 123456789}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (src + "/big").c_str(), t, 0), 0);
+  chown_nobody(dst);
+  // The record of this version of the file, every chunk done; no copy beside it.
+  ASSERT_TRUE(write_file(dst + "/.big.skein-partial.chunks",
+                         std::to_string(size) + " 1600000000123456789 " + std::to_string(kChunk) +
+                             "\n" + std::string((size + kChunk - 1) / kChunk, '1')));
+  std::string out;
+  EXPECT_EQ(stage_in(q(src) + " " + q(dst), out, /*as_nobody=*/true), 0) << out;
+  EXPECT_EQ(stage_in(q(src) + " " + q(dst), out, /*as_nobody=*/true), 0) << out;
+  EXPECT_TRUE(read_file(dst + "/big") == big) << "the copy differs from the source: " << out;
+  run_command("rm -rf " + q(src) + " " + q(dst));
+}
+
+// Times before 1970 with a fraction of a second (-1.5 s: tv_sec -2, tv_nsec 500000000) are kept
+// for whole files, large files and directories, and a rerun finds the files complete.
+TEST_F(MpiStageTest, TimesBefore1970AreKeptAndARerunFindsTheFilesComplete) {
+  const std::string src = make_test_dir("pre-1970-src"), dst = make_test_dir("pre-1970-dst");
+  ASSERT_EQ(::mkdir((src + "/d").c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(src + "/d/f", "small\n"));
+  ASSERT_TRUE(write_file(src + "/big", random_bytes(5 * kChunk + 100, 5)));
+  const timespec t[2] = {{-2, 500000000}, {-2, 500000000}};
+  for (const char* name : {"/d/f", "/big", "/d"})
+    ASSERT_EQ(::utimensat(AT_FDCWD, (src + name).c_str(), t, 0), 0) << name;
+  std::string out;
+  EXPECT_EQ(stage_in(q(src) + " " + q(dst), out), 0) << out;
+  for (const char* name : {"/d/f", "/big", "/d"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((dst + name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mtim.tv_sec, -2) << name;
+    EXPECT_EQ(st.st_mtim.tv_nsec, 500000000) << name;
+  }
+  EXPECT_EQ(stage_in(q(src) + " " + q(dst), out), 0) << out;
+  EXPECT_NE(out.find("copied 0 bytes"), std::string::npos) << out;
+  EXPECT_NE(out.find("skipped 2 complete files"), std::string::npos) << out;
+  run_command("rm -rf " + q(src) + " " + q(dst));
+}
+
+// A source file replaced by a FIFO after the listing (skein-mpi's test hook, SKEIN_MPI_TEST_HOLD,
+// holds rank 0 between the listing and the copy) fails as no regular file: its open does not
+// wait for a writer while the other rank waits in a collective call. The rest is copied.
+TEST_F(MpiStageTest, AFileReplacedByAFifoAfterTheListingFailsWithoutHangingAnyRank) {
+  const std::string src = make_test_dir("fifo-src"), dst = make_test_dir("fifo-dst");
+  ASSERT_TRUE(write_file(src + "/f", "small\n"));
+  ASSERT_TRUE(write_file(src + "/big", random_bytes(5 * kChunk + 100, 6)));
+  ASSERT_TRUE(write_file(src + "/kept", "kept\n"));
+  const std::string hold_dir = make_test_dir("fifo-hold"), hold = hold_dir + "/go";
+  std::string out;
+  int rc = -1;
+  std::thread run([&] {
+    rc = run_command("SKEIN_MPI_TEST_HOLD=" + q(hold) +
+                         " timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 -x "
+                         "SKEIN_MPI_TEST_HOLD " +
+                         q(skein_mpi()) + " stage-in --verify --progress 0 --chunk " +
+                         std::to_string(kChunk) + " " + q(src) + " " + q(dst) + " 2>&1",
+                     &out);
+  });
+  bool held = false;
+  for (int i = 0; i < 600 && !held; ++i) {
+    held = ::access((hold + ".held").c_str(), F_OK) == 0;
+    if (!held) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  bool replaced = held;
+  for (const std::string name : {"/f", "/big"})
+    replaced = replaced && ::unlink((src + name).c_str()) == 0 &&
+               ::mkfifo((src + name).c_str(), 0644) == 0;
+  write_file(hold, "");  // released in any case, so that nothing waits
+  run.join();
+  ASSERT_TRUE(held) << "the stage never reached its copy: " << out;
+  ASSERT_TRUE(replaced);
+  EXPECT_EQ(rc, 1) << "124: timed out, a rank waited in an open: " << out;
+  EXPECT_NE(out.find("/f: " + src + "/f is not a regular file"), std::string::npos) << out;
+  EXPECT_NE(out.find("/big: " + src + "/big is not a regular file"), std::string::npos) << out;
+  EXPECT_EQ(read_file(dst + "/kept"), "kept\n") << out;
+  run_command("rm -rf " + q(src) + " " + q(dst) + " " + q(hold_dir));
+}
+
 }  // namespace
 }  // namespace skein::test
