@@ -48,6 +48,7 @@ bool same_settings(const JobRecord& a, const JobRecord& b) {
 
 constexpr auto kSaveEvery = std::chrono::seconds(2);
 constexpr auto kRetryEvery = std::chrono::seconds(5);
+constexpr auto kRecountEvery = std::chrono::seconds(10);  // namespaces not counted at the first try
 constexpr auto kReapEvery = std::chrono::seconds(60);
 
 }  // namespace
@@ -128,6 +129,7 @@ void JobNamespaces::start() {
   for (auto& r : store_->jobs()) {
     try {
       serve(r, store_->credential_digests(r.name));
+      to_recount_.insert(r.name);
       spdlog::info(
           "jobs: serving {} (owner {}:{}, {}, quota {} bytes / {} inodes, expires in {} s)", r.name,
           r.uid, r.gid, live_.at(r.name).layout->describe(), r.quota_bytes, r.quota_inodes,
@@ -237,9 +239,8 @@ JobNamespaces::Created JobNamespaces::create(const JobRequest& request) {
   removed_.wait(lock, [&] { return removing_.count("/" + r.name) == 0; });
   if (!live_.count(r.name) && gateway_.registry().find(r.name))
     throw AdminError(Kind::failed_precondition,
-                     "a namespace named '" + r.name +
-                         "' is in the gateway's configuration: job " + r.job_id +
-                         "'s namespace would take its place; rename that namespace");
+                     "a namespace named '" + r.name + "' is in the gateway's configuration: job " +
+                         r.job_id + "'s namespace would take its place; rename that namespace");
   if (auto it = unserved_.find(r.name); it != unserved_.end())
     throw AdminError(Kind::failed_precondition,
                      "job " + r.job_id + " has a namespace (" + r.name +
@@ -471,36 +472,59 @@ JobNamespaces::NodeCredential JobNamespaces::issue_node_credential(const std::st
 // --- housekeeping ----------------------------------------------------------------------------
 
 void JobNamespaces::save_usage(bool all) {
-  std::vector<std::tuple<std::string, uint64_t, uint64_t>> changed;
-  {
-    std::lock_guard lock(mu_);
-    for (auto& [name, live] : live_) {
-      auto gen = live.layout->quota()->generation();
-      if (!all && gen == live.saved_generation) continue;
-      auto u = live.layout->quota()->usage();
-      live.saved_generation = gen;
-      changed.emplace_back(name, u.bytes, u.inodes);
-    }
+  // Under mu_: a namespace destroyed and made anew meanwhile must not get the old one's usage.
+  std::lock_guard lock(mu_);
+  for (auto& [name, live] : live_) {
+    auto gen = live.layout->quota()->generation();
+    if (!all && gen == live.saved_generation) continue;
+    auto u = live.layout->quota()->usage();
+    store_->save_usage(name, u.bytes, u.inodes);
+    live.saved_generation = gen;
   }
-  for (auto& [name, bytes, inodes] : changed) store_->save_usage(name, bytes, inodes);
 }
 
-void JobNamespaces::recount() {
+bool JobNamespaces::recount() {
   // After a start the saved usage may be behind (the gateway died between saves): count again.
+  // A namespace that changed while it was walked, or could not be walked, is counted again at a
+  // later call, until every one of them has been.
   std::vector<std::pair<std::string, std::shared_ptr<JobLayout>>> todo;
   {
     std::lock_guard lock(mu_);
-    for (auto& [name, live] : live_) todo.emplace_back(name, live.layout);
+    for (auto it = to_recount_.begin(); it != to_recount_.end();) {
+      auto live = live_.find(*it);
+      if (live == live_.end()) {
+        it = to_recount_.erase(it);  // destroyed
+        continue;
+      }
+      todo.emplace_back(*it, live->second.layout);
+      ++it;
+    }
   }
+  bool all = true;
   for (auto& [name, layout] : todo) {
     auto before = layout->quota()->generation();
-    auto counted = count_tree(*layout->inner());
+    // Only with every backend up: a union's listing leaves a branch that is down out, and its
+    // files would not count.
+    Result<TreeCount> counted = Result<TreeCount>::failure(EHOSTDOWN);
+    bool all_up = true;
+    for (auto& b : layout->inner()->backends()) all_up = all_up && b->up();
+    if (all_up) counted = count_tree(*layout->inner());
+    for (auto& b : layout->inner()->backends())
+      if (counted && !b->up()) counted = Result<TreeCount>::failure(EHOSTDOWN);  // went down
     if (!counted) {
-      spdlog::warn("jobs: cannot recount {}: {} (the saved usage stands)", name,
+      spdlog::warn("jobs: cannot recount {}: {} (the saved usage stands; tried again later)", name,
                    std::strerror(counted.error()));
+      all = false;
       continue;
     }
-    if (layout->quota()->generation() != before) continue;  // changed meanwhile: keep counting
+    if (layout->quota()->generation() != before) {  // changed meanwhile: counted again later
+      all = false;
+      continue;
+    }
+    {
+      std::lock_guard lock(mu_);
+      to_recount_.erase(name);
+    }
     auto u = layout->quota()->usage();
     if (u.bytes != counted->bytes || u.inodes != counted->inodes) {
       spdlog::info("jobs: {} holds {} bytes in {} inodes (saved: {} in {})", name, counted->bytes,
@@ -508,6 +532,7 @@ void JobNamespaces::recount() {
       layout->quota()->set_used(counted->bytes, counted->inodes);
     }
   }
+  return all;
 }
 
 void JobNamespaces::stage_out_began(const std::string& job_id) {
@@ -628,19 +653,21 @@ void JobNamespaces::reap_orphans() {
 void JobNamespaces::housekeeping() {
   using Clock = std::chrono::steady_clock;
   bool counted = false;
-  auto next_save = Clock::now(), next_retry = Clock::now(), next_reap = Clock::now();
+  auto next_save = Clock::now(), next_retry = Clock::now(), next_reap = Clock::now(),
+       next_recount = Clock::now();
   for (;;) {
     {
       std::unique_lock lock(wake_mu_);
       if (wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) return;
     }
     try {
-      if (!counted) {
-        recount();
-        counted = true;
+      auto now = Clock::now();
+      if (!counted && now >= next_recount) {
+        counted = recount();
+        next_recount = Clock::now() + kRecountEvery;  // a walk of every tree left: not often
       }
       expire();
-      auto now = Clock::now();
+      now = Clock::now();
       if (now >= next_save) {
         save_usage(false);
         next_save = now + kSaveEvery;

@@ -134,7 +134,9 @@ class JobNamespaces {
 
   void housekeeping();
   void save_usage(bool all);
-  void recount();
+  // Counts the usage of the namespaces served since the start that are not counted yet; whether
+  // every one of them is.
+  bool recount();
   void expire();
   void retry_removals();
   void reap_orphans();
@@ -154,6 +156,7 @@ class JobNamespaces {
   std::multiset<std::string> staging_out_;  // job ids with a stage-out under way
   std::set<std::string> expiry_deferred_;   // expired, kept for a stage-out (said once)
   std::set<std::string> expiring_;          // job ids being destroyed as expired
+  std::set<std::string> to_recount_;        // served at start, usage not counted again yet
   std::condition_variable removed_;         // one of them ended
 
   std::mutex stopper_mu_;  // held while copy_stopper_ runs, and to change it

@@ -427,6 +427,30 @@ TEST_F(JobNamespaces, NamespacesCredentialsAndUsageSurviveAKillOfTheGateway) {
   EXPECT_TRUE(write_file(m + "/after", "x"));
 }
 
+// The usage saved in the database is counted again from the backends after a start; a namespace
+// that cannot be walked then (a server down) is counted once it can be. Before, the first try was
+// the only one, and the saved usage stood for good.
+TEST_F(JobNamespaces, UsageIsRecountedOnceAServerDownAtTheStartIsBack) {
+  create(job(), user(0), "--layout union --backends scratch0 scratch1");
+  const std::string m = mount(job());
+  ASSERT_FALSE(m.empty());
+  ASSERT_TRUE(write_file(m + "/f", std::string(3 << 20, 'z')));
+  std::this_thread::sleep_for(3s);  // saved (every 2 s)
+  ASSERT_TRUE(cluster_->stop_gateway(/*kill=*/true));
+  // Written on a server behind the gateway's back while it was down: not in the saved usage.
+  ASSERT_TRUE(write_file(server_dir(job(), 1) + "/behind", std::string(1 << 20, 'b')));
+  ASSERT_TRUE(cluster_->stop_server(1));
+  ASSERT_TRUE(cluster_->start_gateway());
+  Json u;
+  ASSERT_TRUE(eventually([&] { return ctl_json("ns usage " + job(), u) == 0; }));
+  EXPECT_EQ(u["bytes_used"], 3u << 20) << "the saved usage, until the server is back";
+  ASSERT_TRUE(cluster_->start_server(1));
+  EXPECT_TRUE(eventually(
+      [&] { return ctl_json("ns usage " + job(), u) == 0 && u["bytes_used"] == 4u << 20; }, 60s))
+      << u.dump();
+  EXPECT_EQ(u["inodes_used"], 2u);
+}
+
 // A namespace of the database that the gateway cannot serve at start (here: one of its backends is
 // gone from the configuration) keeps its files, never reaped as an orphan; a create of its job is
 // refused with why, and a destroy removes it. A job namespace may not take the place of a
