@@ -789,18 +789,30 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     big.entry = &e;
     const std::string dpath = below(dest_root, e.path);
     big.path = copy_path_of(dpath);
+    const uint64_t n = (e.size + chunk_bytes - 1) / chunk_bytes;
     std::set<uint64_t> recorded;
     if (auto c = chunks.find(e.path); c != chunks.end()) {
       // A resumed copy goes on only where the source is as walked and the copy is there (in
       // place, for chunks a gateway that copied so recorded).
       auto s = source.layout->getattr(below(source.root, e.path));
       auto d = destination.layout->getattr(big.path);
-      if (!d && d.error() == ENOENT && big.path != dpath) {
-        big.path = dpath;
-        d = destination.layout->getattr(big.path);
+      bool placed = false;
+      if (!d && d.error() == ENOENT && big.path != dpath && c->second.size() == n) {
+        // No partial, and every chunk recorded: renamed into place before the run stopped, if
+        // the file there has the source's size and time (given once it was in place). Anything
+        // else at the name (an older file, its partial removed meanwhile) is no copy of this
+        // run's: the file starts afresh.
+        auto there = destination.layout->getattr(dpath);
+        if (there && S_ISREG(there->permissions) && there->size == e.size &&
+            static_cast<int64_t>(there->mtime) == e.mtime) {
+          big.path = dpath;
+          d = there;
+          placed = true;
+        }
       }
       if (s && s->size == e.size && static_cast<int64_t>(s->mtime) == e.mtime && d &&
-          S_ISREG(d->permissions)) {
+          S_ISREG(d->permissions) &&
+          (placed || big.path != dpath || c->second.size() < n || d->size == e.size)) {
         recorded = c->second;
         big.resumed = true;
       } else {
@@ -808,7 +820,6 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
         for (auto i : c->second) run.bytes_done -= std::min(chunk_bytes, e.size - i * chunk_bytes);
       }
     }
-    uint64_t n = (e.size + chunk_bytes - 1) / chunk_bytes;
     size_t before = items.size();
     for (uint64_t i = 0; i < n; ++i)
       if (!recorded.count(i)) items.push_back({&e, &big, i, {}});
@@ -1047,7 +1058,14 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     // The last of its chunks: the file is finished here.
     if (!big.open_error && !big.failed) {
       auto a = big.dst->fstat();
-      if (a && a->size > e.size) {
+      if (!a) {
+        big.failed = true;
+        run.fail(e.path, "looking at the copy: " + errno_text(a.error()));
+      } else if (a->size < e.size) {
+        big.failed = true;  // a chunk recorded that is not there: never done in silence
+        run.fail(e.path, "the copy is " + std::to_string(a->size) + " bytes, the source " +
+                             std::to_string(e.size));
+      } else if (a->size > e.size) {
         auto t = big.dst->truncate(e.size);
         if (!t) {
           big.failed = true;

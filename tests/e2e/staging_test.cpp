@@ -119,7 +119,10 @@ class Staging : public JobSuite {
   // A stage-out of a tree with three large files, its gateway stopped on the way (killed with -9
   // half way, or stopped with SIGTERM early), then started again: the copy goes on with the rest,
   // and the trees are the same.
-  void stop_half_way_then_resume(const std::string& name, bool kill) {
+  // With `old_in_place`, the copies in progress lose their partials while the gateway is down,
+  // and an older file of the same size stands at each one's name: the resumed copy starts those
+  // files afresh rather than writing the chunks left into the older file.
+  void stop_half_way_then_resume(const std::string& name, bool kill, bool old_in_place = false) {
     const std::string src = make_tree(0, "/" + name + "-src", 20, 3, 150);
     create(job(), user(0), "", "2G");
     Json in;
@@ -142,10 +145,28 @@ class Staging : public JobSuite {
           << "the gateway did not end on SIGTERM";
       ASSERT_TRUE(cluster_->stop_gateway());
     }
+    int planted = 0;
+    if (old_in_place) {
+      for (int b = 0; b < 3; ++b) {
+        const std::string dir = cluster_->export_dir(2) + "/" + name + "/";
+        const std::string big = "big" + std::to_string(b);
+        if (!exists(dir + "." + big + ".skein-partial")) continue;
+        ASSERT_EQ(run_command("rm " + q(dir + "." + big + ".skein-partial") + " && head -c 150M " +
+                              "/dev/urandom > " + q(dir + big)),
+                  0);
+        ++planted;
+      }
+      ASSERT_GT(planted, 0) << "no large file was on its way at the stop; the test proves nothing";
+    }
     ASSERT_TRUE(cluster_->start_gateway());
     Json end;
     ASSERT_TRUE(ended(id, end)) << end.dump();
     ASSERT_EQ(end["state"], "done") << end.dump();
+    if (old_in_place) {
+      EXPECT_TRUE(same_contents(cluster_->export_dir(0) + "/" + name + "-src",
+                                cluster_->export_dir(2) + "/" + name));
+      return;
+    }
     const uint64_t moved = end["bytes_moved"];
     // The second gateway copied about the rest: not what was reported done before the kill
     // (less what had not been recorded yet: chunks on their way, the last half second).
@@ -210,6 +231,13 @@ TEST_F(Staging, InAndOutOfAThousandSmallFilesAndTwoLargeOnesIsByteForByte) {
 
 TEST_F(Staging, AStageOutKilledHalfWayGoesOnWithTheRestAfterARestart) {
   stop_half_way_then_resume("killed", true);
+}
+
+// A copy whose partial was removed while the gateway was down, an older file of the same size at
+// its name: resumed, it starts afresh instead of writing the chunks left into the older file and
+// calling that done.
+TEST_F(Staging, AResumedCopyWhosePartialIsGoneStartsAfreshOverAnOlderFile) {
+  stop_half_way_then_resume("lost-partial", true, /*old_in_place=*/true);
 }
 
 // A stopped gateway's workers leave the chunks they have not begun: a large file with chunks
