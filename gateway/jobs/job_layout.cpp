@@ -477,10 +477,17 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
     sent.push_back(files[i]);
     which.push_back(i);
   }
+  // What is at each path and at each partial's name now: a partial a killed copy left is removed
+  // by the write (Layout::write_whole_files), and its count goes with it.
   std::vector<std::string> paths;
   for (const NewWholeFile& f : sent) paths.push_back(f.path);
-  for (auto& there : inner_->getattr_each(paths))
-    replaced.push_back(there ? std::optional<sftp::Attrs>(*there) : std::nullopt);
+  for (const NewWholeFile& f : sent) paths.push_back(f.partial);
+  auto there = inner_->getattr_each(paths);
+  for (size_t k = 0; k < sent.size(); ++k)
+    replaced.push_back(there[k] ? std::optional<sftp::Attrs>(*there[k]) : std::nullopt);
+  auto left_partial = [&](size_t k) -> const Result<sftp::Attrs>& {
+    return there[sent.size() + k];
+  };
   auto made = inner_->write_whole_files(sent);
   // A path named twice in one call: its second file replaces its first (the renames go in
   // order), not what was there before the call, which only the first gives back.
@@ -498,6 +505,7 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
     else if (replaced[k])
       give_back(*replaced[k]);
     made_here[f.path] = made[k]->attrs;
+    if (left_partial(k) && !made_here.count(f.partial)) give_back(*left_partial(k));
     sizes_.renamed(f.partial, f.path);
     // The partial is a new file, whatever name of another one was at its name before (it was
     // removed), and goes to f.path.

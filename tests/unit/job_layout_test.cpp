@@ -294,6 +294,21 @@ TEST(JobLayout, AWholeFileMadeOverALinkAtItsPartialsNameCountsOnce) {
   EXPECT_EQ(j.used(), before + 4);
 }
 
+// A partial a killed copy left at a whole file's partial name is removed by the write, and what it
+// counted goes with it: the usage is the file made, nothing more.
+TEST(JobLayout, APartialAKilledCopyLeftGivesItsCountBackWhenTheFileIsMade) {
+  Job j(100, 10);
+  ASSERT_TRUE(j.create("/.x.part")->write(0, bytes("half a copy")));
+  EXPECT_EQ(j.used(), 11u);
+  EXPECT_EQ(j.inodes(), 1u);
+  auto made =
+      j.layout->write_whole_files({NewWholeFile{"/x", "/.x.part", bytes("abc"), 0640, 1, 2}});
+  ASSERT_TRUE(made[0]) << made[0].error();
+  EXPECT_FALSE(j.layout->getattr("/.x.part"));
+  EXPECT_EQ(j.used(), 3u);
+  EXPECT_EQ(j.inodes(), 1u);
+}
+
 TEST(JobLayout, AGrowingTruncatePastTheQuotaIsRefused) {
   Job j(50);
   j.create("/f");
