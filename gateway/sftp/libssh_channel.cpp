@@ -186,13 +186,28 @@ std::string LibsshChannel::error() const {
 }
 
 bool LibsshChannel::write(std::string_view head, std::span<const std::string_view> pieces,
-                          Deadline) {
+                          Deadline deadline) {
   // libssh makes at least one SSH packet of every write, and sshd takes at most 32 KiB in one.
   // So the pieces go in writes of whole 32 KiB multiples, and what straddles a boundary between
   // them (the packet's header first) is gathered in a small buffer: a request in pieces costs no
-  // more packets than the same bytes in one buffer. libssh's own timeout bounds the write.
+  // more packets than the same bytes in one buffer.
+  //
+  // Each ssh_channel_write may wait, for the server's window and to flush the socket, up to the
+  // session's timeout, and past it may report its bytes written all the same, left in its
+  // buffer. So each waits at most what is left of the deadline, and a write with bytes still
+  // unsent once the deadline has passed fails: a server that stopped reading fails the call at
+  // its deadline, not at the transport's timeout.
   auto put = [&](const char* p, size_t n) {
-    return ssh_channel_write(channel_, p, static_cast<uint32_t>(n)) == static_cast<int>(n);
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    const long s = static_cast<long>(left.count() / 1000000), us = left.count() % 1000000;
+    ssh_options_set(session_, SSH_OPTIONS_TIMEOUT, &s);
+    ssh_options_set(session_, SSH_OPTIONS_TIMEOUT_USEC, &us);
+    if (ssh_channel_write(channel_, p, static_cast<uint32_t>(n)) != static_cast<int>(n))
+      return false;
+    return std::chrono::steady_clock::now() < deadline ||
+           (ssh_get_status(session_) & SSH_WRITE_PENDING) == 0;
   };
   if (pieces.empty()) return put(head.data(), head.size()) && ssh_is_connected(session_);
   std::string& gather = gather_;  // kept between calls: no allocation per request

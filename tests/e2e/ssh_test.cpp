@@ -600,6 +600,28 @@ TEST_P(OnEachTransport, AServerThatDiesMidStreamEndsTheReadAtOnce) {
   EXPECT_NE(ch->error(), "");
 }
 
+// A server that stops taking bytes (its side of the channel no longer read: here `sleep`, which
+// never reads its input, once the channel's window is used up) fails a write at the write's
+// deadline, however many packets the write is, not at the transport's timeout (libssh used to
+// wait its whole session timeout for the server's window).
+TEST_P(OnEachTransport, AWriteThatTheServerStopsTakingFailsAtItsDeadline) {
+  SshServer server("ssh-stops", {"ed25519"});
+  ASSERT_TRUE(server.running());
+  std::string error;
+  auto ep = server.endpoint(transport());
+  ep.timeout = std::chrono::seconds(20);  // the transport's own: far past the write's deadline
+  auto ch = sftp::open_channel(ep, {sftp::ChannelService::exec, "sleep 600"}, error);
+  ASSERT_TRUE(ch) << error;
+  const std::string data(16 << 20, 'w');
+  const std::string_view piece(data);
+  const auto start = std::chrono::steady_clock::now();
+  const bool written =
+      ch->write("", std::span<const std::string_view>(&piece, 1), start + std::chrono::seconds(2));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(written) << "16 MiB went to a command that reads nothing";
+  EXPECT_LT(took, std::chrono::seconds(6)) << "the write outlived its 2 s deadline";
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, OnEachTransport,
                          ::testing::Values(sftp::SshTransport::libssh, sftp::SshTransport::openssh),
                          [](const auto& info) {
