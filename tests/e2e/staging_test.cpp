@@ -116,6 +116,17 @@ class Staging : public JobSuite {
     EXPECT_TRUE(reached) << "stage " << id << " did not get there";
     return reached ? id : "";
   }
+  // Three files of 256 MiB in `dir` on a server, and the job's namespace, whose lifetime ends in
+  // 2 s (long before a copy of them does): when, in `expires_s`.
+  void short_lived_job_and_large_files(const std::string& dir, int64_t& expires_s) {
+    ASSERT_EQ(
+        run_command("mkdir -p " + q(dir) + " && for i in 0 1 2; do head -c 256M /dev/urandom > " +
+                    q(dir) + "/big$i; done"),
+        0);
+    const Json made =
+        create(job(), user(0), "--layout union --backends scratch0 --lifetime 2s", "2G");
+    expires_s = made.value("expires_s", int64_t{0});
+  }
   // A stage-out of a tree with three large files, its gateway stopped on the way (killed with -9
   // half way, or stopped with SIGTERM early), then started again: the copy goes on with the rest,
   // and the trees are the same.
@@ -435,13 +446,8 @@ TEST_F(Staging, AStageOutOverEarlierResultsKeepsEachFileWholeUntilItsCopyIs) {
 // ends, then destroyed: the copy is whole.
 TEST_F(Staging, ANamespaceExpiringDuringItsStageOutIsKeptUntilTheCopyEnds) {
   const std::string src = cluster_->export_dir(0) + "/expiry-src";
-  ASSERT_EQ(
-      run_command("mkdir -p " + q(src) + " && for i in 0 1 2; do head -c 256M /dev/urandom > " +
-                  q(src) + "/big$i; done"),
-      0);
-  const Json made =
-      create(job(), user(0), "--layout union --backends scratch0 --lifetime 2s", "2G");
-  const int64_t expires_s = made.value("expires_s", int64_t{0});
+  int64_t expires_s = 0;
+  ASSERT_NO_FATAL_FAILURE(short_lived_job_and_large_files(src, expires_s));
   // The job's results, linked into its directory on the server (at once, behind the gateway).
   ASSERT_EQ(run_command("cp -al " + q(src) + " " + q(server_dir(job(), 0) + "/results")), 0);
   Json started;
@@ -462,14 +468,9 @@ TEST_F(Staging, ANamespaceExpiringDuringItsStageOutIsKeptUntilTheCopyEnds) {
 // its files go (as at an admin's destroy), and the namespace's tree is removed; before, the copy
 // went on writing into the tree being removed.
 TEST_F(Staging, ANamespaceExpiringDuringAStageInStopsTheCopyBeforeItsFilesGo) {
-  const std::string src = cluster_->export_dir(0) + "/expiry-in-src";
-  ASSERT_EQ(
-      run_command("mkdir -p " + q(src) + " && for i in 0 1 2; do head -c 256M /dev/urandom > " +
-                  q(src) + "/big$i; done"),
-      0);
-  const Json made =
-      create(job(), user(0), "--layout union --backends scratch0 --lifetime 2s", "2G");
-  const int64_t expires_s = made.value("expires_s", int64_t{0});
+  int64_t expires_s = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      short_lived_job_and_large_files(cluster_->export_dir(0) + "/expiry-in-src", expires_s));
   Json started;
   ASSERT_EQ(ctl_json("stage in " + job() + " default:/srv0/expiry-in-src /inputs", started), 0)
       << started.dump();
