@@ -13,6 +13,9 @@ namespace {
 
 constexpr auto kBackoffBase = std::chrono::milliseconds(100);
 constexpr auto kBackoffMax = std::chrono::milliseconds(3000);
+// A backend that stays up this long starts its next outage's backoff from kBackoffBase again; one
+// that goes down sooner (a server that comes and goes) goes on from where the last one ended.
+constexpr auto kStayedUp = std::chrono::seconds(60);
 
 std::chrono::milliseconds backoff_delay(int failures) {
   thread_local std::mt19937 rng{std::random_device{}()};
@@ -100,7 +103,10 @@ std::string ConnectionPool::ssh_stacks() const {
 
 void ConnectionPool::mark_down(const std::string& why) {
   std::lock_guard lock(probe_mu_);
-  if (up_.exchange(false)) spdlog::warn("backend {} is down: {}", cfg_.name, why);
+  if (up_.exchange(false)) {
+    spdlog::warn("backend {} is down: {}", cfg_.name, why);
+    if (std::chrono::steady_clock::now() - up_since_ >= kStayedUp) failures_ = 0;
+  }
   if (probing_ || stopping_) return;
   probing_ = true;
   if (prober_.joinable()) prober_.join();  // a finished earlier prober
@@ -124,10 +130,32 @@ void ConnectionPool::hung(const std::string& why) {
   }
 }
 
+bool ConnectionPool::export_answers(Connection& c, std::string& error) {
+  std::vector<Request> asks;
+  asks.push_back(PacketWriter(FXP_LSTAT).str(cfg_.root).take());
+  if (c.has_extension("statvfs@openssh.com"))
+    asks.push_back(PacketWriter(FXP_EXTENDED).str("statvfs@openssh.com").str(cfg_.root).take());
+  // Any reply will do, an error status included: the server answered.
+  for (auto& reply : c.call_all(std::move(asks))) {
+    if (!reply) {
+      error = "the export's root did not answer: " + c.failure();
+      return false;
+    }
+  }
+  return true;
+}
+
 void ConnectionPool::probe_until_up() {
   // Callers never wait for a server that is down: they get EIO at once while this thread
-  // reconnects, backing off exponentially with jitter.
-  for (int failures = 0;; ++failures) {
+  // reconnects, backing off exponentially with jitter. A handshake is not enough to mark the
+  // server up: an sshd answers it while the export's file system hangs (a hung NFS mount), and
+  // every call would then wait out a deadline again, each mount's cache dropped every time.
+  int failures = 0;
+  {
+    std::lock_guard lock(probe_mu_);
+    failures = failures_;
+  }
+  for (;; ++failures) {
     {
       std::unique_lock lock(probe_mu_);
       if (probe_cv_.wait_for(lock, backoff_delay(failures), [this] { return stopping_; })) {
@@ -137,13 +165,16 @@ void ConnectionPool::probe_until_up() {
     }
     std::string error;
     auto c = connect(error);
+    if (c && !export_answers(*c, error)) c.reset();
     if (!c) {
       spdlog::debug("backend {}: reconnect attempt {} failed: {}", cfg_.name, failures + 1, error);
       continue;
     }
+    std::shared_ptr<Connection> replaced;  // let go of outside the slot's lock, as in connection()
     {
       Slot& s = *slots_[0];
       std::lock_guard lock(s.mu);
+      replaced = std::move(s.conn);
       s.conn = std::shared_ptr<Connection>(std::move(c));
     }
     std::vector<std::function<void()>> listeners;
@@ -151,6 +182,8 @@ void ConnectionPool::probe_until_up() {
       std::lock_guard lock(probe_mu_);
       probing_ = false;
       up_ = true;
+      up_since_ = std::chrono::steady_clock::now();
+      failures_ = failures + 1;
       listeners = back_up_;
     }
     spdlog::info("backend {} is back up", cfg_.name);
@@ -167,22 +200,32 @@ void ConnectionPool::on_back_up(std::function<void()> listener) {
 Result<std::shared_ptr<Connection>> ConnectionPool::connection(size_t slot) {
   using R = Result<std::shared_ptr<Connection>>;
   Slot& s = *slots_[slot % slots_.size()];
+  // A dead connection is let go of outside the slot's lock: closing its session may wait on the
+  // transport (libssh flushes the channel's close for up to the SSH timeout), and the callers of
+  // the slot would wait for that too.
+  std::shared_ptr<Connection> dead;
   {
     std::lock_guard lock(s.mu);
     if (s.conn && s.conn->alive()) return s.conn;
     if (s.conn) {
       spdlog::warn("backend {}: {}", cfg_.name, s.conn->failure());
-      s.conn.reset();
+      dead = std::move(s.conn);
     }
   }
+  dead.reset();
   if (!up_) return R::failure(EIO);
-  // The server was answering a moment ago: reconnect this slot now.
+  // The server was answering a moment ago: reconnect this slot now. A caller that waited for the
+  // lock while another reconnected looks again: at the connection made, or at the backend marked
+  // down when the reconnect failed (never dialing again itself: each would wait out the SSH
+  // timeout in turn).
   std::lock_guard lock(s.mu);
   if (s.conn && s.conn->alive()) return s.conn;  // another caller did it meanwhile
+  if (!up_) return R::failure(EIO);
+  dead = std::move(s.conn);  // one that died meanwhile: destroyed once the lock is released
   std::string error;
   auto c = connect(error);
   if (!c) {
-    mark_down(error);
+    mark_down(error);  // before the lock is released: the callers waiting for it see it down
     return R::failure(EIO);
   }
   s.conn = std::shared_ptr<Connection>(std::move(c));

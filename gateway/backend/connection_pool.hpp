@@ -1,10 +1,12 @@
 // The SFTP connections to one storage server for one configured backend: a fixed number of slots,
 // each holding a connection opened on demand and replaced when it dies. A server that stops
 // answering is marked down: every call fails at once with EIO while a background thread
-// reconnects, backing off exponentially with jitter. A connection that misses a deadline (a hung
-// server) marks it down and shuts every connection to it down, so that callers waiting on a
-// sibling connection do not each wait out a deadline of their own. The pool also counts what
-// goes through it, for the admin's statistics.
+// reconnects, backing off exponentially with jitter, and marks it up only once the server has
+// answered a request of the export's root within the deadline (an sshd that answers while the
+// export hangs does not). A connection that misses a deadline (a hung server) marks it down and
+// shuts every connection to it down, so that callers waiting on a sibling connection do not each
+// wait out a deadline of their own. The pool also counts what goes through it, for the admin's
+// statistics.
 #pragma once
 
 #include <atomic>
@@ -45,11 +47,13 @@ class ConnectionPool {
   // does not pay for SSH handshakes.
   void warm_up();
 
-  // A slot's connection is replaced when it dies; attempts to reconnect a slot back off
-  // exponentially with jitter, and while one is not due the caller gets EIO at once.
   size_t slot_count() const { return slots_.size(); }
   // The slot of a live connection with the fewest requests in flight; among equals, in turn.
   size_t pick_slot();
+  // The slot's connection. One that died is replaced by the caller that finds it so while the
+  // backend is up; a reconnect that fails marks the backend down, and the callers that waited on
+  // the slot meanwhile then get EIO at once instead of dialing in turn. While the backend is down
+  // every caller gets EIO at once.
   Result<std::shared_ptr<sftp::Connection>> connection(size_t slot);
   // Sends a request on some live connection; retries once on a fresh connection when the one
   // used died, which is safe only for requests that can be repeated (`idempotent`).
@@ -69,8 +73,6 @@ class ConnectionPool {
   struct Slot {
     std::mutex mu;
     std::shared_ptr<sftp::Connection> conn;
-    int failures = 0;
-    std::chrono::steady_clock::time_point next_attempt{};
   };
 
   void mark_down(const std::string& why);
@@ -78,6 +80,9 @@ class ConnectionPool {
   // shut down, so that no caller waits for another deadline on a sibling connection.
   void hung(const std::string& why);
   std::unique_ptr<sftp::Connection> connect(std::string& error);
+  // Whether the server answers requests of the export's root (LSTAT, and STATVFS where it has
+  // the extension) on `c` within the deadline; `error` says why not.
+  bool export_answers(sftp::Connection& c, std::string& error);
   void probe_until_up();
 
   // What a connection's deadline callback reaches the pool through: the pool's connections may
@@ -95,8 +100,12 @@ class ConnectionPool {
   std::atomic<bool> up_{true};
   std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0}, ops_{0};
 
-  std::mutex probe_mu_;  // guards prober_, probing_, stopping_ and back_up_
+  std::mutex probe_mu_;  // guards prober_, probing_, stopping_, back_up_, up_since_, failures_
   std::vector<std::function<void()>> back_up_;
+  // When the prober last marked the backend up, and how many reconnects it had tried by then: a
+  // backend that goes down again within a minute of that goes on backing off from there.
+  std::chrono::steady_clock::time_point up_since_{};
+  int failures_ = 0;
   std::condition_variable probe_cv_;
   std::thread prober_;
   std::thread warmer_;

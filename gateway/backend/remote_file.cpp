@@ -193,6 +193,10 @@ Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
       return R::failure(a ? ESTALE : a.error());
     }
   }
+  // What the slot held (a handle on a connection that died) is let go of once mu_ is released:
+  // the last reference to a dead connection closes its session, which may wait on the transport,
+  // and every call on the file would wait with it.
+  Handle replaced;
   std::lock_guard lock(mu_);
   if (backend_->epoch_of(rel) != epoch) {
     // A removal of the path ran beside the OPEN (it moves the epoch before its REMOVE goes out,
@@ -207,6 +211,7 @@ Result<RemoteFile::Handle> RemoteFile::handle_on(size_t slot) {
     (*conn)->send(PacketWriter(FXP_CLOSE).str(*h).take());
     return slot_handle;
   }
+  replaced = std::move(slot_handle);
   slot_handle = {*conn, *h};
   return slot_handle;
 }

@@ -29,8 +29,14 @@ std::string shell_quote(const std::string& s) {
 }
 
 constexpr const char* kNoInotify = "SKEIN-NO-INOTIFYWAIT";
+constexpr const char* kHeartbeat = "SKEIN-HEARTBEAT";
 
 }  // namespace
+
+std::chrono::seconds RemoteWatcher::heartbeat_interval(std::chrono::milliseconds timeout) {
+  const auto whole = std::chrono::ceil<std::chrono::seconds>(timeout);
+  return std::clamp<std::chrono::seconds>(whole, std::chrono::seconds(1), kHeartbeatMax);
+}
 
 RemoteWatcher::RemoteWatcher(std::shared_ptr<SftpBackend> backend, OnChange on_change,
                              OnWatching on_watching)
@@ -70,21 +76,30 @@ void RemoteWatcher::run() {
 
 RemoteWatcher::Ended RemoteWatcher::watch_once() {
   const std::string root = backend_->config().root;
+  const sftp::Endpoint& endpoint = backend_->config().endpoint;
+  const auto heartbeat = heartbeat_interval(endpoint.timeout);
   // close_write rather than modify: one event per writer, not one per write. inotifywait's
   // messages (stderr) come in the same stream as its events. The shell waits for inotifywait,
   // and a background `cat` of the channel kills it when the channel closes, so inotifywait ends
   // with the connection even when no event ever comes to end it, and the session ends with
   // inotifywait (the watcher then starts another). A background list reads /dev/null unless told
-  // otherwise: hence the channel on fd 3.
+  // otherwise: hence the channel on fd 3. Beside inotifywait a loop prints a heartbeat line every
+  // `heartbeat` seconds (its `sleep` holds no end of the channel, so killing the loop when
+  // inotifywait ends lets the session end at once; a write to a closed channel ends it too).
   const std::string cmd =
       "command -v inotifywait >/dev/null 2>&1 || { echo " + std::string(kNoInotify) +
       "; exit 0; }; inotifywait -m -r -e close_write,attrib,create,delete,moved_from,"
       "moved_to,delete_self --format '%e %w%f' " +
       shell_quote(root) +
       " </dev/null 2>&1 & w=$!; exec 3<&0; { cat <&3; kill $w; } >/dev/null 2>&1 & exec 3<&-; "
-      "wait $w";
+      "while sleep " +
+      std::to_string(heartbeat.count()) + " >/dev/null 2>&1; do echo " + kHeartbeat +
+      "; done & h=$!; wait $w; kill $h 2>/dev/null";
+  // A session that brings nothing for a heartbeat and a deadline is dead, though its connection
+  // may never say so (a firewall that dropped it, a host that was reset, a frozen sshd): it is
+  // ended, the server reported not watched, and another session started.
+  const auto silence_limit = heartbeat + endpoint.timeout;
   std::string error;
-  const sftp::Endpoint& endpoint = backend_->config().endpoint;
   auto ch = sftp::open_channel(endpoint, {sftp::ChannelService::exec, cmd}, error);
   if (!ch) {
     spdlog::debug("backend {}: remote watcher cannot connect: {}", backend_->name(), error);
@@ -101,14 +116,31 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
   std::deque<std::pair<Clock::time_point, std::string>> held;
   std::unordered_map<std::string, bool> held_paths;  // and whether the file there was replaced
   bool ended = false;
+  std::string cut;  // why the watcher ended a session that had not ended itself
+  auto heard = Clock::now();
   while (!stopping_ && !ended && have_inotify) {
     long n;
-    while ((n = ch->read(buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    while ((n = ch->read(buf, sizeof buf)) > 0) {
+      out.append(buf, static_cast<size_t>(n));
+      heard = Clock::now();
+    }
     ended = n < 0;
+    if (!ended && Clock::now() - heard > silence_limit) {
+      cut =
+          "nothing heard from it for " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(silence_limit).count()) +
+          " s";
+    } else if (!ended && !backend_->up()) {
+      // The server stopped answering the gateway's SFTP requests: its watcher's session is as
+      // likely gone, and watched must not be claimed while calls fail.
+      cut = "the backend is down";
+    }
+    ended = ended || !cut.empty();
     size_t nl;
     while ((nl = out.find('\n')) != std::string::npos) {
       std::string line = out.substr(0, nl);
       out.erase(0, nl + 1);
+      if (line == kHeartbeat) continue;
       if (line == kNoInotify) {
         have_inotify = false;
         spdlog::info(
@@ -177,10 +209,12 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
   set_watching(false);
   if (!have_inotify) return Ended::no_inotify;
   if (ended && !stopping_) {
-    const std::string why = ch->error().empty() ? "inotifywait stopped" : ch->error();
+    const std::string why = !cut.empty()          ? cut
+                            : ch->error().empty() ? "inotifywait stopped"
+                                                  : ch->error();
     if (watched) {
-      spdlog::warn("backend {}: remote watcher ended ({}); starting it again", backend_->name(),
-                   why);
+      spdlog::warn("backend {}: remote watcher ended ({}); starting it again{}", backend_->name(),
+                   why, backend_->up() ? "" : " once the backend is back up");
     } else {
       spdlog::debug("backend {}: remote watcher ended before its watches were set ({})",
                     backend_->name(), why);

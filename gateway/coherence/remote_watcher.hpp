@@ -2,10 +2,15 @@
 // made directly in the export arrive within a moment instead of at the next revalidation round.
 // A server without inotifywait is noted once and left to revalidation. A session that ends
 // (connection lost, inotifywait stopped) is started again, backing off while none gets as far as
-// setting its watches.
+// setting its watches. The remote command also prints a heartbeat line every
+// heartbeat_interval(); a session that brings nothing for that long plus the backend's deadline
+// (a connection dropped without a word: a firewall's idle timeout, a host reset, a frozen sshd)
+// is ended and started again, and so is one whose backend the connection pool marks down: the
+// server is not reported watched meanwhile.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,6 +33,10 @@ class RemoteWatcher {
   ~RemoteWatcher();
   // True while inotifywait runs and its watches are set up.
   bool watching() const { return watching_.load(); }
+  // How often the remote command prints its heartbeat for a backend with deadline `timeout`: the
+  // deadline in whole seconds, from 1 s up to kHeartbeatMax.
+  static constexpr std::chrono::seconds kHeartbeatMax{10};
+  static std::chrono::seconds heartbeat_interval(std::chrono::milliseconds timeout);
 
  private:
   // How a session ended: the server has no inotifywait (stop trying), or it ended after or

@@ -70,6 +70,42 @@ bool healthy(const std::string& mountpoint) {
   return status_of(mountpoint).find("watch: healthy") != std::string::npos;
 }
 
+// The command line of process `pid`, its arguments apart; empty once it is gone.
+std::vector<std::string> argv_of(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+  std::vector<std::string> argv;
+  std::istringstream args(cmdline);
+  for (std::string arg; std::getline(args, arg, '\0');) argv.push_back(arg);
+  return argv;
+}
+
+// The parent of process `pid`, or -1.
+int parent_of(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const size_t end = stat.rfind(')');  // after the command's name, which may hold anything
+  if (end == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(end + 1));
+  std::string state;
+  int ppid = -1;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+// The inotifywait processes that watch `dir` (a remote watcher's, on a local server).
+std::set<int> inotifywaits_of(const std::string& dir) {
+  std::set<int> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto argv = argv_of(std::stoi(name));
+    if (argv.size() > 1 && argv.front() == "inotifywait" && argv.back() == dir)
+      pids.insert(std::stoi(name));
+  }
+  return pids;
+}
+
 // The pid of the skein-mount daemon serving `mountpoint`.
 int mount_pid(const std::string& mountpoint) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
@@ -163,7 +199,8 @@ class Coherence : public ClusterSuite<1, 2> {
     std::ofstream out(g->config);
     for (std::string line; std::getline(in, line);) {
       if (line.rfind("listen", 0) == 0) line = "listen = \"" + g->address + "\"";
-      for (const char* key : {"lease_timeout_ms", "revalidate_interval_ms", "remote_watch"}) {
+      for (const char* key :
+           {"lease_timeout_ms", "revalidate_interval_ms", "remote_watch", "timeout_ms"}) {
         if (line.rfind(key, 0) == 0) line = "# " + line;
       }
       out << line << "\n";
@@ -598,6 +635,64 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
   double took = wait_until([&] { return size_of(mounted) == static_cast<off_t>(13); }, 5s);
   EXPECT_GE(took, 0) << "change after the restart never seen";
   EXPECT_LT(took, 1.0) << "change after the restart slower than a second";
+}
+
+// A watcher's session that falls silent without closing (its connection dropped by a firewall's
+// idle timeout, or its host reset: nothing says so). Here the sshd process serving it is stopped,
+// the server's other sessions untouched. The remote command prints a heartbeat every 2 s (the
+// deadline, timeout_ms, in whole seconds), so within that and a deadline (4 s) the gateway ends
+// the session and reports the server not watched, and then watches it again through a new one;
+// a session that is merely quiet lives on.
+TEST_F(Coherence, AWatcherSessionThatFallsSilentIsReportedNotWatchedAndStartedAgain) {
+  const std::string exported = cluster_->export_dir(0);
+  const std::set<int> others = inotifywaits_of(exported);  // the cluster's own gateway's
+  std::string error;
+  auto g = start_gateway("silent",
+                         "revalidate_interval_ms = 30000\nremote_watch = true\ntimeout_ms = 2000\n",
+                         1, error);
+  ASSERT_TRUE(g) << error;
+  auto watched = [&] {
+    return status_of(g->mount(0)).find("servers watched: yes") != std::string::npos;
+  };
+  ASSERT_GE(wait_until(watched, 15s), 0) << status_of(g->mount(0));
+  // A quiet server's session lives on its heartbeats: past the 4 s it is still the same one.
+  std::this_thread::sleep_for(6s);
+  EXPECT_TRUE(watched()) << "a live session taken for a silent one";
+  {
+    std::ifstream in(g->log);
+    const std::string log((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_EQ(log.find("nothing heard"), std::string::npos) << log;
+  }
+  std::vector<int> ours;
+  for (int pid : inotifywaits_of(exported))
+    if (!others.count(pid)) ours.push_back(pid);
+  ASSERT_EQ(ours.size(), 1u) << "this gateway's inotifywait of " << exported;
+  // inotifywait, the remote shell that runs it, the sshd process of its session.
+  const int sshd = parent_of(parent_of(ours[0]));
+  ASSERT_GT(sshd, 1);
+  const auto sshd_argv = argv_of(sshd);
+  ASSERT_FALSE(sshd_argv.empty());
+  ASSERT_EQ(sshd_argv[0].rfind("sshd", 0), 0u) << sshd_argv[0];
+  ASSERT_EQ(::kill(sshd, SIGSTOP), 0);
+  struct Resume {
+    int pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{sshd};
+
+  const double unwatched = wait_until([&] { return !watched(); }, 15s);
+  std::printf("[ coherence ] silent watcher session reported after %.2f s\n", unwatched);
+  EXPECT_GE(unwatched, 0) << "a silent session kept the server reported watched";
+  EXPECT_LT(unwatched, 4.0 + 3.0) << "later than a heartbeat and a deadline allow";
+  EXPECT_GE(wait_until(watched, 15s), 0) << "not watched again through a new session\n"
+                                         << status_of(g->mount(0));
+  // The new session's changes arrive as before.
+  const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/after";
+  ASSERT_TRUE(write_file(s("after"), "1"));
+  EXPECT_EQ(size_of(mounted), 1);
+  ASSERT_TRUE(write_file(s("after"), "12"));
+  const double took = wait_until([&] { return size_of(mounted) == 2; }, 5s);
+  EXPECT_GE(took, 0) << "a change on the server never seen";
+  EXPECT_LT(took, 1.0) << "slower than a second: not through the new session";
 }
 
 // skein-local's own gateway: stop-gateway and start-gateway, as an admin would.

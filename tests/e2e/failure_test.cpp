@@ -15,8 +15,16 @@ namespace skein::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Whether the mount at `mountpoint` reports every server watched (`skein-mount --status`).
+bool servers_watched(const std::string& mountpoint) {
+  std::string out;
+  run_command("'" + build_dir() + "/client/skein-mount' --status '" + mountpoint + "'", &out);
+  return out.find("servers watched: yes") != std::string::npos;
 }
 
 class BackendFailure : public ClusterSuite<2, 1> {
@@ -98,6 +106,8 @@ TEST_F(BackendFailure, HungServerFailsMetadataCallsWithinTheDeadlineAndComesBack
   // A server that stops answering with its connections open: the case where sshfs hangs. Calls
   // made in the caller's thread (lookups, creates) must give up at the deadline like the rest.
   ASSERT_TRUE(write_file(m("before-freeze"), "x"));
+  ASSERT_TRUE(eventually([&] { return servers_watched(cluster_->mount()); }))
+      << "the remote watchers never set their watches";
   ASSERT_TRUE(cluster_->freeze_server(0));
   struct Thaw {
     LocalCluster* c;
@@ -109,6 +119,10 @@ TEST_F(BackendFailure, HungServerFailsMetadataCallsWithinTheDeadlineAndComesBack
   EXPECT_EQ(errno, EIO) << strerror(errno);
   const double failed_after = seconds_since(start);
   EXPECT_LT(failed_after, 15.0 + 5.0) << "the lookup outlived the 15 s deadline";
+  // Down: its watcher's session, as silent as the rest, is ended at once, and the mount no longer
+  // trusts its caches as watched (the heartbeat alone would take 25 s).
+  EXPECT_TRUE(eventually([&] { return !servers_watched(cluster_->mount()); }, 2s))
+      << "the server still reported watched while it is down";
   // Meanwhile the other server answers at once.
   start = Clock::now();
   ASSERT_TRUE(write_file(cluster_->mount() + "/srv1/during-freeze", "yes"));
@@ -129,6 +143,8 @@ TEST_F(BackendFailure, HungServerFailsMetadataCallsWithinTheDeadlineAndComesBack
   }
   EXPECT_TRUE(back) << "not writable " << seconds_since(start) << " s after the thaw";
   EXPECT_EQ(read_file(m("after-thaw")), "again");
+  EXPECT_TRUE(eventually([&] { return servers_watched(cluster_->mount()); }))
+      << "not watched again once the server answers";
 }
 
 class GatewayFailure : public ClusterSuite<1, 1> {};
