@@ -256,19 +256,6 @@ local function skeinctl(c, args, detached)
 	return false, out, reason
 end
 
--- `scontrol show job -o ID` as a table of its KEY=VALUE fields.
-local function job_fields(job_id)
-	local rc, out = run("scontrol show job -o " .. shq(job_id))
-	if rc ~= 0 then
-		return nil
-	end
-	local fields = {}
-	for key, value in out:gmatch("(%w+)=(%S*)") do
-		fields[key] = fields[key] or value
-	end
-	return fields
-end
-
 -- ---------------------------------------------------------------- directives
 
 local SKEIN_KEYS = {
@@ -431,19 +418,28 @@ local function check_staging(c, r, job_id, user)
 	return nil
 end
 
-local function user_of(job_id, uid)
-	local f = job_fields(job_id)
-	local user = f and f.UserId and f.UserId:match("^([^(]+)")
-	if user then
-		return user
+-- The name of the user with `uid`. A job's user is never taken from scontrol's text: its job
+-- name and comment are the user's own, and a name holding "UserId=someone(N)" would pass for
+-- that user, whose files the staging (run with the gateway's admin rights) would then copy.
+local function user_of_uid(uid)
+	if not uid then
+		return nil
 	end
-	if uid then
-		local rc, out = run("getent passwd " .. shq(uid))
-		if rc == 0 then
-			return out:match("^([^:]+)")
-		end
+	local rc, out = run("getent passwd " .. shq(uid))
+	if rc == 0 then
+		return out:match("^([^:]+)")
 	end
 	return nil
+end
+
+-- The job's user for the data hooks, which are given no uid: the owner its namespace was made
+-- for at setup, from the uid slurmctld gave setup.
+local function user_of_namespace(c, job_id)
+	local ok, out = skeinctl(c, "ns usage " .. shq(job_namespace_id(c, job_id)))
+	if not ok then
+		return nil
+	end
+	return user_of_uid(out:match('"uid"%s*:%s*(%d+)'))
 end
 
 local function fail(job_id, what, reason)
@@ -665,9 +661,9 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
 		return fail(job_id, "setup", "pool '" .. tostring(pool) .. "' is not skein's")
 	end
 	if #r.stage_in > 0 or #r.stage_out > 0 then
-		local user = user_of(job_id, uid)
+		local user = user_of_uid(uid)
 		if not user then
-			return fail(job_id, "setup", "cannot tell the job's user (scontrol show job " .. job_id .. ")")
+			return fail(job_id, "setup", "cannot tell the job's user (getent passwd " .. tostring(uid) .. ")")
 		end
 		local refused = check_staging(c, r, job_id, user)
 		if refused then
@@ -736,9 +732,14 @@ function slurm_bb_data_in(job_id, job_script, ...)
 	if #r.stage_in == 0 then
 		return slurm.SUCCESS
 	end
-	local user = user_of(job_id)
+	local user = user_of_namespace(c, job_id)
 	if not user then
-		return fail(job_id, "stage-in", "cannot tell the job's user (scontrol show job " .. job_id .. ")")
+		return fail(job_id, "stage-in", "cannot tell the job's user (its namespace's owner)")
+	end
+	-- Checked again: what setup allowed was for this user, and the paths it names are theirs.
+	local refused = check_staging(c, r, job_id, user)
+	if refused then
+		return fail(job_id, "stage-in", refused)
 	end
 	for _, pair in ipairs(r.stage_in) do
 		local src = expand(pair[1], job_id, user)
@@ -796,9 +797,14 @@ function slurm_bb_data_out(job_id, job_script, ...)
 	if #r.stage_out == 0 then
 		return slurm.SUCCESS
 	end
-	local user = user_of(job_id)
+	local user = user_of_namespace(c, job_id)
 	if not user then
-		return fail(job_id, "stage-out", "cannot tell the job's user (scontrol show job " .. job_id .. ")")
+		return fail(job_id, "stage-out", "cannot tell the job's user (its namespace's owner)")
+	end
+	-- Checked again: what setup allowed was for this user, and the paths it names are theirs.
+	local refused = check_staging(c, r, job_id, user)
+	if refused then
+		return fail(job_id, "stage-out", refused)
 	end
 	for _, pair in ipairs(r.stage_out) do
 		local dest = expand(pair[2], job_id, user)

@@ -11,6 +11,7 @@ logs, prefixed "skein prolog: job N:" or "skein epilog: job N:".
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -85,7 +86,11 @@ def skein_pools(config):
 
 
 def job_uses_skein(config, job_id):
-    """Whether the job asked for one of skein's pools (its BurstBuffer field, from scontrol)."""
+    """Whether the job asked for one of skein's pools (its BurstBuffer field, from scontrol).
+    Asked only when the gateway cannot say (it has no namespace for the job, or does not
+    answer), to tell a job to hold from one that did not ask for skein: scontrol's text holds
+    the job's name and comment, the user's own, so a job can pass for skein's here. It then
+    only holds itself, never the node."""
     try:
         out = subprocess.run(
             ["scontrol", "show", "job", "-o", job_id],
@@ -225,8 +230,15 @@ def end_processes(pids, grace):
 
 
 def umount(path, lazy=False):
-    args = ["umount", "-l", path] if lazy else ["umount", path]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+    # -c: the path as given, not canonicalised first (a stat of it would wait for a mount daemon
+    # that does not answer).
+    args = ["umount", "-c", "-l", path] if lazy else ["umount", "-c", path]
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        return False, f"{' '.join(args)} did not finish within 30 s"
+    except OSError as e:
+        return False, f"cannot run umount: {e.strerror}"
     return r.returncode == 0, r.stderr.strip()
 
 
@@ -240,24 +252,23 @@ def prolog():
         job_id = hook.job_id
         if not job_id:
             raise HookError("no SLURM_JOB_ID in the environment: not run by slurmd?")
-        try:
-            uses_skein = job_uses_skein(config, job_id)
-        except HookError as e:
-            # slurmctld did not answer. The gateway knows as well: a job that asked for skein
-            # is allocated only once its setup made its namespace. Failing here would drain
-            # the node for every job, skein's or not.
-            hook.say(f"{e}; asking the gateway whether the job has a namespace")
-            uses_skein = None
-        if uses_skein is False:
-            return 0
         uid = int(os.environ["SLURM_JOB_UID"])
         gid = int(os.environ["SLURM_JOB_GID"])
+        # The gateway says first: a job that asked for skein is allocated only once its setup
+        # made its namespace, so one without a namespace did not ask (slurmctld is asked only
+        # then, and not by every node for every job). A job that did ask but has none (destroyed
+        # meanwhile) is held; a prolog failure would drain the node.
         try:
-            if not mount_job(hook, config, job_id, uid, gid, absent_ok=uses_skein is None):
-                hook.say("the gateway has no namespace for the job: it did not ask for skein")
+            if mount_job(hook, config, job_id, uid, gid, absent_ok=True):
+                return 0
+            if not uses_skein_or_none(hook, config, job_id):
+                return 0
+            hook.say("the job asked for skein but the gateway has no namespace for it; "
+                     "requeueing the job held")
+            requeue_held(hook, job_id, "skein: the job's scratch namespace is gone")
         except GatewayUnreachable as e:
-            if uses_skein is None and not job_uses_skein(config, job_id):
-                return 0  # slurmctld answers again, and the job did not ask for skein
+            if uses_skein_or_none(hook, config, job_id) is False:
+                return 0  # the job did not ask for skein
             if config.get("node", {}).get("on_gateway_unreachable", "hold") != "hold":
                 raise
             # The gateway is shared: a prolog failure would drain every node that starts a job
@@ -268,6 +279,15 @@ def prolog():
     except HookError as e:
         hook.say(str(e))
         return 1
+
+
+def uses_skein_or_none(hook, config, job_id):
+    """job_uses_skein, or None (said) when slurmctld cannot tell."""
+    try:
+        return job_uses_skein(config, job_id)
+    except HookError as e:
+        hook.say(str(e))
+        return None
 
 
 # skein-mount's message when the gateway has no namespace for the job (NOT_FOUND).
@@ -291,12 +311,25 @@ def mount_job(hook, config, job_id, uid, gid, absent_ok=False):
         hook.say(f"{mp} holds a stale or foreign mount; replacing it")
         unmount_job(hook, config, job_id)
     root = os.path.dirname(mp)
-    os.makedirs(root, mode=0o755, exist_ok=True)
     try:
-        os.mkdir(mp, 0o700)
-    except FileExistsError:
-        pass
-    os.chown(mp, uid, gid)
+        os.makedirs(root, mode=0o755, exist_ok=True)
+        check_mount_root(root)
+        try:
+            os.mkdir(mp, 0o700)
+        except FileExistsError:
+            pass
+        # The mount point as made, never what a name there leads to: a symlink left at the job's
+        # name would have root give its target to the job's user and mount over it.
+        st = os.lstat(mp)
+        if not stat.S_ISDIR(st.st_mode):
+            raise HookError(f"{mp} is not a directory (a symlink or file left there): not used")
+        fd = os.open(mp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.fchown(fd, uid, gid)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise HookError(f"cannot make the mount point {mp}: {e}") from e
     log_dir = node.get("log_dir", "/var/log/skein")
     os.makedirs(log_dir, mode=0o755, exist_ok=True)
     args = [
@@ -356,16 +389,65 @@ def mount_job(hook, config, job_id, uid, gid, absent_ok=False):
     return True
 
 
+def check_mount_root(root):
+    """The directory the jobs' mount points are made in must be root's and writable by no one
+    else, and so must every directory above it (or be sticky, as /tmp), both on the path as given
+    and on the path it resolves to: a user who could put a symlink at a mount point's name, or
+    on the way to it, would have root chown and mount over whatever that leads to."""
+    root = os.path.abspath(root)
+    for start in (root, os.path.realpath(root)):
+        path = start
+        while True:
+            st = os.lstat(path)
+            writable = st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode)
+            if st.st_uid != 0 or (writable and (path == start or not st.st_mode & stat.S_ISVTX)):
+                raise HookError(f"{path} (on the way to the mount points' directory {root}) must "
+                                "be root's and writable by no one else")
+            if path == "/":
+                break
+            path = os.path.dirname(path)
+
+
+def scontrol(args):
+    try:
+        return subprocess.run(["scontrol"] + args, capture_output=True, text=True, timeout=30,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise HookError(f"scontrol {' '.join(args)}: {e}") from e
+
+
+def job_state(job_id):
+    """The job's state from squeue's one field (no text of the user's around it), or ""."""
+    try:
+        r = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
+                           text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return r.stdout.strip() if r.returncode == 0 else ""
+
+
 def requeue_held(hook, job_id, reason):
-    """Puts the job back in the queue, held, with reason in its Comment (scontrol, as root)."""
-    for args in (["scontrol", "requeuehold", job_id],
-                 ["scontrol", "update", f"JobId={job_id}", f"Comment={reason[:250]}"]):
+    """Puts the job back in the queue, held, with reason in its Comment (scontrol, as root). The
+    prologs of a job's other nodes find it requeued already: done. A job that may not be requeued
+    (--no-requeue, JobRequeue=0) is cancelled with the reason instead: a prolog failure would
+    drain the node."""
+    r = scontrol(["requeuehold", job_id])
+    if r.returncode != 0 and job_state(job_id) != "PENDING":
+        if "disabled" not in r.stderr.lower() and "requeue" not in r.stderr.lower():
+            raise HookError(f"scontrol requeuehold {job_id} failed: {r.stderr.strip()}")
+        hook.say(f"the job may not be requeued ({r.stderr.strip()}): cancelling it")
+        scontrol(["update", f"JobId={job_id}", f"Comment={reason[:250]}"])
         try:
-            r = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+            c = subprocess.run(["scancel", job_id], capture_output=True, text=True, timeout=30,
+                               check=False)
         except (OSError, subprocess.TimeoutExpired) as e:
-            raise HookError(f"{' '.join(args)}: {e}") from e
-        if r.returncode != 0:
-            raise HookError(f"{' '.join(args)} failed: {r.stderr.strip()}")
+            raise HookError(f"scancel {job_id}: {e}") from e
+        if c.returncode != 0:
+            raise HookError(f"scancel {job_id} failed: {c.stderr.strip()}")
+        return
+    u = scontrol(["update", f"JobId={job_id}", f"Comment={reason[:250]}"])
+    if u.returncode != 0:
+        hook.say(f"scontrol update JobId={job_id} Comment=... failed: {u.stderr.strip()}")
 
 
 # ---------------------------------------------------------------- epilog

@@ -267,6 +267,31 @@ ls "$SKEIN_SCRATCH" >/dev/null 2>&1 || echo "scratch gone: as expected"
     assert_clean(c, job)
 
 
+def test_a_job_named_as_another_user_stages_only_its_own_files(c):
+    # A job's name is its user's own text. One holding "UserId=<B>(<uid>)" once passed for B in
+    # the burst buffer's reading of scontrol: $USER in its staging was B, and the copy (made with
+    # the gateway's admin rights) brought B's files into A's scratch.
+    export0 = c.skein_env["SKEIN_EXPORTS"].split()[0]
+    for user, text in ((A, b"mine\n"), (B, b"someone else's\n")):
+        d = os.path.join(export0, "users", user, "named")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "f"), "wb") as f:
+            f.write(text)
+    b_uid = h.pwd.getpwnam(B).pw_uid
+    job, r = c.sbatch(A, f"""#!/bin/bash
+#BB_LUA pool={h.POOL} capacity=1G
+#BB_LUA skein stage_in=/srv0/users/$USER/named:/input
+cat "$SKEIN_SCRATCH/input/f"
+""", "-J", f"x UserId={B}({b_uid})")
+    check(job, f"sbatch refused: {r.stderr}")
+    state = c.wait_job(job, seconds=90)
+    out = c.output(A, job)
+    check(state == "COMPLETED", f"job {job} ended {state} ({c.job(job).get('Reason')}): {out}")
+    check("someone else" not in out, f"job {job} of {A}, named as {B}, got {B}'s file: {out!r}")
+    check("mine" in out, f"job {job} did not get its own file: {out!r}")
+    assert_clean(c, job)
+
+
 def test_bad_directive_is_refused_at_sbatch(c):
     cases = [
         (f"#BB_LUA pool={h.POOL} capacity=1G\n#BB_LUA skein width=zero\n", "width=zero"),
@@ -506,6 +531,7 @@ TESTS = [
     test_scratch_is_mounted_private_at_first_line,
     test_two_running_jobs_cannot_see_each_others_scratch,
     test_stage_in_and_out_byte_for_byte,
+    test_a_job_named_as_another_user_stages_only_its_own_files,
     test_mpi_job_bcasts_and_stages_its_scratch_with_srun,
     test_failed_staging_holds_the_job_and_cancel_removes_everything,
     test_failed_stage_out_keeps_the_job_in_stage_out_until_scancel_hurry,
