@@ -195,7 +195,11 @@ std::vector<SessionId> InvalidationBroker::targets(const std::string& ns,
         break;
     }
     set.clear_seen(i.path());
-    set.clear_seen(parent_path(i.path()));
+    // A name that came or went changes its directory; a file's contents or attributes (INODE: a
+    // write, a truncate) do not. Forgetting the directory's state then would make its next
+    // revalidation take whatever it finds, a name made on the server meanwhile included, as the
+    // state already known, and tell no one.
+    if (i.kind() != v1::Invalidation::INODE) set.clear_seen(parent_path(i.path()));
   }
   return {out.begin(), out.end()};
 }

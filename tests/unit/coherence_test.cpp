@@ -332,6 +332,28 @@ TEST(InvalidationBroker, RevalidationInvalidatesOnlyWhatChangedBehindTheGateways
   broker.detach(b.id);
 }
 
+// A write in a directory (INODE of a file) leaves what was seen of the directory alone: a name
+// made in it on the server meanwhile is still found changed by the next revalidation of the
+// directory, and the mounts that listed it are told. Before, the write made the directory's
+// next state the baseline, and no one heard of the new name.
+TEST(InvalidationBroker, AWriteInADirectoryKeepsWhatWasSeenOfTheDirectory) {
+  InvalidationBroker broker(kShortEchoWindow);
+  FakeStream a(broker, true), b(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);
+  const SeenAttrs listed{true, 040755, 0, 0, 100, 4096}, grown{true, 040755, 0, 0, 101, 4096};
+  broker.served("ns", "B", "/d", listed, false);  // B listed /d
+  broker.served("ns", "A", "/d/f", std::nullopt, true);
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/d/f")}, "A");
+  b.join();
+  const size_t b_before = b.events.size();
+  EXPECT_TRUE(broker.revalidated("ns", "/d", listed, grown))
+      << "the new name on the server went unnoticed";
+  EXPECT_EQ(b.events.size(), b_before + 1);
+  broker.detach(a.id);
+  broker.detach(b.id);
+}
+
 TEST(InvalidationBroker, EntryChangeReachesMountsThatListedTheParent) {
   InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
   FakeStream a(broker, true), b(broker, true);
