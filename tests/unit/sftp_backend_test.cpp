@@ -192,6 +192,15 @@ class StandInServer : public ::testing::Test {
     return pid;
   }
   int served_pid() const { return pid_in("served"); }
+  // Kills the sftp-server of the session that served last, and waits until `conn` sees it gone.
+  void kill_served(const std::shared_ptr<sftp::Connection>& conn) const {
+    const int served = served_pid();
+    ASSERT_GT(served, 0);
+    ASSERT_EQ(::kill(served, SIGKILL), 0);
+    const auto killed = Clock::now();
+    while (seconds_since(killed) < 5 && conn->alive()) std::this_thread::sleep_for(5ms);
+    ASSERT_FALSE(conn->alive());
+  }
 
   test::TempKeyDir dir_{"skein-pool"};
   std::string root_, old_path_;
@@ -209,12 +218,7 @@ TEST_F(StandInServer, CallersQueuedOnAFailingReconnectFailWithinOneDeadline) {
   {
     auto conn = pool.connection(0);
     ASSERT_TRUE(conn) << strerror(conn.error());
-    const int served = served_pid();
-    ASSERT_GT(served, 0);
-    ASSERT_EQ(::kill(served, SIGKILL), 0);
-    const auto killed = Clock::now();
-    while (seconds_since(killed) < 5 && (*conn)->alive()) std::this_thread::sleep_for(5ms);
-    ASSERT_FALSE((*conn)->alive());
+    ASSERT_NO_FATAL_FAILURE(kill_served(*conn));
   }  // the slot holds the dead connection's last reference
   ASSERT_TRUE(pool.up()) << "a closed connection is no sign of a server down";
   set_mode("silent");
@@ -276,12 +280,7 @@ TEST_F(StandInServer, AServerWhoseExportHangsStaysDownAndOneThatFlapsBacksOff) {
   // Down again at once: the prober's first try waits as long as the last outage's backoff had
   // grown (a few attempts: 0.8 s or more), not the 50 to 100 ms of a first try.
   set_mode("refuse");
-  const int served = served_pid();
-  ASSERT_GT(served, 0);
-  ASSERT_EQ(::kill(served, SIGKILL), 0);
-  const auto killed = Clock::now();
-  while (seconds_since(killed) < 5 && (*conn)->alive()) std::this_thread::sleep_for(5ms);
-  ASSERT_FALSE((*conn)->alive());
+  ASSERT_NO_FATAL_FAILURE(kill_served(*conn));
   const size_t before_flap = starts();
   EXPECT_EQ(pool.connection(0).error(), EIO);
   ASSERT_FALSE(pool.up());
