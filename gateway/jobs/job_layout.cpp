@@ -463,7 +463,6 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
   std::vector<R> out(files.size(), R::failure(EIO));
   std::vector<NewWholeFile> sent;
   std::vector<size_t> which;
-  std::vector<std::optional<sftp::Attrs>> replaced;  // what each rename will replace, as rename()
   for (size_t i = 0; i < files.size(); ++i) {
     if (!quota_->take_inodes(1)) {
       out[i] = R::failure(EDQUOT);
@@ -477,14 +476,14 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
     sent.push_back(files[i]);
     which.push_back(i);
   }
-  // What is at each path and at each partial's name now: a partial a killed copy left is removed
-  // by the write (Layout::write_whole_files), and its count goes with it.
+  // What is at each path now (what its rename will replace, as rename()) and at each partial's
+  // name: a partial a killed copy left is removed by the write (Layout::write_whole_files), and
+  // its count goes with it.
   std::vector<std::string> paths;
   for (const NewWholeFile& f : sent) paths.push_back(f.path);
   for (const NewWholeFile& f : sent) paths.push_back(f.partial);
-  auto there = inner_->getattr_each(paths);
-  for (size_t k = 0; k < sent.size(); ++k)
-    replaced.push_back(there[k] ? std::optional<sftp::Attrs>(*there[k]) : std::nullopt);
+  const auto there = inner_->getattr_each(paths);
+  auto replaced = [&](size_t k) -> const Result<sftp::Attrs>& { return there[k]; };
   auto left_partial = [&](size_t k) -> const Result<sftp::Attrs>& {
     return there[sent.size() + k];
   };
@@ -502,8 +501,8 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
     }
     if (auto earlier = made_here.find(f.path); earlier != made_here.end())
       give_back(earlier->second);
-    else if (replaced[k])
-      give_back(*replaced[k]);
+    else if (replaced(k))
+      give_back(*replaced(k));
     made_here[f.path] = made[k]->attrs;
     if (left_partial(k) && !made_here.count(f.partial)) give_back(*left_partial(k));
     sizes_.renamed(f.partial, f.path);
