@@ -503,14 +503,14 @@ bool JobNamespaces::recount() {
   bool all = true;
   for (auto& [name, layout] : todo) {
     auto before = layout->quota()->generation();
-    // Only with every backend up: a union's listing leaves a branch that is down out, and its
-    // files would not count.
-    Result<TreeCount> counted = Result<TreeCount>::failure(EHOSTDOWN);
-    bool all_up = true;
-    for (auto& b : layout->inner()->backends()) all_up = all_up && b->up();
-    if (all_up) counted = count_tree(*layout->inner());
-    for (auto& b : layout->inner()->backends())
-      if (counted && !b->up()) counted = Result<TreeCount>::failure(EHOSTDOWN);  // went down
+    // Only with every backend up, before the walk and after it: a union's listing leaves a
+    // branch that is down out, and its files would not count.
+    const auto backends = layout->inner()->backends();
+    auto all_up = [&] {
+      return std::all_of(backends.begin(), backends.end(), [](auto& b) { return b->up(); });
+    };
+    auto counted = all_up() ? count_tree(*layout->inner()) : Result<TreeCount>::failure(EHOSTDOWN);
+    if (counted && !all_up()) counted = Result<TreeCount>::failure(EHOSTDOWN);
     if (!counted) {
       spdlog::warn("jobs: cannot recount {}: {} (the saved usage stands; tried again later)", name,
                    std::strerror(counted.error()));
