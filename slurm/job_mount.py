@@ -91,13 +91,7 @@ def job_uses_skein(config, job_id):
     answer), to tell a job to hold from one that did not ask for skein: scontrol's text holds
     the job's name and comment, the user's own, so a job can pass for skein's here. It then
     only holds itself, never the node."""
-    try:
-        out = subprocess.run(
-            ["scontrol", "show", "job", "-o", job_id],
-            capture_output=True, text=True, timeout=30, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise HookError(f"cannot ask slurmctld about the job (scontrol): {e}") from e
+    out = tool(["scontrol", "show", "job", "-o", job_id])
     if out.returncode != 0:
         raise HookError(f"scontrol show job {job_id} failed: {out.stderr.strip()}")
     pools = skein_pools(config)
@@ -408,20 +402,20 @@ def check_mount_root(root):
             path = os.path.dirname(path)
 
 
-def scontrol(args):
+def tool(args):
+    """Runs a Slurm command (scontrol, squeue, scancel) as the hook's user; its result, or
+    HookError when it cannot run or does not finish within 30 s."""
     try:
-        return subprocess.run(["scontrol"] + args, capture_output=True, text=True, timeout=30,
-                              check=False)
+        return subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise HookError(f"scontrol {' '.join(args)}: {e}") from e
+        raise HookError(f"{' '.join(args)}: {e}") from e
 
 
 def job_state(job_id):
     """The job's state from squeue's one field (no text of the user's around it), or ""."""
     try:
-        r = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
-                           text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        r = tool(["squeue", "-h", "-j", job_id, "-o", "%T"])
+    except HookError:
         return ""
     return r.stdout.strip() if r.returncode == 0 else ""
 
@@ -431,23 +425,18 @@ def requeue_held(hook, job_id, reason):
     prologs of a job's other nodes find it requeued already: done. A job that may not be requeued
     (--no-requeue, JobRequeue=0) is cancelled with the reason instead: a prolog failure would
     drain the node."""
-    r = scontrol(["requeuehold", job_id])
-    if r.returncode != 0 and job_state(job_id) != "PENDING":
-        if "disabled" not in r.stderr.lower() and "requeue" not in r.stderr.lower():
-            raise HookError(f"scontrol requeuehold {job_id} failed: {r.stderr.strip()}")
-        hook.say(f"the job may not be requeued ({r.stderr.strip()}): cancelling it")
-        scontrol(["update", f"JobId={job_id}", f"Comment={reason[:250]}"])
-        try:
-            c = subprocess.run(["scancel", job_id], capture_output=True, text=True, timeout=30,
-                               check=False)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise HookError(f"scancel {job_id}: {e}") from e
-        if c.returncode != 0:
-            raise HookError(f"scancel {job_id} failed: {c.stderr.strip()}")
-        return
-    u = scontrol(["update", f"JobId={job_id}", f"Comment={reason[:250]}"])
+    r = tool(["scontrol", "requeuehold", job_id])
+    cancel = r.returncode != 0 and job_state(job_id) != "PENDING"
+    if cancel and "disabled" not in r.stderr.lower() and "requeue" not in r.stderr.lower():
+        raise HookError(f"scontrol requeuehold {job_id} failed: {r.stderr.strip()}")
+    u = tool(["scontrol", "update", f"JobId={job_id}", f"Comment={reason[:250]}"])
     if u.returncode != 0:
         hook.say(f"scontrol update JobId={job_id} Comment=... failed: {u.stderr.strip()}")
+    if cancel:
+        hook.say(f"the job may not be requeued ({r.stderr.strip()}): cancelling it")
+        c = tool(["scancel", job_id])
+        if c.returncode != 0:
+            raise HookError(f"scancel {job_id} failed: {c.stderr.strip()}")
 
 
 # ---------------------------------------------------------------- epilog
