@@ -796,7 +796,6 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       // place, for chunks a gateway that copied so recorded).
       auto s = source.layout->getattr(below(source.root, e.path));
       auto d = destination.layout->getattr(big.path);
-      bool placed = false;
       if (!d && d.error() == ENOENT && big.path != dpath && c->second.size() == n) {
         // No partial, and every chunk recorded: renamed into place before the run stopped, if
         // the file there has the source's size and time (given once it was in place). Anything
@@ -807,12 +806,13 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
             static_cast<int64_t>(there->mtime) == e.mtime) {
           big.path = dpath;
           d = there;
-          placed = true;
         }
       }
+      // In place with every chunk recorded (placed just now, or copied in place from the start):
+      // only at the source's size.
       if (s && s->size == e.size && static_cast<int64_t>(s->mtime) == e.mtime && d &&
           S_ISREG(d->permissions) &&
-          (placed || big.path != dpath || c->second.size() < n || d->size == e.size)) {
+          (big.path != dpath || c->second.size() < n || d->size == e.size)) {
         recorded = c->second;
         big.resumed = true;
       } else {
