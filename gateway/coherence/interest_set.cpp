@@ -7,7 +7,8 @@
 namespace skein {
 
 std::vector<InterestSet::Evicted> InterestSet::note(const std::string& path, SessionId session,
-                                                    std::optional<SeenAttrs> seen, bool* changed) {
+                                                    std::optional<SeenAttrs> seen, bool* changed,
+                                                    bool* added) {
   if (changed) *changed = false;
   auto it = entries_.find(path);
   if (it == entries_.end()) {
@@ -17,8 +18,9 @@ std::vector<InterestSet::Evicted> InterestSet::note(const std::string& path, Ses
     lru_.splice(lru_.begin(), lru_, it->second.lru);
   }
   Entry& e = it->second;
-  if (std::find(e.sessions.begin(), e.sessions.end(), session) == e.sessions.end())
-    e.sessions.push_back(session);
+  const bool is_new = std::find(e.sessions.begin(), e.sessions.end(), session) == e.sessions.end();
+  if (is_new) e.sessions.push_back(session);
+  if (added) *added = is_new;
   if (seen) {
     if (changed && e.seen && !(*e.seen == *seen)) *changed = true;
     e.seen = seen;
@@ -57,6 +59,17 @@ void InterestSet::set_seen(const std::string& path, SeenAttrs seen) {
 std::optional<SeenAttrs> InterestSet::seen_of(const std::string& path) const {
   auto it = entries_.find(path);
   return it == entries_.end() ? std::nullopt : it->second.seen;
+}
+
+void InterestSet::take_back(const std::string& path, SessionId session) {
+  auto it = entries_.find(path);
+  if (it == entries_.end() || it->second.seen) return;
+  auto& s = it->second.sessions;
+  s.erase(std::remove(s.begin(), s.end(), session), s.end());
+  if (s.empty()) {
+    lru_.erase(it->second.lru);
+    entries_.erase(it);
+  }
 }
 
 void InterestSet::forget_session(SessionId session) {

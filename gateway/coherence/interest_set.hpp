@@ -39,9 +39,13 @@ class InterestSet {
   };
   // Records that `session` caches `path`. When `seen` is given and differs from what was seen
   // before, `*changed` is set: the path changed behind the gateway's back. Returns what had to go
-  // to stay within the limit.
+  // to stay within the limit. `*added` says whether `session` was not counted for `path` before.
   std::vector<Evicted> note(const std::string& path, SessionId session,
-                            std::optional<SeenAttrs> seen, bool* changed = nullptr);
+                            std::optional<SeenAttrs> seen, bool* changed = nullptr,
+                            bool* added = nullptr);
+  // Takes back a note() that added `session` to `path` with nothing seen, if nothing was seen of
+  // the path since either: the call it was made for found nothing the session may cache.
+  void take_back(const std::string& path, SessionId session);
   // Sessions that cache `path`.
   std::vector<SessionId> sessions_of(const std::string& path) const;
   // Forgets what was seen of `path` (after the gateway changed it), keeping who caches it.

@@ -153,6 +153,31 @@ void InvalidationBroker::served(const std::string& ns, const std::string& mount_
   }
 }
 
+InvalidationBroker::Reading InvalidationBroker::will_serve(const std::string& ns,
+                                                           const std::string& mount_id,
+                                                           const std::string& path, bool entry) {
+  std::lock_guard lock(mu_);
+  auto m = by_mount_.find(mount_id);
+  if (m == by_mount_.end()) return {};  // not subscribed: it caches nothing for long
+  Reading r{ns, path, m->second};
+  auto& set = interest(ns);
+  auto evicted = set.note(path, r.session, std::nullopt, nullptr, &r.path_added);
+  if (entry && path != "/") {
+    auto more = set.note(parent_path(path), r.session, std::nullopt, nullptr, &r.parent_added);
+    evicted.insert(evicted.end(), more.begin(), more.end());
+  }
+  invalidate_evicted_locked(evicted);
+  return r;
+}
+
+void InvalidationBroker::not_served(const Reading& r) {
+  if (!r.session) return;
+  std::lock_guard lock(mu_);
+  auto& set = interest(r.ns);
+  if (r.path_added) set.take_back(r.path, r.session);
+  if (r.parent_added) set.take_back(parent_path(r.path), r.session);
+}
+
 void InvalidationBroker::renaming(const std::string& ns, const std::string& mount_id,
                                   const std::string& from, const std::string& to) {
   std::lock_guard lock(mu_);

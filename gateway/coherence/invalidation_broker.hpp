@@ -68,6 +68,21 @@ class InvalidationBroker {
   // parent directory (a lookup).
   void served(const std::string& ns, const std::string& mount_id, const std::string& path,
               std::optional<SeenAttrs> seen, bool entry);
+  // The mount `mount_id` is about to be served `path` (with `entry`, its name too): it counts
+  // among those that cache them from now on, so that a change another mount makes while the call
+  // reads the server reaches it (served() after the read would be too late for that change).
+  // What it added is returned for not_served().
+  struct Reading {
+    std::string ns, path;
+    SessionId session = 0;  // 0: not subscribed, nothing noted
+    bool path_added = false, parent_added = false;
+  };
+  Reading will_serve(const std::string& ns, const std::string& mount_id, const std::string& path,
+                     bool entry);
+  // The call found nothing the mount may cache (an absent name, an error): takes back what
+  // will_serve() added, unless the path was served since, so that lookups of absent names do not
+  // fill the interest set.
+  void not_served(const Reading& r);
   // The mount `mount_id` is about to rename `from` to `to` through the gateway, and keeps what it
   // cached there under the new names (its kernel moves the names): it now counts among those that
   // cache the new paths, before anybody can change them. If the rename fails, the extra interest

@@ -91,6 +91,20 @@ std::string_view mount_id_of(const grpc::ServerContextBase* ctx) {
 }
 std::string mount_of(const grpc::ServerContextBase* ctx) { return std::string(mount_id_of(ctx)); }
 
+// Counts the caller among the mounts that cache `path` (and, with `entry`, its directory) before
+// the call reads it: a change another mount makes while the call is on its way to the server is
+// then announced to the caller too, whose mount then does not keep the reply for long (its cache
+// ticket saw the invalidation). Counted only after the read, the caller would miss that change
+// and keep what the read found until the path changed again. Taken back by a failed call.
+InvalidationBroker::Reading will_serve(InvalidationBroker* b, grpc::ServerContextBase* ctx,
+                                       const Target& t, bool entry) {
+  return b ? b->will_serve(t.ns->name(), mount_of(ctx), t.path, entry)
+           : InvalidationBroker::Reading{};
+}
+template <typename R>
+void unless_served(InvalidationBroker* b, const InvalidationBroker::Reading& reading, const R& r) {
+  if (b && !r) b->not_served(reading);
+}
 // Reports to the broker, when there is one.
 void served(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& t,
             const std::string& path, const Result<sftp::Attrs>& attrs, bool entry) {
@@ -163,7 +177,9 @@ grpc::Status NamespaceService::get_attr(grpc::ServerContextBase* ctx, const v1::
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
+  const auto reading = will_serve(broker_, ctx, *t, true);
   auto r = t->ns->getattr(t->path);
+  unless_served(broker_, reading, r);
   served(broker_, ctx, *t, t->path, r, true);
   return attr_reply(r, reply);
 }
@@ -386,8 +402,10 @@ grpc::Status DataService::open(grpc::ServerContextBase* ctx, const v1::OpenReque
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
   const std::optional<Credentials> as_user = credentials_of(*req);
+  const auto reading = will_serve(broker_, ctx, *t, false);
   auto r = t->ns->open(t->path, static_cast<int>(req->flags()), mount_id_of(ctx),
                        req->attrs_of_file(), as_user ? &*as_user : nullptr);
+  unless_served(broker_, reading, r);
   if (!r) {
     reply->set_error(r.error());
     return grpc::Status::OK;
@@ -407,8 +425,10 @@ grpc::Status DataService::create(grpc::ServerContextBase* ctx, const v1::OpenReq
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
   const std::optional<Credentials> as_user = credentials_of(*req);
+  const auto reading = will_serve(broker_, ctx, *t, true);
   auto r = t->ns->create(t->path, static_cast<int>(req->flags()), req->mode(), mount_id_of(ctx),
                          as_user ? &*as_user : nullptr);
+  unless_served(broker_, reading, r);
   if (!r) {
     reply->set_error(r.error());
     return grpc::Status::OK;

@@ -18,6 +18,9 @@
 #include "fake_backend.hpp"
 #include "namespace/create_policy.hpp"
 #include "namespace/union_layout.hpp"
+#include "service/call_placement.hpp"
+#include "service/fs_services.hpp"
+#include "skein/v1/fs.grpc.pb.h"
 #include "skein/v1/watch.grpc.pb.h"
 
 namespace skein {
@@ -575,6 +578,105 @@ TEST(WatchService, AStreamWhoseWriteFailsEndsAndLeavesTheBroker) {
   ASSERT_EQ(service.open_streams(), 0u) << "the stream's call was never finished";
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   delete rig;
+}
+
+// A GetAttr or an Open counts its mount among those that cache the path before it reads the
+// server: a change another mount makes while the read is on its way is announced to the caller,
+// whose mount then does not keep the reply. A lookup of an absent name leaves no interest behind.
+TEST(NamespaceService, AMountIsToldOfAChangeMadeWhileItsReadWasOnItsWay) {
+  auto backend = test::FakeBackend::make("srv0");
+  backend->put_file("/d/f", "old");
+  backend->put_file("/h/g", "old");
+  backend->put_dir("/e");
+  NamespaceRegistry registry;
+  registry.add(std::make_shared<NamespaceFs>(
+      "ns", TokenSet::of("secret"),
+      std::make_shared<const MountTable>(
+          std::vector<Mount>{{"/", std::make_shared<UnionLayout>(
+                                       std::vector<Branch>{{backend, BranchMode::read_write}},
+                                       make_create_policy("ff"))}})));
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  FakeStream a(broker, true), b(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);
+  CallPlacement placement(4, 2);
+  NamespaceService names(registry, placement, &broker);
+  DataService data(registry, placement, &broker);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&names);
+  builder.RegisterService(&data);
+  auto server = builder.BuildAndStart();
+  ASSERT_TRUE(server);
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  auto ns_stub = v1::Namespace::NewStub(channel);
+  auto data_stub = v1::Data::NewStub(channel);
+  auto as_a = [](grpc::ClientContext& ctx) {
+    ctx.AddMetadata("x-skein-token", "secret");
+    ctx.AddMetadata("x-skein-mount", "A");
+  };
+  // B writes the file while A's GetAttr reads it from the server.
+  auto b_writes = [&] {
+    broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/d/f")}, "B");
+  };
+  auto told_a = [&] {
+    a.join();
+    size_t n = 0;
+    for (auto& e : a.events)
+      for (auto& i : e.invalidations()) n += i.path() == "/d/f";
+    return n;
+  };
+  {
+    backend->on_next("lstat", b_writes);
+    grpc::ClientContext ctx;
+    as_a(ctx);
+    v1::PathRequest q;
+    q.set_ns("ns");
+    q.set_path("/d/f");
+    v1::AttrReply r;
+    ASSERT_TRUE(ns_stub->GetAttr(&ctx, q, &r).ok());
+    ASSERT_EQ(r.error(), 0);
+    EXPECT_EQ(told_a(), 1u) << "A's GetAttr may have read the file before B's write";
+  }
+  {
+    backend->on_next("open", [&] {
+      broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/h/g")}, "B");
+    });
+    grpc::ClientContext ctx;
+    as_a(ctx);
+    v1::OpenRequest q;
+    q.set_ns("ns");
+    q.set_path("/h/g");
+    q.set_flags(O_RDONLY);
+    v1::OpenReply r;
+    ASSERT_TRUE(data_stub->Open(&ctx, q, &r).ok());
+    ASSERT_EQ(r.error(), 0);
+    a.join();
+    size_t n = 0;
+    for (auto& e : a.events)
+      for (auto& i : e.invalidations()) n += i.path() == "/h/g";
+    EXPECT_EQ(n, 1u) << "A's Open may have read the file before B's write";
+  }
+  {
+    // An absent name in a directory A caches nothing of: nothing stays noted for A.
+    grpc::ClientContext ctx;
+    as_a(ctx);
+    v1::PathRequest q;
+    q.set_ns("ns");
+    q.set_path("/e/absent");
+    v1::AttrReply r;
+    ASSERT_TRUE(ns_stub->GetAttr(&ctx, q, &r).ok());
+    ASSERT_EQ(r.error(), ENOENT);
+    const size_t before = a.events.size();
+    broker.changed("ns", {InvalidationBroker::item(Kind::ENTRY, "/e/absent")}, "B");
+    a.join();
+    EXPECT_EQ(a.events.size(), before) << "a failed lookup left A counted for /e/absent or /e";
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  broker.detach(a.id);
+  broker.detach(b.id);
 }
 
 }  // namespace

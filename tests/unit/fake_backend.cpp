@@ -34,6 +34,7 @@ struct FakeBackend::Tree {
   uint64_t min_free = 0, total = static_cast<uint64_t>(1) << 30,
            free = static_cast<uint64_t>(1) << 30;
   std::vector<Failure> failures;
+  std::map<std::string, std::function<void()>, std::less<>> next_hooks;  // by op (on_next)
   std::map<std::string, size_t, std::less<>> calls;
   size_t all_calls = 0;
   uint64_t bytes_read = 0, bytes_written = 0;
@@ -47,6 +48,11 @@ struct FakeBackend::Tree {
   int enter(std::string_view op, const std::string& path) {
     ++all_calls;
     ++calls[std::string(op)];
+    if (auto h = next_hooks.find(op); h != next_hooks.end()) {
+      auto hook = std::move(h->second);
+      next_hooks.erase(h);
+      hook();
+    }
     if (down) return EIO;
     for (auto& f : failures)
       if (f.op == op && (f.path.empty() || f.path == path)) return f.err;
@@ -275,6 +281,10 @@ void FakeBackend::set_space(uint64_t total_bytes, uint64_t free_bytes) {
 void FakeBackend::fail(std::string op, std::string rel, int err) {
   std::lock_guard lock(tree_->mu);
   tree_->failures.push_back({std::move(op), rel.empty() ? rel : full(rel), err});
+}
+void FakeBackend::on_next(std::string op, std::function<void()> hook) {
+  std::lock_guard lock(tree_->mu);
+  tree_->next_hooks[std::move(op)] = std::move(hook);
 }
 void FakeBackend::clear_failures() {
   std::lock_guard lock(tree_->mu);

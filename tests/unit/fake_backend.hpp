@@ -7,6 +7,7 @@
 // back. Subtree views share the tree, as SftpBackend's share a server.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,10 @@ class FakeBackend final : public Backend, public std::enable_shared_from_this<Fa
   // on any path) fails with `err` from now on.
   void fail(std::string op, std::string rel, int err);
   void clear_failures();
+  // `hook` runs once, at the next call of `op` on any path, before the call does anything (under
+  // the backend's lock: it may not call the backend): what another client did while the call was
+  // on its way to the server.
+  void on_next(std::string op, std::function<void()> hook);
   // write_whole_files() makes the files itself, as SftpBackend does (each under its partial
   // name, then renamed over its path), instead of leaving them all to the layout.
   void set_makes_whole_files(bool makes);
