@@ -251,8 +251,11 @@ Result<Entry> MountSession::lookup(InodeNumber parent, std::string_view name) {
     // wrote whole, whose asynchronously created entry the kernel did not keep; one whose entry
     // the kernel let go): the name still names it, as a change of the name would have come as
     // an invalidation of the file.
+    // The ticket first: an invalidation that comes after current_attrs() read them must keep
+    // them from being kept again (CachePolicy::sent_attrs).
+    const CachePolicy::Ticket ticket = cache_.ticket();
     if (auto kept = cache_.current_attrs(*known); kept && data_.writes_idle(*known))
-      return add_entry(*path, *kept, cache_.ticket());
+      return add_entry(*path, *kept, ticket);
     data_.settle(*known);
   } else {
     // A name of a directory read ahead (CachePolicy::read_whole_in).
@@ -389,11 +392,13 @@ Result<Attributes> MountSession::getattr(InodeNumber ino) {
   // A file whose attributes are current (CachePolicy::current_attrs): the kernel asks after an
   // open that refreshed them (server_attrs), and after a read (for atime, which the mount does
   // not follow, as with directories). Not while writes of this mount are on their way.
+  // The ticket is taken before the attributes are read: an invalidation between the two would
+  // otherwise go unseen by sent_attrs, which would keep the old attributes as current again.
+  const CachePolicy::Ticket kept_ticket = cache_.ticket();
   if (auto kept = cache_.current_attrs(ino); kept && data_.writes_idle(ino)) {
-    const CachePolicy::Ticket ticket = cache_.ticket();
-    cache_.sent_attrs(ino, *kept, ticket);
+    cache_.sent_attrs(ino, *kept, kept_ticket);
     open_inodes_.seen(ino, *kept);
-    return Attributes{*kept, cache_.timeout(ticket)};
+    return Attributes{*kept, cache_.timeout(kept_ticket)};
   }
   auto path = path_of(ino);
   if (path) data_.settle(ino);  // the size and mtime of writes acknowledged to the kernel
@@ -419,12 +424,12 @@ Result<Attributes> MountSession::setattr(InodeNumber ino, SetAttrArgs change,
   // reaches this one as an invalidation before that mount's call returns.
   constexpr uint32_t kOwnership = SetAttrArgs::kMode | SetAttrArgs::kUid | SetAttrArgs::kGid;
   if (change.fields && !(change.fields & ~kOwnership)) {
+    const CachePolicy::Ticket ticket = cache_.ticket();  // before the read: see getattr
     if (auto kept = cache_.current_attrs(ino);
         kept && data_.writes_idle(ino) &&
         (!(change.fields & SetAttrArgs::kMode) || (kept->mode & 07777) == (change.mode & 07777)) &&
         (!(change.fields & SetAttrArgs::kUid) || kept->uid == change.uid) &&
         (!(change.fields & SetAttrArgs::kGid) || kept->gid == change.gid)) {
-      const CachePolicy::Ticket ticket = cache_.ticket();
       cache_.sent_attrs(ino, *kept, ticket);
       return Attributes{*kept, cache_.timeout(ticket)};
     }

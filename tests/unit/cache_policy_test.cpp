@@ -356,6 +356,17 @@ TEST(CachePolicy, FileAttributesAreCurrentUntilAnInvalidationOrAChangeOfThisMoun
   EXPECT_TRUE(policy.current_attrs(7).has_value());
   policy.forget(7);
   EXPECT_FALSE(policy.current_attrs(7).has_value());
+  // Kept attributes handed to the kernel again (MountSession's getattr and lookup) go with a
+  // ticket taken before they were read: an invalidation between the read and the send keeps
+  // them from being current again.
+  policy.sent_attrs(7, file, policy.ticket());
+  ticket = policy.ticket();
+  const auto kept = policy.current_attrs(7);
+  ASSERT_TRUE(kept.has_value());
+  policy.invalidating(7);
+  policy.sent_attrs(7, *kept, ticket);
+  EXPECT_FALSE(policy.current_attrs(7).has_value());
+  EXPECT_EQ(policy.timeout(ticket), 0.0);
 }
 
 // A small file this mount wrote whole (an echo-style create): its content is read back without a
