@@ -41,6 +41,8 @@ Result<std::string> MountSession::child_path(InodeNumber parent, std::string_vie
   if (!is_valid_entry_name(name)) return Result<std::string>::failure(EINVAL);
   auto dir = path_of(parent);
   if (!dir) return dir;
+  if (dir->size() + 1 + name.size() > kMaxPathBytes)
+    return Result<std::string>::failure(ENAMETOOLONG);
   return join_path(*dir, name);
 }
 

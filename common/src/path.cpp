@@ -6,7 +6,7 @@
 namespace skein {
 
 std::optional<std::string> normalize_virtual_path(std::string_view path) {
-  if (path.empty() || path.front() != '/') return std::nullopt;
+  if (path.empty() || path.front() != '/' || path.size() > kMaxPathBytes) return std::nullopt;
   if (path.find('\0') != std::string_view::npos) return std::nullopt;
   std::vector<std::string_view> parts;
   size_t i = 0;

@@ -33,6 +33,12 @@ struct Target {
 
 // `path` normalised, or nothing with `status` saying why it is refused.
 std::optional<std::string> checked_path(const std::string& path, grpc::Status& status) {
+  if (path.size() > kMaxPathBytes) {
+    status = grpc::Status(StatusCode::INVALID_ARGUMENT, "path of " + std::to_string(path.size()) +
+                                                            " bytes: longer than " +
+                                                            std::to_string(kMaxPathBytes));
+    return std::nullopt;
+  }
   auto norm = normalize_virtual_path(path);
   if (!norm)
     status = grpc::Status(StatusCode::INVALID_ARGUMENT,
@@ -332,8 +338,11 @@ grpc::Status NamespaceService::symlink(grpc::ServerContextBase* ctx, const v1::S
   grpc::Status s;
   auto t = resolve(registry_, ctx, req->ns(), req->path(), s);
   if (!t) return s;
-  if (req->target().empty() || req->target().find('\0') != std::string::npos)
-    return grpc::Status(StatusCode::INVALID_ARGUMENT, "symlink target must be non-empty text");
+  if (req->target().empty() || req->target().find('\0') != std::string::npos ||
+      req->target().size() > kMaxPathBytes)
+    return grpc::Status(StatusCode::INVALID_ARGUMENT,
+                        "symlink target must be non-empty text of at most " +
+                            std::to_string(kMaxPathBytes) + " bytes");
   auto r = t->ns->symlink(t->path, req->target());
   if (r) {
     changed(broker_, ctx, *t, Change::symlink, t->path);

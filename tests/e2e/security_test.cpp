@@ -23,6 +23,7 @@
 
 #include "fs_test_support.hpp"
 #include "grpc_test_support.hpp"
+#include "skein/path.hpp"
 #include "skein/v1/admin.grpc.pb.h"
 #include "skein/v1/fs.grpc.pb.h"
 #include "skein/v1/watch.grpc.pb.h"
@@ -869,6 +870,46 @@ TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
   EXPECT_GT(reads, 10) << got;
   EXPECT_GT(writes, 10) << got;
   std::cout << "swapped " << files.swaps() << " times; leaks, reads, writes, made: " << got << "\n";
+}
+
+// A path longer than PATH_MAX could never be served, and each of its directories costs the
+// gateway's confinement a prefix: a 256 KiB path made it build gigabytes. Refused at once, as is a
+// symlink target the server's file system could not take; the gateway answers on.
+TEST_F(Security, PathsAndSymlinkTargetsLongerThanPathMaxAreRefused) {
+  std::string deep = vpath("");
+  while (deep.size() < (256u << 10)) deep += "a/";
+  grpc::Status st;
+  getattr(deep, &st);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << st.error_message();
+  {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::RenameRequest req;
+    req.set_ns("default");
+    req.set_from(vpath("x"));
+    req.set_to(deep);
+    pb::ErrorReply reply;
+    st = names_->Rename(&ctx, req, &reply);
+    EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << st.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::SymlinkRequest req;
+    req.set_ns("default");
+    req.set_path(vpath("longlink"));
+    req.set_target(std::string(8192, 'x'));
+    pb::AttrReply reply;
+    st = names_->Symlink(&ctx, req, &reply);
+    EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_FALSE(exists(server("longlink")));
+  }
+  // Just under the limit the call is made, and the server answers for itself.
+  std::string under = vpath("");
+  while (under.size() + 2 <= kMaxPathBytes) under += "b/";
+  getattr(under, &st);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(getattr(vpath("")).error(), 0) << "the gateway still answers";
 }
 
 TEST_F(Security, ReadFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {

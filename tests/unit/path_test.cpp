@@ -22,6 +22,10 @@ TEST(VirtualPath, RefusesRelativeAndNulAndLongNames) {
   EXPECT_FALSE(normalize_virtual_path(std::string("/a\0b", 4)));
   EXPECT_FALSE(normalize_virtual_path("/" + std::string(256, 'x')));
   EXPECT_TRUE(normalize_virtual_path("/" + std::string(255, 'x')));
+  std::string longest;
+  while (longest.size() + 4 <= skein::kMaxPathBytes) longest += "/abc";
+  EXPECT_TRUE(normalize_virtual_path(longest));
+  EXPECT_FALSE(normalize_virtual_path(longest + "/abcdefgh")) << "longer than PATH_MAX";
 }
 
 TEST(VirtualPath, JoinParentBase) {

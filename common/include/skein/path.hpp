@@ -2,14 +2,21 @@
 // Normalisation is confinement: no result ever climbs above "/".
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 
 namespace skein {
 
+// The longest path skein takes, in bytes: PATH_MAX less its NUL, what a server's file system
+// takes in one call. A longer one could never be served, and would cost the gateway memory and
+// SFTP packets past the server's limit.
+inline constexpr size_t kMaxPathBytes = 4095;
+
 // Returns the normalised form of `path` ("/a/b"), or nullopt when it is not acceptable:
-// relative, containing NUL, a ".." that would climb above the root, or a component over 255 bytes.
+// relative, containing NUL, a ".." that would climb above the root, a component over 255 bytes,
+// or longer than kMaxPathBytes (as given).
 std::optional<std::string> normalize_virtual_path(std::string_view path);
 
 // Joins a normalised directory path and one entry name ("/" + "a" = "/a", "/a" + "b" = "/a/b").
