@@ -29,13 +29,14 @@ InterestSet& InvalidationBroker::interest(const std::string& ns) {
 SessionId InvalidationBroker::attach(const std::string& ns, const std::string& mount_id,
                                      Stream* stream, v1::WatchEvent* welcome) {
   std::lock_guard lock(mu_);
-  auto old = by_mount_.find(mount_id);
+  const MountKey key{ns, mount_id};
+  auto old = by_mount_.find(key);
   if (old != by_mount_.end()) drop_locked(old->second, "replaced by a new subscription");
   SessionId id = next_id_++;
   Session& s = sessions_[id] = Session{id, ns, mount_id, stream};
   s.servers_watched = servers_watched_ && servers_watched_(ns);
-  by_mount_[mount_id] = id;
-  gone_.erase(mount_id);
+  by_mount_[key] = id;
+  gone_.erase(key);
   if (welcome) {
     welcome->set_servers_watched(s.servers_watched);
     stream->send(*welcome);
@@ -69,9 +70,10 @@ void InvalidationBroker::detach(SessionId id) {
   spdlog::info("watch: mount {} unsubscribed", it->second.mount_id);
   it->second.stream = nullptr;
   interest(it->second.ns).forget_session(id);
-  if (auto m = by_mount_.find(it->second.mount_id); m != by_mount_.end() && m->second == id) {
+  const MountKey key{it->second.ns, it->second.mount_id};
+  if (auto m = by_mount_.find(key); m != by_mount_.end() && m->second == id) {
     by_mount_.erase(m);
-    gone_[it->second.mount_id] = std::chrono::steady_clock::now();
+    gone_[key] = std::chrono::steady_clock::now();
   }
   sessions_.erase(it);
   acked_cv_.notify_all();
@@ -83,21 +85,29 @@ void InvalidationBroker::drop_locked(SessionId id, const std::string& why) {
   if (it->second.stream) it->second.stream->end(why);
   it->second.stream = nullptr;  // the reactor detaches later; nothing more is sent meanwhile
   interest(it->second.ns).forget_session(id);
-  if (auto m = by_mount_.find(it->second.mount_id); m != by_mount_.end() && m->second == id) {
+  const MountKey key{it->second.ns, it->second.mount_id};
+  if (auto m = by_mount_.find(key); m != by_mount_.end() && m->second == id) {
     by_mount_.erase(m);
-    gone_[it->second.mount_id] = std::chrono::steady_clock::now();
+    gone_[key] = std::chrono::steady_clock::now();
   }
 }
 
-bool InvalidationBroker::subscribed(const std::string& mount_id) const {
+bool InvalidationBroker::subscribed(const std::string& ns, const std::string& mount_id) const {
   std::lock_guard lock(mu_);
-  return by_mount_.count(mount_id) != 0;
+  return by_mount_.count({ns, mount_id}) != 0;
 }
 
-std::vector<std::string> InvalidationBroker::take_gone(
+SessionId InvalidationBroker::session_of_locked(const std::string& ns,
+                                                const std::string& mount_id) const {
+  if (mount_id.empty()) return 0;
+  auto m = by_mount_.find({ns, mount_id});
+  return m == by_mount_.end() ? 0 : m->second;
+}
+
+std::vector<InvalidationBroker::MountKey> InvalidationBroker::take_gone(
     std::chrono::steady_clock::time_point before) {
   std::lock_guard lock(mu_);
-  std::vector<std::string> out;
+  std::vector<MountKey> out;
   for (auto it = gone_.begin(); it != gone_.end();) {
     if (it->second < before) {
       out.push_back(it->first);
@@ -131,9 +141,8 @@ void InvalidationBroker::served(const std::string& ns, const std::string& mount_
                                 bool entry) {
   std::vector<v1::Invalidation> changed_items;
   std::lock_guard lock(mu_);
-  auto m = by_mount_.find(mount_id);
-  if (m == by_mount_.end()) return;  // not subscribed: it caches nothing for long
-  SessionId id = m->second;
+  const SessionId id = session_of_locked(ns, mount_id);
+  if (!id) return;  // not subscribed: it caches nothing for long
   auto& set = interest(ns);
   bool changed = false;
   auto evicted = set.note(path, id, seen, &changed);
@@ -157,9 +166,9 @@ InvalidationBroker::Reading InvalidationBroker::will_serve(const std::string& ns
                                                            const std::string& mount_id,
                                                            const std::string& path, bool entry) {
   std::lock_guard lock(mu_);
-  auto m = by_mount_.find(mount_id);
-  if (m == by_mount_.end()) return {};  // not subscribed: it caches nothing for long
-  Reading r{ns, path, m->second};
+  const SessionId id = session_of_locked(ns, mount_id);
+  if (!id) return {};  // not subscribed: it caches nothing for long
+  Reading r{ns, path, id};
   auto& set = interest(ns);
   auto evicted = set.note(path, r.session, std::nullopt, nullptr, &r.path_added);
   if (entry && path != "/") {
@@ -181,9 +190,9 @@ void InvalidationBroker::not_served(const Reading& r) {
 void InvalidationBroker::renaming(const std::string& ns, const std::string& mount_id,
                                   const std::string& from, const std::string& to) {
   std::lock_guard lock(mu_);
-  auto m = by_mount_.find(mount_id);
-  if (m == by_mount_.end()) return;  // not subscribed: it caches nothing for long
-  invalidate_evicted_locked(interest(ns).follow_rename(from, to, m->second));
+  const SessionId id = session_of_locked(ns, mount_id);
+  if (!id) return;  // not subscribed: it caches nothing for long
+  invalidate_evicted_locked(interest(ns).follow_rename(from, to, id));
 }
 
 void InvalidationBroker::invalidate_evicted_locked(
@@ -241,8 +250,7 @@ uint64_t InvalidationBroker::send_locked(Session& s, const std::vector<v1::Inval
 void InvalidationBroker::changed(const std::string& ns, const std::vector<v1::Invalidation>& items,
                                  const std::string& origin_mount) {
   std::unique_lock lock(mu_);
-  auto origin = by_mount_.find(origin_mount);
-  SessionId origin_id = origin == by_mount_.end() ? 0 : origin->second;
+  const SessionId origin_id = session_of_locked(ns, origin_mount);
   if (origin_id) {
     for (auto& i : items) note_recent_locked(ns, i.path(), origin_id);
   }

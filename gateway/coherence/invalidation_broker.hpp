@@ -43,7 +43,9 @@ class InvalidationBroker {
     virtual void send(const v1::WatchEvent& event) = 0;
     virtual void end(const std::string& why) = 0;
   };
-  // A mount subscribed. A second subscription with the same mount id replaces the first. With
+  // A mount subscribed. A second subscription with the same mount id in the same namespace
+  // replaces the first; mounts are told apart by namespace and id, so that a client of one
+  // namespace can neither end nor stand in for a mount of another by taking its id. With
   // `welcome`, it is sent first (no event comes before it), with servers_watched filled in.
   SessionId attach(const std::string& ns, const std::string& mount_id, Stream* stream,
                    v1::WatchEvent* welcome = nullptr);
@@ -130,11 +132,13 @@ class InvalidationBroker {
   // that it drops its caches at once, and what it cached is forgotten.
   void end_namespace(const std::string& ns, const std::string& why);
 
+  // A mount of a namespace: (namespace, mount id).
+  using MountKey = std::pair<std::string, std::string>;
   // Mounts whose Watch stream ended before `before` and that have not subscribed again since,
   // each handed out once (OrphanReaper).
-  std::vector<std::string> take_gone(std::chrono::steady_clock::time_point before);
-  // Whether the mount `mount_id` has a Watch stream now.
-  bool subscribed(const std::string& mount_id) const;
+  std::vector<MountKey> take_gone(std::chrono::steady_clock::time_point before);
+  // Whether the mount `mount_id` of `ns` has a Watch stream now.
+  bool subscribed(const std::string& ns, const std::string& mount_id) const;
 
   size_t session_count() const;
   std::chrono::milliseconds lease() const { return options_.lease; }
@@ -168,9 +172,11 @@ class InvalidationBroker {
   std::condition_variable acked_cv_;
   SessionId next_id_ = 1;
   std::unordered_map<SessionId, Session> sessions_;
-  std::unordered_map<std::string, SessionId> by_mount_;
+  std::map<MountKey, SessionId> by_mount_;
   // Mounts whose stream ended, and when (until they subscribe again or take_gone hands them out).
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> gone_;
+  std::map<MountKey, std::chrono::steady_clock::time_point> gone_;
+  // The session of a subscribed mount, or 0 (caller holds mu_).
+  SessionId session_of_locked(const std::string& ns, const std::string& mount_id) const;
   std::map<std::string, InterestSet> interest_;
   struct Recent {
     SessionId origin;

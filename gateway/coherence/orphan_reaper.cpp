@@ -36,17 +36,17 @@ void OrphanReaper::run() {
 
 size_t OrphanReaper::sweep() {
   size_t total = 0;
-  for (const std::string& mount : broker_.take_gone(std::chrono::steady_clock::now() - timeout_)) {
-    if (broker_.subscribed(mount)) continue;  // back a moment ago
-    for (auto& ns : registry_.all()) {
-      if (const size_t n = ns->release_all_of(mount)) {
-        spdlog::info(
-            "namespace {}: mount {} has had no Watch stream for {} s: released the {} files it "
-            "left open",
-            ns->name(), mount, std::chrono::duration_cast<std::chrono::seconds>(timeout_).count(),
-            n);
-        total += n;
-      }
+  for (const auto& [ns_name, mount] :
+       broker_.take_gone(std::chrono::steady_clock::now() - timeout_)) {
+    if (broker_.subscribed(ns_name, mount)) continue;  // back a moment ago
+    auto ns = registry_.find(ns_name);
+    if (!ns) continue;  // destroyed, and its files with it
+    if (const size_t n = ns->release_all_of(mount)) {
+      spdlog::info(
+          "namespace {}: mount {} has had no Watch stream for {} s: released the {} files it "
+          "left open",
+          ns->name(), mount, std::chrono::duration_cast<std::chrono::seconds>(timeout_).count(), n);
+      total += n;
     }
   }
   return total;

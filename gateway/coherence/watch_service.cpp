@@ -7,6 +7,8 @@
 #include <deque>
 #include <mutex>
 
+#include "wire/limits.hpp"
+
 namespace skein {
 namespace {
 
@@ -77,10 +79,12 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
  private:
   void subscribe(const v1::Subscribe& sub) {
     grpc::Status status;
-    if (session_ || sub.mount_id().empty()) {
+    if (session_ || sub.mount_id().empty() || sub.mount_id().size() > wire::kMaxMountIdBytes) {
       std::lock_guard lock(mu_);
       finish_locked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 session_ ? "already subscribed" : "subscribe needs a mount_id"));
+                                 session_ ? "already subscribed"
+                                          : "subscribe needs a mount_id of 1 to " +
+                                                std::to_string(wire::kMaxMountIdBytes) + " bytes"));
       return;
     }
     auto ns = registry_.authorize(ctx_, sub.ns(), status);

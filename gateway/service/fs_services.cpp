@@ -92,8 +92,9 @@ int64_t now_s() {
 std::string_view mount_id_of(const grpc::ServerContextBase* ctx) {
   auto& md = ctx->client_metadata();
   auto it = md.find("x-skein-mount");
-  return it == md.end() ? std::string_view()
-                        : std::string_view(it->second.data(), it->second.size());
+  return it == md.end() || it->second.size() > wire::kMaxMountIdBytes
+             ? std::string_view()
+             : std::string_view(it->second.data(), it->second.size());
 }
 std::string mount_of(const grpc::ServerContextBase* ctx) { return std::string(mount_id_of(ctx)); }
 

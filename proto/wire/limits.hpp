@@ -2,6 +2,7 @@
 // its clients (the mount, skein-mpi through it) keep to them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace skein::wire {
@@ -16,5 +17,8 @@ inline constexpr int kMaxWriteFiles = 256;
 // The most writes in one Write call: its data and its extents (WriteRequest.more). The mount
 // gathers up to 64.
 inline constexpr int kMaxWriteExtents = 256;
+// The longest mount id (Subscribe.mount_id, the x-skein-mount metadata); a mount's is 16 hex
+// digits. A longer x-skein-mount names no mount.
+inline constexpr size_t kMaxMountIdBytes = 64;
 
 }  // namespace skein::wire

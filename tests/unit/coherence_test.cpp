@@ -181,15 +181,41 @@ TEST(InvalidationBroker, AMountWhoseStreamIsGoneIsHandedOutOnce) {
   broker.detach(b.id);                    // B's stream broke...
   b2.id = broker.attach("ns", "B", &b2);  // ...and B subscribed again
   EXPECT_TRUE(broker.take_gone(Clock::now() - std::chrono::hours(1)).empty()) << "not long enough";
-  EXPECT_EQ(broker.take_gone(Clock::now() + std::chrono::seconds(1)),
-            std::vector<std::string>{"A"});
+  using Gone = std::vector<InvalidationBroker::MountKey>;
+  EXPECT_EQ(broker.take_gone(Clock::now() + std::chrono::seconds(1)), (Gone{{"ns", "A"}}));
   EXPECT_TRUE(broker.take_gone(Clock::now() + std::chrono::seconds(1)).empty()) << "once";
   // A stream ended by the gateway (its namespace went away) counts as gone too.
   broker.end_namespace("other", "namespace removed");
   broker.detach(c.id);
-  EXPECT_EQ(broker.take_gone(Clock::now() + std::chrono::seconds(1)),
-            std::vector<std::string>{"C"});
+  EXPECT_EQ(broker.take_gone(Clock::now() + std::chrono::seconds(1)), (Gone{{"other", "C"}}));
   broker.detach(b2.id);
+}
+
+// Mounts are told apart by namespace and id: a client of another namespace that subscribes with
+// a mount's id (mount ids are no secret: they name the control sockets) neither ends that
+// mount's stream nor stands in for it, and hears nothing of the namespace.
+TEST(InvalidationBroker, AnotherNamespacesSubscriptionWithAMountsIdIsAnotherMount) {
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  FakeStream m(broker, true), intruder(broker, false), other(broker, true);
+  m.id = broker.attach("ns", "M", &m);
+  other.id = broker.attach("ns", "O", &other);
+  intruder.id = broker.attach("elsewhere", "M", &intruder);
+  EXPECT_TRUE(m.ended.empty()) << "the mount's stream was ended: " << m.ended;
+  EXPECT_TRUE(broker.subscribed("ns", "M"));
+  EXPECT_TRUE(broker.subscribed("elsewhere", "M"));
+  // M's calls count M of "ns", not the intruder, among those that cache the path.
+  broker.served("ns", "M", "/f", std::nullopt, true);
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/f")}, "O");
+  m.join();
+  EXPECT_EQ(m.events.size(), 1u);
+  EXPECT_TRUE(intruder.events.empty()) << "an intruder heard of another namespace's path";
+  // A change the intruder claims as M's in its own namespace is not taken for M's in "ns".
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/f")}, "M");
+  EXPECT_TRUE(intruder.events.empty());
+  broker.detach(intruder.id);
+  EXPECT_TRUE(broker.subscribed("ns", "M")) << "the intruder's leaving took M with it";
+  broker.detach(m.id);
+  broker.detach(other.id);
 }
 
 // The welcome says whether the namespace's servers are watched, and each stream hears when
