@@ -65,9 +65,10 @@ bool TokenDigest::from_hex(std::string_view hex, TokenDigest& out) {
   return true;
 }
 
-bool TokenDigest::matches(std::string_view presented) const {
-  auto given = sha256(presented);
-  return CRYPTO_memcmp(given.data(), bytes_.data(), bytes_.size()) == 0;
+bool TokenDigest::matches(std::string_view presented) const { return same(of(presented)); }
+
+bool TokenDigest::same(const TokenDigest& other) const {
+  return CRYPTO_memcmp(other.bytes_.data(), bytes_.data(), bytes_.size()) == 0;
 }
 
 std::string TokenDigest::hex() const { return to_hex(bytes_.data(), bytes_.size()); }
@@ -94,8 +95,11 @@ TokenSet TokenSet::of(std::string_view token) {
 }
 
 bool TokenSet::matches(std::string_view presented) const {
+  // Hashed once: a job namespace holds a digest per node credential issued, thousands for a
+  // large job, and every call of the namespace is checked against all of them.
+  const TokenDigest given = TokenDigest::of(presented);
   bool any = false;
-  for (auto& d : digests_) any |= d.matches(presented);
+  for (auto& d : digests_) any |= d.same(given);
   return any;
 }
 

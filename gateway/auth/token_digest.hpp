@@ -25,6 +25,8 @@ class TokenDigest {
   // True when `presented` is the token this is the digest of. Constant time in the digest's
   // bytes, and `presented` is only hashed, so its length tells nothing.
   bool matches(std::string_view presented) const;
+  // True when both are the digest of one token (constant time).
+  bool same(const TokenDigest& other) const;
   std::string hex() const;
 
  private:

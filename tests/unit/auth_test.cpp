@@ -55,6 +55,19 @@ TEST(TokenSet, TakesOneTokenALineSoThatOneCanBeRotated) {
   EXPECT_FALSE(TokenSet().matches(""));
 }
 
+// A job namespace's set grows by a digest per node credential: any of them matches, and nothing
+// else does, however many there are.
+TEST(TokenSet, AnyOfManyCredentialsMatches) {
+  TokenSet set = TokenSet::of("first");
+  for (int i = 0; i < 5000; ++i) set.add(TokenDigest::of("node-" + std::to_string(i)));
+  EXPECT_EQ(set.size(), 5001u);
+  EXPECT_TRUE(set.matches("first"));
+  EXPECT_TRUE(set.matches("node-4999"));
+  EXPECT_TRUE(set.matches("node-17"));
+  EXPECT_FALSE(set.matches("node-5000"));
+  EXPECT_FALSE(set.matches(""));
+}
+
 TEST(CertificatePattern, IsACommonNameOrASubjectAltNameGlob) {
   auto cn = CertificatePattern::parse("CN=node-*");
   ASSERT_TRUE(cn);
