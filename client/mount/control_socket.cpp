@@ -82,10 +82,18 @@ bool make_dir(const std::string& dir, std::string& error) {
     error = "cannot create " + dir + ": " + ec.message();
     return false;
   }
-  if (geteuid() != 0)
-    ::chmod(dir.c_str(), 0700);
-  else if (made)
-    ::chmod(dir.c_str(), 0755);
+  // Made by another user before this one (/tmp/skein-UID), or a symlink: its owner could swap
+  // the socket; askers refuse such a directory anyway (ControlSocket::request).
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+    error = dir + " is not a directory of this user (uid " + std::to_string(geteuid()) +
+            "): another user may have made it; remove it or choose another --control-dir";
+    return false;
+  }
+  if (::chmod(dir.c_str(), geteuid() != 0 ? 0700 : made ? 0755 : st.st_mode & 07777 & ~022) != 0) {
+    error = "cannot chmod " + dir + ": " + std::strerror(errno);
+    return false;
+  }
   return true;
 }
 

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "control_socket.hpp"
@@ -132,24 +133,54 @@ std::optional<std::string> ControlSocket::path_of_field(const std::string& field
   return out;
 }
 
+namespace {
+// Who owns `dir` and its by-mountpoint links, when both are real directories of one owner that
+// nobody else may write to; otherwise nothing, with `why`. Another user could have made the
+// directory first (/tmp/skein-UID) and put links to a socket of its own there, which would then
+// be handed the caller's commands and buffers.
+// `dir` without its links directory is nobody's: nothing is linked from it.
+std::optional<uid_t> trusted_owner(const std::string& dir, std::string& why) {
+  struct stat d {
+  }, l{};
+  if (::lstat(dir.c_str(), &d) != 0 || ::lstat(links_dir(dir).c_str(), &l) != 0)
+    return std::nullopt;
+  if (!S_ISDIR(d.st_mode) || !S_ISDIR(l.st_mode) || d.st_uid != l.st_uid ||
+      ((d.st_mode | l.st_mode) & (S_IWGRP | S_IWOTH))) {
+    why = dir + " is not a directory of one owner that only its owner may write to";
+    return std::nullopt;
+  }
+  return d.st_uid;
+}
+}  // namespace
+
 bool ControlSocket::request(const std::string& dir, const std::string& mountpoint,
                             const std::string& command, std::string& answer, std::string& error,
                             int pass_fd, std::chrono::seconds timeout) {
-  std::string target, searched;
+  std::string target, searched, untrusted;
+  uid_t owner = 0;
   for (const std::string& d : dir.empty() ? default_dirs() : std::vector<std::string>{dir}) {
+    searched += (searched.empty() ? "" : " or ") + d;
+    std::string why;
+    const auto by = trusted_owner(d, why);
+    // A directory searched by default must be the caller's own or root's.
+    if (by && dir.empty() && *by != 0 && *by != ::geteuid())
+      why = d + " belongs to another user (uid " + std::to_string(*by) + ")";
+    if (!why.empty()) untrusted += "; " + why + ": not searched";
+    if (!by || !why.empty()) continue;
     for (const std::string& key : mountpoint_keys(mountpoint)) {
       std::error_code ec;
       fs::path linked = fs::read_symlink(links_dir(d) + "/" + link_name(key), ec);
       if (!ec) {
         target = linked.string();
+        owner = *by;
         break;
       }
     }
     if (!target.empty()) break;
-    searched += (searched.empty() ? "" : " or ") + d;
   }
   if (target.empty()) {
-    error = "no skein mount at " + mountpoint + " (no control socket for it in " + searched + ")";
+    error = "no skein mount at " + mountpoint + " (no control socket for it in " + searched + ")" +
+            untrusted;
     return false;
   }
   sockaddr_un addr;
@@ -183,6 +214,20 @@ bool ControlSocket::request(const std::string& dir, const std::string& mountpoin
     } else {
       error = errno_text("connect " + target);
     }
+    return false;
+  }
+  // The socket a link leads to may be anybody's: only a mount run by root or by the owner of the
+  // directory the link is in is given the command (and the buffer that may go with it).
+  ucred peer{};
+  socklen_t peer_len = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0) {
+    error = errno_text("SO_PEERCRED of " + target);
+    return false;
+  }
+  if (peer.uid != 0 && peer.uid != owner) {
+    error = "the control socket " + target + " is served by uid " + std::to_string(peer.uid) +
+            ", neither root nor the owner of the directory that links to it (uid " +
+            std::to_string(owner) + "): not asked";
     return false;
   }
   const std::string line = command + "\n";

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -519,6 +520,69 @@ TEST(ControlSocketTest, AClientWithoutADirectoryLooksInItsOwnAndThenInRunSkein) 
   std::string answer, error;
   EXPECT_FALSE(ControlSocket::request("", "/no/such/mount", "status", answer, error));
   EXPECT_NE(error.find("no control socket for it in " + dirs.front()), std::string::npos) << error;
+}
+
+// A link may lead to anybody's socket (another user could make /tmp/skein-UID before the mount
+// and link to a socket of its own): the command, and the buffer that may go with it, goes only
+// to a mount run by root or by the owner of the directory the link is in. A mount does not put
+// its socket in a directory another user made.
+TEST(ControlSocketTest, ASocketOfAnotherUserIsNotAskedAndItsDirectoryNotUsed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as other users";
+  constexpr uid_t kIntruder = 64005;
+  TempDir dir;
+  const std::string sockets = dir.path + "/sockets", mountpoint = dir.path + "/mnt";
+  std::string error;
+  auto socket = ControlSocket::open(sockets, "m1", mountpoint, error);
+  ASSERT_TRUE(socket) << error;
+  socket->start([](const std::string&, int, const ControlPeer&) { return "the mount\n"; });
+  std::string answer;
+  ASSERT_TRUE(ControlSocket::request(sockets, mountpoint, "status", answer, error)) << error;
+  ASSERT_EQ(answer, "the mount\n");
+  // The intruder's socket, in a directory of its own; the mount's link is pointed at it.
+  const std::string own = dir.path + "/intruder", planted = own + "/planted.sock";
+  ASSERT_EQ(::mkdir(own.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(own.c_str(), kIntruder, kIntruder), 0);
+  ASSERT_EQ(::chmod(dir.path.c_str(), 0755), 0);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(kIntruder) != 0 || ::setuid(kIntruder) != 0)
+      ::_exit(1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", planted.c_str());
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 4) != 0)
+      ::_exit(1);
+    (void)!::write(ready[1], "r", 1);
+    const int c = ::accept(fd, nullptr, nullptr);
+    char buf[256];
+    (void)!::read(c, buf, sizeof buf);
+    (void)!::write(c, "planted\n", 8);
+    ::close(c);
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char r = 0;
+  ASSERT_EQ(::read(ready[0], &r, 1), 1);
+  ::close(ready[0]);
+  std::string link;
+  for (const auto& e : std::filesystem::directory_iterator(sockets + "/by-mountpoint"))
+    link = e.path().string();
+  ASSERT_FALSE(link.empty());
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(planted, link);
+  answer.clear();
+  EXPECT_FALSE(ControlSocket::request(sockets, mountpoint, "status", answer, error)) << answer;
+  EXPECT_NE(error.find("served by uid 64005"), std::string::npos) << error;
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  // A directory for sockets that another user made is refused, not taken over.
+  std::string refused;
+  EXPECT_FALSE(ControlSocket::open(own, "m2", mountpoint, refused));
+  EXPECT_NE(refused.find("another user may have made it"), std::string::npos) << refused;
 }
 
 }  // namespace
