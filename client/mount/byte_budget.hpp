@@ -44,11 +44,30 @@ class ByteBudget {
   }
   uint64_t limit() const { return limit_; }
 
+  // An overdraft of as much again as the limit, for what must be fetched without room: a block
+  // a read needs (ReadAhead), which then serves the reads after it too. Bounded, so that files
+  // left open with such blocks cannot hold more; without it, the read fetches just its bytes.
+  bool try_overdraw(uint64_t bytes) {
+    std::lock_guard lock(mu_);
+    if (overdrawn_ + bytes > limit_ && overdrawn_ > 0) return false;
+    overdrawn_ += bytes;
+    return true;
+  }
+  void repay(uint64_t bytes) {
+    std::lock_guard lock(mu_);
+    overdrawn_ -= bytes;
+  }
+  uint64_t overdrawn() const {
+    std::lock_guard lock(mu_);
+    return overdrawn_;
+  }
+
  private:
   const uint64_t limit_;
   mutable std::mutex mu_;
   std::condition_variable freed_;
-  uint64_t used_ = 0;  // guarded by mu_
+  uint64_t used_ = 0;       // guarded by mu_
+  uint64_t overdrawn_ = 0;  // guarded by mu_
 };
 
 }  // namespace skein::client

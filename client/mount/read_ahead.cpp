@@ -77,10 +77,15 @@ bool ReadWindow::wanted(uint64_t offset, uint64_t size) const {
 }
 
 struct ReadAhead::Block {
-  Block(uint64_t off, uint32_t len, uint64_t gen, std::shared_ptr<ByteBudget> b)
-      : offset(off), asked(len), generation(gen), budget(std::move(b)) {}
+  Block(uint64_t off, uint32_t len, uint64_t gen, std::shared_ptr<ByteBudget> b,
+        bool overdraft = false)
+      : offset(off), asked(len), generation(gen), budget(std::move(b)), overdraft(overdraft) {}
   ~Block() {
-    if (budget) budget->release(asked);
+    if (!budget) return;
+    if (overdraft)
+      budget->repay(asked);
+    else
+      budget->release(asked);
   }
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
@@ -89,6 +94,7 @@ struct ReadAhead::Block {
   const uint32_t asked;
   const uint64_t generation;
   const std::shared_ptr<ByteBudget> budget;  // charged `asked` while the block lives; null: none
+  const bool overdraft;                      // charged to the budget's overdraft
   // Guarded by Shared::mu until `done`; `data` and `error` never change after it.
   bool done = false;
   int error = 0;
@@ -183,12 +189,15 @@ Result<ReadData> ReadAhead::read(uint64_t offset, uint32_t size, const Fetch& fe
       if (at >= end && at < stream.fetched_to) continue;
       const auto len = static_cast<uint32_t>(std::min<uint64_t>(block, limit - at));
       if (len < block && at + len < size_hint_) break;  // partial block: wait until it can be whole
-      // Without room, a block this read needs is still fetched whole, uncharged: the read would
-      // fetch its part directly anyway, and the block serves the reads after it too (fetching
-      // the part, then the block once there is room, fetched those bytes twice).
+      // Without room, a block this read needs is still fetched whole, on the budget's overdraft:
+      // the read would fetch its part directly anyway, and the block serves the reads after it
+      // too (fetching the part, then the block once there is room, fetched those bytes twice).
+      // With the overdraft used up too (files left open holding such blocks), the read fetches
+      // just its own bytes.
       const bool room = budget_->try_acquire(len);
-      if (!room && at >= end) break;
-      auto b = std::make_shared<Block>(at, len, generation, room ? budget_ : nullptr);
+      const bool overdraft = !room && at < end && budget_->try_overdraw(len);
+      if (!room && !overdraft) break;
+      auto b = std::make_shared<Block>(at, len, generation, budget_, overdraft);
       blocks_.emplace(at, b);
       starting.push_back(std::move(b));
       stream.fetched_to = std::max(stream.fetched_to, at + len);

@@ -434,6 +434,30 @@ TEST_F(ReadAheadTest, WithoutRoomAStreamIsStillFetchedInWholeBlocksOnce) {
   full->release(kMiB);
 }
 
+// Files read a little and left open (a header read by h5py or xarray, the handle kept), while
+// other files hold the whole budget: the blocks their reads needed stay within the budget's
+// overdraft, however many such files there are; past it, a read fetches just its bytes.
+TEST_F(ReadAheadTest, BlocksFetchedWithoutRoomAreBoundedByTheOverdraft) {
+  auto full = std::make_shared<ByteBudget>(2 * kMiB);
+  full->acquire(2 * kMiB);  // other files hold it all
+  FakeFile file(8 * kMiB);
+  std::vector<std::unique_ptr<ReadAhead>> open;
+  std::size_t held = 0;
+  for (int i = 0; i < 64; ++i) {
+    open.push_back(std::make_unique<ReadAhead>(full, generation, 8 * kMiB, ReadAhead::Options{}));
+    auto got = open.back()->read(0, 4 * kKiB, file.fetch());
+    ASSERT_TRUE(got);
+    ASSERT_EQ(joined(*got), bytes_of(0, 4 * kKiB));
+    held += open.back()->blocks();
+  }
+  EXPECT_LE(held, 2u) << "blocks of 1 MiB held past a budget of 2 MiB";
+  EXPECT_LE(full->overdrawn(), 2 * kMiB);
+  open.clear();
+  EXPECT_EQ(full->overdrawn(), 0u) << "the overdraft is repaid when the files close";
+  EXPECT_EQ(full->used(), 2 * kMiB);
+  full->release(2 * kMiB);
+}
+
 TEST_F(ReadAheadTest, ReadsArrivingOutOfOrderFetchEveryBlockOnce) {
   // As the kernel's read-ahead does on several FUSE threads: a read now and then arrives after
   // reads beyond it, whose blocks are used up and let go by then.
