@@ -219,6 +219,15 @@ void CachePolicy::keep_content_locked(InodeNumber ino, const FileAttr& attr,
   const uint64_t number = ++contents_made_;
   content_bytes_ += content.size();
   contents_[ino] = Content{std::make_shared<const std::string>(content), attr.mtime_ns, number};
+  if (content_order_.size() >= 2 * contents_.size() + 64) {
+    // Mostly contents dropped since (written, renamed, removed): forget them, or a loop of
+    // creates and removes next to one kept file would grow the order without bound.
+    std::deque<std::pair<InodeNumber, uint64_t>> live;
+    for (const auto& [i, n] : content_order_)
+      if (auto c = contents_.find(i); c != contents_.end() && c->second.number == n)
+        live.emplace_back(i, n);
+    content_order_.swap(live);
+  }
   content_order_.emplace_back(ino, number);
   while (content_bytes_ > kContentBytes && !content_order_.empty()) {
     auto [oldest, n] = content_order_.front();

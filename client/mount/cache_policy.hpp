@@ -181,6 +181,11 @@ class CachePolicy {
   void read_ahead_whole(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,
                         std::string_view content);
   // That content, while the file's attributes are current and still of its version; or null.
+  // Entries of the order in which kept contents go (some of contents dropped since): for tests.
+  std::size_t content_order_size() const {
+    std::lock_guard lock(mu_);
+    return content_order_.size();
+  }
   std::shared_ptr<const std::string> whole_content(InodeNumber ino) const;
 
   // Directories read ahead. A program that reads the files of one directory one after another

@@ -445,6 +445,27 @@ TEST(CachePolicy, AFileWrittenWholeIsKeptWhileItsAttributesAreCurrent) {
 // Without remote watchers a server's change reaches the mount only in the attributes the next
 // open fetches (close-to-open): nothing is current then, and what was fetched then stays stale
 // once the servers are watched again.
+// One small file kept while others are written whole and dropped again, over and over (a loop
+// of creates and removes): what the mount remembers of them stays bounded.
+TEST(CachePolicy, ContentsWrittenAndDroppedLeaveNothingBehind) {
+  HealthyPolicy policy;
+  policy.set_servers_watched(true);
+  const FileAttr attr{.mode = 0100644, .size = 5, .mtime_ns = 42};
+  auto write_whole = [&](InodeNumber ino) {
+    policy.wrote(ino);
+    auto ticket = policy.ticket();
+    policy.wrote(ino);
+    policy.wrote_whole(ino, attr, ticket, policy.writes(ino), "hello");
+  };
+  write_whole(7);
+  for (InodeNumber ino = 100; ino < 100100; ++ino) {
+    write_whole(ino);
+    policy.forget(ino);  // removed, and the kernel let go of it
+  }
+  ASSERT_TRUE(policy.whole_content(7));
+  EXPECT_LT(policy.content_order_size(), 200u);
+}
+
 TEST(CachePolicy, FileAttributesAreCurrentOnlyWhileTheServersAreWatched) {
   HealthyPolicy policy;
   const FileAttr file{.mode = 0100644, .size = 10, .mtime_ns = 42};
