@@ -274,8 +274,14 @@ std::string move_fill(MountDaemon& mount, const Fill& f, int buf_fd,
       const char* from = !tagged ? buf.data + at
                          : fetch ? own.data() + (at - done)
                                  : own.data() + at;
-      const int rc = mount.kernel_cache->store(ino, offset + at, from, n);
-      if (rc != 0) failure = "notify_store " + path + ": " + std::strerror(-rc);
+      // Each piece only while the file is as this mount's last open saw it: an invalidation
+      // acknowledged meanwhile (another mount's write returned) must not be followed by old bytes.
+      const int rc = mount.kernel_cache->store_if(
+          ino, offset + at, from, n, [&] { return mount.cache.open_matches(ino, mtime_ns, size); });
+      if (rc == -ESTALE)
+        failure = path + " changed while its pages were stored";
+      else if (rc != 0)
+        failure = "notify_store " + path + ": " + std::strerror(-rc);
     }
     done += window;
   }

@@ -110,8 +110,11 @@ void KernelCache::attributes_changed(InodeNumber ino) {
   if (rc != 0 && rc != -ENOENT) spdlog::debug("inval attrs {}: {}", ino, std::strerror(-rc));
 }
 
-int KernelCache::store(InodeNumber ino, uint64_t offset, const char* data, std::size_t len) {
+int KernelCache::store_if(InodeNumber ino, uint64_t offset, const char* data, std::size_t len,
+                          const std::function<bool()>& current) {
   if (!ready_.load(std::memory_order_acquire)) return -EAGAIN;
+  std::shared_lock lock(stores_mu_);
+  if (!current()) return -ESTALE;
   fuse_bufvec buf = FUSE_BUFVEC_INIT(len);
   buf.buf[0].mem = const_cast<char*>(data);
   return fuse_lowlevel_notify_store(session_, ino, static_cast<off_t>(offset), &buf,
@@ -147,6 +150,7 @@ void KernelCache::drop_tree(const std::string& path) {
 }
 
 void KernelCache::invalidate(const std::vector<Invalidation>& items) {
+  std::unique_lock stores(stores_mu_);  // no fill's store between its check and this
   // First, so that replies already on their way are not cached as if they were newer.
   policy_.invalidating();
   for (const Invalidation& item : items) {
@@ -187,6 +191,7 @@ void KernelCache::invalidate(const std::vector<Invalidation>& items) {
 
 void KernelCache::subscribed() {
   // Changes may have gone unreported while there was no stream: drop everything, then trust.
+  std::unique_lock stores(stores_mu_);
   Dropped d = drop_all();
   policy_.set_healthy(true);
   spdlog::info("cache dropped on subscription: {} inodes, {} names", d.inodes, d.entries);
@@ -195,6 +200,7 @@ void KernelCache::subscribed() {
 void KernelCache::lost(const std::string& /*why*/) {
   // Short lifetimes first, so nothing fetched from now on is cached for long, then drop what was.
   policy_.set_healthy(false);
+  std::unique_lock stores(stores_mu_);
   Dropped d = drop_all();
   spdlog::info("cache dropped on losing the watch stream: {} inodes, {} names", d.inodes,
                d.entries);

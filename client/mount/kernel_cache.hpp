@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -59,9 +60,13 @@ class KernelCache final : public WatchStream::Listener {
   // From the control socket's thread only, like the invalidations.
   void pages_stale(InodeNumber ino) { (void)inval_inode(ino); }
 
-  // Puts `len` bytes of `ino` at `offset` into the kernel's page cache (notify_store). Returns 0
-  // or a negative errno. From the control socket's thread only, like the invalidations.
-  int store(InodeNumber ino, uint64_t offset, const char* data, std::size_t len);
+  // Puts `len` bytes of `ino` at `offset` into the kernel's page cache (notify_store) if
+  // `current()` still holds (the bytes are of the version the kernel may keep), checked and
+  // stored under a lock the Watch stream's invalidations take exclusively: a store lands either
+  // before an invalidation, which then drops it, or is refused after it. Returns 0, -ESTALE when
+  // not current, or another negative errno. From the control socket's threads.
+  int store_if(InodeNumber ino, uint64_t offset, const char* data, std::size_t len,
+               const std::function<bool()>& current);
 
   // --- WatchStream::Listener ---
   void subscribed() override;
@@ -104,6 +109,8 @@ class KernelCache final : public WatchStream::Listener {
   CachePolicy& policy_;
   std::function<void(InodeNumber)> data_changed_;
   std::atomic<bool> ready_{false};
+  // Shared by stores (store_if), exclusive for the Watch stream's invalidations and drops.
+  std::shared_mutex stores_mu_;
   // Shared with the priming thread, which may outlive this object.
   std::shared_ptr<RootPriming> root_ = std::make_shared<RootPriming>();
 };
