@@ -241,6 +241,18 @@ JobsConfig parse_jobs(Checker& c, const toml::node* node, const GatewayConfig& c
         c.fail(pt.get("backends"), "backend '" + name + "' of " + pwhere +
                                        " is also a branch of mount " + u->second +
                                        ": a pool's backends must serve no other namespace");
+      // Nor may another backend reach the pool's files (the same directory, one above or one
+      // below it on the same server): its namespace would show every job's directory.
+      for (auto& [other, mount] : used_by) {
+        const BackendConfig* a = find_backend(cfg, name);
+        const BackendConfig* b = find_backend(cfg, other);
+        if (a && b && same_files(*a, *b))
+          c.fail(pt.get("backends"),
+                 "backend '" + name + "' of " + pwhere + " (" + place_of(*a) +
+                     ") reaches the same files as backend '" + other + "' (" + place_of(*b) +
+                     ") of mount " + mount +
+                     ": a pool's files must be reachable by no other namespace");
+      }
       if (!in_pools.insert(name).second)
         c.fail(pt.get("backends"), "backend '" + name + "' is in two pools (or twice in one)");
       pool.backends.push_back(name);

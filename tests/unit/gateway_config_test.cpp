@@ -232,3 +232,27 @@ TEST_F(GatewayConfigTest, AStripedMountOverAnotherMountsFilesIsWarnedOncePerPair
                        striped_mount("/striped", "[\"apart\", \"s1\"]"))
                   .empty());
 }
+
+// A pool's backends hold every job's directory: no static namespace may reach them, by the same
+// backend or by another one whose root is the pool's, above it or below it on the same server.
+TEST_F(GatewayConfigTest, AStaticBackendThatReachesAPoolsFilesIsRefused) {
+  auto with_root = [&](const std::string& name, const std::string& root) {
+    std::string b = backend(name);
+    b.replace(b.find("root = \"/srv\""), 13, "root = \"" + root + "\"");
+    return b;
+  };
+  const std::string jobs =
+      "[jobs]\ndatabase = \"/var/lib/skein/jobs.db\"\n[[jobs.pool]]\nname = \"p\"\n"
+      "backends = [\"pooled\"]\n";
+  // Above the pool's root: the namespace would list the job directories.
+  std::string err =
+      error_of(with_root("a", "/srv") + with_root("pooled", "/srv/pool") + ns() + jobs);
+  EXPECT_NE(err.find("reaches the same files as backend 'a'"), std::string::npos) << err;
+  // Below it: one job's directory, or all of them.
+  err =
+      error_of(with_root("a", "/srv/pool/job-1") + with_root("pooled", "/srv/pool") + ns() + jobs);
+  EXPECT_NE(err.find("reaches the same files"), std::string::npos) << err;
+  // Beside it: fine.
+  EXPECT_EQ(error_of(with_root("a", "/srv/data") + with_root("pooled", "/srv/pool") + ns() + jobs),
+            "");
+}
