@@ -467,18 +467,23 @@ TEST(InvalidationBroker, UnsubscribedMountsAreNotTracked) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
 }
 
+// Namespace "ns" (token "secret"): a union of `backend` alone at its root.
+std::shared_ptr<NamespaceFs> one_backend_namespace(std::shared_ptr<Backend> backend) {
+  return std::make_shared<NamespaceFs>(
+      "ns", TokenSet::of("secret"),
+      std::make_shared<const MountTable>(std::vector<Mount>{
+          {"/", std::make_shared<UnionLayout>(
+                    std::vector<Branch>{{std::move(backend), BranchMode::read_write}},
+                    make_create_policy("ff"))}}));
+}
+
 // While the servers are watched, revalidation is a rare safety net: one round in
 // kWatchedRounds re-reads what mounts cache; without watchers, every round does.
 TEST(Revalidator, RoundsSkipNamespacesWhoseServersAreWatched) {
   auto backend = test::FakeBackend::make("srv0");
   backend->put_file("f", "x");
   NamespaceRegistry registry;
-  registry.add(std::make_shared<NamespaceFs>(
-      "ns", TokenSet::of("secret"),
-      std::make_shared<const MountTable>(
-          std::vector<Mount>{{"/", std::make_shared<UnionLayout>(
-                                       std::vector<Branch>{{backend, BranchMode::read_write}},
-                                       make_create_policy("ff"))}})));
+  registry.add(one_backend_namespace(backend));
   InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
   bool watched = true;
   broker.set_servers_watched([&](const std::string&) { return watched; });
@@ -509,12 +514,7 @@ TEST(Revalidator, RoundsSkipNamespacesWhoseServersAreWatched) {
 TEST(Revalidator, EchoChecksFindWhatTheServerChangedMeanwhile) {
   auto backend = test::FakeBackend::make("srv0");
   NamespaceRegistry registry;
-  auto ns = std::make_shared<NamespaceFs>(
-      "ns", TokenSet::of("secret"),
-      std::make_shared<const MountTable>(
-          std::vector<Mount>{{"/", std::make_shared<UnionLayout>(
-                                       std::vector<Branch>{{backend, BranchMode::read_write}},
-                                       make_create_policy("ff"))}}));
+  auto ns = one_backend_namespace(backend);
   registry.add(ns);
   InvalidationBroker broker({.lease = std::chrono::milliseconds(2000),
                              .interest_limit = 1000,
@@ -563,12 +563,7 @@ TEST(WatchService, AStreamWhoseWriteFailsEndsAndLeavesTheBroker) {
   };
   auto* rig = new Rig;
   auto& [registry, broker, service, server] = *rig;
-  registry.add(std::make_shared<NamespaceFs>(
-      "ns", TokenSet::of("secret"),
-      std::make_shared<const MountTable>(std::vector<Mount>{
-          {"/", std::make_shared<UnionLayout>(
-                    std::vector<Branch>{{test::FakeBackend::make("srv0"), BranchMode::read_write}},
-                    make_create_policy("ff"))}})));
+  registry.add(one_backend_namespace(test::FakeBackend::make("srv0")));
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -615,12 +610,7 @@ TEST(NamespaceService, AMountIsToldOfAChangeMadeWhileItsReadWasOnItsWay) {
   backend->put_file("/h/g", "old");
   backend->put_dir("/e");
   NamespaceRegistry registry;
-  registry.add(std::make_shared<NamespaceFs>(
-      "ns", TokenSet::of("secret"),
-      std::make_shared<const MountTable>(
-          std::vector<Mount>{{"/", std::make_shared<UnionLayout>(
-                                       std::vector<Branch>{{backend, BranchMode::read_write}},
-                                       make_create_policy("ff"))}})));
+  registry.add(one_backend_namespace(backend));
   InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
   FakeStream a(broker, true), b(broker, true);
   a.id = broker.attach("ns", "A", &a);
