@@ -59,13 +59,25 @@ UnionLayout::Lookup UnionLayout::lookup_all(const std::string& rel) {
 UnionLayout::Lookup UnionLayout::looked_up(Backend::LstatBatch& answers, size_t first_at) {
   Lookup out;
   int err = 0;
+  int on_the_way = 0;  // ENOTDIR or ELOOP: a file or symlink on the way, on that branch
+  bool not_there = false;
   for (size_t i = 0; i < branches_.size(); ++i) {
     auto a = answers.answer(first_at + i);
-    if (a)
+    if (a) {
       out.copies.push_back({&branches_[i], *a});
+      continue;
+    }
+    const int e = a.error();
+    not_there |= e == ENOENT;
+    if (e == ENOTDIR || e == ELOOP)
+      on_the_way = most_telling_error(on_the_way, e);
     else
-      err = most_telling_error(err, a.error());
+      err = most_telling_error(err, e);
   }
+  // A file or symlink on the way on one branch says nothing about the others: where another
+  // branch answers "not there", so is the name (a lower branch's file /d does not hide the
+  // names below the union's directory /d, nor stop new ones being created there).
+  if (!not_there) err = most_telling_error(err, on_the_way);
   // A branch that is down hides no name from the others, nor stops new files being created
   // under them: its EIO ranks below their "not there". Only when no branch could answer is the
   // answer EIO.

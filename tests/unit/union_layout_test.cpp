@@ -141,6 +141,25 @@ TEST(UnionLayout, AttributesOfManyPathsAreThoseOfEachAlone) {
   EXPECT_EQ(each[1].error(), EIO);
 }
 
+// A lower branch's file where the union's directory is says ENOTDIR for every name below it;
+// that is about its own path, not the union's: the name is simply not there.
+TEST(UnionLayout, AFileOnALowerBranchDoesNotHideNamesBelowTheUnionsDirectory) {
+  Union u(2);
+  u.b[0]->put_dir("/d");
+  u.b[1]->put_file("/d", "a file where b0 has a directory");
+  u.b[1]->put_symlink("/l", "/d");
+  u.b[0]->put_dir("/l");
+  EXPECT_EQ(u.layout->getattr("/d/x").error(), ENOENT) << "not ENOTDIR from b1";
+  EXPECT_EQ(u.layout->getattr("/l/x").error(), ENOENT) << "not ELOOP from b1";
+  EXPECT_EQ(u.layout->getattr_each({"/d/x"})[0].error(), ENOENT);
+  auto c = u.layout->create("/d/x", O_CREAT | O_WRONLY, 0644);
+  ASSERT_TRUE(c) << strerror(c.error());
+  EXPECT_EQ(u.holders("/d/x"), (Holders{0}));
+  auto m = u.layout->mkdir("/l/y", 0755);
+  ASSERT_TRUE(m) << strerror(m.error());
+  EXPECT_EQ(u.holders("/l/y"), (Holders{0}));
+}
+
 TEST(UnionLayout, AOneBranchUnionThatIsDownAnswersEio) {
   Union u(1);
   u.b[0]->put_file("/f", "x");
