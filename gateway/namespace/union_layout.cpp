@@ -269,8 +269,35 @@ Result<sftp::Attrs> UnionLayout::mkdir(const std::string& rel, uint32_t mode) {
   return (*b)->backend->lstat(rel);
 }
 
+Status UnionLayout::every_copy_empty(const std::string& rel, const Lookup& found) {
+  // One copy: its server answers ENOTEMPTY itself, no listing first.
+  if (found.copies.size() < 2) return ok_status();
+  std::vector<std::future<Result<std::vector<sftp::NameEntry>>>> lists;
+  for (auto& c : found.copies) {
+    if (!S_ISDIR(c.attrs.permissions)) continue;  // its rmdir says ENOTDIR
+    lists.push_back(std::async(std::launch::async,
+                               [be = c.branch->backend, rel] { return be->list_dir(rel); }));
+  }
+  bool empty = true;
+  int err = 0;
+  for (auto& f : lists) {
+    auto l = f.get();
+    if (!l)
+      err = most_telling_error(err, l.error());
+    else
+      empty &= l->empty();
+  }
+  if (!empty) return Status::failure(ENOTEMPTY);
+  // A copy that cannot be listed may hold entries: nothing is removed on a guess.
+  return err ? Status::failure(err) : ok_status();
+}
+
 Status UnionLayout::rmdir(const std::string& rel) {
-  return on_every_copy(rel, [&](const Copy& c) { return c.branch->backend->rmdir(rel); });
+  // The merged directory is empty only when every copy is: the empty copies of one that is not
+  // stay, or it would be reported gone while it still shows the other copies' entries.
+  const Lookup found = lookup_all(rel);
+  if (auto st = every_copy_empty(rel, found); !st) return st;
+  return on_every_copy(found, [&](const Copy& c) { return c.branch->backend->rmdir(rel); });
 }
 
 Status UnionLayout::unlink(const std::string& rel) {

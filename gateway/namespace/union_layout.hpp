@@ -4,7 +4,8 @@
 //   first branch wins a duplicate name; a branch that is down drops out, with a warning;
 // - create, mkdir and symlink go where the create policy says, cloning the parent directories
 //   onto that branch where they are missing;
-// - unlink, rmdir, chmod, chown, utimens and truncate act on every copy;
+// - unlink, rmdir, chmod, chown, utimens and truncate act on every copy (rmdir only when every
+//   copy is empty: else ENOTEMPTY, and none is removed);
 // - rename stays on each branch that holds the source and moves every copy; where it cannot,
 //   it fails with EXDEV so that mv copies instead; a target a read-only branch holds is EROFS;
 // - errors are ranked across branches: any success wins, else the most telling error.
@@ -81,6 +82,9 @@ class UnionLayout final : public Layout {
   Result<std::shared_ptr<OpenFile>> open_found(const std::string& rel, int flags, bool to_change);
   // The branch a new entry `rel` goes to, with its parent directories in place.
   Result<const Branch*> branch_for_new(const std::string& rel);
+  // ENOTEMPTY when any directory copy of `rel` in `found` holds an entry (every copy listed at
+  // once), else the error of a listing that failed; nothing to list for fewer than two copies.
+  Status every_copy_empty(const std::string& rel, const Lookup& found);
   // Applies `op` to every copy of `rel`; read-only copies count as EROFS.
   template <typename Op>
   Status on_every_copy(const std::string& rel, Op op);

@@ -347,8 +347,7 @@ TEST(UnionLayout, TheMostTellingErrorWinsAcrossBranches) {
   EXPECT_EQ(most_telling_error(0, EIO), EIO);
 
   Union u(3, "ff", {BranchMode::read_write, BranchMode::read_only, BranchMode::read_write});
-  for (auto& b : u.b) b->put_dir("/d");
-  u.b[0]->put_file("/d/x", "");
+  for (auto& b : u.b) b->put_dir("/d");  // empty everywhere: a copy holding entries is ENOTEMPTY
   u.b[0]->fail("rmdir", "/d", EIO);
   u.b[2]->set_read_only(true);  // its server refuses every change (EACCES)
   EXPECT_EQ(u.layout->rmdir("/d").error(), EACCES)
@@ -356,6 +355,19 @@ TEST(UnionLayout, TheMostTellingErrorWinsAcrossBranches) {
   u.b[2]->set_read_only(false);
   EXPECT_TRUE(u.layout->rmdir("/d")) << "b2's copy went: a success";
   EXPECT_EQ(u.holders("/d"), (Holders{0, 1}));
+}
+
+// The merged directory is empty only when every copy is: removing the empty copies of a
+// directory that still shows entries would report success while it is still there.
+TEST(UnionLayout, RmdirOfADirectoryNotEmptyOnAnyBranchIsEnotemptyAndRemovesNothing) {
+  for (size_t full : {1, 0}) {
+    Union u(2);
+    u.b[1 - full]->put_dir("/d");
+    u.b[full]->put_file("/d/x", "");
+    EXPECT_EQ(u.layout->rmdir("/d").error(), ENOTEMPTY) << "x on b" << full;
+    EXPECT_EQ(u.holders("/d"), (Holders{0, 1})) << "x on b" << full;
+    EXPECT_EQ(u.holders("/d/x"), (Holders{full}));
+  }
 }
 
 TEST(UnionLayout, ReadOnlyBranchesRefuseWritesButServeReads) {
