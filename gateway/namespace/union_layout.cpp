@@ -5,7 +5,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <future>
 #include <set>
 
@@ -270,8 +272,6 @@ Result<sftp::Attrs> UnionLayout::mkdir(const std::string& rel, uint32_t mode) {
 }
 
 Status UnionLayout::every_copy_empty(const std::string& rel, const Lookup& found) {
-  // One copy: its server answers ENOTEMPTY itself, no listing first.
-  if (found.copies.size() < 2) return ok_status();
   std::vector<std::future<Result<std::vector<sftp::NameEntry>>>> lists;
   for (auto& c : found.copies) {
     if (!S_ISDIR(c.attrs.permissions)) continue;  // its rmdir says ENOTDIR
@@ -296,7 +296,10 @@ Status UnionLayout::rmdir(const std::string& rel) {
   // The merged directory is empty only when every copy is: the empty copies of one that is not
   // stay, or it would be reported gone while it still shows the other copies' entries.
   const Lookup found = lookup_all(rel);
-  if (auto st = every_copy_empty(rel, found); !st) return st;
+  // One copy: its server answers ENOTEMPTY itself, no listing first.
+  if (found.copies.size() > 1) {
+    if (auto st = every_copy_empty(rel, found); !st) return st;
+  }
   return on_every_copy(found, [&](const Copy& c) { return c.branch->backend->rmdir(rel); });
 }
 
@@ -330,6 +333,7 @@ Status UnionLayout::rename(const std::string& from, const std::string& to, unsig
   if (branches_.size() == 1) return branches_[0].backend->rename(from, to, flags);
   auto src = lookup_all(from);
   if (src.copies.empty()) return Status::failure(src.error);
+  if (from == to) return ok_status();  // nothing to do, as rename(2) says
   const Lookup target = lookup_all(to);
   if ((flags & 1) && !target.copies.empty()) return Status::failure(EEXIST);  // RENAME_NOREPLACE
   // A copy of the target on a read-only branch cannot be replaced: it would still show where
@@ -339,33 +343,42 @@ Status UnionLayout::rename(const std::string& from, const std::string& to, unsig
 
   for (auto& c : src.copies)
     if (!c.branch->writable()) return Status::failure(EXDEV);  // cannot move it: let mv copy
+  // A directory over a directory: the merged target must be empty, every copy of it, or what
+  // another branch's copy holds would show in the moved directory (a branch with a source
+  // refuses its own copy, but not the others').
+  if (S_ISDIR(src.copies.front().attrs.permissions)) {
+    if (auto st = every_copy_empty(to, target); !st) return st;
+  }
   std::string to_parent = parent_path(to);
   auto model = find(to_parent);
   if (!model) return Status::failure(model.error());
-  std::set<const Branch*> moved;
-  int err = 0;
+  std::vector<const Branch*> moved;
+  // Moves the copies already moved back (what they replaced on their branch is gone), and
+  // answers `err`: a rename done on some branches only would leave a copy at either name.
+  auto undo = [&](int err) {
+    for (auto* b : moved) {
+      if (auto st = b->backend->rename(to, from, 0); !st)
+        spdlog::warn("rename {} -> {} failed on another branch; moving it back on {} failed: {}",
+                     from, to, b->backend->name(), std::strerror(st.error()));
+    }
+    return Status::failure(err);
+  };
   for (auto& c : src.copies) {
     // The target's directory must exist on the branch; clone it there when it does not.
     auto st = clone_dirs(*c.branch->backend, to_parent, *model->branch->backend);
-    if (!st) {
-      err = most_telling_error(err, EXDEV);
-      continue;
-    }
+    if (!st) return undo(EXDEV);
     st = c.branch->backend->rename(from, to, flags);
-    if (st)
-      moved.insert(c.branch);
-    else
-      err = most_telling_error(err, st.error());
+    if (!st) return undo(st.error());
+    moved.push_back(c.branch);
   }
-  if (moved.empty()) return Status::failure(err ? err : EXDEV);
   // An old target on a branch that held no source would still show (or resurface later): the
-  // look before the rename found it (every such copy is on a writable branch).
+  // look before the rename found it (every such copy is on a writable branch). One that cannot
+  // be removed fails the rename.
   for (auto& old : target.copies) {
-    if (moved.count(old.branch)) continue;
-    if (S_ISDIR(old.attrs.permissions))
-      (void)old.branch->backend->rmdir(to);
-    else
-      (void)old.branch->backend->unlink(to);
+    if (std::find(moved.begin(), moved.end(), old.branch) != moved.end()) continue;
+    auto st = S_ISDIR(old.attrs.permissions) ? old.branch->backend->rmdir(to)
+                                             : old.branch->backend->unlink(to);
+    if (!st && st.error() != ENOENT) return undo(st.error());
   }
   return ok_status();
 }

@@ -8,6 +8,7 @@
 //   copy is empty: else ENOTEMPTY, and none is removed);
 // - rename stays on each branch that holds the source and moves every copy; where it cannot,
 //   it fails with EXDEV so that mv copies instead; a target a read-only branch holds is EROFS;
+//   a failure on one branch fails the rename, the copies already moved moved back;
 // - errors are ranked across branches: any success wins, else the most telling error.
 // A single backend is the one-branch case.
 #pragma once
@@ -83,7 +84,7 @@ class UnionLayout final : public Layout {
   // The branch a new entry `rel` goes to, with its parent directories in place.
   Result<const Branch*> branch_for_new(const std::string& rel);
   // ENOTEMPTY when any directory copy of `rel` in `found` holds an entry (every copy listed at
-  // once), else the error of a listing that failed; nothing to list for fewer than two copies.
+  // once), else the error of a listing that failed.
   Status every_copy_empty(const std::string& rel, const Lookup& found);
   // Applies `op` to every copy of `rel`; read-only copies count as EROFS.
   template <typename Op>

@@ -433,6 +433,51 @@ TEST(UnionLayout, RenameRemovesAnOldTargetOnABranchWithoutTheSource) {
   EXPECT_EQ((*f)->read(0, 10)->flatten(), "new") << "the old target does not resurface";
 }
 
+// An old target that stays would show instead of the file moved over it (its branch comes
+// first): the rename failed, and says so, with the file moved back where it was.
+TEST(UnionLayout, RenameWhoseOldTargetCannotBeRemovedFailsAndIsUndone) {
+  Union u(2);
+  u.b[0]->put_file("/dst", "old");
+  u.b[1]->put_file("/src", "new");
+  u.b[0]->fail("unlink", "/dst", EIO);
+  EXPECT_EQ(u.layout->rename("/src", "/dst", 0).error(), EIO);
+  EXPECT_EQ(u.holders("/src"), (Holders{1})) << "moved back";
+  EXPECT_EQ(u.holders("/dst"), (Holders{0}));
+  auto f = u.layout->open("/src", O_RDONLY);
+  ASSERT_TRUE(f) << strerror(f.error());
+  EXPECT_EQ((*f)->read(0, 10)->flatten(), "new");
+}
+
+TEST(UnionLayout, RenameThatFailsOnOneBranchIsUndoneOnTheOthers) {
+  Union u(2);
+  u.b[0]->put_file("/src", "zero");
+  u.b[1]->put_file("/src", "one");
+  u.b[1]->fail("rename", "/src", EACCES);
+  EXPECT_EQ(u.layout->rename("/src", "/dst", 0).error(), EACCES);
+  EXPECT_EQ(u.holders("/src"), (Holders{0, 1})) << "b0's copy moved back";
+  EXPECT_TRUE(u.holders("/dst").empty());
+}
+
+// The merged target is empty only when every copy is: a directory renamed over one whose entries
+// are on another branch would merge with them.
+TEST(UnionLayout, RenameOfADirectoryOverOneNotEmptyOnAnotherBranchIsEnotempty) {
+  Union u(2);
+  u.b[0]->put_dir("/a");
+  u.b[0]->put_file("/a/mine", "");
+  u.b[1]->put_dir("/b");
+  u.b[1]->put_file("/b/theirs", "");
+  EXPECT_EQ(u.layout->rename("/a", "/b", 0).error(), ENOTEMPTY);
+  EXPECT_EQ(u.b[0]->calls("rename"), 0u) << "refused before anything moved";
+  EXPECT_EQ(u.holders("/a/mine"), (Holders{0}));
+  EXPECT_EQ(u.holders("/b"), (Holders{1}));
+  EXPECT_EQ(u.holders("/b/theirs"), (Holders{1}));
+  EXPECT_TRUE(u.layout->rename("/b", "/b", 0)) << "onto itself: nothing to do";
+  u.b[1]->put_dir("/c");  // empty: replaced
+  ASSERT_TRUE(u.layout->rename("/a", "/c", 0));
+  EXPECT_EQ(u.holders("/c"), (Holders{0}));
+  EXPECT_EQ(u.holders("/c/mine"), (Holders{0}));
+}
+
 // A read-only branch's copy of the target cannot go: it would still show where its branch comes
 // first, and come back once the new file went. The rename is refused and nothing moves.
 TEST(UnionLayout, RenameOntoANameAReadOnlyBranchHoldsIsErofs) {
