@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <random>
+#include <set>
 #include <sstream>
 
 namespace skein {
@@ -119,6 +120,22 @@ StripeCheck check_stripe_records(const std::vector<FoundRecord>& found, uint64_t
         return refuse(why + "; " + names[0] + " holds no record");
       layout = found[b].record->layout;
       holder = b;
+    }
+    // An empty server in backend 0's place holds no record either; but every name at the root
+    // of a layout is on backend 0 (a file's part 0, a directory on every backend), so a name
+    // another backend holds beside its record and backend 0 does not says that backend 0 is not
+    // the server those parts were striped with. Written anew, the records would have it serve an
+    // empty namespace, and a file created under an old name would truncate its parts elsewhere.
+    const std::set<std::string> on_first(found[0].entries.begin(), found[0].entries.end());
+    for (size_t b = 1; b < found.size(); ++b) {
+      if (!found[b].present) continue;
+      for (auto& name : found[b].entries)
+        if (!on_first.count(name))
+          return refuse(names[0] + " holds no record and no '" + name + "', which " + names[b] +
+                        " holds beside " + describe_stripe_record(*found[b].record) + ": " +
+                        names[0] +
+                        " is not the server that layout was striped over (an empty "
+                        "one in its place?)");
     }
     return StripeCheck{Outcome::record_anew, layout, {}};
   }

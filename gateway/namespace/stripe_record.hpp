@@ -37,6 +37,10 @@ struct FoundRecord {
   bool present = false;                // something is there
   std::optional<StripeRecord> record;  // it parsed (present only)
   std::string error;                   // why it did not (present only)
+  // The names at the backend's root besides the records (kStripeRecordName, kStripeRecordTemp).
+  // Listed only where backend 0 holds no record: what tells an unfinished write of the records
+  // from an empty server in backend 0's place.
+  std::vector<std::string> entries;
 };
 
 struct StripeCheck {
@@ -54,8 +58,10 @@ struct StripeCheck {
 // Judges what the backends `names` (in stripe order) hold, `found` in the same order, against a
 // configured stripe size. Records are written to backend 0 last, so a backend 0 without a record
 // means none was finished: the others' records must then fit the configuration, and are written
-// again. A backend 0 with a record means every backend must hold the same layout's record, with
-// the configured stripe size and width and its own position.
+// again, unless another backend holding a record holds a name at its root that backend 0 does not
+// (`entries`): then backend 0 is a server the layout was not striped over. A backend 0 with a
+// record means every backend must hold the same layout's record, with the configured stripe size
+// and width and its own position.
 StripeCheck check_stripe_records(const std::vector<FoundRecord>& found, uint64_t stripe_size,
                                  const std::vector<std::string>& names);
 

@@ -142,6 +142,26 @@ Status StripedLayout::check_records() {
     }
     found.push_back(std::move(*reads[b]));
   }
+  if (!found[0].present) {
+    // What tells an unfinished write of the records from an empty server in backend 0's place:
+    // the names at the roots of backend 0 and of the backends that hold a record.
+    std::vector<size_t> to_list{0};
+    for (size_t b = 1; b < width(); ++b)
+      if (found[b].present) to_list.push_back(b);
+    if (to_list.size() > 1) {
+      auto lists = fan_out(to_list, [&](size_t b) { return backends_[b]->list_dir("/"); });
+      for (size_t i = 0; i < to_list.size(); ++i) {
+        const size_t b = to_list[i];
+        if (!lists[i]) {
+          spdlog::warn("{}: cannot list the root of {} to check its stripe record: {}", shape(),
+                       names[b], std::strerror(lists[i].error()));
+          return Status::failure(EIO);
+        }
+        for (auto& e : *lists[i])
+          if (!is_record_name(e.filename)) found[b].entries.push_back(e.filename);
+      }
+    }
+  }
   auto verdict = check_stripe_records(found, map_.stripe_size(), names);
   if (verdict.outcome == StripeCheck::Outcome::refuse) {
     if (verdict.reason != before)

@@ -18,7 +18,7 @@ StripeRecord record(uint32_t part, uint64_t stripe = MiB, uint32_t width = 3,
                     const std::string& layout = kLayout) {
   return StripeRecord{layout, stripe, width, part, {"srv0", "srv1", "srv2"}};
 }
-FoundRecord held(StripeRecord r) { return FoundRecord{true, std::move(r), {}}; }
+FoundRecord held(StripeRecord r) { return FoundRecord{true, std::move(r), {}, {}}; }
 FoundRecord none() { return FoundRecord{}; }
 // What the backends hold after a layout of `width` backends was recorded, in stripe order.
 std::vector<FoundRecord> recorded(uint32_t width = 3) {
@@ -119,6 +119,27 @@ TEST(StripeCheck, AReplacedServerIsRefused) {
   EXPECT_NE(c.reason.find("srv2 holds no part of layout 01234567"), std::string::npos) << c.reason;
 }
 
+// Backend 0's record is written last, so none there beside the others' reads as an unfinished
+// write; but an empty server in backend 0's place has none either. The names at the others' roots
+// tell them apart: backend 0 holds every one of them, unless it is not the server they were
+// striped with.
+TEST(StripeCheck, AnEmptyBackendZeroBesideOthersHoldingPartsIsRefused) {
+  auto found = recorded();
+  found[0] = none();
+  found[1].entries = {"dir", "f"};
+  auto c = check_stripe_records(found, MiB, kNames);
+  EXPECT_EQ(c.outcome, StripeCheck::Outcome::refuse);
+  EXPECT_NE(c.reason.find("srv0 holds no record and no 'dir'"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("which srv1 holds beside part 1 of layout 01234567"), std::string::npos)
+      << c.reason;
+  // Backend 0 holding the names: files striped before records were kept, and a first write of
+  // the records that did not finish.
+  found[0].entries = {"dir", "f", "more"};
+  c = check_stripe_records(found, MiB, kNames);
+  EXPECT_EQ(c.outcome, StripeCheck::Outcome::record_anew) << c.reason;
+  EXPECT_EQ(c.layout, kLayout);
+}
+
 TEST(StripeCheck, PartsOfAnotherLayoutAreRefused) {
   auto found = recorded();
   found[1] = held(record(1, MiB, 3, "ffffffffffffffffffffffffffffffff"));
@@ -136,7 +157,7 @@ TEST(StripeCheck, PartsOfAnotherLayoutAreRefused) {
 
 TEST(StripeCheck, AnUnreadableRecordIsRefused) {
   auto found = recorded();
-  found[1] = FoundRecord{true, std::nullopt, "not a stripe record (oops)"};
+  found[1] = FoundRecord{true, std::nullopt, "not a stripe record (oops)", {}};
   auto c = check_stripe_records(found, MiB, kNames);
   EXPECT_EQ(c.outcome, StripeCheck::Outcome::refuse);
   EXPECT_NE(c.reason.find("srv1's .skein-stripes is unreadable"), std::string::npos) << c.reason;

@@ -505,5 +505,46 @@ TEST(StripedLayout, ABackendReplacedByAnEmptyOneIsRefused) {
   EXPECT_FALSE(fresh->has(kRecord)) << "no record is written to a misfit";
 }
 
+// Backend 0 without a record reads as a write of the records that did not finish (it is written
+// last), but an empty server in backend 0's place has none either: while the others hold parts
+// that backend 0 has no name for, it is refused, and creating an old name does not truncate them.
+TEST(StripedLayout, BackendZeroReplacedByAnEmptyOneIsRefused) {
+  Stripes s;
+  s.write("/f", 0, kFourStripes);
+  auto fresh = FakeBackend::make("fresh");
+  auto replaced = std::make_unique<StripedLayout>(
+      std::vector<std::shared_ptr<Backend>>{fresh, s.b[1], s.b[2]}, kStripe);
+  EXPECT_EQ(replaced->getattr("/").error(), EIO);
+  EXPECT_NE(replaced->problem().find("fresh holds no record"), std::string::npos)
+      << replaced->problem();
+  EXPECT_FALSE(fresh->has(kRecord)) << "no record is written to a misfit";
+  EXPECT_EQ(replaced->create("/f", O_RDWR, 0644).error(), EIO);
+  EXPECT_FALSE(fresh->has("/f"));
+  EXPECT_EQ(s.part(1, "/f"), "BBBBBBBB") << "the parts are left as they were";
+  EXPECT_EQ(s.part(2, "/f"), "CCCCCCCC");
+}
+
+// Backend 0's record missing beside the others' is what a first write of the records that did
+// not finish leaves: finished with the same layout, for a new layout and for one whose files were
+// striped before records were kept (backend 0 holds their names).
+TEST(StripedLayout, AnUnfinishedWriteOfTheRecordsIsFinished) {
+  for (bool files : {false, true}) {
+    Stripes s;
+    if (files) s.write("/f", 0, kFourStripes);
+    s.layout->prepare();
+    ASSERT_TRUE(s.b[0]->unlink(kRecord));
+    std::string error;
+    const auto before = parse_stripe_record(*s.b[1]->contents(kRecord), error);
+    auto again = s.over({0, 1, 2}, kStripe, 3);
+    EXPECT_TRUE(again->getattr("/")) << again->problem();
+    auto written = s.b[0]->contents(kRecord);
+    ASSERT_TRUE(written) << "files " << files;
+    EXPECT_EQ(parse_stripe_record(*written, error)->layout, before->layout);
+    if (files) {
+      EXPECT_EQ(s.read("/f", 0, 64), kFourStripes);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace skein
