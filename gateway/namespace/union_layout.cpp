@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <set>
 
@@ -109,6 +110,10 @@ Result<UnionLayout::Copy> UnionLayout::find(const std::string& rel) {
   auto l = lookup_all(rel);
   if (l.copies.empty()) return Result<Copy>::failure(l.error);
   return l.copies.front();
+}
+
+std::mutex& UnionLayout::new_entry_lock(const std::string& rel) {
+  return new_entry_locks_[std::hash<std::string>{}(rel) % new_entry_locks_.size()];
 }
 
 Result<const Branch*> UnionLayout::branch_for_new(const std::string& rel) {
@@ -263,6 +268,7 @@ Result<sftp::Attrs> UnionLayout::mkdir(const std::string& rel, uint32_t mode) {
     if (!st) return R::failure(st.error());
     return only.backend->lstat(rel);
   }
+  std::lock_guard placing(new_entry_lock(rel));
   if (find(rel)) return R::failure(EEXIST);
   auto b = branch_for_new(rel);
   if (!b) return R::failure(b.error());
@@ -385,6 +391,7 @@ Status UnionLayout::rename(const std::string& from, const std::string& to, unsig
 
 Result<sftp::Attrs> UnionLayout::symlink(const std::string& rel, const std::string& target) {
   using R = Result<sftp::Attrs>;
+  std::lock_guard placing(new_entry_lock(rel));
   if (find(rel)) return R::failure(EEXIST);
   auto b = branch_for_new(rel);
   if (!b) return R::failure(b.error());
@@ -513,6 +520,7 @@ Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t 
     if (!attrs) return R::failure(attrs.error());
     return Created{*f, *attrs, std::nullopt};
   }
+  std::lock_guard placing(new_entry_lock(rel));
   const Branch* where = nullptr;
   auto existing = find(rel);
   if (existing) {

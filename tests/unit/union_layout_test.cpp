@@ -8,10 +8,16 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <functional>
+#include <future>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "attrs_each.hpp"
@@ -397,6 +403,57 @@ TEST(UnionLayout, AOneBranchMkdirAsksNothingFirstAndSaysWhyItCannot) {
   {
     Union u(1, "ff", {BranchMode::no_create});
     EXPECT_EQ(u.layout->mkdir("/d", 0755).error(), ENOSPC);
+  }
+}
+
+// Picks b0 for the first new entry, running `meanwhile` while it picks (another call on its way
+// between the look for the name and the create), and the last branch for every other.
+class RacingPolicy final : public CreatePolicy {
+ public:
+  std::string_view name() const override { return "racing"; }
+  size_t pick(const std::vector<const Branch*>& candidates, std::string_view) override {
+    if (picks_.fetch_add(1) > 0) return candidates.size() - 1;
+    if (meanwhile) meanwhile();
+    return 0;
+  }
+  std::function<void()> meanwhile;
+
+ private:
+  std::atomic<int> picks_{0};
+};
+
+// Two creates of one name through the gateway, each placed on another branch (rand, mfs): the
+// second must see the first's entry, or both succeed, O_EXCL included, and one hides the other.
+TEST(UnionLayout, TwoCreatesOfOneNameAtOnceMakeOneEntry) {
+  using Make = std::function<int(UnionLayout&)>;
+  const std::vector<std::pair<std::string, Make>> makes{
+      {"create",
+       [](UnionLayout& u) { return u.create("/n", O_WRONLY | O_CREAT | O_EXCL, 0644).error(); }},
+      {"mkdir", [](UnionLayout& u) { return u.mkdir("/n", 0755).error(); }},
+      {"symlink", [](UnionLayout& u) { return u.symlink("/n", "target").error(); }},
+  };
+  for (auto& [what, make] : makes) {
+    auto policy = std::make_shared<RacingPolicy>();
+    auto b0 = FakeBackend::make("b0"), b1 = FakeBackend::make("b1");
+    UnionLayout u({{b0, BranchMode::read_write}, {b1, BranchMode::read_write}}, policy);
+    std::thread other;
+    int other_err = -1;
+    policy->meanwhile = [&] {
+      std::promise<void> done;
+      auto finished = done.get_future();
+      other = std::thread([&, done = std::move(done)]() mutable {
+        other_err = make(u);
+        done.set_value();
+      });
+      // Long enough for the other call to finish when nothing holds it back; held back (as it
+      // should be, by this one), it goes on after this one.
+      finished.wait_for(std::chrono::milliseconds(200));
+    };
+    const int first_err = make(u);
+    other.join();
+    EXPECT_EQ(first_err, 0) << what;
+    EXPECT_EQ(other_err, EEXIST) << what;
+    EXPECT_EQ(b0->has("/n") + b1->has("/n"), 1) << what << ": one entry";
   }
 }
 
