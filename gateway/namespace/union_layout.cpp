@@ -412,6 +412,8 @@ Result<sftp::Attrs> UnionLayout::link(const std::string& existing, const std::st
   auto c = find(existing);
   if (!c) return R::failure(c.error());
   if (S_ISDIR(c->attrs.permissions)) return R::failure(EPERM);
+  std::unique_lock<std::mutex> placing;  // as for create: the look for the name to the link
+  if (branches_.size() > 1) placing = std::unique_lock(new_entry_lock(rel));
   if (find(rel)) return R::failure(EEXIST);
   if (!c->branch->writable()) return R::failure(EROFS);
   // A hard link lives on the branch of its file; the new name's directory must be there.

@@ -96,7 +96,7 @@ class UnionLayout final : public Layout {
   template <typename Op>
   Status on_every_copy(const Lookup& found, Op op);
 
-  // Held from the look for a new entry's name to its creation (create, mkdir, symlink over
+  // Held from the look for a new entry's name to its creation (create, mkdir, symlink, link over
   // several branches): two calls that each found no `rel` and were each placed on another
   // branch (rand, mfs) would both succeed, O_EXCL too, one entry hiding the other. One lock per
   // shard of paths, by hash. Another gateway's calls are not held back.

@@ -457,6 +457,30 @@ TEST(UnionLayout, TwoCreatesOfOneNameAtOnceMakeOneEntry) {
   }
 }
 
+// A hard link made while a create of its new name chooses a branch: one of them is EEXIST, and
+// the name is on one branch only.
+TEST(UnionLayout, ALinkToANameBeingCreatedIsEexist) {
+  auto policy = std::make_shared<RacingPolicy>();
+  auto b0 = FakeBackend::make("b0"), b1 = FakeBackend::make("b1");
+  b1->put_file("/src", "linked");
+  UnionLayout u({{b0, BranchMode::read_write}, {b1, BranchMode::read_write}}, policy);
+  std::thread other;
+  int link_err = -1;
+  policy->meanwhile = [&] {
+    std::promise<void> done;
+    auto finished = done.get_future();
+    other = std::thread([&, done = std::move(done)]() mutable {
+      link_err = u.link("/src", "/n").error();
+      done.set_value();
+    });
+    finished.wait_for(std::chrono::milliseconds(200));
+  };
+  EXPECT_EQ(u.create("/n", O_WRONLY | O_CREAT | O_EXCL, 0644).error(), 0);
+  other.join();
+  EXPECT_EQ(link_err, EEXIST);
+  EXPECT_EQ(b0->has("/n") + b1->has("/n"), 1) << "one entry";
+}
+
 TEST(UnionLayout, MkdirOfANameAnotherBranchHasIsEexist) {
   Union u(2);
   u.b[1]->put_dir("/d");
