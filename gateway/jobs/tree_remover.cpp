@@ -9,23 +9,44 @@
 
 namespace skein {
 
-Status remove_tree(Backend& backend, const std::string& rel) {
+namespace {
+
+// A directory its owner may not list, search or write: a user's `chmod 555`, a stage-in that kept
+// a read-only directory's mode, Go's module cache. The storage account owns it (it made it), so it
+// may open it up for itself, to remove what is in it; the directory goes next anyway. Without
+// this, a non-root account could remove nothing in it, and the removal was retried for ever.
+void open_up(Backend& backend, const std::string& rel, uint32_t mode) {
+  if ((mode & S_IRWXU) == S_IRWXU) return;
+  sftp::Attrs a;
+  a.flags = sftp::ATTR_PERMISSIONS;
+  a.permissions = (mode & 07777) | S_IRWXU;
+  (void)backend.setstat(rel, a);
+}
+
+// `rel` is a directory of mode `mode` (from its parent's listing).
+Status remove_dir(Backend& backend, const std::string& rel, uint32_t mode) {
+  open_up(backend, rel, mode);
   auto entries = backend.list_dir(rel);
-  if (!entries) {
-    if (entries.error() == ENOENT) return ok_status();
-    if (entries.error() != ENOTDIR && entries.error() != ELOOP)
-      return Status::failure(entries.error());
-    // Not a directory (a file, or a symlink): the name itself goes.
-    auto st = backend.unlink(rel);
-    return !st && st.error() == ENOENT ? ok_status() : st;
-  }
+  if (!entries) return entries.error() == ENOENT ? ok_status() : Status::failure(entries.error());
   for (auto& e : *entries) {
     if (!is_valid_entry_name(e.filename)) continue;
     const std::string child = join_path(rel, e.filename);
-    Status st = S_ISDIR(e.attrs.permissions) ? remove_tree(backend, child) : backend.unlink(child);
+    Status st = S_ISDIR(e.attrs.permissions) ? remove_dir(backend, child, e.attrs.permissions)
+                                             : backend.unlink(child);
     if (!st && st.error() != ENOENT) return st;
   }
   auto st = backend.rmdir(rel);
+  return !st && st.error() == ENOENT ? ok_status() : st;
+}
+
+}  // namespace
+
+Status remove_tree(Backend& backend, const std::string& rel) {
+  auto a = backend.lstat(rel);
+  if (!a) return a.error() == ENOENT ? ok_status() : Status::failure(a.error());
+  if (S_ISDIR(a->permissions)) return remove_dir(backend, rel, a->permissions);
+  // Not a directory (a file, or a symlink): the name itself goes.
+  auto st = backend.unlink(rel);
   return !st && st.error() == ENOENT ? ok_status() : st;
 }
 

@@ -31,6 +31,7 @@ struct FakeBackend::Tree {
   std::map<std::string, std::shared_ptr<Node>> nodes;  // by path below the root; "/" the root
   bool down = false, full = false, read_only = false, draining = false;
   bool makes_whole_files = false;
+  bool owner_modes_checked = false;
   uint64_t min_free = 0, total = static_cast<uint64_t>(1) << 30,
            free = static_cast<uint64_t>(1) << 30;
   std::vector<Failure> failures;
@@ -57,6 +58,13 @@ struct FakeBackend::Tree {
     for (auto& f : failures)
       if (f.op == op && (f.path.empty() || f.path == path)) return f.err;
     return 0;
+  }
+  // EACCES when the owner may not do `bits` (S_IRUSR, S_IWUSR, S_IXUSR) in directory `dir`, as
+  // an account that is not root (owner_modes_checked).
+  int denied(const std::string& dir, uint32_t bits) const {
+    if (!owner_modes_checked) return 0;
+    auto n = find(dir.empty() ? "/" : dir);
+    return n && n->type == S_IFDIR && (n->mode & bits) != bits ? EACCES : 0;
   }
   std::shared_ptr<Node> find(const std::string& path) const {
     auto it = nodes.find(path);
@@ -282,6 +290,10 @@ void FakeBackend::fail(std::string op, std::string rel, int err) {
   std::lock_guard lock(tree_->mu);
   tree_->failures.push_back({std::move(op), rel.empty() ? rel : full(rel), err});
 }
+void FakeBackend::set_owner_modes_checked(bool checked) {
+  std::lock_guard lock(tree_->mu);
+  tree_->owner_modes_checked = checked;
+}
 void FakeBackend::on_next(std::string op, std::function<void()> hook) {
   std::lock_guard lock(tree_->mu);
   tree_->next_hooks[std::move(op)] = std::move(hook);
@@ -420,6 +432,7 @@ Result<std::vector<sftp::NameEntry>> FakeBackend::list_dir(std::string_view rel)
   if (!n) return R::failure(ENOENT);
   if (n->type == S_IFLNK) return R::failure(ELOOP);
   if (n->type != S_IFDIR) return R::failure(ENOTDIR);
+  if (int e = tree_->denied(dir, S_IRUSR | S_IXUSR)) return R::failure(e);
   std::vector<sftp::NameEntry> out;
   const std::string below = dir == "/" ? "/" : dir + "/";
   for (auto it = tree_->nodes.upper_bound(below);
@@ -460,6 +473,7 @@ Status FakeBackend::rmdir(std::string_view rel) {
   if (!n) return Status::failure(ENOENT);
   if (n->type != S_IFDIR) return Status::failure(ENOTDIR);
   if (path == "/" || path == prefix_) return Status::failure(EBUSY);
+  if (int e = tree_->denied(parent_path(path), S_IWUSR | S_IXUSR)) return Status::failure(e);
   if (tree_->has_children(path)) return Status::failure(ENOTEMPTY);
   tree_->remove(path);
   return ok_status();
@@ -474,6 +488,7 @@ Status FakeBackend::unlink(std::string_view rel) {
   auto n = tree_->find(path);
   if (!n) return Status::failure(ENOENT);
   if (n->type == S_IFDIR) return Status::failure(EISDIR);
+  if (int e = tree_->denied(parent_path(path), S_IWUSR | S_IXUSR)) return Status::failure(e);
   tree_->remove(path);
   return ok_status();
 }

@@ -44,6 +44,10 @@ class FakeBackend final : public Backend, public std::enable_shared_from_this<Fa
   // the backend's lock: it may not call the backend): what another client did while the call was
   // on its way to the server.
   void on_next(std::string op, std::function<void()> hook);
+  // Judges directories' owner bits as a storage account that owns them but is not root: a
+  // directory without owner read and search is not listed, one without owner write and search
+  // takes no unlink or rmdir of its entries (EACCES).
+  void set_owner_modes_checked(bool checked);
   // write_whole_files() makes the files itself, as SftpBackend does (each under its partial
   // name, then renamed over its path), instead of leaving them all to the layout.
   void set_makes_whole_files(bool makes);

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "fake_backend.hpp"
+#include "jobs/tree_remover.hpp"
 #include "namespace/striped_layout.hpp"
 
 namespace skein {
@@ -395,4 +396,31 @@ TEST(JobLayout, DfShowsTheQuota) {
 }
 
 }  // namespace
+// A job's tree with directories their owner may not write, search or list (a user's chmod 555, a
+// stage-in that kept a read-only directory's mode): removed whole by a storage account that is
+// not root, which opens each up before emptying it. A symlink at the top is removed, not followed.
+TEST(TreeRemover, DirectoriesTheirOwnerMayNotWriteAreOpenedUpAndRemoved) {
+  auto b = test::FakeBackend::make("srv0");
+  b->put_dir("/job-1");
+  b->put_dir("/job-1/ro", 0555);
+  b->put_file("/job-1/ro/f", "x");
+  b->put_dir("/job-1/ro/none", 0000);
+  b->put_file("/job-1/ro/none/g", "y");
+  b->put_dir("/job-2", 0500);
+  b->put_file("/job-2/h", "z");
+  b->put_dir("/elsewhere");
+  b->put_file("/elsewhere/kept", "k");
+  b->put_symlink("/job-3", "/elsewhere");
+  b->set_owner_modes_checked(true);
+  ASSERT_EQ(b->unlink("/job-1/ro/f").error(), EACCES) << "the fake judges owner bits";
+  EXPECT_TRUE(remove_tree(*b, "/job-1"));
+  EXPECT_FALSE(b->has("/job-1"));
+  EXPECT_TRUE(remove_tree(*b, "/job-2")) << "the top directory itself read-only";
+  EXPECT_FALSE(b->has("/job-2"));
+  EXPECT_TRUE(remove_tree(*b, "/job-3"));
+  EXPECT_FALSE(b->has("/job-3"));
+  EXPECT_TRUE(b->has("/elsewhere/kept")) << "the symlink was followed";
+  EXPECT_TRUE(remove_tree(*b, "/job-4")) << "already gone";
+}
+
 }  // namespace skein
