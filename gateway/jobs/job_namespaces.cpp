@@ -395,12 +395,14 @@ JobNamespaces::Destroyed JobNamespaces::destroy_if(
         if (p.ns == name) d.pending.push_back(p.backend + ":" + p.path);
       return d;
     } else {
-      // Out of service first: new calls are refused, the mounts lose their streams and caches.
-      gateway_.registry().remove(name);
-      if (broker_) broker_->end_namespace(name, "namespace " + name + " was destroyed");
+      // The database first: should its write fail (a full disk), the namespace stays whole and
+      // served, and the error goes to the caller. Then out of service: new calls are refused,
+      // the mounts lose their streams and caches.
       for (auto& b : it->second.record.backends)
         removals.push_back({b, "/" + name, name, now_s(), 0, ""});
       store_->remove(name, removals);
+      gateway_.registry().remove(name);
+      if (broker_) broker_->end_namespace(name, "namespace " + name + " was destroyed");
       spdlog::info("jobs: destroyed {} ({})", name, why);
       live_.erase(it);
     }

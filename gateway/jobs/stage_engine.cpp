@@ -606,11 +606,17 @@ void StageEngine::execute(Run& run) {
   end(state, error);
   if (destroy) {
     cancel_job(run.record.spec.job_id);  // other copies of the job first, as a destroy does
-    auto d =
-        jobs_.destroy(run.record.spec.job_id, std::chrono::seconds(30), "its stage-out is done");
-    if (!d.pending.empty())
-      spdlog::warn("stage {}: job {}'s namespace destroyed; {} removals left for later", id,
-                   run.record.spec.job_id, d.pending.size());
+    try {
+      auto d =
+          jobs_.destroy(run.record.spec.job_id, std::chrono::seconds(30), "its stage-out is done");
+      if (!d.pending.empty())
+        spdlog::warn("stage {}: job {}'s namespace destroyed; {} removals left for later", id,
+                     run.record.spec.job_id, d.pending.size());
+    } catch (const std::exception& e) {
+      // This thread's own: an exception out of it would end the gateway.
+      spdlog::error("stage {}: job {}'s namespace was not destroyed after its stage-out: {}", id,
+                    run.record.spec.job_id, e.what());
+    }
   }
 }
 

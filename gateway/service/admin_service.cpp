@@ -7,6 +7,8 @@
 #include <optional>
 #include <thread>
 
+#include "jobs/sqlite.hpp"
+
 namespace skein {
 namespace {
 
@@ -24,6 +26,10 @@ grpc::Status refused(const AdminError& e) {
       return {StatusCode::FAILED_PRECONDITION, e.what()};
   }
   return {StatusCode::INTERNAL, e.what()};
+}
+// The job database could not be read or written (a full disk, an I/O error): nothing changed.
+grpc::Status refused(const sqlite::StoreError& e) {
+  return {StatusCode::INTERNAL, std::string("the job database: ") + e.what()};
 }
 
 v1::BranchMode to_proto(BranchMode m) {
@@ -364,6 +370,8 @@ grpc::Status AdminService::CreateJobNamespace(grpc::ServerContext* ctx,
     reply->set_credential(created.credential);
   } catch (const AdminError& e) {
     return refused(e);
+  } catch (const sqlite::StoreError& e) {
+    return refused(e);
   }
   return grpc::Status::OK;
 }
@@ -393,9 +401,13 @@ grpc::Status AdminService::DestroyJobNamespace(grpc::ServerContext* ctx,
   }
   stages_->cancel_job(req->job_id());  // its copies stop before its files go
   auto wait = std::chrono::milliseconds(req->wait_ms() ? req->wait_ms() : 30000);
-  auto d = jobs_->destroy(req->job_id(), wait, "asked for by an admin");
-  reply->set_existed(d.existed);
-  for (auto& p : d.pending) reply->add_removal_pending(p);
+  try {
+    auto d = jobs_->destroy(req->job_id(), wait, "asked for by an admin");
+    reply->set_existed(d.existed);
+    for (auto& p : d.pending) reply->add_removal_pending(p);
+  } catch (const sqlite::StoreError& e) {
+    return refused(e);
+  }
   return grpc::Status::OK;
 }
 
