@@ -680,8 +680,12 @@ std::vector<Result<MadeWholeFile>> StripedLayout::write_whole_files(
   // bytes on another backend (the file it replaces, if larger than a stripe; an orphan) would lend
   // the new one its size and bytes. Such names, and those another backend cannot answer for, go
   // the layout's way, which makes every part anew. An empty part, as every file of a stripe or
-  // less has, changes nothing, and neither does no part. All asked at once, before anything is
-  // made, so that a file that fails leaves the one it would have replaced whole.
+  // less has, reads as no part, but it may be another name's too (a hard link makes every part
+  // a link) or a writer's of the old file: it is removed before the file is made, or a write
+  // past the first stripe of either file would land in the other. All asked at once, before
+  // anything is made, so that a file that fails leaves the one it would have replaced whole (its
+  // empty parts read as none).
+  std::vector<std::vector<size_t>> empty_parts;  // of alone[k]: the backends holding one
   {
     std::vector<std::string> names;
     for (const NewWholeFile& f : alone) names.push_back(f.path);
@@ -692,11 +696,32 @@ std::vector<Result<MadeWholeFile>> StripedLayout::write_whole_files(
     std::vector<size_t> clear_at;
     for (size_t k = 0; k < alone.size(); ++k) {
       bool nothing_there = true;
+      std::vector<size_t> empty;
+      const auto part_at = part_backends(width());
       for (size_t j = 0; j < others.size() && nothing_there; ++j) {
         auto a = parts.answer(k * others.size() + j);
         nothing_there = a ? S_ISREG(a->permissions) && a->size == 0 : a.error() == ENOENT;
+        if (a && nothing_there) empty.push_back(part_at[j]);
       }
       if (!nothing_there) continue;
+      empty_parts.push_back(std::move(empty));
+      clear.push_back(std::move(alone[k]));
+      clear_at.push_back(alone_at[k]);
+    }
+    alone = std::move(clear);
+    alone_at = std::move(clear_at);
+  }
+  // A file whose empty part cannot be removed goes the layout's way.
+  {
+    std::vector<NewWholeFile> clear;
+    std::vector<size_t> clear_at;
+    for (size_t k = 0; k < alone.size(); ++k) {
+      bool removed = true;
+      for (size_t b : empty_parts[k]) {
+        auto st = backends_[b]->unlink(alone[k].path);
+        removed = removed && (st || st.error() == ENOENT);
+      }
+      if (!removed) continue;
       clear.push_back(std::move(alone[k]));
       clear_at.push_back(alone_at[k]);
     }

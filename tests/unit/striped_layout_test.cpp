@@ -339,6 +339,24 @@ TEST(StripedLayout, ABackendThatIsDownFailsEveryChangeAtOnce) {
 // hold no bytes under its name (no part, or an empty one). A name whose replaced file has bytes
 // elsewhere (larger than a stripe, an orphan) is made the layout's way, every part anew: nothing
 // of the old file is left in the new one, and a failure leaves the old one whole.
+// A small file made whole over a name whose empty parts are another name's too (a hard link
+// links every part): the new file does not take them over, so a write past its first stripe
+// does not change the other file.
+TEST(StripedLayout, ASmallWholeFileOverAHardLinkSharesNoPartWithIt) {
+  Stripes s;
+  for (auto& be : s.b) be->set_makes_whole_files(true);
+  s.write("/a", 0, "abc");
+  ASSERT_TRUE(s.layout->link("/a", "/b"));
+  auto made = s.layout->write_whole_files(
+      {NewWholeFile{"/b", "/.b.part", bytes("new"), 0644, 1500000000, 1600000000}});
+  ASSERT_EQ(made.size(), 1u);
+  ASSERT_TRUE(made[0]) << strerror(made[0].error());
+  s.write("/b", kStripe, "past the first stripe");
+  EXPECT_EQ(s.layout->getattr("/a")->size, 3u) << "/a grew with /b";
+  EXPECT_EQ(s.read("/a", 0, 64), "abc");
+  EXPECT_EQ(s.read("/b", 0, 3), "new");
+}
+
 TEST(StripedLayout, SmallWholeFilesAreMadeOnBackendZeroWhereNoOtherPartHoldsBytes) {
   Stripes s;
   for (auto& be : s.b) be->set_makes_whole_files(true);
@@ -358,7 +376,9 @@ TEST(StripedLayout, SmallWholeFilesAreMadeOnBackendZeroWhereNoOtherPartHoldsByte
   auto alone = s.layout->write_whole_files(
       {whole("/n", "/.n.part", "12345678"), whole("/small", "/.small.part", "tiny!")});
   ASSERT_TRUE(alone[0] && alone[1]);
-  EXPECT_EQ(made_elsewhere(), before) << "both made on b0 alone";
+  EXPECT_EQ(made_elsewhere(), before + 2) << "both made on b0 alone, /small's empty parts gone";
+  EXPECT_FALSE(s.b[1]->has("/small"));
+  EXPECT_FALSE(s.b[2]->has("/small"));
   EXPECT_EQ(s.read("/small", 0, 32), "tiny!");
   EXPECT_EQ(s.layout->getattr("/small")->size, 5u);
   EXPECT_EQ(alone[1]->attrs.mtime, 1600000000u);
