@@ -334,11 +334,16 @@ std::vector<PendingRemoval> JobNamespaces::remove_now(std::vector<PendingRemoval
                    rm.backend);
       continue;
     }
-    auto st = remove_tree(*b, rm.path);
+    // Within the caller's wait (an admin's destroy answers in time): the rest stays pending.
+    auto st = remove_tree(*b, rm.path, until);
     end_removal(rm.path);
     if (st) {
       store_->removal_done(rm.backend, rm.path);
       spdlog::info("jobs: removed {} on backend {}", rm.path, rm.backend);
+    } else if (st.error() == ETIMEDOUT) {
+      spdlog::info("jobs: removing {} on backend {}: the rest is removed later", rm.path,
+                   rm.backend);
+      left.push_back(rm);
     } else {
       store_->removal_failed(rm.backend, rm.path, std::strerror(st.error()));
       spdlog::warn("jobs: removing {} on backend {}: {} (retried later)", rm.path, rm.backend,

@@ -23,16 +23,21 @@ void open_up(Backend& backend, const std::string& rel, uint32_t mode) {
   (void)backend.setstat(rel, a);
 }
 
+using Until = std::chrono::steady_clock::time_point;
+
 // `rel` is a directory of mode `mode` (from its parent's listing).
-Status remove_dir(Backend& backend, const std::string& rel, uint32_t mode) {
+Status remove_dir(Backend& backend, const std::string& rel, uint32_t mode, Until until) {
+  if (std::chrono::steady_clock::now() > until) return Status::failure(ETIMEDOUT);
   open_up(backend, rel, mode);
   auto entries = backend.list_dir(rel);
   if (!entries) return entries.error() == ENOENT ? ok_status() : Status::failure(entries.error());
   for (auto& e : *entries) {
     if (!is_valid_entry_name(e.filename)) continue;
+    if (std::chrono::steady_clock::now() > until) return Status::failure(ETIMEDOUT);
     const std::string child = join_path(rel, e.filename);
-    Status st = S_ISDIR(e.attrs.permissions) ? remove_dir(backend, child, e.attrs.permissions)
-                                             : backend.unlink(child);
+    Status st = S_ISDIR(e.attrs.permissions)
+                    ? remove_dir(backend, child, e.attrs.permissions, until)
+                    : backend.unlink(child);
     if (!st && st.error() != ENOENT) return st;
   }
   auto st = backend.rmdir(rel);
@@ -41,10 +46,10 @@ Status remove_dir(Backend& backend, const std::string& rel, uint32_t mode) {
 
 }  // namespace
 
-Status remove_tree(Backend& backend, const std::string& rel) {
+Status remove_tree(Backend& backend, const std::string& rel, Until until) {
   auto a = backend.lstat(rel);
   if (!a) return a.error() == ENOENT ? ok_status() : Status::failure(a.error());
-  if (S_ISDIR(a->permissions)) return remove_dir(backend, rel, a->permissions);
+  if (S_ISDIR(a->permissions)) return remove_dir(backend, rel, a->permissions, until);
   // Not a directory (a file, or a symlink): the name itself goes.
   auto st = backend.unlink(rel);
   return !st && st.error() == ENOENT ? ok_status() : st;

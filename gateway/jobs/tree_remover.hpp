@@ -3,6 +3,7 @@
 // and Layout operations: a symlink inside is removed, never followed.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -12,8 +13,11 @@
 namespace skein {
 
 // Removes `rel` and everything below it; ENOENT is success (already gone). Stops at the first
-// error, which it returns (EIO for a backend that is down).
-Status remove_tree(Backend& backend, const std::string& rel);
+// error, which it returns (EIO for a backend that is down), and with ETIMEDOUT once `until` has
+// passed, leaving the rest for a later call (what was removed stays removed).
+Status remove_tree(
+    Backend& backend, const std::string& rel,
+    std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max());
 
 struct TreeCount {
   uint64_t bytes = 0;   // sizes of the regular files

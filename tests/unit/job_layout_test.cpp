@@ -423,4 +423,16 @@ TEST(TreeRemover, DirectoriesTheirOwnerMayNotWriteAreOpenedUpAndRemoved) {
   EXPECT_TRUE(remove_tree(*b, "/job-4")) << "already gone";
 }
 
+// A removal that runs out of time stops between entries and says so; what it removed stays
+// removed, and a later call removes the rest.
+TEST(TreeRemover, ARemovalPastItsTimeStopsAndALaterOneFinishes) {
+  auto b = test::FakeBackend::make("srv0");
+  for (int i = 0; i < 50; ++i) b->put_file("/job-1/d/f" + std::to_string(i), "x");
+  const auto past = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  EXPECT_EQ(remove_tree(*b, "/job-1", past).error(), ETIMEDOUT);
+  EXPECT_TRUE(b->has("/job-1/d/f0"));
+  EXPECT_TRUE(remove_tree(*b, "/job-1"));
+  EXPECT_FALSE(b->has("/job-1"));
+}
+
 }  // namespace skein
