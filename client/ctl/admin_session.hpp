@@ -39,6 +39,9 @@ std::string read_admin_token(const std::string& path);
 class AdminSession {
  public:
   static constexpr std::chrono::seconds kDeadline{5};
+  // For calls that change something on the storage servers (a job namespace's directories, a
+  // backend's first connection, a copy's start): slow servers make them slower than a listing.
+  static constexpr std::chrono::seconds kChangeDeadline{30};
 
   // Throws UsageError when the TLS files are not usable.
   AdminSession(const std::string& address, std::string token, const wire::ClientTls& tls);

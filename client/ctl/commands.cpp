@@ -14,7 +14,13 @@ void print_json(const Json& j) { std::cout << j.dump(2) << "\n"; }
 int failed(const AdminSession& s, const Output& out, const grpc::Status& st) {
   int code = exit_code_of(st);
   const char* name = status_code_name(st.error_code());
-  if (code == kExitConnection)
+  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+    fprintf(stderr,
+            "skeinctl: no answer from the gateway at %s in time: %s (%s); what was asked may "
+            "still be done by the gateway: look before asking again (ns list, backends list, "
+            "stage list)\n",
+            s.address().c_str(), st.error_message().c_str(), name);
+  else if (code == kExitConnection)
     fprintf(stderr,
             "skeinctl: cannot reach the gateway at %s: %s (%s); if it is up, the TLS set-up may "
             "not fit: --ca-file, and --cert-file/--key-file for mutual TLS\n",
@@ -154,7 +160,7 @@ int backends_add(AdminSession& s, const Output& out, const AddBackendArgs& a) {
                                 : v1::BRANCH_MODE_RW);
   req.set_skip_connect_check(a.no_check);
   v1::AddBackendReply reply;
-  auto st = s.call(&v1::Admin::Stub::AddBackend, req, &reply);
+  auto st = s.call(&v1::Admin::Stub::AddBackend, req, &reply, AdminSession::kChangeDeadline);
   if (!st.ok()) return failed(s, out, st);
   if (out.json) {
     print_json({{"backend", backend_json(reply.backend())},

@@ -107,7 +107,8 @@ v1::CreateJobNamespaceRequest create_request(const CreateJobArgs& a) {
 int ns_create(AdminSession& s, const Output& out, const CreateJobArgs& args) {
   auto req = create_request(args);
   v1::CreateJobNamespaceReply reply;
-  auto st = s.call(&v1::Admin::Stub::CreateJobNamespace, req, &reply);
+  auto st =
+      s.call(&v1::Admin::Stub::CreateJobNamespace, req, &reply, AdminSession::kChangeDeadline);
   if (!st.ok()) return failed(s, out, st);
   const auto& n = reply.namespace_();
   if (out.json) {

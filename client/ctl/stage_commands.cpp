@@ -127,7 +127,7 @@ Json stage_json(const v1::StageOperation& op) {
 int stage_start(AdminSession& s, const Output& out, bool in, const StageArgs& args) {
   auto req = request_of(in, args);
   v1::StageOperation op;
-  auto st = s.call(&v1::Admin::Stub::StartStage, req, &op);
+  auto st = s.call(&v1::Admin::Stub::StartStage, req, &op, AdminSession::kChangeDeadline);
   if (!st.ok()) return failed(s, out, st);
   if (args.wait) return follow(s, out, op);
   if (out.json)
@@ -196,7 +196,8 @@ int ns_destroy_after_stage_out(AdminSession& s, const Output& out, const StageAr
   req.set_job_id(args.job_id);
   *req.mutable_stage_out() = request_of(false, args);
   v1::DestroyJobNamespaceReply reply;
-  auto st = s.call(&v1::Admin::Stub::DestroyJobNamespace, req, &reply);
+  auto st =
+      s.call(&v1::Admin::Stub::DestroyJobNamespace, req, &reply, AdminSession::kChangeDeadline);
   if (!st.ok()) return failed(s, out, st);
   if (args.wait) return follow(s, out, reply.stage_out());
   if (out.json)
