@@ -127,6 +127,18 @@ JobNamespaces::Live& JobNamespaces::serve(const JobRecord& r,
 void JobNamespaces::start() {
   std::lock_guard lock(mu_);
   for (auto& r : store_->jobs()) {
+    if (gateway_.registry().find(r.name)) {
+      // A namespace of the configuration took the name since (as create refuses): it stays
+      // served, and the job's is kept unserved until it is destroyed or the other renamed.
+      const std::string why = "a namespace named '" + r.name +
+                              "' is in the gateway's configuration; rename that namespace";
+      spdlog::error(
+          "jobs: cannot serve {}: {} (its files are kept; `skeinctl ns destroy {}` "
+          "removes it)",
+          r.name, why, r.job_id);
+      unserved_[r.name] = {r, why};
+      continue;
+    }
     try {
       serve(r, store_->credential_digests(r.name));
       to_recount_.insert(r.name);

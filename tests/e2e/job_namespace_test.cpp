@@ -456,10 +456,13 @@ TEST_F(JobNamespaces, UsageIsRecountedOnceAServerDownAtTheStartIsBack) {
 // refused with why, and a destroy removes it. A job namespace may not take the place of a
 // namespace of the configuration that has its name.
 TEST_F(JobNamespaces, ANamespaceThatCannotBeServedKeepsItsFilesUntilItIsDestroyed) {
-  const std::string kept = "cannot-serve", taken = "name-taken";
+  const std::string kept = "cannot-serve", taken = "name-taken", clash = "clash";
   create(kept, user(0), "--layout union --backends scratch0 scratch1");
+  create(clash, user(0));  // the configuration below gets a namespace of its name
   const std::string file = server_dir(kept, 0) + "/results";
   ASSERT_TRUE(write_file(file, "precious"));
+  const std::string clash_file = server_dir(clash, 0) + "/results";
+  ASSERT_TRUE(write_file(clash_file, "precious too"));
   const std::string config = cluster_->state() + "/gateway.toml";
   const std::string original = read_file(config);
   std::string changed = original;
@@ -468,6 +471,9 @@ TEST_F(JobNamespaces, ANamespaceThatCannotBeServedKeepsItsFilesUntilItIsDestroye
   const std::string token_line = changed.substr(token_at, changed.find('\n', token_at) - token_at);
   changed.replace(changed.find("[jobs]\n"), 7,
                   "[[namespace]]\nname = \"job-" + taken + "\"\n" + token_line +
+                      "\n[[namespace.mount]]\npath = \"/srv0\"\nbackends = [\"srv0\"]\n\n"
+                      "[[namespace]]\nname = \"job-" +
+                      clash + "\"\n" + token_line +
                       "\n[[namespace.mount]]\npath = \"/srv0\"\nbackends = [\"srv0\"]\n\n"
                       "[jobs]\norphan_grace = \"2s\"\n");
   ASSERT_TRUE(cluster_->stop_gateway());
@@ -484,8 +490,14 @@ TEST_F(JobNamespaces, ANamespaceThatCannotBeServedKeepsItsFilesUntilItIsDestroye
   EXPECT_NE(out.find("cannot serve"), std::string::npos) << out;
   EXPECT_NE(ctl(create_args(taken, user(0)), &out), 0);
   EXPECT_NE(out.find("in the gateway's configuration"), std::string::npos) << out;
+  // The job namespace made before the configuration took its name is not served in its place.
+  EXPECT_NE(read_file(cluster_->state() + "/gateway.log")
+                .find("cannot serve job-" + clash + ": a namespace named"),
+            std::string::npos);
+  EXPECT_NE(ctl("ns usage " + clash, &out), 0) << out;
   std::this_thread::sleep_for(5s);  // past the orphans' grace, twice
   EXPECT_EQ(read_file(file), "precious") << "the namespace's files were reaped or replaced";
+  EXPECT_EQ(read_file(clash_file), "precious too") << "reaped or replaced";
   ASSERT_EQ(ctl("ns destroy " + kept, &out), 0) << out;
   EXPECT_FALSE(exists(server_dir(kept, 0))) << "the destroy left its directory";
   ASSERT_TRUE(write_file(config, original));
