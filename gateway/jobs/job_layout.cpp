@@ -111,14 +111,14 @@ class CountedFile final : public OwnedFile {
     auto charge = count_write(offset, data.size());
     if (!charge) return Result<uint32_t>::failure(charge.error());
     auto w = inner_->write(offset, data);
-    if (!w) undo(*charge);
+    if (!w) undo_write(*charge);
     return w;
   }
   Result<Written> write_reporting_attrs(uint64_t offset, const SharedBytes& data) override {
     auto charge = count_write(offset, data.size());
     if (!charge) return Result<Written>::failure(charge.error());
     auto w = inner_->write_reporting_attrs(offset, data);
-    if (!w) undo(*charge);
+    if (!w) undo_write(*charge);
     if (w && w->attrs) w->attrs = owned(*w->attrs);
     return w;
   }
@@ -170,6 +170,26 @@ class CountedFile final : public OwnedFile {
       cell_->size = c.after = end;
     }
     return c;
+  }
+  // A write counted as `c` failed. It may have landed in part (one server of a striped file took
+  // its stripes, one chunk of a pipelined write failed, a connection dropped after the server
+  // wrote): what the file holds now is asked, and only the bytes it did not grow by are given
+  // back. Without an answer the count stays as it is, high, until the namespace is counted again,
+  // and the file's size is asked again at its next change. As undo() when another change of the
+  // size came since.
+  void undo_write(const Charge& c) {
+    std::lock_guard lock(cell_->mu);
+    if (cell_->size != c.after || !c.bytes) return;
+    auto now = inner_->fstat();
+    if (!now) {
+      cell_->known = false;
+      return;
+    }
+    const uint64_t landed = std::clamp(now->size, c.before, c.after);
+    cell_->size = landed;
+    // bytes_of_names is linear in the bytes: the bytes per byte of growth are the names.
+    const uint64_t names = c.bytes / (c.after - c.before);
+    quota_->give_bytes((c.after - landed) * names);
   }
   // The change `c` failed on the server: its count is undone, unless another change of the size
   // came since (the count then stays high until the namespace is counted again).

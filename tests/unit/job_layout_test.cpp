@@ -265,6 +265,21 @@ TEST(JobLayout, WritesAndTruncationsThatFailCountNothing) {
   EXPECT_EQ(j.used(), 30u);
 }
 
+// A write that fails in part (one server of a striped file refuses its stripe, the next server
+// takes its own): what it grew the file by stays counted, and only that.
+TEST(JobLayout, AWriteThatFailsInPartCountsWhatLanded) {
+  Job j(100);
+  auto f = j.create("/f");
+  j.b[1]->fail("write", "", EIO);  // stripe 1 ([8, 16)) is b1's, stripe 2 ([16, 24)) b2's
+  EXPECT_FALSE(f->write(8, bytes(std::string(16, 'x'))));
+  const uint64_t size = j.layout->getattr("/f")->size;
+  EXPECT_EQ(size, 24u) << "b2 took its stripe";
+  EXPECT_EQ(j.used(), size) << "the quota counts what the server holds";
+  j.b[1]->clear_failures();
+  ASSERT_TRUE(f->write(24, bytes(std::string(6, 'y'))));
+  EXPECT_EQ(j.used(), 30u);
+}
+
 // An appending write counts where it lands, the file's end, not at the offset it was given (a
 // node whose kernel has an old idea of the size, another node having appended since).
 TEST(JobLayout, AnAppendingWriteCountsAtTheFilesEnd) {
