@@ -647,6 +647,13 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
       if (after) broker_->served(req.file().ns(), mount_of(ctx), path, SeenAttrs::of(*after), true);
     }
   } else {
+    // A failed write may have landed in part (a striped file's other servers, a chunk of a
+    // pipelined write): the others that cache the file hear of it all the same. Refused before
+    // anything was sent (the quota, the file size limit), it changed nothing.
+    if (broker_ && r.error() != EDQUOT && r.error() != EFBIG)
+      broker_->changed(req.file().ns(),
+                       invalidations_for(Change::write, *normalize_virtual_path(req.file().path())),
+                       mount_of(ctx));
     reply.set_error(r.error());
   }
   return grpc::Status::OK;

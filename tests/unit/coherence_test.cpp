@@ -690,6 +690,26 @@ TEST(NamespaceService, AMountIsToldOfAChangeMadeWhileItsReadWasOnItsWay) {
     a.join();
     EXPECT_EQ(a.events.size(), before) << "a failed lookup left A counted for /e/absent or /e";
   }
+  {
+    // B's write fails on the server, which may have taken part of it: A hears of it all the
+    // same. (A caches /d/f since its GetAttr above.)
+    backend->fail("write", "", EIO);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-skein-token", "secret");
+    ctx.AddMetadata("x-skein-mount", "B");
+    v1::WriteRequest q;
+    q.mutable_file()->set_ns("ns");
+    q.mutable_file()->set_path("/d/f");
+    q.mutable_file()->set_flags(O_WRONLY);
+    q.set_offset(0);
+    q.set_data("new");
+    v1::WriteReply r;
+    const size_t before = told_a();
+    ASSERT_TRUE(data_stub->Write(&ctx, q, &r).ok());
+    EXPECT_EQ(r.error(), EIO);
+    EXPECT_EQ(told_a(), before + 1) << "a failed write was not announced";
+    backend->clear_failures();
+  }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   broker.detach(a.id);
   broker.detach(b.id);
