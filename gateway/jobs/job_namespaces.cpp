@@ -247,8 +247,10 @@ JobRecord JobNamespaces::check(const JobRequest& q) const {
 JobNamespaces::Created JobNamespaces::create(const JobRequest& request) {
   JobRecord r = check(request);
   std::unique_lock lock(mu_);
-  // A removal of an earlier namespace's directory under this name, under way: it ends first.
-  removed_.wait(lock, [&] { return removing_.count("/" + r.name) == 0; });
+  // A removal of an earlier namespace's directory under this name, or another create of it,
+  // under way: it ends first.
+  removed_.wait(lock,
+                [&] { return removing_.count("/" + r.name) == 0 && creating_.count(r.name) == 0; });
   if (!live_.count(r.name) && gateway_.registry().find(r.name))
     throw AdminError(Kind::failed_precondition,
                      "a namespace named '" + r.name + "' is in the gateway's configuration: job " +
@@ -280,8 +282,26 @@ JobNamespaces::Created JobNamespaces::create(const JobRequest& request) {
       throw AdminError(Kind::failed_precondition,
                        "backend '" + name + "' is down: job " + r.job_id + "'s namespace not made");
   }
-  // Its directory on every backend. One left from a create that did not finish belongs to no
-  // namespace: it goes first.
+  // Its directory on every backend, made without mu_ held (a slow server holds up this create
+  // only). One left from a create that did not finish belongs to no namespace: it goes first.
+  creating_.insert(r.name);
+  struct Creating {  // ends the create, under mu_, however it ends
+    JobNamespaces& jobs;
+    std::unique_lock<std::mutex>& lock;
+    const std::string& name;
+    bool ended = false;
+    void end() {  // caller holds mu_
+      jobs.creating_.erase(name);
+      jobs.removed_.notify_all();
+      ended = true;
+    }
+    ~Creating() {
+      if (ended) return;
+      if (!lock.owns_lock()) lock.lock();
+      end();
+    }
+  } creating{*this, lock, r.name};
+  lock.unlock();
   std::vector<std::string> made;
   auto undo = [&] {
     for (auto& name : made) (void)remove_tree(*gateway_.backend(name), "/" + r.name);
@@ -301,6 +321,7 @@ JobNamespaces::Created JobNamespaces::create(const JobRequest& request) {
     }
     made.push_back(name);
   }
+  lock.lock();
   // The directories are this namespace's now: a removal left pending for an earlier namespace of
   // the name (destroyed while a backend was down) would take them with it, and an orphan's count
   // of its time starts again should one be left.
@@ -316,18 +337,20 @@ JobNamespaces::Created JobNamespaces::create(const JobRequest& request) {
     undo();
     throw AdminError(Kind::failed_precondition, std::string("job store: ") + e.what());
   }
-  Live* live = nullptr;
+  std::shared_ptr<JobLayout> layout;
   try {
-    live = &serve(r, {digest.hex()});
+    layout = serve(r, {digest.hex()}).layout;
   } catch (const AdminError&) {
     store_->remove(r.name, {});
     undo();
     throw;
   }
-  live->layout->prepare();  // a striped layout writes its stripe records now
   spdlog::info("jobs: made {} for job {} (owner {}:{}, {}, quota {} bytes / {} inodes, {} s)",
-               r.name, r.job_id, r.uid, r.gid, live->layout->describe(), r.quota_bytes,
-               r.quota_inodes, r.expires_s - r.created_s);
+               r.name, r.job_id, r.uid, r.gid, layout->describe(), r.quota_bytes, r.quota_inodes,
+               r.expires_s - r.created_s);
+  creating.end();
+  lock.unlock();
+  layout->prepare();  // a striped layout writes its stripe records now
   return {r, true, token};
 }
 
@@ -368,7 +391,7 @@ std::vector<PendingRemoval> JobNamespaces::remove_now(std::vector<PendingRemoval
 
 bool JobNamespaces::begin_removal(const std::string& path) {
   std::lock_guard lock(mu_);
-  if (live_.count(path.substr(1))) return false;
+  if (live_.count(path.substr(1)) || creating_.count(path.substr(1))) return false;
   removing_.insert(path);
   return true;
 }
@@ -393,7 +416,8 @@ JobNamespaces::Destroyed JobNamespaces::destroy_if(
   const std::string name = namespace_name(job_id);
   std::vector<PendingRemoval> removals;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    removed_.wait(lock, [&] { return creating_.count(name) == 0; });  // a create ends first
     auto it = live_.find(name);
     if (it != live_.end() && still && !still(it->second.record)) return {};
     auto un = unserved_.find(name);
@@ -476,7 +500,8 @@ std::shared_ptr<NamespaceFs> JobNamespaces::namespace_of(const std::string& job_
 
 JobNamespaces::NodeCredential JobNamespaces::issue_node_credential(const std::string& job_id,
                                                                    const std::string& node) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  removed_.wait(lock, [&] { return creating_.count(namespace_name(job_id)) == 0; });
   auto it = live_.find(namespace_name(job_id));
   if (it == live_.end()) throw AdminError(Kind::not_found, "no job namespace for job " + job_id);
   const std::string token = new_random_token();

@@ -123,7 +123,7 @@ class JobNamespaces {
                                          std::chrono::steady_clock::time_point until);
   // Around each removal of a directory "/NAME" on a backend (a destroy's, a retried one, an
   // orphan's): begin_removal says no, and the removal must not be made, while a namespace NAME
-  // is live; otherwise a create of NAME waits until end_removal.
+  // is live or being made; otherwise a create of NAME waits until end_removal.
   bool begin_removal(const std::string& path);
   void end_removal(const std::string& path);
 
@@ -152,12 +152,16 @@ class JobNamespaces {
   // configuration...), by name, with why: their files stay (never reaped as orphans), a create of
   // the job is refused, a destroy removes them.
   std::map<std::string, std::pair<JobRecord, std::string>> unserved_;
-  std::multiset<std::string> removing_;     // "/NAME" of the removals under way (any backend)
+  std::multiset<std::string> removing_;  // "/NAME" of the removals under way (any backend)
+  // Namespaces being made: their directories are made outside mu_ (a slow server must not hold
+  // up every other job's calls); another create, a destroy or a credential of one waits for it,
+  // and no removal takes its directories.
+  std::set<std::string> creating_;
   std::multiset<std::string> staging_out_;  // job ids with a stage-out under way
   std::set<std::string> expiry_deferred_;   // expired, kept for a stage-out (said once)
   std::set<std::string> expiring_;          // job ids being destroyed as expired
   std::set<std::string> to_recount_;        // served at start, usage not counted again yet
-  std::condition_variable removed_;         // one of them ended
+  std::condition_variable removed_;         // one of them, or a create, ended
 
   std::mutex stopper_mu_;  // held while copy_stopper_ runs, and to change it
   std::function<void(const std::string&)> copy_stopper_;

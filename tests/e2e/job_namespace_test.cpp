@@ -391,6 +391,27 @@ TEST_F(JobNamespaces, MadeAgainWhileItsOldRemovalIsPending) {
       << out;
 }
 
+// A create that waits for a hung server holds up that create only: another job's calls are
+// answered meanwhile (its directories are made without the lock every job's calls take).
+TEST_F(JobNamespaces, ACreateWaitingForAHungServerHoldsUpNoOtherJob) {
+  create(job(), user(0));
+  const std::string other = job() + "-other";
+  ASSERT_TRUE(cluster_->freeze_server(1));
+  std::thread maker([&] { (void)ctl(create_args(other, user(0))); });
+  std::this_thread::sleep_for(1s);  // the create is waiting for server 1 now
+  const auto start = std::chrono::steady_clock::now();
+  Json u;
+  EXPECT_EQ(ctl_json("ns usage " + job(), u), 0) << u.dump();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s)
+      << "another job's call waited for the create";
+  EXPECT_TRUE(cluster_->thaw_server(1));
+  maker.join();
+  // The server back, the other job's namespace is made (or was, once the server answered).
+  Json made;
+  EXPECT_TRUE(eventually([&] { return ctl_json(create_args(other, user(0)), made) == 0; }, 60s))
+      << made.dump();
+}
+
 // The kernel makes up a fresh mount's first root attributes (mode 040000, the mounter's): only
 // a GETATTR's reply gives the real ones, and it drops a reply that an invalidation of the root
 // overtook, such as the first Watch subscription's drop of the cache a few milliseconds after
