@@ -146,10 +146,13 @@ std::vector<std::string> JobStore::credential_digests(const std::string& ns) {
   return out;
 }
 
-void JobStore::save_usage(const std::string& ns, uint64_t bytes, uint64_t inodes) {
+void JobStore::save_usage(const std::vector<Usage>& usage) {
+  if (usage.empty()) return;
   Transaction t(*db_);
-  Statement s(*db_, "UPDATE job_namespaces SET bytes_used = ?, inodes_used = ? WHERE name = ?");
-  s.bind_all(static_cast<int64_t>(bytes), static_cast<int64_t>(inodes), ns).run();
+  for (const Usage& u : usage) {
+    Statement s(*db_, "UPDATE job_namespaces SET bytes_used = ?, inodes_used = ? WHERE name = ?");
+    s.bind_all(static_cast<int64_t>(u.bytes), static_cast<int64_t>(u.inodes), u.ns).run();
+  }
   t.commit();
 }
 

@@ -52,7 +52,12 @@ class JobStore {
   void add_credential(const std::string& ns, const std::string& digest_hex,
                       const std::string& issued_to);
   std::vector<std::string> credential_digests(const std::string& ns);
-  void save_usage(const std::string& ns, uint64_t bytes, uint64_t inodes);
+  struct Usage {
+    std::string ns;
+    uint64_t bytes = 0, inodes = 0;
+  };
+  // Every namespace's usage in one transaction: one sync to disk for all of them.
+  void save_usage(const std::vector<Usage>& usage);
   // The namespace goes (its credentials with it) and its directories become pending removals, in
   // one transaction.
   void remove(const std::string& ns, const std::vector<PendingRemoval>& removals);

@@ -54,12 +54,16 @@ TEST_F(JobStoreTest, RecordsAndTheirCredentialsSurviveReopening) {
     auto s = JobStore::open(path_);
     s->insert(record("7"), std::string(64, 'a'), "create");
     s->add_credential("job-7", std::string(64, 'b'), "node-1");
-    s->save_usage("job-7", 12345, 6);
+    s->insert(record("8"), std::string(64, 'c'), "create");
+    s->save_usage({{"job-7", 12345, 6}, {"job-8", 1, 2}});
   }
   auto s = JobStore::open(path_);
   auto jobs = s->jobs();
-  ASSERT_EQ(jobs.size(), 1u);
-  auto& j = jobs[0];
+  ASSERT_EQ(jobs.size(), 2u);
+  auto& j = jobs[0].name == "job-7" ? jobs[0] : jobs[1];
+  auto& j8 = jobs[0].name == "job-7" ? jobs[1] : jobs[0];
+  EXPECT_EQ(j8.bytes_used, 1u);
+  EXPECT_EQ(j8.inodes_used, 2u);
   EXPECT_EQ(j.name, "job-7");
   EXPECT_EQ(j.backends, (std::vector<std::string>{"s0", "s1"}));
   EXPECT_EQ(j.labels.at("user"), "alice");
@@ -67,7 +71,7 @@ TEST_F(JobStoreTest, RecordsAndTheirCredentialsSurviveReopening) {
   EXPECT_EQ(j.inodes_used, 6u);
   EXPECT_EQ(s->credential_digests("job-7").size(), 2u);
   EXPECT_TRUE(s->job("7"));
-  EXPECT_FALSE(s->job("8"));
+  EXPECT_FALSE(s->job("9"));
 }
 
 TEST_F(JobStoreTest, ADuplicateJobIsRefusedAndLeavesTheFirst) {
