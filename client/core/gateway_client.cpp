@@ -52,7 +52,10 @@ static_assert(same_bit(SetAttrArgs::kAtimeNow, pb::SetAttrRequest::ATIME_NOW));
 static_assert(same_bit(SetAttrArgs::kMtimeNow, pb::SetAttrRequest::MTIME_NOW));
 
 // A call that did not complete. Transport trouble is EIO: the caller must see the failure now,
-// and nothing better describes "the gateway did not answer".
+// and nothing better describes "the gateway did not answer". So is UNIMPLEMENTED (a proxy's 404
+// while the gateway restarts, an older gateway): as ENOSYS, FUSE's kernel side would take it for
+// "this mount has no such operation" and stop asking for good (an open then goes on without one,
+// a create falls back to mknod, renameat2's flags fail).
 int errno_from_status(const grpc::Status& status) {
   switch (status.error_code()) {
     case grpc::StatusCode::NOT_FOUND:
@@ -67,9 +70,7 @@ int errno_from_status(const grpc::Status& status) {
       return EACCES;
     case grpc::StatusCode::INVALID_ARGUMENT:
       return EINVAL;
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return ENOSYS;
-    default:  // UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, CANCELLED, RESOURCE_EXHAUSTED, ...
+    default:  // UNAVAILABLE, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, CANCELLED, ...
       return EIO;
   }
 }

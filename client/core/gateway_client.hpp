@@ -194,7 +194,7 @@ class GatewayClient {
   // Whole small files made in one call (WriteFiles, at most wire::kMaxWriteFiles files and 1 MiB
   // of data): each written under its partial name (beside it), given its mode and times and
   // renamed over its path. For each, in order, the file's and its directory's attributes, or its
-  // own errno. The call fails as a whole only for its own errors (ENOSYS: a gateway without it).
+  // own errno. The call fails as a whole only for its own errors (EIO: a gateway without it too).
   struct NewFile {
     std::string path, partial;
     std::string_view data;

@@ -668,11 +668,23 @@ int main(int argc, char** argv) {
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(args.mountpoint, ec)) {
-    fail("mount point " + args.mountpoint + " is not a directory");
+    if (ec.value() == ENOTCONN)
+      fail("mount point " + args.mountpoint +
+           ": the mount there has ended (transport endpoint is not connected): unmount it first "
+           "(fusermount3 -u " +
+           args.mountpoint + ")");
+    else if (ec)
+      fail("mount point " + args.mountpoint + ": " + ec.message());
+    else
+      fail("mount point " + args.mountpoint + " is not a directory");
     return 1;
   }
-  // The daemon runs from "/": keep paths absolute.
+  // The daemon runs from "/" (fuse_daemonize), and reads the TLS files again later (at connect,
+  // and when they are renewed): keep paths absolute.
   args.mountpoint = std::filesystem::absolute(args.mountpoint).lexically_normal().string();
+  for (std::string* path :
+       {&args.tls.ca_file, &args.tls.cert_file, &args.tls.key_file, &args.control_dir})
+    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
   if (!args.job.empty() && !args.token_file.empty()) {
     fail("--job fetches the job's credential: give it without --token-file");
     return 2;

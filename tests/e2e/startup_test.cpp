@@ -124,5 +124,42 @@ TEST(MountStartup, UnknownNamespaceFailsClearly) {
       << out;
 }
 
+// Relative paths to the TLS files and the control directory, given from the directory that holds
+// them: the mount reads the files again after it has gone into the background from "/" (at
+// connect), so they are taken as absolute at start. It must stay mounted, and answer.
+TEST(MountStartup, RelativePathsOfTheTlsFilesAndControlDirectoryWork) {
+  std::string error;
+  auto cluster = LocalCluster::start("relpaths", {1, 0, 0}, error);
+  ASSERT_TRUE(cluster) << error;
+  if (cluster->env("SKEIN_INSECURE") == "1") GTEST_SKIP() << "the cluster runs without TLS";
+  const std::string mp = cluster->state() + "/rel-mnt";
+  ::mkdir(mp.c_str(), 0755);
+  const std::string ca = cluster->env("SKEIN_CA_FILE"), cert = cluster->env("SKEIN_NODE_CERT"),
+                    key = cluster->env("SKEIN_NODE_KEY");
+  const std::string dir = ca.substr(0, ca.rfind('/'));
+  auto in_dir = [&](const std::string& path) {
+    return path.rfind(dir + "/", 0) == 0 ? path.substr(dir.size() + 1) : path;
+  };
+  std::string out;
+  int rc =
+      run_command("cd '" + dir + "' && '" + mount_bin() + "' " + cluster->env("SKEIN_GATEWAY") +
+                      " '" + mp + "' --token-file '" + cluster->token_file() + "' --ca-file '" +
+                      in_dir(ca) + "' --cert-file '" + in_dir(cert) + "' --key-file '" +
+                      in_dir(key) + "' --control-dir rel-ctl",
+                  &out);
+  ASSERT_EQ(rc, 0) << out;
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // past the daemon's connect
+  std::string mounts;
+  run_command("grep -c ' " + mp + " ' /proc/mounts", &mounts);
+  EXPECT_EQ(mounts, "1\n") << "the mount went away after it went into the background";
+  EXPECT_EQ(run_command("ls '" + mp + "' >/dev/null", &out), 0) << out;
+  EXPECT_EQ(run_command("'" + mount_bin() + "' --status '" + mp + "' --control-dir '" + dir +
+                            "/rel-ctl' >/dev/null",
+                        &out),
+            0)
+      << out;
+  run_command("fusermount3 -u '" + mp + "'", &out);
+}
+
 }  // namespace
 }  // namespace skein::test
