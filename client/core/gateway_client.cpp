@@ -161,6 +161,7 @@ grpc::ByteBuffer framed(const Message& message) {
 }  // namespace
 
 struct GatewayClient::Stubs {
+  std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::Namespace::Stub> names;
   std::unique_ptr<pb::Data::Stub> data;
   // The asynchronous calls (Read, Write, Release), whose requests and replies are framed here:
@@ -313,6 +314,7 @@ std::optional<JobCredential> GatewayClient::job_mount_credential(
 
 GatewayClient::GatewayClient(std::shared_ptr<grpc::Channel> channel, GatewayOptions options)
     : options_(std::move(options)), stubs_(std::make_unique<Stubs>()) {
+  stubs_->channel = channel;
   stubs_->names = pb::Namespace::NewStub(channel);
   stubs_->data = pb::Data::NewStub(channel);
   stubs_->bulk = std::make_unique<grpc::GenericStub>(channel);
@@ -334,8 +336,17 @@ NamespaceCheck GatewayClient::check_namespace(std::chrono::milliseconds deadline
   grpc::Status status = stubs_->names->GetAttr(&context, path_request(options_.ns, "/"), &reply);
   if (!status.ok()) {
     switch (status.error_code()) {
-      case grpc::StatusCode::UNAVAILABLE:
       case grpc::StatusCode::DEADLINE_EXCEEDED:
+        // Connected, but no answer in time: the gateway waits for a storage server (hung, slow
+        // to log in), which is not a gateway out of reach.
+        if (stubs_->channel->GetState(false) == GRPC_CHANNEL_READY)
+          return {Outcome::kFailed,
+                  "no answer within " + std::to_string(deadline.count()) +
+                      " ms: the gateway is connected but slow, perhaps waiting for a storage "
+                      "server of the namespace (" +
+                      status.error_message() + ")"};
+        return {Outcome::kUnreachable, status.error_message()};
+      case grpc::StatusCode::UNAVAILABLE:
         return {Outcome::kUnreachable, status.error_message()};
       case grpc::StatusCode::NOT_FOUND:
         return {Outcome::kNoNamespace, status.error_message()};

@@ -199,8 +199,11 @@ bool gateway_serves_namespace(const MountArgs& args, const std::string& token) {
       std::fflush(nullptr);
       _exit(1);
     }
-    GatewayClient client(channel, GatewayOptions{args.ns, token, kMountCheckDeadline});
-    NamespaceCheck check = client.check_namespace(kMountCheckDeadline);
+    // At least the calls' own deadline: a namespace whose storage server is slow to answer
+    // (or to log in to) gets as long at the check as any call would.
+    const auto deadline = std::max(kMountCheckDeadline, std::chrono::milliseconds(args.timeout_ms));
+    GatewayClient client(channel, GatewayOptions{args.ns, token, deadline});
+    NamespaceCheck check = client.check_namespace(deadline);
     if (check.outcome != NamespaceCheck::Outcome::kOk) fail(describe(check, args));
     std::fflush(nullptr);
     _exit(check.outcome == NamespaceCheck::Outcome::kOk ? 0 : 1);  // no gRPC teardown here

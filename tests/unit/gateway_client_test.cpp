@@ -26,6 +26,10 @@ class FakeNamespace final : public pb::Namespace::Service {
   grpc::Status GetAttr(grpc::ServerContext* ctx, const pb::PathRequest* req,
                        pb::AttrReply* reply) override {
     record(ctx, req->ns());
+    if (req->ns() == "slow-root" && req->path() == "/") {  // waiting for a storage server
+      while (!ctx->IsCancelled()) std::this_thread::sleep_for(10ms);
+      return grpc::Status::CANCELLED;
+    }
     if (req->path() == "/missing") {
       reply->set_error(ENOENT);
     } else if (req->path() == "/denied") {
@@ -253,6 +257,25 @@ TEST(GatewayClientUnreachable, CallsFailWithEioQuicklyWhenNothingListens) {
   ASSERT_FALSE(attr.ok());
   EXPECT_EQ(attr.error(), EIO);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+// A gateway that is reached (over TCP) but answers too late, waiting for a storage server, is
+// not called unreachable.
+TEST(GatewayClientUnreachable, NamespaceCheckOfASlowButConnectedGatewaySaysSo) {
+  FakeNamespace names;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&names);
+  auto server = builder.BuildAndStart();
+  ASSERT_TRUE(server);
+  GatewayClient slow(plaintext_channel("127.0.0.1:" + std::to_string(port)),
+                     GatewayOptions{"slow-root", "", 500ms});
+  ASSERT_TRUE(slow.getattr("/file").ok());  // connected
+  NamespaceCheck check = slow.check_namespace(500ms);
+  EXPECT_EQ(check.outcome, NamespaceCheck::Outcome::kFailed);
+  EXPECT_NE(check.detail.find("connected but slow"), std::string::npos) << check.detail;
+  server->Shutdown(std::chrono::system_clock::now() + 1s);
 }
 
 TEST(GatewayClientUnreachable, NamespaceCheckSaysUnreachable) {
