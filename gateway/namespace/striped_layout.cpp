@@ -689,15 +689,15 @@ std::vector<Result<MadeWholeFile>> StripedLayout::write_whole_files(
   {
     std::vector<std::string> names;
     for (const NewWholeFile& f : alone) names.push_back(f.path);
+    const auto part_at = part_backends(width());
     std::vector<std::shared_ptr<Backend>> others;
-    for (size_t b : part_backends(width())) others.push_back(backends_[b]);
+    for (size_t b : part_at) others.push_back(backends_[b]);
     auto parts = Backend::lstat_each(others, names);  // lets its holds go at the end of the block
     std::vector<NewWholeFile> clear;
     std::vector<size_t> clear_at;
     for (size_t k = 0; k < alone.size(); ++k) {
       bool nothing_there = true;
       std::vector<size_t> empty;
-      const auto part_at = part_backends(width());
       for (size_t j = 0; j < others.size() && nothing_there; ++j) {
         auto a = parts.answer(k * others.size() + j);
         nothing_there = a ? S_ISREG(a->permissions) && a->size == 0 : a.error() == ENOENT;
