@@ -634,12 +634,12 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     r = f->write_extents(extents);
   }
   const uint64_t written = r ? *r : 0;
-  if (r && written != total) r = Result<uint32_t>::failure(EIO);  // a short write
+  if (r && written != total) r = Result<uint32_t>::failure(EIO);        // a short write
+  const std::string path = *normalize_virtual_path(req.file().path());  // checked by open_file
   if (r) {
     reply.set_written(static_cast<uint32_t>(written));
     ns->count_written(written);
     // Every other mount that caches this file hears of it before the writer does.
-    const std::string path = *normalize_virtual_path(req.file().path());
     if (broker_) {
       broker_->changed(req.file().ns(), invalidations_for(Change::write, path), mount_of(ctx));
       // The writer now holds the file as the write left it (its attributes went back with the
@@ -651,9 +651,7 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     // pipelined write): the others that cache the file hear of it all the same. Refused before
     // anything was sent (the quota, the file size limit), it changed nothing.
     if (broker_ && r.error() != EDQUOT && r.error() != EFBIG)
-      broker_->changed(req.file().ns(),
-                       invalidations_for(Change::write, *normalize_virtual_path(req.file().path())),
-                       mount_of(ctx));
+      broker_->changed(req.file().ns(), invalidations_for(Change::write, path), mount_of(ctx));
     reply.set_error(r.error());
   }
   return grpc::Status::OK;
