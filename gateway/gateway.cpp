@@ -240,6 +240,8 @@ Gateway::AddedBackend Gateway::add_backend(AddBackendRequest req) {
       throw AdminError(Kind::already_exists, "there is already a backend '" + b.name + "'");
     if (!namespaces_.count(req.ns))
       throw AdminError(Kind::not_found, "no namespace '" + req.ns + "'");
+    if (auto why = pool_files_reached_by(config_, b); !why.empty())
+      throw AdminError(Kind::failed_precondition, why);
   };
   {
     std::lock_guard lock(mu_);

@@ -554,4 +554,18 @@ GatewayConfig load_gateway_config(const std::string& path) {
   return parse_gateway_config(ss.str(), path);
 }
 
+std::string pool_files_reached_by(const GatewayConfig& cfg, const BackendConfig& b) {
+  if (!cfg.jobs) return "";
+  for (auto& pool : cfg.jobs->pools)
+    for (auto& name : pool.backends) {
+      const BackendConfig* pooled = find_backend(cfg, name);
+      if (pooled && same_files(b, *pooled))
+        return "backend '" + b.name + "' (" + place_of(b) +
+               ") reaches the same files as backend '" + name + "' (" + place_of(*pooled) +
+               ") of job pool '" + pool.name +
+               "': a pool's files must be reachable by no other namespace";
+    }
+  return "";
+}
+
 }  // namespace skein

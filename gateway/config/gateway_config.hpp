@@ -123,4 +123,9 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
 // backends of one striped mount in the same directory are an error of the file instead.
 std::vector<std::string> shared_root_warnings(const GatewayConfig& cfg);
 
+// Why a backend `b` that a static namespace would serve may not be added: it reaches the files of
+// a job pool's backend (the same server, and one root is the other's or lies below it), so that
+// namespace would show every job's directory. Empty when it reaches none.
+std::string pool_files_reached_by(const GatewayConfig& cfg, const BackendConfig& b);
+
 }  // namespace skein

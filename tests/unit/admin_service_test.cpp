@@ -40,7 +40,7 @@ class AdminServiceTest : public ::testing::Test {
             "[[namespace.mount]]\npath = \"/bc\"\nbackends = [\"b\", \"c=RO\"]\n"
             "[[namespace]]\nname = \"solo\"\n" +
             token + "[[namespace.mount]]\npath = \"/x\"\nbackends = [\"a\"]\n";
-    return text;
+    return text + extra_config_;
   }
 
   void start(const std::string& token = "s3cret") {
@@ -88,6 +88,7 @@ class AdminServiceTest : public ::testing::Test {
     return "";
   }
 
+  std::string extra_config_;  // appended to config_text()
   skein::test::TempKeyDir files_{"skein-admin-test"};
   const std::string &dir_ = files_.dir, &key_ = files_.key, &kh_ = files_.known_hosts;
   std::unique_ptr<skein::Gateway> gateway_;
@@ -273,6 +274,47 @@ TEST_F(AdminServiceTest, AddBackendRefusesAServerItCannotReach) {
   EXPECT_NE(st.error_message().find("backend 'd' not added"), std::string::npos)
       << st.error_message();
   EXPECT_EQ(layout_of("ns", "/d"), "");
+}
+
+// A job pool's backends hold every job's directory: a backend added to a static namespace may
+// not reach them, whether its root is the pool's, above it or below it on the same server.
+TEST_F(AdminServiceTest, AddBackendRefusesABackendThatReachesAPoolsFiles) {
+  extra_config_ =
+      "[[backend]]\nname = \"pooled\"\nhost = \"127.0.0.1\"\nport = 1\nuser = \"u\"\n"
+      "identity_file = \"" +
+      key_ + "\"\nknown_hosts = \"" + kh_ +
+      "\"\nroot = \"/srv/pool\"\n"
+      "[jobs]\ndatabase = \"" +
+      dir_ +
+      "/jobs.db\"\n"
+      "[[jobs.pool]]\nname = \"scratch\"\nbackends = [\"pooled\"]\n";
+  start();
+  for (const std::string root : {"/srv/pool", "/srv/pool/", "/srv", "/", "/srv/pool/job-1"}) {
+    auto req = add_request("d", "ns", "/d");
+    req.mutable_backend()->set_root(root);
+    skein::v1::AddBackendReply reply;
+    auto st = call(&Admin::Stub::AddBackend, req, &reply);
+    EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION)
+        << root << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find("reaches the same files as backend 'pooled' "
+                                      "(127.0.0.1:1:/srv/pool) of job pool 'scratch'"),
+              std::string::npos)
+        << root << ": " << st.error_message();
+  }
+  EXPECT_EQ(layout_of("ns", "/d"), "") << "nothing was added";
+  // Beside the pool's root, or the same directory on another server: added.
+  for (const std::string root : {"/srv/poolside", "/srv/data"}) {
+    auto req =
+        add_request("d" + std::to_string(root.size()), "ns", "/d" + std::to_string(root.size()));
+    req.mutable_backend()->set_root(root);
+    skein::v1::AddBackendReply reply;
+    EXPECT_TRUE(call(&Admin::Stub::AddBackend, req, &reply).ok()) << root;
+  }
+  auto other_server = add_request("e", "ns", "/e");
+  other_server.mutable_backend()->set_root("/srv/pool");
+  other_server.mutable_backend()->set_port(2);
+  skein::v1::AddBackendReply reply;
+  EXPECT_TRUE(call(&Admin::Stub::AddBackend, other_server, &reply).ok());
 }
 
 TEST_F(AdminServiceTest, RemoveBackendDropsEmptyMountsAndKeepsUnions) {
