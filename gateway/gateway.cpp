@@ -249,7 +249,10 @@ Gateway::AddedBackend Gateway::add_backend(AddBackendRequest req) {
   }
   if (req.check_connection) check_reachable(b);
 
-  std::lock_guard lock(mu_);
+  // Admin changes one at a time, so that the hook below sees them in their order; it runs
+  // without mu_ (it may wait for a removed backend's watcher to end).
+  std::lock_guard change(change_mu_);
+  std::unique_lock lock(mu_);
   check_state();
   GatewayConfig next = config_;
   NamespaceConfig& ns = *find_namespace(next, req.ns);
@@ -279,7 +282,9 @@ Gateway::AddedBackend Gateway::add_backend(AddBackendRequest req) {
   config_ = std::move(next);
   backends_ = std::move(next_backends);
   namespaces_.at(req.ns)->set_table(tables.at(req.ns));
-  if (tables_changed_) tables_changed_(req.ns, backends_);
+  const BackendMap now = backends_;
+  lock.unlock();
+  if (tables_changed_) tables_changed_(req.ns, now);
   if (auto place = tables.at(req.ns)->place(req.mount_path))
     out.layout = place->mount->layout->describe();
   spdlog::info("admin: added backend {} ({}) to {}{}: {}", b.name, address(b),
@@ -294,7 +299,8 @@ std::shared_ptr<SftpBackend> Gateway::backend(const std::string& name) const {
 }
 
 Gateway::RemovedBackend Gateway::remove_backend(const std::string& name) {
-  std::lock_guard lock(mu_);
+  std::lock_guard change(change_mu_);
+  std::unique_lock lock(mu_);
   if (!backends_.count(name)) throw AdminError(Kind::not_found, "no backend '" + name + "'");
   if (config_.jobs)
     for (auto& pool : config_.jobs->pools)
@@ -337,10 +343,11 @@ Gateway::RemovedBackend Gateway::remove_backend(const std::string& name) {
 
   config_ = std::move(next);
   backends_ = std::move(next_backends);
-  for (auto& [ns, table] : tables) {
-    namespaces_.at(ns)->set_table(table);
-    if (tables_changed_) tables_changed_(ns, backends_);
-  }
+  for (auto& [ns, table] : tables) namespaces_.at(ns)->set_table(table);
+  const BackendMap now = backends_;
+  lock.unlock();
+  if (tables_changed_)
+    for (auto& [ns, table] : tables) tables_changed_(ns, now);
   spdlog::info("admin: removed backend {}; mounts dropped: [{}]; still served: [{}]", name,
                join(out.dropped_mounts), join(out.left_mounts));
   return out;

@@ -42,9 +42,10 @@ class Gateway {
   void connect_backends();
 
   NamespaceRegistry& registry() { return registry_; }
-  // Told, under the gateway's lock, of each namespace whose mount table an admin change swapped,
-  // with the backends now in use: paths may now lead elsewhere, so mounts must drop what they
-  // cached of it. Must not call back into the Gateway. Set before serving.
+  // Told of each namespace whose mount table an admin change swapped, with the backends now in
+  // use: paths may now lead elsewhere, so mounts must drop what they cached of it. Called after
+  // the change, without the lock that guards the tables (it may wait for a removed backend's
+  // watcher to end), one change at a time and in their order. Set before serving.
   using TablesChanged = std::function<void(const std::string& ns, const BackendMap& backends)>;
   void on_tables_changed(TablesChanged hook) { tables_changed_ = std::move(hook); }
   // The configuration as it stands now, runtime changes included.
@@ -116,7 +117,8 @@ class Gateway {
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   NamespaceRegistry registry_;
 
-  mutable std::mutex mu_;  // guards config_, backends_ and namespaces_; serialises changes
+  std::mutex change_mu_;   // admin changes of backends one at a time, their hook included
+  mutable std::mutex mu_;  // guards config_, backends_ and namespaces_
   GatewayConfig config_;
   BackendMap backends_;
   std::map<std::string, std::shared_ptr<NamespaceFs>> namespaces_;

@@ -28,6 +28,8 @@ Coherence::~Coherence() {
 }
 
 void Coherence::watch_backends(const BackendMap& backends) {
+  // Watchers of backends gone end after the lock is let go: one may be waiting for its server.
+  std::vector<std::unique_ptr<RemoteWatcher>> ended;
   std::lock_guard lock(watchers_mu_);
   for (auto& [name, backend] : backends) {
     auto& told = told_back_up_[name];
@@ -40,9 +42,10 @@ void Coherence::watch_backends(const BackendMap& backends) {
   }
   if (!options_.remote_watch) return;
   for (auto it = watchers_.begin(); it != watchers_.end();) {
-    if (!backends.count(it->first))
+    if (!backends.count(it->first)) {
+      ended.push_back(std::move(it->second));
       it = watchers_.erase(it);
-    else
+    } else
       ++it;
   }
   for (auto& [name, backend] : backends) {
