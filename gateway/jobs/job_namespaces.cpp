@@ -500,17 +500,40 @@ std::shared_ptr<NamespaceFs> JobNamespaces::namespace_of(const std::string& job_
 
 JobNamespaces::NodeCredential JobNamespaces::issue_node_credential(const std::string& job_id,
                                                                    const std::string& node) {
-  std::unique_lock lock(mu_);
-  removed_.wait(lock, [&] { return creating_.count(namespace_name(job_id)) == 0; });
-  auto it = live_.find(namespace_name(job_id));
-  if (it == live_.end()) throw AdminError(Kind::not_found, "no job namespace for job " + job_id);
+  const std::string name = namespace_name(job_id);
+  auto gone = [&] { return AdminError(Kind::not_found, "no job namespace for job " + job_id); };
+  std::shared_ptr<NamespaceFs> fs;
+  {
+    std::unique_lock lock(mu_);
+    removed_.wait(lock, [&] { return creating_.count(name) == 0; });
+    auto it = live_.find(name);
+    if (it == live_.end()) throw gone();
+    fs = it->second.fs;
+  }
   const std::string token = new_random_token();
   auto digest = TokenDigest::of(token);
-  store_->add_credential(it->first, digest.hex(), node.empty() ? "node" : node);
-  it->second.fs->add_credential(digest);
-  spdlog::info("jobs: mount credential of {} issued to node {}", it->first,
+  // Written without mu_: each is a sync to disk, a job's start asks one per node at once, and
+  // every other job's calls take mu_.
+  try {
+    store_->add_credential(name, digest.hex(), node.empty() ? "node" : node);
+  } catch (const sqlite::StoreError&) {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(name);
+    if (it == live_.end() || it->second.fs != fs) throw gone();  // destroyed meanwhile
+    throw;
+  }
+  std::lock_guard lock(mu_);
+  auto it = live_.find(name);
+  if (it == live_.end() || it->second.fs != fs) {
+    // Destroyed meanwhile (the row went with it), or destroyed and made anew: the new
+    // namespace must not take the old one's credential at the next start.
+    if (it != live_.end()) store_->remove_credential(name, digest.hex());
+    throw gone();
+  }
+  fs->add_credential(digest);
+  spdlog::info("jobs: mount credential of {} issued to node {}", name,
                node.empty() ? "(no name)" : node);
-  return {it->first, token, it->second.record.uid, it->second.record.gid};
+  return {name, token, it->second.record.uid, it->second.record.gid};
 }
 
 // --- housekeeping ----------------------------------------------------------------------------

@@ -137,6 +137,13 @@ void JobStore::add_credential(const std::string& ns, const std::string& digest_h
   t.commit();
 }
 
+void JobStore::remove_credential(const std::string& ns, const std::string& digest_hex) {
+  Transaction t(*db_);
+  Statement c(*db_, "DELETE FROM credentials WHERE namespace = ? AND digest = ?");
+  c.bind_all(ns, digest_hex).run();
+  t.commit();
+}
+
 std::vector<std::string> JobStore::credential_digests(const std::string& ns) {
   std::lock_guard lock(db_->mutex());
   Statement s(*db_, "SELECT digest FROM credentials WHERE namespace = ? ORDER BY issued_s");

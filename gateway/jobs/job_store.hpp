@@ -51,6 +51,7 @@ class JobStore {
   void insert(const JobRecord& job, const std::string& digest_hex, const std::string& issued_to);
   void add_credential(const std::string& ns, const std::string& digest_hex,
                       const std::string& issued_to);
+  void remove_credential(const std::string& ns, const std::string& digest_hex);
   std::vector<std::string> credential_digests(const std::string& ns);
   struct Usage {
     std::string ns;
