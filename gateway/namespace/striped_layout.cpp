@@ -412,6 +412,7 @@ Result<sftp::Attrs> StripedLayout::mkdir(const std::string& rel, uint32_t mode) 
   if (auto ready_st = ready(rel, EACCES); !ready_st) return R::failure(ready_st.error());
   auto st = all_up();
   if (!st) return R::failure(st.error());
+  std::lock_guard name(names_.of(rel));
   st = primary().mkdir(rel, mode);
   if (!st) return R::failure(st.error());
   auto others = part_backends(width());
@@ -429,6 +430,7 @@ Status StripedLayout::rmdir(const std::string& rel) {
   if (auto ready_st = ready(rel, ENOENT); !ready_st) return ready_st;
   auto st = all_up();
   if (!st) return st;
+  std::lock_guard name(names_.of(rel));
   st = primary().rmdir(rel);  // backend 0 decides: ENOTEMPTY, ENOTDIR...
   if (!st) return st;
   (void)fan_out(part_backends(width()), [&](size_t b) {
@@ -448,6 +450,7 @@ Status StripedLayout::unlink(const std::string& rel) {
   if (auto ready_st = ready(rel, ENOENT); !ready_st) return ready_st;
   auto st = all_up();
   if (!st) return st;
+  std::lock_guard name(names_.of(rel));
   st = primary().unlink(rel);  // backend 0 decides: ENOENT, EISDIR...
   if (!st) return st;
   (void)fan_out(part_backends(width()), [&](size_t b) {
@@ -465,6 +468,7 @@ Status StripedLayout::rename(const std::string& from, const std::string& to, uns
   if (auto ready_st = ready(to, EACCES); !ready_st) return ready_st;
   auto st = all_up();
   if (!st) return st;
+  auto names = names_.both(from, to);
   bool target_existed = static_cast<bool>(primary().lstat(to));
   st = primary().rename(from, to, flags);  // backend 0 decides: EEXIST, ENOTEMPTY, EISDIR...
   if (!st) return st;
@@ -527,6 +531,7 @@ Result<sftp::Attrs> StripedLayout::link(const std::string& existing, const std::
   auto src = primary().lstat(existing);
   if (!src) return R::failure(src.error());
   if (S_ISDIR(src->permissions)) return R::failure(EPERM);
+  std::lock_guard name(names_.of(rel));
   st = primary().link(existing, rel);
   if (!st) return R::failure(st.error());
   if (!S_ISREG(src->permissions)) return primary().lstat(rel);
@@ -623,9 +628,11 @@ Result<Created> StripedLayout::create(const std::string& rel, int flags, uint32_
   // backends under a name backend 0 did not have is an orphan: truncated. A name that is there
   // already is looked at only then: a new file costs no lookup first.
   int part_flags = (flags & ~(O_APPEND | O_EXCL)) | O_CREAT;
+  std::unique_lock name(names_.of(rel));
   auto p0 = primary().open(rel, part_flags | O_EXCL, mode);
   if (!p0) {
     if (p0.error() != EEXIST || (flags & O_EXCL)) return R::failure(p0.error());
+    name.unlock();
     auto existing = primary().lstat(rel);
     if (existing && S_ISDIR(existing->permissions)) return R::failure(EISDIR);
     return open_existing();

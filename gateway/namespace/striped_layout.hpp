@@ -22,6 +22,7 @@
 
 #include "backend/backend_file.hpp"
 #include "namespace/layout.hpp"
+#include "namespace/name_locks.hpp"
 #include "namespace/stripe_map.hpp"
 #include "namespace/stripe_record.hpp"
 
@@ -97,6 +98,10 @@ class StripedLayout final : public Layout {
 
   std::vector<std::shared_ptr<Backend>> backends_;
   StripeMap map_;
+  // Held by a change of a name across the backends (create, unlink, rename, link, mkdir,
+  // rmdir), from backend 0's answer to the last part's: an unlink's removal of the parts must
+  // not take those of a file created under the name meanwhile, nor a rename move them.
+  NameLocks names_;
 
   std::atomic<bool> records_ok_{false};
   std::mutex check_mu_;                               // one check at a time

@@ -112,10 +112,6 @@ Result<UnionLayout::Copy> UnionLayout::find(const std::string& rel) {
   return l.copies.front();
 }
 
-std::mutex& UnionLayout::new_entry_lock(const std::string& rel) {
-  return new_entry_locks_[std::hash<std::string>{}(rel) % new_entry_locks_.size()];
-}
-
 Result<const Branch*> UnionLayout::branch_for_new(const std::string& rel) {
   using R = Result<const Branch*>;
   std::string parent = parent_path(rel);
@@ -268,7 +264,7 @@ Result<sftp::Attrs> UnionLayout::mkdir(const std::string& rel, uint32_t mode) {
     if (!st) return R::failure(st.error());
     return only.backend->lstat(rel);
   }
-  std::lock_guard placing(new_entry_lock(rel));
+  std::lock_guard placing(new_entry_locks_.of(rel));
   if (find(rel)) return R::failure(EEXIST);
   auto b = branch_for_new(rel);
   if (!b) return R::failure(b.error());
@@ -349,10 +345,18 @@ Status UnionLayout::rename(const std::string& from, const std::string& to, unsig
 
   for (auto& c : src.copies)
     if (!c.branch->writable()) return Status::failure(EXDEV);  // cannot move it: let mv copy
+  // rename(2)'s kinds: a branch without the source would not say so itself, and would lose its
+  // copy of the target to the removal of old targets below.
+  const bool src_dir = S_ISDIR(src.copies.front().attrs.permissions);
+  for (auto& c : target.copies) {
+    const bool dir = S_ISDIR(c.attrs.permissions);
+    if (dir && !src_dir) return Status::failure(EISDIR);
+    if (!dir && src_dir) return Status::failure(ENOTDIR);
+  }
   // A directory over a directory: the merged target must be empty, every copy of it, or what
   // another branch's copy holds would show in the moved directory (a branch with a source
   // refuses its own copy, but not the others').
-  if (S_ISDIR(src.copies.front().attrs.permissions)) {
+  if (src_dir) {
     if (auto st = every_copy_empty(to, target); !st) return st;
   }
   std::string to_parent = parent_path(to);
@@ -391,7 +395,7 @@ Status UnionLayout::rename(const std::string& from, const std::string& to, unsig
 
 Result<sftp::Attrs> UnionLayout::symlink(const std::string& rel, const std::string& target) {
   using R = Result<sftp::Attrs>;
-  std::lock_guard placing(new_entry_lock(rel));
+  std::lock_guard placing(new_entry_locks_.of(rel));
   if (find(rel)) return R::failure(EEXIST);
   auto b = branch_for_new(rel);
   if (!b) return R::failure(b.error());
@@ -413,7 +417,7 @@ Result<sftp::Attrs> UnionLayout::link(const std::string& existing, const std::st
   if (!c) return R::failure(c.error());
   if (S_ISDIR(c->attrs.permissions)) return R::failure(EPERM);
   std::unique_lock<std::mutex> placing;  // as for create: the look for the name to the link
-  if (branches_.size() > 1) placing = std::unique_lock(new_entry_lock(rel));
+  if (branches_.size() > 1) placing = std::unique_lock(new_entry_locks_.of(rel));
   if (find(rel)) return R::failure(EEXIST);
   if (!c->branch->writable()) return R::failure(EROFS);
   // A hard link lives on the branch of its file; the new name's directory must be there.
@@ -522,7 +526,7 @@ Result<Created> UnionLayout::create(const std::string& rel, int flags, uint32_t 
     if (!attrs) return R::failure(attrs.error());
     return Created{*f, *attrs, std::nullopt};
   }
-  std::lock_guard placing(new_entry_lock(rel));
+  std::lock_guard placing(new_entry_locks_.of(rel));
   const Branch* where = nullptr;
   auto existing = find(rel);
   if (existing) {

@@ -22,6 +22,7 @@
 #include "namespace/branch.hpp"
 #include "namespace/create_policy.hpp"
 #include "namespace/layout.hpp"
+#include "namespace/name_locks.hpp"
 
 namespace skein {
 
@@ -96,15 +97,12 @@ class UnionLayout final : public Layout {
   template <typename Op>
   Status on_every_copy(const Lookup& found, Op op);
 
-  // Held from the look for a new entry's name to its creation (create, mkdir, symlink, link over
-  // several branches): two calls that each found no `rel` and were each placed on another
-  // branch (rand, mfs) would both succeed, O_EXCL too, one entry hiding the other. One lock per
-  // shard of paths, by hash. Another gateway's calls are not held back.
-  std::mutex& new_entry_lock(const std::string& rel);
-
   std::vector<Branch> branches_;
   std::shared_ptr<CreatePolicy> policy_;
-  std::array<std::mutex, 64> new_entry_locks_;
+  // Held from the look for a new entry's name to its creation (create, mkdir, symlink, link over
+  // several branches): two calls that each found no `rel` and were each placed on another
+  // branch (rand, mfs) would both succeed, O_EXCL too, one entry hiding the other.
+  NameLocks new_entry_locks_;
 };
 
 }  // namespace skein

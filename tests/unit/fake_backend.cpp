@@ -52,7 +52,11 @@ struct FakeBackend::Tree {
     if (auto h = next_hooks.find(op); h != next_hooks.end()) {
       auto hook = std::move(h->second);
       next_hooks.erase(h);
+      // Run without the lock the caller holds (and takes again after): the hook may use this
+      // backend itself, as another caller would between two of its calls.
+      mu.unlock();
       hook();
+      mu.lock();
     }
     if (down) return EIO;
     for (auto& f : failures)

@@ -40,9 +40,9 @@ class FakeBackend final : public Backend, public std::enable_shared_from_this<Fa
   // on any path) fails with `err` from now on.
   void fail(std::string op, std::string rel, int err);
   void clear_failures();
-  // `hook` runs once, at the next call of `op` on any path, before the call does anything (under
-  // the backend's lock: it may not call the backend): what another client did while the call was
-  // on its way to the server.
+  // `hook` runs once, at the next call of `op` on any path, before the call does anything (with
+  // the backend's lock let go: it may call the backend): what another client did while the call
+  // was on its way to the server.
   void on_next(std::string op, std::function<void()> hook);
   // Judges directories' owner bits as a storage account that owns them but is not root: a
   // directory without owner read and search is not listed, one without owner write and search

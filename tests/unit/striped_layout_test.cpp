@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -289,6 +291,27 @@ TEST(StripedLayout, ACreateIsAllOrNothing) {
   EXPECT_EQ(s.layout->create("/f", O_RDWR, 0644).error(), EACCES);
   for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(s.b[i]->has("/f")) << "nothing left on b" << i;
   EXPECT_EQ(s.layout->getattr("/f").error(), ENOENT);
+}
+
+// An unlink removes the name on backend 0, then the parts: a create of the name in between
+// (another mount's, on another gateway thread) must not lose its parts to the unlink. It waits
+// for the unlink to end.
+TEST(StripedLayout, ACreateRacingAnUnlinkOfTheSameNameKeepsEveryPart) {
+  Stripes s;
+  s.write("/f", 0, kFourStripes);
+  std::future<Result<Created>> created;
+  s.b[1]->on_next("unlink", [&] {
+    // Backend 0's name is gone, the parts are not yet.
+    created = std::async(std::launch::async, [&] { return s.layout->create("/f", O_RDWR, 0644); });
+    (void)created.wait_for(std::chrono::milliseconds(300));
+  });
+  ASSERT_TRUE(s.layout->unlink("/f"));
+  auto c = created.get();
+  ASSERT_TRUE(c) << strerror(c.error());
+  ASSERT_TRUE(c->file->write(0, bytes(kFourStripes)));
+  ASSERT_TRUE(c->file->close());
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(s.b[i]->has("/f")) << "the new file's part on b" << i;
+  EXPECT_EQ(s.read("/f", 0, 32), kFourStripes);
 }
 
 TEST(StripedLayout, ARenameAPartBackendRefusesIsUndone) {

@@ -559,6 +559,25 @@ TEST(UnionLayout, RenameOfADirectoryOverOneNotEmptyOnAnotherBranchIsEnotempty) {
   EXPECT_EQ(u.holders("/c/mine"), (Holders{0}));
 }
 
+// rename(2) refuses a file over a directory (EISDIR) and a directory over a file (ENOTDIR), also
+// where the target is on a branch without the source, which would not say so itself: nothing
+// moves, and the target (an empty directory here, which would have been removed) stays.
+TEST(UnionLayout, RenameBetweenAFileAndADirectoryOnAnotherBranchIsRefused) {
+  Union u(2);
+  u.b[0]->put_file("/file", "data");
+  u.b[1]->put_dir("/emptydir");
+  EXPECT_EQ(u.layout->rename("/file", "/emptydir", 0).error(), EISDIR);
+  u.b[0]->put_dir("/dir");
+  u.b[1]->put_file("/other", "x");
+  EXPECT_EQ(u.layout->rename("/dir", "/other", 0).error(), ENOTDIR);
+  EXPECT_EQ(u.b[0]->calls("rename") + u.b[1]->calls("rename"), 0u)
+      << "refused before anything moved";
+  EXPECT_EQ(u.holders("/file"), (Holders{0}));
+  EXPECT_EQ(u.holders("/emptydir"), (Holders{1}));
+  EXPECT_EQ(u.holders("/dir"), (Holders{0}));
+  EXPECT_EQ(u.holders("/other"), (Holders{1}));
+}
+
 // A read-only branch's copy of the target cannot go: it would still show where its branch comes
 // first, and come back once the new file went. The rename is refused and nothing moves.
 TEST(UnionLayout, RenameOntoANameAReadOnlyBranchHoldsIsErofs) {
