@@ -290,10 +290,14 @@ TEST_F(Staging, BadRequestsAreRefusedClearlyAndStartNothing) {
 // ended, whatever names the places (a namespace's path or a backend's), and the same request
 // again (a Slurm hook run a second time) is the copy under way.
 TEST_F(Staging, OverlappingCopiesRunInTurnAndTheSameRequestJoins) {
-  const std::string src = make_tree(0, "/busy-src", 10, 3, 200);
+  // The first copy must still run when the states are asked, after six calls of skeinctl (each
+  // a commit to the gateway's database, which may wait seconds in a busy minute): 900 MiB.
+  const std::string src = make_tree(0, "/busy-src", 10, 3, 300);
   const std::string other = make_tree(0, "/busy-other", 10, 0, 0);
-  create(job(), user(0), "", "2G");
-  // The gateway's database shares this machine's disk with the copy's 600 MiB, and its commits
+  // The stage-out's destination named as the backend's: one place on the server all the same.
+  ASSERT_EQ(run_command("mkdir -p " + q(cluster_->export_dir(1) + "/busy-out")), 0);
+  create(job(), user(0), "", "3G");
+  // The gateway's database shares this machine's disk with the copy's 900 MiB, and its commits
   // (fsync) may wait seconds for them, past skeinctl's 5 s (exit code 3): asked again then. A
   // start asked again is the same request, so it is the copy the first one began.
   auto asked = [&](const std::string& args) {
@@ -311,8 +315,6 @@ TEST_F(Staging, OverlappingCopiesRunInTurnAndTheSameRequestJoins) {
   const std::string into = start("stage in " + job() + " " + other + " /data/sub");
   const std::string out = start("stage out " + job() + " /data default:/srv1/busy-out");
   const std::string elsewhere = start("stage in " + job() + " " + other + " /elsewhere");
-  // The stage-out's destination named as the backend's: one place on the server all the same.
-  ASSERT_EQ(run_command("mkdir -p " + q(cluster_->export_dir(1) + "/busy-out")), 0);
   const std::string read_back = start("stage in " + job() + " backend:srv1:/busy-out /read-back");
   EXPECT_EQ(start("stage in " + job() + " " + src + " /data"), first)
       << "the same request started a second copy";
@@ -338,7 +340,7 @@ TEST_F(Staging, OverlappingCopiesRunInTurnAndTheSameRequestJoins) {
         << big;
   }
   EXPECT_TRUE(exists(copied + "/sub/d1")) << "the stage-out ran before the copy into /data/sub";
-  EXPECT_GE(asked("stage status " + read_back).value("bytes_done", uint64_t{0}), 600ull << 20)
+  EXPECT_GE(asked("stage status " + read_back).value("bytes_done", uint64_t{0}), 900ull << 20)
       << "the copy of the stage-out's destination ran before the stage-out";
   Json list = asked("stage list " + job());
   EXPECT_EQ(list["operations"].size(), 5u) << list.dump();
