@@ -45,6 +45,7 @@ int exit_code_of(const grpc::Status& status) {
       return kExitOk;
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::CANCELLED:  // the gateway ended the call: it is stopping
       return kExitConnection;
     default:
       return kExitRefused;

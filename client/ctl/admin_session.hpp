@@ -65,7 +65,8 @@ class AdminSession {
   std::unique_ptr<v1::Admin::Stub> stub_;
 };
 
-// kExitConnection for UNAVAILABLE and DEADLINE_EXCEEDED, kExitRefused for every other failure.
+// kExitConnection for UNAVAILABLE, DEADLINE_EXCEEDED and CANCELLED (a gateway that stops ends
+// the calls under way), kExitRefused for every other failure.
 int exit_code_of(const grpc::Status& status);
 // "NOT_FOUND", "UNAUTHENTICATED", ...
 const char* status_code_name(grpc::StatusCode code);

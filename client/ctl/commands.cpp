@@ -20,6 +20,11 @@ int failed(const AdminSession& s, const Output& out, const grpc::Status& st) {
             "still be done by the gateway: look before asking again (ns list, backends list, "
             "stage list)\n",
             s.address().c_str(), st.error_message().c_str(), name);
+  else if (st.error_code() == grpc::StatusCode::CANCELLED)
+    fprintf(stderr,
+            "skeinctl: the gateway at %s ended the call (%s): it is stopping or restarting; what "
+            "was asked may still be done: look before asking again\n",
+            s.address().c_str(), st.error_message().c_str());
   else if (code == kExitConnection)
     fprintf(stderr,
             "skeinctl: cannot reach the gateway at %s: %s (%s); if it is up, the TLS set-up may "

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "skein/progress.hpp"
@@ -60,6 +61,11 @@ void print_bar(const v1::StageOperation& op) {
   std::fflush(stdout);
 }
 
+// How long a wait goes on asking a gateway that does not answer: a copy goes on through a
+// gateway's restart (and a busy minute may delay an answer past the deadline), and the wait of a
+// Slurm stage hook for an hour's copy must not end at the first call that found it away.
+constexpr std::chrono::minutes kFollowOutage{10};
+
 // Follows `op` to its end: a bar on a terminal (without --json), JSON lines otherwise; the last
 // line is the operation as it ended.
 int follow(AdminSession& s, const Output& out, v1::StageOperation op) {
@@ -74,11 +80,27 @@ int follow(AdminSession& s, const Output& out, v1::StageOperation op) {
     v1::StageOperationRequest req;
     req.set_id(op.id());
     v1::StageOperation next;
-    auto st = s.call(&v1::Admin::Stub::StageStatus, req, &next);
-    if (!st.ok()) {
+    std::optional<std::chrono::steady_clock::time_point> away_since;
+    for (;;) {
+      auto st = s.call(&v1::Admin::Stub::StageStatus, req, &next);
+      if (st.ok()) break;
+      const auto now = std::chrono::steady_clock::now();
+      if (exit_code_of(st) == kExitConnection &&
+          (!away_since || now - *away_since < kFollowOutage)) {
+        if (!away_since) {
+          away_since = now;
+          if (bar) std::cout << "\n";
+          std::cerr << "skeinctl: the gateway at " << s.address() << " does not answer ("
+                    << st.error_message() << "); asking again for " << kFollowOutage.count()
+                    << " min: the copy goes on meanwhile\n";
+        }
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        continue;
+      }
       if (bar) std::cout << "\n";
       return failed(s, out, st);
     }
+    if (away_since) std::cerr << "skeinctl: the gateway answers again\n";
     op = next;
   }
   if (bar) {

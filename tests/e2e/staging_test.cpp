@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -146,6 +147,12 @@ class Staging : public JobSuite {
                             [&](uint64_t t, uint64_t d) { return kill ? d >= t / 2 : d > 0; });
     ASSERT_FALSE(id.empty());
     ASSERT_LT(done_before, total) << "the copy finished before the stop; the test proves nothing";
+    // A wait for the copy (a Slurm stage hook's) goes on through the gateway's absence.
+    std::string followed;
+    auto following = std::async(std::launch::async, [&] {
+      return ctl("--json stage status " + id + " --wait", &followed);
+    });
+    std::this_thread::sleep_for(500ms);
     if (kill) {  // nothing is flushed, nothing said goodbye
       ASSERT_EQ(::kill(cluster_->gateway_pid(), SIGKILL), 0);
       ASSERT_TRUE(cluster_->stop_gateway(/*kill=*/true));  // what skein-local knows of it
@@ -173,6 +180,14 @@ class Staging : public JobSuite {
     Json end;
     ASSERT_TRUE(ended(id, end)) << end.dump();
     ASSERT_EQ(end["state"], "done") << end.dump();
+    EXPECT_EQ(following.get(), 0) << followed;
+    EXPECT_NE(followed.find("does not answer"), std::string::npos) << followed;
+    Json last;  // the last line of JSON: the copy as it ended
+    std::istringstream lines(followed);
+    for (std::string line; std::getline(lines, line);)
+      if (auto j = Json::parse(line, nullptr, false); j.is_object()) last = j;
+    EXPECT_EQ(last.value("state", std::string()), "done")
+        << followed.substr(followed.size() > 2000 ? followed.size() - 2000 : 0);
     if (old_in_place) {
       EXPECT_TRUE(same_contents(cluster_->export_dir(0) + "/" + name + "-src",
                                 cluster_->export_dir(2) + "/" + name));
