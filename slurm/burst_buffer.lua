@@ -476,30 +476,38 @@ local function slurm_time(text)
 		sec = tonumber(sec) })
 end
 
--- Every job slurmctld knows, by id: { state, bb_state, end_time }. nil and a reason when
--- scontrol cannot say.
+-- Every job slurmctld knows, by id: { state, end_time }, from squeue's fields (one element of a
+-- job array a line). Never from `scontrol show job`'s text: a job's name, comment, directives or
+-- mail address may hold " JobState=COMPLETED EndTime=..." before or after the real fields. nil and
+-- a reason when squeue cannot say.
 local function known_jobs()
-	local rc, out, err = run("scontrol show job -o")
+	local rc, out, err = run("squeue -h -r -t all -o '%A|%T|%e'")
 	if rc ~= 0 then
-		return nil, "scontrol show job failed: " .. trim(err ~= "" and err or out)
+		return nil, "squeue failed: " .. trim(err ~= "" and err or out)
 	end
-	-- One record per job, starting at a line "JobId=N"; a record may span lines (its BurstBuffer
-	-- field holds the script's #BB_LUA lines).
 	local jobs = {}
-	local text = "\n" .. out
-	local at = text:find("\nJobId=%d")
-	while at do
-		local next_at = text:find("\nJobId=%d", at + 1)
-		local record = text:sub(at + 1, (next_at or #text + 1) - 1)
-		local id = record:match("^JobId=(%d+)")
-		jobs[id] = {
-			state = record:match("%sJobState=(%S+)"),
-			bb_state = record:match("%sBurstBufferState=(%S+)"),
-			end_time = slurm_time(record:match("%sEndTime=(%S+)")),
-		}
-		at = next_at
+	for line in out:gmatch("[^\n]+") do
+		local id, state, ends = line:match("^%s*(%d+)|(%S+)|(%S*)%s*$")
+		if id then
+			jobs[id] = { state = state, end_time = slurm_time(ends) }
+		end
 	end
 	return jobs
+end
+
+-- A job's BurstBufferState from its own record (scontrol has no fixed format for it): the last
+-- such field, after the script's directives and comment. Only the job's own text is in that
+-- record, so nothing another user wrote can pass for it. nil when scontrol cannot say.
+local function bb_state_of(job_id)
+	local rc, out = run("scontrol show job -o " .. shq(job_id))
+	if rc ~= 0 then
+		return nil
+	end
+	local state
+	for s in out:gmatch("%sBurstBufferState=(%S+)") do
+		state = s
+	end
+	return state
 end
 
 -- The job namespaces this configuration made: a list of { id, job }.
@@ -529,10 +537,14 @@ local function reap_reason(job_id, job, grace, now)
 	if not job then
 		return "Slurm no longer knows job " .. job_id
 	end
-	if FINAL_JOB_STATES[job.state] and (job.bb_state == "teardown" or job.bb_state == "complete") and job.end_time
-		and now - job.end_time >= grace then
+	if not (FINAL_JOB_STATES[job.state] and job.end_time and now - job.end_time >= grace) then
+		return nil
+	end
+	-- Ended: its namespace may go once the burst buffer is done with it (no stage-out under way).
+	local bb_state = bb_state_of(job_id)
+	if bb_state == "teardown" or bb_state == "complete" then
 		return string.format("job %s ended %d s ago (%s) and its teardown did not remove it (BurstBufferState=%s)",
-			job_id, now - job.end_time, job.state, job.bb_state)
+			job_id, now - job.end_time, job.state, bb_state)
 	end
 	return nil
 end
@@ -645,6 +657,40 @@ function slurm_bb_pools()
 	return slurm.SUCCESS, '{"pools":[' .. table.concat(items, ",") .. "]}"
 end
 
+-- A job's time limit in seconds, from squeue's %l ("UNLIMITED", "D-HH:MM:SS", "D-HH:MM", "D-HH",
+-- "HH:MM:SS", "MM:SS", "MM"); math.huge when it has none, nil when squeue cannot say.
+local function time_limit_s(job_id)
+	local rc, out = run("squeue -h -j " .. shq(job_id) .. " -o '%l'")
+	local text = rc == 0 and trim(out) or ""
+	if text == "UNLIMITED" or text == "INFINITE" then
+		return math.huge
+	end
+	local days, rest = text:match("^(%d+)-([%d:]+)$")
+	rest = rest or text
+	if not rest:match("^%d+$") and not rest:match("^%d+:%d+$") and not rest:match("^%d+:%d+:%d+$") then
+		return nil
+	end
+	local n = {}
+	for v in rest:gmatch("%d+") do
+		n[#n + 1] = tonumber(v)
+	end
+	local h, m, sec = 0, 0, 0
+	if days then -- D-HH, D-HH:MM, D-HH:MM:SS
+		h, m, sec = n[1], n[2] or 0, n[3] or 0
+	elseif #n == 3 then
+		h, m, sec = n[1], n[2], n[3]
+	elseif #n == 2 then
+		m, sec = n[1], n[2]
+	else
+		m = n[1]
+	end
+	return (tonumber(days) or 0) * 86400 + h * 3600 + m * 60 + sec
+end
+
+-- What a namespace's lifetime is at least beyond the job's time limit: the wait between setup and
+-- the job's start, and its stage-out.
+local LIFETIME_SLACK_S = 86400
+
 --[[ slurm_bb_setup (asynchronous): makes the job's namespace, owned by the job's user, with the
 capacity as its quota. Idempotent (skeinctl ns create is). ]]
 function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
@@ -683,11 +729,32 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
 	opt("--width", r.width or p.width)
 	opt("--stripe-size", r.stripe_size or p.stripe_size)
 	opt("--quota-inodes", r.inodes or p.inodes)
-	opt("--lifetime", r.lifetime or p.lifetime)
+	-- Without a lifetime asked for, the namespace lives as long as the job may, and a day more:
+	-- the gateway's default_lifetime would destroy the scratch of a job that runs longer.
+	local lifetime, derived = r.lifetime or p.lifetime, false
+	if not lifetime then
+		local limit = time_limit_s(job_id)
+		if limit then
+			derived = true
+			lifetime = limit == math.huge and "36500d" or string.format("%.0fs", limit + LIFETIME_SLACK_S)
+		else
+			log_error("JobId=%s: squeue cannot say the job's time limit: its namespace gets the gateway's default_lifetime",
+				job_id)
+		end
+	end
+	opt("--lifetime", lifetime)
+	local lifetime_at = #args
 	if c.controller.cluster then
 		opt("--label", "slurm_cluster=" .. c.controller.cluster)
 	end
 	local ok, _, reason = skeinctl(c, table.concat(args, " "))
+	-- More than the gateway allows (max_lifetime, which its refusal says in seconds): the most.
+	local max = not ok and derived and reason and reason:match("more than max_lifetime %((%d+) s%)")
+	if max then
+		log_info("JobId=%s: lifetime %s is more than the gateway's max_lifetime: %s s", job_id, lifetime, max)
+		args[lifetime_at] = "--lifetime " .. shq(max .. "s")
+		ok, _, reason = skeinctl(c, table.concat(args, " "))
+	end
 	if not ok then
 		return fail(job_id, "cannot create the job's scratch namespace", reason)
 	end

@@ -420,14 +420,20 @@ def job_state(job_id):
     return r.stdout.strip() if r.returncode == 0 else ""
 
 
+# States of a job that is back in the queue already, or on its way there: another node's prolog
+# requeued it (squeue prints a flag such as COMPLETING or REQUEUED instead of PENDING meanwhile).
+REQUEUED_STATES = {"PENDING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"}
+
+
 def requeue_held(hook, job_id, reason):
     """Puts the job back in the queue, held, with reason in its Comment (scontrol, as root). The
     prologs of a job's other nodes find it requeued already: done. A job that may not be requeued
-    (--no-requeue, JobRequeue=0) is cancelled with the reason instead: a prolog failure would
-    drain the node."""
+    (--no-requeue, JobRequeue=0, an interactive job: only batch jobs are) is cancelled with the
+    reason instead: a prolog failure would drain the node."""
     r = tool(["scontrol", "requeuehold", job_id])
-    cancel = r.returncode != 0 and job_state(job_id) != "PENDING"
-    if cancel and "disabled" not in r.stderr.lower() and "requeue" not in r.stderr.lower():
+    cancel = r.returncode != 0 and job_state(job_id) not in REQUEUED_STATES
+    why = r.stderr.lower()
+    if cancel and "disabled" not in why and "requeue" not in why and "batch" not in why:
         raise HookError(f"scontrol requeuehold {job_id} failed: {r.stderr.strip()}")
     u = tool(["scontrol", "update", f"JobId={job_id}", f"Comment={reason[:250]}"])
     if u.returncode != 0:

@@ -305,6 +305,10 @@ allow = ["/srv0/users/$USER"]
         fields = {}
         for m in re.finditer(r"(?:^|\s)([A-Z][\w:/]*)=(.*?)(?=\s[A-Z][\w:/]*=|$)", r.stdout.strip(), re.S):
             fields.setdefault(m.group(1), m.group(2).strip())
+        # The state from squeue's one field: a job's name may hold " JobState=..." before the real one.
+        s = run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], check=False, env=self.env())
+        if s.returncode == 0 and s.stdout.strip():
+            fields["JobState"] = s.stdout.strip()
         return fields
 
     def wait_job(self, job_id, states=("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"), seconds=60):

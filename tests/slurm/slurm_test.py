@@ -11,6 +11,7 @@ Prints one PASS/FAIL line per test and 'N passed, N failed' last.
 """
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -54,8 +55,18 @@ def test_scratch_is_mounted_private_at_first_line(c):
 stat -c 'owner=%U mode=%a' "$SKEIN_SCRATCH"
 awk -v p="$SKEIN_SCRATCH" '$5 == p {{ print "fstype=" $(NF-2) }}' /proc/self/mountinfo
 echo written > "$SKEIN_SCRATCH/f" && echo "read=$(cat "$SKEIN_SCRATCH/f")"
-""")
+sleep 1
+""", "--time=20")
     check(job, f"sbatch refused: {r.stderr}")
+    # Without a lifetime directive the namespace lives as long as the job may (20 min), and a day.
+    deadline = time.monotonic() + 30
+    made = []
+    while not made and time.monotonic() < deadline:
+        made = [n for n in json.loads(c.skeinctl("ns", "list").stdout)["job_namespaces"] if n["job_id"] == job]
+        time.sleep(0.2)
+    check(made, f"no namespace for job {job}")
+    lifetime = made[0]["expires_s"] - made[0]["created_s"]
+    check(lifetime == 20 * 60 + 86400, f"job {job}'s namespace lives {lifetime} s, not its time limit and a day")
     state = c.wait_job(job)
     out = c.output(A, job)
     check(state == "COMPLETED", f"job {job} ended {state}: {out}")
@@ -418,11 +429,13 @@ def test_reaper_removes_namespaces_whose_job_is_gone_and_keeps_the_rest(c):
     check(ended, f"sbatch refused: {r.stderr}")
     c.wait_job(ended, states=("COMPLETED",))
     assert_clean(c, ended)
+    # Its name and comment would pass for fields of an ended job in `scontrol show job`'s text.
     held, r = c.sbatch(A, f"""#!/bin/bash
 #BB_LUA pool={h.POOL} capacity=1G
 #BB_LUA skein stage_in=/srv0/users/{A}/not-there:/in
 echo ran
-""")
+""", "--job-name=x JobState=COMPLETED EndTime=2001-01-01T00:00:00",
+                       "--comment=x BurstBufferState=complete")
     check(held, f"sbatch refused: {r.stderr}")
     wait_reason(c, held, "stage-in_of_")
     # The dry run first, with the background reaper off (and none still running), so that nothing
