@@ -262,8 +262,13 @@ bool make_node(MPI_Comm comm, Node& node, std::string& error) {
   MPI_Comm_dup(comm, &node.world);
   MPI_Comm_rank(node.world, &node.rank);
   MPI_Comm_size(node.world, &node.size);
+  // The map has an entry per rank of MPI_COMM_WORLD: `comm` may be a part of it, in another
+  // order (an application's call on a communicator of its own).
+  int world_rank = 0, world_size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   std::string key, dir, mine;
-  const bool overridden = override_of(node.rank, node.size, key, dir, mine);
+  const bool overridden = override_of(world_rank, world_size, key, dir, mine);
   error = agree(node.world, mine);
   if (!error.empty()) return false;
   node.mount_override = dir;

@@ -205,7 +205,20 @@ class PartialNames {
   }
   std::string part(const std::string& rel) const {
     const fs::path p(dst_ + rel);
-    const std::string base = (p.parent_path() / ("." + p.filename().string() + kPartial)).string();
+    std::string name = p.filename().string();
+    // ".NAME.skein-partial.chunks", and a number after the partial's name, must fit in NAME_MAX:
+    // a longer name is cut, and a hash of the whole added (FNV-1a: the same in every run, so
+    // that a rerun finds what a killed run left).
+    constexpr std::size_t kRoom = NAME_MAX - 1 - std::char_traits<char>::length(kPartial) -
+                                  std::char_traits<char>::length(kChunks) - 4;
+    if (name.size() > kRoom) {
+      uint64_t h = 14695981039346656037ull;
+      for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+      char tail[18];
+      std::snprintf(tail, sizeof tail, "~%016llx", static_cast<unsigned long long>(h));
+      name = name.substr(0, kRoom - 17) + tail;
+    }
+    const std::string base = (p.parent_path() / ("." + name + kPartial)).string();
     for (int n = 0;; ++n) {
       std::string c = n ? base + "." + std::to_string(n) : base;
       if (rel.empty() || c.size() <= dst_.size()) return c;  // the root itself: nothing beside it
@@ -774,6 +787,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
           got += static_cast<uint64_t>(r);
           if (got > i.size) as_listed = false;
         }
+        // Rewritten in place while it was read (the same size): the bytes may mix two versions.
+        if (as_listed) as_listed = still_as_listed(in, i).empty();
         if (in >= 0) ::close(in);
         contents.resize(as_listed ? from + i.size : from);
         if (!as_listed) {

@@ -1589,6 +1589,11 @@ TEST_F(MpiTest, AnApplicationLinkedWithTheLibraryStagesAndBroadcasts) {
   const long long served = bytes_read() - before, total = (5 << 20) + 777 + 40 * 100 + 37 * 780;
   EXPECT_GE(served, total);
   EXPECT_LE(served, total * 101 / 100);
+  // On communicators of two ranks each (one of them in reverse order): the node map is by rank of
+  // MPI_COMM_WORLD, so each half finds its node.
+  EXPECT_EQ(app_run("--quiet --half-comm bcast " + q(cluster_->mount(0) + "/srv0/app-staged")), 0)
+      << out;
+  EXPECT_EQ(every_rank("rc 0: "), 4) << out;
 
   // Failures: twelve files whose names are directories at the destination. Every rank gets the
   // same list, as many lines as fit in the application's 200 bytes, then how many more.
@@ -1779,6 +1784,23 @@ TEST_F(MpiStageTest, ASymlinkAtAPartialsNameIsReplacedNeverWrittenThrough) {
   EXPECT_EQ(run_command("diff -r --no-dereference " + q(src) + " " + q(dst), &diff), 0) << diff;
   EXPECT_EQ(listing(dst), listing(src));
   run_command("rm -rf " + q(src) + " " + q(dst) + " " + q(outside));
+}
+
+// Names as long as a name may be (255 bytes): the partial's name beside them (".NAME.skein-
+// partial", and ".chunks" for a large file's record) is cut and given a hash, and they arrive.
+TEST_F(MpiStageTest, FilesWithTheLongestNamesAreCopied) {
+  const std::string src = make_test_dir("long-names-src"), dst = make_test_dir("long-names-dst");
+  const std::string longest(255, 'n'), also_long = std::string(254, 'n') + "x";
+  ASSERT_TRUE(write_file(src + "/" + longest, "small\n"));
+  ASSERT_TRUE(write_file(src + "/" + also_long, random_bytes(5 * kChunk + 100, 3)));
+  ASSERT_TRUE(write_file(src + "/" + std::string(230, 'm'), "two names of one cut\n"));
+  ASSERT_TRUE(write_file(src + "/" + std::string(231, 'm'), "and the other\n"));
+  std::string out;
+  EXPECT_EQ(stage_in(q(src) + " " + q(dst), out), 0) << out;
+  std::string diff;
+  EXPECT_EQ(run_command("diff -r " + q(src) + " " + q(dst), &diff), 0) << diff;
+  EXPECT_EQ(listing(dst), listing(src)) << "no partial left";
+  run_command("rm -rf " + q(src) + " " + q(dst));
 }
 
 // A read-only partial a killed run left (a copy gets its mode before its rename: here the
