@@ -167,7 +167,10 @@ void bcast_string(MPI_Comm comm, std::string& s, int root) {
   unsigned long long n = s.size();
   MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, root, comm);
   s.resize(n);
-  if (n > 0) MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, root, comm);
+  // In pieces of 1 GiB: MPI's counts are ints, and a tree's list of paths may pass 2 GiB.
+  constexpr unsigned long long kPiece = 1ull << 30;
+  for (unsigned long long at = 0; at < n; at += kPiece)
+    MPI_Bcast(s.data() + at, static_cast<int>(std::min(kPiece, n - at)), MPI_CHAR, root, comm);
 }
 
 void bcast_strings(MPI_Comm comm, std::vector<std::string>& v, int root) {
