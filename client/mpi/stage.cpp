@@ -31,13 +31,13 @@
 #include "mount_control.hpp"
 #include "progress_report.hpp"
 #include "skein/mpi.h"
+#include "skein/partial_name.hpp"
 
 namespace fs = std::filesystem;
 
 namespace skein::mpi {
 namespace {
 
-constexpr const char* kPartial = ".skein-partial";
 constexpr const char* kChunks = ".chunks";  // a large file's record: its partial's name and this
 // Files up to this size are fetched several at a time (fetch-files), up to kUnitFiles in one
 // command; a buffer holds a unit's paths (each at most PATH_MAX) and its files at the largest
@@ -205,20 +205,7 @@ class PartialNames {
   }
   std::string part(const std::string& rel) const {
     const fs::path p(dst_ + rel);
-    std::string name = p.filename().string();
-    // ".NAME.skein-partial.chunks", and a number after the partial's name, must fit in NAME_MAX:
-    // a longer name is cut, and a hash of the whole added (FNV-1a: the same in every run, so
-    // that a rerun finds what a killed run left).
-    constexpr std::size_t kRoom = NAME_MAX - 1 - std::char_traits<char>::length(kPartial) -
-                                  std::char_traits<char>::length(kChunks) - 4;
-    if (name.size() > kRoom) {
-      uint64_t h = 14695981039346656037ull;
-      for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
-      char tail[18];
-      std::snprintf(tail, sizeof tail, "~%016llx", static_cast<unsigned long long>(h));
-      name = name.substr(0, kRoom - 17) + tail;
-    }
-    const std::string base = (p.parent_path() / ("." + name + kPartial)).string();
+    const std::string base = (p.parent_path() / partial_name_of(p.filename().string())).string();
     for (int n = 0;; ++n) {
       std::string c = n ? base + "." + std::to_string(n) : base;
       if (rel.empty() || c.size() <= dst_.size()) return c;  // the root itself: nothing beside it

@@ -20,6 +20,7 @@
 #include "namespace/create_policy.hpp"
 #include "namespace/namespace_fs.hpp"
 #include "namespace/union_layout.hpp"
+#include "skein/partial_name.hpp"
 #include "skein/path.hpp"
 
 namespace skein {
@@ -55,13 +56,19 @@ std::string below(const std::string& root, const std::string& rel) {
 }
 
 // SHA-256 of a whole file, read through its layout.
-Result<std::string> file_digest(Layout& layout, const std::string& rel) {
+// SHA-256 of a file's bytes; ECANCELED as soon as `stop` says so (a large file takes minutes).
+Result<std::string> file_digest(Layout& layout, const std::string& rel,
+                                const std::function<bool()>& stop) {
   auto file = layout.open(rel, O_RDONLY);
   if (!file) return Result<std::string>::failure(file.error());
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
   uint64_t offset = 0;
   for (;;) {
+    if (stop()) {
+      (void)(*file)->close();
+      return Result<std::string>::failure(ECANCELED);
+    }
     auto data = (*file)->read(offset, kReadPiece);
     if (!data) {
       (void)(*file)->close();
@@ -768,7 +775,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   std::unordered_set<std::string> copied_here;
   for (const StageEntry& e : entries) copied_here.insert(below(dest_root, e.path));
   auto partial_of = [](const std::string& dpath) {
-    return join_path(parent_path(dpath), "." + std::string(base_name(dpath)) + ".skein-partial");
+    return join_path(parent_path(dpath), partial_name_of(base_name(dpath)));
   };
   auto copy_path_of = [&](const std::string& dpath) {
     std::string partial = partial_of(dpath);
@@ -845,8 +852,9 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   // What a file needs once all of it is there, with its mode and times: the checksum, the record.
   auto verify_and_record = [&](const StageEntry& e, const std::string& dpath) {
     if (run.record.spec.verify) {
-      auto a = file_digest(*source.layout, below(source.root, e.path));
-      auto b = file_digest(*destination.layout, dpath);
+      auto a = file_digest(*source.layout, below(source.root, e.path), stop);
+      auto b = a ? file_digest(*destination.layout, dpath, stop) : a;
+      if (stop()) return;  // verified by the resumed run
       if (!a) return run.fail(e.path, "verifying: reading the source: " + errno_text(a.error()));
       if (!b) return run.fail(e.path, "verifying: reading the copy: " + errno_text(b.error()));
       if (*a != *b)
@@ -878,8 +886,12 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     run.done(e.path, true);
   };
   // Makes the copy of `e` and writes into it what `next(offset)` gives, until it gives nothing
-  // (or fails); then the file is finished, or failed with the cause.
-  auto write_copy = [&](const StageEntry& e, auto&& next) {
+  // (or fails); then the file is finished, or failed with the cause. The bytes must be as many as
+  // the walk found, and `source_now` (when given) finds the source still as walked after its
+  // read: one rewritten meanwhile would leave a copy of two versions under the walk's mtime. A
+  // run that stops meanwhile leaves the file for the resumed run.
+  auto write_copy = [&](const StageEntry& e, auto&& next,
+                        const std::function<std::string()>& source_now = {}) {
     auto dpath = below(dest_root, e.path);
     const std::string copy = copy_path_of(dpath);
     auto dst = destination.layout->create(copy, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -891,7 +903,9 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       if (!t) err = t.error();
     }
     uint64_t offset = 0;
+    bool stopped = false;
     while (!err) {
+      if ((stopped = stop())) break;
       Result<SharedBytes> data = next(offset);
       if (!data) {
         err = data.error();
@@ -906,8 +920,22 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       offset += data->size();
       run.bytes_moved += data->size();
     }
+    std::string changed;
+    if (!err && !stopped) {
+      if (offset != e.size)
+        changed =
+            offset > e.size ? "it grew" : "it is shorter (" + std::to_string(offset) + " bytes)";
+      else if (source_now)
+        changed = source_now();
+    }
     auto closed = out->close();
     if (!err && !closed) err = closed.error();
+    if (stopped || !changed.empty()) {
+      if (copy != dpath) (void)destination.layout->unlink(copy);
+      if (stopped) return;
+      return run.fail(e.path, "changed while it was copied (" + changed + ", the walk found " +
+                                  std::to_string(e.size) + " bytes): run again");
+    }
     if (!err && copy != dpath) {
       auto placed = destination.layout->rename(copy, dpath, 0);
       if (!placed)
@@ -926,12 +954,23 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   auto copy_whole = [&](const StageEntry& e) {
     auto src = source.layout->open(below(source.root, e.path), O_RDONLY);
     if (!src) return run.fail(e.path, "opening the source: " + errno_text(src.error()));
-    write_copy(e, [&](uint64_t offset) {
-      // As much as the walk found and one byte more: a file's end is seen in the same reply (a
-      // read far past it would wait for replies that do not come), and one that grew goes on.
-      uint64_t want = offset < e.size ? e.size - offset + 1 : 1;
-      return (*src)->read(offset, static_cast<uint32_t>(std::min<uint64_t>(kReadPiece, want)));
-    });
+    write_copy(
+        e,
+        [&](uint64_t offset) {
+          // As much as the walk found and one byte more: a file's end is seen in the same reply
+          // (a read far past it would wait for replies that do not come), and one that grew is
+          // seen by that byte (and read no further).
+          if (offset > e.size) return Result<SharedBytes>(SharedBytes());
+          uint64_t want = e.size - offset + 1;
+          return (*src)->read(offset, static_cast<uint32_t>(std::min<uint64_t>(kReadPiece, want)));
+        },
+        [&]() -> std::string {
+          auto now = (*src)->fstat();
+          if (!now) return "cannot look at it again: " + errno_text(now.error());
+          if (now->size != e.size || static_cast<int64_t>(now->mtime) != e.mtime)
+            return "its size or mtime is not as walked";
+          return "";
+        });
     (void)(*src)->close();
   };
   // A small file whose contents were read already: written in one go.
@@ -942,9 +981,10 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   };
   // Small files read together and made together (Layout::write_whole_files: each under
   // .NAME.skein-partial beside it, renamed into place with its mode and times). One that is not
-  // as walked (grown, gone, unreadable) is copied the plain way, and so is one the destination
-  // did not make: that way says what is wrong with it. So is one whose partial name is itself
-  // copied here (a tree holding both x and .x.skein-partial), which the partial would overwrite.
+  // as walked (grown, rewritten, gone, unreadable) is copied the plain way, and so is one the
+  // destination did not make: that way says what is wrong with it. So is one whose partial name is
+  // itself copied here (a tree holding both x and .x.skein-partial), which the partial would
+  // overwrite.
   auto copy_small = [&](const std::vector<const StageEntry*>& files) {
     std::vector<std::string> paths;
     uint64_t largest = 0;
@@ -958,7 +998,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     for (size_t k = 0; k < files.size(); ++k) {
       const StageEntry& e = *files[k];
       if (k < got.size() && got[k] && S_ISREG(got[k]->attrs.permissions) &&
-          got[k]->data.size() == e.size) {
+          got[k]->data.size() == e.size && static_cast<int64_t>(got[k]->attrs.mtime) == e.mtime) {
         const std::string dpath = below(dest_root, e.path);
         std::string partial = partial_of(dpath);
         if (copied_here.count(partial)) {
@@ -1013,7 +1053,10 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       }
       big.src = *src;
       if (big.resumed) {
-        auto dst = destination.layout->open(big.path, O_WRONLY);
+        // Only finishing it (every chunk recorded): looked at, not written, so a copy that has
+        // its read-only mode already (set before a stop during its verify) is no failure.
+        auto dst =
+            destination.layout->open(big.path, item.chunk == UINT64_MAX ? O_RDONLY : O_WRONLY);
         if (dst)
           big.dst = *dst;
         else
@@ -1038,6 +1081,10 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       uint64_t len = std::min(chunk_bytes, e.size - offset);
       uint64_t done = 0;
       while (ok && done < len) {
+        if (stop()) {  // the chunk is left for the resumed run
+          ok = false;
+          break;
+        }
         auto data = big.src->read(
             offset + done, static_cast<uint32_t>(std::min<uint64_t>(kReadPiece, len - done)));
         if (!data || data->empty()) {
@@ -1061,7 +1108,17 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
         big.failed = true;
     }
     if (--big.left != 0) return;
-    // The last of its chunks: the file is finished here.
+    // The last of its chunks: the file is finished here, if its source is still as walked (one
+    // rewritten while its chunks were copied would leave a copy of two versions).
+    if (!big.open_error && !big.failed && item.chunk != UINT64_MAX) {
+      auto now = big.src->fstat();
+      if (!now || now->size != e.size || static_cast<int64_t>(now->mtime) != e.mtime) {
+        big.failed = true;
+        run.fail(e.path, now ? "changed while it was copied (its size or mtime is not as "
+                               "walked): run again"
+                             : "looking at the source again: " + errno_text(now.error()));
+      }
+    }
     if (!big.open_error && !big.failed) {
       auto a = big.dst->fstat();
       if (!a) {
