@@ -344,7 +344,13 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
       got += data->size();
       total += data->size();
       replies->push_back(std::move(*r));  // the body's bytes stay where they are
-      if (got == p.len || data->empty()) break;
+      if (got == p.len) break;
+      if (data->empty()) {
+        // No bytes and no EOF status (OpenSSH never answers so; other servers may at the end):
+        // the end of the file. The next pieces' bytes must not be taken for this one's rest.
+        at_eof = true;
+        break;
+      }
       // A short reply from a server whose short reads mean the end of the file: no READ more
       // (a small file costs one round trip, not two).
       if (p.len <= p.handle.conn->limits().max_read && p.handle.conn->short_read_is_eof()) {
@@ -361,7 +367,7 @@ Result<SharedBytes> RemoteFile::fetch(uint64_t offset, uint32_t size) {
   }
   if (err && total == 0) {
     if (err == EIO && !first->conn->alive())
-      spdlog::warn("backend {}: read of {} failed: {}", backend_->name(), rel_,
+      spdlog::warn("backend {}: read of {} failed: {}", backend_->name(), rel_path(),
                    first->conn->failure());
     return R::failure(err);
   }

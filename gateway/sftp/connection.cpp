@@ -163,6 +163,11 @@ std::string Connection::deadline_missed() const {
   return endpoint_.who() + ": no reply within " + std::to_string(endpoint_.timeout.count()) + " ms";
 }
 
+std::string Connection::write_deadline_missed() const {
+  return endpoint_.who() + ": the server took no request within " +
+         std::to_string(endpoint_.timeout.count()) + " ms";
+}
+
 void Connection::report_hung(const std::string& why) {
   if (on_hung_ && !hung_reported_.exchange(true)) on_hung_(why);
 }
@@ -256,13 +261,13 @@ std::vector<Result<Reply>> Connection::call_all(std::vector<Request> framed) {
   return replies;
 }
 
-bool Connection::write_request(const Request& r) {
-  return channel_->write(r.framed, r.tail, std::chrono::steady_clock::now() + endpoint_.timeout);
+bool Connection::write_request(const Request& r, Deadline deadline) {
+  return channel_->write(r.framed, r.tail, deadline);
 }
 
 bool Connection::write_joining(const Request& r, std::string& joined, Deadline deadline) {
   const size_t size = r.size();
-  if (size >= kJoinedWrite) return flush_joined(joined, deadline) && write_request(r);
+  if (size >= kJoinedWrite) return flush_joined(joined, deadline) && write_request(r, deadline);
   if (joined.size() + size > kJoinedWrite && !flush_joined(joined, deadline)) return false;
   joined.append(r.framed);
   for (std::string_view piece : r.tail) joined.append(piece);
@@ -295,6 +300,14 @@ std::vector<Result<Reply>> Connection::call_direct(const std::vector<Request>& f
     if (!written) break;
   }
   if (!written || !flush_joined(joined, deadline)) {
+    // Out of time rather than broken: the server is hung (as for a reply that does not come),
+    // and the pool must hear it, or every caller would wait a deadline on a new connection.
+    if (std::chrono::steady_clock::now() >= deadline) {
+      const std::string reason = write_deadline_missed();
+      mark_dead(reason);
+      report_hung(reason);
+      return finish();
+    }
     mark_dead(why("write failed"));
     return finish();
   }
@@ -425,7 +438,10 @@ void Connection::io_loop() {
     bool write_failed = false;
     // Each request is registered before anything that holds it is written.
     std::string joined;
-    auto deadline = [&] { return std::chrono::steady_clock::now() + endpoint_.timeout; };
+    Deadline last_deadline{};
+    auto deadline = [&] {
+      return last_deadline = std::chrono::steady_clock::now() + endpoint_.timeout;
+    };
     for (auto& [request, p] : batch) {
       const std::string& framed = request.framed;
       uint32_t id = static_cast<uint32_t>(static_cast<uint8_t>(framed[5])) << 24 |
@@ -447,6 +463,13 @@ void Connection::io_loop() {
     }
     if (!write_failed && !flush_joined(joined, deadline())) write_failed = true;
     if (write_failed) {
+      if (std::chrono::steady_clock::now() >= last_deadline) {  // hung, as in call_direct
+        const std::string reason = write_deadline_missed();
+        fail_all(reason);
+        ssh.unlock();
+        report_hung(reason);
+        return;
+      }
       fail_all(why("write failed"));
       return;
     }

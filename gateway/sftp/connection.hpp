@@ -92,8 +92,9 @@ class Connection {
   static constexpr size_t kJoinedWrite = 32 * 1024;
   // Reads exactly n bytes (the handshake's replies), bounded by the timeout.
   bool read_exact(std::string& out, size_t n);
-  // Writes one request to the channel; false if the channel failed. Caller holds ssh_mu_.
-  bool write_request(const Request& request);
+  // Writes one request to the channel by `deadline`; false if the channel failed or took no more
+  // bytes by then. Caller holds ssh_mu_.
+  bool write_request(const Request& request, Deadline deadline);
   // Writes `request`, or (a small one, with its separate data) appends it to `joined`, which is
   // written first when it would grow past kJoinedWrite; flush_joined() writes what is left. False
   // if the channel failed. Caller holds ssh_mu_.
@@ -119,6 +120,9 @@ class Connection {
   // message of a missed deadline.
   std::string why(const char* what) const;
   std::string deadline_missed() const;
+  // The same for a write that the server did not take in time (its sftp-server stopped reading:
+  // a hung export's write(2)).
+  std::string write_deadline_missed() const;
 
   OnHung on_hung_;
   std::atomic<bool> hung_reported_{false};
