@@ -299,7 +299,14 @@ void StageEngine::start() {
       try {
         jobs_.stage_out_began(r.spec.job_id);  // until its run ends (execute)
       } catch (const AdminError& e) {
+        // Ended, so that a wait for it (a Slurm stage-out hook's) ends too, with the reason.
         spdlog::warn("stage {} of job {}: not resumed: {}", r.id, r.spec.job_id, e.what());
+        try {
+          store_.finish(r.id, StageState::failed, std::string("not resumed: ") + e.what(), {},
+                        now_s());
+        } catch (const std::exception& x) {
+          spdlog::error("stage {}: cannot record its end: {}", r.id, x.what());
+        }
         continue;
       }
     }
@@ -938,8 +945,10 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     }
     if (!err && copy != dpath) {
       auto placed = destination.layout->rename(copy, dpath, 0);
-      if (!placed)
+      if (!placed) {
+        (void)destination.layout->unlink(copy);
         return run.fail(e.path, "putting the copy in place: " + errno_text(placed.error()));
+      }
     }
     if (err) {
       if (copy != dpath) (void)destination.layout->unlink(copy);
