@@ -72,8 +72,8 @@ int main(int argc, char** argv) {
   int rc = 2;
   if (strcmp(op, "bcast") == 0) {
     const int mine = !paths_on_rank_0 || rank == 0;
-    rc = skein_mpi_bcast(comm, mine ? (const char* const*)(argv + i) : NULL,
-                         mine ? argc - i : 0, &options, error, error_size);
+    rc = skein_mpi_bcast(comm, mine ? (const char* const*)(argv + i) : NULL, mine ? argc - i : 0,
+                         &options, error, error_size);
   } else if (strcmp(op, "stage-in") == 0 && argc - i == 2)
     rc = skein_mpi_stage_in(comm, argv[i], argv[i + 1], &options, error, error_size);
   else if (strcmp(op, "stage-out") == 0 && argc - i == 2)
