@@ -66,6 +66,32 @@ void print_bar(const v1::StageOperation& op) {
 // Slurm stage hook for an hour's copy must not end at the first call that found it away.
 constexpr std::chrono::minutes kFollowOutage{10};
 
+// StageStatus of `id` into `op`, asked again every second while the gateway does not answer, for
+// up to kFollowOutage, with a note on stderr (after a newline when a bar is on the line).
+grpc::Status status_through_outages(AdminSession& s, const std::string& id, v1::StageOperation& op,
+                                    bool bar) {
+  v1::StageOperationRequest req;
+  req.set_id(id);
+  std::optional<std::chrono::steady_clock::time_point> away_since;
+  for (;;) {
+    auto st = s.call(&v1::Admin::Stub::StageStatus, req, &op);
+    const auto now = std::chrono::steady_clock::now();
+    if (st.ok() || exit_code_of(st) != kExitConnection ||
+        (away_since && now - *away_since >= kFollowOutage)) {
+      if (st.ok() && away_since) std::cerr << "skeinctl: the gateway answers again\n";
+      return st;
+    }
+    if (!away_since) {
+      away_since = now;
+      if (bar) std::cout << "\n";
+      std::cerr << "skeinctl: the gateway at " << s.address() << " does not answer ("
+                << st.error_message() << "); asking again for " << kFollowOutage.count()
+                << " min: the copy goes on meanwhile\n";
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
 // Follows `op` to its end: a bar on a terminal (without --json), JSON lines otherwise; the last
 // line is the operation as it ended.
 int follow(AdminSession& s, const Output& out, v1::StageOperation op) {
@@ -77,30 +103,12 @@ int follow(AdminSession& s, const Output& out, v1::StageOperation op) {
       std::cout << stage_json(op).dump() << std::endl;  // one object a line
     if (ended(op)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    v1::StageOperationRequest req;
-    req.set_id(op.id());
     v1::StageOperation next;
-    std::optional<std::chrono::steady_clock::time_point> away_since;
-    for (;;) {
-      auto st = s.call(&v1::Admin::Stub::StageStatus, req, &next);
-      if (st.ok()) break;
-      const auto now = std::chrono::steady_clock::now();
-      if (exit_code_of(st) == kExitConnection &&
-          (!away_since || now - *away_since < kFollowOutage)) {
-        if (!away_since) {
-          away_since = now;
-          if (bar) std::cout << "\n";
-          std::cerr << "skeinctl: the gateway at " << s.address() << " does not answer ("
-                    << st.error_message() << "); asking again for " << kFollowOutage.count()
-                    << " min: the copy goes on meanwhile\n";
-        }
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        continue;
-      }
+    auto st = status_through_outages(s, op.id(), next, bar);
+    if (!st.ok()) {
       if (bar) std::cout << "\n";
       return failed(s, out, st);
     }
-    if (away_since) std::cerr << "skeinctl: the gateway answers again\n";
     op = next;
   }
   if (bar) {
@@ -160,12 +168,16 @@ int stage_start(AdminSession& s, const Output& out, bool in, const StageArgs& ar
 }
 
 int stage_status(AdminSession& s, const Output& out, const std::string& id, bool wait) {
+  v1::StageOperation op;
+  if (wait) {  // its first answer too may have to wait for a gateway restarting
+    auto st = status_through_outages(s, id, op, false);
+    if (!st.ok()) return failed(s, out, st);
+    return follow(s, out, op);
+  }
   v1::StageOperationRequest req;
   req.set_id(id);
-  v1::StageOperation op;
   auto st = s.call(&v1::Admin::Stub::StageStatus, req, &op);
   if (!st.ok()) return failed(s, out, st);
-  if (wait) return follow(s, out, op);
   if (out.json)
     print_json(stage_json(op));
   else
