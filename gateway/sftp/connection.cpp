@@ -103,12 +103,15 @@ bool Connection::handshake(std::string& error) {
   if (has_extension("limits@openssh.com")) {
     std::string req = PacketWriter(FXP_EXTENDED).str("limits@openssh.com").take();
     patch_request_id(req, 0);
+    // Its reply read whole, or the connection is not used: bytes of it left unread (a reply
+    // cut by the deadline, one too long to read) would be taken for the next replies' headers.
+    bool in_step = false;
     if (channel_->write(req, {}, deadline) && read_exact(hdr, 4)) {
       len = static_cast<uint32_t>(static_cast<uint8_t>(hdr[0])) << 24 |
             static_cast<uint32_t>(static_cast<uint8_t>(hdr[1])) << 16 |
             static_cast<uint32_t>(static_cast<uint8_t>(hdr[2])) << 8 | static_cast<uint8_t>(hdr[3]);
-      if (len >= 5 && len < 65536 && read_exact(body, len) &&
-          static_cast<uint8_t>(body[0]) == FXP_EXTENDED_REPLY) {
+      in_step = len >= 1 && len < 65536 && read_exact(body, len);
+      if (in_step && len >= 5 && static_cast<uint8_t>(body[0]) == FXP_EXTENDED_REPLY) {
         PacketReader lr(std::string_view(body).substr(5));
         auto mp = lr.u64(), mr = lr.u64(), mw = lr.u64(), mh = lr.u64();
         if (mp && mr && mw && mh) {
@@ -116,6 +119,10 @@ bool Connection::handshake(std::string& error) {
           limits_from_server_ = true;
         }
       }
+    }
+    if (!in_step) {
+      error = failed("no whole answer to limits@openssh.com");
+      return false;
     }
   }
   return true;
