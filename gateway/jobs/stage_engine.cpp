@@ -672,7 +672,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
                                    errno_text(target.error()));
         e.target = *target;
       }
-      if (!rel.empty()) ++files;
+      if (!rel.empty() || e.kind != Kind::dir) ++files;  // a source that is one file counts
       entries.push_back(e);
       if (e.kind != Kind::dir) return;
       if (stop()) throw std::runtime_error("stopped while walking the source");
@@ -740,7 +740,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   for (auto& e : entries) {
     if (e.done) {
       bytes_done += e.size;
-      files_done += e.path.empty() ? 0 : 1;
+      files_done += e.path.empty() && e.kind == Kind::dir ? 0 : 1;
     } else if (auto c = chunks.find(e.path); c != chunks.end()) {
       for (auto i : c->second) bytes_done += std::min(chunk_bytes, e.size - i * chunk_bytes);
     }

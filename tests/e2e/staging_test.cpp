@@ -405,6 +405,25 @@ TEST_F(Staging, AFileRewrittenWhileItIsCopiedFailsAndTheRerunCopiesIt) {
   EXPECT_TRUE(again["failed"].empty()) << again.dump();
 }
 
+// A source that is one file (or one symlink) is one entry of one: its progress never shows more
+// entries done than there are.
+TEST_F(Staging, ASourceThatIsOneFileCountsOneEntry) {
+  const std::string dir = cluster_->export_dir(0) + "/one-file";
+  ASSERT_EQ(run_command("mkdir -p " + q(dir) + " && head -c 100000 /dev/urandom > " +
+                        q(dir + "/f") + " && ln -sf f " + q(dir + "/l")),
+            0);
+  create(job(), user(0), "", "64M");
+  for (const std::string name : {"f", "l"}) {
+    Json end;
+    ASSERT_EQ(
+        stage_wait("stage in " + job() + " default:/srv0/one-file/" + name + " /" + name, end), 0)
+        << end.dump();
+    EXPECT_EQ(end["state"], "done") << end.dump();
+    EXPECT_EQ(end["files_total"], 1u) << end.dump();
+    EXPECT_EQ(end["files_done"], 1u) << end.dump();
+  }
+}
+
 TEST_F(Staging, ACancelStopsTheCopyAndAQuotaTooSmallFailsBeforeCopying) {
   const std::string src = make_tree(0, "/cancel-src", 10, 2, 100);
   create(job(1), user(0), "", "2G");
