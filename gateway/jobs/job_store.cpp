@@ -156,10 +156,9 @@ std::vector<std::string> JobStore::credential_digests(const std::string& ns) {
 void JobStore::save_usage(const std::vector<Usage>& usage) {
   if (usage.empty()) return;
   Transaction t(*db_);
-  for (const Usage& u : usage) {
-    Statement s(*db_, "UPDATE job_namespaces SET bytes_used = ?, inodes_used = ? WHERE name = ?");
+  Statement s(*db_, "UPDATE job_namespaces SET bytes_used = ?, inodes_used = ? WHERE name = ?");
+  for (const Usage& u : usage)  // run() resets the statement for the next binding
     s.bind_all(static_cast<int64_t>(u.bytes), static_cast<int64_t>(u.inodes), u.ns).run();
-  }
   t.commit();
 }
 

@@ -55,8 +55,8 @@ std::string below(const std::string& root, const std::string& rel) {
   return rel.empty() ? root : join_path(root, rel);
 }
 
-// SHA-256 of a whole file, read through its layout.
-// SHA-256 of a file's bytes; ECANCELED as soon as `stop` says so (a large file takes minutes).
+// SHA-256 of a whole file, read through its layout; ECANCELED as soon as `stop` says so (a large
+// file takes minutes).
 Result<std::string> file_digest(Layout& layout, const std::string& rel,
                                 const std::function<bool()>& stop) {
   auto file = layout.open(rel, O_RDONLY);
@@ -83,6 +83,11 @@ Result<std::string> file_digest(Layout& layout, const std::string& rel,
   unsigned len = 0;
   EVP_DigestFinal_ex(ctx.get(), md, &len);
   return std::string(reinterpret_cast<char*>(md), len);
+}
+
+// Whether attributes `a` have the size and mtime the walk found for `e`: the same version.
+bool as_walked(const sftp::Attrs& a, const StageEntry& e) {
+  return a.size == e.size && static_cast<int64_t>(a.mtime) == e.mtime;
 }
 
 Kind kind_of(uint32_t mode) {
@@ -822,16 +827,14 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
         // else at the name (an older file, its partial removed meanwhile) is no copy of this
         // run's: the file starts afresh.
         auto there = destination.layout->getattr(dpath);
-        if (there && S_ISREG(there->permissions) && there->size == e.size &&
-            static_cast<int64_t>(there->mtime) == e.mtime) {
+        if (there && S_ISREG(there->permissions) && as_walked(*there, e)) {
           big.path = dpath;
           d = there;
         }
       }
       // In place with every chunk recorded (placed just now, or copied in place from the start):
       // only at the source's size.
-      if (s && s->size == e.size && static_cast<int64_t>(s->mtime) == e.mtime && d &&
-          S_ISREG(d->permissions) &&
+      if (s && as_walked(*s, e) && d && S_ISREG(d->permissions) &&
           (big.path != dpath || c->second.size() < n || d->size == e.size)) {
         recorded = c->second;
         big.resumed = true;
@@ -903,6 +906,9 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     const std::string copy = copy_path_of(dpath);
     auto dst = destination.layout->create(copy, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (!dst) return run.fail(e.path, "creating the copy: " + errno_text(dst.error()));
+    auto discard = [&] {  // a copy under its partial name that is not to be put in place
+      if (copy != dpath) (void)destination.layout->unlink(copy);
+    };
     auto& out = dst->file;
     int err = 0;
     if (dst->attrs.size != 0) {
@@ -938,7 +944,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     auto closed = out->close();
     if (!err && !closed) err = closed.error();
     if (stopped || !changed.empty()) {
-      if (copy != dpath) (void)destination.layout->unlink(copy);
+      discard();
       if (stopped) return;
       return run.fail(e.path, "changed while it was copied (" + changed + ", the walk found " +
                                   std::to_string(e.size) + " bytes): run again");
@@ -946,12 +952,12 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     if (!err && copy != dpath) {
       auto placed = destination.layout->rename(copy, dpath, 0);
       if (!placed) {
-        (void)destination.layout->unlink(copy);
+        discard();
         return run.fail(e.path, "putting the copy in place: " + errno_text(placed.error()));
       }
     }
     if (err) {
-      if (copy != dpath) (void)destination.layout->unlink(copy);
+      discard();
       return run.fail(e.path, "copying: " + errno_text(err));
     }
     {
@@ -976,8 +982,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
         [&]() -> std::string {
           auto now = (*src)->fstat();
           if (!now) return "cannot look at it again: " + errno_text(now.error());
-          if (now->size != e.size || static_cast<int64_t>(now->mtime) != e.mtime)
-            return "its size or mtime is not as walked";
+          if (!as_walked(*now, e)) return "its size or mtime is not as walked";
           return "";
         });
     (void)(*src)->close();
@@ -1007,7 +1012,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     for (size_t k = 0; k < files.size(); ++k) {
       const StageEntry& e = *files[k];
       if (k < got.size() && got[k] && S_ISREG(got[k]->attrs.permissions) &&
-          got[k]->data.size() == e.size && static_cast<int64_t>(got[k]->attrs.mtime) == e.mtime) {
+          got[k]->data.size() == e.size && as_walked(got[k]->attrs, e)) {
         const std::string dpath = below(dest_root, e.path);
         std::string partial = partial_of(dpath);
         if (copied_here.count(partial)) {
@@ -1121,7 +1126,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     // rewritten while its chunks were copied would leave a copy of two versions).
     if (!big.open_error && !big.failed && item.chunk != UINT64_MAX) {
       auto now = big.src->fstat();
-      if (!now || now->size != e.size || static_cast<int64_t>(now->mtime) != e.mtime) {
+      if (!now || !as_walked(*now, e)) {
         big.failed = true;
         run.fail(e.path, now ? "changed while it was copied (its size or mtime is not as "
                                "walked): run again"
