@@ -232,9 +232,12 @@ bool complete(const std::string& path, const Item& i) {
 // Makes `path` a new, empty regular file for writing (mode `mode`, as far as the umask lets it).
 // Whatever is found at the name is removed first: a partial an earlier run left, perhaps
 // read-only, or a symlink the source tree once had at that name and the copy brought to DST,
-// which an open of the name would write through, out of DST. The descriptor, or -1 with `error`.
-int create_new(const std::string& path, mode_t mode, std::string& error) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+// which an open of the name would write through, out of DST. The descriptor, or -1 with `error`;
+// `replaced` (if given) says whether something was found at the name.
+int create_new(const std::string& path, mode_t mode, std::string& error, bool* replaced = nullptr) {
+  const bool removed = ::unlink(path.c_str()) == 0;
+  if (replaced) *replaced = removed;
+  if (!removed && errno != ENOENT) {
     error = errno_text(path);
     return -1;
   }
@@ -356,6 +359,8 @@ std::size_t files_per_unit(std::size_t files, int ranks) {
 int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg, uint64_t chunk,
           bool verify, const std::string& control_dir, double progress_s, std::string& summary,
           std::string& failures) {
+  const OwnComm duplicate(comm);
+  comm = duplicate.get();
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -628,7 +633,11 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       // meanwhile), so that most files need no chmod: the mode is looked at once the times are
       // set, whose answer brings it (on a skein mount: no call of its own), and changed only
       // where it differs: a umask, set-id bits (which a write may clear).
-      const int out = create_new(part, (i.mode & 0777) | S_IWUSR, err);
+      bool replaced = false;
+      const int out = create_new(part, (i.mode & 0777) | S_IWUSR, err, &replaced);
+      // A partial found there may be a chunked copy that a run with a smaller chunk size left,
+      // whose record this copy would leave behind in DST.
+      if (replaced) ::unlink(partials.record(i.rel).c_str());
       if (err.empty())
         err = data ? write_at(out, data, i.size, 0, part)
                    : copy_range(in, out, 0, i.size, buf, i.rel);

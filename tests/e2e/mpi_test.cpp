@@ -1748,11 +1748,12 @@ class MpiStageTest : public ::testing::Test {
   static std::string skein_mpi() { return build_dir() + "/client/skein-mpi"; }
   // `skein-mpi stage-in ARGS` (chunks of kChunk), as root or as `nobody` (whose writes a mode
   // refuses, as root's it does not); its output in `out`. A hang fails.
-  static int stage_in(const std::string& args, std::string& out, bool as_nobody = false) {
+  static int stage_in(const std::string& args, std::string& out, bool as_nobody = false,
+                      uint64_t chunk = kChunk) {
     return run_command(std::string("cd /tmp && ") + (as_nobody ? "runuser -u nobody -- " : "") +
                            "timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 " +
                            q(skein_mpi()) + " stage-in --progress 0 --chunk " +
-                           std::to_string(kChunk) + " " + args + " 2>&1",
+                           std::to_string(chunk) + " " + args + " 2>&1",
                        &out);
   }
   static void chown_nobody(const std::string& path) {
@@ -1874,6 +1875,29 @@ TEST_F(MpiStageTest, AnOldRecordIsRemovedBeforeItsFileIsCopiedAfresh) {
   EXPECT_EQ(stage_in(q(src) + " " + q(dst), out, /*as_nobody=*/true), 0) << out;
   EXPECT_EQ(stage_in(q(src) + " " + q(dst), out, /*as_nobody=*/true), 0) << out;
   EXPECT_TRUE(read_file(dst + "/big") == big) << "the copy differs from the source: " << out;
+  run_command("rm -rf " + q(src) + " " + q(dst));
+}
+
+// A rerun with a larger chunk size copies whole a file that the killed run copied in chunks: the
+// chunked copy and its record are gone from DST after it, not left beside the file for good.
+TEST_F(MpiStageTest, ARerunWithALargerChunkLeavesNoRecordOfTheOldChunks) {
+  const std::string src = make_test_dir("rechunk-src"), dst = make_test_dir("rechunk-dst");
+  const uint64_t size = 5 * kChunk + 100;
+  const std::string big = random_bytes(size, 5);
+  ASSERT_TRUE(write_file(src + "/big", big));
+  const timespec t[2] = {{1600000000, 0}, {1600000000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (src + "/big").c_str(), t, 0), 0);
+  // As a run of kChunk chunks killed after its first two chunks leaves them.
+  std::string part(size, '\0');
+  part.replace(0, 2 * kChunk, big.substr(0, 2 * kChunk));
+  ASSERT_TRUE(write_file(dst + "/.big.skein-partial", part));
+  ASSERT_TRUE(write_file(dst + "/.big.skein-partial.chunks",
+                         std::to_string(size) + " 1600000000000000000 " + std::to_string(kChunk) +
+                             "\n11" + std::string((size + kChunk - 1) / kChunk - 2, '0')));
+  std::string out;
+  EXPECT_EQ(stage_in(q(src) + " " + q(dst), out, /*as_nobody=*/false, 16 * kChunk), 0) << out;
+  EXPECT_TRUE(read_file(dst + "/big") == big) << "the copy differs from the source: " << out;
+  EXPECT_EQ(listing(dst), listing(src)) << "a partial or record was left";
   run_command("rm -rf " + q(src) + " " + q(dst));
 }
 
