@@ -342,7 +342,9 @@ std::string cache_fill_files(MountDaemon& mount, const std::string& args, int bu
                                                  false, peer.pid, list);
         !e.empty())
       return err(e);
-    const std::string_view text(list.data, list_length);
+    // Copied out first: the caller can still change its buffer, and a list read in place could
+    // lose its last newline between the check and the split.
+    const std::string text(list.data, list_length);
     if (text.back() != '\n') return err("fill-files: the list's last line has no newline");
     for (std::size_t at = 0; at < text.size();) {
       // Counted as they come: a list of newlines alone must not make millions of strings.
@@ -368,7 +370,10 @@ std::string cache_fill_files(MountDaemon& mount, const std::string& args, int bu
     answers[i] = prepare_fill(
         mount, fill_mode + " " + mtime + " " + size + " 0 " + size + " " + buf_offset + " " + field,
         peer, access, fills[i]);
-    bytes += fills[i].length;
+    // Only what will be fetched or stored counts; a refused line's length is whatever the caller
+    // wrote, and could wrap the sum.
+    if (answers[i].empty() && __builtin_add_overflow(bytes, fills[i].length, &bytes))
+      bytes = UINT64_MAX;
   }
   if (!peer.privileged && bytes > kMaxOthersLength)
     return err("fill-files: at most " + std::to_string(kMaxOthersLength) +

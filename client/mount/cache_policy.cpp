@@ -53,6 +53,7 @@ CachePolicy::OpenDecision CachePolicy::opened(Ticket t, InodeNumber ino, int64_t
   k.opened = kept;
   k.open_mtime_ns = mtime_ns;
   k.open_size = size;
+  k.open_writes = k.writes;
   if (decision.refresh_attrs) {  // the kernel will ask again; what it was told is not current
     k.sent = false;
     // Attributes kept as current stay if they are the open's (a deferred open's come from them):
@@ -68,7 +69,7 @@ bool CachePolicy::open_matches(InodeNumber ino, int64_t mtime_ns, uint64_t size)
   std::lock_guard lock(mu_);
   auto it = known_.find(ino);
   return it != known_.end() && it->second.opened && it->second.open_mtime_ns == mtime_ns &&
-         it->second.open_size == size;
+         it->second.open_size == size && it->second.writes == it->second.open_writes;
 }
 
 void CachePolicy::listed(Ticket t, InodeNumber ino) {

@@ -99,9 +99,10 @@ class CachePolicy {
   // attribute refresh when they differ from what the kernel was last told.
   OpenDecision opened(Ticket t, InodeNumber ino, int64_t mtime_ns, uint64_t size);
 
-  // Whether this mount's last open of `ino` saw these mtime and size with a healthy stream and no
-  // invalidation of it since: the condition under which a later open keeps the page cache, so
-  // bytes of that version may be put into it (the control socket's fill command).
+  // Whether this mount's last open of `ino` saw these mtime and size with a healthy stream, and no
+  // invalidation of it and no write or truncation of this mount's own came since: the condition
+  // under which bytes of that version may be put into the page cache (the control socket's fill
+  // command). The mount hears of no invalidation for its own changes.
   bool open_matches(InodeNumber ino, int64_t mtime_ns, uint64_t size) const;
 
   // Directory listings. The kernel keeps a directory's listing in its page cache (FUSE's
@@ -314,6 +315,7 @@ class CachePolicy {
     bool opened = false;  // open_* below are what this mount's last open of it saw
     int64_t open_mtime_ns = 0;
     uint64_t open_size = 0;
+    uint64_t open_writes = 0;  // `writes` as of that open: this mount's writes since spoil it
     bool listed = false;  // the kernel may hold this directory's listing as this mount served it
     std::optional<FileAttr> dir_attrs;   // a directory's attributes, still current
     std::optional<FileAttr> file_attrs;  // a file's attributes, still current (current_attrs)

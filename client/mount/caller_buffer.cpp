@@ -3,8 +3,10 @@
 
 #include <fcntl.h>
 #include <linux/kcmp.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,6 +29,11 @@ std::string check_buffer(const std::string& command, int fd, uint64_t offset, ui
   if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
     return command + ": the buffer must be a memfd sealed against shrinking (F_SEAL_SHRINK)";
   if (::fstat(fd, &st) != 0) return command + ": buffer: " + std::strerror(errno);
+  // Plain shared memory only: a page of a hugetlbfs memfd whose range the caller punched out may
+  // have no huge page to come back as, and the mount's access of it would be a SIGBUS.
+  struct statfs sfs;
+  if (::fstatfs(fd, &sfs) != 0 || sfs.f_type != TMPFS_MAGIC)
+    return command + ": the buffer must be a memfd of plain memory (not of huge pages)";
   if (offset > static_cast<uint64_t>(st.st_size) ||
       length > static_cast<uint64_t>(st.st_size) - offset)
     return command + ": range beyond the buffer's size";

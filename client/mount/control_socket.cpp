@@ -32,6 +32,8 @@ using namespace control_socket_detail;
 constexpr int kServerTimeoutSeconds = 2;  // a client that sends nothing is dropped
 // The most a client may take to send its whole command, however it spaces its bytes.
 constexpr std::chrono::seconds kCommandDeadline{5};
+// The longest an answer may take to be taken: a caller that reads it slowly does not keep a slot.
+constexpr std::chrono::seconds kAnswerDeadline{30};
 // A fill command carries a path (PATH_MAX), which path_field may %-encode to three times its size.
 constexpr std::size_t kMaxCommand = 3 * 4096 + 256;
 
@@ -243,24 +245,41 @@ void ControlSocket::serve() {
         ++refusing_;
       }
     }
+    // A thread that cannot be made (the node is out of them) leaves the caller unanswered, and
+    // the mount serving.
     if (!refusal.empty()) {
-      std::thread([this, fd, refusal] {
-        refuse(fd, refusal);
+      try {
+        std::thread([this, fd, refusal] {
+          refuse(fd, refusal);
+          ::close(fd);
+          std::lock_guard lock(mu_);
+          --refusing_;
+          done_.notify_all();
+        }).detach();
+      } catch (const std::system_error& e) {
+        spdlog::warn("control socket: no thread to answer with: {}", e.what());
         ::close(fd);
         std::lock_guard lock(mu_);
         --refusing_;
-        done_.notify_all();
-      }).detach();
+      }
       continue;
     }
-    std::thread([this, fd, peer, privileged] {
-      answer(fd, peer, privileged);
+    try {
+      std::thread([this, fd, peer, privileged] {
+        answer(fd, peer, privileged);
+        ::close(fd);
+        std::lock_guard lock(mu_);
+        --answering_;
+        if (!privileged) --others_answering_;
+        done_.notify_all();
+      }).detach();
+    } catch (const std::system_error& e) {
+      spdlog::warn("control socket: no thread to answer with: {}", e.what());
       ::close(fd);
       std::lock_guard lock(mu_);
       --answering_;
       if (!privileged) --others_answering_;
-      done_.notify_all();
-    }).detach();
+    }
   }
 }
 
@@ -271,7 +290,7 @@ void ControlSocket::answer(int fd, const ucred& peer, bool privileged) {
   std::string command;
   int passed = -1;
   char buf[512];
-  bool line_done = false, late = false;
+  bool line_done = false, late = false, cut_short = false;
   const auto deadline = std::chrono::steady_clock::now() + kCommandDeadline;
   while (!line_done && command.size() < kMaxCommand) {
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -279,14 +298,21 @@ void ControlSocket::answer(int fd, const ucred& peer, bool privileged) {
       break;
     }
     iovec iov{buf, sizeof buf};
-    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control;
     msg.msg_controllen = sizeof control;
-    ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      // Nothing was received, descriptors neither: the control buffer is not looked at (the
+      // kernel leaves its length as it was given). A receive timeout waits on, up to the
+      // deadline; any other error ends the line unfinished, and nothing is run.
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      cut_short = true;
+      break;
+    }
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
       const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -300,7 +326,7 @@ void ControlSocket::answer(int fd, const ucred& peer, bool privileged) {
         }
       }
     }
-    if (n <= 0) break;
+    if (n == 0) break;  // the caller ended its side: the line is what came
     for (ssize_t i = 0; i < n; ++i) {
       if (buf[i] == '\n') {
         line_done = true;
@@ -312,10 +338,12 @@ void ControlSocket::answer(int fd, const ucred& peer, bool privileged) {
   // A line cut short could name something else (a path's prefix): refused, never run.
   const bool too_long = command.size() >= kMaxCommand;
   while (!command.empty() && (command.back() == '\r' || command.back() == ' ')) command.pop_back();
-  if (late || too_long) {
+  if (late || too_long || cut_short) {
     if (late)
       write_all(fd, "error: no whole command line within " +
                         std::to_string(kCommandDeadline.count()) + " s\n");
+    else if (cut_short)
+      write_all(fd, "error: the command line could not be received whole\n");
     else  // the rest of it may still be coming: read and dropped
       refuse(fd, "error: a command line of " + std::to_string(kMaxCommand) + " bytes or more\n");
     if (passed >= 0) ::close(passed);
@@ -351,7 +379,7 @@ void ControlSocket::answer(int fd, const ucred& peer, bool privileged) {
   } catch (const std::exception& e) {
     answer = std::string("error: ") + e.what() + "\n";
   }
-  write_all(fd, answer);
+  write_all(fd, answer, std::chrono::steady_clock::now() + kAnswerDeadline);
   if (passed >= 0) ::close(passed);
 }
 }  // namespace skein::client

@@ -58,9 +58,10 @@ void set_timeouts(int fd, int seconds) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-bool write_all(int fd, const std::string& data) {
+bool write_all(int fd, const std::string& data, std::chrono::steady_clock::time_point deadline) {
   std::size_t done = 0;
   while (done < data.size()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
     ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;

@@ -6,6 +6,7 @@
 
 #include <sys/un.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -39,7 +40,10 @@ std::string links_dir(const std::string& dir);
 bool fill_address(const std::string& path, sockaddr_un& addr);
 // Receive and send timeouts of `fd`.
 void set_timeouts(int fd, int seconds);
-// Sends all of `data` (no SIGPIPE); false on failure.
-bool write_all(int fd, const std::string& data);
+// Sends all of `data` (no SIGPIPE); false on failure, or once `deadline` has passed (a reader
+// that takes a little every few seconds keeps each send within its timeout, never the whole).
+bool write_all(
+    int fd, const std::string& data,
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
 }  // namespace skein::client::control_socket_detail

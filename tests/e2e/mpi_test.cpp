@@ -545,6 +545,13 @@ TEST_F(MpiTest, AFillFromABufferThatIsNotASealedMemfdIsRefused) {
   const int plain = ::open(plain_path.c_str(), O_RDONLY);
   ASSERT_GE(plain, 0);
   EXPECT_NE(ask(plain).find("sealed against shrinking"), std::string::npos);
+  // A memfd of huge pages, sealed: a range the caller punches out of it may have no huge page to
+  // come back as, and the mount's access would be a SIGBUS.
+  const int huge = ::memfd_create("skein-test-huge", MFD_HUGETLB | MFD_ALLOW_SEALING);
+  ASSERT_GE(huge, 0) << std::strerror(errno);
+  ASSERT_EQ(::fcntl(huge, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  EXPECT_NE(ask(huge).find("a memfd of plain memory"), std::string::npos);
+  ::close(huge);
   ::close(unsealed);
   ::close(plain);
   ::unlink(plain_path.c_str());

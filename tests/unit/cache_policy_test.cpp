@@ -227,6 +227,19 @@ TEST(CachePolicy, OpenMatchesOnlyTheVersionTheLastOpenSawUntilAnInvalidation) {
   EXPECT_FALSE(policy.open_matches(7, 1000, 10));
 }
 
+// The mount hears of no invalidation for its own writes and truncations: they spoil the version
+// its last open saw as much as another mount's change would, until it opens the file again.
+TEST(CachePolicy, OpenMatchesNothingAfterAWriteOfThisMount) {
+  HealthyPolicy policy;
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  ASSERT_TRUE(policy.open_matches(7, 1000, 10));
+  policy.wrote(7);
+  EXPECT_FALSE(policy.open_matches(7, 1000, 10));
+  policy.wrote(8);
+  policy.opened(policy.ticket(), 7, 1000, 10);
+  EXPECT_TRUE(policy.open_matches(7, 1000, 10)) << "another file's write spoils nothing";
+}
+
 TEST(CachePolicy, PagesNeverKeptInSafeMode) {
   CachePolicy policy({60, 1});
   policy.opened(policy.ticket(), 7, 1000, 10);

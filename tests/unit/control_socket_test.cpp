@@ -512,6 +512,54 @@ TEST(ControlSocketTest, ACommandMustComeWholeWithinItsDeadline) {
             "error: no whole command line within 5 s\n");
 }
 
+// A line that comes in two parts, the first with a file descriptor and the second after the
+// socket's 2 s receive timeout, is one command with that descriptor: the wait is no end of the
+// line, and what a receive that got nothing leaves in its control buffer is never taken for
+// descriptors (taken so, the mount closed the caller's descriptor, perhaps another's by then, and
+// ran the half line with it).
+TEST(ControlSocketTest, ALineThatWaitsPastTheReceiveTimeoutKeepsItsDescriptor) {
+  TempDir dir;
+  const std::string mountpoint = dir.path + "/mnt";
+  std::string error;
+  auto socket = ControlSocket::open(dir.path + "/sockets", "m1", mountpoint, error);
+  ASSERT_TRUE(socket) << error;
+  socket->start([](const std::string& command, int fd, const ControlPeer&) -> std::string {
+    struct stat st;
+    if (fd < 0) return command + ": no fd\n";
+    if (::fstat(fd, &st) != 0) return command + ": fd closed\n";
+    return command + (S_ISREG(st.st_mode) ? ": fd ok\n" : ": fd is something else\n");
+  });
+  const int memfd = ::memfd_create("control-socket-test", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket->path().c_str());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  char first[] = "fill";
+  iovec iov{first, 4};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &memfd, sizeof memfd);
+  ASSERT_EQ(::sendmsg(fd, &msg, MSG_NOSIGNAL), 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2600));
+  ASSERT_EQ(::send(fd, " x\n", 3, MSG_NOSIGNAL), 3);
+  std::string got;
+  char buf[256];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) got.append(buf, std::size_t(n));
+  ::close(fd);
+  ::close(memfd);
+  EXPECT_EQ(got, "fill x: fd ok\n");
+}
+
 TEST(ControlSocketTest, AClientWithoutADirectoryLooksInItsOwnAndThenInRunSkein) {
   const auto dirs = ControlSocket::default_dirs();
   ASSERT_FALSE(dirs.empty());
