@@ -161,10 +161,20 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
                        sftp::ssh_transport_name(endpoint.transport));
         } else if (!line.starts_with("Setting up watches")) {
           spdlog::warn("backend {}: inotifywait: {}", backend_->name(), line);
+          // Once watching, what inotifywait says is a failure (a new directory it could not
+          // watch: out of watches): changes there go unreported while the server counts as
+          // watched. The session ends; the next one watches the tree anew, and every mount
+          // drops what it holds of the backend when it does.
+          if (watching_ && cut.empty()) cut = "inotifywait: " + line;
         }
         continue;
       }
       const std::string events = "," + first + ",";
+      if (events.find(",Q_OVERFLOW,") != std::string::npos) {
+        // The kernel's queue overflowed: events were lost, which ones is unknown.
+        if (cut.empty()) cut = "inotify's event queue overflowed: changes were lost";
+        continue;
+      }
       std::string path = line.substr(space + 1);
       if (path.compare(0, root.size(), root) != 0) continue;
       std::string rel = root == "/" ? path : path.substr(root.size());
@@ -183,6 +193,7 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
       at->second = at->second || replaced;
       if (first_report) held.emplace_back(Clock::now(), std::move(rel));
     }
+    ended = ended || !cut.empty();
     if (out.size() > 65536) out.erase(0, out.size() - 1024);  // a line without end
     while (!held.empty() && (ended || Clock::now() - held.front().first >= kSettle)) {
       std::string rel = std::move(held.front().second);

@@ -387,7 +387,12 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       if (auto problem = sftp::endpoint_problem(ep))
         c.fail(t.get(ep.proxy_jump.empty() ? "host" : "proxy_jump"), where + ": " + *problem);
       b.root = c.string(t, "root", where, true);
-      if (b.root.empty() || b.root.front() != '/')
+      // Normalised as a backend added at run time is: "/data/" and "/data" are one root (the
+      // remote watcher compares the server's paths with it).
+      if (auto root = b.root.empty() || b.root.front() != '/' ? std::nullopt
+                                                              : normalize_virtual_path(b.root))
+        b.root = *root;
+      else
         c.fail(t.get("root"), "'root' in " + where + " must be an absolute path");
       b.connections = static_cast<int>(c.integer(t, "connections", where, 4, 1, 64));
       b.min_free_bytes = c.size(t, "min_free_space", where, 0);

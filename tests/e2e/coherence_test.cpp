@@ -695,6 +695,54 @@ TEST_F(Coherence, AWatcherSessionThatFallsSilentIsReportedNotWatchedAndStartedAg
   EXPECT_LT(took, 1.0) << "slower than a second: not through the new session";
 }
 
+// inotifywait cannot watch a directory made on the server (the user's inotify watches run out):
+// it says so, and changes below that directory would go unreported while the server counts as
+// watched and mounts trust what they hold. The session ends, a new one watches the tree anew
+// (once watches are free again), and a change there is seen as any other.
+TEST_F(Coherence, ADirectoryTheWatcherCannotWatchEndsTheSessionAndANewOneWatchesIt) {
+  std::string error;
+  auto g =
+      start_gateway("unwatched", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1, error);
+  ASSERT_TRUE(g) << error;
+  const std::string watching =
+      "backend srv0: watching " + cluster_->export_dir(0) + " with inotifywait";
+  auto log_count = [&](const std::string& what) {
+    std::ifstream in(g->log);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  ASSERT_GE(wait_until([&] { return log_count(watching) == 1; }, 15s), 0);
+  // Every watch in use now (the user's, root's, counts against the limit), and room for two more.
+  const std::string limit_file = "/proc/sys/fs/inotify/max_user_watches";
+  std::string old_limit, used;
+  ASSERT_EQ(run_command("cat " + limit_file, &old_limit), 0);
+  while (!old_limit.empty() && old_limit.back() == '\n') old_limit.pop_back();
+  struct Restore {
+    std::string file, value;
+    ~Restore() { run_command("echo " + value + " > " + file); }
+  } restore{limit_file, old_limit};
+  ASSERT_EQ(run_command("cat /proc/[0-9]*/fdinfo/* 2>/dev/null | grep -c '^inotify wd'", &used), 0);
+  ASSERT_EQ(run_command("echo " + std::to_string(std::stoul(used) + 2) + " > " + limit_file), 0);
+  ASSERT_EQ(::mkdir(s("many").c_str(), 0755), 0);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(::mkdir(s("many/d" + std::to_string(i)).c_str(), 0755), 0);
+  ASSERT_GE(wait_until([&] { return log_count("Couldn't watch new directory") >= 1; }, 10s), 0)
+      << "inotifywait never ran out of watches";
+  run_command("echo " + old_limit + " > " + limit_file);
+  EXPECT_GE(wait_until([&] { return log_count(watching) >= 2; }, 15s), 0)
+      << "not watched again through a new session";
+  // A file in the last directory, read through the mount (held as current), then changed on the
+  // server: seen at once, through the new session's watch.
+  const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/many/d7/f";
+  ASSERT_TRUE(write_file(s("many/d7/f"), "1"));
+  EXPECT_GE(wait_until([&] { return size_of(mounted) == 1; }, 5s), 0);
+  ASSERT_TRUE(write_file(s("many/d7/f"), "12"));
+  const double took = wait_until([&] { return size_of(mounted) == 2; }, 5s);
+  EXPECT_GE(took, 0) << "a change in a directory made while watches ran out never seen";
+  EXPECT_LT(took, 1.0) << "slower than a second: not through a watch";
+}
+
 // skein-local's own gateway: stop-gateway and start-gateway, as an admin would.
 // While every server is watched, an open for reading of a file the mount holds as current asks
 // nothing of the gateway, which opens the file at the first read: a file removed on the server in

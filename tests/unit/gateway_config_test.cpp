@@ -256,3 +256,15 @@ TEST_F(GatewayConfigTest, AStaticBackendThatReachesAPoolsFilesIsRefused) {
   EXPECT_EQ(error_of(with_root("a", "/srv/data") + with_root("pooled", "/srv/pool") + ns() + jobs),
             "");
 }
+
+// A root written with a trailing slash or a "." is the same root: the remote watcher compares the
+// server's paths with it, and "/srv/" took every event of the export for a sibling's.
+TEST_F(GatewayConfigTest, ABackendsRootIsNormalised) {
+  std::string text = backend();
+  text.replace(text.find("root = \"/srv\""), 13, "root = \"/srv/./x/\"");
+  auto cfg = parse(text + ns());
+  ASSERT_EQ(cfg.backends.size(), 1u);
+  EXPECT_EQ(cfg.backends[0].root, "/srv/x");
+  text.replace(text.find("root = \"/srv/./x/\""), 18, "root = \"/..\"");
+  EXPECT_NE(error_of(text + ns()).find("must be an absolute path"), std::string::npos);
+}
