@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <shared_mutex>
 #include <utility>
 #include <vector>
 
@@ -91,40 +92,66 @@ class OwnedFile : public OpenFile {
   uint32_t uid_, gid_;
 };
 
+// The file at `rel` changed size: the cells of its other names (each name has its own) no longer
+// know it, and ask the server at their next change. `own` is the changed name's cell (not held).
+void others_ask_again(OpenSizes& sizes, LinkNames& links, const std::string& rel,
+                      const OpenSizes::Cell* own) {
+  for (const std::string& other : links.others(rel)) {
+    auto cell = sizes.find(other);
+    if (!cell || cell.get() == own) continue;
+    std::lock_guard lock(cell->mu);
+    cell->known = false;
+  }
+}
+
 // A handle open for writing: what its writes add to the file's size, and what its truncations
 // add or give back, is counted against the quota before the request goes out (once per name of
 // the file, LinkNames). The attributes it reports carry the job's owner (OwnedFile).
 class CountedFile final : public OwnedFile {
  public:
   CountedFile(std::shared_ptr<OpenFile> inner, std::shared_ptr<OpenSizes::Cell> cell,
-              std::shared_ptr<Quota> quota, std::shared_ptr<LinkNames> links, uint32_t uid,
-              uint32_t gid, bool append)
+              std::shared_ptr<Quota> quota, std::shared_ptr<LinkNames> links,
+              std::shared_ptr<OpenSizes> sizes, uint32_t uid, uint32_t gid, bool append)
       : OwnedFile(std::move(inner), uid, gid),
         cell_(std::move(cell)),
         quota_(std::move(quota)),
         links_(std::move(links)),
+        sizes_(std::move(sizes)),
         append_(append) {}
 
   const std::shared_ptr<OpenSizes::Cell>& cell() const { return cell_; }
 
   Result<uint32_t> write(uint64_t offset, const SharedBytes& data) override {
+    std::shared_lock in_flight(cell_->changing);
     auto charge = count_write(offset, data.size());
     if (!charge) return Result<uint32_t>::failure(charge.error());
     auto w = inner_->write(offset, data);
     if (!w) undo_write(*charge);
+    if (charge->bytes) others_ask_again(*sizes_, *links_, inner_->rel_path(), cell_.get());
     return w;
   }
   Result<Written> write_reporting_attrs(uint64_t offset, const SharedBytes& data) override {
+    std::shared_lock in_flight(cell_->changing);
     auto charge = count_write(offset, data.size());
     if (!charge) return Result<Written>::failure(charge.error());
     auto w = inner_->write_reporting_attrs(offset, data);
     if (!w) undo_write(*charge);
     if (w && w->attrs) w->attrs = owned(*w->attrs);
+    if (charge->bytes) others_ask_again(*sizes_, *links_, inner_->rel_path(), cell_.get());
     return w;
   }
 
   Status truncate(uint64_t size) override {
     if (size > kMaxFileSize) return Status::failure(EFBIG);
+    std::unique_lock no_write_in_flight(cell_->changing);
+    Status st = truncate_counted(size);
+    others_ask_again(*sizes_, *links_, inner_->rel_path(), cell_.get());
+    return st;
+  }
+
+ private:
+  // truncate(), with the writes in flight ended.
+  Status truncate_counted(uint64_t size) {
     Charge change;  // a growing truncation's bytes taken; a shrinking one's given once it is done
     uint64_t giving = 0;
     {
@@ -148,7 +175,6 @@ class CountedFile final : public OwnedFile {
     return st;
   }
 
- private:
   // A change of the file's size, as counted: the size before and after, and the bytes taken.
   struct Charge {
     uint64_t before = 0, after = 0, bytes = 0;
@@ -213,6 +239,7 @@ class CountedFile final : public OwnedFile {
   std::shared_ptr<OpenSizes::Cell> cell_;
   std::shared_ptr<Quota> quota_;
   std::shared_ptr<LinkNames> links_;
+  std::shared_ptr<OpenSizes> sizes_;
   const bool append_;  // opened O_APPEND: writes land at the file's end
 };
 
@@ -238,14 +265,14 @@ void JobLayout::give_back(const sftp::Attrs& a) {
 
 std::shared_ptr<OpenFile> JobLayout::counted(std::shared_ptr<OpenFile> file, const std::string& rel,
                                              std::optional<uint64_t> size, int flags) {
-  auto cell = sizes_.acquire(rel);
+  auto cell = sizes_->acquire(rel);
   if (size) {
     std::lock_guard lock(cell->mu);
     cell->size = *size;
     cell->known = true;
   }
-  return std::make_shared<CountedFile>(std::move(file), std::move(cell), quota_, links_, uid_, gid_,
-                                       (flags & O_APPEND) != 0);
+  return std::make_shared<CountedFile>(std::move(file), std::move(cell), quota_, links_, sizes_,
+                                       uid_, gid_, (flags & O_APPEND) != 0);
 }
 
 Result<sftp::Attrs> JobLayout::getattr(const std::string& rel) {
@@ -274,12 +301,17 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
   uint64_t giving = 0;  // bytes a shrinking one gives back once it is done
   std::shared_ptr<OpenSizes::Cell> sized;  // the cell set to the new size, and what it was
   std::optional<uint64_t> sized_from;
+  // Held to the end of the change: no write of the file's handles lands after it uncounted.
+  std::unique_lock<std::shared_mutex> no_write_in_flight;
   if (rest.size) {
     if (*rest.size > kMaxFileSize) return R::failure(EFBIG);
-    auto cell = counted_file ? counted_file->cell() : sizes_.find(rel);
+    auto cell = counted_file ? counted_file->cell() : sizes_->find(rel);
     uint64_t old = 0;
     std::unique_lock<std::mutex> lock;
-    if (cell) lock = std::unique_lock(cell->mu);
+    if (cell) {
+      no_write_in_flight = std::unique_lock(cell->changing);
+      lock = std::unique_lock(cell->mu);
+    }
     if (cell && cell->known) {
       old = cell->size;
     } else {
@@ -316,6 +348,7 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
   } else if (giving) {
     quota_->give_bytes(giving);
   }
+  if (r && rest.size) others_ask_again(*sizes_, *links_, rel, sized.get());
   return owned(r);
 }
 
@@ -340,6 +373,7 @@ Status JobLayout::rmdir(const std::string& rel) {
 }
 
 Status JobLayout::unlink(const std::string& rel) {
+  std::lock_guard name(names_.of(rel));
   auto a = inner_->getattr(rel);
   if (!a) return Status::failure(a.error());
   auto st = inner_->unlink(rel);
@@ -348,6 +382,7 @@ Status JobLayout::unlink(const std::string& rel) {
 }
 
 Result<std::optional<sftp::Attrs>> JobLayout::unlink_reporting_parent(const std::string& rel) {
+  std::lock_guard name(names_.of(rel));
   auto a = inner_->getattr(rel);
   if (!a) return Result<std::optional<sftp::Attrs>>::failure(a.error());
   auto r = inner_->unlink_reporting_parent(rel);
@@ -359,22 +394,44 @@ Result<std::optional<sftp::Attrs>> JobLayout::unlink_reporting_parent(const std:
 }
 
 void JobLayout::removed(const std::string& rel, const sftp::Attrs& attrs) {
-  give_back(attrs);
-  sizes_.removed(rel);
+  name_goes(rel, attrs);
+  sizes_->removed(rel);
   links_->removed(rel);
+}
+
+void JobLayout::name_goes(const std::string& rel, const sftp::Attrs& a) {
+  if (S_ISREG(a.permissions) && links_->names(rel) == 1) {
+    if (auto cell = sizes_->find(rel)) {
+      std::lock_guard lock(cell->mu);
+      if (!cell->known) {  // what it counts for now
+        cell->size = a.size;
+        cell->known = true;
+      }
+      cell->orphan_of = quota_;
+      quota_->give_inodes(1);
+      return;
+    }
+  }
+  give_back(a);
 }
 
 Status JobLayout::rename(const std::string& from, const std::string& to, unsigned flags) {
   // Two names of one file: rename(2) does nothing, and both stay.
   if (from == to || links_->same_file(from, to)) return inner_->rename(from, to, flags);
+  auto locked = names_.both(from, to);
   std::optional<sftp::Attrs> replaced;
   if (!(flags & 1)) {  // without RENAME_NOREPLACE, an old `to` goes
     if (auto a = inner_->getattr(to)) replaced = *a;
   }
   auto st = inner_->rename(from, to, flags);
+  if (st && replaced && S_ISREG(replaced->permissions) && inner_->getattr(from)) {
+    // `from` is still there: the two were names of one file (linked before this gateway
+    // started, so not known as such), and rename(2) did nothing.
+    return st;
+  }
   if (st) {
-    if (replaced) give_back(*replaced);
-    sizes_.renamed(from, to);
+    if (replaced) name_goes(to, *replaced);
+    sizes_->renamed(from, to);
     links_->renamed(from, to);
   }
   return st;
@@ -436,10 +493,14 @@ Result<std::shared_ptr<OpenFile>> JobLayout::open_through(const std::string& rel
                                                           bool to_change) {
   using R = Result<std::shared_ptr<OpenFile>>;
   std::optional<uint64_t> truncated_from;
+  std::unique_lock<std::shared_mutex> no_write_in_flight;  // while the open truncates
+  std::shared_ptr<OpenSizes::Cell> truncated_cell;
   if (flags & O_TRUNC) {
-    auto cell = sizes_.find(rel);
+    auto cell = sizes_->find(rel);
+    truncated_cell = cell;
     std::optional<uint64_t> known;
     if (cell) {
+      no_write_in_flight = std::unique_lock(cell->changing);
       std::lock_guard lock(cell->mu);
       if (cell->known) known = cell->size;
     }
@@ -452,7 +513,16 @@ Result<std::shared_ptr<OpenFile>> JobLayout::open_through(const std::string& rel
   }
   auto f = to_change ? inner_->open_to_change(rel, flags) : inner_->open(rel, flags);
   if (!f) return f;
-  if (truncated_from) quota_->give_bytes(bytes_of_names(*truncated_from, links_->names(rel)));
+  if (truncated_from) {
+    quota_->give_bytes(bytes_of_names(*truncated_from, links_->names(rel)));
+    if (truncated_cell) {  // the handles open on it: the file is empty now
+      std::lock_guard lock(truncated_cell->mu);
+      truncated_cell->size = 0;
+      truncated_cell->known = true;
+    }
+    no_write_in_flight = {};
+    others_ask_again(*sizes_, *links_, rel, truncated_cell.get());
+  }
   if (!writes(flags)) return std::shared_ptr<OpenFile>(std::make_shared<OwnedFile>(*f, uid_, gid_));
   return counted(*f, rel, truncated_from ? std::optional<uint64_t>(0) : std::nullopt, flags);
 }
@@ -525,7 +595,7 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
       give_back(*replaced(k));
     made_here[f.path] = made[k]->attrs;
     if (left_partial(k) && !made_here.count(f.partial)) give_back(*left_partial(k));
-    sizes_.renamed(f.partial, f.path);
+    sizes_->renamed(f.partial, f.path);
     // The partial is a new file, whatever name of another one was at its name before (it was
     // removed), and goes to f.path.
     links_->removed(f.partial);
@@ -576,6 +646,16 @@ void LinkNames::renamed(const std::string& from, const std::string& to) {
     it = groups_.erase(it);
   }
   for (auto& [name, group] : moved) groups_[name] = std::move(group);
+}
+
+std::vector<std::string> LinkNames::others(const std::string& rel) {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  auto it = groups_.find(rel);
+  if (it == groups_.end() || *it->second <= 1) return out;
+  for (const auto& [name, group] : groups_)
+    if (group == it->second && name != rel) out.push_back(name);
+  return out;
 }
 
 bool LinkNames::same_file(const std::string& a, const std::string& b) {

@@ -8,9 +8,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "jobs/quota.hpp"
 #include "namespace/layout.hpp"
+#include "namespace/name_locks.hpp"
 
 namespace skein {
 
@@ -32,6 +34,8 @@ class LinkNames {
   void renamed(const std::string& from, const std::string& to);
   // Whether `a` and `b` are names of one file (a rename of one to the other does nothing).
   bool same_file(const std::string& a, const std::string& b);
+  // The file's other names known here (none for a file with one).
+  std::vector<std::string> others(const std::string& rel);
 
  private:
   std::mutex mu_;
@@ -88,12 +92,19 @@ class JobLayout final : public Layout {
                                     std::optional<uint64_t> size, int flags);
   // What removing `a` (a name that goes) gives back.
   void give_back(const sftp::Attrs& a);
+  // The name `rel` of a file with attributes `a` goes (removed, or replaced by a rename): what it
+  // counted goes back, except the bytes of a file whose last name it was while a handle holds it
+  // open (they stay on the server until the last close, OpenSizes::Cell::orphan_of).
+  void name_goes(const std::string& rel, const sftp::Attrs& a);
 
   std::shared_ptr<Layout> inner_;
   uint32_t uid_, gid_;
   std::shared_ptr<Quota> quota_;
-  OpenSizes sizes_;
+  std::shared_ptr<OpenSizes> sizes_ = std::make_shared<OpenSizes>();
   std::shared_ptr<LinkNames> links_ = std::make_shared<LinkNames>();
+  // A name's look and change (unlink, rename) in one hold: two of them on one name, racing, would
+  // each give back what they looked at.
+  NameLocks names_;
 };
 
 }  // namespace skein

@@ -590,7 +590,10 @@ bool JobNamespaces::recount() {
       all = false;
       continue;
     }
-    if (layout->quota()->generation() != before) {  // changed meanwhile: counted again later
+    // Set only if nothing changed since the walk began, checked in the same hold as the setting
+    // (a change counted between a check and a setting would be lost); else counted again later.
+    const auto u = layout->quota()->usage();
+    if (!layout->quota()->set_used_if(before, counted->bytes, counted->inodes)) {
       all = false;
       continue;
     }
@@ -598,12 +601,9 @@ bool JobNamespaces::recount() {
       std::lock_guard lock(mu_);
       to_recount_.erase(name);
     }
-    auto u = layout->quota()->usage();
-    if (u.bytes != counted->bytes || u.inodes != counted->inodes) {
+    if (u.bytes != counted->bytes || u.inodes != counted->inodes)
       spdlog::info("jobs: {} holds {} bytes in {} inodes (saved: {} in {})", name, counted->bytes,
                    counted->inodes, u.bytes, u.inodes);
-      layout->quota()->set_used(counted->bytes, counted->inodes);
-    }
   }
   return all;
 }

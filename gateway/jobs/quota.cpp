@@ -50,6 +50,19 @@ void Quota::set_used(uint64_t bytes, uint64_t inodes) {
   ++generation_;
 }
 
+bool Quota::set_used_if(uint64_t generation, uint64_t bytes, uint64_t inodes) {
+  std::lock_guard lock(mu_);
+  if (generation_ != generation) return false;
+  bytes_ = bytes;
+  inodes_ = inodes;
+  ++generation_;
+  return true;
+}
+
+OpenSizes::Cell::~Cell() {
+  if (orphan_of) orphan_of->give_bytes(size);
+}
+
 std::shared_ptr<OpenSizes::Cell> OpenSizes::acquire(const std::string& rel) {
   std::lock_guard lock(mu_);
   auto& slot = cells_[rel];

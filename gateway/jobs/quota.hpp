@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 
 namespace skein {
@@ -36,6 +37,9 @@ class Quota {
   uint64_t generation() const;
   // The counts found by walking the tree.
   void set_used(uint64_t bytes, uint64_t inodes);
+  // set_used(), only if no change came since generation() said `generation`: the check and the
+  // setting in one hold, so that a change counted in between is not overwritten. Whether set.
+  bool set_used_if(uint64_t generation, uint64_t bytes, uint64_t inodes);
 
  private:
   mutable std::mutex mu_;
@@ -63,6 +67,14 @@ class OpenSizes {
     std::mutex mu;
     bool known = false;  // size is the file's size (false: ask the server first)
     uint64_t size = 0;
+    // Held shared by each write from its count to its answer, exclusively by a change that
+    // shrinks the file (truncate, O_TRUNC): a write still on its way would otherwise land after
+    // the shrink gave its bytes back, past the size counted. Taken before `mu`.
+    std::shared_mutex changing;
+    // Set when the file's last name went while handles held it open (by `mu`): its bytes stay on
+    // the server, and counted, until the last handle goes, and then go back to this quota.
+    std::shared_ptr<Quota> orphan_of;
+    ~Cell();
   };
   // The cell of `rel`, made when no handle has it.
   std::shared_ptr<Cell> acquire(const std::string& rel);

@@ -508,6 +508,8 @@ Status FakeBackend::rename(std::string_view from_rel, std::string_view to_rel, u
   if (!src) return Status::failure(ENOENT);
   if (!tree_->find(parent_path(to))) return Status::failure(ENOENT);
   if (from == to) return ok_status();
+  // Two names of one file (hard links): rename(2) does nothing, and both stay.
+  if (auto dst = tree_->find(to); dst && dst == src) return ok_status();
   if (src->type == S_IFDIR && path_is_under(to, from)) return Status::failure(EINVAL);
   if (auto dst = tree_->find(to)) {
     if (flags & 1) return Status::failure(EEXIST);

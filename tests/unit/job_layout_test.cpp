@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <future>
 #include <mutex>
 
 #include "fake_backend.hpp"
@@ -214,8 +216,123 @@ TEST(JobLayout, AFileWithTwoNamesCountsTwiceWhicheverNameItGrowsThrough) {
   ASSERT_TRUE(a->write(20, bytes(std::string(10, 'a'))));  // one name left: once
   EXPECT_EQ(j.used(), 30u);
   ASSERT_TRUE(j.layout->unlink("/a"));
-  EXPECT_EQ(j.used(), 0u);
+  EXPECT_EQ(j.used(), 30u) << "open: its bytes stay on the server until the last close";
   EXPECT_EQ(j.inodes(), 0u);
+  a.reset();
+  EXPECT_EQ(j.used(), 0u);
+}
+
+// A file removed while a handle holds it open stays on the server until its last close, and
+// counts until then: what the handle writes meanwhile counts, and all of it goes back with the
+// last close (before, the growth after the removal stayed counted for good). So for a file
+// replaced by a rename while open.
+TEST(JobLayout, AFileRemovedWhileOpenCountsUntilItsLastClose) {
+  Job j(100, 10);
+  auto f = j.create("/f");
+  ASSERT_TRUE(f->write(0, bytes(std::string(20, 'f'))));
+  ASSERT_TRUE(j.layout->unlink("/f"));
+  EXPECT_EQ(j.used(), 20u);
+  EXPECT_EQ(j.inodes(), 0u);
+  ASSERT_TRUE(f->write(20, bytes(std::string(10, 'f'))));
+  EXPECT_EQ(j.used(), 30u);
+  f.reset();
+  EXPECT_EQ(j.used(), 0u);
+  auto t = j.create("/t");
+  ASSERT_TRUE(t->write(0, bytes(std::string(15, 't'))));
+  ASSERT_TRUE(j.create("/x")->write(0, bytes(std::string(5, 'x'))));
+  ASSERT_TRUE(j.layout->rename("/x", "/t", 0));
+  EXPECT_EQ(j.used(), 20u) << "the old /t is still open";
+  EXPECT_EQ(j.inodes(), 1u);
+  t.reset();
+  EXPECT_EQ(j.used(), 5u);
+}
+
+// Two names of one file that this gateway did not link (made before it started: a recount counted
+// each name): a rename of one to the other does nothing on the server, and gives nothing back
+// (before, it gave back the file's size and an inode each time, and a loop of `mv` and writes
+// grew the storage without end).
+TEST(JobLayout, ARenameBetweenTwoNamesOfOneFileGivesNothingBack) {
+  Job j(100, 10);
+  ASSERT_TRUE(j.create("/a")->write(0, bytes(std::string(20, 'a'))));
+  ASSERT_TRUE(j.layout->inner()->link("/a", "/b"));  // behind the job layout's back
+  j.quota->set_used(40, 2);                          // as the recount at a start counts it
+  ASSERT_TRUE(j.layout->rename("/a", "/b", 0));
+  EXPECT_TRUE(j.layout->getattr("/a")) << "rename(2) of two names of one file leaves both";
+  EXPECT_EQ(j.used(), 40u);
+  EXPECT_EQ(j.inodes(), 2u);
+}
+
+// A shrink waits for the writes of the file's handles that are on their way: one that landed
+// after the shrink gave its bytes back would leave the file past the size counted (here a write
+// of one byte at 59, held at the server while another node opens the file with O_TRUNC).
+TEST(JobLayout, AShrinkWaitsForTheWritesOnTheirWay) {
+  Job j(100, 10);
+  auto f = j.create("/f");
+  ASSERT_TRUE(f);
+  std::promise<void> write_sent;
+  std::shared_future<void> release = std::async(std::launch::deferred, [] {}).share();
+  std::atomic<bool> truncated_during_write{false};
+  std::future<Result<std::shared_ptr<OpenFile>>> truncating;
+  std::once_flag once;
+  for (auto& b : j.b)
+    b->on_next("write", [&] {
+      std::call_once(once, [&] {
+        truncating = std::async(std::launch::async,
+                                [&] { return j.layout->open("/f", O_WRONLY | O_TRUNC); });
+        // The truncating open, if nothing holds it back, ends within this wait.
+        truncated_during_write =
+            truncating.wait_for(std::chrono::milliseconds(300)) == std::future_status::ready;
+      });
+    });
+  ASSERT_TRUE(f->write(59, bytes("x")));
+  ASSERT_TRUE(truncating.valid());
+  ASSERT_TRUE(truncating.get());
+  EXPECT_FALSE(truncated_during_write) << "the shrink did not wait for the write";
+  EXPECT_EQ(j.used(), j.layout->getattr("/f")->size) << "the quota counts what the server holds";
+}
+
+// An unlink that races a rename onto its name gives back what it removed, not what it looked at
+// before the rename replaced it: the look and the change are one hold of the name.
+TEST(JobLayout, AnUnlinkRacingARenameOntoItsNameGivesBackWhatItRemoved) {
+  Job j(100, 10);
+  ASSERT_TRUE(j.create("/t")->write(0, bytes(std::string(10, 't'))));
+  ASSERT_TRUE(j.create("/x")->write(0, bytes(std::string(30, 'x'))));
+  std::future<Status> unlinking;
+  std::once_flag once;
+  for (auto& b : j.b)
+    b->on_next("rename", [&] {
+      std::call_once(once, [&] {
+        unlinking = std::async(std::launch::async, [&] { return j.layout->unlink("/t"); });
+        unlinking.wait_for(std::chrono::milliseconds(300));
+      });
+    });
+  ASSERT_TRUE(j.layout->rename("/x", "/t", 0));
+  ASSERT_TRUE(unlinking.valid());
+  EXPECT_TRUE(unlinking.get());
+  uint64_t held = 0;
+  for (const char* name : {"/t", "/x"})
+    if (auto a = j.layout->getattr(name)) held += a->size;
+  EXPECT_EQ(j.used(), held) << "the quota counts what the server holds";
+  EXPECT_EQ(j.inodes(), 0u);
+}
+
+// A file with two names whose size one name changed: the other name's handles ask the server
+// for the size at their next change, and their writes count what they add to it (before, each
+// name kept the size it had seen, and a shrink through one name let the other write that much
+// back uncounted).
+TEST(JobLayout, AShrinkThroughOneNameIsSeenByTheOtherNamesHandles) {
+  Job j(200, 10);
+  auto a = j.create("/a");
+  ASSERT_TRUE(a->write(0, bytes(std::string(30, 'a'))));
+  ASSERT_TRUE(j.layout->link("/a", "/b"));
+  auto b = j.layout->open("/b", O_RDWR);
+  ASSERT_TRUE(b);
+  ASSERT_TRUE((*b)->write(0, bytes("B")));  // b's handle knows the size: 30
+  EXPECT_EQ(j.used(), 60u);
+  ASSERT_TRUE(a->truncate(0));
+  EXPECT_EQ(j.used(), 0u);
+  ASSERT_TRUE((*b)->write(0, bytes(std::string(30, 'b'))));
+  EXPECT_EQ(j.used(), 60u) << "30 bytes through either of two names count twice";
 }
 
 // A file with three names grown by a third of 2^64 bytes counts for more than any quota, not for

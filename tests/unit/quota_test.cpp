@@ -63,5 +63,18 @@ TEST(OpenSizes, HandlesOfOnePathShareOneCellThatFollowsRenames) {
   EXPECT_NE(s.acquire("/e/f"), nullptr);
 }
 
+// A recount sets the usage only if nothing changed since it began: a change counted between its
+// check and its setting would otherwise be lost.
+TEST(Quota, ARecountSetsTheUsageOnlyIfNothingChangedSinceItBegan) {
+  Quota q(100, 10, 50, 5);
+  const uint64_t began = q.generation();
+  ASSERT_TRUE(q.take_bytes(10));  // a write during the walk
+  EXPECT_FALSE(q.set_used_if(began, 30, 3));
+  EXPECT_EQ(q.usage().bytes, 60u);
+  EXPECT_TRUE(q.set_used_if(q.generation(), 30, 3));
+  EXPECT_EQ(q.usage().bytes, 30u);
+  EXPECT_EQ(q.usage().inodes, 3u);
+}
+
 }  // namespace
 }  // namespace skein
