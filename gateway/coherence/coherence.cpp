@@ -81,27 +81,40 @@ bool Coherence::servers_watched(const std::string& ns) const {
   std::lock_guard lock(watched_mu_);
   for (auto& m : table->mounts())
     for (auto& b : m.layout->backends())
-      if (!watched_.count(b->name())) return false;
+      if (!watched_.count(b->base_name())) return false;  // a job's view: its backend's watcher
   return true;
 }
 
 void Coherence::for_each_use(
-    const std::string& backend, const std::string& rel,
+    const std::string& backend, const std::string& rel, bool whole_backend,
     const std::function<void(const std::string&, const std::string&)>& visit) {
   for (auto& ns : registry_.all()) {
     auto table = ns->table();
     for (auto& m : table->mounts()) {
-      bool uses = false;
-      for (auto& b : m.layout->backends()) uses |= b->name() == backend;
-      if (!uses) continue;
-      visit(ns->name(), m.path == "/" ? rel : (rel == "/" ? m.path : m.path + rel));
+      // The path as the mount's layout sees it: the backend's own, or below a view's prefix (a
+      // job namespace's directory). Above a view's prefix only a drop of the whole backend
+      // reaches it, as a drop of the whole view.
+      std::string seen;  // "" where it does not show
+      for (auto& b : m.layout->backends()) {
+        if (b->base_name() != backend) continue;
+        const std::string prefix = b->view_prefix();
+        if (prefix.empty())
+          seen = rel;
+        else if (rel == prefix || whole_backend)
+          seen.assign(1, '/');
+        else if (path_is_under(rel, prefix))
+          seen = rel.substr(prefix.size());
+        if (!seen.empty()) break;
+      }
+      if (seen.empty()) continue;
+      visit(ns->name(), m.path == "/" ? seen : (seen == "/" ? m.path : m.path + seen));
     }
   }
 }
 
 void Coherence::changed_on_server(const std::string& backend, const std::string& rel,
                                   bool new_dir) {
-  for_each_use(backend, rel, [&](const std::string& ns, const std::string& vpath) {
+  for_each_use(backend, rel, false, [&](const std::string& ns, const std::string& vpath) {
     broker_.changed_elsewhere(ns, invalidations_for(Change::found_changed, vpath),
                               // A new directory is never taken for an echo: inotifywait
                               // watches it only once it has seen it appear, and what was
@@ -112,7 +125,7 @@ void Coherence::changed_on_server(const std::string& backend, const std::string&
 }
 
 void Coherence::drop_cached_of(const std::string& backend) {
-  for_each_use(backend, "/", [&](const std::string& ns, const std::string& vpath) {
+  for_each_use(backend, "/", true, [&](const std::string& ns, const std::string& vpath) {
     broker_.changed_elsewhere(ns, {InvalidationBroker::item(v1::Invalidation::TREE, vpath)});
   });
 }
