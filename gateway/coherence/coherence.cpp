@@ -52,11 +52,11 @@ void Coherence::watch_backends(const BackendMap& backends) {
     if (watchers_.count(name)) continue;
     watchers_[name] = std::make_unique<RemoteWatcher>(
         backend,
-        [this, name = name, b = std::weak_ptr<Backend>(backend)](const std::string& rel,
-                                                                 bool new_dir, bool replaced) {
+        [this, name = name, b = std::weak_ptr<Backend>(backend)](
+            const std::string& rel, const RemoteWatcher::Report& report) {
           // A directory may now be a symlink: the backend looks at it again before it trusts it.
-          if (auto live = b.lock()) live->changed_on_server(rel, replaced);
-          changed_on_server(name, rel, new_dir);
+          if (auto live = b.lock()) live->changed_on_server(rel, report.replaced);
+          changed_on_server(name, rel, report.new_dir, report.dir_gone);
         },
         [this, name = name](bool watching) {
           bool again = false;
@@ -112,10 +112,16 @@ void Coherence::for_each_use(
   }
 }
 
-void Coherence::changed_on_server(const std::string& backend, const std::string& rel,
-                                  bool new_dir) {
+void Coherence::changed_on_server(const std::string& backend, const std::string& rel, bool new_dir,
+                                  bool dir_gone) {
   for_each_use(backend, rel, false, [&](const std::string& ns, const std::string& vpath) {
-    broker_.changed_elsewhere(ns, invalidations_for(Change::found_changed, vpath),
+    // A directory removed or moved away takes its subtree with it: a mount that still holds
+    // names below it (an inode in use, attributes held as current) drops them all, or it would
+    // answer them from the old directory once another is made at its name.
+    broker_.changed_elsewhere(ns,
+                              dir_gone ? std::vector<v1::Invalidation>{InvalidationBroker::item(
+                                             v1::Invalidation::TREE, vpath)}
+                                       : invalidations_for(Change::found_changed, vpath),
                               // A new directory is never taken for an echo: inotifywait
                               // watches it only once it has seen it appear, and what was
                               // made in it before then is reported by nobody. Every mount

@@ -42,7 +42,8 @@ class Coherence {
 
  private:
   // A path changed on `backend`'s server: invalidate it wherever a namespace shows it.
-  void changed_on_server(const std::string& backend, const std::string& rel, bool new_dir);
+  void changed_on_server(const std::string& backend, const std::string& rel, bool new_dir,
+                         bool dir_gone);
   // `visit(ns, vpath)` for every namespace mount that uses `backend` (itself, or a view of a
   // directory of it: a job namespace's) where `rel` shows, with the virtual path of `rel` on it.
   // `whole_backend`: `rel` stands for all of the backend, and reaches a view's whole subtree.

@@ -26,6 +26,11 @@ InterestSet& InvalidationBroker::interest(const std::string& ns) {
   return it->second;
 }
 
+InterestSet* InvalidationBroker::existing_interest(const std::string& ns) {
+  auto it = interest_.find(ns);
+  return it == interest_.end() ? nullptr : &it->second;
+}
+
 SessionId InvalidationBroker::attach(const std::string& ns, const std::string& mount_id,
                                      Stream* stream, v1::WatchEvent* welcome) {
   std::lock_guard lock(mu_);
@@ -69,7 +74,8 @@ void InvalidationBroker::detach(SessionId id) {
   if (it == sessions_.end()) return;
   spdlog::info("watch: mount {} unsubscribed", it->second.mount_id);
   it->second.stream = nullptr;
-  interest(it->second.ns).forget_session(id);
+  // Not made anew for a namespace that ended (end_namespace) before its sessions detached.
+  if (auto* set = existing_interest(it->second.ns)) set->forget_session(id);
   const MountKey key{it->second.ns, it->second.mount_id};
   if (auto m = by_mount_.find(key); m != by_mount_.end() && m->second == id) {
     by_mount_.erase(m);
@@ -84,7 +90,7 @@ void InvalidationBroker::drop_locked(SessionId id, const std::string& why) {
   if (it == sessions_.end()) return;
   if (it->second.stream) it->second.stream->end(why);
   it->second.stream = nullptr;  // the reactor detaches later; nothing more is sent meanwhile
-  interest(it->second.ns).forget_session(id);
+  if (auto* set = existing_interest(it->second.ns)) set->forget_session(id);
   const MountKey key{it->second.ns, it->second.mount_id};
   if (auto m = by_mount_.find(key); m != by_mount_.end() && m->second == id) {
     by_mount_.erase(m);
@@ -126,6 +132,8 @@ void InvalidationBroker::end_namespace(const std::string& ns, const std::string&
     if (s.ns == ns) ids.push_back(id);
   for (auto id : ids) drop_locked(id, why);
   interest_.erase(ns);
+  const std::string prefix = ns + '\0';
+  std::erase_if(echo_checks_, [&](const auto& kv) { return kv.first.starts_with(prefix); });
 }
 
 void InvalidationBroker::acked(SessionId id, uint64_t seq) {
@@ -328,11 +336,15 @@ std::vector<InvalidationBroker::EchoCheck> InvalidationBroker::due_echo_checks(s
       continue;
     }
     const size_t zero = it->first.find('\0');
+    auto* set = existing_interest(it->first.substr(0, zero));
+    if (!set) {  // the namespace ended
+      it = echo_checks_.erase(it);
+      continue;
+    }
     // Served since the report: that version is the one mounts hold now.
-    auto& set = interest(it->first.substr(0, zero));
     const std::string path = it->first.substr(zero + 1);
-    if (!set.seen_of(path)) set.set_seen(path, *it->second.served);
-    due.push_back({it->first.substr(0, zero), path, set.seen_of(path)});
+    if (!set->seen_of(path)) set->set_seen(path, *it->second.served);
+    due.push_back({it->first.substr(0, zero), path, set->seen_of(path)});
     it = echo_checks_.erase(it);
   }
   return due;
@@ -370,7 +382,9 @@ bool InvalidationBroker::revalidated(const std::string& ns, const std::string& p
                                      const std::optional<SeenAttrs>& before, const SeenAttrs& now) {
   std::lock_guard lock(mu_);
   if (recent_locked(ns, path)) return false;
-  auto& set = interest(ns);
+  auto* found = existing_interest(ns);
+  if (!found) return false;  // the namespace ended while it was revalidated
+  auto& set = *found;
   if (set.seen_of(path) != before) return false;  // seen anew meanwhile: that is fresher
   if (!before || *before == now) {
     set.set_seen(path, now);
@@ -395,12 +409,14 @@ std::vector<std::string> InvalidationBroker::namespaces() const {
 std::vector<std::pair<std::string, std::optional<SeenAttrs>>> InvalidationBroker::next_batch(
     const std::string& ns, size_t max) {
   std::lock_guard lock(mu_);
-  return interest(ns).next_batch(max);
+  auto* set = existing_interest(ns);
+  if (!set) return {};
+  return set->next_batch(max);
 }
 
 void InvalidationBroker::set_seen(const std::string& ns, const std::string& path, SeenAttrs seen) {
   std::lock_guard lock(mu_);
-  interest(ns).set_seen(path, seen);
+  if (auto* set = existing_interest(ns)) set->set_seen(path, seen);
 }
 
 size_t InvalidationBroker::session_count() const {

@@ -156,6 +156,8 @@ class InvalidationBroker {
     bool servers_watched = false;  // as the stream was last told
   };
   InterestSet& interest(const std::string& ns);
+  // The namespace's set if it has one (nullptr: none yet, or it ended), without making one.
+  InterestSet* existing_interest(const std::string& ns);
   // Sessions to tell about `items` (caller holds mu_).
   std::vector<SessionId> targets(const std::string& ns, const std::vector<v1::Invalidation>& items);
   // Sends `items` to a session; returns the seq to wait for, or 0 when it has no stream.

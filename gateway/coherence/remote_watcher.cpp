@@ -114,7 +114,7 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
   using Clock = std::chrono::steady_clock;
   constexpr auto kSettle = std::chrono::milliseconds(50);
   std::deque<std::pair<Clock::time_point, std::string>> held;
-  std::unordered_map<std::string, bool> held_paths;  // and whether the file there was replaced
+  std::unordered_map<std::string, Report> held_paths;  // what the reports of each said, merged
   bool ended = false;
   std::string cut;  // why the watcher ended a session that had not ended itself
   auto heard = Clock::now();
@@ -188,22 +188,29 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
       // a removal.
       const bool replaced = events.find(",DELETE") != std::string::npos ||
                             events.find(",MOVED_") != std::string::npos;
+      const bool dir_gone = events.find(",ISDIR,") != std::string::npos &&
+                            (events.find(",DELETE,") != std::string::npos ||
+                             events.find(",MOVED_FROM,") != std::string::npos);
       if (new_dir) rel.push_back('\n');  // held apart from reports of the same path
-      auto [at, first_report] = held_paths.emplace(rel, replaced);
-      at->second = at->second || replaced;
+      auto [at, first_report] = held_paths.emplace(rel, Report{});
+      at->second.new_dir = new_dir;
+      at->second.replaced = at->second.replaced || replaced;
+      at->second.dir_gone = at->second.dir_gone || dir_gone;
       if (first_report) held.emplace_back(Clock::now(), std::move(rel));
     }
     ended = ended || !cut.empty();
     if (out.size() > 65536) out.erase(0, out.size() - 1024);  // a line without end
     while (!held.empty() && (ended || Clock::now() - held.front().first >= kSettle)) {
       std::string rel = std::move(held.front().second);
-      auto at = held_paths.find(rel);
-      const bool replaced = at != held_paths.end() && at->second;
-      if (at != held_paths.end()) held_paths.erase(at);
+      Report report;
+      if (auto at = held_paths.find(rel); at != held_paths.end()) {
+        report = at->second;
+        held_paths.erase(at);
+      }
       held.pop_front();
-      const bool new_dir = !rel.empty() && rel.back() == '\n';
-      if (new_dir) rel.pop_back();
-      on_change_(rel, new_dir, replaced);
+      report.new_dir = !rel.empty() && rel.back() == '\n';
+      if (report.new_dir) rel.pop_back();
+      on_change_(rel, report);
     }
     if (ended || !have_inotify) break;
     int wait_ms = 200;

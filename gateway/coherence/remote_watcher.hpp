@@ -22,10 +22,16 @@ namespace skein {
 
 class RemoteWatcher {
  public:
-  // Called from the watcher's thread with a backend-relative path that changed; `new_dir` when it
-  // is a directory that appeared (created or moved in), `replaced` when what was there was
-  // removed or moved away or over (the name may lead to another file now).
-  using OnChange = std::function<void(const std::string& rel, bool new_dir, bool replaced)>;
+  // What a report says of its path, beside that it changed.
+  struct Report {
+    bool new_dir = false;   // a directory appeared there (created or moved in)
+    bool replaced = false;  // what was there was removed or moved away or over (the name may
+                            // lead to another file now)
+    bool dir_gone = false;  // a directory there was removed or moved away: what was below it
+                            // is elsewhere or nowhere
+  };
+  // Called from the watcher's thread with a backend-relative path that changed.
+  using OnChange = std::function<void(const std::string& rel, const Report& report)>;
   // Called from the watcher's thread when watching() changes.
   using OnWatching = std::function<void(bool watching)>;
   RemoteWatcher(std::shared_ptr<SftpBackend> backend, OnChange on_change,

@@ -743,6 +743,36 @@ TEST_F(Coherence, ADirectoryTheWatcherCannotWatchEndsTheSessionAndANewOneWatches
   EXPECT_LT(took, 1.0) << "slower than a second: not through a watch";
 }
 
+// A directory moved away on the server and another made at its name, with a file of the same
+// name in it: a mount that held the old directory's file (its name, its attributes as current,
+// its pages) reads the new one's, at once, through the watcher; and the old one where it went.
+TEST_F(Coherence, ADirectoryReplacedOnTheServerIsReadAnewBelowIt) {
+  std::string error;
+  auto g = start_gateway("dir-replaced", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1,
+                         error);
+  ASSERT_TRUE(g) << error;
+  auto watched = [&] {
+    return status_of(g->mount(0)).find("servers watched: yes") != std::string::npos;
+  };
+  ASSERT_GE(wait_until(watched, 15s), 0) << status_of(g->mount(0));
+  ASSERT_EQ(::mkdir(s("d").c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(s("d/f"), "old contents\n"));
+  const std::string mounted = g->mount(0) + "/srv0/" + name_;
+  std::this_thread::sleep_for(1500ms);  // past any echo window
+  EXPECT_EQ(read_file(mounted + "/d/f"), "old contents\n");
+  const int held = ::open((mounted + "/d/f").c_str(), O_RDONLY);  // its inode in use
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::rename(s("d").c_str(), s("d.old").c_str()), 0);
+  ASSERT_EQ(::mkdir(s("d").c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(s("d/f"), "NEW contents\n"));  // as long as the old
+  const double took =
+      wait_until([&] { return read_file(mounted + "/d/f") == "NEW contents\n"; }, 5s);
+  EXPECT_GE(took, 0) << "the old directory's file still read: " << read_file(mounted + "/d/f");
+  EXPECT_LT(took, 1.0) << "slower than a second: not through the watcher";
+  EXPECT_EQ(read_file(mounted + "/d.old/f"), "old contents\n");
+  ::close(held);
+}
+
 // skein-local's own gateway: stop-gateway and start-gateway, as an admin would.
 // While every server is watched, an open for reading of a file the mount holds as current asks
 // nothing of the gateway, which opens the file at the first read: a file removed on the server in

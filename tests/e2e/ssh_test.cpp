@@ -521,12 +521,13 @@ TEST_P(OnEachTransport, TheRemoteWatcherReportsServerSideChangesAndEndsItsInotif
   ASSERT_TRUE(server.running());
   auto backend = backend_on(server, transport());
   std::mutex mu;
-  std::set<std::string> seen, replaced;
+  std::set<std::string> seen, replaced, dirs_gone;
   {
-    RemoteWatcher watcher(backend, [&](const std::string& rel, bool, bool moved_or_removed) {
+    RemoteWatcher watcher(backend, [&](const std::string& rel, const RemoteWatcher::Report& r) {
       std::lock_guard lock(mu);
       seen.insert(rel);
-      if (moved_or_removed) replaced.insert(rel);
+      if (r.replaced) replaced.insert(rel);
+      if (r.dir_gone) dirs_gone.insert(rel);
     });
     const auto start = std::chrono::steady_clock::now();
     while (!watcher.watching() &&
@@ -556,6 +557,27 @@ TEST_P(OnEachTransport, TheRemoteWatcherReportsServerSideChangesAndEndsItsInotif
       got = replaced.count("/made-on-server") > 0 && replaced.count("/moved-on-server") > 0;
     }
     EXPECT_TRUE(got) << "a move on the server not reported as replacing both names within 2 s";
+    // A directory moved away, and one removed: what was below them is elsewhere or nowhere. A
+    // file removed is no directory gone.
+    ASSERT_EQ(::mkdir((server.export_dir() + "/d").c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((server.export_dir() + "/e").c_str(), 0755), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // watched once seen made
+    ASSERT_EQ(
+        ::rename((server.export_dir() + "/d").c_str(), (server.export_dir() + "/d.old").c_str()),
+        0);
+    ASSERT_EQ(::rmdir((server.export_dir() + "/e").c_str()), 0);
+    ASSERT_EQ(::unlink((server.export_dir() + "/moved-on-server").c_str()), 0);
+    got = false;
+    for (int i = 0; i < 40 && !got; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::lock_guard lock(mu);
+      got = dirs_gone.count("/d") > 0 && dirs_gone.count("/e") > 0 &&
+            replaced.count("/moved-on-server") > 0 && seen.count("/d.old") > 0;
+    }
+    EXPECT_TRUE(got) << "a directory moved away or removed not reported so within 2 s";
+    std::lock_guard lock(mu);
+    EXPECT_EQ(dirs_gone.count("/moved-on-server"), 0u) << "a file taken for a directory";
+    EXPECT_EQ(dirs_gone.count("/d.old"), 0u) << "where a directory came taken for where it went";
   }
   // The watcher is gone: so is its inotifywait on the server, soon.
   std::string out;

@@ -191,6 +191,23 @@ TEST(InvalidationBroker, AMountWhoseStreamIsGoneIsHandedOutOnce) {
   broker.detach(b2.id);
 }
 
+// A namespace that ended (a job's, destroyed) leaves no interest set behind once its mounts'
+// streams detach: one a day for every destroyed job, each handed to every revalidation round.
+TEST(InvalidationBroker, AnEndedNamespaceLeavesNoInterestSetBehind) {
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  FakeStream m(broker, true), n(broker, true);
+  m.id = broker.attach("job-1", "M", &m);
+  n.id = broker.attach("job-1", "N", &n);
+  broker.served("job-1", "M", "/f", std::nullopt, false);
+  broker.end_namespace("job-1", "namespace destroyed");
+  broker.detach(m.id);
+  broker.set_seen("job-1", "/f", SeenAttrs{});
+  EXPECT_TRUE(broker.next_batch("job-1", 10).empty());
+  broker.detach(n.id);
+  const auto left = broker.namespaces();
+  EXPECT_EQ(std::count(left.begin(), left.end(), "job-1"), 0) << "an empty set made anew";
+}
+
 // Mounts are told apart by namespace and id: a client of another namespace that subscribes with
 // a mount's id (mount ids are no secret: they name the control sockets) neither ends that
 // mount's stream nor stands in for it, and hears nothing of the namespace.

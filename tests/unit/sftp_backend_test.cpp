@@ -312,7 +312,7 @@ double seconds_until(F done, std::chrono::milliseconds limit) {
 TEST_F(StandInServer, ARemoteWatcherWhoseSessionFallsSilentStopsWatchingAndStartsAgain) {
   if (access("/usr/bin/inotifywait", X_OK) != 0) GTEST_SKIP() << "no inotifywait";
   auto backend = std::make_shared<SftpBackend>(config(1000ms, 1));
-  RemoteWatcher watcher(backend, [](const std::string&, bool, bool) {});
+  RemoteWatcher watcher(backend, [](const std::string&, const RemoteWatcher::Report&) {});
   ASSERT_GE(seconds_until([&] { return watcher.watching(); }, 10s), 0) << "never watching";
   const int relay = pid_in("relay");
   ASSERT_GT(relay, 0);
@@ -336,7 +336,7 @@ TEST_F(StandInServer, ARemoteWatcherWhoseSessionFallsSilentStopsWatchingAndStart
 TEST_F(StandInServer, ARemoteWatcherStopsWatchingWhileItsBackendIsDown) {
   if (access("/usr/bin/inotifywait", X_OK) != 0) GTEST_SKIP() << "no inotifywait";
   auto backend = std::make_shared<SftpBackend>(config(1000ms, 1));
-  RemoteWatcher watcher(backend, [](const std::string&, bool, bool) {});
+  RemoteWatcher watcher(backend, [](const std::string&, const RemoteWatcher::Report&) {});
   ASSERT_GE(seconds_until([&] { return watcher.watching(); }, 10s), 0) << "never watching";
   set_mode("refuse");
   EXPECT_EQ(backend->lstat("/").error(), EIO);
