@@ -167,6 +167,10 @@ void InvalidationBroker::served(const std::string& ns, const std::string& mount_
       auto it = sessions_.find(s);
       if (it != sessions_.end()) send_locked(it->second, items);
     }
+    // targets() forgot what was seen of the path; this version is what the mount holds now, and
+    // the next revalidation compares with it (else it would take whatever it finds, a later
+    // change on the server included, for the state already known).
+    if (seen) set.set_seen(path, *seen);
   }
 }
 

@@ -191,6 +191,25 @@ TEST(InvalidationBroker, AMountWhoseStreamIsGoneIsHandedOutOnce) {
   broker.detach(b2.id);
 }
 
+// A version the gateway served that differs from what it served before is told to the others,
+// and then is the version known: a revalidation that finds yet another version on the server
+// tells the mounts (before, telling the others forgot what was served, and the revalidation
+// took the next version for the one known).
+TEST(InvalidationBroker, AVersionFoundChangedWhenServedIsWhatTheNextRevalidationComparesWith) {
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  FakeStream a(broker, true), b(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);
+  SeenAttrs v1{true, 0100644, 0, 0, 1000, 10}, v2 = v1, v3 = v1;
+  v2.size = 20;
+  v3.size = 30;
+  broker.served("ns", "A", "/f", v1, false);
+  broker.served("ns", "B", "/f", v2, false);  // changed on the server: A is told
+  EXPECT_TRUE(broker.revalidated("ns", "/f", v2, v3)) << "a change past v2 went unnoticed";
+  broker.detach(a.id);
+  broker.detach(b.id);
+}
+
 // A namespace that ended (a job's, destroyed) leaves no interest set behind once its mounts'
 // streams detach: one a day for every destroyed job, each handed to every revalidation round.
 TEST(InvalidationBroker, AnEndedNamespaceLeavesNoInterestSetBehind) {
