@@ -66,11 +66,6 @@ class Backend {
   virtual ~Backend() = default;
   // Its name in the configuration, for admins and logs.
   virtual const std::string& name() const = 0;
-  // A subtree view (subtree()) is the configured backend `base_name()` seen from its directory
-  // `view_prefix()` ("" for the backend itself): what its server's watcher reports of that
-  // backend below the prefix is a change of the view.
-  virtual const std::string& base_name() const { return name(); }
-  virtual std::string view_prefix() const { return ""; }
   // Where `rel` is on its storage server, so that two places can be told to be one whatever
   // backend, view or namespace names them: the server, and the absolute path there. A backend
   // that cannot tell gives its own name and `rel`.

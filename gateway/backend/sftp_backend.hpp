@@ -42,8 +42,6 @@ class SftpBackend final : public Backend, public std::enable_shared_from_this<Sf
 
   // "srv0"; a subtree view "srv0:/jobs/42".
   const std::string& name() const override { return name_; }
-  const std::string& base_name() const override { return config().name; }
-  std::string view_prefix() const override { return prefix_; }
   // The configured backend's (a view's too: its root is the export's).
   const BackendConfig& config() const { return server_->pool.config(); }
   bool up() const override { return server_->pool.up(); }

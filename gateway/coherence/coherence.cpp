@@ -81,40 +81,27 @@ bool Coherence::servers_watched(const std::string& ns) const {
   std::lock_guard lock(watched_mu_);
   for (auto& m : table->mounts())
     for (auto& b : m.layout->backends())
-      if (!watched_.count(b->base_name())) return false;  // a job's view: its backend's watcher
+      if (!watched_.count(b->name())) return false;
   return true;
 }
 
 void Coherence::for_each_use(
-    const std::string& backend, const std::string& rel, bool whole_backend,
+    const std::string& backend, const std::string& rel,
     const std::function<void(const std::string&, const std::string&)>& visit) {
   for (auto& ns : registry_.all()) {
     auto table = ns->table();
     for (auto& m : table->mounts()) {
-      // The path as the mount's layout sees it: the backend's own, or below a view's prefix (a
-      // job namespace's directory). Above a view's prefix only a drop of the whole backend
-      // reaches it, as a drop of the whole view.
-      std::string seen;  // "" where it does not show
-      for (auto& b : m.layout->backends()) {
-        if (b->base_name() != backend) continue;
-        const std::string prefix = b->view_prefix();
-        if (prefix.empty())
-          seen = rel;
-        else if (rel == prefix || whole_backend)
-          seen.assign(1, '/');
-        else if (path_is_under(rel, prefix))
-          seen = rel.substr(prefix.size());
-        if (!seen.empty()) break;
-      }
-      if (seen.empty()) continue;
-      visit(ns->name(), m.path == "/" ? seen : (seen == "/" ? m.path : m.path + seen));
+      bool uses = false;
+      for (auto& b : m.layout->backends()) uses |= b->name() == backend;
+      if (!uses) continue;
+      visit(ns->name(), m.path == "/" ? rel : (rel == "/" ? m.path : m.path + rel));
     }
   }
 }
 
 void Coherence::changed_on_server(const std::string& backend, const std::string& rel, bool new_dir,
                                   bool dir_gone) {
-  for_each_use(backend, rel, false, [&](const std::string& ns, const std::string& vpath) {
+  for_each_use(backend, rel, [&](const std::string& ns, const std::string& vpath) {
     // A directory removed or moved away takes its subtree with it: a mount that still holds
     // names below it (an inode in use, attributes held as current) drops them all, or it would
     // answer them from the old directory once another is made at its name.
@@ -131,7 +118,7 @@ void Coherence::changed_on_server(const std::string& backend, const std::string&
 }
 
 void Coherence::drop_cached_of(const std::string& backend) {
-  for_each_use(backend, "/", true, [&](const std::string& ns, const std::string& vpath) {
+  for_each_use(backend, "/", [&](const std::string& ns, const std::string& vpath) {
     broker_.changed_elsewhere(ns, {InvalidationBroker::item(v1::Invalidation::TREE, vpath)});
   });
 }

@@ -44,10 +44,9 @@ class Coherence {
   // A path changed on `backend`'s server: invalidate it wherever a namespace shows it.
   void changed_on_server(const std::string& backend, const std::string& rel, bool new_dir,
                          bool dir_gone);
-  // `visit(ns, vpath)` for every namespace mount that uses `backend` (itself, or a view of a
-  // directory of it: a job namespace's) where `rel` shows, with the virtual path of `rel` on it.
-  // `whole_backend`: `rel` stands for all of the backend, and reaches a view's whole subtree.
-  void for_each_use(const std::string& backend, const std::string& rel, bool whole_backend,
+  // `visit(ns, vpath)` for every namespace mount that uses `backend`, with the virtual path of
+  // `rel` on it.
+  void for_each_use(const std::string& backend, const std::string& rel,
                     const std::function<void(const std::string&, const std::string&)>& visit);
   // `backend` came back up, or its remote watcher watches again: what mounts cached of it
   // meanwhile may be stale (a union listing served while the server was down left its names out,

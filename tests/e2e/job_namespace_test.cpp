@@ -143,42 +143,6 @@ TEST_F(JobNamespaces, EveryFileShowsTheJobsOwnerAndOnlyTheOwnerGetsIn) {
       << "a chown to the owner itself is fine";
 }
 
-// A job namespace's directories are views of the pool's backends, which their servers' watchers
-// watch: its mounts count its servers as watched (and trust their caches as such), and a change
-// made on a server in the job's directory, behind the gateway's back, reaches them as any other.
-TEST_F(JobNamespaces, AJobsServersAreWatchedAndAChangeMadeOnOneReachesItsMounts) {
-  create(job(), user(0));
-  const std::string mp = mount(job());
-  ASSERT_FALSE(mp.empty());
-  std::string out;
-  ASSERT_EQ(as(user(0), "echo 1 > " + mp + "/f", &out), 0) << out;
-  auto status = [&] {
-    std::string s;
-    run_command(q(build_dir() + "/client/skein-mount") + " --status " + q(mp), &s);
-    return s;
-  };
-  EXPECT_TRUE(
-      eventually([&] { return status().find("servers watched: yes") != std::string::npos; }, 15s))
-      << status();
-  struct stat st {};
-  ASSERT_EQ(::stat((mp + "/f").c_str(), &st), 0);
-  ASSERT_EQ(st.st_size, 2);
-  std::string on_server;
-  for (int i = 0; i < 3 && on_server.empty(); ++i)
-    if (exists(server_dir(job(), i) + "/f")) on_server = server_dir(job(), i) + "/f";
-  ASSERT_FALSE(on_server.empty()) << "the file is on no server";
-  // Past the echo window of the mount's own write (docs/coherence.md: a report within it is
-  // checked by the gateway a second later instead).
-  std::this_thread::sleep_for(1500ms);
-  ASSERT_TRUE(write_file(on_server, "changed on the server\n"));
-  const auto changed = std::chrono::steady_clock::now();
-  ASSERT_TRUE(
-      eventually([&] { return ::stat((mp + "/f").c_str(), &st) == 0 && st.st_size == 22; }, 5s))
-      << "never seen";
-  EXPECT_LT(std::chrono::steady_clock::now() - changed, 1s)
-      << "slower than a second: not through the watcher";
-}
-
 TEST_F(JobNamespaces, NamespacesCannotSeeEachOtherThroughGrpcEither) {
   Json ja = create(job(1), user(0));
   Json jb = create(job(2), user(1));

@@ -73,8 +73,6 @@ class FakeBackend final : public Backend, public std::enable_shared_from_this<Fa
 
   // --- Backend.
   const std::string& name() const override { return name_; }
-  const std::string& base_name() const override { return base_name_; }
-  std::string view_prefix() const override { return prefix_; }
   bool up() const override;
   bool draining() const override;
   bool accepts_new_files() override;
@@ -108,7 +106,6 @@ class FakeBackend final : public Backend, public std::enable_shared_from_this<Fa
   std::shared_ptr<Tree> tree_;
   std::string prefix_;  // "" or "/dir" for a subtree view
   std::string name_;
-  std::string base_name_ = name_.substr(0, name_.find(':'));
 };
 
 }  // namespace skein::test
