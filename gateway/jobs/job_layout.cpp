@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <set>
 #include <shared_mutex>
 #include <utility>
 #include <vector>
@@ -551,50 +552,68 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
     const std::vector<NewWholeFile>& files) {
   using R = Result<MadeWholeFile>;
   std::vector<R> out(files.size(), R::failure(EIO));
+  // What is at each path now (what its rename will replace, as rename()) and at each partial's
+  // name: a partial a killed copy left is removed by the write (Layout::write_whole_files), and
+  // its count goes with it.
+  std::vector<std::string> paths;
+  for (const NewWholeFile& f : files) paths.push_back(f.path);
+  for (const NewWholeFile& f : files) paths.push_back(f.partial);
+  const auto there = inner_->getattr_each(paths);
+  // Each file takes what it adds to what it replaces, before anything is sent: its inode unless
+  // it replaces a name, and its bytes past those of the file it replaces (a file copied again
+  // over itself takes nothing, however full the quota). A path named twice in one call: its
+  // second file replaces its first (the renames go in order), which it is counted against once
+  // made; only the first is counted against what was there before the call.
+  struct Taken {
+    uint64_t bytes = 0;     // taken now
+    uint64_t replaces = 0;  // the bytes of what it replaces, counted against it
+    bool inode = false;     // taken now (it replaces no name)
+  };
   std::vector<NewWholeFile> sent;
   std::vector<size_t> which;
+  std::vector<Taken> taken;
+  std::set<std::string> counted_against;
   for (size_t i = 0; i < files.size(); ++i) {
-    if (!quota_->take_inodes(1)) {
+    Taken t;
+    const Result<sftp::Attrs>& old = there[i];
+    const bool replaces = counted_against.insert(files[i].path).second && old &&
+                          !S_ISDIR(old->permissions);  // a directory there: the rename fails
+    if (replaces && S_ISREG(old->permissions)) t.replaces = old->size;
+    t.inode = !replaces;
+    const uint64_t size = files[i].data.size();
+    t.bytes = size > t.replaces ? size - t.replaces : 0;
+    if (t.inode && !quota_->take_inodes(1)) {
       out[i] = R::failure(EDQUOT);
       continue;
     }
-    if (!quota_->take_bytes(files[i].data.size())) {
-      quota_->give_inodes(1);
+    if (!quota_->take_bytes(t.bytes)) {
+      if (t.inode) quota_->give_inodes(1);
       out[i] = R::failure(EDQUOT);
       continue;
     }
     sent.push_back(files[i]);
     which.push_back(i);
+    taken.push_back(t);
   }
-  // What is at each path now (what its rename will replace, as rename()) and at each partial's
-  // name: a partial a killed copy left is removed by the write (Layout::write_whole_files), and
-  // its count goes with it.
-  std::vector<std::string> paths;
-  for (const NewWholeFile& f : sent) paths.push_back(f.path);
-  for (const NewWholeFile& f : sent) paths.push_back(f.partial);
-  const auto there = inner_->getattr_each(paths);
-  auto replaced = [&](size_t k) -> const Result<sftp::Attrs>& { return there[k]; };
-  auto left_partial = [&](size_t k) -> const Result<sftp::Attrs>& {
-    return there[sent.size() + k];
-  };
   auto made = inner_->write_whole_files(sent);
-  // A path named twice in one call: its second file replaces its first (the renames go in
-  // order), not what was there before the call, which only the first gives back.
   std::map<std::string, sftp::Attrs> made_here;
   for (size_t k = 0; k < which.size(); ++k) {
     const NewWholeFile& f = sent[k];
+    const Taken& t = taken[k];
     if (k >= made.size() || !made[k]) {
-      quota_->give_bytes(f.data.size());
-      quota_->give_inodes(1);
+      quota_->give_bytes(t.bytes);
+      if (t.inode) quota_->give_inodes(1);
       out[which[k]] = k < made.size() ? std::move(made[k]) : R::failure(EIO);
       continue;
     }
-    if (auto earlier = made_here.find(f.path); earlier != made_here.end())
-      give_back(earlier->second);
-    else if (replaced(k))
-      give_back(*replaced(k));
+    if (auto earlier = made_here.find(f.path); earlier != made_here.end()) {
+      give_back(earlier->second);  // this file was counted whole, with an inode of its own
+    } else if (!t.inode && t.replaces > f.data.size()) {
+      quota_->give_bytes(t.replaces - f.data.size());  // it replaced a larger file
+    }
     made_here[f.path] = made[k]->attrs;
-    if (left_partial(k) && !made_here.count(f.partial)) give_back(*left_partial(k));
+    const Result<sftp::Attrs>& left_partial = there[files.size() + which[k]];
+    if (left_partial && !made_here.count(f.partial)) give_back(*left_partial);
     sizes_->renamed(f.partial, f.path);
     // The partial is a new file, whatever name of another one was at its name before (it was
     // removed), and goes to f.path.

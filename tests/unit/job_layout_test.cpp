@@ -516,6 +516,34 @@ TEST(JobLayout, WholeFilesTakeTheirQuotaFirstAndGiveBackWhatTheyReplace) {
   EXPECT_EQ(j.inodes(), 3u);
 }
 
+// A file copied again over itself (a stage-in run again) takes only what it adds to the file it
+// replaces, so that a namespace near its quota can be staged again: the same size takes nothing,
+// a larger file the difference, a smaller one gives the rest back.
+TEST(JobLayout, AWholeFileOverAnOlderCopyTakesOnlyWhatItAdds) {
+  Job j(100, 2);
+  auto whole = [](std::string path, const std::string& data) {
+    std::string partial = "/." + path.substr(1) + ".part";
+    return NewWholeFile{std::move(path), std::move(partial), bytes(data), 0640, 1, 2};
+  };
+  auto made = j.layout->write_whole_files({whole("/f", std::string(90, 'a'))});
+  ASSERT_TRUE(made[0]) << made[0].error();
+  EXPECT_EQ(j.used(), 90u);
+  made = j.layout->write_whole_files({whole("/f", std::string(90, 'b'))});
+  ASSERT_TRUE(made[0]) << "the same size again refused: " << made[0].error();
+  EXPECT_EQ(j.used(), 90u);
+  EXPECT_EQ(j.inodes(), 1u);
+  made = j.layout->write_whole_files({whole("/f", std::string(95, 'c'))});
+  ASSERT_TRUE(made[0]) << made[0].error();
+  EXPECT_EQ(j.used(), 95u);
+  made = j.layout->write_whole_files({whole("/f", std::string(120, 'd'))});
+  EXPECT_EQ(made[0].error(), EDQUOT) << "25 more would pass the quota";
+  EXPECT_EQ(j.layout->getattr("/f")->size, 95u) << "the refused copy replaced nothing";
+  made = j.layout->write_whole_files({whole("/f", std::string(50, 'e'))});
+  ASSERT_TRUE(made[0]) << made[0].error();
+  EXPECT_EQ(j.used(), 50u);
+  EXPECT_EQ(j.inodes(), 1u);
+}
+
 TEST(JobLayout, DfShowsTheQuota) {
   Job j(8 << 20, 1000);
   ASSERT_TRUE(j.create("/f")->write(0, bytes(std::string(1 << 20, 'x'))));
