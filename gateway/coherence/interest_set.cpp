@@ -2,6 +2,7 @@
 #include "coherence/interest_set.hpp"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 namespace skein {
@@ -44,6 +45,17 @@ std::vector<SessionId> InterestSet::sessions_of(const std::string& path) const {
   auto it = entries_.find(path);
   if (it == entries_.end()) return {};
   return it->second.sessions;
+}
+
+std::vector<SessionId> InterestSet::sessions_at_or_below(const std::string& path) const {
+  std::set<SessionId> out;
+  if (auto it = entries_.find(path); it != entries_.end())
+    out.insert(it->second.sessions.begin(), it->second.sessions.end());
+  const std::string below = path == "/" ? path : path + '/';
+  for (auto it = entries_.lower_bound(below);
+       it != entries_.end() && it->first.compare(0, below.size(), below) == 0; ++it)
+    out.insert(it->second.sessions.begin(), it->second.sessions.end());
+  return {out.begin(), out.end()};
 }
 
 void InterestSet::clear_seen(const std::string& path) {

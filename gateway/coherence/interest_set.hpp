@@ -48,6 +48,8 @@ class InterestSet {
   void take_back(const std::string& path, SessionId session);
   // Sessions that cache `path`.
   std::vector<SessionId> sessions_of(const std::string& path) const;
+  // Sessions that cache `path` or anything below it (a range of the ordered map).
+  std::vector<SessionId> sessions_at_or_below(const std::string& path) const;
   // Forgets what was seen of `path` (after the gateway changed it), keeping who caches it.
   void clear_seen(const std::string& path);
   void set_seen(const std::string& path, SeenAttrs seen);

@@ -232,8 +232,11 @@ std::vector<SessionId> InvalidationBroker::targets(const std::string& ns,
           if (s.ns == ns) out.insert(id);
         break;
       case v1::Invalidation::TREE:
-        for (auto& [id, s] : sessions_)
-          if (s.ns == ns) out.insert(id);  // rare (directory renames): no index of subtrees
+        // The mounts that cache the path or anything below it (what a mount was served is in
+        // the set until evicted, and an eviction invalidates it), and its directory's: a rename
+        // waits for their acknowledgements only, not for every mount of the namespace.
+        for (SessionId s : set.sessions_at_or_below(i.path())) out.insert(s);
+        if (i.path() != "/") add(parent_path(i.path()));
         break;
       default:
         add(i.path());

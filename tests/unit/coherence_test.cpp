@@ -210,6 +210,29 @@ TEST(InvalidationBroker, AVersionFoundChangedWhenServedIsWhatTheNextRevalidation
   broker.detach(b.id);
 }
 
+// A rename (a TREE invalidation of its source) goes to the mounts that cache the path, anything
+// below it or its directory, and waits for their acknowledgements only: a mount that caches
+// nothing there, stalled, neither hears of it nor holds it up for a lease (before, every mount of
+// the namespace did, and one slow node stalled every rename).
+TEST(InvalidationBroker, ARenameWaitsOnlyForTheMountsThatCacheWhatItMoves) {
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  FakeStream a(broker, true), b(broker, false);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);  // never acknowledges
+  broker.served("ns", "A", "/d/sub/x", std::nullopt, true);
+  broker.served("ns", "B", "/e/y", std::nullopt, true);
+  const auto start = std::chrono::steady_clock::now();
+  broker.changed("ns", {InvalidationBroker::item(Kind::TREE, "/d")}, "");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000))
+      << "waited for a mount that caches nothing below /d";
+  a.join();
+  ASSERT_EQ(a.events.size(), 1u) << "A caches /d/sub/x";
+  EXPECT_TRUE(b.events.empty());
+  EXPECT_TRUE(b.ended.empty()) << "B kept its lease";
+  broker.detach(a.id);
+  broker.detach(b.id);
+}
+
 // A namespace that ended (a job's, destroyed) leaves no interest set behind once its mounts'
 // streams detach: one a day for every destroyed job, each handed to every revalidation round.
 TEST(InvalidationBroker, AnEndedNamespaceLeavesNoInterestSetBehind) {
