@@ -40,6 +40,15 @@ double wait_until(const std::function<bool()>& done, std::chrono::milliseconds t
   return done() ? seconds_since(start) : -1;
 }
 
+// How many times `what` is in the file at `path` (a log).
+size_t times_in_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 off_t size_of(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
@@ -619,14 +628,7 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
 
   // inotifywait stops on the server (killed, or out of inotify watches): the watcher starts it
   // again, and changes arrive through it as before.
-  auto watch_starts = [&] {
-    std::ifstream in(g->log);
-    const std::string text((std::istreambuf_iterator<char>(in)), {});
-    size_t n = 0;
-    for (size_t at = text.find(watching); at != std::string::npos; at = text.find(watching, at + 1))
-      ++n;
-    return n;
-  };
+  auto watch_starts = [&] { return times_in_file(g->log, watching); };
   ASSERT_EQ(watch_starts(), 1u);
   ASSERT_EQ(run_command("pkill -f '^inotifywait .*" + cluster_->export_dir(0) + "'"), 0);
   EXPECT_GE(wait_until([&] { return watch_starts() == 2; }, 10s), 0)
@@ -706,13 +708,7 @@ TEST_F(Coherence, ADirectoryTheWatcherCannotWatchEndsTheSessionAndANewOneWatches
   ASSERT_TRUE(g) << error;
   const std::string watching =
       "backend srv0: watching " + cluster_->export_dir(0) + " with inotifywait";
-  auto log_count = [&](const std::string& what) {
-    std::ifstream in(g->log);
-    const std::string text((std::istreambuf_iterator<char>(in)), {});
-    size_t n = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-    return n;
-  };
+  auto log_count = [&](const std::string& what) { return times_in_file(g->log, what); };
   ASSERT_GE(wait_until([&] { return log_count(watching) == 1; }, 15s), 0);
   // Every watch in use now (the user's, root's, counts against the limit), and room for two more.
   const std::string limit_file = "/proc/sys/fs/inotify/max_user_watches";
