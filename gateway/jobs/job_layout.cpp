@@ -169,7 +169,9 @@ class CountedFile final : public OwnedFile {
       cell_->size = size;
     }
     Status st = inner_->truncate(size);
-    if (!st)
+    if (!st && change.bytes)
+      undo_write(change);  // it may have grown the file in part (a striped file's servers)
+    else if (!st)
       undo(change);
     else if (giving)
       quota_->give_bytes(giving);
@@ -300,6 +302,7 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
   OpenFile* inner_open = owned_file ? owned_file->inner().get() : open;
   uint64_t taken = 0;   // bytes taken for a growing truncation, given back if it fails
   uint64_t giving = 0;  // bytes a shrinking one gives back once it is done
+  uint64_t from_size = 0, names = 1;       // the size as counted before, and the file's names
   std::shared_ptr<OpenSizes::Cell> sized;  // the cell set to the new size, and what it was
   std::optional<uint64_t> sized_from;
   // Held to the end of the change: no write of the file's handles lands after it uncounted.
@@ -321,7 +324,8 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
       if (S_ISLNK(a->permissions)) return R::failure(ELOOP);
       old = a->size;
     }
-    const uint64_t names = links_->names(rel);
+    names = links_->names(rel);
+    from_size = old;
     if (*rest.size > old) {
       taken = bytes_of_names(*rest.size - old, names);
       if (!quota_->take_bytes(taken)) return R::failure(EDQUOT);
@@ -338,12 +342,20 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
   if (!rest.mode && !rest.size && !rest.atime_s && !rest.mtime_s) return getattr(rel);
   auto r = inner_->setattr(rel, rest, inner_open);
   if (!r) {
-    if (taken) quota_->give_bytes(taken);
+    // A growing truncation may have grown the file in part (a striped file's servers): what it
+    // holds now is asked, and only the bytes it did not grow by are given back. Without an
+    // answer, all of them (and the size is asked again at the next change).
+    std::optional<uint64_t> landed;
+    if (taken) {
+      if (auto now = inner_->getattr(rel); now && S_ISREG(now->permissions))
+        landed = std::clamp<uint64_t>(now->size, from_size, *rest.size);
+      quota_->give_bytes(landed ? taken - bytes_of_names(*landed - from_size, names) : taken);
+    }
     if (sized) {  // the size stays what it was, unless another change came since
       std::lock_guard lock(sized->mu);
       if (sized->size == *rest.size) {
-        sized->known = sized_from.has_value();
-        sized->size = sized_from.value_or(0);
+        sized->known = landed.has_value() || sized_from.has_value();
+        sized->size = landed ? *landed : sized_from.value_or(0);
       }
     }
   } else if (giving) {

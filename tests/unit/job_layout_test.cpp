@@ -397,6 +397,28 @@ TEST(JobLayout, AWriteThatFailsInPartCountsWhatLanded) {
   EXPECT_EQ(j.used(), 30u);
 }
 
+// A growing truncate that fails in part (one server of a striped file refuses to grow its part,
+// another grew its own): what it grew the file by stays counted, and only that.
+TEST(JobLayout, AGrowingTruncateThatFailsInPartCountsWhatItGrew) {
+  Job j(100);
+  auto f = j.create("/f");
+  j.b[1]->fail("truncate", "", EIO);
+  EXPECT_FALSE(f->truncate(30));
+  const uint64_t size = j.layout->getattr("/f")->size;
+  EXPECT_EQ(j.used(), size) << "the quota counts what the server holds";
+  j.b[1]->clear_failures();
+  ASSERT_TRUE(f->truncate(40));
+  EXPECT_EQ(j.used(), 40u);
+  // By path (truncate(2)), as much.
+  auto g = j.create("/g");
+  g.reset();
+  j.b[1]->fail("setstat", "", EIO);
+  AttrChange grow;
+  grow.size = 30;
+  EXPECT_FALSE(j.layout->setattr("/g", grow, nullptr));
+  EXPECT_EQ(j.used(), 40u + j.layout->getattr("/g")->size);
+}
+
 // An appending write counts where it lands, the file's end, not at the offset it was given (a
 // node whose kernel has an old idea of the size, another node having appended since).
 TEST(JobLayout, AnAppendingWriteCountsAtTheFilesEnd) {
