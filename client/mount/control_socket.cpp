@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <system_error>
 
 #include "control_socket_common.hpp"
@@ -206,6 +207,20 @@ ControlSocket::~ControlSocket() {
 
 void ControlSocket::serve() {
   pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_[0], POLLIN, 0}};
+  // Each connection is answered on a thread of its own, then closed and counted out. A thread
+  // that cannot be made (the node is out of them) leaves the caller unanswered, and the mount
+  // serving.
+  auto on_own_thread = [](std::function<void()> work, std::function<void()> finished) {
+    try {
+      std::thread([work = std::move(work), finished] {
+        work();
+        finished();
+      }).detach();
+    } catch (const std::system_error& e) {
+      spdlog::warn("control socket: no thread to answer with: {}", e.what());
+      finished();
+    }
+  };
   for (;;) {
     int n = ::poll(fds, 2, -1);
     if (n < 0 && errno == EINTR) continue;
@@ -245,41 +260,24 @@ void ControlSocket::serve() {
         ++refusing_;
       }
     }
-    // A thread that cannot be made (the node is out of them) leaves the caller unanswered, and
-    // the mount serving.
     if (!refusal.empty()) {
-      try {
-        std::thread([this, fd, refusal] {
-          refuse(fd, refusal);
-          ::close(fd);
-          std::lock_guard lock(mu_);
-          --refusing_;
-          done_.notify_all();
-        }).detach();
-      } catch (const std::system_error& e) {
-        spdlog::warn("control socket: no thread to answer with: {}", e.what());
-        ::close(fd);
-        std::lock_guard lock(mu_);
-        --refusing_;
-      }
+      on_own_thread([this, fd, refusal] { refuse(fd, refusal); },
+                    [this, fd] {
+                      ::close(fd);
+                      std::lock_guard lock(mu_);
+                      --refusing_;
+                      done_.notify_all();
+                    });
       continue;
     }
-    try {
-      std::thread([this, fd, peer, privileged] {
-        answer(fd, peer, privileged);
-        ::close(fd);
-        std::lock_guard lock(mu_);
-        --answering_;
-        if (!privileged) --others_answering_;
-        done_.notify_all();
-      }).detach();
-    } catch (const std::system_error& e) {
-      spdlog::warn("control socket: no thread to answer with: {}", e.what());
-      ::close(fd);
-      std::lock_guard lock(mu_);
-      --answering_;
-      if (!privileged) --others_answering_;
-    }
+    on_own_thread([this, fd, peer, privileged] { answer(fd, peer, privileged); },
+                  [this, fd, privileged] {
+                    ::close(fd);
+                    std::lock_guard lock(mu_);
+                    --answering_;
+                    if (!privileged) --others_answering_;
+                    done_.notify_all();
+                  });
   }
 }
 
