@@ -84,23 +84,6 @@ bool allgather_strings(MPI_Comm comm, const std::vector<std::string>& mine,
 //   SKEIN_MPI_NODE_MAP=KEY=DIR,KEY=DIR,... with one entry per rank of MPI_COMM_WORLD, in order.
 // Ranks with the same KEY are one node; DIR is where that node's skein mount is (the mount rank
 // 0's paths name is used when no DIR is given).
-// A duplicate of the caller's communicator for one operation, freed at its end: the library's
-// collective calls and windows stay apart from whatever the application does on `comm` (another
-// thread's collectives, its own windows), as libraries that take a communicator keep them.
-class OwnComm {
- public:
-  explicit OwnComm(MPI_Comm comm) { MPI_Comm_dup(comm, &comm_); }
-  ~OwnComm() {
-    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  }
-  OwnComm(const OwnComm&) = delete;
-  OwnComm& operator=(const OwnComm&) = delete;
-  MPI_Comm get() const { return comm_; }
-
- private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
-};
-
 struct Node {
   MPI_Comm world = MPI_COMM_NULL;    // the operation's communicator (a duplicate)
   MPI_Comm local = MPI_COMM_NULL;    // the ranks of this node

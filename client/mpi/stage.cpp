@@ -359,8 +359,6 @@ std::size_t files_per_unit(std::size_t files, int ranks) {
 int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg, uint64_t chunk,
           bool verify, const std::string& control_dir, double progress_s, std::string& summary,
           std::string& failures) {
-  const OwnComm duplicate(comm);
-  comm = duplicate.get();
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -376,8 +374,8 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   }
   // On one machine that simulates several nodes (SKEIN_MPI_NODE_MAP, docs/mpi.md), a rank copies
   // through its node's mount: SRC or DST below a skein mount is taken to the same place below it.
+  Node node;
   {
-    Node node;
     std::string error;
     if (!make_node(comm, node, error)) {
       failures = error + "\n";
@@ -390,6 +388,9 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
       if (!on.empty()) *p = mount + p->substr(on.size());
     }
   }
+  // The copy's collective calls and windows on the node's duplicate of the caller's
+  // communicator, apart from whatever the application does on it.
+  comm = node.world;
   const auto start = std::chrono::steady_clock::now();
 
   // The tree's list goes to every rank in one message, which MPI bounds at 2 GiB.
