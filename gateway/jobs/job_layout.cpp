@@ -94,12 +94,11 @@ class OwnedFile : public OpenFile {
 };
 
 // The file at `rel` changed size: the cells of its other names (each name has its own) no longer
-// know it, and ask the server at their next change. `own` is the changed name's cell (not held).
-void others_ask_again(OpenSizes& sizes, LinkNames& links, const std::string& rel,
-                      const OpenSizes::Cell* own) {
+// know it, and ask the server at their next change.
+void others_ask_again(OpenSizes& sizes, LinkNames& links, const std::string& rel) {
   for (const std::string& other : links.others(rel)) {
     auto cell = sizes.find(other);
-    if (!cell || cell.get() == own) continue;
+    if (!cell) continue;
     std::lock_guard lock(cell->mu);
     cell->known = false;
   }
@@ -128,7 +127,7 @@ class CountedFile final : public OwnedFile {
     if (!charge) return Result<uint32_t>::failure(charge.error());
     auto w = inner_->write(offset, data);
     if (!w) undo_write(*charge);
-    if (charge->bytes) others_ask_again(*sizes_, *links_, inner_->rel_path(), cell_.get());
+    if (charge->bytes) others_ask_again(*sizes_, *links_, inner_->rel_path());
     return w;
   }
   Result<Written> write_reporting_attrs(uint64_t offset, const SharedBytes& data) override {
@@ -138,7 +137,7 @@ class CountedFile final : public OwnedFile {
     auto w = inner_->write_reporting_attrs(offset, data);
     if (!w) undo_write(*charge);
     if (w && w->attrs) w->attrs = owned(*w->attrs);
-    if (charge->bytes) others_ask_again(*sizes_, *links_, inner_->rel_path(), cell_.get());
+    if (charge->bytes) others_ask_again(*sizes_, *links_, inner_->rel_path());
     return w;
   }
 
@@ -146,7 +145,7 @@ class CountedFile final : public OwnedFile {
     if (size > kMaxFileSize) return Status::failure(EFBIG);
     std::unique_lock no_write_in_flight(cell_->changing);
     Status st = truncate_counted(size);
-    others_ask_again(*sizes_, *links_, inner_->rel_path(), cell_.get());
+    others_ask_again(*sizes_, *links_, inner_->rel_path());
     return st;
   }
 
@@ -361,7 +360,7 @@ Result<sftp::Attrs> JobLayout::setattr(const std::string& rel, const AttrChange&
   } else if (giving) {
     quota_->give_bytes(giving);
   }
-  if (r && rest.size) others_ask_again(*sizes_, *links_, rel, sized.get());
+  if (r && rest.size) others_ask_again(*sizes_, *links_, rel);
   return owned(r);
 }
 
@@ -506,11 +505,10 @@ Result<std::shared_ptr<OpenFile>> JobLayout::open_through(const std::string& rel
                                                           bool to_change) {
   using R = Result<std::shared_ptr<OpenFile>>;
   std::optional<uint64_t> truncated_from;
-  std::unique_lock<std::shared_mutex> no_write_in_flight;  // while the open truncates
-  std::shared_ptr<OpenSizes::Cell> truncated_cell;
+  // Held while the open truncates, until the handles' cell says the file is empty (counted()).
+  std::unique_lock<std::shared_mutex> no_write_in_flight;
   if (flags & O_TRUNC) {
     auto cell = sizes_->find(rel);
-    truncated_cell = cell;
     std::optional<uint64_t> known;
     if (cell) {
       no_write_in_flight = std::unique_lock(cell->changing);
@@ -526,18 +524,12 @@ Result<std::shared_ptr<OpenFile>> JobLayout::open_through(const std::string& rel
   }
   auto f = to_change ? inner_->open_to_change(rel, flags) : inner_->open(rel, flags);
   if (!f) return f;
-  if (truncated_from) {
-    quota_->give_bytes(bytes_of_names(*truncated_from, links_->names(rel)));
-    if (truncated_cell) {  // the handles open on it: the file is empty now
-      std::lock_guard lock(truncated_cell->mu);
-      truncated_cell->size = 0;
-      truncated_cell->known = true;
-    }
-    no_write_in_flight = {};
-    others_ask_again(*sizes_, *links_, rel, truncated_cell.get());
-  }
   if (!writes(flags)) return std::shared_ptr<OpenFile>(std::make_shared<OwnedFile>(*f, uid_, gid_));
-  return counted(*f, rel, truncated_from ? std::optional<uint64_t>(0) : std::nullopt, flags);
+  if (!truncated_from) return counted(*f, rel, std::nullopt, flags);
+  quota_->give_bytes(bytes_of_names(*truncated_from, links_->names(rel)));
+  auto file = counted(*f, rel, 0, flags);  // the cell of every handle of `rel`: empty now
+  others_ask_again(*sizes_, *links_, rel);
+  return file;
 }
 
 Result<Created> JobLayout::create(const std::string& rel, int flags, uint32_t mode) {
