@@ -177,9 +177,8 @@ void Gateway::check_backend_config(BackendConfig& b, std::chrono::milliseconds t
   }
   if (auto problem = sftp::private_key_problem(ep.identity_file)) bad(*problem);
   if (auto problem = sftp::endpoint_problem(ep)) bad("backend '" + b.name + "': " + *problem);
-  ep.agent_socket.clear();  // runtime backends log in with their identity file
-  auto root =
-      b.root.empty() || b.root.front() != '/' ? std::nullopt : normalize_virtual_path(b.root);
+  ep.agent_socket.clear();                     // runtime backends log in with their identity file
+  auto root = normalize_virtual_path(b.root);  // nothing for a relative path
   if (!root) bad("root '" + b.root + "' of backend '" + b.name + "' must be an absolute path");
   b.root = *root;
   if (b.connections == 0) b.connections = 4;

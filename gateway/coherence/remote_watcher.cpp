@@ -193,7 +193,6 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
                              events.find(",MOVED_FROM,") != std::string::npos);
       if (new_dir) rel.push_back('\n');  // held apart from reports of the same path
       auto [at, first_report] = held_paths.emplace(rel, Report{});
-      at->second.new_dir = new_dir;
       at->second.replaced = at->second.replaced || replaced;
       at->second.dir_gone = at->second.dir_gone || dir_gone;
       if (first_report) held.emplace_back(Clock::now(), std::move(rel));

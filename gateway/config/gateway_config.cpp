@@ -389,8 +389,7 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       b.root = c.string(t, "root", where, true);
       // Normalised as a backend added at run time is: "/data/" and "/data" are one root (the
       // remote watcher compares the server's paths with it).
-      if (auto root = b.root.empty() || b.root.front() != '/' ? std::nullopt
-                                                              : normalize_virtual_path(b.root))
+      if (auto root = normalize_virtual_path(b.root))  // nothing for a relative path
         b.root = *root;
       else
         c.fail(t.get("root"), "'root' in " + where + " must be an absolute path");
