@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "coherence/inotify_output.hpp"
 #include "sftp/endpoint.hpp"
 
 namespace skein {
@@ -86,10 +87,15 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
   // otherwise: hence the channel on fd 3. Beside inotifywait a loop prints a heartbeat line every
   // `heartbeat` seconds (its `sleep` holds no end of the channel, so killing the loop when
   // inotifywait ends lets the session end at once; a write to a closed channel ends it too).
+  // An inotifywait that knows --no-newline ends each event with a NUL, so that a name with a
+  // newline in it comes whole (InotifyOutput).
   const std::string cmd =
       "command -v inotifywait >/dev/null 2>&1 || { echo " + std::string(kNoInotify) +
-      "; exit 0; }; inotifywait -m -r -e close_write,attrib,create,delete,moved_from,"
-      "moved_to,delete_self --format '%e %w%f' " +
+      "; exit 0; }; f='%e %w%f'; n=; if inotifywait --help 2>&1 | grep -q -e --no-newline; "
+      "then f='%e %w%f%0'; n=--no-newline; echo " +
+      InotifyOutput::kNulEvents +
+      "; fi; inotifywait -m -r -e close_write,attrib,create,delete,moved_from,"
+      "moved_to,delete_self --format \"$f\" $n " +
       shell_quote(root) +
       " </dev/null 2>&1 & w=$!; exec 3<&0; { cat <&3; kill $w; } >/dev/null 2>&1 & exec 3<&-; "
       "while sleep " +
@@ -106,7 +112,7 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
     return Ended::before_watching;
   }
   bool have_inotify = true;
-  std::string out;
+  InotifyOutput out;
   char buf[8192];
   // Reports are held kSettle before they go out, merged by path meanwhile. The gateway notes a
   // change it made only once the server has answered, and the server's inotify event for it can
@@ -136,25 +142,18 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
       cut = "the backend is down";
     }
     ended = ended || !cut.empty();
-    size_t nl;
-    while ((nl = out.find('\n')) != std::string::npos) {
-      std::string line = out.substr(0, nl);
-      out.erase(0, nl + 1);
-      if (line == kHeartbeat) continue;
-      if (line == kNoInotify) {
-        have_inotify = false;
-        spdlog::info(
-            "backend {}: no inotifywait on the server; changes made there are found by "
-            "revalidation only",
-            backend_->name());
-        break;
-      }
-      // "EVENTS PATH": events are comma-separated upper-case names; the path may have spaces.
-      // Anything else is one of inotifywait's messages.
-      const size_t space = line.find(' ');
-      const std::string first = line.substr(0, space);
-      if (space == std::string::npos ||
-          first.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_,") != std::string::npos) {
+    while (auto item = out.next()) {
+      if (!item->event) {
+        const std::string& line = item->text;
+        if (line == kHeartbeat) continue;
+        if (line == kNoInotify) {
+          have_inotify = false;
+          spdlog::info(
+              "backend {}: no inotifywait on the server; changes made there are found by "
+              "revalidation only",
+              backend_->name());
+          break;
+        }
         if (line.starts_with("Watches established")) {
           set_watching(true);
           spdlog::info("backend {}: watching {} with inotifywait ({})", backend_->name(), root,
@@ -164,18 +163,20 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
           // Once watching, what inotifywait says is a failure (a new directory it could not
           // watch: out of watches): changes there go unreported while the server counts as
           // watched. The session ends; the next one watches the tree anew, and every mount
-          // drops what it holds of the backend when it does.
+          // drops what it holds of the backend when it does. (From an inotifywait that ends
+          // events at a newline, the line may be the rest of a name with a newline in it,
+          // whose change went out under the name's first part: as much a loss.)
           if (watching_ && cut.empty()) cut = "inotifywait: " + line;
         }
         continue;
       }
-      const std::string events = "," + first + ",";
+      const std::string events = "," + item->events + ",";
       if (events.find(",Q_OVERFLOW,") != std::string::npos) {
         // The kernel's queue overflowed: events were lost, which ones is unknown.
         if (cut.empty()) cut = "inotify's event queue overflowed: changes were lost";
         continue;
       }
-      std::string path = line.substr(space + 1);
+      const std::string& path = item->path;
       if (path.compare(0, root.size(), root) != 0) continue;
       std::string rel = root == "/" ? path : path.substr(root.size());
       while (rel.size() > 1 && rel.back() == '/') rel.pop_back();
@@ -191,14 +192,14 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
       const bool dir_gone = events.find(",ISDIR,") != std::string::npos &&
                             (events.find(",DELETE,") != std::string::npos ||
                              events.find(",MOVED_FROM,") != std::string::npos);
-      if (new_dir) rel.push_back('\n');  // held apart from reports of the same path
+      // Held apart from reports of the same path by a NUL, which no name holds.
+      if (new_dir) rel.push_back('\0');
       auto [at, first_report] = held_paths.emplace(rel, Report{});
       at->second.replaced = at->second.replaced || replaced;
       at->second.dir_gone = at->second.dir_gone || dir_gone;
       if (first_report) held.emplace_back(Clock::now(), std::move(rel));
     }
     ended = ended || !cut.empty();
-    if (out.size() > 65536) out.erase(0, out.size() - 1024);  // a line without end
     while (!held.empty() && (ended || Clock::now() - held.front().first >= kSettle)) {
       std::string rel = std::move(held.front().second);
       Report report;
@@ -207,7 +208,7 @@ RemoteWatcher::Ended RemoteWatcher::watch_once() {
         held_paths.erase(at);
       }
       held.pop_front();
-      report.new_dir = !rel.empty() && rel.back() == '\n';
+      report.new_dir = !rel.empty() && rel.back() == '\0';
       if (report.new_dir) rel.pop_back();
       on_change_(rel, report);
     }

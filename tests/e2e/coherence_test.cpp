@@ -769,6 +769,35 @@ TEST_F(Coherence, ADirectoryReplacedOnTheServerIsReadAnewBelowIt) {
   ::close(held);
 }
 
+// Files whose names hold a newline or end in spaces, read through a mount (held as current) and
+// changed on the server: each change is seen at once, under the file's own name, through the
+// session that watched before (a name's part after its newline once came as a line of its own,
+// which ended the session, and every mount dropped what it held of the backend).
+TEST_F(Coherence,
+       NamesWithNewlinesAndTrailingSpacesChangedOnTheServerAreSeenThroughTheSameSession) {
+  std::string error;
+  auto g =
+      start_gateway("odd-names", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1, error);
+  ASSERT_TRUE(g) << error;
+  const std::string watching =
+      "backend srv0: watching " + cluster_->export_dir(0) + " with inotifywait";
+  ASSERT_GE(wait_until([&] { return times_in_file(g->log, watching) == 1; }, 15s), 0);
+  const std::vector<std::string> names = {"new\nline", "trail  ", "two\nlines\n"};
+  for (const auto& name : names) ASSERT_TRUE(write_file(s(name), "1"));
+  const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/";
+  for (const auto& name : names)
+    EXPECT_GE(wait_until([&] { return size_of(mounted + name) == 1; }, 5s), 0) << name;
+  std::this_thread::sleep_for(1500ms);  // past any echo window
+  for (const auto& name : names) {
+    ASSERT_TRUE(write_file(s(name), "12"));
+    const double took = wait_until([&] { return size_of(mounted + name) == 2; }, 5s);
+    EXPECT_GE(took, 0) << "a change of \"" << name << "\" on the server never seen";
+    EXPECT_LT(took, 1.0) << "slower than a second: not through the watcher";
+  }
+  EXPECT_EQ(times_in_file(g->log, watching), 1u) << "the watcher's session ended";
+  EXPECT_EQ(times_in_file(g->log, "remote watcher ended"), 0u);
+}
+
 // skein-local's own gateway: stop-gateway and start-gateway, as an admin would.
 // While every server is watched, an open for reading of a file the mount holds as current asks
 // nothing of the gateway, which opens the file at the first read: a file removed on the server in

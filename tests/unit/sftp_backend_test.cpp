@@ -14,12 +14,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -349,6 +352,46 @@ TEST_F(StandInServer, ARemoteWatcherStopsWatchingWhileItsBackendIsDown) {
   set_mode("serve");
   EXPECT_GE(seconds_until([&] { return backend->up() && watcher.watching(); }, 15s), 0)
       << "not watching again once the server answers";
+}
+
+// Names with a newline (one whose second line reads like an event) or trailing spaces, made on
+// the server: each is reported whole, by the session that watched before. (The part after a
+// newline once came as a line of its own, taken for a message of inotifywait's: the session
+// ended, and every mount dropped what it held of the backend, at each such name.)
+TEST_F(StandInServer, ARemoteWatcherReportsNamesWithNewlinesWholeInTheSameSession) {
+  if (access("/usr/bin/inotifywait", X_OK) != 0) GTEST_SKIP() << "no inotifywait";
+  auto backend = std::make_shared<SftpBackend>(config(2000ms, 1));
+  std::mutex mu;
+  std::set<std::string> reported;
+  std::atomic<int> stopped{0};
+  RemoteWatcher watcher(
+      backend,
+      [&](const std::string& rel, const RemoteWatcher::Report&) {
+        std::lock_guard lock(mu);
+        reported.insert(rel);
+      },
+      [&](bool watching) {
+        if (!watching) ++stopped;
+      });
+  ASSERT_GE(seconds_until([&] { return watcher.watching(); }, 10s), 0) << "never watching";
+  const int relay = pid_in("relay");
+  const std::vector<std::string> names = {"new\nline", "trail  ", "b\nATTRIB x", "plain"};
+  for (const auto& name : names) std::ofstream(root_ + "/" + name) << "x";
+  auto all_reported = [&] {
+    std::lock_guard lock(mu);
+    for (const auto& name : names)
+      if (!reported.count("/" + name)) return false;
+    return true;
+  };
+  EXPECT_GE(seconds_until(all_reported, 5s), 0) << "not every name was reported whole";
+  std::this_thread::sleep_for(300ms);  // a session's end would be seen by now
+  EXPECT_EQ(stopped.load(), 0) << "the session ended";
+  EXPECT_TRUE(watcher.watching());
+  EXPECT_EQ(pid_in("relay"), relay) << "another session";
+  std::lock_guard lock(mu);
+  for (const auto& rel : reported)
+    EXPECT_TRUE(rel == "/" || std::count(names.begin(), names.end(), rel.substr(1)) == 1)
+        << "reported: " << rel;
 }
 
 TEST(FakeBackendSubtree, AFakesViewSharesItsTreeAsAnSftpViewSharesItsServer) {
