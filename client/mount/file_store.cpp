@@ -91,10 +91,12 @@ std::string store_files(const FileStoreContext& mount, const std::string& args, 
         return err("more than " + std::to_string(kMaxFiles) + " files in one command");
       Entry e;
       if (std::string why = parse_entry(text, at, e); !why.empty()) return err(why);
+      // Checked before it is added, so that no sum of lengths can wrap around (list_length +
+      // contents <= max_buffer holds throughout).
+      if (e.length > max_buffer - list_length - contents)
+        return err("the list and contents are over " + std::to_string(max_buffer) + " bytes");
       e.offset = contents;
       contents += e.length;
-      if (list_length + contents > max_buffer)
-        return err("the list and contents are over " + std::to_string(max_buffer) + " bytes");
       entries.push_back(std::move(e));
     }
   }

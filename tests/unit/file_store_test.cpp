@@ -212,6 +212,15 @@ TEST(FileStoreTest, RefusesMalformedListsWithTheReason) {
             std::string::npos);
   // Contents past the buffer's end: the mapping is refused, nothing is read past it.
   EXPECT_EQ(answer_for("644 0 99999 /a" + nul + ".a.p" + nul).rfind("error: ", 0), 0u);
+  // Lengths whose sum wraps around 2^64 (to 0, or to less than the buffer holds): refused as
+  // over the limit, before anything is mapped or read (the sum once passed the check, and the
+  // second file's bytes were read from an address past the buffer, or from none).
+  for (const uint64_t small : {uint64_t{10}, uint64_t{1} << 20}) {
+    const std::string huge = std::to_string(UINT64_MAX - 4);  // with `small`: small - 5
+    const std::string list = "644 0 " + huge + " /a" + nul + ".a.p" + nul + "644 0 " +
+                             std::to_string(small) + " /b" + nul + ".b.p" + nul;
+    EXPECT_NE(answer_for(list).find("the list and contents are over"), std::string::npos) << small;
+  }
   // More buffer than another user's command may name.
   {
     StoreMemfd buf({});
