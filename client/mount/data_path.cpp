@@ -136,7 +136,10 @@ Result<ReadData> DataPath::read(File& file, const FileRef& ref, uint64_t offset,
 Result<uint32_t> DataPath::write_through(File& file, const FileRef& ref, uint64_t offset,
                                          std::string_view data, std::optional<FileAttr>* attrs) {
   Inode& inode = *file.inode_;
-  if (inode.writes) inode.writes->settle();
+  if (inode.writes) {
+    inode.writes->settle();
+    inode.writes->forget_attrs();  // this write changes the file's mtime, at least
+  }
   auto written = file.gateway_.write(ref, offset, data, nullptr, attrs, attrs != nullptr);
   inode.generation.fetch_add(1, std::memory_order_acq_rel);
   return written;

@@ -269,6 +269,11 @@ std::optional<FileAttr> WriteBehind::attrs_when_idle() const {
   return s.idle_attrs;
 }
 
+void WriteBehind::forget_attrs() {
+  std::lock_guard lock(state_->mu);
+  state_->idle_attrs.reset();
+}
+
 void WriteBehind::settle() {
   State& s = *state_;
   std::vector<State::Call> sendable;

@@ -104,6 +104,9 @@ class WriteBehind {
   // The file's attributes right after its last write, when that write brought them, succeeded,
   // and nothing has been written since: nothing gathered, queued or in flight. Else nullopt.
   std::optional<FileAttr> attrs_when_idle() const;
+  // A write of the file went around this object (DataPath::write_through: a shared mapping's
+  // pages): the attributes kept for attrs_when_idle() are older than the file's.
+  void forget_attrs();
   // Sends what is gathered and waits until every write queued before the call is acknowledged.
   void settle();
   // settle(), then the error of `writer` that `report` has not made yet, if any (see Writer).

@@ -1,6 +1,10 @@
 // File contents through the mount, compared byte for byte with what was written and with the
 // server's copy, at many sizes (up to 256 MiB) and at unaligned offsets.
 #include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <thread>
 
 #include "fs_test_support.hpp"
 
@@ -103,6 +107,30 @@ TEST_F(FileContent, ASharedMappingsPagesAreOnTheServerAfterMsyncAndMunmap) {
   EXPECT_EQ(::close(other), 0);
   EXPECT_EQ(::close(fd), 0);
   EXPECT_TRUE(read_file(s("mapped")) == model) << "the server's copy differs after munmap";
+}
+
+// A write, and a second later a store into a shared mapping of the file, written back when the
+// file is closed: the file's attributes after the close are the server's, not those the write
+// brought back before the mapping's write (an mtime a second older, which make and rsync would
+// take for an unchanged file).
+TEST_F(FileContent, AMappingsWriteBackAtCloseLeavesNoOlderMtimeCached) {
+  const int fd = ::open(m("mapped-mtime").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  const std::string data(4096, 'a');
+  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // SFTP's mtime is in seconds
+  void* p = ::mmap(nullptr, data.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(p, MAP_FAILED) << strerror(errno);
+  static_cast<char*>(p)[0] = 'b';
+  ASSERT_EQ(::munmap(p, data.size()), 0);
+  ASSERT_EQ(::close(fd), 0);  // writes the page back, then flushes
+  struct stat mounted {
+  }, server{};
+  ASSERT_EQ(::stat(m("mapped-mtime").c_str(), &mounted), 0);
+  ASSERT_EQ(::stat(s("mapped-mtime").c_str(), &server), 0);
+  EXPECT_EQ(read_file(s("mapped-mtime"))[0], 'b') << "the mapping's store is not on the server";
+  EXPECT_EQ(mounted.st_mtime, server.st_mtime) << "the mount holds an older mtime as current";
+  EXPECT_EQ(mounted.st_size, server.st_size);
 }
 
 TEST_F(FileContent, QuarterGigabyteFileRoundTrips) {
