@@ -176,6 +176,8 @@ int main(int argc, char** argv) {
     ::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
       std::perror("connect");
+      ::kill(tcp_server, SIGKILL);  // it waits in accept for this connection
+      ::waitpid(tcp_server, nullptr, 0);
       return 1;
     }
     char buf[64] = {};

@@ -210,7 +210,7 @@ class Bench:
             self.rows.append(Row("", f"{name}: FAILED", None, None, "", None, sshfs_text="—",
                                  skein_text="error", note=str(e)[:500]))
             log(f"{name} failed: {e}")
-        except (OSError, subprocess.SubprocessError) as e:
+        except Exception as e:  # OSError, SubprocessError, or a workload's own mistake: the run goes on
             self.failed.append(name)
             self.rows.append(Row("", f"{name}: FAILED", None, None, "", None, sshfs_text="—",
                                  skein_text="error", note=f"{type(e).__name__}: {e}"[:500]))

@@ -39,7 +39,7 @@ def fmt_mib(b):
 
 class Row:
     def __init__(self, issue, workload, sshfs=None, skein=None, unit="", better=None, goal="",
-                 result="", note="", sshfs_text=None, skein_text=None):
+                 result="", note="", sshfs_text=None, skein_text=None, baseline="sshfs"):
         self.issue = issue
         self.workload = workload
         self.sshfs = sshfs
@@ -51,6 +51,10 @@ class Row:
         self.note = note
         self.sshfs_text = sshfs_text
         self.skein_text = skein_text
+        # What the "sshfs" figure is of: sshfs, or another baseline the row names (one node's
+        # plain read through skein, cp -r on the skein mount, ...). Such a row is shown with its
+        # baseline in the sshfs column and left out of the skein-vs-sshfs plots.
+        self.baseline = baseline
 
     def ratio(self):
         if self.sshfs and self.skein and self.better:
@@ -78,8 +82,10 @@ class Row:
 
     def cells(self):
         r, s = self.ratio(), self.speedup()
-        return [self.issue, self.workload,
-                self.sshfs_text if self.sshfs_text is not None else self.text(self.sshfs),
+        base = self.sshfs_text if self.sshfs_text is not None else self.text(self.sshfs)
+        if self.baseline != "sshfs":
+            base = f"{base} ({self.baseline})"
+        return [self.issue, self.workload, base,
                 self.skein_text if self.skein_text is not None else self.text(self.skein),
                 "—" if r is None else f"{r:.2f}",
                 "—" if s is None else f"{s:.2f}×",
@@ -88,7 +94,7 @@ class Row:
     def as_dict(self):
         return dict(issue=self.issue, workload=self.workload, sshfs=self.sshfs, skein=self.skein,
                     unit=self.unit, better=self.better, ratio=self.ratio(), speedup=self.speedup(),
-                    goal=self.goal, result=self.result, note=self.note,
+                    goal=self.goal, result=self.result, note=self.note, baseline=self.baseline,
                     sshfs_text=self.cells()[2], skein_text=self.cells()[3])
 
 
@@ -151,7 +157,9 @@ def markdown(b, meta, plots=()):
            f"- skein cold cache: {m['drop_caches']}; striped layout present: {m['striped']}",
            "",
            "skein/sshfs is the ratio of the raw figures. speed-up is how many times better skein is "
-           "(> 1: skein better): skein/sshfs for MB/s, sshfs/skein for times.",
+           "(> 1: skein better): skein/sshfs for MB/s, sshfs/skein for times. A row whose "
+           "baseline is not sshfs names it in brackets in the sshfs column (and is left out of the "
+           "skein-vs-sshfs plots).",
            "",
            "| issue | workload | sshfs | skein | skein/sshfs | speed-up | goal | result |",
            "|---|---|---|---|---|---|---|---|"]
@@ -207,6 +215,9 @@ def plot(rows, stem, title):
         plt.close(fig)
         written.append(path)
 
+    # Only rows against sshfs (an older run's JSON has no baseline: all of its rows were taken
+    # as against sshfs).
+    rows = [r for r in rows if r.get("baseline", "sshfs") == "sshfs"]
     comparable = [r for r in rows if r.get("speedup")]
     if comparable:
         fig, ax = plt.subplots(figsize=(9, 0.55 * len(comparable) + 1.4))

@@ -292,6 +292,7 @@ class Sshfs:
         self.c = cluster
         self.known_hosts = known_hosts or cluster.known_hosts
         self.proc = None
+        self._own_ssh = set()
 
     def cmd(self):
         opts = (f"IdentityFile={self.c.key},UserKnownHostsFile={self.known_hosts},"
@@ -304,11 +305,13 @@ class Sshfs:
         self.mnt.mkdir(parents=True, exist_ok=True)
         if str(self.mnt) not in RES.mounts:
             RES.mounts.append(str(self.mnt))
+        others = self._ssh_like_ours()
         self.proc = spawn(self.cmd(), self.mnt.parent / f"{self.mnt.name}.log")
         if not wait_for(lambda: is_mounted(self.mnt) or self.proc.poll() is not None, 30) \
                 or not is_mounted(self.mnt):
             raise BenchError(f"sshfs did not mount {self.mnt}: {shlex.join(self.cmd())} "
                              f"(log {self.mnt.parent / (self.mnt.name + '.log')})")
+        self._own_ssh = self._ssh_like_ours() - others
         return self
 
     def remount(self):
@@ -330,10 +333,10 @@ class Sshfs:
         k = sum(proc_status(p, "VmHWM") or 0 for p in kids) if kids else None
         return s, k
 
-    def ssh_pids(self):
-        """The ssh process(es) this sshfs runs: in its session, or (sshfs double-forks ssh) any ssh
-        with this mount's port and key on its command line."""
-        out = set(p for p in session_members(self.proc.pid) if comm_of(p) == "ssh")
+    def _ssh_like_ours(self):
+        """Every ssh process with this mount's port and key on its command line (another sshfs on
+        the same server, sshfs_b(), has them too)."""
+        out = set()
         for d in os.listdir("/proc"):
             if not d.isdigit():
                 continue
@@ -345,4 +348,11 @@ class Sshfs:
                 continue
             if any(a.endswith(str(self.port)) for a in argv) and any(self.c.key in a for a in argv):
                 out.add(int(d))
+        return out
+
+    def ssh_pids(self):
+        """The ssh process(es) this sshfs runs: in its session, or (sshfs double-forks ssh) those
+        with this mount's port and key that appeared when it mounted (mount())."""
+        out = set(p for p in session_members(self.proc.pid) if comm_of(p) == "ssh")
+        out |= set(p for p in self._own_ssh if Path(f"/proc/{p}").exists())
         return sorted(out)

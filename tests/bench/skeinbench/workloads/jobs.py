@@ -119,7 +119,8 @@ def staging(b, what, make):
     r = Row("#16", f"staging {what} into a job namespace (time, median of {reps}; against the better of "
                    f"rsync over ssh and cp -r on sshfs)", med[best], med["skein"], "s", "lower",
             "≥ 1.5× the better of the two",
-            note=f"rsync {fmt_time(med['rsync'])}, cp -r on sshfs {fmt_time(med['cp'])}, skein {fmt_time(med['skein'])}")
+            note=f"rsync {fmt_time(med['rsync'])}, cp -r on sshfs {fmt_time(med['cp'])}, skein {fmt_time(med['skein'])}",
+            baseline="cp -r on sshfs" if best == "cp" else "rsync over ssh")
     r.result = verdict(r.speedup() is not None and r.speedup() >= 1.5)
     b.rows.append(r)
 

@@ -5,6 +5,7 @@ phase's rate is all files of both processes over the time until the slower one i
 
 import multiprocessing
 import os
+import queue
 import statistics
 import time
 
@@ -37,7 +38,8 @@ def worker(d, n, barrier, out):
                     os.unlink(p)
             times.append((t0, time.perf_counter()))
         out.put((d, times, None))
-    except Exception as e:  # reported to the parent
+    except Exception as e:  # reported to the parent; the other worker stops waiting at the barrier
+        barrier.abort()
         out.put((d, None, f"{type(e).__name__}: {e}"))
 
 
@@ -46,14 +48,25 @@ def one_run(base, n, procs=2):
     for d in dirs:
         d.mkdir()
     drop_caches()
-    barrier = multiprocessing.Barrier(procs)
+    # A worker that fails aborts the barrier, and one that hangs (a stuck mount) times out at it:
+    # neither leaves the other waiting, nor the run.
+    barrier = multiprocessing.Barrier(procs, timeout=600)
     out = multiprocessing.Queue()
-    ps = [multiprocessing.Process(target=worker, args=(str(d), n, barrier, out)) for d in dirs]
-    for p in ps:
-        p.start()
-    got = [out.get(timeout=1800) for _ in ps]
-    for p in ps:
-        p.join()
+    ps = [multiprocessing.Process(target=worker, args=(str(d), n, barrier, out), daemon=True)
+          for d in dirs]
+    try:
+        for p in ps:
+            p.start()
+        try:
+            got = [out.get(timeout=1800) for _ in ps]
+        except queue.Empty:
+            raise BenchError(f"metaops in {base}: a worker gave no result within 1800 s")
+    finally:
+        for p in ps:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join()
     errs = [e for _, _, e in got if e]
     if errs:
         raise BenchError(f"metaops in {base}: {errs}")

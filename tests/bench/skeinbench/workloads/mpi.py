@@ -89,9 +89,16 @@ def _tree(b, mpi, node_map):
         t, served = _cold(b, lambda: _cat_trees([ta, tb]))
         res["plain"].append(t)
         res["plain_bytes"].append(served)
-        t, served = _cold(b, lambda: _bcast(b, mpi, node_map, ta))
-        res["bcast_only"].append(t)
-        res["bcast"].append(t + _cat_trees([ta, tb]))
+        bcast_only = []
+
+        def bcast_and_reads():
+            # The reads after the bcast count too: the gateway bytes of the row are of both.
+            bcast_only.append(_bcast(b, mpi, node_map, ta))
+            return bcast_only[0] + _cat_trees([ta, tb])
+
+        t, served = _cold(b, bcast_and_reads)
+        res["bcast_only"].append(bcast_only[0])
+        res["bcast"].append(t)
         res["bcast_bytes"].append(served)
         b.detail(f"mpi tree rep {i + 1}: two plain {res['plain'][-1]:.2f} s ({res['plain_bytes'][-1] / n:.2f}x), "
                  f"bcast {res['bcast_only'][-1]:.2f} s, bcast+reads {res['bcast'][-1]:.2f} s "
@@ -102,9 +109,10 @@ def _tree(b, mpi, node_map):
     label = f"{files:,} files of 4 KiB"
     b.rows.append(Row("#18", f"{label} on 2 nodes: plain reads (cat) against bcast + reads (s, median of {reps})",
                       med["plain"], med["bcast"], "s", "lower", "",
-                      note=f"the bcast alone: {med['bcast_only']:.2f} s"))
+                      note=f"the bcast alone: {med['bcast_only']:.2f} s", baseline="plain reads"))
     b.rows.append(Row("#18", f"{label} on 2 nodes: gateway bytes served, plain against bcast (× the files' size)",
-                      med["plain_bytes"] / n, med["bcast_bytes"] / n, "× size", "lower", ""))
+                      med["plain_bytes"] / n, med["bcast_bytes"] / n, "× size", "lower", "",
+                      baseline="plain reads"))
 
 
 def run(b):
@@ -145,11 +153,13 @@ def run(b):
     label = fmt_bytes(n)
     r = Row("#18", f"{label} on 2 nodes: plain reads against bcast + reads (s, median of {reps})",
             med["plain"], med["bcast"], "s", "lower",
-            "bcast ≤ 1.25× one node's plain read", note=f"one node's plain read: {med['one']:.2f} s")
+            "bcast ≤ 1.25× one node's plain read", note=f"one node's plain read: {med['one']:.2f} s",
+            baseline="plain reads")
     r.result = verdict(med["bcast"] <= 1.25 * med["one"])
     b.rows.append(r)
     r = Row("#18", f"{label} on 2 nodes: gateway bytes served, plain against bcast (× file size)",
-            med["plain_bytes"] / n, med["bcast_bytes"] / n, "× size", "lower", "bcast 1× (within 1%)")
+            med["plain_bytes"] / n, med["bcast_bytes"] / n, "× size", "lower", "bcast 1× (within 1%)",
+            baseline="plain reads")
     r.result = verdict(abs(med["bcast_bytes"] / n - 1) <= 0.01)
     b.rows.append(r)
     _tree(b, mpi, node_map)

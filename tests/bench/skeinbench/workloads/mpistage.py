@@ -117,7 +117,8 @@ def _one(b, what, name, make, count_bytes, mpi_start):
                   f"({med['rsync'] / med['skein-mpi']:.2f}×), rsync over ssh from the sshd "
                   f"{fmt_time(med['rsync-ssh'])} ({med['rsync-ssh'] / med['skein-mpi']:.2f}×), "
                   f"skein-mpi {fmt_time(med['skein-mpi'])}, of which {fmt_time(mpi_start)} are "
-                  f"mpirun's and MPI's own start and end (a stage-in of an empty tree)"))
+                  f"mpirun's and MPI's own start and end (a stage-in of an empty tree)"),
+            baseline="cp -r on the skein mount")
     r.result = verdict(r.speedup() is not None and r.speedup() >= 2)
     b.rows.append(r)
 
@@ -159,7 +160,7 @@ def _stage_out(b, n, size):
         note=(f"skein-mpi keeps modes and mtimes and renames each file into place; of the others "
               f"cp -a {fmt_time(med['cp -a'])} ({med['cp -a'] / med['skein-mpi']:.2f}×) and rsync -a "
               f"{fmt_time(med['rsync -a'])} ({med['rsync -a'] / med['skein-mpi']:.2f}×) keep them too, "
-              f"cp -r {fmt_time(med['cp -r'])} does not")))
+              f"cp -r {fmt_time(med['cp -r'])} does not"), baseline="cp -r on the skein mount"))
 
 
 def run(b):
