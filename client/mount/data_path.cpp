@@ -88,6 +88,7 @@ std::unique_ptr<DataPath::File> DataPath::open(InodeNumber ino, const GatewayCli
   // Opened with O_TRUNC: the gateway truncated it, and other open files' read-ahead is stale.
   if (flags & O_TRUNC) inode->generation.fetch_add(1, std::memory_order_acq_rel);
   std::unique_ptr<File> file(new File(*this, ino, inode, gateway, flags));
+  if (inode->writes) file->errors_seen_ = inode->writes->error_mark();
   if (inode->writes && (flags & O_ACCMODE) != O_RDONLY)
     file->writer_ = std::make_shared<WriteBehind::Writer>(flags & O_APPEND);
   if (options_.read_ahead && (flags & O_ACCMODE) != O_WRONLY) {
@@ -164,11 +165,17 @@ Status DataPath::write(File& file, const FileRef& ref, uint64_t offset, std::str
 Status DataPath::flush(File& file, WriteBehind::Report report) {
   Inode& inode = *file.inode_;
   if (!inode.writes) return ok_status();
-  if (!file.writer_) {
+  Status own = ok_status();
+  if (file.writer_)
+    own = inode.writes->settle(*file.writer_, report);
+  else
     inode.writes->settle();
-    return ok_status();
+  if (report == WriteBehind::Report::fsync) {
+    // Marked as reported even when the writer's own error goes instead: the same failure, once.
+    Status since = inode.writes->error_since(file.errors_seen_);
+    if (own) return since;
   }
-  return inode.writes->settle(*file.writer_, report);
+  return own;
 }
 
 std::optional<FileAttr> DataPath::attrs_after_writes(File& file) {

@@ -58,6 +58,9 @@ class DataPath {
     const uint32_t flags_;
     std::shared_ptr<WriteBehind::Writer> writer_;  // when open for writing, with write-behind
     std::unique_ptr<ReadAhead> read_ahead_;        // null without read-ahead
+    // The file's write errors this open file's fsync has reported (WriteBehind::error_mark);
+    // guarded by the WriteBehind's mutex.
+    uint64_t errors_seen_ = 0;
   };
 
   DataPath() : DataPath(Options{}) {}
@@ -88,7 +91,10 @@ class DataPath {
                                  std::string_view data, std::optional<FileAttr>* attrs = nullptr);
   // Every write to the file acknowledged by the gateway; then the error of one of this open
   // file's writes that `report` has not made yet, if any (WriteBehind::Writer). For flush (and
-  // release, as an fsync: the last chance), and fsync.
+  // release, as an fsync: the last chance), and fsync. An fsync also reports a write error of
+  // the file since this file was opened, or since its last fsync reported one, through
+  // whichever open file it was written (as Linux does for NFS and local file systems: `sync
+  // FILE` opens it read-only).
   Status flush(File& file, WriteBehind::Report report);
   // The file's attributes right after its last write, when that write brought them and nothing
   // has been written to it since (WriteBehind::attrs_when_idle); else nullopt.

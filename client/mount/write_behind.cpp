@@ -67,6 +67,8 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
   // The attributes the last write brought, while nothing has been written since.
   std::optional<FileAttr> idle_attrs;
   uint64_t calls_sent = 0;  // gateway calls taken to be sent, ever
+  uint64_t errors = 0;      // writes that failed, ever (error_mark), the last with last_error
+  int last_error = 0;
 
   // One gateway call: its requests, and whether it is all the file holds (it asks for the file's
   // attributes after it, where it can); `number` is calls_sent once it was taken.
@@ -172,6 +174,8 @@ struct WriteBehind::State : std::enable_shared_from_this<WriteBehind::State> {
       if (error != 0) {
         for (int* e : {&writer.write_error_, &writer.flush_error_, &writer.fsync_error_})
           if (*e == 0) *e = error;
+        ++errors;
+        last_error = error;
       }
       // The file as this write left it, if it is the last: nothing was sent while it was on its
       // way (whose answers could have come first, and landed last), and nothing is held now.
@@ -299,6 +303,18 @@ Status WriteBehind::settle(Writer& writer, Report report) {
     writer.fsync_error_ = 0;
   }
   return error ? Status::failure(error) : ok_status();
+}
+
+uint64_t WriteBehind::error_mark() const {
+  std::lock_guard lock(state_->mu);
+  return state_->errors;
+}
+
+Status WriteBehind::error_since(uint64_t& mark) const {
+  std::lock_guard lock(state_->mu);
+  if (state_->errors == mark) return ok_status();
+  mark = state_->errors;
+  return Status::failure(state_->last_error);
 }
 
 bool WriteBehind::idle() const {

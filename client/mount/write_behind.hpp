@@ -111,6 +111,12 @@ class WriteBehind {
   void settle();
   // settle(), then the error of `writer` that `report` has not made yet, if any (see Writer).
   Status settle(Writer& writer, Report report);
+  // Errors of the file's writes, whoever wrote, as Linux keeps them for fsync (errseq): a mark
+  // taken when a file is opened, and the error of the last write that failed after the mark,
+  // which moves the mark (the error is reported once to each open file that asks). The caller
+  // settles first.
+  uint64_t error_mark() const;
+  Status error_since(uint64_t& mark) const;
   // Nothing gathered, queued or in flight.
   bool idle() const;
 

@@ -313,6 +313,32 @@ TEST_F(JobNamespaces, AWriteErrorTakenByAnotherProcesssCloseStillComesBackAtFsyn
   EXPECT_EQ(::close(fd), 0) << "reported once to the fsync";
 }
 
+// A write past the quota through one descriptor fails after the mount acknowledged it; an fsync
+// of another descriptor of the file, opened read-only before the failure (as `sync FILE` opens
+// it), reports it once, as Linux does for NFS and local file systems; and the writer's own fsync
+// still gets it.
+TEST_F(JobNamespaces, AWriteErrorComesBackAtTheFsyncOfAnotherDescriptorOfTheFile) {
+  create(job(), user(0), "", "1M");
+  const std::string m = mount(job());
+  ASSERT_FALSE(m.empty());
+  const int fd = ::open((m + "/f").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const int reader = ::open((m + "/f").c_str(), O_RDONLY);
+  ASSERT_GE(reader, 0) << std::strerror(errno);
+  const std::string data(3 << 20, 'q');
+  const ssize_t n = ::write(fd, data.data(), data.size());
+  EXPECT_TRUE(n > 0 || errno == EDQUOT) << std::strerror(errno);
+  EXPECT_EQ(SKEIN_ERRNO_OF(::fsync(reader)), EDQUOT) << "the file's write error was not reported";
+  EXPECT_EQ(::fsync(reader), 0) << "reported once to each descriptor";
+  const int later = ::open((m + "/f").c_str(), O_RDONLY);  // opened after the error
+  ASSERT_GE(later, 0) << std::strerror(errno);
+  EXPECT_EQ(::fsync(later), 0) << "an error from before the open reported to it";
+  EXPECT_EQ(SKEIN_ERRNO_OF(::fsync(fd)), EDQUOT) << "the writer's fsync lost its error";
+  EXPECT_EQ(::close(later), 0);
+  EXPECT_EQ(::close(reader), 0);
+  EXPECT_EQ(::close(fd), 0);
+}
+
 TEST_F(JobNamespaces, DestroyWhileMountedGivesEstaleAtOnceAndRemovesEveryPart) {
   create(job(), user(0));
   const std::string m = mount(job());

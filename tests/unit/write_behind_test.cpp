@@ -399,6 +399,30 @@ TEST_F(WriteBehindTest, ErrorGoesToTheWriterWhoseWriteFailed) {
   EXPECT_EQ(wb->settle(*mine, WriteBehind::Report::fsync).error(), ENOSPC);
 }
 
+// The file's errors for fsync, whoever wrote (errseq): each mark taken before a failure gets the
+// last failure's errno once; a mark taken after it, nothing.
+TEST_F(WriteBehindTest, AFilesWriteErrorIsReportedOnceToEachMarkTakenBeforeIt) {
+  auto wb = make();
+  auto w = std::make_shared<WriteBehind::Writer>(false);
+  uint64_t first = wb->error_mark(), second = wb->error_mark();
+  EXPECT_TRUE(wb->error_since(first));
+  ASSERT_TRUE(wb->write(w, file(), 0, std::string(kMiB, 'a')));
+  gw.answer(Result<uint32_t>::failure(EDQUOT));
+  wb->settle();
+  uint64_t after = wb->error_mark();
+  EXPECT_EQ(wb->error_since(first).error(), EDQUOT);
+  EXPECT_TRUE(wb->error_since(first)) << "reported twice to one mark";
+  EXPECT_TRUE(wb->error_since(after)) << "reported to a mark taken after it";
+  ASSERT_FALSE(wb->write(w, file(), kMiB, std::string(kMiB, 'b')));  // the writer's own
+  ASSERT_TRUE(wb->write(w, file(), kMiB, std::string(kMiB, 'b')));
+  gw.answer(Result<uint32_t>::failure(ENOSPC));
+  wb->settle();
+  EXPECT_EQ(wb->error_since(second).error(), ENOSPC) << "the last failure's errno";
+  EXPECT_EQ(wb->error_since(first).error(), ENOSPC);
+  EXPECT_EQ(wb->error_since(after).error(), ENOSPC);
+  EXPECT_TRUE(wb->error_since(second));
+}
+
 TEST_F(WriteBehindTest, ShortWriteIsAnError) {
   auto wb = make();
   auto w = std::make_shared<WriteBehind::Writer>(false);
