@@ -325,14 +325,20 @@ Result<std::optional<sftp::Attrs>> UnionLayout::unlink_reporting_parent(const st
 
 Result<RenameParents> UnionLayout::rename_reporting_parents(const std::string& from,
                                                             const std::string& to, unsigned flags) {
-  if (branches_.size() == 1) return branches_[0].backend->rename_reporting_parents(from, to, flags);
+  if (branches_.size() == 1) {
+    if (!branches_[0].writable()) return Result<RenameParents>::failure(EROFS);
+    return branches_[0].backend->rename_reporting_parents(from, to, flags);
+  }
   return Layout::rename_reporting_parents(from, to, flags);
 }
 
 Status UnionLayout::rename(const std::string& from, const std::string& to, unsigned flags) {
   // One branch: its backend answers a missing source and an existing target with
   // RENAME_NOREPLACE itself, without looks of its own first.
-  if (branches_.size() == 1) return branches_[0].backend->rename(from, to, flags);
+  if (branches_.size() == 1) {
+    if (!branches_[0].writable()) return Status::failure(EROFS);
+    return branches_[0].backend->rename(from, to, flags);
+  }
   auto src = lookup_all(from);
   if (src.copies.empty()) return Status::failure(src.error);
   if (from == to) return ok_status();  // nothing to do, as rename(2) says

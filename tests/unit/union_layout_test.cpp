@@ -406,6 +406,27 @@ TEST(UnionLayout, AOneBranchMkdirAsksNothingFirstAndSaysWhyItCannot) {
   }
 }
 
+// A union of one read-only branch (`backends = ["d=RO"]`, or what is left of a union once its
+// other branches are removed) changes nothing on it: a rename, over another file or to a new
+// name, is refused as every other change is (it once went straight to the backend).
+TEST(UnionLayout, AOneBranchReadOnlyUnionRefusesEveryChange) {
+  Union u(1, "ff", {BranchMode::read_only});
+  u.b[0]->put_file("/a", "a");
+  u.b[0]->put_file("/b", "b");
+  EXPECT_EQ(u.layout->rename("/a", "/b", 0).error(), EROFS);
+  EXPECT_EQ(u.layout->rename("/a", "/new", 0).error(), EROFS);
+  EXPECT_EQ(u.layout->rename_reporting_parents("/a", "/b", 0).error(), EROFS);
+  EXPECT_EQ(u.layout->unlink("/a").error(), EROFS);
+  EXPECT_EQ(u.layout->create("/c", O_WRONLY, 0644).error(), EROFS);
+  EXPECT_EQ(u.layout->open("/a", O_WRONLY).error(), EROFS);
+  EXPECT_EQ(u.layout->symlink("/l", "a").error(), EROFS);
+  EXPECT_EQ(u.layout->link("/a", "/h").error(), EROFS);
+  EXPECT_TRUE(u.b[0]->has("/a"));
+  EXPECT_TRUE(u.b[0]->has("/b"));
+  EXPECT_FALSE(u.b[0]->has("/new"));
+  EXPECT_EQ(u.b[0]->calls("rename"), 0u);
+}
+
 // Picks b0 for the first new entry, running `meanwhile` while it picks (another call on its way
 // between the look for the name and the create), and the last branch for every other.
 class RacingPolicy final : public CreatePolicy {
