@@ -74,7 +74,8 @@ Gateway::Gateway(GatewayConfig cfg) : config_(std::move(cfg)) {
   for (auto& n : config_.namespaces) {
     auto tokens =
         TokenSet::of_lines(read_token_file(n.token_file, "token_file of namespace " + n.name));
-    auto fs = std::make_shared<NamespaceFs>(n.name, tokens, build_mount_table(n, backends_));
+    auto fs = std::make_shared<NamespaceFs>(n.name, tokens, build_mount_table(n, backends_),
+                                            config_.max_open_files);
     namespaces_[n.name] = fs;
     registry_.add(std::move(fs));
   }

@@ -56,7 +56,10 @@ constexpr auto kReapEvery = std::chrono::seconds(60);
 std::string JobNamespaces::namespace_name(const std::string& job_id) { return "job-" + job_id; }
 
 JobNamespaces::JobNamespaces(const JobsConfig& cfg, Gateway& gateway, InvalidationBroker* broker)
-    : cfg_(cfg), gateway_(gateway), broker_(broker) {
+    : cfg_(cfg),
+      gateway_(gateway),
+      max_open_files_(gateway.config().max_open_files),
+      broker_(broker) {
   try {
     store_ = JobStore::open(cfg_.database);
   } catch (const sqlite::StoreError& e) {
@@ -117,7 +120,7 @@ JobNamespaces::Live& JobNamespaces::serve(const JobRecord& r,
     if (TokenDigest::from_hex(hex, d)) tokens.add(d);
   }
   auto table = std::make_shared<const MountTable>(std::vector<Mount>{{"/", layout}});
-  auto fs = std::make_shared<NamespaceFs>(r.name, std::move(tokens), table);
+  auto fs = std::make_shared<NamespaceFs>(r.name, std::move(tokens), table, max_open_files_);
   gateway_.registry().add(fs);
   Live& live = live_[r.name];
   live = Live{r, fs, layout, layout->quota()->generation()};

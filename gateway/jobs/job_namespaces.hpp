@@ -143,6 +143,7 @@ class JobNamespaces {
 
   JobsConfig cfg_;
   Gateway& gateway_;
+  const std::size_t max_open_files_;  // each job namespace's ([gateway] max_open_files)
   InvalidationBroker* broker_;
   std::unique_ptr<JobStore> store_;
 

@@ -51,12 +51,13 @@ void answer_batches(std::vector<MountBatch<At, Item>>& batches, std::vector<Out>
 }  // namespace
 
 NamespaceFs::NamespaceFs(std::string name, TokenSet credential,
-                         std::shared_ptr<const MountTable> table)
+                         std::shared_ptr<const MountTable> table, std::size_t max_open_files)
     : name_(std::move(name)),
       credential_(std::move(credential)),
       started_s_(now_s()),
       table_(std::move(table)),
-      rng_(std::random_device{}()) {}
+      rng_(std::random_device{}()),
+      max_open_files_(max_open_files) {}
 
 std::shared_ptr<const MountTable> NamespaceFs::table() const {
   std::lock_guard lock(table_mu_);
@@ -361,6 +362,10 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
   using R = Result<Opened>;
   auto t = locate(vpath);
   if (!t.mount) return R::failure(t.table->is_synthetic_dir(vpath) ? EISDIR : ENOENT);
+  {
+    std::lock_guard lock(files_mu_);
+    if (!room_for_a_file_locked()) return R::failure(EMFILE);
+  }
   // A judged open truncates only once the file opened is judged.
   auto f = t.mount->layout->open_with_attrs(t.rel, as_user ? flags & ~O_TRUNC : flags);
   if (!f) return R::failure(f.error());
@@ -396,6 +401,10 @@ Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int fl
     if (as_user) made.file->judge_new_handles({});
     return Opened{register_file(made.file, mount), made.attrs, made.parent_attrs};
   };
+  {
+    std::lock_guard lock(files_mu_);
+    if (!room_for_a_file_locked()) return Result<Opened>::failure(EMFILE);
+  }
   if (as_user && !(flags & O_EXCL)) {
     // A new file, or the file found at the name judged as the user's open of it would be; a few
     // times while it comes and goes.
@@ -441,6 +450,7 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
       lock.unlock();  // wait for the caller that opens it
       return other.get();
     }
+    if (!room_for_a_file_locked()) return R::failure(EMFILE);
     reopening_.emplace(handle, opening.get_future().share());
   }
   // Soft state: re-open by path; or the first use of an asynchronous create: create it. Without

@@ -875,6 +875,73 @@ TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
 // A path longer than PATH_MAX could never be served, and each of its directories costs the
 // gateway's confinement a prefix: a 256 KiB path made it build gigabytes. Refused at once, as is a
 // symlink target the server's file system could not take; the gateway answers on.
+// A token holder that opens without releasing, or names handles the gateway never gave (each
+// re-opened by path), holds at most its namespace's max_open_files open on the storage servers,
+// whose sftp-servers also serve every other namespace: past it the gateway answers EMFILE, makes
+// no file, and a release makes room again.
+TEST_F(Security, ANamespaceHoldsNoMoreOpenFilesThanItsLimit) {
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  const std::string config = cluster_->state() + "/" + name_ + ".toml";
+  const std::string log = cluster_->state() + "/" + name_ + "-gateway.log";
+  std::ofstream(config) << "[gateway]\nlisten = \"" << address
+                        << "\"\ntimeout_ms = 5000\nremote_watch = false\nmax_open_files = 4\n"
+                        << cluster_->gateway_tls_toml() << "[[backend]]\nname = \"srv0\"\n"
+                        << "host = \"127.0.0.1\"\nport = "
+                        << cluster_->list("SKEIN_SSH_PORTS").at(0) << "\nuser = \""
+                        << cluster_->env("SKEIN_SSH_USER") << "\"\nidentity_file = \""
+                        << cluster_->env("SKEIN_SSH_KEY") << "\"\nknown_hosts = \""
+                        << cluster_->env("SKEIN_KNOWN_HOSTS") << "\"\nroot = \""
+                        << cluster_->export_dir(0) << "\"\n[[namespace]]\nname = \"default\"\n"
+                        << "token_file = \"" << cluster_->token_file()
+                        << "\"\n[[namespace.mount]]\npath = \"/srv0\"\nbackends = [\"srv0\"]\n";
+  std::string error;
+  auto gateway = GatewayProcess::start(config, address, log, error);
+  ASSERT_TRUE(gateway) << error;
+  auto channel = wire::secure_channel(address, cluster_tls(*cluster_), error);
+  ASSERT_TRUE(channel) << error;
+  auto data = pb::Data::NewStub(channel);
+  ASSERT_TRUE(write_file(server("f"), "contents"));
+  std::vector<uint64_t> handles;
+  for (int i = 0; i < 4; ++i) {
+    const pb::OpenReply opened = open(vpath("f"), O_RDONLY, false, nullptr, data.get());
+    ASSERT_EQ(opened.error(), 0) << i;
+    handles.push_back(opened.handle());
+  }
+  EXPECT_EQ(open(vpath("f"), O_RDONLY, false, nullptr, data.get()).error(), EMFILE);
+  EXPECT_EQ(open(vpath("new"), O_WRONLY | O_CREAT, true, nullptr, data.get()).error(), EMFILE);
+  EXPECT_NE(::access(server("new").c_str(), F_OK), 0) << "a refused create made the file";
+  auto read_with = [&](uint64_t handle) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::ReadRequest req;
+    req.mutable_file()->set_ns("default");
+    req.mutable_file()->set_path(vpath("f"));
+    req.mutable_file()->set_handle(handle);
+    req.set_offset(0);
+    req.set_size(100);
+    pb::ReadReply reply;
+    EXPECT_TRUE(data->Read(&ctx, req, &reply).ok());
+    return reply;
+  };
+  EXPECT_EQ(read_with(0x5eed0001).error(), EMFILE) << "a handle it never gave, re-opened";
+  EXPECT_EQ(read_with(handles[0]).data(), "contents") << "a held handle is read as before";
+  {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::FileRef file;
+    file.set_ns("default");
+    file.set_path(vpath("f"));
+    file.set_handle(handles[0]);
+    pb::ErrorReply reply;
+    ASSERT_TRUE(data->Release(&ctx, file, &reply).ok());
+    EXPECT_EQ(reply.error(), 0);
+  }
+  EXPECT_EQ(open(vpath("f"), O_RDONLY, false, nullptr, data.get()).error(), 0)
+      << "no room after a release";
+  // The suite's own gateway (its default limit) is not held back by this one's files.
+  EXPECT_EQ(open(vpath("f"), O_RDONLY).error(), 0);
+}
+
 TEST_F(Security, PathsAndSymlinkTargetsLongerThanPathMaxAreRefused) {
   std::string deep = vpath("");
   while (deep.size() < (256u << 10)) deep += "a/";

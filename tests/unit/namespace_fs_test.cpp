@@ -210,6 +210,29 @@ TEST(NamespaceFs, AnUnknownHandleIsReopenedByPathNeverCreatingOrTruncating) {
   EXPECT_FALSE(n.srv0->has("/gone"));
 }
 
+// A namespace holds at most its max_open_files open: an open, a create and a re-open of a handle
+// it does not know fail with EMFILE past it (nothing made or left open), and a release makes room.
+TEST(NamespaceFs, OpensPastTheNamespacesLimitOfOpenFilesFailWithEmfile) {
+  auto srv = FakeBackend::make("srv");
+  NamespaceFs fs("ns", TokenSet::of("secret"),
+                 std::make_shared<const MountTable>(std::vector<Mount>{{"/srv", single(srv)}}),
+                 /*max_open_files=*/2);
+  srv->put_file("/a", "a");
+  auto a = fs.open("/srv/a", O_RDONLY);
+  ASSERT_TRUE(a) << strerror(a.error());
+  auto b = fs.create("/srv/b", O_RDWR, 0644);
+  ASSERT_TRUE(b) << strerror(b.error());
+  EXPECT_EQ(fs.open("/srv/a", O_RDONLY).error(), EMFILE);
+  EXPECT_EQ(fs.create("/srv/c", O_RDWR, 0644).error(), EMFILE);
+  EXPECT_FALSE(srv->has("/c")) << "made though refused";
+  EXPECT_EQ(fs.file(0x4242, "/srv/a", O_RDONLY).error(), EMFILE) << "a handle it never gave";
+  EXPECT_EQ(fs.open_files(), 2u);
+  ASSERT_TRUE(fs.file(a->handle, "/srv/a", O_RDONLY)) << "a held handle is served as before";
+  ASSERT_TRUE(fs.release(a->handle));
+  EXPECT_TRUE(fs.file(0x4242, "/srv/a", O_RDONLY)) << "room after a release";
+  EXPECT_EQ(fs.open_files(), 2u);
+}
+
 // The files a mount holds (opened, created, or re-opened by path under its own handle) are
 // released together when it has gone away; another mount's, and those opened without a mount
 // id, stay.
