@@ -106,6 +106,14 @@ class ControlSocket {
   static bool request(const std::string& dir, const std::string& mountpoint,
                       const std::string& command, std::string& answer, std::string& error,
                       int fd = -1, std::chrono::seconds timeout = kRequestTimeout);
+  // request(), sent again while the mount answers "busy" (as many other users' commands running
+  // as it takes: the command was not read), waiting longer each time, for up to `busy_for`
+  // (skein-mpi's commands: another user's job on the node must not fail them).
+  static bool request_while_busy(const std::string& dir, const std::string& mountpoint,
+                                 const std::string& command, std::string& answer,
+                                 std::string& error, int fd = -1,
+                                 std::chrono::seconds timeout = kRequestTimeout,
+                                 std::chrono::milliseconds busy_for = kRequestTimeout);
 
   // A path as the last field of a command line (`fill`'s NS_PATH): as it is when the line can
   // carry it, else '%' and the path with '%', spaces and control bytes %-encoded. A file's name

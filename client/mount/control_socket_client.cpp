@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <optional>
 #include <system_error>
+#include <thread>
 
 #include "control_socket.hpp"
 #include "control_socket_common.hpp"
@@ -153,6 +154,21 @@ std::optional<uid_t> trusted_owner(const std::string& dir, std::string& why) {
   return d.st_uid;
 }
 }  // namespace
+
+bool ControlSocket::request_while_busy(const std::string& dir, const std::string& mountpoint,
+                                       const std::string& command, std::string& answer,
+                                       std::string& error, int fd, std::chrono::seconds timeout,
+                                       std::chrono::milliseconds busy_for) {
+  using Clock = std::chrono::steady_clock;
+  const auto give_up = Clock::now() + busy_for;
+  for (auto pause = std::chrono::milliseconds(5);;
+       pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
+    answer.clear();
+    if (!request(dir, mountpoint, command, answer, error, fd, timeout)) return false;
+    if (answer.rfind("error: busy", 0) != 0 || Clock::now() + pause > give_up) return true;
+    std::this_thread::sleep_for(pause);
+  }
+}
 
 bool ControlSocket::request(const std::string& dir, const std::string& mountpoint,
                             const std::string& command, std::string& answer, std::string& error,

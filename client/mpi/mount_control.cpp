@@ -76,7 +76,8 @@ std::string Mount::command(const std::string& cmd, std::string* answer, int fd,
   std::string a, e;
   const auto timeout =
       client::ControlSocket::kRequestTimeout + std::chrono::seconds(bytes / (16u << 20));
-  if (!client::ControlSocket::request(control_dir, dir, cmd, a, e, fd, timeout)) return e;
+  if (!client::ControlSocket::request_while_busy(control_dir, dir, cmd, a, e, fd, timeout))
+    return e;
   if (a.rfind("error: ", 0) == 0) {
     while (!a.empty() && a.back() == '\n') a.pop_back();
     return dir + ": " + a.substr(7);

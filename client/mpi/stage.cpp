@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -354,6 +355,19 @@ std::size_t files_per_unit(std::size_t files, int ranks) {
   return std::clamp<std::size_t>(files / (static_cast<std::size_t>(ranks) * 8), 1, kUnitFiles);
 }
 
+// `bytes` random bytes, in hex.
+std::string random_hex(std::size_t bytes) {
+  std::random_device rd;
+  constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    const unsigned v = rd() & 0xffu;
+    out += kDigits[v >> 4];
+    out += kDigits[v & 15u];
+  }
+  return out;
+}
+
 }  // namespace
 
 int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg, uint64_t chunk,
@@ -440,7 +454,36 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     for (const std::string* p : {&src, &dst})
       if (const std::string on = skein_mount_of(*p); mine.empty() && !on.empty())
         mine = Mount{on, control_dir}.command("whoami");
-  if (failed_somewhere()) return 1;
+  // DST must be one directory for every rank: ranks on other nodes write into it, and a DST of
+  // each node's own (a node-local $TMPDIR) would get a part of the tree on each node, and the run
+  // would say it copied the whole. Rank 0 leaves a file of a random name in DST; every rank must
+  // find it there.
+  const std::string probe_token = rank == 0 ? random_hex(16) : std::string(32, ' ');
+  const std::string probe = dst + "/.skein-mpi-same-dir-" + probe_token;
+  if (rank == 0 && mine.empty()) {
+    const int fd =
+        ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) mine = errno_text("cannot make a file in DST " + dst);
+    if (fd >= 0) ::close(fd);
+  }
+  if (failed_somewhere()) {
+    if (rank == 0) ::unlink(probe.c_str());
+    return 1;
+  }
+  {
+    std::string token = probe_token;
+    MPI_Bcast(token.data(), static_cast<int>(token.size()), MPI_CHAR, 0, comm);
+    const std::string seen = dst + "/.skein-mpi-same-dir-" + token;
+    struct stat st;
+    if (rank != 0 && ::lstat(seen.c_str(), &st) != 0)
+      mine = "DST " + dst + " is not the same directory on every rank (rank " +
+             std::to_string(rank) +
+             " does not see the file rank 0 made there: a directory of each node's own?); "
+             "stage into a directory every node shares, or run a stage on each node alone";
+  }
+  const bool not_shared = failed_somewhere();
+  if (rank == 0) ::unlink(probe.c_str());
+  if (not_shared) return 1;
 
   // Every rank lists directories, one level of the tree at a time: the directories of a level
   // are handed out by a shared counter, and the subdirectories found make the next level. The

@@ -566,6 +566,49 @@ TEST_F(MpiTest, AFillFromABufferThatIsNotASealedMemfdIsRefused) {
 // and nowhere else: the buffer has the server's bytes, the mount's page cache holds none of the
 // file, and the gateway served exactly the range. A file not open through the mount, or named
 // with another version than the open saw, is refused.
+// A fill-files answer is a line a file, whatever the names: an error naming a file whose name
+// holds a newline keeps it on its line (once it split the line, and every later file's answer
+// was read as the one before's: bcast took a failure for a store).
+TEST_F(MpiTest, AFillFilesAnswerIsALineAFileWhateverTheNames) {
+  const std::string dir = cluster_->export_dir(0) + "/nl-answers";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(dir + "/real", random_bytes(4096, 33)));
+  settle();
+  // Held open through the mount, which then knows the version its fill takes.
+  const int held = ::open((cluster_->mount(0) + "/srv0/nl-answers/real").c_str(), O_RDONLY);
+  ASSERT_GE(held, 0);
+  struct stat st {};
+  ASSERT_EQ(::fstat(held, &st), 0);
+  const std::string version =
+      std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
+      std::to_string(st.st_size);
+  const std::string list = version + " 0 - " +
+                           client::ControlSocket::path_field("/srv0/nl-answers/no\nsuch\nfile") +
+                           "\n" + version + " 8192 - /srv0/nl-answers/real\n";
+  const int buf = ::memfd_create("skein-test-nl-answers", MFD_ALLOW_SEALING);
+  ASSERT_GE(buf, 0);
+  ASSERT_EQ(::ftruncate(buf, 1 << 20), 0);
+  ASSERT_EQ(::fcntl(buf, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  ASSERT_EQ(::pwrite(buf, list.data(), list.size(), 1 << 19), static_cast<ssize_t>(list.size()));
+  std::string answer, error;
+  ASSERT_TRUE(client::ControlSocket::request(
+      "", cluster_->mount(0),
+      "fill-files fetch " + std::to_string(1 << 19) + " " + std::to_string(list.size()), answer,
+      error, buf))
+      << error;
+  ::close(buf);
+  std::vector<std::string> lines;
+  std::istringstream in(answer);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u) << answer;
+  EXPECT_EQ(lines[0], "ok 2");
+  EXPECT_EQ(lines[1].rfind("error: ", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find("no\\nsuch\\nfile"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2].rfind("ok 4096", 0), 0u) << lines[2];
+  ::close(held);
+  run_command("rm -rf " + q(dir));
+}
+
 TEST_F(MpiTest, AFillReadFillsTheCallersBufferAndNoPageCache) {
   const std::string content = random_bytes((3u << 20) + 777, 12);
   ASSERT_TRUE(write_file(cluster_->export_dir(0) + "/fill-read", content));
@@ -1792,6 +1835,30 @@ TEST_F(MpiStageTest, ASymlinkAtAPartialsNameIsReplacedNeverWrittenThrough) {
   EXPECT_EQ(run_command("diff -r --no-dereference " + q(src) + " " + q(dst), &diff), 0) << diff;
   EXPECT_EQ(listing(dst), listing(src));
   run_command("rm -rf " + q(src) + " " + q(dst) + " " + q(outside));
+}
+
+// DST a directory of each node's own (here: rank 1 in a mount namespace of its own, a tmpfs at
+// DST's path, as a node-local $TMPDIR would be): refused before anything is copied, rather than
+// each node getting a part of the tree and the run saying it copied the whole.
+TEST_F(MpiStageTest, ADstThatIsNotTheSameDirectoryOnEveryRankIsRefused) {
+  const std::string src = make_test_dir("own-dst-src"), dst = make_test_dir("own-dst-dst");
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(write_file(src + "/f" + std::to_string(i), "file " + std::to_string(i) + "\n"));
+  const std::string args = " stage-in --progress 0 " + q(src) + " " + q(dst);
+  std::string out;
+  EXPECT_EQ(run_command("cd /tmp && timeout 60 mpirun --allow-run-as-root --oversubscribe -np 1 " +
+                            q(skein_mpi()) + args +
+                            " : -np 1 unshare -m sh -c 'mount -t tmpfs own-dst \"$0\" && exec "
+                            "\"$@\"' " +
+                            q(dst) + " " + q(skein_mpi()) + args + " 2>&1",
+                        &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("is not the same directory on every rank"), std::string::npos) << out;
+  std::string left;
+  run_command("find " + q(dst) + " -mindepth 1", &left);
+  EXPECT_EQ(left, "") << "copied, or the probe left, in rank 0's DST";
+  run_command("rm -rf " + q(src) + " " + q(dst));
 }
 
 // Names as long as a name may be (255 bytes): the partial's name beside them (".NAME.skein-

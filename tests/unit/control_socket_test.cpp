@@ -294,7 +294,7 @@ TEST(ControlSocketTest, PassesAFileDescriptorWithACommand) {
 // Sends `command` as user `uid` (a child process that drops root) and returns what came back:
 // the answer, or "refused: ERROR".
 std::string request_as(uid_t uid, const std::string& dir, const std::string& mountpoint,
-                       const std::string& command) {
+                       const std::string& command, bool while_busy = false) {
   int fds[2];
   if (::pipe(fds) != 0) return "pipe failed";
   const pid_t pid = ::fork();
@@ -304,8 +304,10 @@ std::string request_as(uid_t uid, const std::string& dir, const std::string& mou
     if (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0)
       out = "setuid failed";
     else
-      out = ControlSocket::request(dir, mountpoint, command, answer, error) ? answer
-                                                                            : "refused: " + error;
+      out = (while_busy ? ControlSocket::request_while_busy(dir, mountpoint, command, answer, error)
+                        : ControlSocket::request(dir, mountpoint, command, answer, error))
+                ? answer
+                : "refused: " + error;
     const bool ok = ::write(fds[1], out.data(), out.size()) == static_cast<ssize_t>(out.size());
     ::_exit(ok ? 0 : 1);
   }
@@ -433,6 +435,22 @@ TEST(ControlSocketTest, OtherUsersLeaveRootItsPlaces) {
   for (auto& t : e.threads) t.join();
   e.threads.clear();
   for (const auto& a : e.answers) EXPECT_EQ(a, "held\n");
+}
+
+// skein-mpi's requests wait while the mount is busy with other users' commands (the command was
+// not read, so it is sent again): answered once a place is free, where request() is refused.
+TEST(ControlSocketTest, ARequestWhileBusyIsAnsweredOnceAPlaceIsFree) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as other users";
+  OthersHoldingEveryPlace e;
+  ASSERT_TRUE(e.start(64005)) << e.error;
+  EXPECT_EQ(request_as(64005, e.sockets, e.mountpoint, "one more").rfind("error: busy", 0), 0u);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    e.release = true;
+  });
+  EXPECT_EQ(request_as(64005, e.sockets, e.mountpoint, "one more", /*while_busy=*/true),
+            "one more answered\n");
+  releaser.join();
 }
 
 // Connects to `path` directly, sends `pieces` (each after `gap`), ends its side, and returns what
