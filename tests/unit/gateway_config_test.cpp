@@ -75,6 +75,16 @@ TEST_F(GatewayConfigTest, TheOrphanTimeoutIsTenMinutesUnlessSetAndAtLeastASecond
   EXPECT_NE(e.find("1000"), std::string::npos) << e;
 }
 
+TEST_F(GatewayConfigTest, EachNamespaceMayHold16384OpenFilesUnlessSetAndAtLeastOne) {
+  EXPECT_EQ(parse(backend() + ns()).max_open_files, 16384u);
+  EXPECT_EQ(parse("[gateway]\ninsecure = true\nmax_open_files = 4\n" + backend() + ns())
+                .max_open_files,
+            4u);
+  const std::string e =
+      error_of("[gateway]\ninsecure = true\nmax_open_files = 0\n" + backend() + ns());
+  EXPECT_NE(e.find("max_open_files"), std::string::npos) << e;
+}
+
 TEST_F(GatewayConfigTest, SyntaxErrorNamesFileAndLine) {
   EXPECT_EQ(error_of("[gateway]\nlisten = \n").substr(0, 10), "gw.toml:2:");
 }
