@@ -23,7 +23,7 @@ std::vector<Result<WholeFile>> Backend::read_whole_files(const std::vector<std::
       out.push_back(Result<WholeFile>::failure(attrs.error()));
       continue;
     }
-    out.push_back(read_whole_and_close(**f, *attrs, max_bytes, attrs_of_files));
+    out.push_back(read_whole_and_close(**f, *attrs, max_bytes, attrs_of_files, /*same_file=*/true));
   }
   return out;
 }

@@ -604,6 +604,21 @@ Result<std::shared_ptr<BackendFile>> SftpBackend::open(std::string_view rel, int
   return std::shared_ptr<BackendFile>(std::move(f));
 }
 
+namespace {
+
+// Whether the attributes of a file opened by name (its FSTAT) are those its name's LSTAT saw just
+// before: the same type, mode, owner, group, size and mtime. SFTP names no inode, so a file swapped
+// in at the name between the two (a symlink the OPEN followed) shows as another one unless it is
+// alike in all of these.
+bool same_file_as_looked(const Attrs& opened, const Attrs& looked) {
+  auto both = [&](uint32_t flag) { return (opened.flags & flag) && (looked.flags & flag); };
+  return both(ATTR_PERMISSIONS) && opened.permissions == looked.permissions && both(ATTR_UIDGID) &&
+         opened.uid == looked.uid && opened.gid == looked.gid && both(ATTR_SIZE) &&
+         opened.size == looked.size && both(ATTR_ACMODTIME) && opened.mtime == looked.mtime;
+}
+
+}  // namespace
+
 std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<std::string>& rels,
                                                              uint32_t max_bytes,
                                                              bool attrs_of_files) {
@@ -666,9 +681,11 @@ std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<s
     pool().count_ops(opens.size());
     auto opened = c.call_all(std::move(opens));
     // Last round: each file's READ of one byte more than its size (a short answer is its end),
-    // with `attrs_of_files` its FSTAT, and its CLOSE; in rounds of READs the connection's window
-    // holds. The FSTAT's attributes are of the file read: the LSTAT looked at a name, which may
-    // lead to another file by the time of the OPEN.
+    // its FSTAT, and its CLOSE; in rounds of READs the connection's window holds. The FSTAT's
+    // attributes are of the file read: the LSTAT looked at a name, which may lead to another
+    // file by the time of the OPEN (a symlink swapped in on the server, which the OPEN follows).
+    // A file whose FSTAT is not what its LSTAT saw (type, mode, owner, group, size, mtime) goes
+    // the default way, which looks again; its bytes are not answered.
     struct Reading {
       size_t i;
       Attrs looked;  // the LSTAT's
@@ -685,15 +702,15 @@ std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<s
       auto replies = c.call_all(std::move(round));
       for (auto& r : reading) {
         Result<Reply>& got = replies[r.reply];
-        auto attrs = attrs_of_files ? expect_attrs(std::move(replies[r.reply + 1]))
-                                    : Result<Attrs>(r.looked);
+        auto attrs = expect_attrs(std::move(replies[r.reply + 1]));
         // Another file than the one looked at, or one that grew: the default way, which
         // looks again.
         if (!attrs || !S_ISREG(attrs->permissions) || !(attrs->flags & ATTR_SIZE) ||
-            attrs->size >= r.asked) {
+            attrs->size >= r.asked || !same_file_as_looked(*attrs, r.looked)) {
           again[r.i] = true;
           continue;
         }
+        if (!attrs_of_files) attrs = r.looked;
         const auto code = status_code(got);
         if (code && *code == FX_EOF) {  // empty
           out[r.i] = WholeFile{*attrs, {}};
@@ -729,7 +746,7 @@ std::vector<Result<WholeFile>> SftpBackend::read_whole_files(const std::vector<s
       if (round_bytes + ask > c.read_window()) send_round();
       reading.push_back({i, attrs, ask, round.size()});
       round.push_back(PacketWriter(FXP_READ).str(*handle).u64(0).u32(ask).take());
-      if (attrs_of_files) round.push_back(PacketWriter(FXP_FSTAT).str(*handle).take());
+      round.push_back(PacketWriter(FXP_FSTAT).str(*handle).take());
       round.push_back(PacketWriter(FXP_CLOSE).str(*handle).take());
       round_bytes += ask;
     }

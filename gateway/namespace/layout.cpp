@@ -39,7 +39,7 @@ Result<sftp::Attrs> OpenFile::set_size_then(
 }
 
 Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs, uint32_t max_bytes,
-                                       bool attrs_of_file) {
+                                       bool attrs_of_file, bool same_file) {
   using R = Result<WholeFile>;
   WholeFile whole{attrs, {}};
   int error = 0;
@@ -51,8 +51,8 @@ Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs,
     // One byte more than allowed: a file that grew since its open shows as too long.
     // `attrs_of_file`: the attributes answered are those of the file read (the open's were a
     // look at its name).
-    auto read = attrs_of_file ? file.read_reporting_attrs(0, max_bytes + 1)
-                              : [&]() -> Result<OpenFile::ReadWithAttrs> {
+    auto read = attrs_of_file || same_file ? file.read_reporting_attrs(0, max_bytes + 1)
+                                           : [&]() -> Result<OpenFile::ReadWithAttrs> {
       auto data = file.read(0, max_bytes + 1);
       if (!data) return Result<OpenFile::ReadWithAttrs>::failure(data.error());
       return OpenFile::ReadWithAttrs{data.take(), attrs};
@@ -63,8 +63,11 @@ Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs,
       error = EFBIG;
     else if (!S_ISREG(read->attrs.permissions))
       error = EINVAL;
+    else if (same_file && (read->attrs.permissions != attrs.permissions ||
+                           read->attrs.uid != attrs.uid || read->attrs.gid != attrs.gid))
+      error = ESTALE;
     else
-      whole = WholeFile{read->attrs, std::move(read->data)};
+      whole = WholeFile{attrs_of_file ? read->attrs : attrs, std::move(read->data)};
   }
   (void)file.close();
   if (error != 0) return R::failure(error);

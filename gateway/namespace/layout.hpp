@@ -146,9 +146,12 @@ class OpenFile {
 
 // The whole of `file`, opened with attributes `attrs`, if it is a regular file of at most
 // `max_bytes` (see Backend::read_whole_files), with `attrs`, or with `attrs_of_file` the
-// attributes of the file read (read_reporting_attrs); closes it.
+// attributes of the file read (read_reporting_attrs); closes it. `same_file`: `attrs` were a look
+// at the file's name before its open (which follows a symlink swapped in between, on the server);
+// the file read must show the same type, mode, owner and group (its FSTAT, asked with the READ),
+// else ESTALE and none of its bytes.
 Result<WholeFile> read_whole_and_close(OpenFile& file, const sftp::Attrs& attrs, uint32_t max_bytes,
-                                       bool attrs_of_file);
+                                       bool attrs_of_file, bool same_file = false);
 
 struct Created {
   std::shared_ptr<OpenFile> file;

@@ -872,9 +872,6 @@ TEST_F(Security, AFileSwappedInUnderAnotherUsersOpenIsNeverReadNorWritten) {
   std::cout << "swapped " << files.swaps() << " times; leaks, reads, writes, made: " << got << "\n";
 }
 
-// A path longer than PATH_MAX could never be served, and each of its directories costs the
-// gateway's confinement a prefix: a 256 KiB path made it build gigabytes. Refused at once, as is a
-// symlink target the server's file system could not take; the gateway answers on.
 // A token holder that opens without releasing, or names handles the gateway never gave (each
 // re-opened by path), holds at most its namespace's max_open_files open on the storage servers,
 // whose sftp-servers also serve every other namespace: past it the gateway answers EMFILE, makes
@@ -942,6 +939,9 @@ TEST_F(Security, ANamespaceHoldsNoMoreOpenFilesThanItsLimit) {
   EXPECT_EQ(open(vpath("f"), O_RDONLY).error(), 0);
 }
 
+// A path longer than PATH_MAX could never be served, and each of its directories costs the
+// gateway's confinement a prefix: a 256 KiB path made it build gigabytes. Refused at once, as is a
+// symlink target the server's file system could not take; the gateway answers on.
 TEST_F(Security, PathsAndSymlinkTargetsLongerThanPathMaxAreRefused) {
   std::string deep = vpath("");
   while (deep.size() < (256u << 10)) deep += "a/";
@@ -1087,6 +1087,54 @@ TEST_F(Security, ReadFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
     }
   }
   EXPECT_EQ(slurp(outside() + "/secret"), "the storage server's own file\n");
+}
+
+// A regular file in the export and a symlink to a file outside it, of the same size, swapped
+// under the name over and over on the server (renameat2's RENAME_EXCHANGE, as someone who may
+// write the export there could): ReadFiles looks at the name (LSTAT), then opens it, which follows
+// a symlink swapped in between. Not one byte of the outside file comes back, with or without
+// attrs_of_files, while the file's own bytes do.
+TEST_F(Security, ReadFilesOfANameASymlinkIsSwappedUnderNeverReadsOutside) {
+  constexpr std::size_t kSize = 4096;
+  // Another user's file (nobody's, 0600), as a file the name should never reach would be.
+  const std::string target = outside() + "/" + name_ + "-target";
+  ASSERT_TRUE(write_file(target, std::string(kSize, 'S')));
+  ASSERT_EQ(::chown(target.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chmod(target.c_str(), 0600), 0);
+  ASSERT_TRUE(write_file(server("f"), std::string(kSize, 'p')));
+  ASSERT_EQ(::symlink(target.c_str(), server("l").c_str()), 0);
+  std::atomic<bool> stop{false};
+  std::atomic<int> swaps{0};
+  std::thread swapper([&] {
+    while (!stop) {
+      if (::renameat2(AT_FDCWD, server("f").c_str(), AT_FDCWD, server("l").c_str(),
+                      RENAME_EXCHANGE) == 0)
+        ++swaps;
+      std::this_thread::sleep_for(std::chrono::microseconds(200 + swaps.load() % 7 * 150));
+    }
+  });
+  int leaks = 0, read_whole = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
+    grpc::ClientContext ctx;
+    prepare(ctx, token_.c_str());
+    pb::ReadFilesRequest req;
+    req.set_ns("default");
+    for (int k = 0; k < 8; ++k) req.add_paths(vpath("f"));
+    req.set_max_bytes(2 * kSize);
+    req.set_attrs_of_files(i % 2 == 1);
+    pb::ReadFilesReply reply;
+    if (!data_->ReadFiles(&ctx, req, &reply).ok()) continue;
+    for (const auto& file : reply.files()) {
+      if (file.data().find('S') != std::string::npos) ++leaks;
+      if (file.error() == 0 && file.data() == std::string(kSize, 'p')) ++read_whole;
+    }
+  }
+  stop = true;
+  swapper.join();
+  EXPECT_EQ(leaks, 0) << "bytes of the file outside the export came back; " << swaps << " swaps";
+  EXPECT_GT(swaps.load(), 1000) << "not vacuous: the name was swapped all along";
+  EXPECT_GT(read_whole, 10) << "the file's own bytes were read too";
 }
 
 TEST_F(Security, WriteFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
