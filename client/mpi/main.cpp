@@ -111,6 +111,7 @@ int main(int argc, char** argv) {
     return "skein-mpi: " + std::string(e.what()) + "\nRun with --help for more information.\n";
   });
   int rc = 0;
+  int verdict = -1;  // -1: a command to run; 0: --help given; 2: a usage error
   try {
     // A first word that is neither an option nor a command: said as such (CLI11 would only say
     // that a command is required).
@@ -122,8 +123,22 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help is fine (0); a usage error is 2.
     rc = rank == 0 ? app.exit(e) : e.get_exit_code();
-    MPI_Finalize();
-    return rc == 0 ? 0 : 2;
+    verdict = rc == 0 ? 0 : 2;
+  }
+  // Every rank's verdict, agreed: ranks given other command lines (an MPMD launch, `A : B`) must
+  // not run into the first collective call while the others have ended.
+  {
+    int mine[2] = {verdict, -verdict}, all[2] = {0, 0};
+    MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    const int highest = all[0], lowest = -all[1];
+    if (highest >= 0) {
+      if (lowest != highest && rank == 0)
+        std::fprintf(stderr,
+                     "skein-mpi: the ranks were not all given a command to run (some were "
+                     "refused, or asked for --help); give every rank the same command line\n");
+      MPI_Finalize();
+      return lowest == highest ? highest : 2;
+    }
   }
 
   const std::string command = app.get_subcommands()[0]->get_name();

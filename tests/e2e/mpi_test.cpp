@@ -1837,6 +1837,30 @@ TEST_F(MpiStageTest, ASymlinkAtAPartialsNameIsReplacedNeverWrittenThrough) {
   run_command("rm -rf " + q(src) + " " + q(dst) + " " + q(outside));
 }
 
+// Ranks given different command lines (an MPMD launch, `A : B`): where some are refused or ask
+// for --help, every rank ends, with 2 and why, copying nothing (the others once went on into the
+// copy's first collective call and waited for ranks that had ended).
+TEST_F(MpiStageTest, RanksGivenDifferentCommandLinesAllEndAndCopyNothing) {
+  const std::string src = make_test_dir("mpmd-src"), dst = make_test_dir("mpmd-dst");
+  ASSERT_TRUE(write_file(src + "/f", "file\n"));
+  const std::string args = " stage-in --progress 0 " + q(src) + " " + q(dst);
+  for (const std::string& other :
+       {std::string(" stage-in --help"), std::string(" stage-in --no-such-option") + args}) {
+    std::string out;
+    EXPECT_EQ(
+        run_command("cd /tmp && timeout 60 mpirun --allow-run-as-root --oversubscribe -np 1 " +
+                        q(skein_mpi()) + args + " : -np 1 " + q(skein_mpi()) + other + " 2>&1",
+                    &out),
+        2)
+        << other << ": " << out;
+    EXPECT_NE(out.find("not all given a command to run"), std::string::npos) << out;
+    std::string left;
+    run_command("find " + q(dst) + " -mindepth 1", &left);
+    EXPECT_EQ(left, "") << other << ": copied";
+  }
+  run_command("rm -rf " + q(src) + " " + q(dst));
+}
+
 // DST a directory of each node's own (here: rank 1 in a mount namespace of its own, a tmpfs at
 // DST's path, as a node-local $TMPDIR would be): refused before anything is copied, rather than
 // each node getting a part of the tree and the run saying it copied the whole.
