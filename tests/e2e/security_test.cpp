@@ -1096,8 +1096,9 @@ TEST_F(Security, ReadFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
 // attrs_of_files, while the file's own bytes do.
 TEST_F(Security, ReadFilesOfANameASymlinkIsSwappedUnderNeverReadsOutside) {
   constexpr std::size_t kSize = 4096;
-  // Another user's file (nobody's, 0600), as a file the name should never reach would be.
-  const std::string target = outside() + "/" + name_ + "-target";
+  // Another user's file (nobody's, 0600), as a file the name should never reach would be; out of
+  // the export, not in outside(), whose listing other tests check.
+  const std::string target = cluster_->state() + "/" + name_ + "-target";
   ASSERT_TRUE(write_file(target, std::string(kSize, 'S')));
   ASSERT_EQ(::chown(target.c_str(), 65534, 65534), 0);
   ASSERT_EQ(::chmod(target.c_str(), 0600), 0);
@@ -1135,6 +1136,7 @@ TEST_F(Security, ReadFilesOfANameASymlinkIsSwappedUnderNeverReadsOutside) {
   EXPECT_EQ(leaks, 0) << "bytes of the file outside the export came back; " << swaps << " swaps";
   EXPECT_GT(swaps.load(), 1000) << "not vacuous: the name was swapped all along";
   EXPECT_GT(read_whole, 10) << "the file's own bytes were read too";
+  ::unlink(target.c_str());
 }
 
 TEST_F(Security, WriteFilesNeedsTheTokenFollowsNoSymlinkAndKeepsItsLimits) {
