@@ -1057,9 +1057,25 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
     }
   }
 
-  // Failures and totals to rank 0.
+  // Failures and totals to rank 0. A failure is a line (a newline in a name written "\n"); a
+  // rank sends at most `room` bytes of them, so that the sum over the ranks stays within what an
+  // int counts, and says how many more it had.
+  const std::size_t room = std::max<std::size_t>(4096, (std::size_t{1} << 30) / std::size_t(size));
   std::string local;
-  for (auto& f : failed) local += f + "\n";
+  std::size_t left_out = 0;
+  for (const auto& f : failed) {
+    std::string line;
+    for (char c : f) line += c == '\n' ? std::string("\\n") : std::string(1, c);
+    line += '\n';
+    if (local.size() + line.size() > room) {
+      ++left_out;
+      continue;
+    }
+    local += line;
+  }
+  if (left_out > 0)
+    local += "(and " + std::to_string(left_out) + " more failures on rank " + std::to_string(rank) +
+             ")\n";
   int len = static_cast<int>(local.size());
   std::vector<int> lens(static_cast<std::size_t>(size));
   MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);

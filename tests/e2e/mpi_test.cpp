@@ -1953,6 +1953,22 @@ TEST_F(MpiStageTest, ALargeFileThatCannotBeStartedFailsAloneAndTheRestIsCopied) 
   run_command("rm -rf " + q(src) + " " + q(dst));
 }
 
+// A failure naming a file whose name holds a newline is one line of the list rank 0 prints, the
+// newline written "\n" (once it split the line, and the list said two broken failures).
+TEST_F(MpiStageTest, AFailureOfANameWithANewlineIsOneLine) {
+  const std::string src = make_test_dir("nl-fail-src"), dst = make_test_dir("nl-fail-dst");
+  ASSERT_TRUE(write_file(src + "/ok", "ok\n"));
+  ASSERT_TRUE(write_file(src + "/secret\nname", "root's\n"));
+  ASSERT_EQ(::chmod((src + "/secret\nname").c_str(), 0600), 0);  // nobody may not read it
+  chown_nobody(dst);
+  std::string out;
+  EXPECT_EQ(stage_in(q(src) + " " + q(dst), out, /*as_nobody=*/true), 1) << out;
+  EXPECT_NE(out.find("/secret\\nname: "), std::string::npos) << out;
+  EXPECT_EQ(out.find("/secret\nname"), std::string::npos) << "the name split its line: " << out;
+  EXPECT_EQ(read_file(dst + "/ok"), "ok\n") << out;
+  run_command("rm -rf " + q(src) + " " + q(dst));
+}
+
 // A large file started afresh has its old record removed before its copy is made anew: an old
 // record with every chunk marked done, beside a new copy (all zeros), would be taken by the next
 // run for a finished file. Root's record, which nobody's run may remove but not rewrite, stands
