@@ -205,6 +205,26 @@ class Security : public ClusterSuite<1, 1> {
         &out);
   }
 
+  // A [[backend]] table for server 0's sshd: `name`, at `root` on that server.
+  static std::string backend_toml(const std::string& name, const std::string& root,
+                                  int connections) {
+    return "[[backend]]\nname = \"" + name +
+           "\"\nhost = \"127.0.0.1\"\nport = " + cluster_->list("SKEIN_SSH_PORTS").at(0) +
+           "\nuser = \"" + cluster_->env("SKEIN_SSH_USER") + "\"\nidentity_file = \"" +
+           cluster_->env("SKEIN_SSH_KEY") + "\"\nknown_hosts = \"" +
+           cluster_->env("SKEIN_KNOWN_HOSTS") + "\"\nroot = \"" + root +
+           "\"\nconnections = " + std::to_string(connections) + "\n";
+  }
+  // A gateway's config at `address` with `settings` in [gateway], the cluster's TLS, server 0's
+  // export as backend srv0, and the default namespace with it at /srv0.
+  static std::string gateway_toml(const std::string& address, const std::string& settings,
+                                  int connections) {
+    return "[gateway]\nlisten = \"" + address + "\"\n" + settings + cluster_->gateway_tls_toml() +
+           backend_toml("srv0", cluster_->export_dir(0), connections) +
+           "[[namespace]]\nname = \"default\"\ntoken_file = \"" + cluster_->token_file() +
+           "\"\n[[namespace.mount]]\npath = \"/srv0\"\nbackends = [\"srv0\"]\n";
+  }
+
   std::string name_, token_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::Namespace::Stub> names_;
@@ -606,19 +626,10 @@ TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
   const std::string config = cluster_->state() + "/unwatched.toml";
   const std::string log = cluster_->state() + "/unwatched-gateway.log";
-  std::ofstream(config) << "[gateway]\nlisten = \"" << address
-                        << "\"\ntimeout_ms = 5000\nremote_watch = false\n"
-                           "revalidate_interval_ms = 3600000\n"
-                        << cluster_->gateway_tls_toml() << "[[backend]]\nname = \"srv0\"\n"
-                        << "host = \"127.0.0.1\"\nport = "
-                        << cluster_->list("SKEIN_SSH_PORTS").at(0) << "\nuser = \""
-                        << cluster_->env("SKEIN_SSH_USER") << "\"\nidentity_file = \""
-                        << cluster_->env("SKEIN_SSH_KEY") << "\"\nknown_hosts = \""
-                        << cluster_->env("SKEIN_KNOWN_HOSTS") << "\"\nroot = \""
-                        << cluster_->export_dir(0)
-                        << "\"\nconnections = 4\n[[namespace]]\nname = \"default\"\n"
-                        << "token_file = \"" << cluster_->token_file()
-                        << "\"\n[[namespace.mount]]\npath = \"/srv0\"\nbackends = [\"srv0\"]\n"
+  std::ofstream(config) << gateway_toml(address,
+                                        "timeout_ms = 5000\nremote_watch = false\n"
+                                        "revalidate_interval_ms = 3600000\n",
+                                        4)
                         << "[[namespace.mount]]\npath = \"/striped\"\nlayout = \"striped\"\n"
                         << "stripe_size = \"1M\"\nbackends = [\"st0\", \"st1\"]\n";
   // Two backends on the one server, for a striped file of two parts.
@@ -627,13 +638,7 @@ TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
   };
   for (int b : {0, 1}) {
     ASSERT_EQ(::mkdir(part_dir(b).c_str(), 0755), 0);
-    std::ofstream(config, std::ios::app)
-        << "[[backend]]\nname = \"st" << b
-        << "\"\nhost = \"127.0.0.1\"\nport = " << cluster_->list("SKEIN_SSH_PORTS").at(0)
-        << "\nuser = \"" << cluster_->env("SKEIN_SSH_USER") << "\"\nidentity_file = \""
-        << cluster_->env("SKEIN_SSH_KEY") << "\"\nknown_hosts = \""
-        << cluster_->env("SKEIN_KNOWN_HOSTS") << "\"\nroot = \"" << part_dir(b)
-        << "\"\nconnections = 2\n";
+    std::ofstream(config, std::ios::app) << backend_toml("st" + std::to_string(b), part_dir(b), 2);
   }
   std::string error;
   auto gateway = GatewayProcess::start(config, address, log, error);
@@ -880,17 +885,8 @@ TEST_F(Security, ANamespaceHoldsNoMoreOpenFilesThanItsLimit) {
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
   const std::string config = cluster_->state() + "/" + name_ + ".toml";
   const std::string log = cluster_->state() + "/" + name_ + "-gateway.log";
-  std::ofstream(config) << "[gateway]\nlisten = \"" << address
-                        << "\"\ntimeout_ms = 5000\nremote_watch = false\nmax_open_files = 4\n"
-                        << cluster_->gateway_tls_toml() << "[[backend]]\nname = \"srv0\"\n"
-                        << "host = \"127.0.0.1\"\nport = "
-                        << cluster_->list("SKEIN_SSH_PORTS").at(0) << "\nuser = \""
-                        << cluster_->env("SKEIN_SSH_USER") << "\"\nidentity_file = \""
-                        << cluster_->env("SKEIN_SSH_KEY") << "\"\nknown_hosts = \""
-                        << cluster_->env("SKEIN_KNOWN_HOSTS") << "\"\nroot = \""
-                        << cluster_->export_dir(0) << "\"\n[[namespace]]\nname = \"default\"\n"
-                        << "token_file = \"" << cluster_->token_file()
-                        << "\"\n[[namespace.mount]]\npath = \"/srv0\"\nbackends = [\"srv0\"]\n";
+  std::ofstream(config) << gateway_toml(
+      address, "timeout_ms = 5000\nremote_watch = false\nmax_open_files = 4\n", 2);
   std::string error;
   auto gateway = GatewayProcess::start(config, address, log, error);
   ASSERT_TRUE(gateway) << error;
