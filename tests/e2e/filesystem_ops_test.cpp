@@ -680,16 +680,24 @@ TEST_F(SmallFiles, FilesThisMountWroteWholeAreReadBackWithoutARequestAndStayCohe
 
   // The same for a shell's `echo > f`, whose redirection closes a duplicate of the descriptor
   // before echo writes (a flush makes the file, then the write comes alone).
-  ASSERT_EQ(
-      run_command("cd '" + a_ + "' && i=0; while [ $i -lt 20 ]; do echo \"shell $i\" > s$i; " +
-                  "i=$((i+1)); done"),
-      0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  const long shell_before = backend_ops(*cluster_, 0);
-  for (int i = 0; i < 20; ++i)
-    EXPECT_EQ(read_file(a_ + "/s" + std::to_string(i)), "shell " + std::to_string(i) + "\n");
-  const long shell_after = backend_ops(*cluster_, 0);
-  EXPECT_LE(shell_after - shell_before, 1) << "requests to read back 20 files echo wrote";
+  // The quietest of two rounds here too: a revalidation round (one in 30 s while the servers
+  // are watched) looks at every path the mounts cache, some 500 by now.
+  long shell_least = -1;
+  for (int round = 0; round < 2; ++round) {
+    const std::string prefix = "s" + std::to_string(round) + "_";
+    ASSERT_EQ(run_command("cd '" + a_ + "' && i=0; while [ $i -lt 20 ]; do echo \"shell $i\" > " +
+                          prefix + "$i; i=$((i+1)); done"),
+              0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    const long shell_before = backend_ops(*cluster_, 0);
+    for (int i = 0; i < 20; ++i)
+      EXPECT_EQ(read_file(a_ + "/" + prefix + std::to_string(i)),
+                "shell " + std::to_string(i) + "\n");
+    const long shell_after = backend_ops(*cluster_, 0);
+    if (shell_least < 0 || shell_after - shell_before < shell_least)
+      shell_least = shell_after - shell_before;
+  }
+  EXPECT_LE(shell_least, 1) << "requests to read back 20 files echo wrote";
 
   // Rewritten through the other mount, and on the server itself: the new bytes, not the kept.
   ASSERT_TRUE(write_file(b_ + "/" + name0(0), "rewritten through b\n"));
