@@ -46,6 +46,12 @@ std::string shell_word(const std::string& s) {
   return out + "'";
 }
 
+// A file's version as the mount's fill commands name it: "MTIME_NS SIZE".
+std::string fill_version(const struct stat& st) {
+  return std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
+         std::to_string(st.st_size);
+}
+
 class MpiTest : public ClusterSuite<2, 2> {
  protected:
   static std::string skein_mpi() { return build_dir() + "/client/skein-mpi"; }
@@ -524,9 +530,8 @@ TEST_F(MpiTest, AFillFromABufferThatIsNotASealedMemfdIsRefused) {
   ASSERT_GE(open_fd, 0);
   struct stat st {};
   ASSERT_EQ(::fstat(open_fd, &st), 0);
-  const std::string command =
-      "fill store " + std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
-      std::to_string(st.st_size) + " 0 " + std::to_string(st.st_size) + " 0 /srv0/fill-buffer";
+  const std::string command = "fill store " + fill_version(st) + " 0 " +
+                              std::to_string(st.st_size) + " 0 /srv0/fill-buffer";
   const std::string dir = client::ControlSocket::default_dir();
   auto ask = [&](int fd) {
     std::string answer, error;
@@ -579,9 +584,7 @@ TEST_F(MpiTest, AFillFilesAnswerIsALineAFileWhateverTheNames) {
   ASSERT_GE(held, 0);
   struct stat st {};
   ASSERT_EQ(::fstat(held, &st), 0);
-  const std::string version =
-      std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
-      std::to_string(st.st_size);
+  const std::string version = fill_version(st);
   const std::string list = version + " 0 - " +
                            client::ControlSocket::path_field("/srv0/nl-answers/no\nsuch\nfile") +
                            "\n" + version + " 8192 - /srv0/nl-answers/real\n";
@@ -1173,8 +1176,7 @@ TEST_F(MpiTest, AnotherUserOfASharedMountGetsWhatItMayReadAndNoMore) {
     fd = ::open((mnt + path).c_str(), O_RDONLY);
     struct stat st {};
     if (fd < 0 || ::fstat(fd, &st) != 0) return std::string("?");
-    return std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
-           std::to_string(st.st_size);
+    return fill_version(st);
   };
   int held = -1, held_open = -1, held_racy = -1;
   const std::string version = open_version("/srv0/others-priv/secret", held);
@@ -1408,9 +1410,7 @@ TEST_F(MpiTest, AFileSwappedInUnderAJudgedNameNeverReachesAnotherUser) {
         continue;
       }
       ++tries;
-      const std::string version =
-          std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
-          std::to_string(st.st_size);
+      const std::string version = fill_version(st);
       const std::string zeros(kSize * 2, '\0');
       if (::pwrite(buf, zeros.data(), zeros.size(), 0) != static_cast<ssize_t>(zeros.size()))
         return std::string("pwrite");
@@ -1464,9 +1464,7 @@ TEST_F(MpiTest, KeptBuffersServeOnlyTheOpenFileTheyWereMappedFor) {
   ASSERT_GE(held, 0);
   struct stat st {};
   ASSERT_EQ(::fstat(held, &st), 0);
-  const std::string version =
-      std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + " " +
-      std::to_string(st.st_size);
+  const std::string version = fill_version(st);
   auto ask = [&](const std::string& command, int fd) {
     std::string answer, error;
     if (!client::ControlSocket::request("", mnt, command, answer, error, fd))

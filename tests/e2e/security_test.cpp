@@ -225,6 +225,19 @@ class Security : public ClusterSuite<1, 1> {
            "\"\n[[namespace.mount]]\npath = \"/srv0\"\nbackends = [\"srv0\"]\n";
   }
 
+  // A gateway of the test's own, from `config`, on `address`, and a channel to it (as a mount's:
+  // the cluster's TLS). Null, with `error`, when either fails.
+  static std::unique_ptr<GatewayProcess> start_own_gateway(const std::string& config,
+                                                           const std::string& address,
+                                                           const std::string& log,
+                                                           std::shared_ptr<grpc::Channel>& channel,
+                                                           std::string& error) {
+    auto gateway = GatewayProcess::start(config, address, log, error);
+    if (!gateway) return nullptr;
+    channel = wire::secure_channel(address, cluster_tls(*cluster_), error);
+    return channel ? std::move(gateway) : nullptr;
+  }
+
   std::string name_, token_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::Namespace::Stub> names_;
@@ -641,10 +654,9 @@ TEST_F(Security, HandlesOpenedByPathForAnotherUserAreJudgedEachByItsFile) {
     std::ofstream(config, std::ios::app) << backend_toml("st" + std::to_string(b), part_dir(b), 2);
   }
   std::string error;
-  auto gateway = GatewayProcess::start(config, address, log, error);
+  std::shared_ptr<grpc::Channel> channel;
+  auto gateway = start_own_gateway(config, address, log, channel, error);
   ASSERT_TRUE(gateway) << error;
-  auto channel = wire::secure_channel(address, cluster_tls(*cluster_), error);
-  ASSERT_TRUE(channel) << error;
   auto data = pb::Data::NewStub(channel);
   auto call_as = [&](grpc::ClientContext& ctx, pb::FileRef* file, const std::string& rel,
                      uint64_t handle, uint32_t flags) {
@@ -888,10 +900,9 @@ TEST_F(Security, ANamespaceHoldsNoMoreOpenFilesThanItsLimit) {
   std::ofstream(config) << gateway_toml(
       address, "timeout_ms = 5000\nremote_watch = false\nmax_open_files = 4\n", 2);
   std::string error;
-  auto gateway = GatewayProcess::start(config, address, log, error);
+  std::shared_ptr<grpc::Channel> channel;
+  auto gateway = start_own_gateway(config, address, log, channel, error);
   ASSERT_TRUE(gateway) << error;
-  auto channel = wire::secure_channel(address, cluster_tls(*cluster_), error);
-  ASSERT_TRUE(channel) << error;
   auto data = pb::Data::NewStub(channel);
   ASSERT_TRUE(write_file(server("f"), "contents"));
   std::vector<uint64_t> handles;
