@@ -152,7 +152,9 @@ class Staging : public JobSuite {
     auto following = std::async(std::launch::async, [&] {
       return ctl("--json stage status " + id + " --wait", &followed);
     });
-    std::this_thread::sleep_for(old_in_place ? 100ms : 500ms);
+    // A moment for the follower to ask (it asks again through the outage if it asks late); not
+    // long: on a fast machine the half left of a killed copy is done within half a second.
+    std::this_thread::sleep_for(kill || old_in_place ? 100ms : 500ms);
     if (old_in_place) {
       // Stopped while a large file's copy is under way (its partial there): on a fast machine the
       // three may all be done half a second after the first progress.
