@@ -34,21 +34,6 @@ constexpr uint64_t kMaxFillFilesList = 16u << 20;
 
 std::string err(const std::string& what) { return "error: " + what + "\n"; }
 
-// `answer` as one line of a fill-files answer, whose lines are a file each: a newline inside it
-// (a file's name in an error) written as "\n".
-std::string one_line(const std::string& answer) {
-  std::string out;
-  const std::size_t end =
-      !answer.empty() && answer.back() == '\n' ? answer.size() - 1 : answer.size();
-  for (std::size_t i = 0; i < end; ++i) {
-    if (answer[i] == '\n')
-      out += "\\n";
-    else
-      out += answer[i];
-  }
-  return out + "\n";
-}
-
 }  // namespace
 
 AttrsByPath mount_attrs(MountDaemon& mount) {
@@ -424,7 +409,7 @@ std::string cache_fill_files(MountDaemon& mount, const std::string& args, int bu
   std::string answer = "ok " + std::to_string(n) + "\n";
   for (std::size_t i = 0; i < n; ++i) {
     if (answers[i].empty()) answers[i] = move_fill(mount, fills[i], buf_fd);
-    answer += one_line(answers[i]);
+    answer += ControlSocket::one_line(answers[i]);  // a line a file, whatever the names
   }
   return answer;
 }

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -122,6 +123,10 @@ class ControlSocket {
   static std::string path_field(const std::string& path);
   // The path such a field names; nullopt for a bad %-encoding.
   static std::optional<std::string> path_of_field(const std::string& field);
+  // `text` (a file's answer of a fill-files command, a stage's failure: both may name a file
+  // whose name holds a newline) as one line: a newline at its end kept, and each one inside
+  // written "\n".
+  static std::string one_line(std::string_view text);
 
  private:
   ControlSocket() = default;

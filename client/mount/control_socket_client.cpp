@@ -116,6 +116,18 @@ std::string ControlSocket::path_field(const std::string& path) {
          percent_encoded(path, [&](unsigned char c) { return plain(c) && c != '%' && c != ' '; });
 }
 
+std::string ControlSocket::one_line(std::string_view text) {
+  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  std::string out;
+  for (char c : text) {
+    if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out + "\n";
+}
+
 std::optional<std::string> ControlSocket::path_of_field(const std::string& field) {
   if (field.empty() || field[0] != '%') return field;
   std::string out;

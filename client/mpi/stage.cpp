@@ -458,31 +458,25 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   // each node's own (a node-local $TMPDIR) would get a part of the tree on each node, and the run
   // would say it copied the whole. Rank 0 leaves a file of a random name in DST; every rank must
   // find it there.
-  const std::string probe_token = rank == 0 ? random_hex(16) : std::string(32, ' ');
-  const std::string probe = dst + "/.skein-mpi-same-dir-" + probe_token;
+  std::string token = rank == 0 ? random_hex(16) : std::string(32, '\0');  // rank 0's, below
+  auto probe = [&] { return dst + "/.skein-mpi-same-dir-" + token; };
   if (rank == 0 && mine.empty()) {
     const int fd =
-        ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        ::open(probe().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) mine = errno_text("cannot make a file in DST " + dst);
     if (fd >= 0) ::close(fd);
   }
   if (failed_somewhere()) {
-    if (rank == 0) ::unlink(probe.c_str());
+    if (rank == 0) ::unlink(probe().c_str());
     return 1;
   }
-  {
-    std::string token = probe_token;
-    MPI_Bcast(token.data(), static_cast<int>(token.size()), MPI_CHAR, 0, comm);
-    const std::string seen = dst + "/.skein-mpi-same-dir-" + token;
-    struct stat st;
-    if (rank != 0 && ::lstat(seen.c_str(), &st) != 0)
-      mine = "DST " + dst + " is not the same directory on every rank (rank " +
-             std::to_string(rank) +
-             " does not see the file rank 0 made there: a directory of each node's own?); "
-             "stage into a directory every node shares, or run a stage on each node alone";
-  }
+  MPI_Bcast(token.data(), static_cast<int>(token.size()), MPI_CHAR, 0, comm);
+  if (struct stat st; rank != 0 && ::lstat(probe().c_str(), &st) != 0)
+    mine = "DST " + dst + " is not the same directory on every rank (rank " + std::to_string(rank) +
+           " does not see the file rank 0 made there: a directory of each node's own?); "
+           "stage into a directory every node shares, or run a stage on each node alone";
   const bool not_shared = failed_somewhere();
-  if (rank == 0) ::unlink(probe.c_str());
+  if (rank == 0) ::unlink(probe().c_str());
   if (not_shared) return 1;
 
   // Every rank lists directories, one level of the tree at a time: the directories of a level
@@ -1064,9 +1058,7 @@ int stage(MPI_Comm comm, const std::string& src_arg, const std::string& dst_arg,
   std::string local;
   std::size_t left_out = 0;
   for (const auto& f : failed) {
-    std::string line;
-    for (char c : f) line += c == '\n' ? std::string("\\n") : std::string(1, c);
-    line += '\n';
+    const std::string line = client::ControlSocket::one_line(f);
     if (local.size() + line.size() > room) {
       ++left_out;
       continue;

@@ -7,7 +7,7 @@
 // ends each event with a NUL instead (format "%e %w%f%0"), and the command says so with a
 // kNulEvents line before it starts it. An older inotifywait ends each with a newline, and a name
 // with a newline in it splits its event: the part after the newline comes as a line of its own
-// (line_events() false tells the watcher that such a line may be one).
+// (nul_events() false: such a line may be one).
 // Messages (inotifywait's stderr, in the same stream) and the command's own lines end at a
 // newline in either case.
 #pragma once

@@ -304,8 +304,8 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
         c.integer(*t, "orphan_timeout_ms", "[gateway]", 600000, 1000, 7 * 86400000LL));
     cfg.interest_limit =
         static_cast<size_t>(c.integer(*t, "interest_limit", "[gateway]", 200000, 1, 100000000));
-    cfg.max_open_files =
-        static_cast<size_t>(c.integer(*t, "max_open_files", "[gateway]", 16384, 1, 10000000));
+    cfg.max_open_files = static_cast<size_t>(c.integer(
+        *t, "max_open_files", "[gateway]", static_cast<int64_t>(cfg.max_open_files), 1, 10000000));
     if (auto* rw = t->get("remote_watch")) {
       if (!rw->is_boolean()) c.fail(rw, "'remote_watch' in [gateway] must be true or false");
       cfg.remote_watch = *rw->value<bool>();

@@ -103,7 +103,7 @@ struct GatewayConfig {
   bool remote_watch = true;
   // How long a mount's Watch stream may be gone before the files it left open are released.
   std::chrono::milliseconds orphan_timeout{600000};
-  // Files each namespace may hold open at the gateway (NamespaceFs::kDefaultMaxOpenFiles).
+  // Files each namespace may hold open at the gateway (NamespaceFs: past it EMFILE).
   size_t max_open_files = 16384;
   std::vector<BackendConfig> backends;
   std::vector<NamespaceConfig> namespaces;

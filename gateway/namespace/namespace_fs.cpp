@@ -362,10 +362,7 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
   using R = Result<Opened>;
   auto t = locate(vpath);
   if (!t.mount) return R::failure(t.table->is_synthetic_dir(vpath) ? EISDIR : ENOENT);
-  {
-    std::lock_guard lock(files_mu_);
-    if (!room_for_a_file_locked()) return R::failure(EMFILE);
-  }
+  if (!room_for_a_file()) return R::failure(EMFILE);
   // A judged open truncates only once the file opened is judged.
   auto f = t.mount->layout->open_with_attrs(t.rel, as_user ? flags & ~O_TRUNC : flags);
   if (!f) return R::failure(f.error());
@@ -401,10 +398,7 @@ Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int fl
     if (as_user) made.file->judge_new_handles({});
     return Opened{register_file(made.file, mount), made.attrs, made.parent_attrs};
   };
-  {
-    std::lock_guard lock(files_mu_);
-    if (!room_for_a_file_locked()) return Result<Opened>::failure(EMFILE);
-  }
+  if (!room_for_a_file()) return Result<Opened>::failure(EMFILE);
   if (as_user && !(flags & O_EXCL)) {
     // A new file, or the file found at the name judged as the user's open of it would be; a few
     // times while it comes and goes.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <future>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -29,14 +30,14 @@ namespace skein {
 
 class NamespaceFs {
  public:
-  // Files one namespace holds open at the gateway at most ([gateway] max_open_files): each is a
-  // handle on a storage server, whose sftp-server has a descriptor limit of its own and serves
-  // every namespace on that server. An open, a create or a re-open by path past it fails with
-  // EMFILE, so that a client that opens without releasing (or names handles the gateway never
-  // gave, each re-opened) runs out of its own files, not out of other namespaces'.
-  static constexpr std::size_t kDefaultMaxOpenFiles = 16384;
+  // `max_open_files`: the files it holds open at the gateway at most (the gateway's [gateway]
+  // max_open_files; no limit unless given). Each is a handle on a storage server, whose
+  // sftp-server has a descriptor limit of its own and serves every namespace on that server. An
+  // open, a create or a re-open by path past it fails with EMFILE, so that a client that opens
+  // without releasing (or names handles the gateway never gave, each re-opened) runs out of its
+  // own files, not out of other namespaces'.
   NamespaceFs(std::string name, TokenSet credential, std::shared_ptr<const MountTable> table,
-              std::size_t max_open_files = kDefaultMaxOpenFiles);
+              std::size_t max_open_files = std::numeric_limits<std::size_t>::max());
   const std::string& name() const { return name_; }
   // True when `token` is one of this namespace's tokens (compared in constant time).
   bool credential_ok(std::string_view token) const {
@@ -200,9 +201,13 @@ class NamespaceFs {
   bool released_locked(uint64_t handle) const { return released_.count(handle) != 0; }
   std::mt19937_64 rng_;
   const std::size_t max_open_files_;
-  // Whether one more file may be opened (guarded by files_mu_).
+  // Whether one more file may be opened: with files_mu_ held by the caller, or taking it.
   bool room_for_a_file_locked() const {
     return files_.size() + reopening_.size() < max_open_files_;
+  }
+  bool room_for_a_file() const {
+    std::lock_guard lock(files_mu_);
+    return room_for_a_file_locked();
   }
 };
 

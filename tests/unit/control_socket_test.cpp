@@ -437,6 +437,15 @@ TEST(ControlSocketTest, OtherUsersLeaveRootItsPlaces) {
   for (const auto& a : e.answers) EXPECT_EQ(a, "held\n");
 }
 
+// A fill-files answer or a stage's failure that names a file with newlines is one line.
+TEST(ControlSocketTest, OneLineWritesTheNewlinesInsideATextAsBackslashN) {
+  EXPECT_EQ(ControlSocket::one_line("error: /d/a\nb changed\n"), "error: /d/a\\nb changed\n");
+  EXPECT_EQ(ControlSocket::one_line("/d/x\n\ny: Permission denied"),
+            "/d/x\\n\\ny: Permission denied\n");
+  EXPECT_EQ(ControlSocket::one_line("ok 4096\n"), "ok 4096\n");
+  EXPECT_EQ(ControlSocket::one_line(""), "\n");
+}
+
 // skein-mpi's requests wait while the mount is busy with other users' commands (the command was
 // not read, so it is sent again): answered once a place is free, where request() is refused.
 TEST(ControlSocketTest, ARequestWhileBusyIsAnsweredOnceAPlaceIsFree) {
