@@ -63,7 +63,10 @@ NamespaceConfig* find_namespace(GatewayConfig& cfg, const std::string& name) {
 
 std::string read_token_file(const std::string& path, const std::string& what) {
   try {
-    return read_credential_file(path, what);
+    std::string lines;
+    for (const std::string& token : read_token_lines(path, what))
+      lines += (lines.empty() ? "" : "\n") + token;
+    return lines;
   } catch (const CredentialError& e) {
     throw ConfigError(e.what());
   }

@@ -63,11 +63,6 @@ int main(int argc, char** argv) {
             tls_error.c_str());
     return 2;
   }
-  if (check_only) {
-    printf("%s: OK (%zu backends, %zu namespaces)\n", config_path.c_str(), cfg.backends.size(),
-           cfg.namespaces.size());
-    return 0;
-  }
   if (!skein::setup_logging("gateway", log_level.empty() ? cfg.log_level : log_level)) {
     fprintf(stderr, "skein-gateway: unknown log level '%s'\n",
             (log_level.empty() ? cfg.log_level : log_level).c_str());
@@ -92,6 +87,13 @@ int main(int argc, char** argv) {
   } catch (const skein::ConfigError& e) {
     fprintf(stderr, "skein-gateway: %s: %s\n", config_path.c_str(), e.what());
     return 2;
+  }
+  // What a start would refuse has been checked by now: the config, TLS files, log level, token
+  // files and namespaces. Nothing is connected, listened on or opened (the job database) yet.
+  if (check_only) {
+    printf("%s: OK (%zu backends, %zu namespaces)\n", config_path.c_str(), cfg.backends.size(),
+           cfg.namespaces.size());
+    return 0;
   }
   if (admin_token.empty())
     spdlog::warn("no admin_token_file in [gateway]: the Admin service refuses every call");

@@ -19,7 +19,7 @@ void check_gateway_address(const std::string& address) {
 
 std::string read_admin_token(const std::string& path) {
   try {
-    return read_credential_file(path, "the admin token file");
+    return read_client_token(path, "the admin token file");
   } catch (const CredentialError& e) {
     throw UsageError(e.what());
   }

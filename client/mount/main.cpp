@@ -95,7 +95,7 @@ void fail(const std::string& message) {
 
 std::optional<std::string> read_token(const std::string& path) {
   try {
-    return skein::read_credential_file(path, "token file");
+    return skein::read_client_token(path, "token file");
   } catch (const skein::CredentialError& e) {
     fail(e.what());
     return std::nullopt;

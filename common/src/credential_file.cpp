@@ -39,4 +39,32 @@ std::string read_credential_file(const std::string& path, const std::string& wha
   return secret.substr(begin, secret.find_last_not_of(space) - begin + 1);
 }
 
+std::vector<std::string> read_token_lines(const std::string& path, const std::string& what) {
+  const std::string text = read_credential_file(path, what);
+  std::vector<std::string> tokens;
+  const char* space = " \t\r";
+  std::size_t start = 0, number = 0;
+  while (start <= text.size()) {
+    std::size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    std::string line = text.substr(start, nl - start);
+    start = nl + 1;
+    ++number;
+    auto begin = line.find_first_not_of(space);
+    if (begin == std::string::npos) continue;
+    line = line.substr(begin, line.find_last_not_of(space) - begin + 1);
+    for (unsigned char c : line)
+      if (c < 0x21 || c > 0x7e)  // the secret itself is not shown
+        throw CredentialError(what + " " + path + ", line " + std::to_string(number) +
+                              ": a token may hold only printable ASCII characters, no spaces "
+                              "or tabs inside it (gRPC metadata carries no other bytes)");
+    tokens.push_back(std::move(line));
+  }
+  return tokens;  // not empty: read_credential_file refused a file of whitespace
+}
+
+std::string read_client_token(const std::string& path, const std::string& what) {
+  return read_token_lines(path, what).back();
+}
+
 }  // namespace skein

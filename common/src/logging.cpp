@@ -6,9 +6,13 @@
 
 namespace skein {
 
+bool is_log_level(const std::string& level) {
+  return spdlog::level::from_str(level) != spdlog::level::off || level == "off";
+}
+
 bool setup_logging(const std::string& program, const std::string& level) {
+  if (!is_log_level(level)) return false;
   auto lvl = spdlog::level::from_str(level);
-  if (lvl == spdlog::level::off && level != "off") return false;
   auto logger = spdlog::stderr_color_mt(program);
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %n[%t] %^%l%$: %v");

@@ -63,6 +63,7 @@ std::optional<std::chrono::seconds> parse_duration(std::string_view text) {
         return std::nullopt;
     }
   }
+  if (v > kLongestDuration.count() / unit) return std::nullopt;
   return std::chrono::seconds(v * unit);
 }
 

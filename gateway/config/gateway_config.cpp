@@ -14,6 +14,7 @@
 
 #include "namespace/create_policy.hpp"
 #include "skein/credential_file.hpp"
+#include "skein/logging.hpp"
 #include "skein/path.hpp"
 #include "skein/size.hpp"
 
@@ -174,14 +175,16 @@ std::chrono::seconds duration(Checker& c, const toml::table& t, const char* key,
                               const std::string& where, std::chrono::seconds def) {
   const toml::node* n = t.get(key);
   if (!n) return def;
-  if (n->is_integer() && *n->value<int64_t>() > 0)
+  if (n->is_integer() && *n->value<int64_t>() > 0 &&
+      *n->value<int64_t>() <= kLongestDuration.count())
     return std::chrono::seconds(*n->value<int64_t>());
   if (n->is_string()) {
     auto v = parse_duration(*n->value<std::string>());
     if (v && v->count() > 0) return *v;
   }
   c.fail(n, "'" + std::string(key) + "' in " + where +
-                " must be a duration such as 3600, \"90s\", \"30m\", \"24h\", \"7d\"");
+                " must be a duration such as 3600, \"90s\", \"30m\", \"24h\", \"7d\", of at "
+                "most 100 years (36525d)");
 }
 
 JobsConfig parse_jobs(Checker& c, const toml::node* node, const GatewayConfig& cfg) {
@@ -311,9 +314,21 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       cfg.remote_watch = *rw->value<bool>();
     }
     cfg.listen = c.string(*t, "listen", "[gateway]", false, cfg.listen);
-    if (cfg.listen.rfind(':') == std::string::npos)
-      c.fail(t->get("listen"), "'listen' must be HOST:PORT");
+    if (cfg.listen.rfind("unix:", 0) != 0) {  // a Unix socket's path is gRPC's to judge
+      const auto colon = cfg.listen.rfind(':');
+      const std::string port = colon == std::string::npos ? "" : cfg.listen.substr(colon + 1);
+      if (colon == std::string::npos || colon == 0 || port.empty() || port.size() > 5 ||
+          port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
+        c.fail(t->get("listen"),
+               "'listen' must be HOST:PORT with a port up to 65535 (0: any "
+               "free one), e.g. \"0.0.0.0:7070\"");
+    }
     cfg.log_level = c.string(*t, "log_level", "[gateway]", false, cfg.log_level);
+    if (!is_log_level(cfg.log_level))
+      c.fail(t->get("log_level"),
+             "'log_level' must be one of trace, debug, info, warn, error, "
+             "critical, off (not '" +
+                 cfg.log_level + "')");
     cfg.timeout =
         std::chrono::milliseconds(c.integer(*t, "timeout_ms", "[gateway]", 15000, 100, 3600000));
     cfg.admin_token_file = c.string(*t, "admin_token_file", "[gateway]", false);

@@ -395,6 +395,8 @@ grpc::Status AdminService::DestroyJobNamespace(grpc::ServerContext* ctx,
       fill_stage(stages_->begin(spec, /*destroy_after=*/true), reply->mutable_stage_out());
     } catch (const AdminError& e) {
       return refused(e);
+    } catch (const sqlite::StoreError& e) {
+      return refused(e);
     }
     reply->set_existed(true);
     return grpc::Status::OK;
@@ -490,6 +492,8 @@ grpc::Status AdminService::StartStage(grpc::ServerContext* ctx, const v1::StageR
     fill_stage(stages_->begin(spec), reply);
   } catch (const AdminError& e) {
     return refused(e);
+  } catch (const sqlite::StoreError& e) {
+    return refused(e);
   }
   return grpc::Status::OK;
 }
@@ -499,9 +503,13 @@ grpc::Status AdminService::StageStatus(grpc::ServerContext* ctx,
                                        v1::StageOperation* reply) {
   if (auto st = authorize(ctx); !st.ok()) return st;
   if (auto st = jobs_configured(); !st.ok()) return st;
-  auto r = stages_->find(req->id());
-  if (!r) return {StatusCode::NOT_FOUND, "no staging operation '" + req->id() + "'"};
-  fill_stage(*r, reply);
+  try {
+    auto r = stages_->find(req->id());
+    if (!r) return {StatusCode::NOT_FOUND, "no staging operation '" + req->id() + "'"};
+    fill_stage(*r, reply);
+  } catch (const sqlite::StoreError& e) {
+    return refused(e);
+  }
   return grpc::Status::OK;
 }
 
@@ -514,6 +522,8 @@ grpc::Status AdminService::CancelStage(grpc::ServerContext* ctx,
     fill_stage(stages_->cancel(req->id()), reply);
   } catch (const AdminError& e) {
     return refused(e);
+  } catch (const sqlite::StoreError& e) {
+    return refused(e);
   }
   return grpc::Status::OK;
 }
@@ -522,7 +532,11 @@ grpc::Status AdminService::ListStages(grpc::ServerContext* ctx, const v1::ListSt
                                       v1::ListStagesReply* reply) {
   if (auto st = authorize(ctx); !st.ok()) return st;
   if (auto st = jobs_configured(); !st.ok()) return st;
-  for (auto& r : stages_->list(req->job_id())) fill_stage(r, reply->add_operations());
+  try {
+    for (auto& r : stages_->list(req->job_id())) fill_stage(r, reply->add_operations());
+  } catch (const sqlite::StoreError& e) {
+    return refused(e);
+  }
   return grpc::Status::OK;
 }
 

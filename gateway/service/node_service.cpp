@@ -2,6 +2,7 @@
 #include "service/node_service.hpp"
 
 #include "gateway.hpp"
+#include "jobs/sqlite.hpp"
 
 namespace skein {
 
@@ -29,6 +30,10 @@ grpc::Status NodeService::JobMountCredential(grpc::ServerContext* ctx,
     reply->set_gid(c.gid);
   } catch (const AdminError& e) {
     return {StatusCode::NOT_FOUND, e.what()};
+  } catch (const sqlite::StoreError& e) {
+    // A full disk or an I/O error at the gateway, not the node's fault: UNAVAILABLE, which the
+    // Slurm prolog takes for the gateway's trouble (the job is held, the node not drained).
+    return {StatusCode::UNAVAILABLE, std::string("the job database: ") + e.what()};
   }
   return grpc::Status::OK;
 }

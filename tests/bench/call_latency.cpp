@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
 
   std::string token, error;
   try {
-    token = skein::read_credential_file(token_file, "token file");
+    token = skein::read_client_token(token_file, "token file");
   } catch (const skein::CredentialError& e) {
     std::fprintf(stderr, "call_latency: %s\n", e.what());
     return 2;

@@ -250,6 +250,33 @@ TEST_F(Skeinctl, MissingOrEmptyTokenFileIsAClearUsageError) {
   EXPECT_NE(out.find("is empty"), std::string::npos) << out;
 }
 
+// A token file in the middle of a rotation holds the old token and the new one, a line each
+// (security.md): skeinctl sends the last, the newest. It sent both lines as one metadata value,
+// which gRPC refuses with an abort of the process (exit 134). A token gRPC cannot carry at all
+// is a usage error that names the line.
+TEST_F(Skeinctl, ATokenFileOfTwoLinesSendsTheLastAndAnUnsendableTokenIsAUsageError) {
+  std::string dir = make_test_dir("admin-token");
+  std::string rotating = dir + "/rotating.token";
+  {
+    std::ifstream current(token_file());
+    std::ofstream(rotating) << "an-older-token\n" << current.rdbuf();
+  }
+  ::chmod(rotating.c_str(), 0600);
+  std::string out;
+  int rc = run_command(tls_env() + q(bin()) + " --gateway " + q(gateway()) + " --token-file " +
+                           q(rotating) + " health 2>&1",
+                       &out);
+  EXPECT_EQ(rc, 0) << out;
+  std::ofstream(rotating) << "caf\xc3\xa9\n";
+  rc = run_command(tls_env() + q(bin()) + " --gateway " + q(gateway()) + " --token-file " +
+                       q(rotating) + " health 2>&1",
+                   &out);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find(rotating + ", line 1: a token may hold only printable ASCII"),
+            std::string::npos)
+      << out;
+}
+
 TEST_F(Skeinctl, UnreachableGatewayExits3) {
   std::string out;
   std::string address = "127.0.0.1:" + std::to_string(free_port());

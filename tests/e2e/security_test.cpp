@@ -1550,6 +1550,37 @@ TEST_F(Security, CredentialFilesOthersCanReadAreRefused) {
       << out;
 }
 
+// `--check-config` refuses what a start would: an empty token file, a token no client could
+// send, an unknown log level. It said OK to all three, and the start then failed.
+TEST_F(Security, TheCheckOfAConfigRefusesWhatAStartWould) {
+  const std::string file = cluster_->state() + "/" + name_ + ".token";
+  auto with_token_file = [&](const std::string& contents, std::string& out) {
+    std::ofstream(file) << contents;
+    ::chmod(file.c_str(), 0600);
+    return check_config(
+        [&](std::string& t) {
+          t.replace(t.find(cluster_->token_file()), cluster_->token_file().size(), file);
+        },
+        out);
+  };
+  std::string out;
+  EXPECT_EQ(with_token_file(" \n", out), 2) << out;
+  EXPECT_NE(out.find(file + " is empty"), std::string::npos) << out;
+  EXPECT_EQ(with_token_file(token_ + "\nhas\ta-tab\n", out), 2) << out;
+  EXPECT_NE(out.find(file + ", line 2: a token may hold only printable ASCII"), std::string::npos)
+      << out;
+  EXPECT_EQ(with_token_file(token_ + "\n", out), 0) << out;
+  EXPECT_EQ(check_config(
+                [](std::string& t) {
+                  auto at = t.find("\nlog_level = ") + 1;
+                  t.replace(at, t.find('\n', at) - at, "log_level = \"verbose\"");
+                },
+                out),
+            2)
+      << out;
+  EXPECT_NE(out.find("'log_level' must be one of trace, debug"), std::string::npos) << out;
+}
+
 TEST_F(Security, ANamespaceWithoutATokenAndPlaintextWithoutInsecureAreRefusedAtStart) {
   std::string out;
   int rc = check_config(

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "gateway.hpp"
+#include "skein/credential_file.hpp"
 #include "temp_key_dir.hpp"
 
 namespace {
@@ -410,6 +411,26 @@ TEST_F(AdminServiceTest, AdminTokenFileMustBeTheOwnersOnly) {
   EXPECT_EQ(skein::read_token_file(token, "admin_token_file"), "tok");
   std::ofstream(token) << "\n";
   EXPECT_THROW(skein::read_token_file(token, "admin_token_file"), skein::ConfigError);
+  // Two tokens (a rotation under way): the gateway takes both, a client sends the newer, last one
+  // (before, skeinctl sent "old\nnew" as one metadata value, and gRPC aborted the process).
+  std::ofstream(token) << "  old-token\r\n\n\tnew-token \n";
+  EXPECT_EQ(skein::read_token_file(token, "admin_token_file"), "old-token\nnew-token");
+  EXPECT_EQ(skein::read_client_token(token, "the admin token file"), "new-token");
+  // A token gRPC cannot carry is refused where it is read, with the line, not the secret.
+  std::ofstream(token) << "good\nin side\n";
+  try {
+    skein::read_token_file(token, "admin_token_file");
+    ADD_FAILURE() << "a token with a space inside was taken";
+  } catch (const skein::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("admin_token_file " + token +
+                                         ", line 2: a token may hold "
+                                         "only printable ASCII"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find("in side"), std::string::npos) << e.what();
+  }
+  std::ofstream(token) << "caf\xc3\xa9\n";
+  EXPECT_THROW(skein::read_client_token(token, "token file"), skein::CredentialError);
 }
 
 }  // namespace

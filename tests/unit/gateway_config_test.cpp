@@ -77,9 +77,9 @@ TEST_F(GatewayConfigTest, TheOrphanTimeoutIsTenMinutesUnlessSetAndAtLeastASecond
 
 TEST_F(GatewayConfigTest, EachNamespaceMayHold16384OpenFilesUnlessSetAndAtLeastOne) {
   EXPECT_EQ(parse(backend() + ns()).max_open_files, 16384u);
-  EXPECT_EQ(parse("[gateway]\ninsecure = true\nmax_open_files = 4\n" + backend() + ns())
-                .max_open_files,
-            4u);
+  EXPECT_EQ(
+      parse("[gateway]\ninsecure = true\nmax_open_files = 4\n" + backend() + ns()).max_open_files,
+      4u);
   const std::string e =
       error_of("[gateway]\ninsecure = true\nmax_open_files = 0\n" + backend() + ns());
   EXPECT_NE(e.find("max_open_files"), std::string::npos) << e;
@@ -277,4 +277,44 @@ TEST_F(GatewayConfigTest, ABackendsRootIsNormalised) {
   EXPECT_EQ(cfg.backends[0].root, "/srv/x");
   text.replace(text.find("root = \"/srv/./x/\""), 18, "root = \"/..\"");
   EXPECT_NE(error_of(text + ns()).find("must be an absolute path"), std::string::npos);
+}
+
+// A lifetime is added to the time of a create: 2^63 - 1 ("no limit") wrapped round, and the
+// namespace expired, its files removed, within a second of being made.
+TEST_F(GatewayConfigTest, LifetimesOfMoreThanAHundredYearsAreRefused) {
+  auto with = [&](const std::string& setting) {
+    std::string pooled = backend("pooled");
+    pooled.replace(pooled.find("root = \"/srv\""), 13, "root = \"/pool\"");
+    return backend() + pooled + ns() + "[jobs]\ndatabase = \"/var/lib/skein/jobs.db\"\n" + setting +
+           "\n[[jobs.pool]]\nname = \"p\"\nbackends = [\"pooled\"]\n";
+  };
+  for (const char* bad : {"max_lifetime = 9223372036854775807", "default_lifetime = 3155760001",
+                          "max_lifetime = \"36526d\"", "orphan_grace = \"9223372036854775807s\""}) {
+    std::string err = error_of(with(bad));
+    EXPECT_NE(err.find("of at most 100 years"), std::string::npos) << bad << ": " << err;
+  }
+  EXPECT_EQ(error_of(with("max_lifetime = \"36525d\"")), "");
+  EXPECT_EQ(parse(with("max_lifetime = 3155760000")).jobs->max_lifetime.count(), 3155760000LL);
+}
+
+// What a start refuses, the check of the config refuses too (skein-gateway --check-config).
+TEST_F(GatewayConfigTest, AListenAddressWithoutAPortAndAnUnknownLogLevelAreRefused) {
+  for (const char* bad : {"host:", "host:abc", ":7070", "host:70000", "7070"}) {
+    std::string err = error_of("[gateway]\ninsecure = true\nlisten = \"" + std::string(bad) +
+                               "\"\n" + backend() + ns());
+    EXPECT_NE(err.find("gw.toml:3: 'listen' must be HOST:PORT"), std::string::npos)
+        << bad << ": " << err;
+  }
+  for (const char* good : {"127.0.0.1:0", "[::1]:7070", "gateway.example.org:65535"})
+    EXPECT_EQ(error_of("[gateway]\ninsecure = true\nlisten = \"" + std::string(good) + "\"\n" +
+                       backend() + ns()),
+              "")
+        << good;
+  std::string err =
+      error_of("[gateway]\ninsecure = true\nlog_level = \"verbose\"\n" + backend() + ns());
+  EXPECT_NE(err.find("gw.toml:3: 'log_level' must be one of trace, debug"), std::string::npos)
+      << err;
+  EXPECT_EQ(
+      parse("[gateway]\ninsecure = true\nlog_level = \"debug\"\n" + backend() + ns()).log_level,
+      "debug");
 }

@@ -60,5 +60,14 @@ TEST(ParseDuration, TakesSecondsMinutesHoursAndDays) {
   for (const char* bad : {"", "h", "1x", "1hh", "-1", "1.5h", " 1h"})
     EXPECT_FALSE(parse_duration(bad)) << bad;
 }
+
+TEST(ParseDuration, RefusesMoreThanAHundredYears) {
+  using std::chrono::seconds;
+  EXPECT_EQ(parse_duration("36525d"), seconds(36525LL * 86400));
+  EXPECT_EQ(parse_duration("3155760000"), seconds(3155760000LL));
+  for (const char* bad :
+       {"36526d", "3155760001", "876601h", "9223372036854775807", "106751991167300d"})
+    EXPECT_FALSE(parse_duration(bad)) << bad;
+}
 }  // namespace
 }  // namespace skein

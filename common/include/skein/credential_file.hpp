@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace skein {
 
@@ -17,6 +18,16 @@ std::optional<std::string> private_file_problem(const std::string& path, const s
 // A secret file's contents with surrounding whitespace removed. Throws CredentialError (with the
 // message above, or "... is empty") when the file may not hold a secret or holds none.
 std::string read_credential_file(const std::string& path, const std::string& what);
+
+// The tokens of a token file read as above: one per line (a rotation adds the new one as a line
+// of its own), surrounding whitespace removed, empty lines skipped. Each must be printable ASCII
+// without spaces, all gRPC metadata can carry (a tab or a byte above 0x7e made the client's
+// call abort in gRPC); one that is not throws CredentialError naming the file and the line.
+std::vector<std::string> read_token_lines(const std::string& path, const std::string& what);
+
+// The token a client presents from its token file: the last line of read_token_lines, the
+// newest one while a rotation is under way (docs/security.md, "Rotating credentials").
+std::string read_client_token(const std::string& path, const std::string& what);
 
 class CredentialError : public std::runtime_error {
  public:

@@ -9,4 +9,7 @@ namespace skein {
 // level name; the known ones are trace, debug, info, warn, error, critical, off.
 bool setup_logging(const std::string& program, const std::string& level);
 
+// Whether setup_logging knows `level`.
+bool is_log_level(const std::string& level);
+
 }  // namespace skein
