@@ -30,6 +30,16 @@ Coherence::~Coherence() {
 void Coherence::watch_backends(const BackendMap& backends) {
   // Watchers of backends gone end after the lock is let go: one may be waiting for its server.
   std::vector<std::unique_ptr<RemoteWatcher>> ended;
+  start_watchers(backends, ended);
+  // A backend added to a namespace whose servers were all watched is not watched yet (its
+  // watcher reports the change only once it watches: never, for a server that is down or has no
+  // inotifywait): the mounts hear now that the namespace is no longer all watched, and stop
+  // trusting what they hold as they did (coherence.md, "Opens for reading without a call").
+  broker_.servers_watched_changed();
+}
+
+void Coherence::start_watchers(const BackendMap& backends,
+                               std::vector<std::unique_ptr<RemoteWatcher>>& ended) {
   std::lock_guard lock(watchers_mu_);
   for (auto& [name, backend] : backends) {
     auto& told = told_back_up_[name];

@@ -41,6 +41,10 @@ class Coherence {
   void watch_backends(const BackendMap& backends);
 
  private:
+  // watch_backends' work on the watchers, under watchers_mu_; those of backends gone go to
+  // `ended`, to end once the lock is let go.
+  void start_watchers(const BackendMap& backends,
+                      std::vector<std::unique_ptr<RemoteWatcher>>& ended);
   // A path changed on `backend`'s server: invalidate it wherever a namespace shows it.
   void changed_on_server(const std::string& backend, const std::string& rel, bool new_dir,
                          bool dir_gone);

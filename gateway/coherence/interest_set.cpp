@@ -132,13 +132,15 @@ std::vector<InterestSet::Evicted> InterestSet::follow_rename(const std::string& 
 std::vector<std::pair<std::string, std::optional<SeenAttrs>>> InterestSet::next_batch(size_t max) {
   std::vector<std::pair<std::string, std::optional<SeenAttrs>>> out;
   if (entries_.empty()) return out;
-  // Walk the LRU list from the entry after the cursor, wrapping once.
-  auto start = entries_.find(cursor_);
-  auto it = start == entries_.end() ? lru_.begin() : std::next(start->second.lru);
+  // Walk the paths in their order from the first after the cursor, wrapping once. Not the LRU
+  // list: a path noted again moves to its front, and one taken back leaves it, so a walk that
+  // continued from the cursor's place there kept coming back to the paths in use and never
+  // reached the rest; the cursor's place in path order holds whatever moves or goes.
+  auto it = entries_.upper_bound(cursor_);
   for (size_t n = 0; n < std::min(max, entries_.size()); ++n) {
-    if (it == lru_.end()) it = lru_.begin();
-    out.emplace_back(*it, entries_.at(*it).seen);
-    cursor_ = *it;
+    if (it == entries_.end()) it = entries_.begin();
+    out.emplace_back(it->first, it->second.seen);
+    cursor_ = it->first;
     ++it;
   }
   return out;

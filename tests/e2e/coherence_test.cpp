@@ -639,6 +639,37 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
   EXPECT_LT(took, 1.0) << "change after the restart slower than a second";
 }
 
+// A backend added at runtime to a namespace whose servers were all watched is not watched until
+// its own watcher has set up its watches, and never when its server is down: the mounts hear at
+// once that the namespace is no longer all watched (they would otherwise go on opening files
+// without a call and answering from names they know, for the new server's files too).
+TEST_F(Coherence, ABackendAddedAtRuntimeIsNotTakenForWatchedBeforeItIs) {
+  std::string error;
+  auto g =
+      start_gateway("added", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1, error);
+  ASSERT_TRUE(g) << error;
+  auto watched = [&] {
+    return status_of(g->mount(0)).find("servers watched: yes") != std::string::npos;
+  };
+  ASSERT_GE(wait_until(watched, 15s), 0) << status_of(g->mount(0));
+  // A server that is down: nothing listens on the port.
+  std::string out;
+  ASSERT_EQ(
+      run_command(cluster_->admin_env() + build_dir() + "/client/skeinctl --gateway " + g->address +
+                      " backends add down --host 127.0.0.1 --port " + std::to_string(free_port()) +
+                      " --user nobody --identity '" + cluster_->env("SKEIN_SSH_KEY") +
+                      "' --known-hosts '" + cluster_->env("SKEIN_KNOWN_HOSTS") +
+                      "' --root /srv --namespace default --path /down --no-check 2>&1",
+                  &out),
+      0)
+      << out;
+  const double unwatched = wait_until([&] { return !watched(); }, 5s);
+  EXPECT_GE(unwatched, 0) << "the mount still takes every server for watched\n"
+                          << status_of(g->mount(0));
+  std::this_thread::sleep_for(1s);
+  EXPECT_FALSE(watched()) << status_of(g->mount(0));
+}
+
 // A watcher's session that falls silent without closing (its connection dropped by a firewall's
 // idle timeout, or its host reset: nothing says so). Here the sshd process serving it is stopped,
 // the server's other sessions untouched. The remote command prints a heartbeat every 2 s (the

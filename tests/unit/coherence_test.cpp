@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "auth/token_digest.hpp"
 #include "coherence/interest_set.hpp"
@@ -80,6 +81,28 @@ TEST(InterestSet, BatchesRotateThroughEveryPath) {
   for (int round = 0; round < 3; ++round)
     for (auto& [p, _] : s.next_batch(2)) seen.insert(p);
   EXPECT_EQ(seen.size(), 5u);
+}
+
+// Paths noted again while the rounds go on (a mount that keeps using what revalidation just
+// looked at) move to the front of the LRU list; the rounds still reach every path in turn.
+TEST(InterestSet, BatchesReachEveryPathWhateverIsNotedMeanwhile) {
+  InterestSet s(10);
+  for (const char* p : {"/a", "/b", "/c"}) s.note(p, 1, std::nullopt);
+  std::vector<std::string> walked;
+  for (int round = 0; round < 3; ++round)
+    for (auto& [p, _] : s.next_batch(1)) {
+      walked.push_back(p);
+      s.note(p, 1, std::nullopt);
+    }
+  EXPECT_EQ(std::set<std::string>(walked.begin(), walked.end()),
+            (std::set<std::string>{"/a", "/b", "/c"}));
+  // And a path taken out at the cursor does not send the walk back to the start.
+  InterestSet t(10);
+  for (const char* p : {"/a", "/b", "/c", "/d"}) t.note(p, 1, std::nullopt);
+  ASSERT_EQ(t.next_batch(2).back().first, "/b");
+  t.forget_session(1);
+  for (const char* p : {"/a", "/b", "/c", "/d"}) t.note(p, 2, std::nullopt);
+  EXPECT_EQ(t.next_batch(1).front().first, "/c");
 }
 
 TEST(InterestSet, ARenamerKeepsWhatItCachedUnderTheNewNames) {
