@@ -639,6 +639,47 @@ void StageEngine::execute(Run& run) {
   }
 }
 
+namespace {
+
+// Where a copy's root goes (the destination place `place` in `layout`): a file or symlink into an
+// existing directory, else to the path itself.
+std::string destination_root(Layout& layout, const std::string& place,
+                             const std::string& source_root, Kind root_kind) {
+  if (root_kind != Kind::dir) {
+    auto d = layout.getattr(place);
+    if (d && S_ISDIR(d->permissions)) return join_path(place, std::string(base_name(source_root)));
+  }
+  return place;
+}
+
+// What a copy of `entries` into `root` (a rerun over an earlier copy) takes nothing more for: the
+// bytes and the number of the small files there already, which are made whole over them in one
+// call (Layout::write_whole_files, up to what each source file adds), and of the directories
+// there. A larger file is copied beside the one it replaces and renamed over it: both take room
+// until then, so it counts whole.
+std::pair<uint64_t, uint64_t> held_at_destination(Layout& layout, const std::string& root,
+                                                  const std::vector<StageEntry>& entries) {
+  constexpr std::size_t kBatch = 256;
+  uint64_t bytes = 0, count = 0;
+  for (std::size_t at = 0; at < entries.size(); at += kBatch) {
+    const std::size_t end = std::min(entries.size(), at + kBatch);
+    std::vector<std::string> paths;
+    for (std::size_t i = at; i < end; ++i) paths.push_back(below(root, entries[i].path));
+    auto attrs = layout.getattr_each(paths);
+    for (std::size_t i = at; i < end && i - at < attrs.size(); ++i) {
+      const auto& a = attrs[i - at];
+      const StageEntry& e = entries[i];
+      if (!a || kind_of(a->permissions) != e.kind) continue;
+      if (e.kind == Kind::symlink || (e.kind == Kind::file && e.size > kBatchFileBytes)) continue;
+      if (!e.path.empty() || e.kind != Kind::dir) ++count;  // counted as the walk counts
+      if (e.kind == Kind::file) bytes += std::min<uint64_t>(a->size, e.size);
+    }
+  }
+  return {bytes, count};
+}
+
+}  // namespace
+
 void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   const std::string id = run.record.id;
   // A failure to record progress (the job store's disk full, an I/O error) stops the copy too.
@@ -697,11 +738,26 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
             job->quota_bytes > job->bytes_used ? job->quota_bytes - job->bytes_used : 0;
         uint64_t free_inodes =
             job->quota_inodes > job->inodes_used ? job->quota_inodes - job->inodes_used : 0;
-        if (bytes > free_bytes || files > free_inodes)
+        uint64_t need_bytes = bytes, need_inodes = files;
+        if (need_bytes > free_bytes || need_inodes > free_inodes) {
+          // A copy made again over an earlier one (the rerun a failure asks for) replaces what
+          // is there in place, which takes nothing more: only what the destination lacks counts.
+          const auto held = held_at_destination(
+              *destination.layout,
+              destination_root(*destination.layout, destination.root, source.root, root_kind),
+              entries);
+          need_bytes -= std::min(need_bytes, held.first);
+          need_inodes -= std::min(need_inodes, held.second);
+        }
+        if (need_bytes > free_bytes || need_inodes > free_inodes)
           throw std::runtime_error("the source holds " + std::to_string(bytes) + " bytes in " +
-                                   std::to_string(files) + " entries; job " + job->job_id +
-                                   "'s quota has " + std::to_string(free_bytes) + " bytes and " +
-                                   std::to_string(free_inodes) + " entries free");
+                                   std::to_string(files) + " entries, of which " +
+                                   std::to_string(need_bytes) + " bytes and " +
+                                   std::to_string(need_inodes) +
+                                   " entries are not in the "
+                                   "destination yet; job " +
+                                   job->job_id + "'s quota has " + std::to_string(free_bytes) +
+                                   " bytes and " + std::to_string(free_inodes) + " entries free");
       }
     }
     store_.set_walked(id, entries, bytes, files, now_s());
@@ -715,13 +771,8 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   auto chunks = store_.chunks(id);
   const uint64_t chunk_bytes = options_.chunk_bytes;
 
-  // Where the root goes: a file or symlink into an existing directory, else to the path itself.
-  std::string dest_root = destination.root;
-  if (root_kind != Kind::dir) {
-    auto d = destination.layout->getattr(dest_root);
-    if (d && S_ISDIR(d->permissions))
-      dest_root = join_path(dest_root, std::string(base_name(source.root)));
-  }
+  const std::string dest_root =
+      destination_root(*destination.layout, destination.root, source.root, root_kind);
   // The destination's missing parents.
   {
     std::vector<std::string> missing;
