@@ -284,6 +284,20 @@ local function clean_path(p)
 	return "/" .. table.concat(parts, "/")
 end
 
+-- The first '$' reference in a staging path that expand() does not replace ($HOME, $USERNAME,
+-- ${USER without its brace, a lone '$'), or nil. Such a path was copied with the '$' in its
+-- name: every array task's results into one directory literally named $SLURM_ARRAY_TASK_ID.
+local function unknown_variable(path)
+	local known = { SLURM_JOB_ID = true, SLURM_JOB_USER = true, USER = true }
+	for at in path:gmatch("()%$") do
+		local open, name, close = path:match("^%$({?)([%w_]*)(}?)", at)
+		if not known[name] or (open == "{" and close ~= "}") then
+			return path:sub(at, at + #open + #name + #close)
+		end
+	end
+	return nil
+end
+
 -- Parses the #BB_LUA lines of a job script. Returns the request, or nil and what is wrong.
 -- request = { pool = NAME or nil, capacity = TEXT or nil, skein = true when a skein line was
 -- given, width, stripe_size, layout, inodes, lifetime, verify, stage_in = {{src, dest}},
@@ -341,6 +355,12 @@ local function parse_directives(script_text)
 						if not csrc or not cdest then
 							return nil, bad .. " (two absolute paths without '..', joined by ':')"
 						end
+						local unknown = unknown_variable(value)
+						if unknown then
+							return nil, bad .. ": " .. unknown .. " is not a variable skein knows "
+								.. "($SLURM_JOB_ID, $SLURM_JOB_USER, $USER; a '$' of the name itself "
+								.. "cannot be staged)"
+						end
 						table.insert(r[key], { csrc, cdest })
 					end
 				end
@@ -374,9 +394,16 @@ local function job_request(c, job_script)
 	return r
 end
 
--- $SLURM_JOB_ID, ${SLURM_JOB_ID}, $SLURM_JOB_USER and $USER in a staging path.
+-- $SLURM_JOB_ID, ${SLURM_JOB_ID}, $SLURM_JOB_USER and $USER in a staging path, each a whole
+-- name ($USERNAME is not $USER). Anything else after a '$' stays as it is: job_process refuses it.
 local function expand(path, job_id, user)
-	return (path:gsub("%${?SLURM_JOB_ID}?", job_id):gsub("%${?SLURM_JOB_USER}?", user):gsub("%${?USER}?", user))
+	local values = { SLURM_JOB_ID = job_id, SLURM_JOB_USER = user, USER = user }
+	return (path:gsub("%$({?)([%w_]*)(}?)", function(open, name, close)
+		if values[name] == nil or (open == "{" and close ~= "}") then
+			return nil -- kept as it was
+		end
+		return values[name] .. (open == "" and close or "")
+	end))
 end
 
 -- Is PATH below one of the [staging] roots allowed for USER?

@@ -76,9 +76,16 @@ def load_config():
     return config
 
 
+def mount_root(config):
+    """mount_root as configured."""
+    return config.get("node", {}).get("mount_root", "/scratch/job").rstrip("/") or "/"
+
+
 def mount_point(config, job_id):
-    root = config.get("node", {}).get("mount_root", "/scratch/job").rstrip("/")
-    return f"{root}/{job_id}"
+    """The job's mount point, below mount_root as it resolves: the kernel names mounts, and
+    processes' working directories and files, by the resolved path, so a mount_root reached
+    through a symlink would hide the job's mount and the processes in it from the epilog."""
+    return os.path.join(os.path.realpath(mount_root(config)), job_id)
 
 
 def skein_pools(config):
@@ -269,6 +276,17 @@ def prolog():
             # while it is away. The job goes back to the queue, held, with the reason instead.
             hook.say(f"{e}; requeueing the job held")
             requeue_held(hook, job_id, f"skein: cannot mount the job's scratch: gateway unreachable ({e})")
+        except HookError as e:
+            # Any other failure drains the node, but only a job that asked for skein has a reason
+            # to: one that did not runs on without a scratch (a gateway that refuses this node's
+            # certificate, or has no [jobs], must not take every node out of service).
+            if uses_skein_or_none(hook, config, job_id) is not False:
+                raise
+            hook.say(f"{e}; the job did not ask for skein: it runs without a scratch")
+            try:
+                unmount_job(hook, config, job_id)
+            except HookError as left:
+                hook.say(str(left))
         return 0
     except HookError as e:
         hook.say(str(e))
@@ -307,7 +325,7 @@ def mount_job(hook, config, job_id, uid, gid, absent_ok=False):
     root = os.path.dirname(mp)
     try:
         os.makedirs(root, mode=0o755, exist_ok=True)
-        check_mount_root(root)
+        check_mount_root(mount_root(config))  # the path as configured and as it resolves
         try:
             os.mkdir(mp, 0o700)
         except FileExistsError:
@@ -325,7 +343,10 @@ def mount_job(hook, config, job_id, uid, gid, absent_ok=False):
     except OSError as e:
         raise HookError(f"cannot make the mount point {mp}: {e}") from e
     log_dir = node.get("log_dir", "/var/log/skein")
-    os.makedirs(log_dir, mode=0o755, exist_ok=True)
+    try:
+        os.makedirs(log_dir, mode=0o755, exist_ok=True)
+    except OSError as e:
+        raise HookError(f"cannot make the mount logs' directory {log_dir}: {e}") from e
     args = [
         node.get("skein_mount", "skein-mount"),
         node.get("gateway_address") or gateway["address"],
@@ -347,21 +368,33 @@ def mount_job(hook, config, job_id, uid, gid, absent_ok=False):
             args += [flag, table[key]]
     attempts = max(1, int(node.get("mount_attempts", 3)))
     problem = ""
+    timed_out = False
     for attempt in range(attempts):
         if attempt:
             time.sleep(1)
+            # What an attempt that timed out may have left (a mount, its daemon) goes first, or
+            # the next would find the mount point taken, or mount a second time over it.
+            if mountinfo_entry(mp) or mount_daemons(mp):
+                unmount_job(hook, config, job_id)
+                os.makedirs(root, mode=0o755, exist_ok=True)
+                try:
+                    os.mkdir(mp, 0o700)
+                except FileExistsError:
+                    pass
+                fd = os.open(mp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                try:
+                    os.fchown(fd, uid, gid)
+                finally:
+                    os.close(fd)
         try:
-            # start_new_session: slurmd kills the prolog's process group when the prolog ends,
-            # and the daemon skein-mount leaves behind must not be in it.
-            r = subprocess.run(
-                args, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                timeout=timeout, start_new_session=True, check=False,
-            )
+            r = run_mount(args, timeout)
         except OSError as e:
             raise HookError(f"cannot run {args[0]}: {e.strerror}") from e
         except subprocess.TimeoutExpired:
-            problem = f"{args[0]} did not finish within {timeout:g} s"
+            problem = f"{args[0]} did not finish within {timeout:g} s (the gateway did not answer in time?)"
+            timed_out = True
             continue
+        timed_out = False
         if r.returncode == 0:
             break
         problem = (r.stderr.strip() or r.stdout.strip() or f"exit status {r.returncode}")
@@ -373,7 +406,10 @@ def mount_job(hook, config, job_id, uid, gid, absent_ok=False):
             return False
     else:
         message = f"cannot mount the job's scratch on {mp}: {problem}"
-        raise (GatewayUnreachable if UNREACHABLE.search(problem) else HookError)(message)
+        if timed_out and (mountinfo_entry(mp) or mount_daemons(mp)):
+            unmount_job(hook, config, job_id)
+        unreachable = timed_out or UNREACHABLE.search(problem)
+        raise (GatewayUnreachable if unreachable else HookError)(message)
     try:
         st = stat_with_deadline(mp, timeout)
     except OSError as e:
@@ -381,6 +417,29 @@ def mount_job(hook, config, job_id, uid, gid, absent_ok=False):
     if st.st_uid != uid:
         raise HookError(f"{mp} is owned by uid {st.st_uid}, not the job's user {uid}")
     return True
+
+
+def run_mount(args, timeout):
+    """Runs skein-mount; its CompletedProcess, or TimeoutExpired once its whole process group
+    was killed (subprocess.run kills only the child, and a child of its could live on and mount
+    after the prolog gave up). start_new_session: slurmd kills the prolog's process group when
+    the prolog ends, and the daemon skein-mount leaves behind must not be in it."""
+    p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            p.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass  # a daemon that left the group still holds the pipes: not waited for
+        p.wait()
+        raise
+    return subprocess.CompletedProcess(args, p.returncode, out, err)
 
 
 def check_mount_root(root):

@@ -130,7 +130,7 @@ class Cluster:
         self.slurm_env = read_env_file(os.path.join(self.slurm_state, "env"))
         return self
 
-    def write_config(self, node_gateway=None, reap=True):
+    def write_config(self, node_gateway=None, reap=True, skein_mount=None):
         e = self.skein_env
         os.makedirs(os.path.join(self.dir, "mount-logs"), exist_ok=True)
         text = f"""# skein's Slurm configuration for the test cluster in {self.dir}
@@ -148,7 +148,7 @@ reap_grace_s = {REAP_GRACE_S}
 reap = {"true" if reap else "false"}
 
 [node]
-skein_mount = "{BUILD}/client/skein-mount"
+skein_mount = "{skein_mount or BUILD + '/client/skein-mount'}"
 cert_file = "{e['SKEIN_NODE_CERT']}"
 key_file = "{e['SKEIN_NODE_KEY']}"
 mount_root = "{self.scratch_root}"

@@ -309,6 +309,11 @@ def test_bad_directive_is_refused_at_sbatch(c):
         (f"#BB_LUA pool={h.POOL} capacity=1G\n#BB_LUA skein colour=blue\n", "unknown skein option 'colour=blue'"),
         ("#BB_LUA skein width=2\n", f"needs a line '#BB_LUA pool={h.POOL} capacity=SIZE'"),
         (f"#BB_LUA pool={h.POOL} capacity=1G\n#BB_LUA skein stage_in=relative:/in\n", "two absolute paths"),
+        # Copied with the '$' in the name, every array task into one directory.
+        (f"#BB_LUA pool={h.POOL} capacity=1G\n#BB_LUA skein stage_out=/out:/srv0/users/$USER/$SLURM_ARRAY_TASK_ID\n",
+         "$SLURM_ARRAY_TASK_ID is not a variable skein knows"),
+        (f"#BB_LUA pool={h.POOL} capacity=1G\n#BB_LUA skein stage_in=/srv0/users/$USERNAME/in:/in\n",
+         "$USERNAME is not a variable skein knows"),
     ]
     for directive, message in cases:
         job, r = c.sbatch(A, f"#!/bin/bash\n{directive}echo never\n")
@@ -504,6 +509,29 @@ def test_gateway_unreachable_at_mount_requeues_the_job_held_and_keeps_the_node(c
     h.run(["scancel", job], env=c.env())
     c.wait_job(job, states=("CANCELLED",))
     assert_clean(c, job)
+
+
+def test_a_job_without_skein_runs_when_the_mount_fails_for_another_reason(c):
+    # The prolog tries every job's mount (the gateway says whether the job has a namespace). A
+    # failure that is not the gateway's absence (here the gateway refusing the node's certificate)
+    # drained the node for every job, skein's or not; a job that did not ask for skein runs.
+    refusing = os.path.join(c.dir, "refusing-mount")
+    with open(refusing, "w", encoding="utf-8") as f:
+        f.write("#!/bin/sh\necho 'skein-mount: the gateway refused: a job'\"'\"'s mount credential is given "
+                "only to a node certificate (node_clients) (PERMISSION_DENIED)' >&2\nexit 1\n")
+    os.chmod(refusing, 0o755)
+    c.write_config(skein_mount=refusing)
+    try:
+        job, r = c.sbatch(A, "#!/bin/bash\necho ran without skein\n")
+        check(job, f"sbatch refused: {r.stderr}")
+        state = c.wait_job(job)
+        node = h.run(["sinfo", "-h", "-n", c.slurm_env["SLURM_LOCAL_NODE"], "-o", "%T"], env=c.env()).stdout.strip()
+        check(node in ("idle", "mixed", "allocated"), f"node is {node} after the failed mount, not in service")
+        check(state == "COMPLETED", f"job {job} ended {state} ({c.job(job).get('Reason')})")
+        check("ran without skein" in c.output(A, job), f"job {job} did not run: {c.output(A, job)!r}")
+        check(not os.path.exists(os.path.join(c.scratch_root, job)), "a mount point was left for the job")
+    finally:
+        c.write_config()
 
 
 def test_prolog_asks_the_gateway_when_slurmctld_cannot_tell(c):
