@@ -9,7 +9,13 @@
 
 namespace skein::ctl {
 
-void print_json(const Json& j) { std::cout << j.dump(2) << "\n"; }
+std::string json_text(const Json& j, int indent) {
+  // Names from the servers, and messages that hold them, may be any bytes: what is not UTF-8 is
+  // shown as U+FFFD rather than end skeinctl (nlohmann's default throws).
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+void print_json(const Json& j) { std::cout << json_text(j, 2) << "\n"; }
 
 int failed(const AdminSession& s, const Output& out, const grpc::Status& st) {
   int code = exit_code_of(st);

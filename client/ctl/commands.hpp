@@ -16,6 +16,8 @@ struct Output {
 };
 
 using Json = nlohmann::ordered_json;
+// `j` as JSON text (indented by `indent`, -1: one line), bytes that are not UTF-8 replaced.
+std::string json_text(const Json& j, int indent = -1);
 void print_json(const Json& j);
 // Reports a failed call on stderr (and with --json as {"error": ...} on stdout); returns the exit
 // code it means.

@@ -100,7 +100,7 @@ int follow(AdminSession& s, const Output& out, v1::StageOperation op) {
     if (bar)
       print_bar(op);
     else
-      std::cout << stage_json(op).dump() << std::endl;  // one object a line
+      std::cout << json_text(stage_json(op)) << std::endl;  // one object a line
     if (ended(op)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
     v1::StageOperation next;

@@ -143,6 +143,33 @@ TEST_F(FilesystemOps, SymlinkAndReadlink) {
   EXPECT_TRUE(S_ISLNK(st.st_mode));
 }
 
+// A POSIX name is any bytes but '/' and NUL; old data holds names in Latin-1. One such name on
+// the server made protobuf refuse the whole listing (its names were `string`, checked for
+// UTF-8): the directory listed empty, every other file in it hidden too.
+TEST_F(FilesystemOps, NamesThatAreNotUtf8ListOpenRenameAndLinkLikeAnyOther) {
+  const std::string cafe = "caf\xe9", naive = "na\xefve", renamed = "r\xe9nam\xe9";
+  ASSERT_TRUE(write_file(s(cafe), "latin-1"));
+  ASSERT_TRUE(write_file(s("plain"), "utf-8"));
+  EXPECT_EQ(list_names(dir_), (std::set<std::string>{".", "..", cafe, "plain"}));
+  EXPECT_EQ(read_file(m(cafe)), "latin-1");
+  ASSERT_TRUE(write_file(m(naive), "made here"));
+  EXPECT_EQ(read_file(s(naive)), "made here");
+  ASSERT_EQ(::rename(m(naive).c_str(), m(renamed).c_str()), 0) << strerror(errno);
+  EXPECT_EQ(read_file(s(renamed)), "made here");
+  ASSERT_EQ(::symlink(cafe.c_str(), m("link\xff").c_str()), 0) << strerror(errno);
+  char buf[64] = {};
+  ASSERT_EQ(::readlink(s("link\xff").c_str(), buf, sizeof buf), 4);
+  EXPECT_EQ(std::string(buf), cafe);
+  EXPECT_EQ(read_file(m("link\xff")), "latin-1");
+  ASSERT_EQ(::mkdir(m("d\xe9").c_str(), 0755), 0) << strerror(errno);
+  ASSERT_TRUE(write_file(m("d\xe9/" + cafe), "below"));
+  EXPECT_EQ(read_file(s("d\xe9/" + cafe)), "below");
+  EXPECT_EQ(list_names(dir_),
+            (std::set<std::string>{".", "..", cafe, "plain", renamed, "link\xff", "d\xe9"}));
+  ASSERT_EQ(::unlink(m(cafe).c_str()), 0) << strerror(errno);
+  EXPECT_NE(::access(s(cafe).c_str(), F_OK), 0);
+}
+
 TEST_F(FilesystemOps, HardLinkSharesContent) {
   ASSERT_TRUE(write_file(m("orig"), "shared"));
   ASSERT_EQ(::link(m("orig").c_str(), m("hard").c_str()), 0) << strerror(errno);

@@ -64,10 +64,13 @@ class JobSuite : public ClusterSuite<3, 0> {
     if (out) *out = o;
     return rc;
   }
+  // `skeinctl --json ARGS`: its exit status, and its standard output parsed (run_command adds a
+  // 2>&1 at the end, hence the subshell: skeinctl says a failure on stderr too).
   int ctl_json(const std::string& args, Json& j) {
     std::string o;
-    int rc = run_command(cluster_->admin_env() + "SKEIN_GATEWAY=" + cluster_->env("SKEIN_GATEWAY") +
-                             " " + q(skeinctl()) + " --json " + args + " 2>/dev/null",
+    int rc = run_command("(" + cluster_->admin_env() +
+                             "SKEIN_GATEWAY=" + cluster_->env("SKEIN_GATEWAY") + " " +
+                             q(skeinctl()) + " --json " + args + " 2>/dev/null)",
                          &o);
     j = Json::parse(o, nullptr, false);
     return rc;

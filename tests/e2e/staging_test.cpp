@@ -68,8 +68,9 @@ class Staging : public JobSuite {
   // `skeinctl --json stage ... --wait`: every line one JSON object; the last is returned.
   int stage_wait(const std::string& args, Json& last, std::vector<Json>* lines = nullptr) {
     std::string o;
-    int rc = run_command(cluster_->admin_env() + "SKEIN_GATEWAY=" + cluster_->env("SKEIN_GATEWAY") +
-                             " " + q(skeinctl()) + " " + args + " --wait 2>/dev/null",
+    int rc = run_command("(" + cluster_->admin_env() +
+                             "SKEIN_GATEWAY=" + cluster_->env("SKEIN_GATEWAY") + " " +
+                             q(skeinctl()) + " " + args + " --wait 2>/dev/null)",
                          &o);
     std::istringstream in(o);
     std::string line;
@@ -340,6 +341,30 @@ TEST_F(Staging, ACallTheJobDatabaseFailsUnderSaysSo) {
   Json list;
   ASSERT_EQ(ctl_json("stage list " + job(), list), 0) << list.dump();
   EXPECT_TRUE(list["operations"].empty()) << list.dump();
+}
+
+// Names in Latin-1 (any bytes but '/' and NUL) are copied like any other, both ways, and where
+// one is named in an answer, skeinctl --json still prints JSON (the bytes that are not UTF-8
+// shown as U+FFFD); it ended in std::terminate.
+TEST_F(Staging, NamesThatAreNotUtf8AreCopiedAndNamedInValidJson) {
+  const std::string src = cluster_->export_dir(0) + "/latin1-src";
+  ASSERT_EQ(run_command("mkdir -p " + q(src + "/d\xe9") + " && echo one > " + q(src + "/caf\xe9") +
+                        " && echo two > " + q(src + "/d\xe9/na\xefve")),
+            0);
+  create(job(), user(0));
+  Json in, out;
+  ASSERT_EQ(stage_wait("stage in " + job() + " default:/srv0/latin1-src /in", in), 0) << in.dump();
+  ASSERT_EQ(stage_wait("stage out " + job() + " /in default:/srv0/latin1-out", out), 0)
+      << out.dump();
+  EXPECT_TRUE(same_contents(src, cluster_->export_dir(0) + "/latin1-out"));
+  Json missing;
+  EXPECT_EQ(
+      ctl_json("stage in " + job() + " " + q("default:/srv0/latin1-src/gone\xe9") + " /x", missing),
+      4);
+  ASSERT_FALSE(missing.is_discarded()) << "not JSON";
+  EXPECT_NE(missing["error"]["message"].get<std::string>().find("gone\xef\xbf\xbd"),
+            std::string::npos)
+      << missing.dump();
 }
 
 // Two copies into one place would mix their bytes, and a copy out of a place being written would
