@@ -483,8 +483,8 @@ teardown after three failures. The reaper destroys the namespaces that this conf
 (id job_prefix + JOBID, label slurm_job=JOBID, label slurm_cluster = [controller] cluster) for
 jobs that
   - Slurm no longer knows (purged after MinJobAge), or
-  - ended (a final JobState) with BurstBufferState teardown or complete, reap_grace_s or more
-    ago (their teardown had that long to finish).
+  - ended (a final JobState) with BurstBufferState teardown, teardown-fail (Slurm gave up on it)
+    or complete, reap_grace_s or more ago (their teardown had that long to finish).
 A job still pending, running or staging out keeps its namespace: a failed stage-out leaves it for
 the user or admin to rescue. slurm_bb_pools, which slurmctld calls about every 30 s, starts the
 reaper in the background (`[controller] reap = false` turns that off); an admin can run it by
@@ -569,7 +569,7 @@ local function reap_reason(job_id, job, grace, now)
 	end
 	-- Ended: its namespace may go once the burst buffer is done with it (no stage-out under way).
 	local bb_state = bb_state_of(job_id)
-	if bb_state == "teardown" or bb_state == "complete" then
+	if bb_state == "teardown" or bb_state == "teardown-fail" or bb_state == "complete" then
 		return string.format("job %s ended %d s ago (%s) and its teardown did not remove it (BurstBufferState=%s)",
 			job_id, now - job.end_time, job.state, bb_state)
 	end
