@@ -9,7 +9,7 @@ namespace skein {
 
 std::vector<InterestSet::Evicted> InterestSet::note(const std::string& path, SessionId session,
                                                     std::optional<SeenAttrs> seen, bool* changed,
-                                                    bool* added) {
+                                                    uint64_t* added) {
   if (changed) *changed = false;
   auto it = entries_.find(path);
   if (it == entries_.end()) {
@@ -19,9 +19,10 @@ std::vector<InterestSet::Evicted> InterestSet::note(const std::string& path, Ses
     lru_.splice(lru_.begin(), lru_, it->second.lru);
   }
   Entry& e = it->second;
+  e.last_note = ++notes_;
   const bool is_new = std::find(e.sessions.begin(), e.sessions.end(), session) == e.sessions.end();
   if (is_new) e.sessions.push_back(session);
-  if (added) *added = is_new;
+  if (added) *added = is_new ? e.last_note : 0;
   if (seen) {
     if (changed && e.seen && !(*e.seen == *seen)) *changed = true;
     e.seen = seen;
@@ -73,9 +74,9 @@ std::optional<SeenAttrs> InterestSet::seen_of(const std::string& path) const {
   return it == entries_.end() ? std::nullopt : it->second.seen;
 }
 
-void InterestSet::take_back(const std::string& path, SessionId session) {
+void InterestSet::take_back(const std::string& path, SessionId session, uint64_t mark) {
   auto it = entries_.find(path);
-  if (it == entries_.end() || it->second.seen) return;
+  if (it == entries_.end() || it->second.seen || it->second.last_note != mark) return;
   auto& s = it->second.sessions;
   s.erase(std::remove(s.begin(), s.end(), session), s.end());
   if (s.empty()) {
@@ -123,6 +124,7 @@ std::vector<InterestSet::Evicted> InterestSet::follow_rename(const std::string& 
     } else {
       lru_.splice(lru_.begin(), lru_, it->second.lru);
     }
+    it->second.last_note = ++notes_;
     auto& s = it->second.sessions;
     if (std::find(s.begin(), s.end(), session) == s.end()) s.push_back(session);
   }

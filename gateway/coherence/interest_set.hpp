@@ -39,13 +39,16 @@ class InterestSet {
   };
   // Records that `session` caches `path`. When `seen` is given and differs from what was seen
   // before, `*changed` is set: the path changed behind the gateway's back. Returns what had to go
-  // to stay within the limit. `*added` says whether `session` was not counted for `path` before.
+  // to stay within the limit. `*added`, when `session` was not counted for `path` before, is set
+  // to a mark of this note for take_back(), else to 0.
   std::vector<Evicted> note(const std::string& path, SessionId session,
                             std::optional<SeenAttrs> seen, bool* changed = nullptr,
-                            bool* added = nullptr);
-  // Takes back a note() that added `session` to `path` with nothing seen, if nothing was seen of
-  // the path since either: the call it was made for found nothing the session may cache.
-  void take_back(const std::string& path, SessionId session);
+                            uint64_t* added = nullptr);
+  // Takes back the note() that added `session` to `path` and gave `mark`, if the path was noted
+  // by nobody since and nothing was seen of it: the call it was made for found nothing the
+  // session may cache. A note since (a listing of the same directory served meanwhile) keeps the
+  // session, which may now cache what that call gave it.
+  void take_back(const std::string& path, SessionId session, uint64_t mark);
   // Sessions that cache `path`.
   std::vector<SessionId> sessions_of(const std::string& path) const;
   // Sessions that cache `path` or anything below it (a range of the ordered map).
@@ -77,8 +80,10 @@ class InterestSet {
     std::vector<SessionId> sessions;  // few per path: a small vector beats a set
     std::optional<SeenAttrs> seen;
     std::list<std::string>::iterator lru;
+    uint64_t last_note = 0;  // the mark of the last note() of the path
   };
   size_t limit_;
+  uint64_t notes_ = 0;                    // marks given so far
   std::map<std::string, Entry> entries_;  // ordered: the paths below a directory are a range
   std::list<std::string> lru_;            // front: most recently noted
   std::string cursor_;                    // where next_batch continues

@@ -195,8 +195,8 @@ void InvalidationBroker::not_served(const Reading& r) {
   if (!r.session) return;
   std::lock_guard lock(mu_);
   auto& set = interest(r.ns);
-  if (r.path_added) set.take_back(r.path, r.session);
-  if (r.parent_added) set.take_back(parent_path(r.path), r.session);
+  if (r.path_added) set.take_back(r.path, r.session, r.path_added);
+  if (r.parent_added) set.take_back(parent_path(r.path), r.session, r.parent_added);
 }
 
 void InvalidationBroker::renaming(const std::string& ns, const std::string& mount_id,

@@ -76,8 +76,8 @@ class InvalidationBroker {
   // What it added is returned for not_served().
   struct Reading {
     std::string ns, path;
-    SessionId session = 0;  // 0: not subscribed, nothing noted
-    bool path_added = false, parent_added = false;
+    SessionId session = 0;                      // 0: not subscribed, nothing noted
+    uint64_t path_added = 0, parent_added = 0;  // InterestSet::note's marks; 0: not added
   };
   Reading will_serve(const std::string& ns, const std::string& mount_id, const std::string& path,
                      bool entry);

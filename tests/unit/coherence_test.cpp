@@ -478,6 +478,30 @@ TEST(InvalidationBroker, EntryChangeReachesMountsThatListedTheParent) {
   broker.detach(b.id);
 }
 
+// A lookup of an absent name in /d takes back the interest in /d it added; but a listing of /d
+// served to the same mount meanwhile (which noted /d and found the mount already counted) must
+// keep it: the mount caches that listing. Taken back, no change in /d reached the mount again.
+TEST(InvalidationBroker, AFailedLookupKeepsTheInterestOfAListingServedMeanwhile) {
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  FakeStream a(broker, true), b(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);
+  auto lookup = broker.will_serve("ns", "A", "/d/absent", /*entry=*/true);
+  broker.served("ns", "A", "/d", std::nullopt, false);  // the listing of /d, meanwhile
+  broker.not_served(lookup);
+  broker.changed("ns", {InvalidationBroker::item(Kind::ENTRY, "/d/new")}, "B");
+  a.join();
+  EXPECT_EQ(a.events.size(), 1u) << "the mount that listed /d was not told of a new name in it";
+  // Without the listing, the failed lookup leaves nothing behind.
+  auto alone = broker.will_serve("ns", "A", "/e/absent", /*entry=*/true);
+  broker.not_served(alone);
+  broker.changed("ns", {InvalidationBroker::item(Kind::ENTRY, "/e/new")}, "B");
+  a.join();
+  EXPECT_EQ(a.events.size(), 1u) << "a lookup that found nothing left interest in /e";
+  broker.detach(a.id);
+  broker.detach(b.id);
+}
+
 TEST(InvalidationBroker, SilentMountLosesItsLeaseWithinTheTimeoutAndOthersGoOn) {
   InvalidationBroker broker({.lease = std::chrono::milliseconds(200), .interest_limit = 100});
   FakeStream good(broker, true), silent(broker, false);
