@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
       stages =
           std::make_unique<skein::StageEngine>(*jobs, *gateway, &coherence.broker(), stage_options);
       stages->start();  // resumes copies a stopped gateway left running
+      jobs->start_housekeeping();
     } catch (const skein::ConfigError& e) {
       spdlog::critical("{}: {}", config_path, e.what());
       preparer.join();

@@ -156,7 +156,10 @@ void JobNamespaces::start() {
       unserved_[r.name] = {r, e.what()};
     }
   }
-  thread_ = std::thread([this] { housekeeping(); });
+}
+
+void JobNamespaces::start_housekeeping() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { housekeeping(); });
 }
 
 JobRecord JobNamespaces::check(const JobRequest& q) const {

@@ -53,9 +53,12 @@ class JobNamespaces {
   JobNamespaces(const JobsConfig& cfg, Gateway& gateway, InvalidationBroker* broker);
   ~JobNamespaces();
 
-  // Serves the namespaces the store holds, and starts housekeeping (after the backends are
-  // connected).
+  // Serves the namespaces the store holds (after the backends are connected).
   void start();
+  // Starts housekeeping: expiry, usage saved, removals retried, orphans reaped. After the stage
+  // engine has resumed the copies a stopped gateway left running: an expired namespace whose
+  // stage-out is to resume must be known to be staging out before expiry looks at it.
+  void start_housekeeping();
 
   // "job-<id>".
   static std::string namespace_name(const std::string& job_id);

@@ -296,10 +296,28 @@ int64_t StageEngine::now_s() {
       .count();
 }
 
+bool StageEngine::all_copied(const std::string& id) const {
+  for (const StageEntry& e : store_.entries(id))
+    if (!e.done) return false;
+  return true;
+}
+
 void StageEngine::start() {
   for (auto& r : store_.unfinished()) {
     spdlog::info("stage {} of job {}: resumed ({} of {} bytes were copied)", r.id, r.spec.job_id,
                  r.bytes_done, r.bytes_total);
+    if (r.spec.direction == StageDirection::out && r.destroy_after && r.walked &&
+        !jobs_.find(r.spec.job_id) && all_copied(r.id)) {
+      // Its copy was done and its namespace destroyed; the gateway stopped before it said done.
+      spdlog::info("stage {} of job {}: done (its namespace was destroyed after the copy)", r.id,
+                   r.spec.job_id);
+      try {
+        store_.finish(r.id, StageState::done, "", {}, now_s());
+      } catch (const std::exception& x) {
+        spdlog::error("stage {}: cannot record its end: {}", r.id, x.what());
+      }
+      continue;
+    }
     if (r.spec.direction == StageDirection::out) {
       try {
         jobs_.stage_out_began(r.spec.job_id);  // until its run ends (execute)
@@ -511,12 +529,12 @@ StageReport StageEngine::cancel(const std::string& id) {
   return report(*store_.op(id));
 }
 
-void StageEngine::cancel_job(const std::string& job_id) {
+void StageEngine::cancel_job(const std::string& job_id, const Run* except) {
   std::vector<std::shared_ptr<Run>> runs;
   {
     std::lock_guard lock(mu_);
     for (auto& [id, run] : runs_)
-      if (run->record.spec.job_id == job_id) runs.push_back(run);
+      if (run->record.spec.job_id == job_id && run.get() != except) runs.push_back(run);
   }
   for (auto& run : runs) run->cancel = true;
   for (auto& run : runs) {
@@ -621,10 +639,13 @@ void StageEngine::execute(Run& run) {
   spdlog::log(state == StageState::done ? spdlog::level::info : spdlog::level::warn,
               "stage {} of job {}: {} ({} bytes copied here){}{}", id, run.record.spec.job_id,
               to_string(state), run.bytes_moved.load(), error.empty() ? "" : ": ", error);
-  bool destroy = state == StageState::done && run.record.destroy_after;
-  end(state, error);
-  if (destroy) {
-    cancel_job(run.record.spec.job_id);  // other copies of the job first, as a destroy does
+  // With destroy_after, the namespace goes before the copy is reported done: whoever waits for
+  // "done" (Slurm's teardown, then perhaps a requeue that makes the job's namespace again, which
+  // an idempotent create answers with this same one) must find it gone by then. A gateway that
+  // stops in between resumes the copy at its start and finds it done with its namespace gone
+  // (start()).
+  if (state == StageState::done && run.record.destroy_after) {
+    cancel_job(run.record.spec.job_id, &run);  // its other copies first, as a destroy does
     try {
       auto d =
           jobs_.destroy(run.record.spec.job_id, std::chrono::seconds(30), "its stage-out is done");
@@ -637,6 +658,7 @@ void StageEngine::execute(Run& run) {
                     run.record.spec.job_id, e.what());
     }
   }
+  end(state, error);
 }
 
 namespace {

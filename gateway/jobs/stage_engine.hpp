@@ -89,7 +89,7 @@ class StageEngine {
   StageReport cancel(const std::string& id);
   // Cancels the job's copies that have not ended and waits until they have stopped (before its
   // namespace is destroyed).
-  void cancel_job(const std::string& job_id);
+  void cancel_job(const std::string& job_id) { cancel_job(job_id, nullptr); }
 
  private:
   struct Run;
@@ -101,6 +101,11 @@ class StageEngine {
   };
   Tree resolve(const std::string& place_text, bool job_side, const std::string& job_id) const;
   // An operation of `r`, its places named and looked up on the servers.
+  // cancel_job, but for the copy `except` (one that destroys its namespace once done, from its
+  // own thread).
+  void cancel_job(const std::string& job_id, const Run* except);
+  // Whether every entry of operation `id`'s walked tree is recorded copied.
+  bool all_copied(const std::string& id) const;
   std::shared_ptr<Run> make_run(StageRecord r) const;
 
   // An operation that has not ended, and is not being cancelled, with the same request.
