@@ -147,27 +147,34 @@ TEST_F(FilesystemOps, SymlinkAndReadlink) {
 // the server made protobuf refuse the whole listing (its names were `string`, checked for
 // UTF-8): the directory listed empty, every other file in it hidden too.
 TEST_F(FilesystemOps, NamesThatAreNotUtf8ListOpenRenameAndLinkLikeAnyOther) {
+  // In a directory made on the server, as FileMadeOnServerIsVisibleWithAttributes: this mount
+  // knows the names of one it made, and a name made there on the server comes once the remote
+  // watcher reports it.
+  const std::string server = server_dir_ + "-latin1", here = dir_ + "-latin1";
+  ASSERT_EQ(::mkdir(server.c_str(), 0755), 0) << strerror(errno);
+  auto ms = [&](const std::string& rel) { return here + "/" + rel; };
+  auto ss = [&](const std::string& rel) { return server + "/" + rel; };
   const std::string cafe = "caf\xe9", naive = "na\xefve", renamed = "r\xe9nam\xe9";
-  ASSERT_TRUE(write_file(s(cafe), "latin-1"));
-  ASSERT_TRUE(write_file(s("plain"), "utf-8"));
-  EXPECT_EQ(list_names(dir_), (std::set<std::string>{".", "..", cafe, "plain"}));
-  EXPECT_EQ(read_file(m(cafe)), "latin-1");
-  ASSERT_TRUE(write_file(m(naive), "made here"));
-  EXPECT_EQ(read_file(s(naive)), "made here");
-  ASSERT_EQ(::rename(m(naive).c_str(), m(renamed).c_str()), 0) << strerror(errno);
-  EXPECT_EQ(read_file(s(renamed)), "made here");
-  ASSERT_EQ(::symlink(cafe.c_str(), m("link\xff").c_str()), 0) << strerror(errno);
+  ASSERT_TRUE(write_file(ss(cafe), "latin-1"));
+  ASSERT_TRUE(write_file(ss("plain"), "utf-8"));
+  EXPECT_EQ(list_names(here), (std::set<std::string>{".", "..", cafe, "plain"}));
+  EXPECT_EQ(read_file(ms(cafe)), "latin-1");
+  ASSERT_TRUE(write_file(ms(naive), "made here"));
+  EXPECT_EQ(read_file(ss(naive)), "made here");
+  ASSERT_EQ(::rename(ms(naive).c_str(), ms(renamed).c_str()), 0) << strerror(errno);
+  EXPECT_EQ(read_file(ss(renamed)), "made here");
+  ASSERT_EQ(::symlink(cafe.c_str(), ms("link\xff").c_str()), 0) << strerror(errno);
   char buf[64] = {};
-  ASSERT_EQ(::readlink(s("link\xff").c_str(), buf, sizeof buf), 4);
+  ASSERT_EQ(::readlink(ss("link\xff").c_str(), buf, sizeof buf), 4);
   EXPECT_EQ(std::string(buf), cafe);
-  EXPECT_EQ(read_file(m("link\xff")), "latin-1");
-  ASSERT_EQ(::mkdir(m("d\xe9").c_str(), 0755), 0) << strerror(errno);
-  ASSERT_TRUE(write_file(m("d\xe9/" + cafe), "below"));
-  EXPECT_EQ(read_file(s("d\xe9/" + cafe)), "below");
-  EXPECT_EQ(list_names(dir_),
+  EXPECT_EQ(read_file(ms("link\xff")), "latin-1");
+  ASSERT_EQ(::mkdir(ms("d\xe9").c_str(), 0755), 0) << strerror(errno);
+  ASSERT_TRUE(write_file(ms("d\xe9/" + cafe), "below"));
+  EXPECT_EQ(read_file(ss("d\xe9/" + cafe)), "below");
+  EXPECT_EQ(list_names(here),
             (std::set<std::string>{".", "..", cafe, "plain", renamed, "link\xff", "d\xe9"}));
-  ASSERT_EQ(::unlink(m(cafe).c_str()), 0) << strerror(errno);
-  EXPECT_NE(::access(s(cafe).c_str(), F_OK), 0);
+  ASSERT_EQ(::unlink(ms(cafe).c_str()), 0) << strerror(errno);
+  EXPECT_NE(::access(ss(cafe).c_str(), F_OK), 0);
 }
 
 TEST_F(FilesystemOps, HardLinkSharesContent) {
