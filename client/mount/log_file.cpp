@@ -14,6 +14,10 @@
 namespace skein::client {
 
 std::optional<std::string> log_to_file(const std::string& path) {
+  // A new log is its owner's only: it names the files its users worked on (a job's mount log,
+  // in a directory every user may list). One that exists keeps the mode it has.
+  if (const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600); fd >= 0)
+    ::close(fd);
   try {
     auto previous = spdlog::default_logger();
     auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
@@ -32,7 +36,7 @@ std::optional<std::string> log_to_file(const std::string& path) {
 }
 
 std::optional<std::string> stderr_to_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return std::string(std::strerror(errno));
   const int rc = ::dup2(fd, STDERR_FILENO);
   const int saved = errno;

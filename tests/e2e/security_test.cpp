@@ -1581,6 +1581,19 @@ TEST_F(Security, TheCheckOfAConfigRefusesWhatAStartWould) {
   EXPECT_NE(out.find("'log_level' must be one of trace, debug"), std::string::npos) << out;
 }
 
+// A mount's log names the files its users worked on (a Slurm job's, in a log directory every user
+// may list): a new one is its owner's only. It was made 0644.
+TEST_F(Security, AMountsNewLogIsReadableByItsOwnerOnly) {
+  const std::string mnt = cluster_->state() + "/" + name_ + "-mnt";
+  std::string error;
+  auto m = FuseMount::start(cluster_->env("SKEIN_GATEWAY"), mnt, "default", error,
+                            cluster_->mount_credentials());
+  ASSERT_TRUE(m) << error;
+  struct stat st {};
+  ASSERT_EQ(::stat((mnt + ".log").c_str(), &st), 0) << strerror(errno);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
 TEST_F(Security, ANamespaceWithoutATokenAndPlaintextWithoutInsecureAreRefusedAtStart) {
   std::string out;
   int rc = check_config(
