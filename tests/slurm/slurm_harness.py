@@ -130,7 +130,7 @@ class Cluster:
         self.slurm_env = read_env_file(os.path.join(self.slurm_state, "env"))
         return self
 
-    def write_config(self, node_gateway=None, reap=True, skein_mount=None):
+    def write_config(self, node_gateway=None, reap=True, skein_mount=None, mount_root=None):
         e = self.skein_env
         os.makedirs(os.path.join(self.dir, "mount-logs"), exist_ok=True)
         text = f"""# skein's Slurm configuration for the test cluster in {self.dir}
@@ -151,7 +151,7 @@ reap = {"true" if reap else "false"}
 skein_mount = "{skein_mount or BUILD + '/client/skein-mount'}"
 cert_file = "{e['SKEIN_NODE_CERT']}"
 key_file = "{e['SKEIN_NODE_KEY']}"
-mount_root = "{self.scratch_root}"
+mount_root = "{mount_root or self.scratch_root}"
 log_dir = "{self.dir}/mount-logs"
 mount_attempts = 1
 {f'gateway_address = "{node_gateway}"' if node_gateway else ""}

@@ -260,6 +260,33 @@ exit 3
     check(not stray, f"the job's stray process {stray} outlived the epilog")
 
 
+def test_a_mount_root_reached_through_a_symlink_is_cleaned_up(c):
+    # The kernel names the mount, and the working directory of a process in it, by the resolved
+    # path: an epilog that looked for mount_root as written found neither, left the process and
+    # detached the mount lazily.
+    link = os.path.join(c.dir, "scratch-link")
+    if not os.path.islink(link):
+        os.symlink(c.scratch_root, link)
+    c.write_config(mount_root=link)
+    try:
+        job, r = c.sbatch(B, f"""#!/bin/bash
+{BB}cd /
+setsid bash -c 'exec 3>"$SKEIN_SCRATCH/held"; cd "$SKEIN_SCRATCH"; exec sleep 300' </dev/null >/dev/null 2>&1 &
+sleep 0.5
+echo scratch "$SKEIN_SCRATCH"
+""")
+        check(job, f"sbatch refused: {r.stderr}")
+        state = c.wait_job(job)
+        check(state == "COMPLETED", f"job {job} ended {state} ({c.job(job).get('Reason')})")
+        check(f"scratch {link}/{job}" in c.output(B, job), f"SKEIN_SCRATCH is not below {link}: {c.output(B, job)!r}")
+        assert_clean(c, job)
+        stray = [p for p in h.procs_mentioning("sleep") if os.path.exists(f"/proc/{p}") and
+                 os.stat(f"/proc/{p}").st_uid == h.pwd.getpwnam(B).pw_uid]
+        check(not stray, f"the job's stray process {stray} outlived the epilog")
+    finally:
+        c.write_config()
+
+
 def test_cleanup_after_the_mount_process_was_killed(c):
     job, r = c.sbatch(A, f"""#!/bin/bash
 {BB}touch "{c.workdir(A)}/ready-$SLURM_JOB_ID"
@@ -579,7 +606,9 @@ TESTS = [
     test_cleanup_after_scancel_of_a_running_job,
     test_cleanup_after_a_failing_job_that_left_a_process_in_scratch,
     test_cleanup_after_the_mount_process_was_killed,
+    test_a_mount_root_reached_through_a_symlink_is_cleaned_up,
     test_bad_directive_is_refused_at_sbatch,
+    test_a_job_without_skein_runs_when_the_mount_fails_for_another_reason,
     test_gateway_down_at_setup_holds_the_job_and_keeps_the_node,
     test_gateway_unreachable_at_mount_requeues_the_job_held_and_keeps_the_node,
     test_reaper_removes_namespaces_whose_job_is_gone_and_keeps_the_rest,
