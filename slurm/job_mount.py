@@ -322,26 +322,7 @@ def mount_job(hook, config, job_id, uid, gid, absent_ok=False):
             pass
         hook.say(f"{mp} holds a stale or foreign mount; replacing it")
         unmount_job(hook, config, job_id)
-    root = os.path.dirname(mp)
-    try:
-        os.makedirs(root, mode=0o755, exist_ok=True)
-        check_mount_root(mount_root(config))  # the path as configured and as it resolves
-        try:
-            os.mkdir(mp, 0o700)
-        except FileExistsError:
-            pass
-        # The mount point as made, never what a name there leads to: a symlink left at the job's
-        # name would have root give its target to the job's user and mount over it.
-        st = os.lstat(mp)
-        if not stat.S_ISDIR(st.st_mode):
-            raise HookError(f"{mp} is not a directory (a symlink or file left there): not used")
-        fd = os.open(mp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        try:
-            os.fchown(fd, uid, gid)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        raise HookError(f"cannot make the mount point {mp}: {e}") from e
+    make_mount_point(config, mp, uid, gid)
     log_dir = node.get("log_dir", "/var/log/skein")
     try:
         os.makedirs(log_dir, mode=0o755, exist_ok=True)
@@ -375,17 +356,8 @@ def mount_job(hook, config, job_id, uid, gid, absent_ok=False):
             # What an attempt that timed out may have left (a mount, its daemon) goes first, or
             # the next would find the mount point taken, or mount a second time over it.
             if mountinfo_entry(mp) or mount_daemons(mp):
-                unmount_job(hook, config, job_id)
-                os.makedirs(root, mode=0o755, exist_ok=True)
-                try:
-                    os.mkdir(mp, 0o700)
-                except FileExistsError:
-                    pass
-                fd = os.open(mp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-                try:
-                    os.fchown(fd, uid, gid)
-                finally:
-                    os.close(fd)
+                unmount_job(hook, config, job_id)  # removes the mount point too
+                make_mount_point(config, mp, uid, gid)
         try:
             r = run_mount(args, timeout)
         except OSError as e:
@@ -417,6 +389,29 @@ def mount_job(hook, config, job_id, uid, gid, absent_ok=False):
     if st.st_uid != uid:
         raise HookError(f"{mp} is owned by uid {st.st_uid}, not the job's user {uid}")
     return True
+
+
+def make_mount_point(config, mp, uid, gid):
+    """Makes the job's mount point `mp`, the job's user's, below a checked mount_root."""
+    try:
+        os.makedirs(os.path.dirname(mp), mode=0o755, exist_ok=True)
+        check_mount_root(mount_root(config))  # the path as configured and as it resolves
+        try:
+            os.mkdir(mp, 0o700)
+        except FileExistsError:
+            pass
+        # The mount point as made, never what a name there leads to: a symlink left at the job's
+        # name would have root give its target to the job's user and mount over it.
+        st = os.lstat(mp)
+        if not stat.S_ISDIR(st.st_mode):
+            raise HookError(f"{mp} is not a directory (a symlink or file left there): not used")
+        fd = os.open(mp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.fchown(fd, uid, gid)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise HookError(f"cannot make the mount point {mp}: {e}") from e
 
 
 def run_mount(args, timeout):
