@@ -415,11 +415,9 @@ TEST_F(FilesystemOps, ReadingBackFilesThisMountWroteAsksForNoAttributesAfterTheO
         ADD_FAILURE() << "cannot write " << name(i);
         return -1;
       }
-    // The remote watcher's reports of these writes come within ~100 ms on a quiet machine, and
-    // releases go unwaited. One full run (other suites' clusters starting meanwhile) measured 5.6
-    // requests a file where quiet runs measure 5.3; a report that came inside the measurement
-    // (the mount then asks again for what it held) is the likely cause: more time is left.
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    // The gateway's checks of the remote watcher's reports of these writes (an LSTAT a file,
+    // some 2 s later; later on a loaded machine, where a fixed 1.5 s let them into the count).
+    wait_until_requests_stop([&] { return backend_ops(*cluster_, 0); });
     const long before = backend_ops(*cluster_, 0);
     for (int i = 0; i < kFiles; ++i) {
       const int fd = ::open(m(name(i)).c_str(), O_RDONLY);
@@ -693,7 +691,7 @@ TEST_F(SmallFiles, FilesThisMountWroteWholeAreReadBackWithoutARequestAndStayCohe
       ASSERT_TRUE(write_file(a_ + "/" + name(round, i), content(round, i)));
     // The reports of these writes (this mount's own) come within ~100 ms, and the gateway checks
     // them a second later: all done before the reads.
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    wait_until_requests_stop([&] { return backend_ops(*cluster_, 0); });
     const long before = backend_ops(*cluster_, 0);
     for (int i = 0; i < kFiles; ++i) {
       const int fd = ::open((a_ + "/" + name(round, i)).c_str(), O_RDONLY);
@@ -729,7 +727,7 @@ TEST_F(SmallFiles, FilesThisMountWroteWholeAreReadBackWithoutARequestAndStayCohe
     ASSERT_EQ(run_command("cd '" + a_ + "' && i=0; while [ $i -lt 20 ]; do echo \"shell $i\" > " +
                           prefix + "$i; i=$((i+1)); done"),
               0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    wait_until_requests_stop([&] { return backend_ops(*cluster_, 0); });
     const long shell_before = backend_ops(*cluster_, 0);
     for (int i = 0; i < 20; ++i)
       EXPECT_EQ(read_file(a_ + "/" + prefix + std::to_string(i)),
@@ -944,6 +942,9 @@ TEST_F(MadeDirectories, AChmodToTheModeAFileHasAlreadyMakesNoCall) {
     ASSERT_GE(fd, 0) << strerror(errno);
     fds.push_back(fd);
   }
+  // The gateway's own requests after the creates first (its checks of the watcher's reports, an
+  // LSTAT a file): a full run once counted all 20 in a round.
+  wait_until_requests_stop([&] { return backend_ops(*cluster_, 0); });
   const long least = fewest_requests(
       2,
       [&](int) {

@@ -88,6 +88,33 @@ long least_undisturbed(int rounds, int extra, Measure measure) {
   return least >= 0 ? least : least_any;
 }
 
+// Waits until `count()` (a server's SFTP requests so far, as skeinctl reads them) has grown by
+// no more than one a reading for `still`, at most `cap`; false if it could not be read or never
+// settled. The one is the reading's own: skeinctl's list of backends asks each for its free
+// space (a STATVFS, at most once a second). Files a mount has just written bring the gateway's
+// own requests after them: the remote watcher reports each write, and the gateway, which takes
+// the report for that mount's change, checks the path again (an LSTAT) at the first revalidation
+// round a second after the report (InvalidationBroker::due_echo_checks). Measured quiet, the
+// last comes some 2.1 s after the write, later on a loaded machine. A count of the requests of
+// what follows is the application's only once they are done.
+template <typename Count>
+bool wait_until_requests_stop(Count count,
+                              std::chrono::milliseconds still = std::chrono::milliseconds(2500),
+                              std::chrono::milliseconds cap = std::chrono::seconds(20)) {
+  const auto start = std::chrono::steady_clock::now();
+  long last = count();
+  auto since = start;
+  while (last >= 0 && std::chrono::steady_clock::now() - start < cap) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    const long now = count();
+    if (now < 0) return false;
+    if (now - last > 1) since = std::chrono::steady_clock::now();
+    last = now;
+    if (std::chrono::steady_clock::now() - since >= still) return true;
+  }
+  return false;
+}
+
 inline bool write_file(const std::string& path, const std::string& data,
                        int flags = O_WRONLY | O_CREAT | O_TRUNC, mode_t mode = 0644) {
   int fd = ::open(path.c_str(), flags, mode);
