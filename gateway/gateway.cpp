@@ -61,12 +61,9 @@ NamespaceConfig* find_namespace(GatewayConfig& cfg, const std::string& name) {
 
 }  // namespace
 
-std::string read_token_file(const std::string& path, const std::string& what) {
+std::vector<std::string> read_token_file(const std::string& path, const std::string& what) {
   try {
-    std::string lines;
-    for (const std::string& token : read_token_lines(path, what))
-      lines += (lines.empty() ? "" : "\n") + token;
-    return lines;
+    return read_token_lines(path, what);
   } catch (const CredentialError& e) {
     throw ConfigError(e.what());
   }
@@ -76,7 +73,7 @@ Gateway::Gateway(GatewayConfig cfg) : config_(std::move(cfg)) {
   for (auto& b : config_.backends) backends_[b.name] = std::make_shared<SftpBackend>(b);
   for (auto& n : config_.namespaces) {
     auto tokens =
-        TokenSet::of_lines(read_token_file(n.token_file, "token_file of namespace " + n.name));
+        TokenSet::of_all(read_token_file(n.token_file, "token_file of namespace " + n.name));
     auto fs = std::make_shared<NamespaceFs>(n.name, tokens, build_mount_table(n, backends_),
                                             config_.max_open_files);
     namespaces_[n.name] = fs;

@@ -125,9 +125,9 @@ class Gateway {
   TablesChanged tables_changed_;
 };
 
-// A token file's tokens, one a line (read_token_lines), for TokenSet::of_lines; throws ConfigError
+// A token file's tokens, one a line (read_token_lines), for TokenSet::of_all; throws ConfigError
 // when the file cannot be read, is readable by group or others, holds a token no client could
 // send, or holds none (an empty token file must not open a namespace to everyone).
-std::string read_token_file(const std::string& path, const std::string& what);
+std::vector<std::string> read_token_file(const std::string& path, const std::string& what);
 
 }  // namespace skein

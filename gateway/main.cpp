@@ -79,10 +79,10 @@ int main(int argc, char** argv) {
   skein::PathGuard::set_ttl(cfg.revalidate_interval);
 
   std::unique_ptr<skein::Gateway> gateway;
-  std::string admin_token;
+  std::vector<std::string> admin_tokens;
   try {
     if (!cfg.admin_token_file.empty())
-      admin_token = skein::read_token_file(cfg.admin_token_file, "admin_token_file");
+      admin_tokens = skein::read_token_file(cfg.admin_token_file, "admin_token_file");
     gateway = std::make_unique<skein::Gateway>(cfg);
   } catch (const skein::ConfigError& e) {
     fprintf(stderr, "skein-gateway: %s: %s\n", config_path.c_str(), e.what());
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
            cfg.namespaces.size());
     return 0;
   }
-  if (admin_token.empty())
+  if (admin_tokens.empty())
     spdlog::warn("no admin_token_file in [gateway]: the Admin service refuses every call");
   for (auto& w : skein::shared_root_warnings(cfg)) spdlog::warn("{}: {}", config_path, w);
   gateway->connect_backends();
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
         coherence.watch_backends(backends);
       });
   const skein::ClientRoles roles = skein::client_roles(cfg);
-  if (roles.mutual_tls() && cfg.tls->admin_clients.empty() && !admin_token.empty())
+  if (roles.mutual_tls() && cfg.tls->admin_clients.empty() && !admin_tokens.empty())
     spdlog::warn(
         "{}: mutual TLS without admin_clients in [gateway.tls]: the Admin service "
         "refuses every call",
@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
   skein::CallPlacement placement(kMaxBlockingThreads, callback_threads / 2);
   skein::NamespaceService ns_service(gateway->registry(), placement, &coherence.broker());
   skein::DataService data_service(gateway->registry(), placement, &coherence.broker());
-  skein::AdminService admin_service(*gateway, admin_token, roles);
+  skein::AdminService admin_service(*gateway, admin_tokens, roles);
   admin_service.set_jobs(jobs.get(), stages.get());
   skein::NodeService node_service(jobs.get(), roles);
   grpc::ServerBuilder builder;

@@ -73,18 +73,9 @@ bool TokenDigest::same(const TokenDigest& other) const {
 
 std::string TokenDigest::hex() const { return to_hex(bytes_.data(), bytes_.size()); }
 
-TokenSet TokenSet::of_lines(std::string_view text) {
+TokenSet TokenSet::of_all(const std::vector<std::string>& tokens) {
   TokenSet set;
-  const char* space = " \t\r";
-  while (!text.empty()) {
-    auto nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    auto begin = line.find_first_not_of(space);
-    if (begin == std::string_view::npos) continue;
-    line = line.substr(begin, line.find_last_not_of(space) - begin + 1);
-    set.digests_.push_back(TokenDigest::of(line));
-  }
+  for (const std::string& token : tokens) set.digests_.push_back(TokenDigest::of(token));
   return set;
 }
 

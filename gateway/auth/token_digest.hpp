@@ -38,8 +38,8 @@ class TokenDigest {
 class TokenSet {
  public:
   TokenSet() = default;
-  // One token per non-empty line of `text`, surrounding whitespace dropped.
-  static TokenSet of_lines(std::string_view text);
+  // The tokens of a token file (read_token_lines), one a line.
+  static TokenSet of_all(const std::vector<std::string>& tokens);
   static TokenSet of(std::string_view token);
   // True when `presented` is one of the tokens. Every digest is compared, always.
   bool matches(std::string_view presented) const;

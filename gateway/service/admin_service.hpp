@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "auth/client_roles.hpp"
 #include "auth/refusal_log.hpp"
@@ -17,13 +18,13 @@ namespace skein {
 
 class AdminService final : public v1::Admin::Service {
  public:
-  // `token` is the admin token file's text: one token a line (two while one is rotated); empty,
+  // `tokens` are the admin token file's (read_token_file; two while one is rotated); none,
   // admin is disabled (no admin_token_file) and every call is refused. With mutual TLS
   // (`roles`), a call also needs a certificate listed in admin_clients.
-  AdminService(Gateway& gateway, const std::string& token, ClientRoles roles = {})
+  AdminService(Gateway& gateway, const std::vector<std::string>& tokens, ClientRoles roles = {})
       : gateway_(gateway),
-        enabled_(!token.empty()),
-        tokens_(TokenSet::of_lines(token)),
+        enabled_(!tokens.empty()),
+        tokens_(TokenSet::of_all(tokens)),
         roles_(std::move(roles)) {}
 
   grpc::Status ListBackends(grpc::ServerContext*, const v1::ListBackendsRequest*,

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "gateway.hpp"
 #include "skein/credential_file.hpp"
@@ -46,7 +48,8 @@ class AdminServiceTest : public ::testing::Test {
 
   void start(const std::string& token = "s3cret") {
     gateway_ = std::make_unique<skein::Gateway>(skein::parse_gateway_config(config_text(), "t"));
-    service_ = std::make_unique<skein::AdminService>(*gateway_, token);
+    service_ = std::make_unique<skein::AdminService>(
+        *gateway_, token.empty() ? std::vector<std::string>{} : std::vector<std::string>{token});
     grpc::ServerBuilder builder;
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
@@ -251,7 +254,7 @@ TEST_F(AdminServiceTest, AddBackendIsOffWithoutBackendFilesDir) {
       std::string(config_text())
           .replace(config_text().find("backend_files_dir"), 17, "# backend_files_dir"),
       "t"));
-  service_ = std::make_unique<skein::AdminService>(*gateway_, "s3cret");
+  service_ = std::make_unique<skein::AdminService>(*gateway_, std::vector<std::string>{"s3cret"});
   grpc::ServerBuilder builder;
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
@@ -408,13 +411,14 @@ TEST_F(AdminServiceTest, AdminTokenFileMustBeTheOwnersOnly) {
   chmod(token.c_str(), 0600);
   auto cfg = skein::parse_gateway_config(text(), "gw.toml");
   EXPECT_EQ(cfg.admin_token_file, token);
-  EXPECT_EQ(skein::read_token_file(token, "admin_token_file"), "tok");
+  EXPECT_EQ(skein::read_token_file(token, "admin_token_file"), std::vector<std::string>{"tok"});
   std::ofstream(token) << "\n";
   EXPECT_THROW(skein::read_token_file(token, "admin_token_file"), skein::ConfigError);
   // Two tokens (a rotation under way): the gateway takes both, a client sends the newer, last one
   // (before, skeinctl sent "old\nnew" as one metadata value, and gRPC aborted the process).
   std::ofstream(token) << "  old-token\r\n\n\tnew-token \n";
-  EXPECT_EQ(skein::read_token_file(token, "admin_token_file"), "old-token\nnew-token");
+  EXPECT_EQ(skein::read_token_file(token, "admin_token_file"),
+            (std::vector<std::string>{"old-token", "new-token"}));
   EXPECT_EQ(skein::read_client_token(token, "the admin token file"), "new-token");
   // A token gRPC cannot carry is refused where it is read, with the line, not the secret.
   std::ofstream(token) << "good\nin side\n";

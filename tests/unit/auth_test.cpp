@@ -44,14 +44,14 @@ TEST(TokenDigest, UnmatchableMatchesNothingAndRandomTokensDiffer) {
   }
 }
 
-TEST(TokenSet, TakesOneTokenALineSoThatOneCanBeRotated) {
-  auto set = TokenSet::of_lines("  old-token \n\n\tnew-token\r\n");
+TEST(TokenSet, TakesEveryTokenOfAFileSoThatOneCanBeRotated) {
+  auto set = TokenSet::of_all({"old-token", "new-token"});
   EXPECT_EQ(set.size(), 2u);
   EXPECT_TRUE(set.matches("old-token"));
   EXPECT_TRUE(set.matches("new-token"));
   EXPECT_FALSE(set.matches("old-token\nnew-token"));
   EXPECT_FALSE(set.matches(""));
-  EXPECT_TRUE(TokenSet::of_lines("\n \n").empty());
+  EXPECT_TRUE(TokenSet::of_all({}).empty());
   EXPECT_FALSE(TokenSet().matches(""));
 }
 
