@@ -1,19 +1,14 @@
 // Admin channel, token file and exit codes; see admin_session.hpp.
 #include "admin_session.hpp"
 
+#include "skein/address.hpp"
 #include "skein/credential_file.hpp"
 
 namespace skein::ctl {
 
 void check_gateway_address(const std::string& address) {
-  auto colon = address.rfind(':');
-  bool ok = colon != std::string::npos && colon > 0 && colon + 1 < address.size();
-  if (ok) {
-    std::string port = address.substr(colon + 1);
-    ok = port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos &&
-         std::stoi(port) >= 1 && std::stoi(port) <= 65535;
-  }
-  if (!ok)
+  const auto port = port_of_address(address);
+  if (!port || *port == 0)  // a gateway listens on a port of its own
     throw UsageError("gateway address '" + address + "' must be HOST:PORT, e.g. 127.0.0.1:7070");
 }
 

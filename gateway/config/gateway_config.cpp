@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "namespace/create_policy.hpp"
+#include "skein/address.hpp"
 #include "skein/credential_file.hpp"
 #include "skein/logging.hpp"
 #include "skein/path.hpp"
@@ -314,15 +315,11 @@ GatewayConfig parse_gateway_config(std::string_view text, const std::string& sou
       cfg.remote_watch = *rw->value<bool>();
     }
     cfg.listen = c.string(*t, "listen", "[gateway]", false, cfg.listen);
-    if (cfg.listen.rfind("unix:", 0) != 0) {  // a Unix socket's path is gRPC's to judge
-      const auto colon = cfg.listen.rfind(':');
-      const std::string port = colon == std::string::npos ? "" : cfg.listen.substr(colon + 1);
-      if (colon == std::string::npos || colon == 0 || port.empty() || port.size() > 5 ||
-          port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
-        c.fail(t->get("listen"),
-               "'listen' must be HOST:PORT with a port up to 65535 (0: any "
-               "free one), e.g. \"0.0.0.0:7070\"");
-    }
+    // A Unix socket's path is gRPC's to judge.
+    if (cfg.listen.rfind("unix:", 0) != 0 && !port_of_address(cfg.listen))
+      c.fail(t->get("listen"),
+             "'listen' must be HOST:PORT with a port up to 65535 (0: any "
+             "free one), e.g. \"0.0.0.0:7070\"");
     cfg.log_level = c.string(*t, "log_level", "[gateway]", false, cfg.log_level);
     if (!is_log_level(cfg.log_level))
       c.fail(t->get("log_level"),
