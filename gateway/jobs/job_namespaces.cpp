@@ -614,13 +614,26 @@ bool JobNamespaces::recount() {
   return all;
 }
 
-void JobNamespaces::stage_out_began(const std::string& job_id) {
+JobNamespaces::Destroying::Destroying(JobNamespaces& jobs, std::string job_id)
+    : jobs_(jobs), job_id_(std::move(job_id)) {
+  std::lock_guard lock(jobs_.mu_);
+  jobs_.destroying_.insert(job_id_);
+}
+
+JobNamespaces::Destroying::Destroying(JobNamespaces& jobs, std::string job_id, Marked)
+    : jobs_(jobs), job_id_(std::move(job_id)) {}
+
+JobNamespaces::Destroying::~Destroying() {
+  std::lock_guard lock(jobs_.mu_);
+  jobs_.destroying_.erase(jobs_.destroying_.find(job_id_));
+}
+
+void JobNamespaces::stage_began(const std::string& job_id, bool out) {
   std::lock_guard lock(mu_);
-  if (expiring_.count(job_id))
+  if (destroying_.count(job_id))
     throw AdminError(Kind::failed_precondition,
-                     "the namespace of job " + job_id +
-                         " is being destroyed: its lifetime is over (nothing to stage out)");
-  staging_out_.insert(job_id);
+                     "the namespace of job " + job_id + " is being destroyed: no copy begins");
+  if (out) staging_out_.insert(job_id);
 }
 
 void JobNamespaces::set_copy_stopper(std::function<void(const std::string&)> stop) {
@@ -660,20 +673,14 @@ void JobNamespaces::expire() {
     auto same = [&](const JobRecord& r) {
       return r.created_s == seen.created_s && r.expires_s == seen.expires_s;
     };
+    std::optional<Destroying> destroying;
     {
       std::lock_guard lock(mu_);
       auto it = live_.find(seen.name);
       if (it == live_.end() || !same(it->second.record) || staging_out_.count(id)) continue;
-      expiring_.insert(id);
+      destroying_.insert(id);  // under the same hold as the checks
     }
-    struct Expiring {
-      JobNamespaces& jobs;
-      const std::string& id;
-      ~Expiring() {
-        std::lock_guard lock(jobs.mu_);
-        jobs.expiring_.erase(id);
-      }
-    } expiring{*this, id};
+    destroying.emplace(*this, id, Destroying::Marked{});
     spdlog::info("jobs: {} expired: destroying it", seen.name);
     {
       std::lock_guard lock(stopper_mu_);

@@ -79,11 +79,34 @@ class JobNamespaces {
   // Out of service at once; files removed within `wait` (what is not is retried later).
   Destroyed destroy(const std::string& job_id, std::chrono::milliseconds wait, const char* why);
 
-  // A stage-out of the job's namespace is under way (queued or copying) between these two calls:
-  // the namespace does not expire meanwhile (its results are being copied out); it is destroyed
-  // at the first expiry check after the last one ends. stage_out_began throws AdminError
-  // (failed_precondition) while the namespace is being destroyed because its lifetime is over.
-  void stage_out_began(const std::string& job_id);
+  // While one lives, the job's namespace is being destroyed (an admin's destroy, a stage-out's
+  // destroy after it, expiry): no copy of the job may begin (stage_began refuses it). Taken before
+  // the job's copies are stopped and held until its files are gone, so that none begins between.
+  class Destroying {
+   public:
+    Destroying(JobNamespaces& jobs, std::string job_id);
+    ~Destroying();
+    Destroying(const Destroying&) = delete;
+    Destroying& operator=(const Destroying&) = delete;
+
+   private:
+    friend class JobNamespaces;
+    struct Marked {};  // destroying_ holds the job already (expire(), under mu_)
+
+   public:
+    Destroying(JobNamespaces& jobs, std::string job_id, Marked);
+
+   private:
+    JobNamespaces& jobs_;
+    const std::string job_id_;
+  };
+
+  // A copy of the job (StageEngine::begin) is about to begin. Throws AdminError
+  // (failed_precondition) while its namespace is being destroyed (Destroying). A stage-out is
+  // under way (queued or copying) from here until stage_out_ended: the namespace does not expire
+  // meanwhile (its results are being copied out); it is destroyed at the first expiry check after
+  // the last one ends.
+  void stage_began(const std::string& job_id, bool out);
   void stage_out_ended(const std::string& job_id);
   // What stops the job's copies (StageEngine::cancel_job) before an expired namespace's files
   // go, as an admin's destroy stops them; empty: none. Setting it waits for a call of the one
@@ -163,7 +186,7 @@ class JobNamespaces {
   std::set<std::string> creating_;
   std::multiset<std::string> staging_out_;  // job ids with a stage-out under way
   std::set<std::string> expiry_deferred_;   // expired, kept for a stage-out (said once)
-  std::set<std::string> expiring_;          // job ids being destroyed as expired
+  std::multiset<std::string> destroying_;   // job ids being destroyed (Destroying)
   std::set<std::string> to_recount_;        // served at start, usage not counted again yet
   std::condition_variable removed_;         // one of them, or a create, ended
 

@@ -320,7 +320,7 @@ void StageEngine::start() {
     }
     if (r.spec.direction == StageDirection::out) {
       try {
-        jobs_.stage_out_began(r.spec.job_id);  // until its run ends (execute)
+        jobs_.stage_began(r.spec.job_id, /*out=*/true);  // until its run ends (execute)
       } catch (const AdminError& e) {
         // Ended, so that a wait for it (a Slurm stage-out hook's) ends too, with the reason.
         spdlog::warn("stage {} of job {}: not resumed: {}", r.id, r.spec.job_id, e.what());
@@ -405,10 +405,12 @@ StageReport StageEngine::begin(const StageSpec& spec, bool destroy_after) {
     spdlog::info("stage {} of job {}: asked for again while under way", same->id, spec.job_id);
     return report(*same);
   }
-  // A stage-out keeps its namespace from expiring from now until its run ends (execute), and is
-  // refused when the namespace is being destroyed as expired.
+  // Refused while the job's namespace is being destroyed (the same request again, above, follows
+  // the copy under way): under begin_mu_, so that a destroy that began meanwhile finds this copy
+  // among the job's when it stops them (cancel_job). A stage-out keeps its namespace from
+  // expiring from now until its run ends (execute).
   const bool out = spec.direction == StageDirection::out;
-  if (out) jobs_.stage_out_began(spec.job_id);
+  jobs_.stage_began(spec.job_id, out);
   try {
     store_.insert(r);
     spdlog::info("stage {} of job {}: {} {} -> {}{}{}", r.id, spec.job_id,
@@ -530,6 +532,9 @@ StageReport StageEngine::cancel(const std::string& id) {
 }
 
 void StageEngine::cancel_job(const std::string& job_id, const Run* except) {
+  // A begin() of the job that passed its check before the caller's Destroying was taken has
+  // launched its copy once this is through; any later one is refused.
+  { std::lock_guard barrier(begin_mu_); }
   std::vector<std::shared_ptr<Run>> runs;
   {
     std::lock_guard lock(mu_);
@@ -645,6 +650,7 @@ void StageEngine::execute(Run& run) {
   // stops in between resumes the copy at its start and finds it done with its namespace gone
   // (start()).
   if (state == StageState::done && run.record.destroy_after) {
+    JobNamespaces::Destroying destroying(jobs_, run.record.spec.job_id);
     cancel_job(run.record.spec.job_id, &run);  // its other copies first, as a destroy does
     try {
       auto d =
@@ -827,6 +833,7 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
   run.files_done = files_done;
   for (auto& e : entries) {
     if (e.kind != Kind::dir || e.done) continue;
+    if (stop()) return;  // the resumed run makes the rest
     auto path = below(dest_root, e.path);
     auto made = destination.layout->mkdir(path, 0700);
     if (!made && made.error() == EEXIST) {

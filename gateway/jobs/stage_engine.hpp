@@ -88,7 +88,8 @@ class StageEngine {
   // Throws AdminError not_found. An operation that has ended is returned as it is.
   StageReport cancel(const std::string& id);
   // Cancels the job's copies that have not ended and waits until they have stopped (before its
-  // namespace is destroyed).
+  // namespace is destroyed; the caller holds a JobNamespaces::Destroying of the job, so that none
+  // begins after: a begin() under way when it was taken is waited for, and its copy cancelled).
   void cancel_job(const std::string& job_id) { cancel_job(job_id, nullptr); }
 
  private:

@@ -401,7 +401,9 @@ grpc::Status AdminService::DestroyJobNamespace(grpc::ServerContext* ctx,
     reply->set_existed(true);
     return grpc::Status::OK;
   }
-  stages_->cancel_job(req->job_id());  // its copies stop before its files go
+  // No copy of the job begins from here on, and those under way stop before its files go.
+  JobNamespaces::Destroying destroying(*jobs_, req->job_id());
+  stages_->cancel_job(req->job_id());
   auto wait = std::chrono::milliseconds(req->wait_ms() ? req->wait_ms() : 30000);
   try {
     auto d = jobs_->destroy(req->job_id(), wait, "asked for by an admin");

@@ -564,6 +564,46 @@ TEST_F(Staging, DestroyWithAStageOutCopiesFirstAndThenRemovesTheNamespace) {
   }));
 }
 
+// A destroy stops the job's copies before its files go, which takes as long as the slowest copy
+// needs to stop (one waiting on a hung server: up to the call's deadline). A copy asked for
+// meanwhile is refused at once: it would write into a namespace about to go, after the stop.
+TEST_F(Staging, ACopyAskedForWhileTheNamespaceIsDestroyedIsRefused) {
+  const std::string hanging = make_tree(2, "/dying-src", 10, 4, 200);
+  const std::string other = make_tree(0, "/dying-other", 4, 0, 1);
+  create(job(), user(0), "--layout union --backends scratch0", "2G");
+  Json started;
+  ASSERT_EQ(ctl_json("stage in " + job() + " " + hanging + " /data", started), 0) << started.dump();
+  const std::string id = started.value("id", std::string());
+  // Server 2 (the copy's source, none of the namespace's) hangs at once, long before the copy of
+  // 800 MiB is done: the copy waits on it.
+  ASSERT_TRUE(cluster_->freeze_server(2));
+  struct Thaw {
+    LocalCluster* c;
+    ~Thaw() { c->thaw_server(2); }
+  } thaw{cluster_.get()};
+  std::string destroyed;
+  auto destroying =
+      std::async(std::launch::async, [&] { return ctl("ns destroy " + job(), &destroyed); });
+  std::this_thread::sleep_for(1s);  // the destroy is waiting for the copy to stop
+  ASSERT_EQ(destroying.wait_for(0s), std::future_status::timeout)
+      << "the destroy did not wait for the hung copy; the test proves nothing: " << destroyed
+      << status(id).dump();
+  std::string refused;
+  const auto asked = std::chrono::steady_clock::now();
+  EXPECT_NE(ctl("stage in " + job() + " " + other + " /again", &refused), 0) << refused;
+  EXPECT_NE(refused.find("is being destroyed"), std::string::npos) << refused;
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 5s) << "the refusal waited";
+  EXPECT_TRUE(cluster_->thaw_server(2));
+  EXPECT_EQ(destroying.get(), 0) << destroyed;
+  Json end;
+  ASSERT_TRUE(ended(id, end)) << end.dump();
+  EXPECT_EQ(end["state"], "cancelled") << end.dump();
+  EXPECT_TRUE(eventually([&] { return !exists(server_dir(job(), 0)); }, 30s))
+      << "the destroyed namespace's tree is still there";
+  std::string text;
+  EXPECT_EQ(ctl("ns usage " + job(), &text), 4) << text;
+}
+
 // A stage-out over the results of an earlier one: each file's earlier version keeps its name,
 // whole, until the new copy is whole; a cancel half way leaves every large file one or the other,
 // never a mix. A rerun then completes the copy.
