@@ -901,15 +901,18 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       // place, for chunks a gateway that copied so recorded).
       auto s = source.layout->getattr(below(source.root, e.path));
       auto d = destination.layout->getattr(big.path);
-      if (!d && d.error() == ENOENT && big.path != dpath && c->second.size() == n) {
-        // No partial, and every chunk recorded: renamed into place before the run stopped, if
-        // the file there has the source's size and time (given once it was in place). Anything
-        // else at the name (an older file, its partial removed meanwhile) is no copy of this
-        // run's: the file starts afresh.
+      bool placed = false;
+      if (!d && d.error() == ENOENT && big.path != dpath) {
+        // No partial: renamed into place before the run stopped, if the file there has the
+        // source's size and time (given once it was in place), its last chunks perhaps not
+        // recorded yet (progress is saved every record_every; a kill in between lost the record
+        // of them, and the whole file was copied again). Anything else at the name (an older
+        // file, its partial removed meanwhile) is no copy of this run's: the file starts afresh.
         auto there = destination.layout->getattr(dpath);
         if (there && S_ISREG(there->permissions) && as_walked(*there, e)) {
           big.path = dpath;
           d = there;
+          placed = true;
         }
       }
       // In place with every chunk recorded (placed just now, or copied in place from the start):
@@ -917,6 +920,10 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
       if (s && as_walked(*s, e) && d && S_ISREG(d->permissions) &&
           (big.path != dpath || c->second.size() < n || d->size == e.size)) {
         recorded = c->second;
+        if (placed)  // every chunk is in it: only finishing is left
+          for (uint64_t i = 0; i < n; ++i)
+            if (recorded.insert(i).second)
+              run.bytes_done += std::min(chunk_bytes, e.size - i * chunk_bytes);
         big.resumed = true;
       } else {
         store_.clear_chunks(id, e.path);

@@ -283,6 +283,70 @@ TEST_F(Staging, AResumedCopyWhosePartialIsGoneStartsAfreshOverAnOlderFile) {
   stop_half_way_then_resume("lost-partial", true, /*old_in_place=*/true);
 }
 
+// Progress is saved every half second: a gateway killed after a large file's copy was put in place
+// (renamed over its name, its times set) may have saved only some of its chunks, and not that the
+// file is done. Resumed, it finds the file there as the source is and only finishes it; the whole
+// file was copied again.
+TEST_F(Staging, AFileInPlaceWhoseLastChunksWereNotRecordedIsNotCopiedAgain) {
+  const std::string src = make_tree(0, "/placed-src", 4, 3, 150);
+  create(job(), user(0), "", "2G");
+  Json in;
+  ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /data", in), 0) << in.dump();
+  Json started;
+  ASSERT_EQ(ctl_json("stage out " + job() + " /data default:/srv2/placed", started), 0)
+      << started.dump();
+  const std::string id = started.value("id", std::string());
+  ASSERT_FALSE(id.empty()) << started.dump();
+  // The first large file in place with its source's time (2019), then the kill at once.
+  const std::string dest = cluster_->export_dir(2) + "/placed/";
+  std::string placed;
+  struct stat before {};
+  for (auto until = std::chrono::steady_clock::now() + 60s;
+       placed.empty() && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(10ms)) {
+    for (int b = 0; b < 3 && placed.empty(); ++b) {
+      struct stat st {};
+      const std::string big = "big" + std::to_string(b);
+      if (::stat((dest + big).c_str(), &st) == 0 && st.st_mtime < 1577836800) {  // before 2020
+        placed = big;
+        before = st;
+      }
+    }
+  }
+  ASSERT_FALSE(placed.empty()) << "no large file's copy was put in place";
+  ASSERT_EQ(::kill(cluster_->gateway_pid(), SIGKILL), 0);
+  ASSERT_TRUE(cluster_->stop_gateway(/*kill=*/true));
+  const bool all_there = [&] {
+    for (int b = 0; b < 3; ++b)
+      if (!exists(dest + "big" + std::to_string(b))) return false;
+    return true;
+  }();
+  ASSERT_FALSE(all_there) << "the copy was done before the kill; the test proves nothing";
+  // What the kill may lose of the file's record: that it is done, and all its chunks but one.
+  const std::string sql =
+      "UPDATE stage_entries SET done = 0 WHERE op_id = '" + id + "' AND path = '" + placed +
+      "'; DELETE FROM stage_chunks WHERE op_id = '" + id + "' AND path = '" + placed +
+      "' AND chunk > 0; " + "INSERT OR IGNORE INTO stage_chunks VALUES ('" + id + "', '" + placed +
+      "', 0);";
+  const std::string sql_file = cluster_->state() + "/lose-records.sql";
+  std::string out;
+  EXPECT_TRUE(write_file(sql_file, sql + "\n"));
+  EXPECT_EQ(
+      run_command(
+          "sqlite3 " + q(cluster_->state() + "/jobs.sqlite") + " < " + q(sql_file) + " 2>&1", &out),
+      0)
+      << out;
+  ASSERT_TRUE(cluster_->start_gateway());  // also for the tests after this one
+  Json end;
+  ASSERT_TRUE(ended(id, end)) << end.dump();
+  ASSERT_EQ(end["state"], "done") << end.dump();
+  struct stat after {};
+  ASSERT_EQ(::stat((dest + placed).c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino) << placed << " was copied again (a new file in its place)";
+  EXPECT_EQ(after.st_mtime, before.st_mtime);
+  EXPECT_TRUE(same_contents(cluster_->export_dir(0) + "/placed-src", dest));
+}
+
 // A stopped gateway's workers leave the chunks they have not begun: a large file with chunks
 // left out must not be finished (and recorded done) by the worker that copied its last chunk.
 TEST_F(Staging, AStageOutStoppedHalfWayGoesOnWithTheRestAfterARestart) {
