@@ -632,19 +632,21 @@ TEST_F(Staging, DestroyWithAStageOutCopiesFirstAndThenRemovesTheNamespace) {
 // needs to stop (one waiting on a hung server: up to the call's deadline). A copy asked for
 // meanwhile is refused at once: it would write into a namespace about to go, after the stop.
 TEST_F(Staging, ACopyAskedForWhileTheNamespaceIsDestroyedIsRefused) {
-  const std::string hanging = make_tree(2, "/dying-src", 10, 4, 200);
-  const std::string other = make_tree(0, "/dying-other", 4, 0, 1);
+  const std::string src = make_tree(0, "/dying-src", 4, 0, 1);
   create(job(), user(0), "--layout union --backends scratch0", "2G");
-  Json started;
-  ASSERT_EQ(ctl_json("stage in " + job() + " " + hanging + " /data", started), 0) << started.dump();
-  const std::string id = started.value("id", std::string());
-  // Server 2 (the copy's source, none of the namespace's) hangs at once, long before the copy of
-  // 800 MiB is done: the copy waits on it.
+  Json in;
+  ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /data", in), 0) << in.dump();
+  // Server 2 (none of the namespace's) hangs; a stage-out to it begins, and waits on it.
   ASSERT_TRUE(cluster_->freeze_server(2));
   struct Thaw {
     LocalCluster* c;
     ~Thaw() { c->thaw_server(2); }
   } thaw{cluster_.get()};
+  Json started;
+  ASSERT_EQ(ctl_json("stage out " + job() + " /data default:/srv2/dying-out", started), 0)
+      << started.dump();
+  const std::string id = started.value("id", std::string());
+  std::this_thread::sleep_for(500ms);
   std::string destroyed;
   auto destroying =
       std::async(std::launch::async, [&] { return ctl("ns destroy " + job(), &destroyed); });
@@ -654,7 +656,7 @@ TEST_F(Staging, ACopyAskedForWhileTheNamespaceIsDestroyedIsRefused) {
       << status(id).dump();
   std::string refused;
   const auto asked = std::chrono::steady_clock::now();
-  EXPECT_NE(ctl("stage in " + job() + " " + other + " /again", &refused), 0) << refused;
+  EXPECT_NE(ctl("stage in " + job() + " " + src + " /again", &refused), 0) << refused;
   EXPECT_NE(refused.find("is being destroyed"), std::string::npos) << refused;
   EXPECT_LT(std::chrono::steady_clock::now() - asked, 5s) << "the refusal waited";
   EXPECT_TRUE(cluster_->thaw_server(2));
