@@ -55,9 +55,10 @@ class JobNamespaces {
 
   // Serves the namespaces the store holds (after the backends are connected).
   void start();
-  // Starts housekeeping: expiry, usage saved, removals retried, orphans reaped. After the stage
-  // engine has resumed the copies a stopped gateway left running: an expired namespace whose
-  // stage-out is to resume must be known to be staging out before expiry looks at it.
+  // Starts housekeeping: expiry, usage saved, removals retried, orphans reaped; and beside it the
+  // recount of the usage of the namespaces served at start. After the stage engine has resumed
+  // the copies a stopped gateway left running: an expired namespace whose stage-out is to resume
+  // must be known to be staging out before expiry looks at it.
   void start_housekeeping();
 
   // "job-<id>".
@@ -160,9 +161,15 @@ class JobNamespaces {
 
   void housekeeping();
   void save_usage(bool all);
+  // The recounter's thread: recount() at once, then every kRecountEvery until it is done. Apart
+  // from housekeeping, whose expiry, saves and removals must not wait for the walk of a large
+  // tree (or one on a server that hangs).
+  void recounting();
   // Counts the usage of the namespaces served since the start that are not counted yet; whether
-  // every one of them is.
+  // every one of them is (or was given up: one that changed during kRecountTries walks keeps its
+  // saved usage).
   bool recount();
+  bool stopping() const;
   void expire();
   void retry_removals();
   void reap_orphans();
@@ -193,10 +200,12 @@ class JobNamespaces {
   std::mutex stopper_mu_;  // held while copy_stopper_ runs, and to change it
   std::function<void(const std::string&)> copy_stopper_;
 
-  std::mutex wake_mu_;
+  mutable std::mutex wake_mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::thread thread_;
+  std::thread thread_;                        // housekeeping
+  std::thread recounter_;                     // recounting
+  std::map<std::string, int> recount_races_;  // walks that raced with changes; the recounter's
 };
 
 }  // namespace skein

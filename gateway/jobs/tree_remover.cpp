@@ -55,7 +55,9 @@ Status remove_tree(Backend& backend, const std::string& rel, Until until) {
   return !st && st.error() == ENOENT ? ok_status() : st;
 }
 
-Result<TreeCount> count_tree(Layout& layout, const std::string& rel) {
+Result<TreeCount> count_tree(Layout& layout, const std::string& rel,
+                             const std::function<bool()>& stop) {
+  if (stop && stop()) return Result<TreeCount>::failure(ECANCELED);
   auto entries = layout.readdir(rel);
   if (!entries) return Result<TreeCount>::failure(entries.error());
   TreeCount out;
@@ -64,7 +66,7 @@ Result<TreeCount> count_tree(Layout& layout, const std::string& rel) {
     ++out.inodes;
     if (S_ISREG(e.attrs.permissions)) out.bytes += e.attrs.size;
     if (S_ISDIR(e.attrs.permissions)) {
-      auto below = count_tree(layout, join_path(rel, e.name));
+      auto below = count_tree(layout, join_path(rel, e.name), stop);
       if (!below) return below;
       out.bytes += below->bytes;
       out.inodes += below->inodes;

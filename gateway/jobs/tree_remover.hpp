@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "backend/backend.hpp"
@@ -23,7 +24,9 @@ struct TreeCount {
   uint64_t bytes = 0;   // sizes of the regular files
   uint64_t inodes = 0;  // files, directories and symlinks, the root not counted
 };
-// Walks the tree below `rel` through `layout`.
-Result<TreeCount> count_tree(Layout& layout, const std::string& rel = "/");
+// Walks the tree below `rel` through `layout`; ECANCELED as soon as `stop()` says so (asked at
+// each directory).
+Result<TreeCount> count_tree(Layout& layout, const std::string& rel = "/",
+                             const std::function<bool()>& stop = {});
 
 }  // namespace skein

@@ -456,6 +456,26 @@ TEST_F(JobNamespaces, TheJobsUserWritesAsSoonAsTheMountReturns) {
   }
 }
 
+// What the saved usage lacks (a gateway killed before its next save; here, files put into the
+// namespace's directory on the server while the gateway was down) is found by the walk at the
+// next start.
+TEST_F(JobNamespaces, TheUsageIsCountedAgainAtTheStart) {
+  create(job(), user(0), "--layout union --backends scratch0");
+  ASSERT_TRUE(cluster_->stop_gateway());
+  ASSERT_TRUE(write_file(server_dir(job(), 0) + "/behind-its-back", std::string(5 << 20, 'b')));
+  ASSERT_EQ(::mkdir((server_dir(job(), 0) + "/d").c_str(), 0755), 0);
+  ASSERT_TRUE(write_file(server_dir(job(), 0) + "/d/also", std::string(1000, 'c')));
+  ASSERT_TRUE(cluster_->start_gateway());
+  Json u;
+  EXPECT_TRUE(eventually(
+      [&] {
+        return ctl_json("ns usage " + job(), u) == 0 && u["bytes_used"] == (5u << 20) + 1000 &&
+               u["inodes_used"] == 3u;
+      },
+      20s))
+      << u.dump();
+}
+
 TEST_F(JobNamespaces, NamespacesCredentialsAndUsageSurviveAKillOfTheGateway) {
   create(job(), user(0));
   const std::string m = mount(job());
