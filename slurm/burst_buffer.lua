@@ -537,7 +537,8 @@ local function bb_state_of(job_id)
 	return state
 end
 
--- The job namespaces this configuration made: a list of { id, job }.
+-- The job namespaces this configuration made: a list of { id, job, entry } (entry: its object in
+-- `ns list --json`).
 local function our_namespaces(c)
 	local ok, out, reason = skeinctl(c, "ns list")
 	if not ok then
@@ -553,7 +554,7 @@ local function our_namespaces(c)
 		end
 		local job = labels.slurm_job
 		if id and job and id == job_namespace_id(c, job) and labels.slurm_cluster == c.controller.cluster then
-			list[#list + 1] = { id = id, job = job }
+			list[#list + 1] = { id = id, job = job, entry = obj }
 		end
 	end
 	return list
@@ -940,16 +941,48 @@ function slurm_bb_job_teardown(job_id, job_script, hurry, ...)
 	return slurm.SUCCESS
 end
 
-function slurm_bb_get_status(uid, gid, ...)
+-- `scontrol show bbstat`: the job namespaces of this cluster's jobs. Slurm 23.02 and later pass
+-- the caller's uid and gid first: root then gets a line a namespace (the job, its owner, what it
+-- holds against its quota, the seconds left of its lifetime), any other user those of their own
+-- jobs only. Slurm 22.05 (Debian 12) passes only the words after `bbstat`, so who asks is not
+-- known: everyone gets how many namespaces there are and what they hold in all, and an admin the
+-- rest from `skeinctl ns list`. The lines name jobs, owners and usage, which a site that keeps
+-- jobs private (PrivateData) does not show to everyone.
+function slurm_bb_get_status(...)
+	local uid, gid = ...
+	local caller = type(uid) == "number" and type(gid) == "number" and uid or nil
 	local c, problem = load_config()
 	if not c then
 		return slurm.ERROR, problem
 	end
-	local ok, out, reason = skeinctl(c, "ns list")
-	if not ok then
+	local list, reason = our_namespaces(c)
+	if not list then
 		return slurm.ERROR, reason
 	end
-	return slurm.SUCCESS, out
+	local function number(ns, key)
+		return tonumber(ns.entry:match('"' .. key .. '"%s*:%s*(%d+)')) or 0
+	end
+	if not caller then
+		local bytes, inodes = 0, 0
+		for _, ns in ipairs(list) do
+			bytes = bytes + number(ns, "bytes_used")
+			inodes = inodes + number(ns, "inodes_used")
+		end
+		return slurm.SUCCESS, string.format("skein: %d job namespaces, %.0f bytes in %.0f inodes in all "
+			.. "(a line each: skeinctl ns list)\n", #list, bytes, inodes)
+	end
+	local now = os.time()
+	local lines = { string.format("%-12s %-8s %15s %15s %11s %12s %10s", "JOBID", "UID", "BYTES_USED",
+		"QUOTA_BYTES", "INODES_USED", "QUOTA_INODES", "EXPIRES_IN") }
+	for _, ns in ipairs(list) do
+		if caller == 0 or number(ns, "uid") == caller then
+			lines[#lines + 1] = string.format("%-12s %-8d %15.0f %15.0f %11.0f %12.0f %9.0fs", ns.job,
+				number(ns, "uid"), number(ns, "bytes_used"), number(ns, "quota_bytes"),
+				number(ns, "inodes_used"), number(ns, "quota_inodes"),
+				math.max(0, number(ns, "expires_s") - now))
+		end
+	end
+	return slurm.SUCCESS, table.concat(lines, "\n") .. "\n"
 end
 
 -- ---------------------------------------------------------------- run by hand

@@ -242,6 +242,51 @@ sleep 300
     assert_clean(c, job)
 
 
+def test_bbstat_shows_a_user_their_own_namespaces_and_root_every_one(c):
+    # `scontrol show bbstat` tells of the job namespaces: another user's jobs, owners and usage are
+    # not everyone's to see. Slurm 22.05 does not say who asks: then everyone gets the sums only.
+    jobs = {}
+    for user in (A, B):
+        job, r = c.sbatch(user, f"""#!/bin/bash
+{BB}head -c 3000 /dev/zero > "$SKEIN_SCRATCH/some" && touch "{c.workdir(user)}/ready-$SLURM_JOB_ID"
+sleep 300
+""")
+        check(job, f"sbatch refused: {r.stderr}")
+        jobs[user] = job
+    try:
+        for user, job in jobs.items():
+            wait_file(os.path.join(c.workdir(user), f"ready-{job}"))
+
+        def bbstat(user):
+            cmd = ["scontrol", "show", "bbstat"]
+            r = h.run(["runuser", "-u", user, "--", *cmd] if user else cmd, check=False, env=c.env())
+            check(r.returncode == 0, f"scontrol show bbstat as {user or 'root'}: {r.stdout} {r.stderr}")
+            rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()[1:] if line.strip()}
+            return r.stdout, rows
+
+        text, everyone = bbstat(None)
+        if text.startswith("skein: "):  # who asks is not known
+            check(text.startswith("skein: 2 job namespaces, 6000 bytes in 2 inodes"), f"root's bbstat: {text!r}")
+            for user in jobs:
+                own, _ = bbstat(user)
+                check(own == text, f"{user}'s bbstat is not the sums only: {own!r}")
+        else:
+            check(set(jobs.values()) <= set(everyone), f"root's bbstat lacks a job: {text!r}")
+            for user, job in jobs.items():
+                row = everyone[job]
+                check(row[1] == str(h.pwd.getpwnam(user).pw_uid), f"job {job}'s owner is not {user}: {row}")
+                check(row[2] == "3000", f"job {job} holds 3000 bytes, bbstat says {row}")
+                own_text, own = bbstat(user)
+                check(set(own) == {job}, f"{user}'s bbstat shows {own_text!r}, not only job {job}")
+    finally:
+        for job in jobs.values():
+            h.run(["scancel", job], check=False, env=c.env())
+        for job in jobs.values():
+            c.wait_job(job)
+    for job in jobs.values():
+        assert_clean(c, job)
+
+
 def test_cleanup_after_a_failing_job_that_left_a_process_in_scratch(c):
     # The job fails, leaving a process outside Slurm's tracking with a file open in its scratch:
     # the epilog must end it to unmount.
@@ -604,6 +649,7 @@ TESTS = [
     test_failed_staging_holds_the_job_and_cancel_removes_everything,
     test_failed_stage_out_keeps_the_job_in_stage_out_until_scancel_hurry,
     test_cleanup_after_scancel_of_a_running_job,
+    test_bbstat_shows_a_user_their_own_namespaces_and_root_every_one,
     test_cleanup_after_a_failing_job_that_left_a_process_in_scratch,
     test_cleanup_after_the_mount_process_was_killed,
     test_a_mount_root_reached_through_a_symlink_is_cleaned_up,
