@@ -941,7 +941,7 @@ function slurm_bb_job_teardown(job_id, job_script, hurry, ...)
 	return slurm.SUCCESS
 end
 
--- `scontrol show bbstat`: the job namespaces of this cluster's jobs. Slurm 23.02 and later pass
+-- `scontrol show bbstat`: the job namespaces of this cluster's jobs. Slurm releases after 22.05 pass
 -- the caller's uid and gid first: root then gets a line a namespace (the job, its owner, what it
 -- holds against its quota, the seconds left of its lifetime), any other user those of their own
 -- jobs only. Slurm 22.05 (Debian 12) passes only the words after `bbstat`, so who asks is not
