@@ -705,14 +705,13 @@ void JobNamespaces::expire() {
     auto same = [&](const JobRecord& r) {
       return r.created_s == seen.created_s && r.expires_s == seen.expires_s;
     };
-    std::optional<Destroying> destroying;
     {
       std::lock_guard lock(mu_);
       auto it = live_.find(seen.name);
       if (it == live_.end() || !same(it->second.record) || staging_out_.count(id)) continue;
       destroying_.insert(id);  // under the same hold as the checks
     }
-    destroying.emplace(*this, id, Destroying::Marked{});
+    const Destroying destroying(*this, id, Destroying::Marked{});
     spdlog::info("jobs: {} expired: destroying it", seen.name);
     {
       std::lock_guard lock(stopper_mu_);

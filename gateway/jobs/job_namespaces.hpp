@@ -93,11 +93,7 @@ class JobNamespaces {
    private:
     friend class JobNamespaces;
     struct Marked {};  // destroying_ holds the job already (expire(), under mu_)
-
-   public:
     Destroying(JobNamespaces& jobs, std::string job_id, Marked);
-
-   private:
     JobNamespaces& jobs_;
     const std::string job_id_;
   };

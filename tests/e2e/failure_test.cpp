@@ -109,10 +109,7 @@ TEST_F(BackendFailure, HungServerFailsMetadataCallsWithinTheDeadlineAndComesBack
   ASSERT_TRUE(eventually([&] { return servers_watched(cluster_->mount()); }))
       << "the remote watchers never set their watches";
   ASSERT_TRUE(cluster_->freeze_server(0));
-  struct Thaw {
-    LocalCluster* c;
-    ~Thaw() { c->thaw_server(0); }
-  } thaw{cluster_.get()};
+  LocalCluster::ThawOnExit thaw(*cluster_, 0);
   auto start = Clock::now();
   struct stat st;
   EXPECT_NE(::stat(m("never-looked-up").c_str(), &st), 0);

@@ -423,6 +423,7 @@ TEST_F(JobNamespaces, ACreateWaitingForAHungServerHoldsUpNoOtherJob) {
   create(job(), user(0));
   const std::string other = job() + "-other";
   ASSERT_TRUE(cluster_->freeze_server(1));
+  LocalCluster::ThawOnExit thaw(*cluster_, 1);
   std::thread maker([&] { (void)ctl(create_args(other, user(0))); });
   std::this_thread::sleep_for(1s);  // the create is waiting for server 1 now
   const auto start = std::chrono::steady_clock::now();

@@ -98,6 +98,19 @@ class LocalCluster {
   // Freezes storage server i (SIGSTOP: a hung server, connections open) / lets it go on.
   bool freeze_server(int i);
   bool thaw_server(int i);
+  // Thaws storage server i when it goes: a test that froze it and stops half way leaves it
+  // running for the tests after it in its suite.
+  class ThawOnExit {
+   public:
+    ThawOnExit(LocalCluster& cluster, int i) : cluster_(cluster), i_(i) {}
+    ~ThawOnExit() { cluster_.thaw_server(i_); }
+    ThawOnExit(const ThawOnExit&) = delete;
+    ThawOnExit& operator=(const ThawOnExit&) = delete;
+
+   private:
+    LocalCluster& cluster_;
+    const int i_;
+  };
   // Stops the gateway (SIGTERM; SIGKILL with `kill`, or to tell skein-local of a gateway the test
   // killed itself) / starts it again on the same port, with the same configuration file.
   bool stop_gateway(bool kill = false);

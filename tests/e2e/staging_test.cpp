@@ -638,10 +638,7 @@ TEST_F(Staging, ACopyAskedForWhileTheNamespaceIsDestroyedIsRefused) {
   ASSERT_EQ(stage_wait("stage in " + job() + " " + src + " /data", in), 0) << in.dump();
   // Server 2 (none of the namespace's) hangs; a stage-out to it begins, and waits on it.
   ASSERT_TRUE(cluster_->freeze_server(2));
-  struct Thaw {
-    LocalCluster* c;
-    ~Thaw() { c->thaw_server(2); }
-  } thaw{cluster_.get()};
+  LocalCluster::ThawOnExit thaw(*cluster_, 2);
   Json started;
   ASSERT_EQ(ctl_json("stage out " + job() + " /data default:/srv2/dying-out", started), 0)
       << started.dump();
