@@ -100,13 +100,12 @@ class InvalidationBroker {
   // through the gateway within the echo window is not told of that path. Where the gateway knows
   // the version that mount holds (what it served last), the path is checked once the window has
   // passed (due_echo_checks): a change made on the server within the window is reported the same
-  // way as the echo.
+  // way as the echo. Until then the path is known as that version, for revalidation too.
   void changed_elsewhere(const std::string& ns, const std::vector<v1::Invalidation>& items,
                          bool maybe_echo = false);
   // Paths whose reports were taken for a mount's own change, now older than the echo window, at
   // most `max` of them, each with the version the gateway served last (as it was when the report
-  // came, or as served since), which the report had made it forget; they are handed out once, for
-  // revalidated().
+  // came, or as served since); they are handed out once, for revalidated().
   struct EchoCheck {
     std::string ns, path;
     std::optional<SeenAttrs> seen;

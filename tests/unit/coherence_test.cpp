@@ -410,6 +410,40 @@ TEST(InvalidationBroker, AReportTakenForAnEchoIsCheckedAfterTheWindow) {
   broker.detach(a.id);
 }
 
+// A revalidation round (the safety net's, or one of a server not watched) that reads a path
+// between the echo window's end and the path's echo check compares the server with the version
+// the mount that wrote it holds. It once found the path forgotten (the report had cleared it) and
+// took the server's state, a change made there within the window included, for the known one;
+// the echo check after it then compared that with itself, and the mount kept its own version.
+TEST(InvalidationBroker, ARoundBeforeTheEchoCheckComparesWithTheWritersVersion) {
+  InvalidationBroker broker(kShortEchoWindow);
+  FakeStream a(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  const SeenAttrs written{true, 0100644, 0, 0, 100, 18}, rewritten{true, 0100644, 0, 0, 100, 32};
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/raced")}, "A");
+  broker.served("ns", "A", "/raced", written, true);
+  // The watcher's report of A's write and of the server's change made right after it.
+  broker.changed_elsewhere("ns", {InvalidationBroker::item(Kind::INODE, "/raced")},
+                           /*maybe_echo=*/true);
+  EXPECT_TRUE(a.events.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // The round reads the path first, as a revalidator does (next_batch, then revalidated()).
+  std::optional<SeenAttrs> before;
+  bool listed = false;
+  for (auto& [path, seen] : broker.next_batch("ns", 100))
+    if (path == "/raced") listed = true, before = seen;
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(before, written) << "the version A holds, not forgotten";
+  EXPECT_TRUE(broker.revalidated("ns", "/raced", before, rewritten));
+  ASSERT_EQ(a.events.size(), 1u) << "A hears of the server's change";
+  // The echo check that follows finds the server as now known: nothing more to tell.
+  auto due = broker.due_echo_checks();
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_FALSE(broker.revalidated("ns", "/raced", due[0].seen, rewritten));
+  EXPECT_EQ(a.events.size(), 1u);
+  broker.detach(a.id);
+}
+
 TEST(InvalidationBroker, RevalidationInvalidatesOnlyWhatChangedBehindTheGatewaysBack) {
   InvalidationBroker broker(kShortEchoWindow);
   FakeStream a(broker, true), b(broker, true);
