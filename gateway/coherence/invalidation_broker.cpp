@@ -306,8 +306,6 @@ void InvalidationBroker::changed_elsewhere(const std::string& ns,
   std::vector<std::optional<SeenAttrs>> served;
   if (maybe_echo)
     for (auto& i : items) served.push_back(interest(ns).seen_of(i.path()));
-  // The versions the mounts that made these changes hold, of the paths taken for echoes.
-  std::vector<std::pair<std::string, SeenAttrs>> held;
   for (SessionId id : targets(ns, items)) {
     auto it = sessions_.find(id);
     if (it == sessions_.end()) continue;
@@ -326,23 +324,21 @@ void InvalidationBroker::changed_elsewhere(const std::string& ns,
       // is known; a later report of the same path keeps the version of the first.
       auto key = ns + '\0' + i.path();
       auto pending = echo_checks_.find(key);
-      if (pending != echo_checks_.end()) {
+      if (pending != echo_checks_.end())
         pending->second.at = std::chrono::steady_clock::now();
-        held.emplace_back(i.path(), served[k] ? *served[k] : *pending->second.served);
-      } else if (served[k]) {
-        echo_checks_[key] = PendingEcho{std::chrono::steady_clock::now(), served[k]};
-        held.emplace_back(i.path(), *served[k]);
-      }
+      else if (served[k])
+        pending =
+            echo_checks_.emplace(key, PendingEcho{std::chrono::steady_clock::now(), served[k]})
+                .first;
+      else
+        continue;
+      // Until its check, the path stays known as the version the mount holds (targets() forgot
+      // it): a revalidation round that reads it meanwhile compares with it. Forgotten, the round
+      // would take whatever the server shows, a change made there within the window included,
+      // for the state already known, and the check after it would find nothing to tell.
+      interest(ns).set_seen(i.path(), served[k] ? *served[k] : *pending->second.served);
     }
     if (!news.empty()) send_locked(it->second, news);
-  }
-  // Until its check, the path stays known as that version: a revalidation round that reads it
-  // meanwhile compares with it. Forgotten, the round would take whatever the server shows, a
-  // change made there within the window included, for the state already known, and the check
-  // after it would find nothing to tell.
-  if (!held.empty()) {
-    auto& set = interest(ns);
-    for (auto& [path, seen] : held) set.set_seen(path, seen);
   }
 }
 
