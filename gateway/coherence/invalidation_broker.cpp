@@ -147,10 +147,23 @@ void InvalidationBroker::acked(SessionId id, uint64_t seq) {
 void InvalidationBroker::served(const std::string& ns, const std::string& mount_id,
                                 const std::string& path, std::optional<SeenAttrs> seen,
                                 bool entry) {
-  std::vector<v1::Invalidation> changed_items;
   std::lock_guard lock(mu_);
   const SessionId id = session_of_locked(ns, mount_id);
   if (!id) return;  // not subscribed: it caches nothing for long
+  served_locked(ns, id, path, seen, entry);
+}
+
+void InvalidationBroker::served_listed(const std::string& ns, const std::string& mount_id,
+                                       const std::vector<std::pair<std::string, SeenAttrs>>& dirs) {
+  if (dirs.empty()) return;
+  std::lock_guard lock(mu_);
+  const SessionId id = session_of_locked(ns, mount_id);
+  if (!id) return;
+  for (const auto& [path, seen] : dirs) served_locked(ns, id, path, seen, false);
+}
+
+void InvalidationBroker::served_locked(const std::string& ns, SessionId id, const std::string& path,
+                                       std::optional<SeenAttrs> seen, bool entry) {
   auto& set = interest(ns);
   bool changed = false;
   auto evicted = set.note(path, id, seen, &changed);

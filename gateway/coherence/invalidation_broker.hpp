@@ -70,6 +70,12 @@ class InvalidationBroker {
   // parent directory (a lookup).
   void served(const std::string& ns, const std::string& mount_id, const std::string& path,
               std::optional<SeenAttrs> seen, bool entry);
+  // A listing served to `mount_id` gave it these subdirectories' attributes (path, as read),
+  // which its kernel keeps without looking them up (readdirplus). A name made or removed in a
+  // directory is announced to the mounts that cache the directory, not its parent's: so the
+  // mount counts among those that cache each of them, as served() without `entry`.
+  void served_listed(const std::string& ns, const std::string& mount_id,
+                     const std::vector<std::pair<std::string, SeenAttrs>>& dirs);
   // The mount `mount_id` is about to be served `path` (with `entry`, its name too): it counts
   // among those that cache them from now on, so that a change another mount makes while the call
   // reads the server reaches it (served() after the read would be too late for that change).
@@ -154,6 +160,8 @@ class InvalidationBroker {
     uint64_t acked = 0;
     bool servers_watched = false;  // as the stream was last told
   };
+  void served_locked(const std::string& ns, SessionId id, const std::string& path,
+                     std::optional<SeenAttrs> seen, bool entry);
   InterestSet& interest(const std::string& ns);
   // The namespace's set if it has one (nullptr: none yet, or it ended), without making one.
   InterestSet* existing_interest(const std::string& ns);

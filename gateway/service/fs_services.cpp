@@ -247,6 +247,15 @@ grpc::Status NamespaceService::ReadDir(ServerContext* ctx, const v1::PathRequest
     writer->Write(batch);
     return grpc::Status::OK;
   }
+  // The subdirectories' attributes come with the listing (readdirplus), and the caller's kernel
+  // keeps them without a lookup: names made or removed in them must reach it.
+  if (broker_) {
+    std::vector<std::pair<std::string, SeenAttrs>> dirs;
+    for (const auto& e : *entries)
+      if (S_ISDIR(e.attrs.permissions) && e.name != "." && e.name != "..")
+        dirs.emplace_back(join_path(t->path, e.name), SeenAttrs::of(e.attrs));
+    broker_->served_listed(t->ns->name(), mount_of(ctx), dirs);
+  }
   constexpr int kBatch = 2000;
   for (auto& e : *entries) {
     auto* out = batch.add_entries();

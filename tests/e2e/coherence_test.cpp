@@ -399,6 +399,30 @@ TEST_F(Coherence, ChangesBelowARenamedDirectoryReachTheMountThatRenamedIt) {
   EXPECT_EQ(list_names(m(A, "moved/sub")).count("g"), 1u);
 }
 
+// A listing gives a mount its subdirectories' attributes, which its kernel keeps without looking
+// them up (readdirplus): a name made in one of them through another mount shows in the lister's
+// stat of it at once, as it would after a lookup.
+TEST_F(Coherence, ASubdirectorysAttributesFromAListingFollowNamesMadeInIt) {
+  ASSERT_EQ(::mkdir(m(A, "top").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(m(A, "top/d").c_str(), 0755), 0);
+  EXPECT_EQ(list_names(m(B, "top")).count("d"), 1u);
+  struct stat listed;
+  ASSERT_EQ(::stat(m(B, "top/d").c_str(), &listed), 0);
+  std::this_thread::sleep_for(1100ms);  // SFTP's mtimes are whole seconds
+  ASSERT_EQ(::mkdir(m(A, "top/d/sub").c_str(), 0755), 0);
+  struct stat on_server, after;
+  ASSERT_EQ(::stat(s("top/d").c_str(), &on_server), 0);
+  ASSERT_GT(on_server.st_mtime, listed.st_mtime);
+  ASSERT_EQ(::stat(m(B, "top/d").c_str(), &after), 0);
+  EXPECT_EQ(after.st_mtime, on_server.st_mtime) << "B kept the mtime its listing gave it";
+  // And a name removed in it, through A again.
+  std::this_thread::sleep_for(1100ms);
+  ASSERT_EQ(::rmdir(m(A, "top/d/sub").c_str()), 0);
+  ASSERT_EQ(::stat(s("top/d").c_str(), &on_server), 0);
+  ASSERT_EQ(::stat(m(B, "top/d").c_str(), &after), 0);
+  EXPECT_EQ(after.st_mtime, on_server.st_mtime) << "B kept the mtime of the name's creation";
+}
+
 TEST_F(Coherence, AppendByOneMountIsReadWholeByAnother) {
   std::string expected;
   for (int i = 0; i < 20; ++i) {

@@ -855,5 +855,69 @@ TEST(NamespaceService, AMountIsToldOfAChangeMadeWhileItsReadWasOnItsWay) {
   broker.detach(b.id);
 }
 
+// A listing gives the caller's kernel its subdirectories' attributes (readdirplus), kept without
+// a lookup: a name made or removed in one of them reaches the lister, whose kernel would
+// otherwise show the subdirectory's old mtime and link count for as long as it caches them.
+TEST(NamespaceService, AListingCountsItsCallerAmongThoseThatCacheItsSubdirectories) {
+  auto backend = test::FakeBackend::make("srv0");
+  backend->put_dir("/p/d");
+  backend->put_dir("/p/e");
+  backend->put_file("/p/f", "file");
+  NamespaceRegistry registry;
+  registry.add(one_backend_namespace(backend));
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  FakeStream a(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  CallPlacement placement(4, 2);
+  NamespaceService names(registry, placement, &broker);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&names);
+  auto server = builder.BuildAndStart();
+  ASSERT_TRUE(server);
+  auto stub = v1::Namespace::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-skein-token", "secret");
+    ctx.AddMetadata("x-skein-mount", "A");
+    v1::PathRequest q;
+    q.set_ns("ns");
+    q.set_path("/p");
+    auto reader = stub->ReadDir(&ctx, q);
+    v1::ReadDirReply batch;
+    size_t entries = 0;
+    while (reader->Read(&batch)) entries += batch.entries_size();
+    ASSERT_TRUE(reader->Finish().ok());
+    ASSERT_EQ(entries, 3u);
+  }
+  auto told_a_of = [&](const std::string& path) {
+    a.join();
+    size_t n = 0;
+    for (auto& e : a.events)
+      for (auto& i : e.invalidations()) n += i.path() == path;
+    return n;
+  };
+  // Another mount makes a name in /p/d, and one in a directory A did not list.
+  broker.changed("ns", invalidations_for(Change::create, "/p/d/new"), "B");
+  EXPECT_EQ(told_a_of("/p/d/new"), 2u) << "the name and the file, for /p/d's attributes";
+  broker.changed("ns", invalidations_for(Change::mkdir, "/q/sub"), "B");
+  EXPECT_EQ(told_a_of("/q/sub"), 0u);
+  // A file of the listing gives no interest of its own (its directory's covers it), and the
+  // subdirectories' attributes are known as listed: revalidation compares with them.
+  bool listed_d = false, listed_e = false, listed_f = false;
+  for (auto& [path, seen] : broker.next_batch("ns", 100)) {
+    listed_d |= path == "/p/d";
+    listed_f |= path == "/p/f";
+    if (path == "/p/e") listed_e = seen.has_value() && seen->exists;
+  }
+  EXPECT_TRUE(listed_d);
+  EXPECT_TRUE(listed_e) << "/p/e noted with the attributes the listing read";
+  EXPECT_FALSE(listed_f);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  broker.detach(a.id);
+}
+
 }  // namespace
 }  // namespace skein
