@@ -165,15 +165,21 @@ Result<sftp::Attrs> own_attrs(OpenFile& f, const Credentials* who, int flags) {
 
 Result<sftp::Attrs> NamespaceFs::setattr(const std::string& vpath, const AttrChange& change,
                                          uint64_t handle, const Credentials* as_user) {
-  auto t = locate(vpath);
-  if (!t.mount || (t.table->is_synthetic_dir(vpath) && t.rel != "/"))
-    return Result<sftp::Attrs>::failure(t.table->is_synthetic_dir(vpath) ? EPERM : ENOENT);
   std::shared_ptr<OpenFile> open;
+  std::string at = vpath;
   if (handle) {
     std::lock_guard lock(files_mu_);
     auto it = files_.find(handle);
-    if (it != files_.end()) open = it->second;
+    if (it != files_.end()) {
+      open = it->second;
+      // Where the file is now: an ftruncate of a file renamed through another mount, whose
+      // client names it by its old path, changes the file, not what is at that path.
+      if (auto p = paths_.find(handle); p != paths_.end()) at = p->second;
+    }
   }
+  auto t = locate(at);
+  if (!t.mount || (t.table->is_synthetic_dir(at) && t.rel != "/"))
+    return Result<sftp::Attrs>::failure(t.table->is_synthetic_dir(at) ? EPERM : ENOENT);
   if (as_user) return setattr_judged(t, change, std::move(open), *as_user);
   return t.mount->layout->setattr(t.rel, change, open.get());
 }
@@ -296,7 +302,28 @@ Result<RenameParents> NamespaceFs::rename(const std::string& from, const std::st
   if (!f.mount) return R::failure(ENOENT);
   if (!t.mount) return R::failure(EACCES);
   if (f.mount != t.mount || f.table != t.table) return R::failure(EXDEV);
-  return f.mount->layout->rename_reporting_parents(f.rel, t.rel, flags);
+  auto r = f.mount->layout->rename_reporting_parents(f.rel, t.rel, flags);
+  if (r) moved_open_files(from, to, t.rel);
+  return r;
+}
+
+void NamespaceFs::moved_open_files(const std::string& from, const std::string& to,
+                                   const std::string& to_rel) {
+  // Neither is "/" nor a mount point (refused above as synthesised directories).
+  if (from == to) return;
+  std::lock_guard lock(files_mu_);
+  for (auto& [handle, vpath] : paths_) {
+    if (!path_is_under(vpath, from)) continue;
+    const std::string below = vpath.substr(from.size());  // "" or "/..."
+    vpath = to + below;
+    if (auto f = files_.find(handle); f != files_.end()) f->second->renamed(to_rel + below);
+  }
+}
+
+std::optional<std::string> NamespaceFs::path_of(uint64_t handle) const {
+  std::lock_guard lock(files_mu_);
+  auto it = paths_.find(handle);
+  return it == paths_.end() ? std::nullopt : std::optional<std::string>(it->second);
 }
 
 Result<sftp::Attrs> NamespaceFs::symlink(const std::string& vpath, const std::string& target_text) {
@@ -345,13 +372,15 @@ Result<sftp::StatVfs> NamespaceFs::statfs(const std::string& vpath) {
   return total.sum();
 }
 
-uint64_t NamespaceFs::register_file(std::shared_ptr<OpenFile> file, std::string_view mount) {
+uint64_t NamespaceFs::register_file(std::shared_ptr<OpenFile> file, std::string_view mount,
+                                    const std::string& vpath) {
   std::lock_guard lock(files_mu_);
   uint64_t h;
   do {
     h = rng_();
   } while (h == 0 || files_.count(h) || released_locked(h) || reopening_.count(h));
   files_[h] = std::move(file);
+  paths_[h] = vpath;
   if (!mount.empty()) holders_[h] = std::string(mount);
   return h;
 }
@@ -385,7 +414,7 @@ Result<NamespaceFs::Opened> NamespaceFs::open(const std::string& vpath, int flag
     }
   }
   if (flags & O_TRUNC) f->attrs.size = 0;
-  return Opened{register_file(f->file, mount), f->attrs, std::nullopt};
+  return Opened{register_file(f->file, mount, vpath), f->attrs, std::nullopt};
 }
 
 Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int flags, uint32_t mode,
@@ -396,7 +425,7 @@ Result<NamespaceFs::Opened> NamespaceFs::create(const std::string& vpath, int fl
   // no file opened by its name later could be told to be the same.
   auto made_for = [&](Created& made) {
     if (as_user) made.file->judge_new_handles({});
-    return Opened{register_file(made.file, mount), made.attrs, made.parent_attrs};
+    return Opened{register_file(made.file, mount, vpath), made.attrs, made.parent_attrs};
   };
   if (!room_for_a_file()) return Result<Opened>::failure(EMFILE);
   if (as_user && !(flags & O_EXCL)) {
@@ -432,11 +461,9 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   {
     std::unique_lock lock(files_mu_);
     auto it = files_.find(handle);
-    if (it != files_.end()) {
-      // Follow renames: the client names the file by its current path.
-      if (t.mount && t.rel != it->second->rel_path()) it->second->renamed(t.rel);
-      return it->second;
-    }
+    // As it is: the client's path is where its mount last saw the file, which a rename through
+    // another mount has moved since (the gateway moved the file's path then: moved_open_files).
+    if (it != files_.end()) return it->second;
     if (released_locked(handle)) return R::failure(EBADF);
     auto pending = reopening_.find(handle);
     if (pending != reopening_.end()) {
@@ -465,8 +492,10 @@ Result<std::shared_ptr<OpenFile>> NamespaceFs::file(uint64_t handle, const std::
   {
     std::lock_guard lock(files_mu_);
     // Released while it opened: this call has it, and its end closes it.
-    if (r && !released_locked(handle) && files_.emplace(handle, *r).second && !mount.empty())
-      holders_[handle] = std::string(mount);
+    if (r && !released_locked(handle) && files_.emplace(handle, *r).second) {
+      paths_[handle] = vpath;
+      if (!mount.empty()) holders_[handle] = std::string(mount);
+    }
     reopening_.erase(handle);
   }
   opening.set_value(r);
@@ -577,6 +606,7 @@ Status NamespaceFs::release(uint64_t handle) {
     }
     if (released_.insert(handle).second) released_order_.emplace_back(now, handle);
     holders_.erase(handle);
+    paths_.erase(handle);
     auto it = files_.find(handle);
     if (it == files_.end()) return ok_status();
     f = std::move(it->second);

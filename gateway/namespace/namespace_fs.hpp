@@ -14,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -118,6 +119,10 @@ class NamespaceFs {
   Result<std::shared_ptr<OpenFile>> file_for_one_read(uint64_t handle, const std::string& vpath,
                                                       bool& just_opened);
   Status release(uint64_t handle);
+  // The virtual path the open file `handle` is at now: where it was opened, moved by the renames
+  // made through this namespace since (of it, or of a directory above it). A client names it by
+  // the path its mount last saw, which a rename through another mount leaves behind.
+  std::optional<std::string> path_of(uint64_t handle) const;
   // Releases every file the mount `mount` holds (a mount that went away: OrphanReaper); how many.
   size_t release_all_of(const std::string& mount);
   size_t open_files() const;
@@ -167,7 +172,11 @@ class NamespaceFs {
   };
   Located locate(const std::string& vpath) const;
   sftp::Attrs synthetic_dir_attrs() const;
-  uint64_t register_file(std::shared_ptr<OpenFile> file, std::string_view mount);
+  uint64_t register_file(std::shared_ptr<OpenFile> file, std::string_view mount,
+                         const std::string& vpath);
+  // A rename from `from` to `to` (`to_rel` in its mount) was made: the open files at or below
+  // `from` are there now.
+  void moved_open_files(const std::string& from, const std::string& to, const std::string& to_rel);
   // setattr() with `as_user`; `file` is the caller's open file, if any.
   Result<sftp::Attrs> setattr_judged(const Located& at, const AttrChange& change,
                                      std::shared_ptr<OpenFile> file, const Credentials& who);
@@ -191,6 +200,7 @@ class NamespaceFs {
   std::unordered_map<uint64_t, std::shared_ptr<OpenFile>> files_;
   std::unordered_map<uint64_t, std::string>
       holders_;  // the mount holding each (guarded by files_mu_)
+  std::unordered_map<uint64_t, std::string> paths_;  // path_of() each (guarded by files_mu_)
   // Handles being re-opened by path (a mount's deferred open meets several reads at once): the
   // first caller opens, the others wait for its result.
   using Reopen = std::shared_future<Result<std::shared_ptr<OpenFile>>>;

@@ -226,7 +226,9 @@ grpc::Status NamespaceService::set_attr(grpc::ServerContextBase* ctx, const v1::
   const std::optional<Credentials> as_user = credentials_of(*req);
   auto r = t->ns->setattr(t->path, ch, req->handle(), as_user ? &*as_user : nullptr);
   if (r) {
-    changed(broker_, ctx, *t, Change::setattr, t->path);
+    // Through an open file: where it is now (see DataService::write).
+    const auto now_at = req->handle() ? t->ns->path_of(req->handle()) : std::nullopt;
+    changed(broker_, ctx, *t, Change::setattr, now_at.value_or(t->path));
     served(broker_, ctx, *t, t->path, r, false);
   }
   return attr_reply(r, reply);
@@ -643,8 +645,11 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     r = f->write_extents(extents);
   }
   const uint64_t written = r ? *r : 0;
-  if (r && written != total) r = Result<uint32_t>::failure(EIO);        // a short write
-  const std::string path = *normalize_virtual_path(req.file().path());  // checked by open_file
+  if (r && written != total) r = Result<uint32_t>::failure(EIO);  // a short write
+  // Where the writer's mount saw the file, and where it is now (renamed through another mount
+  // since, the other mounts cache it there).
+  const std::string seen_at = *normalize_virtual_path(req.file().path());  // checked by open_file
+  const std::string path = ns->path_of(req.file().handle()).value_or(seen_at);
   if (r) {
     reply.set_written(static_cast<uint32_t>(written));
     ns->count_written(written);
@@ -653,7 +658,8 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
       broker_->changed(req.file().ns(), invalidations_for(Change::write, path), mount_of(ctx));
       // The writer now holds the file as the write left it (its attributes went back with the
       // reply): revalidation compares the server's file with that.
-      if (after) broker_->served(req.file().ns(), mount_of(ctx), path, SeenAttrs::of(*after), true);
+      if (after)
+        broker_->served(req.file().ns(), mount_of(ctx), seen_at, SeenAttrs::of(*after), true);
     }
   } else {
     // A failed write may have landed in part (a striped file's other servers, a chunk of a

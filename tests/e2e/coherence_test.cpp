@@ -423,6 +423,27 @@ TEST_F(Coherence, ASubdirectorysAttributesFromAListingFollowNamesMadeInIt) {
   EXPECT_EQ(after.st_mtime, on_server.st_mtime) << "B kept the mtime of the name's creation";
 }
 
+// A file open for writing on one mount, renamed through another: the writer's mount still names
+// it by its old path, but its writes reach the mounts that cache it under the new one.
+TEST_F(Coherence, WritesToAFileRenamedThroughAnotherMountReachTheMountsOfItsNewName) {
+  ASSERT_TRUE(write_file(m(A, "open"), "version-1"));
+  const int fd = ::open(m(A, "open").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_EQ(read_file(m(B, "open")), "version-1");
+  ASSERT_EQ(::rename(m(B, "open").c_str(), m(B, "renamed").c_str()), 0) << strerror(errno);
+  EXPECT_EQ(read_file(m(B, "renamed")), "version-1");  // cached by B under its new name
+  EXPECT_EQ(read_file(m(C, "renamed")), "version-1");  // and by C, which looked it up there
+  ASSERT_EQ(::pwrite(fd, "version-2", 9, 0), 9);       // same size: only an invalidation shows it
+  ASSERT_EQ(::fsync(fd), 0) << strerror(errno);
+  EXPECT_EQ(read_file(m(B, "renamed")), "version-2");
+  EXPECT_EQ(read_file(m(C, "renamed")), "version-2");
+  ASSERT_EQ(::ftruncate(fd, 7), 0) << strerror(errno);
+  EXPECT_EQ(read_file(m(B, "renamed")), "version");
+  EXPECT_EQ(read_file(m(C, "renamed")), "version");
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_EQ(read_file(s("renamed")), "version");
+}
+
 TEST_F(Coherence, AppendByOneMountIsReadWholeByAnother) {
   std::string expected;
   for (int i = 0; i < 20; ++i) {

@@ -192,9 +192,42 @@ TEST(NamespaceFs, OpenFilesAreHandlesThatFollowRenames) {
   ASSERT_TRUE(again);
   EXPECT_EQ(again->get(), f->get()) << "the same open file, by its new name";
   EXPECT_EQ((*again)->rel_path(), "/g");
+  EXPECT_EQ(n.fs->path_of(c->handle), "/srv0/g");
   ASSERT_TRUE(n.fs->release(c->handle));
   EXPECT_EQ(n.fs->open_files(), 0u);
+  EXPECT_FALSE(n.fs->path_of(c->handle));
   EXPECT_EQ(*n.srv0->contents("/g"), "hello");
+}
+
+// The renames are the gateway's to follow: a client whose mount saw the file before another
+// mount renamed it (or a directory above it) names it by its old path, which moves nothing back,
+// and its ftruncate changes the file, not whatever is at the old path.
+TEST(NamespaceFs, OpenFilesFollowRenamesMadeByOthersNotTheirClientsOldPaths) {
+  Namespace n;
+  n.srv0->put_file("/d/f", "0123456789");
+  n.srv0->put_file("/other", "unrelated");
+  auto o = n.fs->open("/srv0/d/f", O_RDWR);
+  ASSERT_TRUE(o);
+  EXPECT_EQ(n.fs->path_of(o->handle), "/srv0/d/f");
+  ASSERT_TRUE(n.fs->rename("/srv0/d", "/srv0/e", 0));
+  EXPECT_EQ(n.fs->path_of(o->handle), "/srv0/e/f") << "moved with its directory";
+  ASSERT_TRUE(n.fs->rename("/srv0/e/f", "/srv0/e/g", 0));
+  EXPECT_EQ(n.fs->path_of(o->handle), "/srv0/e/g");
+  ASSERT_TRUE(n.fs->rename("/srv0/other", "/srv0/e/g2", 0));
+  ASSERT_TRUE(n.fs->rename("/srv0/e/g2", "/srv0/e/g3", 0));
+  EXPECT_EQ(n.fs->path_of(o->handle), "/srv0/e/g") << "another file's renames move it not";
+  auto f = n.fs->file(o->handle, "/srv0/d/f", O_RDWR);  // the client's old path
+  ASSERT_TRUE(f);
+  EXPECT_EQ((*f)->rel_path(), "/e/g");
+  EXPECT_EQ(n.fs->path_of(o->handle), "/srv0/e/g");
+  n.srv0->put_file("/d/f", "another file at the old path");
+  AttrChange cut;
+  cut.size = 3;
+  auto a = n.fs->setattr("/srv0/d/f", cut, o->handle);
+  ASSERT_TRUE(a) << strerror(a.error());
+  EXPECT_EQ(*n.srv0->contents("/e/g"), "012");
+  EXPECT_EQ(*n.srv0->contents("/d/f"), "another file at the old path");
+  ASSERT_TRUE(n.fs->release(o->handle));
 }
 
 TEST(NamespaceFs, AnUnknownHandleIsReopenedByPathNeverCreatingOrTruncating) {
