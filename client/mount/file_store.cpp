@@ -125,10 +125,17 @@ std::string store_files(const FileStoreContext& mount, const std::string& args, 
   auto send = [&]() -> std::string {
     if (call.empty()) return "";
     auto got = mount.write_files(call);
-    if (!got) return err(std::string("the gateway's WriteFiles: ") + std::strerror(got.error()));
+    if (!got) {
+      // The gateway may have made some of them before the call failed (a deadline, a dropped
+      // connection): none is known here now.
+      for (Entry* e : in_call) mount.made(e->path);
+      return err(std::string("the gateway's WriteFiles: ") + std::strerror(got.error()));
+    }
     for (std::size_t k = 0; k < in_call.size(); ++k) {
       in_call[k]->error = (*got)[k].error;
-      if ((*got)[k].error == 0) mount.made(in_call[k]->path);
+      // A file that failed may have replaced its name all the same (its rename made, the answer
+      // lost): this mount's kernel drops the name and the file either way.
+      if ((*got)[k].error != EDQUOT && (*got)[k].error != EFBIG) mount.made(in_call[k]->path);
     }
     call.clear();
     in_call.clear();

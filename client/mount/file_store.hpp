@@ -12,7 +12,8 @@
 // each. Each file is made under its partial name, given its mode and mtime (as its atime too) and
 // renamed over PATH, so PATH never names a half-written file. The answer is "ok N", then a line
 // per file, in order, with its errno (0: made; EFBIG: over 1 MiB). The mount drops what it and
-// the kernel cached of each PATH made, as it does when another mount makes a file there.
+// the kernel cached of each PATH made, as it does when another mount makes a file there, and of
+// each PATH sent that failed (other than for the quota): it may have been replaced all the same.
 //
 // No file is made on the caller's behalf that the caller could not make through the mount: it
 // must be root, or have search permission on every directory down to PATH's and write permission

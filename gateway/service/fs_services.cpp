@@ -798,13 +798,19 @@ grpc::Status DataService::write_files(grpc::ServerContextBase* ctx,
   uint64_t bytes = 0;
   for (size_t i = 0; i < files.size(); ++i) {
     v1::FileWritten* out = reply->add_files();
+    const Target t{ns, files[i].path};
     if (!made[i]) {
+      // It may have replaced the name all the same (its RENAME answered, the look after it not:
+      // the connection dropped between the two), so the others drop the name and the file, as
+      // for a failed write. Refused before anything was sent (the quota, the size), it changed
+      // nothing.
+      if (made[i].error() != EDQUOT && made[i].error() != EFBIG)
+        changed(broker_, ctx, t, Change::create, t.path);
       out->set_error(made[i].error());
       continue;
     }
     // As a create that replaced what was there: the other mounts drop the name and the file, and
     // the caller counts among those that cache both.
-    const Target t{ns, files[i].path};
     changed(broker_, ctx, t, Change::create, t.path);
     served(broker_, ctx, t, t.path, made[i]->attrs, true);
     fill_attr(made[i]->attrs, out->mutable_attr());

@@ -919,5 +919,62 @@ TEST(NamespaceService, AListingCountsItsCallerAmongThoseThatCacheItsSubdirectori
   broker.detach(a.id);
 }
 
+// A file of a WriteFiles call that fails may have replaced its name all the same (its RENAME
+// made, the answer lost with the connection): the other mounts that cache the name hear of it, as
+// of a failed write.
+TEST(DataService, AWriteFilesFileThatFailsIsAnnouncedAllTheSame) {
+  auto backend = test::FakeBackend::make("srv0");
+  backend->put_file("/d/f", "old");
+  NamespaceRegistry registry;
+  registry.add(one_backend_namespace(backend));
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  FakeStream a(broker, true), b(broker, true);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("ns", "B", &b);
+  broker.served("ns", "A", "/d/f", std::nullopt, true);
+  CallPlacement placement(4, 2);
+  DataService data(registry, placement, &broker);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&data);
+  auto server = builder.BuildAndStart();
+  ASSERT_TRUE(server);
+  auto stub = v1::Data::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto told_a = [&] {
+    a.join();
+    size_t n = 0;
+    for (auto& e : a.events)
+      for (auto& i : e.invalidations()) n += i.path() == "/d/f";
+    return n;
+  };
+  auto write_files_as_b = [&](const std::string& data_bytes) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-skein-token", "secret");
+    ctx.AddMetadata("x-skein-mount", "B");
+    v1::WriteFilesRequest q;
+    q.set_ns("ns");
+    auto* f = q.add_files();
+    f->set_path("/d/f");
+    f->set_partial("/d/.f.partial");
+    f->set_data(data_bytes);
+    f->set_mode(0644);
+    v1::WriteFilesReply r;
+    EXPECT_TRUE(stub->WriteFiles(&ctx, q, &r).ok());
+    return r.files_size() == 1 ? r.files(0).error() : -1;
+  };
+  backend->fail("rename", "", EIO);
+  EXPECT_EQ(write_files_as_b("new"), EIO);
+  EXPECT_EQ(told_a(), 2u) << "the name and the file, as for a file made";
+  backend->clear_failures();
+  EXPECT_EQ(write_files_as_b("newer"), 0);
+  EXPECT_EQ(told_a(), 4u);
+  EXPECT_EQ(*backend->contents("/d/f"), "newer");
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  broker.detach(a.id);
+  broker.detach(b.id);
+}
+
 }  // namespace
 }  // namespace skein
