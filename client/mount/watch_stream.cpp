@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <random>
 
 #include "skein/v1/watch.grpc.pb.h"
@@ -71,15 +73,83 @@ WatchStream::State WatchStream::state() const {
   return state_;
 }
 
-void WatchStream::set_state(bool healthy, const std::string& why, uint32_t lease_ms) {
+void WatchStream::set_state(bool healthy, const std::string& why, uint32_t lease_ms,
+                            bool welcomed) {
   std::lock_guard lock(mu_);
   if (state_.healthy != healthy) state_.since = std::chrono::steady_clock::now();
   state_.healthy = healthy;
   state_.why = why;
   if (healthy) {
     state_.lease_ms = lease_ms;
-    ++state_.subscriptions;
+    if (welcomed) ++state_.subscriptions;
   }
+}
+
+struct WatchStream::Lease {
+  using Clock = std::chrono::steady_clock;
+  explicit Lease(std::chrono::milliseconds length, Clock::time_point subscribed)
+      : length(length), confirmed(subscribed) {}
+  const std::chrono::milliseconds length;
+  std::mutex mu;  // a leaf
+  // When the last renew the gateway answered was sent (at first: the subscription's request,
+  // which the welcome answered).
+  Clock::time_point confirmed;
+  std::map<uint64_t, Clock::time_point> sent;  // renews not answered yet, by id
+  uint64_t next_id = 1;
+  bool expired = false;
+  // Trusted until this long after `confirmed`: short of the whole lease, so that the caches are
+  // gone before the gateway can have gone on without this mount.
+  std::chrono::milliseconds trusted() const { return length * 85 / 100; }
+  std::chrono::milliseconds tick() const {
+    return std::max(std::chrono::milliseconds(5), length / 10);
+  }
+};
+
+template <typename Stream>
+void WatchStream::keep_lease(std::stop_token stop, Stream& stream, Lease& lease) {
+  std::mutex sleep_mu;
+  std::condition_variable_any sleep_cv;
+  for (uint64_t tick = 0; !stop.stop_requested(); ++tick) {
+    if (tick % 2 == 0) {
+      pb::WatchRequest renew;
+      {
+        std::lock_guard lock(lease.mu);
+        renew.set_renew(lease.next_id++);
+        lease.sent.emplace(renew.renew(), Lease::Clock::now());
+        while (lease.sent.size() > 256) lease.sent.erase(lease.sent.begin());
+      }
+      std::lock_guard lock(write_mu_);
+      if (!stream.Write(renew)) return;  // the stream is ending: its reader says why
+    }
+    bool expire = false;
+    {
+      std::lock_guard lock(lease.mu);
+      if (!lease.expired && Lease::Clock::now() >= lease.confirmed + lease.trusted())
+        expire = lease.expired = true;
+    }
+    if (expire) {
+      const std::string why = "no answer from the gateway within " +
+                              std::to_string(lease.trusted().count()) + " ms of its " +
+                              std::to_string(lease.length.count()) + " ms lease";
+      spdlog::warn("watch stream: {}: short cache lifetimes until it answers", why);
+      std::lock_guard listening(listener_mu_);
+      set_state(false, why, 0);
+      listener_.lost(why);
+    }
+    std::unique_lock lock(sleep_mu);
+    sleep_cv.wait_for(lock, stop, lease.tick(), [] { return false; });
+  }
+}
+
+bool WatchStream::renewed(Lease& lease, uint64_t id) {
+  std::lock_guard lock(lease.mu);
+  auto it = lease.sent.find(id);
+  if (it == lease.sent.end()) return false;
+  lease.confirmed = std::max(lease.confirmed, it->second);
+  lease.sent.erase(lease.sent.begin(), std::next(it));
+  if (!lease.expired || Lease::Clock::now() >= lease.confirmed + lease.trusted()) return false;
+  lease.expired = false;
+  return true;
 }
 
 bool WatchStream::sleep_for(std::stop_token stop, std::chrono::milliseconds d) {
@@ -105,6 +175,7 @@ void WatchStream::run(std::stop_token stop) {
     set_state(false, why, 0);
     if (was_healthy) {
       spdlog::warn("watch stream lost ({}): short cache lifetimes until it is back", why);
+      std::lock_guard listening(listener_mu_);
       listener_.lost(why);
     } else {
       spdlog::debug("watch stream: cannot subscribe: {}", why);
@@ -139,6 +210,10 @@ std::string WatchStream::stream_once(std::stop_token stop) {
   subscribe.mutable_subscribe()->set_ns(options_.ns);
   subscribe.mutable_subscribe()->set_mount_id(options_.mount_id);
   std::string why;
+  const auto subscribed_at = std::chrono::steady_clock::now();
+  std::optional<Lease> lease;
+  std::jthread keeper;  // renews the lease while the stream lasts (stopped before Finish)
+  bool watched = false;
   if (stream->Write(subscribe)) {
     pb::WatchEvent event;
     bool welcomed = false;
@@ -149,28 +224,57 @@ std::string WatchStream::stream_once(std::stop_token stop) {
           break;
         }
         welcomed = true;
-        // Caches first, then long lifetimes: nothing cached before the welcome survives it.
-        listener_.subscribed();
-        listener_.servers_watched(event.servers_watched());
-        set_state(true, "", event.lease_ms());
-        spdlog::info("watch stream subscribed (lease {} ms{}): long cache lifetimes",
-                     event.lease_ms(),
-                     event.servers_watched() ? ", servers watched" : ", servers not watched");
+        watched = event.servers_watched();
+        {
+          // Caches first, then long lifetimes: nothing cached before the welcome survives it.
+          std::lock_guard listening(listener_mu_);
+          listener_.subscribed();
+          listener_.servers_watched(watched);
+          set_state(true, "", event.lease_ms());
+        }
+        spdlog::info("watch stream subscribed (lease {} ms{}{}): long cache lifetimes",
+                     event.lease_ms(), watched ? ", servers watched" : ", servers not watched",
+                     event.renews() ? ", renewed" : "");
+        if (event.renews() && event.lease_ms() > 0) {
+          lease.emplace(std::chrono::milliseconds(event.lease_ms()), subscribed_at);
+          keeper = std::jthread(
+              [this, &stream, &lease](std::stop_token s) { keep_lease(s, *stream, *lease); });
+        }
+        continue;
+      }
+      if (event.seq() == 0 && event.renewed() != 0) {
+        if (lease && renewed(*lease, event.renewed())) {
+          spdlog::info("watch stream: the gateway answers again: long cache lifetimes");
+          std::lock_guard listening(listener_mu_);
+          listener_.subscribed();  // what it cached meanwhile was cached for short
+          listener_.servers_watched(watched);
+          set_state(true, "", static_cast<uint32_t>(lease->length.count()), false);
+        }
         continue;
       }
       if (event.seq() == 0) {  // nothing to apply nor to acknowledge
         spdlog::info("watch stream: the namespace's servers are {}watched",
                      event.servers_watched() ? "" : "no longer ");
-        listener_.servers_watched(event.servers_watched());
+        watched = event.servers_watched();
+        std::lock_guard listening(listener_mu_);
+        listener_.servers_watched(watched);
         continue;
       }
       std::vector<Invalidation> items;
       items.reserve(static_cast<size_t>(event.invalidations_size()));
       for (const auto& i : event.invalidations()) items.push_back(from_proto(i));
-      listener_.invalidate(items);
+      {
+        std::lock_guard listening(listener_mu_);
+        listener_.invalidate(items);
+      }
       pb::WatchRequest ack;
       ack.set_ack(event.seq());
-      if (!stream->Write(ack)) {
+      bool written;
+      {
+        std::lock_guard writing(write_mu_);
+        written = stream->Write(ack);
+      }
+      if (!written) {
         why = "acknowledgement could not be sent";
         break;
       }
@@ -178,6 +282,10 @@ std::string WatchStream::stream_once(std::stop_token stop) {
       ++state_.events;
     }
   }
+  if (!why.empty()) context.TryCancel();
+  // The stream is over (the gateway ended it, or it was cancelled): a renew's Write fails at once.
+  keeper.request_stop();
+  if (keeper.joinable()) keeper.join();
   if (!why.empty()) context.TryCancel();
   grpc::Status status = stream->Finish();
   return why.empty() ? describe(status) : why;

@@ -2,6 +2,14 @@
 // thread of its own subscribes, hands each event's invalidations to a Listener, acknowledges the
 // event once the Listener has applied it, and subscribes again with backoff (100 ms to 2 s, with
 // jitter) whenever the stream ends. Knows nothing of FUSE: the Listener does the invalidating.
+//
+// The lease: a gateway that goes on with a change after a lease without this mount's
+// acknowledgement ends its stream, but a mount cut off from it would hear of that only when gRPC's
+// keepalive gave up (about 15 s), serving its caches meanwhile. So, where the gateway answers
+// renews (its welcome's `renews`), a second thread renews the lease every tenth of it (one renew
+// in two ticks) and, once no renew sent within 0.85 of the lease before now has been answered,
+// tells the Listener the stream is lost (its caches go, as for an ended stream) before the
+// gateway can have gone on without it. The next answer makes it subscribed() again.
 #pragma once
 
 #include <chrono>
@@ -30,15 +38,16 @@ struct Invalidation {
 
 class WatchStream {
  public:
-  // Called from the stream's thread only, one call at a time.
+  // Called one call at a time, from the stream's thread or its lease keeper.
   class Listener {
    public:
     virtual ~Listener() = default;
     // The gateway welcomed a subscription: from now on it reports every change. Events may have
     // been missed before, so everything cached must go.
     virtual void subscribed() = 0;
-    // The stream ended (or could not be set up): nothing will be reported until subscribed().
-    // Called once per loss, not for each failed attempt to come back.
+    // The stream ended (or could not be set up), or the gateway left the lease unrenewed: nothing
+    // will be reported until subscribed(). Called once per loss, not for each failed attempt to
+    // come back.
     virtual void lost(const std::string& why) = 0;
     // Apply one event; it is acknowledged when this returns.
     virtual void invalidate(const std::vector<Invalidation>& items) = 0;
@@ -79,7 +88,15 @@ class WatchStream {
   void run(std::stop_token stop);
   // One subscription, until the stream ends; returns why it ended.
   std::string stream_once(std::stop_token stop);
-  void set_state(bool healthy, const std::string& why, uint32_t lease_ms);
+  struct Lease;
+  // The lease keeper of one subscription: renews and watches `lease` until stopped or a renew
+  // cannot be written.
+  template <typename Stream>
+  void keep_lease(std::stop_token stop, Stream& stream, Lease& lease);
+  // Renewed (the answer to renew `id`): true when that brings an expired lease back.
+  bool renewed(Lease& lease, uint64_t id);
+  // `welcomed`: a new subscription (counted), not a lease that came back.
+  void set_state(bool healthy, const std::string& why, uint32_t lease_ms, bool welcomed = true);
   // Sleeps `d` unless stopped first; returns false when stopped.
   bool sleep_for(std::stop_token stop, std::chrono::milliseconds d);
 
@@ -87,8 +104,10 @@ class WatchStream {
   Options options_;
   Listener& listener_;
 
-  mutable std::mutex mu_;  // a leaf
-  State state_;            // guarded by mu_
+  std::mutex listener_mu_;  // one Listener call at a time (taken before mu_)
+  std::mutex write_mu_;     // one Write on the stream at a time (acks, renews)
+  mutable std::mutex mu_;   // a leaf
+  State state_;             // guarded by mu_
   // The call in progress, cancelled by the destructor; guarded by mu_.
   grpc::ClientContext* context_ = nullptr;
   std::condition_variable_any wake_;  // with mu_: ends a backoff sleep early at stop

@@ -46,6 +46,13 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
     }
     if (request_.has_subscribe()) {
       subscribe(request_.subscribe());
+    } else if (request_.msg_case() == v1::WatchRequest::kRenew) {
+      // Behind every event queued before it, so that the mount takes its lease as renewed only
+      // once it has those events too.
+      v1::WatchEvent renewed;
+      renewed.set_seq(0);
+      renewed.set_renewed(request_.renew());
+      if (session_) send(renewed);
     } else if (session_) {
       broker_.acked(session_, request_.ack());
     }
@@ -96,6 +103,7 @@ class WatchReactor final : public grpc::ServerBidiReactor<v1::WatchRequest, v1::
     v1::WatchEvent welcome;
     welcome.set_seq(0);
     welcome.set_lease_ms(static_cast<uint32_t>(broker_.lease().count()));
+    welcome.set_renews(true);
     session_ = broker_.attach(sub.ns(), sub.mount_id(), this, &welcome);
     // A namespace destroyed between the check and the attach ended its streams without this one:
     // it ends here, as theirs did (a job namespace made anew under the name is another one).

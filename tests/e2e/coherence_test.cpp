@@ -4,8 +4,13 @@
 // watcher; a gateway that dies puts mounts in safe mode, and a mount that stops answering loses
 // its lease without stalling the others. Each test first shows that the old state really was
 // cached, so that it fails without the invalidation it is about.
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -467,6 +473,103 @@ TEST_F(Coherence, CloseOnOneMountThenOpenOnAnotherSeesTheNewContents) {
     worst = std::max(worst, seconds_since(start));
   }
   std::printf("[ coherence ] close on A -> read of 100 kB on B: worst %.1f ms\n", worst * 1e3);
+}
+
+// A TCP relay (deploy/delay-relay.py, no delay) from a port of its own to `target_port`, to cut a
+// connection off without closing it: freeze() stops it (SIGSTOP), thaw() lets it go on. Killed
+// (thawed first) on destruction.
+class Relay {
+ public:
+  explicit Relay(int target_port) : port_(free_port()) {
+    const std::string script = source_dir() + "/deploy/delay-relay.py";
+    const std::string listen = std::to_string(port_), target = std::to_string(target_port);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::execlp("python3", "python3", script.c_str(), listen.c_str(), target.c_str(), "0",
+               static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  ~Relay() {
+    if (pid_ <= 0) return;
+    thaw();
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+  // Whether it accepts connections, within a few seconds.
+  bool ready() const {
+    for (int i = 0; i < 200; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(port_));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+      ::close(fd);
+      if (ok) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  bool freeze() const { return pid_ > 0 && ::kill(pid_, SIGSTOP) == 0; }
+  void thaw() const {
+    if (pid_ > 0) ::kill(pid_, SIGCONT);
+  }
+
+ private:
+  int port_;
+  int pid_ = -1;
+};
+
+// A mount cut off from the gateway (its connection stalls, nothing is closed) stops trusting its
+// caches within the lease: the gateway goes on with a change whose invalidation did not reach it
+// after one lease, and the mount must not serve the old bytes from then on. It once served its
+// caches until gRPC's keepalive gave up on the connection, about 15 s.
+TEST_F(Coherence, AMountCutOffFromTheGatewayDropsItsCachesWithinTheLease) {
+  const std::string& gw = main_->address;
+  Relay relay(std::stoi(gw.substr(gw.rfind(':') + 1)));
+  ASSERT_TRUE(relay.ready()) << "relay did not start";
+  std::string error;
+  const std::string mountpoint = cluster_->state() + "/custom-main/mnt-relayed";
+  auto relayed = FuseMount::start(relay.address(), mountpoint, "default", error,
+                                  cluster_->mount_credentials());
+  ASSERT_TRUE(relayed) << error;
+  struct ThawFirst {  // before the mount goes: an unmount must not wait on a frozen relay
+    const Relay& relay;
+    ~ThawFirst() { relay.thaw(); }
+  } thaw_first{relay};
+  const std::string d = mountpoint + "/srv0/" + name_ + "/cut";
+  ASSERT_GE(wait_until([&] { return healthy(mountpoint); }, 10s), 0) << status_of(mountpoint);
+  ASSERT_TRUE(write_file(m(A, "cut"), "version-1"));
+  ASSERT_EQ(read_file(d), "version-1");
+
+  ASSERT_TRUE(relay.freeze());
+  const auto cut = Clock::now();
+  ASSERT_TRUE(write_file(m(A, "cut"), "version-2"));  // same size: only an invalidation shows it
+  const double write_took = seconds_since(cut);
+  std::printf("[ coherence ] write with a mount cut off: %.2f s (lease 0.5 s)\n", write_took);
+  EXPECT_GE(write_took, 0.4) << "the gateway did not wait for the mount cut off";
+  // The writer's close has returned: the mount no longer trusts what it cached (its status is
+  // answered by the mount itself), and a read of the file is not answered from the kernel's
+  // cache: it waits for the gateway, which the relay holds back.
+  const std::string status = status_of(mountpoint);
+  EXPECT_EQ(status.find("watch: healthy"), std::string::npos) << status;
+  auto read = std::async(std::launch::async, [&] { return read_file(d); });
+  if (read.wait_for(500ms) == std::future_status::ready) {
+    EXPECT_NE(read.get(), "version-1") << "the mount cut off served its cache";
+    relay.thaw();
+  } else {
+    relay.thaw();
+    EXPECT_EQ(read.get(), "version-2");
+  }
+  // Back: it subscribes again (the gateway ended its stream) and is kept coherent again.
+  EXPECT_GE(wait_until([&] { return healthy(mountpoint); }, 10s), 0) << status_of(mountpoint);
+  EXPECT_EQ(read_file(d), "version-2");
+  ASSERT_TRUE(write_file(m(A, "cut"), "version-3"));
+  EXPECT_EQ(read_file(d), "version-3");
 }
 
 TEST_F(Coherence, DropCachesCommandMakesAMountSeeChangesMadeBehindTheGatewaysBack) {

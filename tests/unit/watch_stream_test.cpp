@@ -177,5 +177,92 @@ TEST(WatchStream, UnreachableGatewayIsRetriedQuietlyAndStopsPromptly) {
   EXPECT_TRUE(listener.losses.empty()) << "never subscribed: nothing was lost";
 }
 
+// A gateway that answers renews: one stream, renews answered while `answering`.
+class RenewingWatch final : public pb::Watch::Service {
+ public:
+  grpc::Status Stream(grpc::ServerContext* ctx,
+                      grpc::ServerReaderWriter<pb::WatchEvent, pb::WatchRequest>* stream) override {
+    pb::WatchRequest req;
+    if (!stream->Read(&req) || !req.has_subscribe())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "subscribe first");
+    {
+      std::lock_guard lock(mu);
+      ++streams;
+    }
+    pb::WatchEvent welcome;
+    welcome.set_seq(0);
+    welcome.set_lease_ms(300);
+    welcome.set_renews(true);
+    stream->Write(welcome);
+    while (!ctx->IsCancelled() && stream->Read(&req)) {
+      if (req.msg_case() != pb::WatchRequest::kRenew) continue;
+      std::lock_guard lock(mu);
+      ++renews;
+      if (!answering) continue;
+      pb::WatchEvent renewed;
+      renewed.set_seq(0);
+      renewed.set_renewed(req.renew());
+      stream->Write(renewed);
+    }
+    return grpc::Status::CANCELLED;
+  }
+
+  std::mutex mu;
+  int streams = 0;
+  int renews = 0;
+  bool answering = true;
+};
+
+// A gateway that stops answering (a network cut off between them, the stream still open) is
+// taken for a lost stream within the lease, as the gateway goes on without the mount after it;
+// its next answer brings the mount back, on the same stream.
+TEST(WatchStream, ALeaseLeftUnrenewedIsLostUntilTheGatewayAnswersAgain) {
+  RenewingWatch service;
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  RecordingListener listener;
+  {
+    WatchStream watch(server->InProcessChannel(grpc::ChannelArguments()),
+                      {"ns", "id", "", 10ms, 50ms}, listener);
+    watch.start();
+    ASSERT_TRUE(listener.wait([&] { return listener.subscriptions == 1; }));
+    // Renewed all along while answered: several leases without a loss.
+    std::this_thread::sleep_for(1200ms);
+    {
+      std::lock_guard lock(listener.mu);
+      EXPECT_TRUE(listener.losses.empty()) << listener.losses.front();
+    }
+    {
+      std::lock_guard lock(service.mu);
+      EXPECT_GE(service.renews, 6) << "one renew every fifth of the lease";
+      service.answering = false;
+    }
+    const auto cut = std::chrono::steady_clock::now();
+    ASSERT_TRUE(listener.wait([&] { return !listener.losses.empty(); }));
+    const auto lost_after = std::chrono::steady_clock::now() - cut;
+    EXPECT_GE(lost_after, 100ms) << "lost before the renews' answers were overdue";
+    {
+      std::lock_guard lock(listener.mu);
+      EXPECT_NE(listener.losses[0].find("no answer from the gateway"), std::string::npos)
+          << listener.losses[0];
+    }
+    EXPECT_FALSE(watch.state().healthy);
+    {
+      std::lock_guard lock(service.mu);
+      service.answering = true;
+    }
+    ASSERT_TRUE(listener.wait([&] { return listener.subscriptions == 2; }));
+    for (int i = 0; i < 100 && !watch.state().healthy; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_TRUE(watch.state().healthy);
+    EXPECT_EQ(watch.state().subscriptions, 1u) << "the same subscription";
+    std::lock_guard lock(service.mu);
+    EXPECT_EQ(service.streams, 1);
+    std::lock_guard listened(listener.mu);
+    EXPECT_EQ(listener.losses.size(), 1u);
+  }
+  server->Shutdown(std::chrono::system_clock::now() + 2s);
+}
+
 }  // namespace
 }  // namespace skein::client
