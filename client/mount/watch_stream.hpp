@@ -6,8 +6,8 @@
 // The lease: a gateway that goes on with a change after a lease without this mount's
 // acknowledgement ends its stream, but a mount cut off from it would hear of that only when gRPC's
 // keepalive gave up (about 15 s), serving its caches meanwhile. So, where the gateway answers
-// renews (its welcome's `renews`), a second thread renews the lease every tenth of it (one renew
-// in two ticks) and, once no renew sent within 0.85 of the lease before now has been answered,
+// renews (its welcome's `renews`), a second thread renews the lease every fifth of it, looks at it
+// every tenth and, once no renew sent within 0.85 of the lease before now has been answered,
 // tells the Listener the stream is lost (its caches go, as for an ended stream) before the
 // gateway can have gone on without it. The next answer makes it subscribed() again.
 #pragma once
