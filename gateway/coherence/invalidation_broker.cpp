@@ -153,13 +153,14 @@ void InvalidationBroker::served(const std::string& ns, const std::string& mount_
   served_locked(ns, id, path, seen, entry);
 }
 
-void InvalidationBroker::served_listed(const std::string& ns, const std::string& mount_id,
-                                       const std::vector<std::pair<std::string, SeenAttrs>>& dirs) {
-  if (dirs.empty()) return;
+void InvalidationBroker::served_listed(
+    const std::string& ns, const std::string& mount_id,
+    const std::vector<std::pair<std::string, SeenAttrs>>& entries) {
+  if (entries.empty()) return;
   std::lock_guard lock(mu_);
   const SessionId id = session_of_locked(ns, mount_id);
   if (!id) return;
-  for (const auto& [path, seen] : dirs) served_locked(ns, id, path, seen, false);
+  for (const auto& [path, seen] : entries) served_locked(ns, id, path, seen, false);
 }
 
 void InvalidationBroker::served_locked(const std::string& ns, SessionId id, const std::string& path,

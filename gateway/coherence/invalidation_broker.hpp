@@ -70,12 +70,13 @@ class InvalidationBroker {
   // parent directory (a lookup).
   void served(const std::string& ns, const std::string& mount_id, const std::string& path,
               std::optional<SeenAttrs> seen, bool entry);
-  // A listing served to `mount_id` gave it these subdirectories' attributes (path, as read),
-  // which its kernel keeps without looking them up (readdirplus). A name made or removed in a
-  // directory is announced to the mounts that cache the directory, not its parent's: so the
-  // mount counts among those that cache each of them, as served() without `entry`.
+  // A listing served to `mount_id` gave it these entries' attributes (path, as read), which its
+  // kernel keeps without looking them up (readdirplus): the mount counts among those that cache
+  // each of them, as served() without `entry`. For subdirectories, since a name made or removed
+  // in a directory is announced to the mounts that cache that directory, not its parent's; for
+  // files while the servers are not watched, so that revalidation looks at them.
   void served_listed(const std::string& ns, const std::string& mount_id,
-                     const std::vector<std::pair<std::string, SeenAttrs>>& dirs);
+                     const std::vector<std::pair<std::string, SeenAttrs>>& entries);
   // The mount `mount_id` is about to be served `path` (with `entry`, its name too): it counts
   // among those that cache them from now on, so that a change another mount makes while the call
   // reads the server reaches it (served() after the read would be too late for that change).

@@ -249,14 +249,18 @@ grpc::Status NamespaceService::ReadDir(ServerContext* ctx, const v1::PathRequest
     writer->Write(batch);
     return grpc::Status::OK;
   }
-  // The subdirectories' attributes come with the listing (readdirplus), and the caller's kernel
-  // keeps them without a lookup: names made or removed in them must reach it.
+  // The entries' attributes come with the listing (readdirplus), and the caller's kernel keeps
+  // them without a lookup: names made or removed in a subdirectory must reach it (a change in a
+  // directory is told to the mounts that cache that directory), and while the servers are not
+  // watched revalidation must look at the files too (a file rewritten on its server leaves its
+  // directory as it was, and the kernel would show its old size and mtime for its whole TTL).
   if (broker_) {
-    std::vector<std::pair<std::string, SeenAttrs>> dirs;
+    const bool files_too = !broker_->servers_watched(t->ns->name());
+    std::vector<std::pair<std::string, SeenAttrs>> listed;
     for (const auto& e : *entries)
-      if (S_ISDIR(e.attrs.permissions) && e.name != "." && e.name != "..")
-        dirs.emplace_back(join_path(t->path, e.name), SeenAttrs::of(e.attrs));
-    broker_->served_listed(t->ns->name(), mount_of(ctx), dirs);
+      if ((files_too || S_ISDIR(e.attrs.permissions)) && e.name != "." && e.name != "..")
+        listed.emplace_back(join_path(t->path, e.name), SeenAttrs::of(e.attrs));
+    broker_->served_listed(t->ns->name(), mount_of(ctx), listed);
   }
   constexpr int kBatch = 2000;
   for (auto& e : *entries) {

@@ -721,6 +721,27 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinThePollInterval) {
   EXPECT_LT(took, 1.5) << "slower than the poll interval allows";
 }
 
+// Without a remote watcher, a file the mount knows only from a listing (its kernel keeps the
+// attributes readdirplus gave it, and a stat asks nothing) is looked at by revalidation too: a
+// rewrite on the server leaves its directory as it was.
+TEST_F(Coherence, AServerSideChangeOfAFileSeenOnlyInAListingIsSeenWithinThePollInterval) {
+  std::string error;
+  auto g = start_gateway("poll-listed", "revalidate_interval_ms = 500\nremote_watch = false\n", 1,
+                         error);
+  ASSERT_TRUE(g) << error;
+  ASSERT_GE(wait_until([&] { return healthy(g->mount(0)); }, 10s), 0);
+  ASSERT_TRUE(write_file(s("listed"), "1"));
+  EXPECT_EQ(list_names(g->mount(0) + "/srv0/" + name_).count("listed"), 1u);
+  const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/listed";
+  EXPECT_EQ(size_of(mounted), 1);      // from the listing, cached for 3600 s unless invalidated
+  std::this_thread::sleep_for(600ms);  // one round sees it as it is
+  ASSERT_TRUE(write_file(s("listed"), "12345"));
+  double took = wait_until([&] { return size_of(mounted) == 5; }, 5s);
+  std::printf("[ coherence ] server-side change of a listed file seen after %.2f s\n", took);
+  EXPECT_GE(took, 0) << "never seen";
+  EXPECT_LT(took, 1.5) << "slower than the poll interval allows";
+}
+
 TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
   std::string error;
   auto g =

@@ -866,6 +866,8 @@ TEST(NamespaceService, AListingCountsItsCallerAmongThoseThatCacheItsSubdirectori
   NamespaceRegistry registry;
   registry.add(one_backend_namespace(backend));
   InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  std::atomic<bool> watched{true};
+  broker.set_servers_watched([&](const std::string&) { return watched.load(); });
   FakeStream a(broker, true);
   a.id = broker.attach("ns", "A", &a);
   CallPlacement placement(4, 2);
@@ -878,10 +880,10 @@ TEST(NamespaceService, AListingCountsItsCallerAmongThoseThatCacheItsSubdirectori
   ASSERT_TRUE(server);
   auto stub = v1::Namespace::NewStub(
       grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
-  {
+  auto list_as = [&](const std::string& mount) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("x-skein-token", "secret");
-    ctx.AddMetadata("x-skein-mount", "A");
+    ctx.AddMetadata("x-skein-mount", mount);
     v1::PathRequest q;
     q.set_ns("ns");
     q.set_path("/p");
@@ -889,9 +891,10 @@ TEST(NamespaceService, AListingCountsItsCallerAmongThoseThatCacheItsSubdirectori
     v1::ReadDirReply batch;
     size_t entries = 0;
     while (reader->Read(&batch)) entries += batch.entries_size();
-    ASSERT_TRUE(reader->Finish().ok());
-    ASSERT_EQ(entries, 3u);
-  }
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(entries, 3u);
+  };
+  list_as("A");
   auto told_a_of = [&](const std::string& path) {
     a.join();
     size_t n = 0;
@@ -904,19 +907,28 @@ TEST(NamespaceService, AListingCountsItsCallerAmongThoseThatCacheItsSubdirectori
   EXPECT_EQ(told_a_of("/p/d/new"), 2u) << "the name and the file, for /p/d's attributes";
   broker.changed("ns", invalidations_for(Change::mkdir, "/q/sub"), "B");
   EXPECT_EQ(told_a_of("/q/sub"), 0u);
-  // A file of the listing gives no interest of its own (its directory's covers it), and the
+  // While the servers are watched, a file of the listing gives no interest of its own (its
+  // directory's covers the changes told, and the watcher reports the server's); the
   // subdirectories' attributes are known as listed: revalidation compares with them.
-  bool listed_d = false, listed_e = false, listed_f = false;
-  for (auto& [path, seen] : broker.next_batch("ns", 100)) {
-    listed_d |= path == "/p/d";
-    listed_f |= path == "/p/f";
-    if (path == "/p/e") listed_e = seen.has_value() && seen->exists;
-  }
-  EXPECT_TRUE(listed_d);
-  EXPECT_TRUE(listed_e) << "/p/e noted with the attributes the listing read";
-  EXPECT_FALSE(listed_f);
+  auto noted = [&](const std::string& mount_path) {
+    std::optional<std::optional<SeenAttrs>> found;
+    for (auto& [path, seen] : broker.next_batch("ns", 100))
+      if (path == mount_path) found = seen;
+    return found;
+  };
+  ASSERT_TRUE(noted("/p/e").has_value());
+  EXPECT_TRUE(noted("/p/e")->has_value()) << "/p/e noted with the attributes the listing read";
+  EXPECT_FALSE(noted("/p/f").has_value());
+  // Not watched: the files are noted too, for revalidation to look at.
+  watched = false;
+  FakeStream c(broker, true);
+  c.id = broker.attach("ns", "C", &c);
+  list_as("C");
+  ASSERT_TRUE(noted("/p/f").has_value());
+  EXPECT_EQ(**noted("/p/f"), SeenAttrs::of(*backend->lstat("/p/f")));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   broker.detach(a.id);
+  broker.detach(c.id);
 }
 
 // A file of a WriteFiles call that fails may have replaced its name all the same (its RENAME
