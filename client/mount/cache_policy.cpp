@@ -489,9 +489,21 @@ bool CachePolicy::known_absent(InodeNumber dir, std::string_view name) const {
   return it != known_.end() && it->second.names && !it->second.names->count(name);
 }
 
+void CachePolicy::replaced(InodeNumber ino) {
+  std::lock_guard lock(mu_);
+  ++replaced_[ino];
+}
+
+uint64_t CachePolicy::replacements(InodeNumber ino) const {
+  std::lock_guard lock(mu_);
+  auto it = replaced_.find(ino);
+  return it == replaced_.end() ? 0 : it->second;
+}
+
 void CachePolicy::forget(InodeNumber ino) {
   std::lock_guard lock(mu_);
   known_.erase(ino);
+  replaced_.erase(ino);
   made_dirs_.erase(ino);
   drop_content_locked(ino);
   drop_ahead_locked(ino);

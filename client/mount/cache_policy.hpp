@@ -288,6 +288,13 @@ class CachePolicy {
   // The kernel forgot `ino`: drop what is remembered of it.
   void forget(InodeNumber ino);
 
+  // A rename replaced the file `ino` named (told by the gateway, or made by this mount): an open
+  // of it that the gateway has not seen (deferred) must not be opened again by the name, which
+  // names another file now (MountSession::read answers ESTALE).
+  void replaced(InodeNumber ino);
+  // How many times that happened to `ino` while the kernel held it.
+  uint64_t replacements(InodeNumber ino) const;
+
   // An invalidation is about to be applied. Replies to operations in flight are not cached, and
   // what the invalidated inodes were known to hold is forgotten.
   void invalidating();
@@ -355,7 +362,8 @@ class CachePolicy {
   std::atomic<bool> servers_watched_{false};
   // Lock order: a leaf; never held across a gateway call, a notify or a fuse_reply_*.
   mutable std::mutex mu_;
-  std::unordered_map<InodeNumber, Known> known_;  // guarded by mu_
+  std::unordered_map<InodeNumber, Known> known_;        // guarded by mu_
+  std::unordered_map<InodeNumber, uint64_t> replaced_;  // replacements(), guarded by mu_
   // Directories this mount made (made_dir), until the kernel forgets them: with
   // KnowNames::kMadeDirs, the only ones whose names are known. Guarded by mu_.
   std::unordered_set<InodeNumber> made_dirs_;

@@ -169,6 +169,9 @@ void KernelCache::invalidate(const std::vector<Invalidation>& items) {
         // A name the inode table does not hold is not in the kernel's directory cache either
         // (failed lookups are not cached), so only known names need the directory's lock.
         if (item.path == "/") break;
+        // Its deferred opens must not go on with the file that took its name.
+        if (item.replaced)
+          if (auto ino = inodes_.find(item.path)) policy_.replaced(*ino);
         inodes_.changed(item.path, false);  // it may name another file now
         if (auto name = inodes_.name_at(item.path)) inval_entry(name->parent, name->name);
         // The directory's attributes and its cached listing (kept in its pages) go too.

@@ -580,6 +580,7 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
   // plain rename's outcome sure (over an existing name, both may be links to one file, which
   // POSIX leaves in place).
   const bool to_new_name = cache_.known_absent(newparent, newname);
+  const std::optional<InodeNumber> replaced = inodes_.find(*to);
   settle_writes_at_or_below(*from);
   settle_writes_at_or_below(*to);  // a replaced file keeps its open descriptors
   auto renamed = gateway_.rename(*from, *to, flags);
@@ -616,6 +617,7 @@ Status MountSession::rename(InodeNumber parent, std::string_view name, InodeNumb
     cache_.dir_removed(*to);
   }
   if (renamed && !(flags & RENAME_EXCHANGE)) {
+    if (replaced) cache_.replaced(*replaced);  // its deferred opens, as another mount's rename
     inodes_.rename(*from, *to);
     cache_.dir_renamed(*from, *to);
   }
@@ -652,6 +654,7 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags,
   const bool writes_done = !truncates && data_.writes_idle(ino);
   Result<OpenedFile> opened = Result<OpenedFile>::failure(EIO);
   bool deferred = false;
+  const uint64_t replacements = cache_.replacements(ino);  // before it is judged current
   if (auto kept = judged ? std::nullopt : deferrable_open(ino, flags)) {
     opened = OpenedFile{deferred_handle(), *kept, std::nullopt};
     deferred = true;
@@ -670,7 +673,10 @@ Result<MountSession::Opened> MountSession::open(InodeNumber ino, uint32_t flags,
   if (!opened) return Result<Opened>::failure(opened.error());
   auto file = std::make_unique<FileHandle>(opened->handle, flags, *path);
   file->gateway_knows.store(!deferred, std::memory_order_relaxed);
-  if (deferred) file->deferred_size = opened->attr.size;
+  if (deferred) {
+    file->deferred_size = opened->attr.size;
+    file->replacements_at_open = replacements;
+  }
   file->data = data_.open(ino, gateway_, flags, opened->attr.size);
   if (judged) file->judged = std::make_shared<const Credentials>(*judged);
   // Close-to-open: pages survive only if the file is as this mount's last open saw it, and the
@@ -863,6 +869,11 @@ void MountSession::drop_pending_create(InodeNumber ino, const FileHandle* file) 
 Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t offset,
                                     uint32_t size) {
   settle_creates();
+  // A deferred open whose file a rename replaced: the gateway would open the file now at the name
+  // and read on in it, after the old one's cached pages (NFS: ESTALE, its handle names the file).
+  if (file.deferred_size && !file.gateway_knows.load(std::memory_order_relaxed) &&
+      cache_.replacements(ino) != file.replacements_at_open)
+    return Result<ReadData>::failure(ESTALE);
   // A small file this mount wrote whole, or read ahead, unchanged since
   // (CachePolicy::whole_content); not for a judged handle (FileHandle::judged).
   if (auto content = file.judged ? nullptr : cache_.whole_content(ino);

@@ -65,6 +65,10 @@ struct FileHandle {
   // at least this many bytes from offset 0 reads the whole file in one call that leaves the
   // gateway holding nothing (ReadRequest.whole_file).
   std::optional<uint64_t> deferred_size;
+  // A deferred open's count of the file's replacements (CachePolicy::replacements) when it was
+  // opened: once it has changed, a read that needs the gateway fails with ESTALE rather than
+  // open the file that took the name.
+  uint64_t replacements_at_open = 0;
   // An asynchronous create (MountSession::create): the mount answered the kernel itself, and the
   // file is made at the gateway by the first write, with its bytes, or else by the flush, the
   // fsync, or any other call of the mount (MountSession::settle_creates). Guarded by create_mu.

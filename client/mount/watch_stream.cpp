@@ -37,6 +37,7 @@ Invalidation from_proto(const pb::Invalidation& i) {
       break;
   }
   out.path = i.path();
+  out.replaced = i.replaced() && out.kind == Invalidation::Kind::kEntry;
   if (out.kind != Invalidation::Kind::kAll && out.path.empty()) out.kind = Invalidation::Kind::kAll;
   return out;
 }

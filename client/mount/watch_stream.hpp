@@ -33,7 +33,8 @@ namespace skein::client {
 struct Invalidation {
   enum class Kind { kInode, kEntry, kTree, kAll };
   Kind kind = Kind::kInode;
-  std::string path;  // normalised virtual path; empty for kAll
+  std::string path;       // normalised virtual path; empty for kAll
+  bool replaced = false;  // kEntry: a rename replaced the file the name named
 };
 
 class WatchStream {

@@ -31,12 +31,15 @@ std::vector<v1::Invalidation> invalidations_for(Change change, const std::string
       // The name goes, and what it named changed (its link count, or it is gone).
       return {item(Inval::ENTRY, path), item(Inval::INODE, path)};
     case Change::rename:
-    case Change::rename_noreplace:
+    case Change::rename_noreplace: {
       // Both names change; what `other` named is gone (replaced; and without replacing, a mount
       // may still hold a file the server removed there behind the gateway's back); everything
       // cached below the old name now lives under the new one.
-      return {item(Inval::ENTRY, path), item(Inval::ENTRY, other), item(Inval::INODE, other),
+      Inval replaced = item(Inval::ENTRY, other);
+      replaced.set_replaced(change == Change::rename);
+      return {item(Inval::ENTRY, path), std::move(replaced), item(Inval::INODE, other),
               item(Inval::TREE, path)};
+    }
     case Change::link:
       // A new name appears, and the file it names has one link more.
       return {item(Inval::ENTRY, other), item(Inval::INODE, path)};

@@ -1048,6 +1048,61 @@ TEST_F(Coherence, OpensForReadingSkipTheGatewayOnlyWhileTheServersAreWatched) {
   EXPECT_LT(took, 1.0) << "slower than a second";
 }
 
+// A deferred open (no call: the servers are watched and the mount holds the file as current)
+// reads from the kernel's pages; when a rename replaces the file and the pages go (another
+// mount's rename drops them, memory pressure takes them), the open must not read on in the file
+// that took the name, as the gateway would open it by path: ESTALE, as on NFS. So for a rename
+// through the mount itself.
+TEST_F(Coherence, ADeferredOpenWhoseFileARenameReplacedFailsWithEstale) {
+  std::string error;
+  auto g =
+      start_gateway("replaced", "revalidate_interval_ms = 30000\nremote_watch = true\n", 2, error);
+  ASSERT_TRUE(g) << error;
+  for (size_t i : {0, 1})
+    ASSERT_GE(wait_until(
+                  [&] {
+                    return status_of(g->mount(i)).find("servers watched: yes") != std::string::npos;
+                  },
+                  15s),
+              0)
+        << status_of(g->mount(i));
+  const std::string at_a = g->mount(0) + "/srv0/" + name_ + "/";
+  const std::string at_b = g->mount(1) + "/srv0/" + name_ + "/";
+  const std::string old_bytes(64 << 10, 'o'), new_bytes(64 << 10, 'n');
+  for (const char* name : {"data", "mine"}) {
+    ASSERT_TRUE(write_file(at_a + name, old_bytes));
+    ASSERT_EQ(read_file(at_b + name), old_bytes);  // B's pages and attributes
+  }
+  auto first_then_rest = [&](const std::string& path, const std::function<void()>& replace) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    EXPECT_GE(fd, 0) << strerror(errno);
+    if (fd < 0) return;
+    std::string buf(4096, '\0');
+    EXPECT_EQ(::pread(fd, buf.data(), buf.size(), 0), 4096);
+    EXPECT_EQ(buf, old_bytes.substr(0, 4096));
+    replace();
+    // The old file's pages would serve the read (another mount's rename drops them; this
+    // mount's own leaves them, and the read is right): gone, as memory pressure would take them.
+    EXPECT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    errno = 0;
+    const ssize_t n = ::pread(fd, buf.data(), buf.size(), 32 << 10);
+    const int err = errno;
+    EXPECT_EQ(n, -1) << "read on in the file that replaced it: " << buf.substr(0, 8);
+    EXPECT_EQ(err, ESTALE) << strerror(err);
+    ::close(fd);
+  };
+  first_then_rest(at_b + "data", [&] {
+    ASSERT_TRUE(write_file(at_a + "data.tmp", new_bytes));
+    ASSERT_EQ(::rename((at_a + "data.tmp").c_str(), (at_a + "data").c_str()), 0);
+  });
+  EXPECT_EQ(read_file(at_b + "data"), new_bytes) << "a new open reads the new file";
+  first_then_rest(at_b + "mine", [&] {
+    ASSERT_TRUE(write_file(at_b + "mine.tmp", new_bytes));
+    ASSERT_EQ(::rename((at_b + "mine.tmp").c_str(), (at_b + "mine").c_str()), 0);
+  });
+  EXPECT_EQ(read_file(at_b + "mine"), new_bytes);
+}
+
 TEST_F(Coherence, SkeinLocalStopAndStartGatewaySwitchesMountsToSafeModeAndBack) {
   const std::string script =
       "SKEIN_BUILD_DIR='" + build_dir() + "' '" + source_dir() + "/deploy/skein-local'";

@@ -53,6 +53,21 @@ TEST(InvalidationRules, RenameDropsBothNamesTheReplacedFileAndTheOldSubtree) {
             (Items{"ENTRY /a/old", "ENTRY /b/new", "INODE /b/new", "TREE /a/old"}));
 }
 
+// The new name's ENTRY says the file it named was replaced (a deferred open of it must not read
+// on in the file that took its name); nothing else does, nor a rename that replaced nothing.
+TEST(InvalidationRules, OnlyAReplacingRenameMarksTheNewNameReplaced) {
+  auto replaced = [](Change change, const std::string& path, const std::string& other = {}) {
+    std::vector<std::string> out;
+    for (auto& i : invalidations_for(change, path, other))
+      if (i.replaced()) out.push_back(v1::Invalidation::Kind_Name(i.kind()) + " " + i.path());
+    return out;
+  };
+  EXPECT_EQ(replaced(Change::rename, "/a/old", "/b/new"), (Items{"ENTRY /b/new"}));
+  EXPECT_TRUE(replaced(Change::rename_noreplace, "/a/old", "/b/new").empty());
+  for (Change c : {Change::create, Change::unlink, Change::write, Change::found_changed})
+    EXPECT_TRUE(replaced(c, "/d/f").empty());
+}
+
 TEST(InvalidationRules, RenameWithoutReplaceStillDropsWhatAMountHeldAtTheNewName) {
   // Nothing was at the new name for the gateway, but a mount may still cache a file the server
   // removed there behind the gateway's back: the same items as a replacing rename.
