@@ -122,20 +122,27 @@ void WatchStream::keep_lease(std::stop_token stop, Stream& stream, Lease& lease)
       std::lock_guard lock(write_mu_);
       if (!stream.Write(renew)) return;  // the stream is ending: its reader says why
     }
-    bool expire = false;
-    {
+    auto overdue = [&] {
       std::lock_guard lock(lease.mu);
-      if (!lease.expired && Lease::Clock::now() >= lease.confirmed + lease.trusted())
-        expire = lease.expired = true;
-    }
-    if (expire) {
-      const std::string why = "no answer from the gateway within " +
-                              std::to_string(lease.trusted().count()) + " ms of its " +
-                              std::to_string(lease.length.count()) + " ms lease";
-      spdlog::warn("watch stream: {}: short cache lifetimes until it answers", why);
+      return !lease.expired && Lease::Clock::now() >= lease.confirmed + lease.trusted();
+    };
+    if (overdue()) {
+      // Decided again with the Listener held, as the reader brings a lease back: an answer read
+      // meanwhile is either seen here or comes after the loss, so a lease is never left lost
+      // while answered.
       std::lock_guard listening(listener_mu_);
-      set_state(false, why, 0);
-      listener_.lost(why);
+      if (overdue()) {
+        {
+          std::lock_guard lock(lease.mu);
+          lease.expired = true;
+        }
+        const std::string why = "no answer from the gateway within " +
+                                std::to_string(lease.trusted().count()) + " ms of its " +
+                                std::to_string(lease.length.count()) + " ms lease";
+        spdlog::warn("watch stream: {}: short cache lifetimes until it answers", why);
+        set_state(false, why, 0);
+        listener_.lost(why);
+      }
     }
     std::unique_lock lock(sleep_mu);
     sleep_cv.wait_for(lock, stop, lease.tick(), [] { return false; });
@@ -244,9 +251,10 @@ std::string WatchStream::stream_once(std::stop_token stop) {
         continue;
       }
       if (event.seq() == 0 && event.renewed() != 0) {
-        if (lease && renewed(*lease, event.renewed())) {
+        if (!lease) continue;
+        std::lock_guard listening(listener_mu_);  // with the keeper's loss, one after the other
+        if (renewed(*lease, event.renewed())) {
           spdlog::info("watch stream: the gateway answers again: long cache lifetimes");
-          std::lock_guard listening(listener_mu_);
           listener_.subscribed();  // what it cached meanwhile was cached for short
           listener_.servers_watched(watched);
           set_state(true, "", static_cast<uint32_t>(lease->length.count()), false);
@@ -287,7 +295,6 @@ std::string WatchStream::stream_once(std::stop_token stop) {
   // The stream is over (the gateway ended it, or it was cancelled): a renew's Write fails at once.
   keeper.request_stop();
   if (keeper.joinable()) keeper.join();
-  if (!why.empty()) context.TryCancel();
   grpc::Status status = stream->Finish();
   return why.empty() ? describe(status) : why;
 }
