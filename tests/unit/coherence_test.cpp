@@ -161,6 +161,14 @@ class FakeStream : public InvalidationBroker::Stream {
     for (auto& t : pending) t.join();
     pending.clear();
   }
+  // How many invalidations of `path` it was sent, once its acknowledgements are in.
+  size_t told_of(const std::string& path) {
+    join();
+    size_t n = 0;
+    for (auto& e : events)
+      for (auto& i : e.invalidations()) n += i.path() == path;
+    return n;
+  }
   ~FakeStream() override { join(); }
   InvalidationBroker& broker;
   bool answers;
@@ -168,6 +176,25 @@ class FakeStream : public InvalidationBroker::Stream {
   std::vector<v1::WatchEvent> events;
   std::vector<std::thread> pending;
   std::string ended;
+};
+
+// `services` served on a loopback port (plaintext), and a channel to them; shut down when it goes.
+struct LoopbackServer {
+  explicit LoopbackServer(std::initializer_list<grpc::Service*> services) {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    for (grpc::Service* s : services) builder.RegisterService(s);
+    server = builder.BuildAndStart();
+    if (server)
+      channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                    grpc::InsecureChannelCredentials());
+  }
+  ~LoopbackServer() {
+    if (server) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+  std::unique_ptr<grpc::Server> server;
+  std::shared_ptr<grpc::Channel> channel;
 };
 
 TEST(InvalidationBroker, TellsOtherInterestedMountsButNotTheOrigin) {
@@ -872,14 +899,9 @@ TEST(NamespaceService, AListingCountsItsCallerAmongThoseThatCacheItsSubdirectori
   a.id = broker.attach("ns", "A", &a);
   CallPlacement placement(4, 2);
   NamespaceService names(registry, placement, &broker);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&names);
-  auto server = builder.BuildAndStart();
-  ASSERT_TRUE(server);
-  auto stub = v1::Namespace::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  LoopbackServer serving({&names});
+  ASSERT_TRUE(serving.server);
+  auto stub = v1::Namespace::NewStub(serving.channel);
   auto list_as = [&](const std::string& mount) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("x-skein-token", "secret");
@@ -895,18 +917,11 @@ TEST(NamespaceService, AListingCountsItsCallerAmongThoseThatCacheItsSubdirectori
     EXPECT_EQ(entries, 3u);
   };
   list_as("A");
-  auto told_a_of = [&](const std::string& path) {
-    a.join();
-    size_t n = 0;
-    for (auto& e : a.events)
-      for (auto& i : e.invalidations()) n += i.path() == path;
-    return n;
-  };
   // Another mount makes a name in /p/d, and one in a directory A did not list.
   broker.changed("ns", invalidations_for(Change::create, "/p/d/new"), "B");
-  EXPECT_EQ(told_a_of("/p/d/new"), 2u) << "the name and the file, for /p/d's attributes";
+  EXPECT_EQ(a.told_of("/p/d/new"), 2u) << "the name and the file, for /p/d's attributes";
   broker.changed("ns", invalidations_for(Change::mkdir, "/q/sub"), "B");
-  EXPECT_EQ(told_a_of("/q/sub"), 0u);
+  EXPECT_EQ(a.told_of("/q/sub"), 0u);
   // While the servers are watched, a file of the listing gives no interest of its own (its
   // directory's covers the changes told, and the watcher reports the server's); the
   // subdirectories' attributes are known as listed: revalidation compares with them.
@@ -926,7 +941,6 @@ TEST(NamespaceService, AListingCountsItsCallerAmongThoseThatCacheItsSubdirectori
   list_as("C");
   ASSERT_TRUE(noted("/p/f").has_value());
   EXPECT_EQ(**noted("/p/f"), SeenAttrs::of(*backend->lstat("/p/f")));
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   broker.detach(a.id);
   broker.detach(c.id);
 }
@@ -946,21 +960,9 @@ TEST(DataService, AWriteFilesFileThatFailsIsAnnouncedAllTheSame) {
   broker.served("ns", "A", "/d/f", std::nullopt, true);
   CallPlacement placement(4, 2);
   DataService data(registry, placement, &broker);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&data);
-  auto server = builder.BuildAndStart();
-  ASSERT_TRUE(server);
-  auto stub = v1::Data::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
-  auto told_a = [&] {
-    a.join();
-    size_t n = 0;
-    for (auto& e : a.events)
-      for (auto& i : e.invalidations()) n += i.path() == "/d/f";
-    return n;
-  };
+  LoopbackServer serving({&data});
+  ASSERT_TRUE(serving.server);
+  auto stub = v1::Data::NewStub(serving.channel);
   auto write_files_as_b = [&](const std::string& data_bytes) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("x-skein-token", "secret");
@@ -978,12 +980,11 @@ TEST(DataService, AWriteFilesFileThatFailsIsAnnouncedAllTheSame) {
   };
   backend->fail("rename", "", EIO);
   EXPECT_EQ(write_files_as_b("new"), EIO);
-  EXPECT_EQ(told_a(), 2u) << "the name and the file, as for a file made";
+  EXPECT_EQ(a.told_of("/d/f"), 2u) << "the name and the file, as for a file made";
   backend->clear_failures();
   EXPECT_EQ(write_files_as_b("newer"), 0);
-  EXPECT_EQ(told_a(), 4u);
+  EXPECT_EQ(a.told_of("/d/f"), 4u);
   EXPECT_EQ(*backend->contents("/d/f"), "newer");
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   broker.detach(a.id);
   broker.detach(b.id);
 }
