@@ -149,6 +149,14 @@ void WatchStream::keep_lease(std::stop_token stop, Stream& stream, Lease& lease)
   }
 }
 
+void WatchStream::trust(bool watched, uint32_t lease_ms, bool welcomed) {
+  // Caches first, then long lifetimes: nothing cached before (a welcome's: before it; a lease's
+  // that came back: for short meanwhile) survives it.
+  listener_.subscribed();
+  listener_.servers_watched(watched);
+  set_state(true, "", lease_ms, welcomed);
+}
+
 bool WatchStream::renewed(Lease& lease, uint64_t id) {
   std::lock_guard lock(lease.mu);
   auto it = lease.sent.find(id);
@@ -234,11 +242,8 @@ std::string WatchStream::stream_once(std::stop_token stop) {
         welcomed = true;
         watched = event.servers_watched();
         {
-          // Caches first, then long lifetimes: nothing cached before the welcome survives it.
           std::lock_guard listening(listener_mu_);
-          listener_.subscribed();
-          listener_.servers_watched(watched);
-          set_state(true, "", event.lease_ms());
+          trust(watched, event.lease_ms(), true);
         }
         spdlog::info("watch stream subscribed (lease {} ms{}{}): long cache lifetimes",
                      event.lease_ms(), watched ? ", servers watched" : ", servers not watched",
@@ -255,9 +260,7 @@ std::string WatchStream::stream_once(std::stop_token stop) {
         std::lock_guard listening(listener_mu_);  // with the keeper's loss, one after the other
         if (renewed(*lease, event.renewed())) {
           spdlog::info("watch stream: the gateway answers again: long cache lifetimes");
-          listener_.subscribed();  // what it cached meanwhile was cached for short
-          listener_.servers_watched(watched);
-          set_state(true, "", static_cast<uint32_t>(lease->length.count()), false);
+          trust(watched, static_cast<uint32_t>(lease->length.count()), false);
         }
         continue;
       }

@@ -94,6 +94,9 @@ class WatchStream {
   // cannot be written.
   template <typename Stream>
   void keep_lease(std::stop_token stop, Stream& stream, Lease& lease);
+  // The stream is to be trusted (a welcome, or a lease that came back; `welcomed`: the first):
+  // tells the Listener (held by the caller) and sets the state.
+  void trust(bool watched, uint32_t lease_ms, bool welcomed);
   // Renewed (the answer to renew `id`): true when that brings an expired lease back.
   bool renewed(Lease& lease, uint64_t id);
   // `welcomed`: a new subscription (counted), not a lease that came back.

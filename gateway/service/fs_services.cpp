@@ -566,6 +566,10 @@ grpc::Status DataService::read(grpc::ServerContextBase* ctx, const v1::ReadReque
 
 namespace {
 
+// Whether a write that failed with `error` may have changed the file all the same: every failure
+// but a refusal before anything was sent (the quota, the file size limit).
+bool may_have_landed(int error) { return error != EDQUOT && error != EFBIG; }
+
 // The bytes a WriteRequest carries: its data and its extents'.
 uint64_t write_bytes(const v1::WriteRequest& req, const SharedBytes& data) {
   uint64_t total = data.size();
@@ -669,7 +673,7 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     // A failed write may have landed in part (a striped file's other servers, a chunk of a
     // pipelined write): the others that cache the file hear of it all the same. Refused before
     // anything was sent (the quota, the file size limit), it changed nothing.
-    if (broker_ && r.error() != EDQUOT && r.error() != EFBIG)
+    if (broker_ && may_have_landed(r.error()))
       broker_->changed(req.file().ns(), invalidations_for(Change::write, path), mount_of(ctx));
     reply.set_error(r.error());
   }
@@ -808,8 +812,7 @@ grpc::Status DataService::write_files(grpc::ServerContextBase* ctx,
       // the connection dropped between the two), so the others drop the name and the file, as
       // for a failed write. Refused before anything was sent (the quota, the size), it changed
       // nothing.
-      if (made[i].error() != EDQUOT && made[i].error() != EFBIG)
-        changed(broker_, ctx, t, Change::create, t.path);
+      if (may_have_landed(made[i].error())) changed(broker_, ctx, t, Change::create, t.path);
       out->set_error(made[i].error());
       continue;
     }
