@@ -197,6 +197,12 @@ struct LoopbackServer {
   std::shared_ptr<grpc::Channel> channel;
 };
 
+// A call of the mount `mount` (the token every test namespace takes).
+void as_mount(grpc::ClientContext& ctx, const std::string& mount) {
+  ctx.AddMetadata("x-skein-token", "secret");
+  ctx.AddMetadata("x-skein-mount", mount);
+}
+
 TEST(InvalidationBroker, TellsOtherInterestedMountsButNotTheOrigin) {
   InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
   FakeStream a(broker, true), b(broker, true), c(broker, true);
@@ -768,6 +774,46 @@ TEST(WatchService, AStreamWhoseWriteFailsEndsAndLeavesTheBroker) {
   delete rig;
 }
 
+// A renew is answered only on a stream that subscribed, with the namespace's credential: a
+// process that reaches the gateway's port without it learns nothing from it, and its stream ends
+// at the refused subscription with no event before.
+TEST(WatchService, ARenewIsAnsweredOnlyOnASubscribedStream) {
+  NamespaceRegistry registry;
+  registry.add(one_backend_namespace(test::FakeBackend::make("srv0")));
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  WatchService service(broker, registry);
+  LoopbackServer serving({&service});
+  ASSERT_TRUE(serving.server);
+  auto stub = v1::Watch::NewStub(serving.channel);
+  auto renew_then_subscribe = [&](const std::string& token, v1::WatchEvent* first) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("x-skein-token", token);
+    ctx.AddMetadata("x-skein-mount", "M");
+    auto stream = stub->Stream(&ctx);
+    v1::WatchRequest renew;
+    renew.set_renew(7);
+    EXPECT_TRUE(stream->Write(renew));
+    v1::WatchRequest sub;
+    sub.mutable_subscribe()->set_ns("ns");
+    sub.mutable_subscribe()->set_mount_id("M");
+    EXPECT_TRUE(stream->Write(sub));
+    const bool got = stream->Read(first);
+    ctx.TryCancel();
+    while (stream->Read(first)) {
+    }
+    (void)stream->Finish();
+    return got;
+  };
+  v1::WatchEvent first;
+  EXPECT_FALSE(renew_then_subscribe("wrong", &first))
+      << "answered a renew without a session: renewed " << first.renewed();
+  // With the credential, the welcome comes first (the renew before it went unanswered too), and
+  // it says that renews are answered.
+  ASSERT_TRUE(renew_then_subscribe("secret", &first));
+  EXPECT_EQ(first.renewed(), 0u);
+  EXPECT_TRUE(first.renews());
+}
+
 // A GetAttr or an Open counts its mount among those that cache the path before it reads the
 // server: a change another mount makes while the read is on its way is announced to the caller,
 // whose mount then does not keep the reply. A lookup of an absent name leaves no interest behind.
@@ -785,50 +831,32 @@ TEST(NamespaceService, AMountIsToldOfAChangeMadeWhileItsReadWasOnItsWay) {
   CallPlacement placement(4, 2);
   NamespaceService names(registry, placement, &broker);
   DataService data(registry, placement, &broker);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&names);
-  builder.RegisterService(&data);
-  auto server = builder.BuildAndStart();
-  ASSERT_TRUE(server);
-  auto channel =
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
-  auto ns_stub = v1::Namespace::NewStub(channel);
-  auto data_stub = v1::Data::NewStub(channel);
-  auto as_a = [](grpc::ClientContext& ctx) {
-    ctx.AddMetadata("x-skein-token", "secret");
-    ctx.AddMetadata("x-skein-mount", "A");
-  };
+  LoopbackServer serving({&names, &data});
+  ASSERT_TRUE(serving.server);
+  auto ns_stub = v1::Namespace::NewStub(serving.channel);
+  auto data_stub = v1::Data::NewStub(serving.channel);
   // B writes the file while A's GetAttr reads it from the server.
   auto b_writes = [&] {
     broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/d/f")}, "B");
   };
-  auto told_a = [&] {
-    a.join();
-    size_t n = 0;
-    for (auto& e : a.events)
-      for (auto& i : e.invalidations()) n += i.path() == "/d/f";
-    return n;
-  };
   {
     backend->on_next("lstat", b_writes);
     grpc::ClientContext ctx;
-    as_a(ctx);
+    as_mount(ctx, "A");
     v1::PathRequest q;
     q.set_ns("ns");
     q.set_path("/d/f");
     v1::AttrReply r;
     ASSERT_TRUE(ns_stub->GetAttr(&ctx, q, &r).ok());
     ASSERT_EQ(r.error(), 0);
-    EXPECT_EQ(told_a(), 1u) << "A's GetAttr may have read the file before B's write";
+    EXPECT_EQ(a.told_of("/d/f"), 1u) << "A's GetAttr may have read the file before B's write";
   }
   {
     backend->on_next("open", [&] {
       broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/h/g")}, "B");
     });
     grpc::ClientContext ctx;
-    as_a(ctx);
+    as_mount(ctx, "A");
     v1::OpenRequest q;
     q.set_ns("ns");
     q.set_path("/h/g");
@@ -836,16 +864,12 @@ TEST(NamespaceService, AMountIsToldOfAChangeMadeWhileItsReadWasOnItsWay) {
     v1::OpenReply r;
     ASSERT_TRUE(data_stub->Open(&ctx, q, &r).ok());
     ASSERT_EQ(r.error(), 0);
-    a.join();
-    size_t n = 0;
-    for (auto& e : a.events)
-      for (auto& i : e.invalidations()) n += i.path() == "/h/g";
-    EXPECT_EQ(n, 1u) << "A's Open may have read the file before B's write";
+    EXPECT_EQ(a.told_of("/h/g"), 1u) << "A's Open may have read the file before B's write";
   }
   {
     // An absent name in a directory A caches nothing of: nothing stays noted for A.
     grpc::ClientContext ctx;
-    as_a(ctx);
+    as_mount(ctx, "A");
     v1::PathRequest q;
     q.set_ns("ns");
     q.set_path("/e/absent");
@@ -862,8 +886,7 @@ TEST(NamespaceService, AMountIsToldOfAChangeMadeWhileItsReadWasOnItsWay) {
     // same. (A caches /d/f since its GetAttr above.)
     backend->fail("write", "", EIO);
     grpc::ClientContext ctx;
-    ctx.AddMetadata("x-skein-token", "secret");
-    ctx.AddMetadata("x-skein-mount", "B");
+    as_mount(ctx, "B");
     v1::WriteRequest q;
     q.mutable_file()->set_ns("ns");
     q.mutable_file()->set_path("/d/f");
@@ -871,13 +894,12 @@ TEST(NamespaceService, AMountIsToldOfAChangeMadeWhileItsReadWasOnItsWay) {
     q.set_offset(0);
     q.set_data("new");
     v1::WriteReply r;
-    const size_t before = told_a();
+    const size_t before = a.told_of("/d/f");
     ASSERT_TRUE(data_stub->Write(&ctx, q, &r).ok());
     EXPECT_EQ(r.error(), EIO);
-    EXPECT_EQ(told_a(), before + 1) << "a failed write was not announced";
+    EXPECT_EQ(a.told_of("/d/f"), before + 1) << "a failed write was not announced";
     backend->clear_failures();
   }
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   broker.detach(a.id);
   broker.detach(b.id);
 }
@@ -904,8 +926,7 @@ TEST(NamespaceService, AListingCountsItsCallerAmongThoseThatCacheItsSubdirectori
   auto stub = v1::Namespace::NewStub(serving.channel);
   auto list_as = [&](const std::string& mount) {
     grpc::ClientContext ctx;
-    ctx.AddMetadata("x-skein-token", "secret");
-    ctx.AddMetadata("x-skein-mount", mount);
+    as_mount(ctx, mount);
     v1::PathRequest q;
     q.set_ns("ns");
     q.set_path("/p");
@@ -965,8 +986,7 @@ TEST(DataService, AWriteFilesFileThatFailsIsAnnouncedAllTheSame) {
   auto stub = v1::Data::NewStub(serving.channel);
   auto write_files_as_b = [&](const std::string& data_bytes) {
     grpc::ClientContext ctx;
-    ctx.AddMetadata("x-skein-token", "secret");
-    ctx.AddMetadata("x-skein-mount", "B");
+    as_mount(ctx, "B");
     v1::WriteFilesRequest q;
     q.set_ns("ns");
     auto* f = q.add_files();
