@@ -281,8 +281,11 @@ void skein_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
   iov.reserve(data->pieces.size());
   for (std::string_view piece : data->pieces)
     iov.push_back(iovec{const_cast<char*>(piece.data()), piece.size()});
-  if (iov.empty()) return (void)fuse_reply_buf(req, nullptr, 0);
-  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+  if (iov.empty())
+    fuse_reply_buf(req, nullptr, 0);
+  else
+    fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+  if (data->after_reply) data->after_reply();  // the pages this read filled are unlocked now
 }
 
 void skein_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,

@@ -302,14 +302,22 @@ void MountSession::learn_names(InodeNumber dir) {
 
 // Files of one directory read whole one after another: after a few, the directory is read ahead
 // (CachePolicy::read_whole_in), its listing and then its small files' contents in ReadFiles calls
-// of at most wire::kMaxReadFiles files and 1 MiB, the smallest files first.
-void MountSession::read_ahead_dir_of(const std::string& file_path) {
-  if (file_path == "/") return;
-  const std::string path = parent_path(file_path);
+// of at most wire::kMaxReadFiles files and 1 MiB, the smallest files first. The whole read that
+// makes it due is counted at once; the read-ahead runs after that read's reply is sent.
+std::function<void()> MountSession::dir_read_ahead_due(const std::string& file_path) {
+  if (file_path == "/") return nullptr;
+  std::string path = parent_path(file_path);
   const auto dir = inodes_.find(path);
-  if (!dir) return;
+  if (!dir) return nullptr;
   const uint64_t number = cache_.read_whole_in(*dir);
-  if (!number) return;
+  if (!number) return nullptr;
+  return [this, path = std::move(path), dir = *dir, number] { read_ahead_dir(path, dir, number); };
+}
+
+void MountSession::read_ahead_dir(const std::string& path, InodeNumber dir, uint64_t number) {
+  // Anything that dropped the directory's read-ahead since it was found due (an invalidation,
+  // a change of this mount's there) makes what follows a no-op.
+  if (!cache_.ahead_alive(dir, number)) return;
   auto listed = gateway_.readdir(path);
   if (!listed) return;
   std::vector<std::pair<std::string, FileAttr>> entries;
@@ -343,7 +351,7 @@ void MountSession::read_ahead_dir_of(const std::string& file_path) {
     entries.emplace_back(e.name, e.attr);
   }
   const size_t names = entries.size();
-  cache_.ahead_listed(*dir, number, std::move(entries));
+  cache_.ahead_listed(dir, number, std::move(entries));
   if (small_bytes > CachePolicy::kAheadBytes) {  // the attributes only
     spdlog::debug("read ahead {}: {} names; {} small files of {} bytes left out", path, names,
                   small.size(), small_bytes);
@@ -352,7 +360,7 @@ void MountSession::read_ahead_dir_of(const std::string& file_path) {
   spdlog::debug("read ahead {}: {} names, {} small files of {} bytes", path, names, small.size(),
                 small_bytes);
   std::stable_sort(small.begin(), small.end());
-  for (size_t at = 0; at < small.size() && cache_.ahead_alive(*dir, number);) {
+  for (size_t at = 0; at < small.size() && cache_.ahead_alive(dir, number);) {
     const size_t first = at;
     std::vector<std::string> paths;
     uint64_t max_bytes = 1;
@@ -372,7 +380,7 @@ void MountSession::read_ahead_dir_of(const std::string& file_path) {
       if (file.held)
         cache_.read_ahead_whole(file.held, f.attr, ticket, file.writes, f.data);
       else
-        cache_.ahead_content(*dir, number, file.name, f.attr, std::move(f.data));
+        cache_.ahead_content(dir, number, file.name, f.attr, std::move(f.data));
     }
   }
 }
@@ -892,7 +900,7 @@ Result<ReadData> MountSession::read(InodeNumber ino, FileHandle& file, uint64_t 
   if (offset == 0 && file.deferred_size && size >= *file.deferred_size &&
       !file.gateway_knows.load(std::memory_order_relaxed)) {
     auto whole = data_.read_whole(*file.data, unnamed_ref(ino, file), size);
-    if (whole) read_ahead_dir_of(file.path);
+    if (whole) whole->after_reply = dir_read_ahead_due(file.path);
     return whole;
   }
   return data_.read(*file.data, file_ref(ino, file), offset, size);

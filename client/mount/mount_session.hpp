@@ -279,7 +279,10 @@ class MountSession {
   // Waits for the queued writes of the files at `path` and below it, before a rename moves them.
   void settle_writes_at_or_below(const std::string& path);
   void learn_names(InodeNumber dir);
-  void read_ahead_dir_of(const std::string& file_path);
+  // The read-ahead of the directory of `file_path` when this whole read of it makes it due
+  // (CachePolicy::read_whole_in), to run once the read's reply is sent; null otherwise.
+  std::function<void()> dir_read_ahead_due(const std::string& file_path);
+  void read_ahead_dir(const std::string& path, InodeNumber dir, uint64_t number);
   Result<Entry> made_nothing(InodeNumber dir, int error);
   // `whole` is cleared when a name of the directory was left out (a hidden or invalid one).
   Result<std::vector<DirEntry>> fetch_listing(InodeNumber ino, bool* whole);

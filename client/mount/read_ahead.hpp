@@ -86,6 +86,10 @@ struct ReadData {
   std::vector<std::string_view> pieces;
   std::vector<std::shared_ptr<const void>> held;
   uint64_t size = 0;
+  // Work for the thread that sends the reply, once it is sent (a directory's read-ahead, set off
+  // by this read): while the reply is unsent the kernel holds the pages this read fills locked,
+  // and an invalidation of the file would wait for that work. Null: none.
+  std::function<void()> after_reply;
 };
 
 class ReadAhead {

@@ -378,6 +378,12 @@ TEST_F(MountSessionTest, ADirectoryWhoseFilesAreReadOneAfterAnotherIsReadAhead) 
     if (auto ino = inodes.find(path)) cache.invalidating(*ino);
     if (auto dir = inodes.find(parent_path(path))) cache.ahead_changed(*dir);
   };
+  // What fuse_ops does with a read's reply: sends it, then runs its after_reply.
+  const auto replied = [](ReadData& read) {
+    std::string sent = text(read);
+    if (read.after_reply) read.after_reply();
+    return sent;
+  };
   gw.put_dir("/d");
   const auto content = [](int i) { return "content of " + std::to_string(i); };
   for (int i = 0; i < 30; ++i) gw.put_file("/d/f" + std::to_string(i), content(i));
@@ -391,7 +397,7 @@ TEST_F(MountSessionTest, ADirectoryWhoseFilesAreReadOneAfterAnotherIsReadAhead) 
     if (!file) return "open failed";
     auto read = session.read(ino, *file, 0, 128 << 10);
     session.release(ino, std::move(file));
-    return read ? text(*read) : "read: errno " + std::to_string(read.error());
+    return read ? replied(*read) : "read: errno " + std::to_string(read.error());
   };
   for (int i = 0; i < CachePolicy::kAheadAfter; ++i)
     EXPECT_EQ(cat("f" + std::to_string(i)), content(i));
@@ -455,7 +461,7 @@ TEST_F(MountSessionTest, ADirectoryWhoseFilesAreReadOneAfterAnotherIsReadAhead) 
     if (!file) return "open failed";
     auto read = session.read(*ino, *file, 0, 128 << 10);
     session.release(*ino, std::move(file));
-    return read ? text(*read) : "read: errno " + std::to_string(read.error());
+    return read ? replied(*read) : "read: errno " + std::to_string(read.error());
   };
   gw.reset_calls();
   for (int i = 0; i < CachePolicy::kAheadAfter; ++i) EXPECT_EQ(read_listed(i), content(i));
@@ -470,6 +476,58 @@ TEST_F(MountSessionTest, ADirectoryWhoseFilesAreReadOneAfterAnotherIsReadAhead) 
   for (int i = 19; i < 30; ++i) EXPECT_EQ(cat("f" + std::to_string(i)), content(i));
   EXPECT_EQ(gw.calls("ReadDir"), 0);
   EXPECT_EQ(gw.calls("ReadFiles"), 0);
+}
+
+// The read that makes a directory's read-ahead due returns before the read-ahead asks the gateway
+// for anything: fuse_ops runs it once the reply is sent (ReadData::after_reply), since the kernel
+// holds the pages that read fills locked until the reply, and an invalidation of the file (or a
+// lease) would wait for the whole read-ahead. One that the directory's change overtook between
+// the reply and its start fetches nothing.
+TEST_F(MountSessionTest, ADirectorysReadAheadWaitsForTheReplyOfTheReadThatSetItOff) {
+  cache.set_healthy(true);
+  cache.set_servers_watched(true);
+  gw.put_dir("/d");
+  for (int i = 0; i < 12; ++i) gw.put_file("/d/f" + std::to_string(i), "f" + std::to_string(i));
+  const InodeNumber d = looked_up("d");
+  const auto read_whole = [&](int i) -> Result<ReadData> {
+    const std::string name = "f" + std::to_string(i);
+    auto entry = session.lookup(d, name);
+    if (!entry) return Result<ReadData>::failure(entry.error());
+    auto file = opened(entry->ref.ino, O_RDONLY);
+    if (!file) return Result<ReadData>::failure(EIO);
+    auto read = session.read(entry->ref.ino, *file, 0, 4096);
+    session.release(entry->ref.ino, std::move(file));
+    if (read) {
+      EXPECT_EQ(text(*read), name);
+    }
+    return read;
+  };
+  for (int i = 0; i + 1 < CachePolicy::kAheadAfter; ++i) {
+    auto read = read_whole(i);
+    ASSERT_TRUE(read);
+    EXPECT_FALSE(read->after_reply) << "read ahead after " << i + 1 << " whole reads";
+  }
+  gw.reset_calls();
+  auto due = read_whole(CachePolicy::kAheadAfter - 1);
+  ASSERT_TRUE(due);
+  ASSERT_TRUE(due->after_reply) << "the read-ahead was not set off";
+  EXPECT_EQ(gw.calls("ReadDir") + gw.calls("ReadFiles"), 0) << "read ahead before the reply";
+  // Another mount's change in the directory comes before the read-ahead starts.
+  cache.ahead_changed(d);
+  due->after_reply();
+  EXPECT_EQ(gw.calls("ReadDir") + gw.calls("ReadFiles"), 0) << "read ahead what a change dropped";
+  // The next whole reads set it off again, and then it fetches.
+  for (int i = CachePolicy::kAheadAfter; i < 2 * CachePolicy::kAheadAfter; ++i) {
+    auto read = read_whole(i);
+    ASSERT_TRUE(read);
+    if (read->after_reply) read->after_reply();
+  }
+  EXPECT_EQ(gw.calls("ReadDir"), 1);
+  EXPECT_EQ(gw.calls("ReadFiles"), 1);
+  gw.reset_calls();
+  auto after = read_whole(2 * CachePolicy::kAheadAfter);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(gw.total_calls(), 0) << "not answered from what was read ahead";
 }
 
 // An open for reading of a file whose attributes the mount holds as current (Watch stream up, no
