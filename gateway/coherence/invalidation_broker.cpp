@@ -38,7 +38,11 @@ SessionId InvalidationBroker::attach(const std::string& ns, const std::string& m
   auto old = by_mount_.find(key);
   if (old != by_mount_.end()) drop_locked(old->second, "replaced by a new subscription");
   SessionId id = next_id_++;
-  Session& s = sessions_[id] = Session{id, ns, mount_id, stream};
+  Session& s = sessions_[id];
+  s.id = id;
+  s.ns = ns;
+  s.mount_id = mount_id;
+  s.stream = stream;
   s.servers_watched = servers_watched_ && servers_watched_(ns);
   by_mount_[key] = id;
   gone_.erase(key);
@@ -140,7 +144,9 @@ void InvalidationBroker::acked(SessionId id, uint64_t seq) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return;
-  it->second.acked = std::max(it->second.acked, seq);
+  Session& s = it->second;
+  s.acked = std::max(s.acked, seq);
+  while (!s.evictions.empty() && s.evictions.front().first <= s.acked) s.evictions.pop_front();
   acked_cv_.notify_all();
 }
 
@@ -227,8 +233,40 @@ void InvalidationBroker::invalidate_evicted_locked(
     // A mount whose interest is dropped drops its cache of it.
     for (SessionId s : e.sessions) {
       auto it = sessions_.find(s);
-      if (it != sessions_.end()) send_locked(it->second, {item(v1::Invalidation::TREE, e.path)});
+      if (it == sessions_.end()) continue;
+      if (uint64_t seq = send_locked(it->second, {item(v1::Invalidation::TREE, e.path)})) {
+        it->second.evictions.emplace_back(seq, e.path);
+        evicting_.insert(s);
+      }
     }
+  }
+}
+
+void InvalidationBroker::add_unacked_evictions_locked(
+    const std::string& ns, const std::vector<v1::Invalidation>& items, SessionId origin,
+    std::vector<std::pair<SessionId, uint64_t>>& waits) {
+  for (auto id = evicting_.begin(); id != evicting_.end();) {
+    auto it = sessions_.find(*id);
+    if (it == sessions_.end() || !it->second.stream) {
+      id = evicting_.erase(id);
+      continue;
+    }
+    Session& s = it->second;
+    if (s.evictions.empty()) {
+      id = evicting_.erase(id);
+      continue;
+    }
+    const bool waited =
+        std::any_of(waits.begin(), waits.end(), [&](const auto& w) { return w.first == s.id; });
+    if (s.ns == ns && s.id != origin && !waited) {
+      // Its events are applied in order: waiting for the last related eviction covers the rest.
+      uint64_t last = 0;
+      for (const auto& [seq, path] : s.evictions)
+        for (const auto& i : items)
+          if (path_is_under(i.path(), path) || path_is_under(path, i.path())) last = seq;
+      if (last) waits.emplace_back(s.id, last);
+    }
+    ++id;
   }
 }
 
@@ -291,6 +329,9 @@ void InvalidationBroker::changed(const std::string& ns, const std::vector<v1::In
     uint64_t seq = send_locked(it->second, items);
     if (seq) waits.emplace_back(id, seq);
   }
+  // A mount whose interest the set's limit just dropped is told to drop the paths, but is no
+  // longer among the targets: until it has, it may answer the old version.
+  if (!evicting_.empty()) add_unacked_evictions_locked(ns, items, origin_id, waits);
   if (waits.empty()) return;
   auto deadline = std::chrono::steady_clock::now() + options_.lease;
   auto all_acked = [&] {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -153,13 +154,17 @@ class InvalidationBroker {
 
  private:
   struct Session {
-    SessionId id;
+    SessionId id = 0;
     std::string ns;
     std::string mount_id;
-    Stream* stream;
+    Stream* stream = nullptr;
     uint64_t next_seq = 1;
     uint64_t acked = 0;
     bool servers_watched = false;  // as the stream was last told
+    // The TREE invalidations sent for paths this mount's interest lost to the set's limit, not
+    // yet known acknowledged (seq, path), oldest first: until it acknowledges one, a change
+    // through the gateway at, above or below that path waits for it as for an interested mount.
+    std::deque<std::pair<uint64_t, std::string>> evictions;
   };
   void served_locked(const std::string& ns, SessionId id, const std::string& path,
                      std::optional<SeenAttrs> seen, bool entry);
@@ -173,6 +178,12 @@ class InvalidationBroker {
   void drop_locked(SessionId id, const std::string& why);
   // Tells the mounts that cached evicted paths to drop them (never silently forgotten).
   void invalidate_evicted_locked(const std::vector<InterestSet::Evicted>& evicted);
+  // For changed(): the sessions of `ns` other than `origin` and those in `waits` that have not
+  // yet acknowledged the eviction of a path at, above or below one of `items`, added to `waits`
+  // with the seq to wait for (the interest set no longer names them, but they may still hold it).
+  void add_unacked_evictions_locked(const std::string& ns,
+                                    const std::vector<v1::Invalidation>& items, SessionId origin,
+                                    std::vector<std::pair<SessionId, uint64_t>>& waits);
   // Remembers that `origin` changed `path` now; forgets what is older than the echo window.
   void note_recent_locked(const std::string& ns, const std::string& path, SessionId origin);
 
@@ -182,6 +193,7 @@ class InvalidationBroker {
   std::condition_variable acked_cv_;
   SessionId next_id_ = 1;
   std::unordered_map<SessionId, Session> sessions_;
+  std::set<SessionId> evicting_;  // sessions whose `evictions` may hold unacknowledged ones
   std::map<MountKey, SessionId> by_mount_;
   // Mounts whose stream ended, and when (until they subscribe again or take_gone hands them out).
   std::map<MountKey, std::chrono::steady_clock::time_point> gone_;

@@ -606,6 +606,48 @@ TEST(InvalidationBroker, EvictedInterestIsInvalidatedNotForgotten) {
   broker.detach(a.id);
 }
 
+// A mount whose interest in a path went to the set's limit is sent TREE for it, and is no longer
+// among those that cache it; until it acknowledges that TREE, it may still answer the path from
+// its cache, so a change through the gateway at, above or below the path waits for it as for an
+// interested mount (and one that never answers loses its lease). Changes elsewhere, and changes
+// once it acknowledged, do not wait.
+TEST(InvalidationBroker, AChangeWaitsForTheMountsThatHaveNotYetDroppedWhatTheSetEvicted) {
+  using namespace std::chrono_literals;
+  InvalidationBroker broker({.lease = 300ms, .interest_limit = 2});
+  FakeStream silent(broker, false), a(broker, true), b(broker, true);
+  silent.id = broker.attach("ns", "silent", &silent);
+  a.id = broker.attach("ns", "A", &a);
+  b.id = broker.attach("other", "B", &b);
+  broker.served("ns", "silent", "/d/f", std::nullopt, false);
+  broker.served("ns", "A", "/x", std::nullopt, false);
+  broker.served("ns", "A", "/y", std::nullopt, false);  // the limit: /d/f goes
+  ASSERT_EQ(silent.events.size(), 1u);
+  EXPECT_EQ(silent.events[0].invalidations(0).kind(), Kind::TREE);
+  const auto took = [&](const std::string& ns, const std::string& path) {
+    const auto start = std::chrono::steady_clock::now();
+    broker.changed(ns, {InvalidationBroker::item(Kind::INODE, path)}, "");
+    return std::chrono::steady_clock::now() - start;
+  };
+  EXPECT_LT(took("ns", "/e"), 150ms) << "a change of an unrelated path waited";
+  EXPECT_LT(took("other", "/d/f"), 150ms) << "a change in another namespace waited";
+  EXPECT_TRUE(silent.ended.empty());
+  EXPECT_GE(took("ns", "/d"), 250ms) << "a change above the evicted path did not wait";
+  EXPECT_FALSE(silent.ended.empty()) << "the mount that never dropped it kept its lease";
+  // A mount that acknowledged the TREE is not waited for.
+  broker.served("ns", "A", "/p/q", std::nullopt, false);  // /x goes
+  broker.served("ns", "A", "/z", std::nullopt, false);    // /y goes
+  broker.served("ns", "A", "/w", std::nullopt, false);    // /p/q goes
+  a.join();                                               // its acknowledgements are in
+  ASSERT_EQ(a.told_of("/p/q"), 1u);
+  EXPECT_LT(took("ns", "/p/q/r"), 150ms) << "A acknowledged already";
+  EXPECT_TRUE(a.ended.empty());
+  a.join();
+  b.join();
+  broker.detach(silent.id);
+  broker.detach(a.id);
+  broker.detach(b.id);
+}
+
 // A mount that renames a directory keeps its cache of what is below under the new names; a
 // change another mount makes there right after the rename must reach it.
 TEST(InvalidationBroker, AChangeBelowARenamedDirectoryReachesTheMountThatRenamedIt) {
