@@ -838,7 +838,19 @@ void StageEngine::copy(Run& run, Tree& source, Tree& destination) {
     auto made = destination.layout->mkdir(path, 0700);
     if (!made && made.error() == EEXIST) {
       auto a = destination.layout->getattr(path);
-      if (a && S_ISDIR(a->permissions)) continue;
+      if (a && S_ISDIR(a->permissions)) {
+        // There already (an earlier copy's, given its source's mode at the end: a read-only
+        // one's 0555): opened up for its owner, the storage account, which may then make files
+        // in it without being root. The directories' pass at the end sets the source's mode.
+        if ((a->permissions & S_IRWXU) != S_IRWXU && path != "/") {
+          AttrChange open_up;
+          open_up.mode = (a->permissions & 07777) | S_IRWXU;
+          if (auto r = destination.layout->setattr(path, open_up, nullptr); !r)
+            run.fail(e.path,
+                     "opening up the directory there for writing: " + errno_text(r.error()));
+        }
+        continue;
+      }
     }
     if (!made) run.fail(e.path, "making the directory: " + errno_text(made.error()));
   }

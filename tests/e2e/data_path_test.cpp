@@ -28,7 +28,7 @@ class DataPath : public ::testing::Test {
   // only backend is a small tmpfs, to run out of space; its gateway does not watch the server.
   static void SetUpTestSuite() {
     std::string error;
-    cluster_ = LocalCluster::start("data-path", {1, 2, 0}, error);
+    cluster_ = LocalCluster::start("data-path", {.servers = 1, .mounts = 2}, error);
     if (!cluster_) return fail("cluster: " + error);
     const std::string dir = small_dir();
     ::mkdir(dir.c_str(), 0755);

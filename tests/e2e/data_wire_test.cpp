@@ -28,7 +28,7 @@ class DataWire : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::string error;
-    cluster_ = LocalCluster::start("data-wire", {3, 0, 0}, error);
+    cluster_ = LocalCluster::start("data-wire", {.servers = 3, .mounts = 0}, error);
     if (!cluster_) setup_error_ = "cluster: " + error;
   }
   static void TearDownTestSuite() { cluster_.reset(); }

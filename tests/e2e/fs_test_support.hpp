@@ -189,11 +189,14 @@ class ClusterSuite : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::string error;
-    cluster_ = LocalCluster::start(::testing::UnitTest::GetInstance()->current_test_suite()->name(),
-                                   {Servers, Mounts, 0}, error);
+    cluster_ =
+        LocalCluster::start(::testing::UnitTest::GetInstance()->current_test_suite()->name(),
+                            {.servers = Servers, .mounts = Mounts, .ssh_user = ssh_user_}, error);
     if (!cluster_) start_error_ = error;
   }
   static void TearDownTestSuite() { cluster_.reset(); }
+  // The storage servers' account for the next SetUpTestSuite ("": the user running the tests).
+  static inline std::string ssh_user_;
   void SetUp() override { ASSERT_TRUE(cluster_) << "cluster did not start:\n" << start_error_; }
 
   static inline std::unique_ptr<LocalCluster> cluster_;

@@ -162,6 +162,7 @@ std::unique_ptr<LocalCluster> LocalCluster::start(const std::string& name, Optio
   cmd << skein_local() << " up --no-build --state '" << c->state_ << "' --servers " << opts.servers
       << " --mounts " << opts.mounts;
   if (opts.latency_ms) cmd << " --latency-ms " << opts.latency_ms;
+  if (!opts.ssh_user.empty()) cmd << " --ssh-user '" << opts.ssh_user << "'";
   if (run_command(cmd.str(), &error) != 0) {
     return nullptr;  // the destructor takes down what did start
   }

@@ -65,6 +65,7 @@ class LocalCluster {
     int servers = 3;
     int mounts = 1;
     int latency_ms = 0;
+    std::string ssh_user{};  // the storage servers' account (skein-local --ssh-user); "": ours
   };
   // Starts a cluster; on failure returns null and puts skein-local's output in `error`.
   static std::unique_ptr<LocalCluster> start(const std::string& name, Options opts,

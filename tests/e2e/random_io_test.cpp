@@ -39,7 +39,7 @@ class RandomIo : public ::testing::TestWithParam<Place> {
   // '/', so it cannot name the cluster's directory.
   static void SetUpTestSuite() {
     std::string error;
-    cluster_ = LocalCluster::start("random-io", {kServers, 1, 0}, error);
+    cluster_ = LocalCluster::start("random-io", {.servers = kServers, .mounts = 1}, error);
     if (!cluster_) start_error_ = error;
   }
   static void TearDownTestSuite() { cluster_.reset(); }

@@ -758,5 +758,61 @@ TEST_F(Staging, ANamespaceExpiringDuringAStageInStopsTheCopyBeforeItsFilesGo) {
       << "the expired namespace's tree is still there";
 }
 
+// Staging where the storage servers' account is not root (skein-local --ssh-user), as on a site
+// whose servers give skein an account of its own: the servers' permission checks apply to every
+// file the gateway makes. A copy keeps a read-only directory's mode (the tree's d9 is chmod 555),
+// so a second run into the same place finds it closed to its own account.
+class StagingByAnAccountNotRoot : public Staging {
+ protected:
+  static void SetUpTestSuite() {
+    // Not locked ('*': no password, but sshd lets it log in with the cluster's key).
+    if (uid_of(kAccount) == static_cast<uid_t>(-1))
+      run_command(std::string("useradd -M -s /bin/sh -p '*' ") + kAccount);
+    ssh_user_ = kAccount;
+    Staging::SetUpTestSuite();
+    ssh_user_.clear();
+  }
+  static void TearDownTestSuite() {
+    Staging::TearDownTestSuite();
+    run_command(std::string("userdel ") + kAccount + " 2>/dev/null");
+  }
+  static constexpr const char* kAccount = "skstoreacct";
+  // make_tree's tree, given to the servers' account (as its files are on such a site).
+  std::string make_own_tree(int server, const std::string& rel, int small, int big, int big_mib) {
+    std::string place = make_tree(server, rel, small, big, big_mib);
+    EXPECT_EQ(run_command("chown -R " + std::string(kAccount) + ": " +
+                          q(cluster_->export_dir(server) + rel)),
+              0);
+    return place;
+  }
+};
+
+TEST_F(StagingByAnAccountNotRoot, CopiesRunAgainWriteIntoTheReadOnlyDirectoriesTheyMade) {
+  const std::string src = make_own_tree(0, "/ro-src", 40, 1, 9);
+  const std::string src_dir = cluster_->export_dir(0) + "/ro-src";
+  const std::string out_dir = cluster_->export_dir(1) + "/ro-out";
+  struct stat st {};
+  ASSERT_EQ(::stat(src_dir.c_str(), &st), 0);
+  ASSERT_EQ(st.st_uid, uid_of(kAccount)) << "the tree is not the servers' account's";
+  create(job(), user(0), "", "1G");
+  // Into the job and out of it, twice each: the second run of each finds d9 read-only (mode 555,
+  // as the first left it) and writes its files again (each through its partial, renamed over).
+  for (int run = 0; run < 2; ++run) {
+    Json in;
+    EXPECT_EQ(stage_wait("stage in " + job() + " " + src + " /data", in), 0) << in.dump();
+    EXPECT_EQ(in["state"], "done") << "run " << run << ": " << in.dump();
+    Json out;
+    EXPECT_EQ(stage_wait("stage out " + job() + " /data default:/srv1/ro-out", out), 0)
+        << out.dump();
+    EXPECT_EQ(out["state"], "done") << "run " << run << ": " << out.dump();
+    EXPECT_EQ(out["files_done"], out["files_total"]) << out.dump();
+  }
+  EXPECT_TRUE(same_contents(src_dir, out_dir));
+  EXPECT_EQ(listing(src_dir), listing(out_dir)) << "modes (d9's 555 too), times or symlinks";
+  ASSERT_EQ(::stat((out_dir + "/d9").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0555u);
+  EXPECT_EQ(st.st_uid, uid_of(kAccount)) << "made by another account than the servers'";
+}
+
 }  // namespace
 }  // namespace skein::test

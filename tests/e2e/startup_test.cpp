@@ -29,7 +29,7 @@ TEST(GatewayStartup, BadConfigNamesFileLineAndProblemAndExitsNonZero) {
 
 TEST(GatewayStartup, UnknownOrChangedHostKeyIsRefused) {
   std::string error;
-  auto cluster = LocalCluster::start("hostkey", {1, 0, 0}, error);
+  auto cluster = LocalCluster::start("hostkey", {.servers = 1, .mounts = 0}, error);
   ASSERT_TRUE(cluster) << error;
   std::string cfg_text;
   {
@@ -98,7 +98,7 @@ TEST(MountStartup, UnreachableGatewayFailsClearlyAndMountsNothing) {
 
 TEST(MountStartup, UnknownNamespaceFailsClearly) {
   std::string error;
-  auto cluster = LocalCluster::start("nsname", {1, 0, 0}, error);
+  auto cluster = LocalCluster::start("nsname", {.servers = 1, .mounts = 0}, error);
   ASSERT_TRUE(cluster) << error;
   std::string mp = cluster->state() + "/extra-mnt";
   ::mkdir(mp.c_str(), 0755);
@@ -129,7 +129,7 @@ TEST(MountStartup, UnknownNamespaceFailsClearly) {
 // connect), so they are taken as absolute at start. It must stay mounted, and answer.
 TEST(MountStartup, RelativePathsOfTheTlsFilesAndControlDirectoryWork) {
   std::string error;
-  auto cluster = LocalCluster::start("relpaths", {1, 0, 0}, error);
+  auto cluster = LocalCluster::start("relpaths", {.servers = 1, .mounts = 0}, error);
   ASSERT_TRUE(cluster) << error;
   if (cluster->env("SKEIN_INSECURE") == "1") GTEST_SKIP() << "the cluster runs without TLS";
   const std::string mp = cluster->state() + "/rel-mnt";

@@ -25,7 +25,7 @@ class StripeRecords : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::string error;
-    cluster_ = LocalCluster::start("stripe-record", {3, 0, 0}, error);
+    cluster_ = LocalCluster::start("stripe-record", {.servers = 3, .mounts = 0}, error);
     if (!cluster_) return fail("cluster: " + error);
     for (int i = 0; i < 3; ++i) ::mkdir(root(i).c_str(), 0755);
     ::mkdir(spare_root().c_str(), 0755);

@@ -28,7 +28,7 @@ class UnionNamespaces : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::string error;
-    cluster_ = LocalCluster::start("union", {3, 0, 0}, error);
+    cluster_ = LocalCluster::start("union", {.servers = 3, .mounts = 0}, error);
     if (!cluster_) return fail("cluster: " + error);
     for (int i = 0; i < 3; ++i) {
       std::string dir = branch_dir(i);
