@@ -534,6 +534,9 @@ Result<std::shared_ptr<OpenFile>> JobLayout::open_through(const std::string& rel
 
 Result<Created> JobLayout::create(const std::string& rel, int flags, uint32_t mode) {
   using R = Result<Created>;
+  // Held until the new file's handles are counted: an unlink of the name meanwhile would find no
+  // count to leave as an orphan's, and the bytes written through the handle would stay taken.
+  std::lock_guard name(names_.of(rel));
   if (!quota_->take_inodes(1)) return R::failure(EDQUOT);
   // Always exclusive below: a name that exists takes no inode, and is opened as by open().
   auto c = inner_->create(rel, flags | O_EXCL, mode);
@@ -562,6 +565,10 @@ std::vector<Result<MadeWholeFile>> JobLayout::write_whole_files(
   std::vector<std::string> paths;
   for (const NewWholeFile& f : files) paths.push_back(f.path);
   for (const NewWholeFile& f : files) paths.push_back(f.partial);
+  // The names are held from the look at what is there to the count of what was made, as an
+  // unlink or a rename holds its names: one of them meanwhile would give back what these files
+  // are counted as replacing, and again as they replace it.
+  const auto held = names_.all(paths);
   const auto there = inner_->getattr_each(paths);
   // Each file takes what it adds to what it replaces, before anything is sent: its inode unless
   // it replaces a name, and its bytes past those of the file it replaces (a file copied again

@@ -4,10 +4,12 @@
 // shard of names, by hash, so that the set stays small. Another gateway's calls are not held back.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace skein {
 
@@ -29,6 +31,17 @@ class NameLocks {
     std::unique_lock first(*x);
     std::unique_lock second(*y);
     return {std::move(first), std::move(second)};
+  }
+  // The locks of many names (a batch of whole files'), in the same order as both() takes them.
+  std::vector<std::unique_lock<std::mutex>> all(const std::vector<std::string>& names) {
+    std::vector<std::mutex*> shards;
+    for (const auto& n : names) shards.push_back(&of(n));
+    std::sort(shards.begin(), shards.end(), std::less<std::mutex*>{});
+    shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+    std::vector<std::unique_lock<std::mutex>> held;
+    held.reserve(shards.size());
+    for (std::mutex* m : shards) held.emplace_back(*m);
+    return held;
   }
 
  private:

@@ -316,6 +316,42 @@ TEST(JobLayout, AnUnlinkRacingARenameOntoItsNameGivesBackWhatItRemoved) {
   EXPECT_EQ(j.inodes(), 0u);
 }
 
+// An unlink of a name that a batch of whole files (WriteFiles: a stage-in run again) is replacing
+// waits for the batch: the batch counts each file against what it found at its name, and an
+// unlink in between gave that back too (the new file left uncounted, the usage below what the
+// servers hold).
+TEST(JobLayout, AnUnlinkRacingAWholeFileOverItsNameGivesBackWhatItRemoved) {
+  Job j(100, 10);
+  ASSERT_TRUE(j.create("/f")->write(0, bytes(std::string(60, 'o'))));
+  ASSERT_EQ(j.used(), 60u);
+  std::future<Status> unlinking;
+  std::atomic<bool> unlinked_during_write{false};
+  std::once_flag once;
+  for (auto& b : j.b)
+    b->on_next("write", [&] {
+      std::call_once(once, [&] {
+        unlinking = std::async(std::launch::async, [&] { return j.layout->unlink("/f"); });
+        unlinked_during_write =
+            unlinking.wait_for(std::chrono::milliseconds(300)) == std::future_status::ready;
+      });
+    });
+  auto made = j.layout->write_whole_files(
+      {NewWholeFile{"/f", "/.f.part", bytes(std::string(20, 'n')), 0640, 1, 2}});
+  ASSERT_EQ(made.size(), 1u);
+  ASSERT_TRUE(unlinking.valid()) << "no write: the test proves nothing";
+  EXPECT_FALSE(unlinked_during_write) << "the unlink did not wait for the batch";
+  const Status st = unlinking.get();
+  uint64_t held = 0, names = 0;
+  for (const char* name : {"/f", "/.f.part"})
+    if (auto a = j.layout->getattr(name)) {
+      held += a->size;
+      ++names;
+    }
+  EXPECT_EQ(j.used(), held) << "the quota counts what the server holds (unlink: "
+                            << (st ? "done" : strerror(st.error())) << ")";
+  EXPECT_EQ(j.inodes(), names);
+}
+
 // A file with two names whose size one name changed: the other name's handles ask the server
 // for the size at their next change, and their writes count what they add to it (before, each
 // name kept the size it had seen, and a shrink through one name let the other write that much
