@@ -95,30 +95,34 @@ bool Coherence::servers_watched(const std::string& ns) const {
   return true;
 }
 
-void Coherence::for_each_use(
-    const std::string& backend, const std::string& rel,
-    const std::function<void(const std::string&, const std::string&)>& visit) {
+void Coherence::for_each_use(const std::string& backend, const std::string& rel,
+                             const std::function<void(NamespaceFs&, const std::string&)>& visit) {
   for (auto& ns : registry_.all()) {
     auto table = ns->table();
     for (auto& m : table->mounts()) {
       bool uses = false;
       for (auto& b : m.layout->backends()) uses |= b->name() == backend;
       if (!uses) continue;
-      visit(ns->name(), m.path == "/" ? rel : (rel == "/" ? m.path : m.path + rel));
+      visit(*ns, m.path == "/" ? rel : (rel == "/" ? m.path : m.path + rel));
     }
   }
 }
 
 void Coherence::changed_on_server(const std::string& backend, const std::string& rel, bool new_dir,
                                   bool dir_gone) {
-  for_each_use(backend, rel, [&](const std::string& ns, const std::string& vpath) {
+  for_each_use(backend, rel, [&](NamespaceFs& ns, const std::string& vpath) {
     // A directory removed or moved away takes its subtree with it: a mount that still holds
     // names below it (an inode in use, attributes held as current) drops them all, or it would
     // answer them from the old directory once another is made at its name.
-    broker_.changed_elsewhere(ns,
-                              dir_gone ? std::vector<v1::Invalidation>{InvalidationBroker::item(
-                                             v1::Invalidation::TREE, vpath)}
-                                       : invalidations_for(Change::found_changed, vpath),
+    std::vector<v1::Invalidation> items =
+        dir_gone
+            ? std::vector<v1::Invalidation>{InvalidationBroker::item(v1::Invalidation::TREE, vpath)}
+            : invalidations_for(Change::found_changed, vpath);
+    // The file's other names linked through the gateway (the watcher reports the name written).
+    if (!dir_gone)
+      for (const std::string& name : ns.links().others(vpath))
+        items.push_back(InvalidationBroker::item(v1::Invalidation::INODE, name));
+    broker_.changed_elsewhere(ns.name(), items,
                               // A new directory is never taken for an echo: inotifywait
                               // watches it only once it has seen it appear, and what was
                               // made in it before then is reported by nobody. Every mount
@@ -128,8 +132,8 @@ void Coherence::changed_on_server(const std::string& backend, const std::string&
 }
 
 void Coherence::drop_cached_of(const std::string& backend) {
-  for_each_use(backend, "/", [&](const std::string& ns, const std::string& vpath) {
-    broker_.changed_elsewhere(ns, {InvalidationBroker::item(v1::Invalidation::TREE, vpath)});
+  for_each_use(backend, "/", [&](NamespaceFs& ns, const std::string& vpath) {
+    broker_.changed_elsewhere(ns.name(), {InvalidationBroker::item(v1::Invalidation::TREE, vpath)});
   });
 }
 

@@ -51,7 +51,7 @@ class Coherence {
   // `visit(ns, vpath)` for every namespace mount that uses `backend`, with the virtual path of
   // `rel` on it.
   void for_each_use(const std::string& backend, const std::string& rel,
-                    const std::function<void(const std::string&, const std::string&)>& visit);
+                    const std::function<void(NamespaceFs&, const std::string&)>& visit);
   // `backend` came back up, or its remote watcher watches again: what mounts cached of it
   // meanwhile may be stale (a union listing served while the server was down left its names out,
   // and changes made while it was not watched were not reported), so every mount drops all of it.

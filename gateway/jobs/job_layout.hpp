@@ -12,35 +12,10 @@
 
 #include "jobs/quota.hpp"
 #include "namespace/layout.hpp"
+#include "namespace/link_names.hpp"
 #include "namespace/name_locks.hpp"
 
 namespace skein {
-
-// The names of the files the gateway linked (hard links it made). Usage counts every name as a
-// copy would count, so a file with N names counts N times: what it grows or shrinks by through
-// any of them is taken or given back N times, and each name that goes gives back the file's size
-// (before, growth through one name was taken once, and the removal of another name gave it back:
-// the data stayed, uncounted). Names linked before the gateway started are not known here; the
-// recount at its start counts every name's size.
-class LinkNames {
- public:
-  // How many names the file at `rel` has: 1 unless it is known to have more.
-  uint64_t names(const std::string& rel);
-  // `rel` was made a name of the file at `existing`.
-  void linked(const std::string& existing, const std::string& rel);
-  // The name `rel` went.
-  void removed(const std::string& rel);
-  // `from` (and what is below it) is now at `to`, which another name left first.
-  void renamed(const std::string& from, const std::string& to);
-  // Whether `a` and `b` are names of one file (a rename of one to the other does nothing).
-  bool same_file(const std::string& a, const std::string& b);
-  // The file's other names known here (none for a file with one).
-  std::vector<std::string> others(const std::string& rel);
-
- private:
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<uint64_t>> groups_;  // a name's file's names; by mu_
-};
 
 class JobLayout final : public Layout {
  public:
@@ -101,6 +76,10 @@ class JobLayout final : public Layout {
   uint32_t uid_, gid_;
   std::shared_ptr<Quota> quota_;
   std::shared_ptr<OpenSizes> sizes_ = std::make_shared<OpenSizes>();
+  // Usage counts every name as a copy would, so a file with N names counts N times: what it
+  // grows or shrinks by through any of them is taken or given back N times, and each name that
+  // goes gives back the file's size. Names not known here (linked before the gateway started)
+  // are counted by the recount at its start.
   std::shared_ptr<LinkNames> links_ = std::make_shared<LinkNames>();
   // A name's look and change (unlink, rename) in one hold: two of them on one name, racing, would
   // each give back what they looked at.

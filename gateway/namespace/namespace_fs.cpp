@@ -281,7 +281,9 @@ Status NamespaceFs::unlink(const std::string& vpath) {
   auto t = locate(vpath);
   if (t.table->is_synthetic_dir(vpath)) return Status::failure(EISDIR);
   if (!t.mount) return Status::failure(ENOENT);
-  return t.mount->layout->unlink(t.rel);
+  Status st = t.mount->layout->unlink(t.rel);
+  if (st) links_.removed(vpath);
+  return st;
 }
 
 Result<std::optional<sftp::Attrs>> NamespaceFs::unlink_reporting_parent(const std::string& vpath) {
@@ -289,7 +291,9 @@ Result<std::optional<sftp::Attrs>> NamespaceFs::unlink_reporting_parent(const st
   auto t = locate(vpath);
   if (t.table->is_synthetic_dir(vpath)) return R::failure(EISDIR);
   if (!t.mount) return R::failure(ENOENT);
-  return t.mount->layout->unlink_reporting_parent(t.rel);
+  auto r = t.mount->layout->unlink_reporting_parent(t.rel);
+  if (r) links_.removed(vpath);
+  return r;
 }
 
 Result<RenameParents> NamespaceFs::rename(const std::string& from, const std::string& to,
@@ -302,8 +306,13 @@ Result<RenameParents> NamespaceFs::rename(const std::string& from, const std::st
   if (!f.mount) return R::failure(ENOENT);
   if (!t.mount) return R::failure(EACCES);
   if (f.mount != t.mount || f.table != t.table) return R::failure(EXDEV);
+  // Two names of one file: rename(2) leaves both.
+  const bool one_file = links_.same_file(from, to);
   auto r = f.mount->layout->rename_reporting_parents(f.rel, t.rel, flags);
-  if (r) moved_open_files(from, to, t.rel);
+  if (r && !one_file) {
+    moved_open_files(from, to, t.rel);
+    links_.renamed(from, to);
+  }
   return r;
 }
 
@@ -348,7 +357,9 @@ Result<sftp::Attrs> NamespaceFs::link(const std::string& existing, const std::st
     return Result<sftp::Attrs>::failure(e.mount ? EPERM : ENOENT);
   if (!n.mount) return Result<sftp::Attrs>::failure(EACCES);
   if (e.mount != n.mount || e.table != n.table) return Result<sftp::Attrs>::failure(EXDEV);
-  return e.mount->layout->link(e.rel, n.rel);
+  auto r = e.mount->layout->link(e.rel, n.rel);
+  if (r) links_.linked(existing, vpath);
+  return r;
 }
 
 Result<sftp::StatVfs> NamespaceFs::statfs(const std::string& vpath) {
@@ -564,6 +575,7 @@ std::vector<Result<WholeFile>> NamespaceFs::read_whole_files(const std::vector<s
 std::vector<Result<MadeWholeFile>> NamespaceFs::write_whole_files(std::vector<NewWholeFile> files) {
   using R = Result<MadeWholeFile>;
   std::vector<R> out(files.size(), R::failure(EIO));
+  std::vector<std::string> vpaths(files.size());
   std::vector<MountBatch<Located, NewWholeFile>> batches;
   for (size_t i = 0; i < files.size(); ++i) {
     NewWholeFile& f = files[i];
@@ -585,12 +597,16 @@ std::vector<Result<MadeWholeFile>> NamespaceFs::write_whole_files(std::vector<Ne
       out[i] = R::failure(EXDEV);
       continue;
     }
+    vpaths[i] = f.path;
     f.path = at.rel;
     f.partial = std::move(part.rel);
     add_to_batch(batches, at, i, std::move(f));
   }
   answer_batches(batches, out,
                  [](const auto& b) { return b.at.mount->layout->write_whole_files(b.items); });
+  // Each name made names a new file, whatever other file's name it was.
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i] && !vpaths[i].empty()) links_.removed(vpaths[i]);
   return out;
 }
 

@@ -23,6 +23,7 @@
 
 #include "auth/token_digest.hpp"
 #include "namespace/layout.hpp"
+#include "namespace/link_names.hpp"
 #include "namespace/mount_table.hpp"
 #include "skein/permission.hpp"
 #include "skein/result.hpp"
@@ -159,7 +160,13 @@ class NamespaceFs {
   };
   Resolved resolve(const std::string& vpath) const;
 
+  // The hard links made through this namespace, by virtual path (link, unlink, rename and whole
+  // files keep it): a change of a file through one name is a change of its other names, which
+  // other mounts may cache as files of their own.
+  LinkNames& links() { return links_; }
+
  private:
+  LinkNames links_;
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<uint64_t> bytes_written_{0};
   // Where a virtual path lives in the mount table of the moment (kept alive with it): the mount

@@ -117,10 +117,30 @@ void served(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& t
             const std::string& path, const Result<sftp::Attrs>& attrs, bool entry) {
   if (b && attrs) b->served(t.ns->name(), mount_of(ctx), path, SeenAttrs::of(*attrs), entry);
 }
-// Reports a change `t`'s caller made (invalidation_rules.hpp says what it makes stale).
+// What `change` makes stale (invalidation_rules.hpp), and for a change of a file's contents or
+// attributes, its other names linked through the gateway (NamespaceFs::links): other mounts may
+// cache them as files of their own, which SFTP cannot tell them are one.
+std::vector<v1::Invalidation> invalidations_of(NamespaceFs& ns, Change change,
+                                               const std::string& path,
+                                               const std::string& other = {}) {
+  auto items = invalidations_for(change, path, other);
+  switch (change) {
+    case Change::create:  // an existing file opened, perhaps truncated
+    case Change::setattr:
+    case Change::truncate_on_open:
+    case Change::write:
+      for (const std::string& name : ns.links().others(path))
+        items.push_back(InvalidationBroker::item(v1::Invalidation::INODE, name));
+      break;
+    default:
+      break;
+  }
+  return items;
+}
+// Reports a change `t`'s caller made.
 void changed(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& t, Change change,
              const std::string& path, const std::string& other = {}) {
-  if (b) b->changed(t.ns->name(), invalidations_for(change, path, other), mount_of(ctx));
+  if (b) b->changed(t.ns->name(), invalidations_of(*t.ns, change, path, other), mount_of(ctx));
 }
 // A create `t`'s caller made (Create, or an asynchronous create's first Write): the other mounts
 // told, and the caller's mount counted among those that cache the file and its directory.
@@ -663,7 +683,7 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     ns->count_written(written);
     // Every other mount that caches this file hears of it before the writer does.
     if (broker_) {
-      broker_->changed(req.file().ns(), invalidations_for(Change::write, path), mount_of(ctx));
+      broker_->changed(req.file().ns(), invalidations_of(*ns, Change::write, path), mount_of(ctx));
       // The writer now holds the file as the write left it (its attributes went back with the
       // reply): revalidation compares the server's file with that.
       if (after)
@@ -674,7 +694,7 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     // pipelined write): the others that cache the file hear of it all the same. Refused before
     // anything was sent (the quota, the file size limit), it changed nothing.
     if (broker_ && may_have_landed(r.error()))
-      broker_->changed(req.file().ns(), invalidations_for(Change::write, path), mount_of(ctx));
+      broker_->changed(req.file().ns(), invalidations_of(*ns, Change::write, path), mount_of(ctx));
     reply.set_error(r.error());
   }
   return grpc::Status::OK;

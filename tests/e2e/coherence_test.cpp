@@ -450,6 +450,29 @@ TEST_F(Coherence, WritesToAFileRenamedThroughAnotherMountReachTheMountsOfItsNewN
   EXPECT_EQ(read_file(s("renamed")), "version");
 }
 
+// A file with two names linked through the gateway: SFTP tells nobody they are one file, but the
+// gateway made the link and follows the names, so a change through one name reaches the mounts
+// that cache the other (as a file of its own: inode numbers name paths), and a rename moves it.
+TEST_F(Coherence, AChangeThroughOneNameOfAHardLinkReachesMountsThatCacheTheOther) {
+  ASSERT_TRUE(write_file(m(A, "linked"), "version-1"));
+  ASSERT_EQ(::link(m(A, "linked").c_str(), m(A, "other-name").c_str()), 0) << strerror(errno);
+  EXPECT_EQ(read_file(m(B, "other-name")), "version-1");  // cached by B under the other name
+  const int fd = ::open(m(A, "linked").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_EQ(::pwrite(fd, "version-2", 9, 0), 9);  // same size: only an invalidation shows it
+  ASSERT_EQ(::fsync(fd), 0) << strerror(errno);
+  EXPECT_EQ(read_file(m(B, "other-name")), "version-2");
+  ASSERT_EQ(::ftruncate(fd, 7), 0) << strerror(errno);
+  EXPECT_EQ(size_of(m(B, "other-name")), 7) << "B kept the other name's old size";
+  ASSERT_EQ(::close(fd), 0);
+  // Renamed through B, the names are still one file's; a change through A's name reaches C.
+  ASSERT_EQ(::rename(m(B, "other-name").c_str(), m(B, "moved-name").c_str()), 0);
+  EXPECT_EQ(read_file(m(C, "moved-name")), "version");
+  ASSERT_TRUE(write_file(m(A, "linked"), "version-3", O_WRONLY));
+  EXPECT_EQ(read_file(m(C, "moved-name")), "version-3");
+  EXPECT_EQ(read_file(s("moved-name")), "version-3");
+}
+
 TEST_F(Coherence, AppendByOneMountIsReadWholeByAnother) {
   std::string expected;
   for (int i = 0; i < 20; ++i) {
@@ -740,6 +763,49 @@ TEST_F(Coherence, AServerSideChangeOfAFileSeenOnlyInAListingIsSeenWithinThePollI
   std::printf("[ coherence ] server-side change of a listed file seen after %.2f s\n", took);
   EXPECT_GE(took, 0) << "never seen";
   EXPECT_LT(took, 1.5) << "slower than the poll interval allows";
+}
+
+// A file rewritten on the server through one of its names linked through the gateway: the remote
+// watcher reports the name written, and the gateway the file's other names with it, so a mount
+// that caches only the other name sees the change (revalidation would take 30 s here).
+TEST_F(Coherence, AServerSideChangeOfOneNameOfAHardLinkReachesMountsThatCacheTheOther) {
+  std::string error;
+  auto g = start_gateway("inotify-links", "revalidate_interval_ms = 30000\nremote_watch = true\n",
+                         2, error);
+  ASSERT_TRUE(g) << error;
+  ASSERT_GE(wait_until([&] { return healthy(g->mount(0)) && healthy(g->mount(1)); }, 10s), 0);
+  const std::string watching =
+      "backend srv0: watching " + cluster_->export_dir(0) + " with inotifywait";
+  ASSERT_GE(wait_until(
+                [&] {
+                  std::ifstream in(g->log);
+                  return std::string(std::istreambuf_iterator<char>(in), {}).find(watching) !=
+                         std::string::npos;
+                },
+                10s),
+            0)
+      << "the remote watcher never started";
+  const std::string a = g->mount(0) + "/srv0/" + name_ + "/",
+                    b = g->mount(1) + "/srv0/" + name_ + "/";
+  ASSERT_TRUE(write_file(a + "first", "version-1"));
+  ASSERT_EQ(::link((a + "first").c_str(), (a + "second").c_str()), 0) << strerror(errno);
+  // Past the echo window of the link, and of the kernel's short lifetimes of what it looked up
+  // while the link's invalidations went on: B then holds the name's attributes for long.
+  std::this_thread::sleep_for(1500ms);
+  // Read through a descriptor kept open: its reads come from the page cache until an
+  // invalidation drops it (an open would look at the file again).
+  const int fd = ::open((b + "second").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  const auto read_fd = [&] {
+    char buf[16] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+    return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  };
+  EXPECT_EQ(read_fd(), "version-1");
+  ASSERT_TRUE(write_file(s("first"), "version-2", O_WRONLY));  // same size, on the server
+  const double took = wait_until([&] { return read_fd() == "version-2"; }, 5s);
+  EXPECT_GE(took, 0) << "the mount kept the other name's old contents";
+  ::close(fd);
 }
 
 TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {

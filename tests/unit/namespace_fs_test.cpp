@@ -230,6 +230,35 @@ TEST(NamespaceFs, OpenFilesFollowRenamesMadeByOthersNotTheirClientsOldPaths) {
   ASSERT_TRUE(n.fs->release(o->handle));
 }
 
+// The hard links made through the namespace are known by name (SFTP tells nobody two names are
+// one file): a link joins the names, a rename moves one (a directory's, those below it), a
+// rename of one name onto another of the same file leaves both, and an unlink, a rename over a
+// name or a whole file made at a name takes that name out.
+TEST(NamespaceFs, TheHardLinksMadeThroughItAreFollowedByName) {
+  Namespace n;
+  n.srv0->put_file("/d/f", "data");
+  using Names = std::vector<std::string>;
+  ASSERT_TRUE(n.fs->link("/srv0/d/f", "/srv0/d/g"));
+  EXPECT_EQ(n.fs->links().others("/srv0/d/f"), Names{"/srv0/d/g"});
+  EXPECT_EQ(n.fs->links().others("/srv0/d/g"), Names{"/srv0/d/f"});
+  ASSERT_TRUE(n.fs->rename("/srv0/d", "/srv0/e", 0));
+  EXPECT_EQ(n.fs->links().others("/srv0/e/f"), Names{"/srv0/e/g"});
+  ASSERT_TRUE(n.fs->rename("/srv0/e/g", "/srv0/e/f", 0));  // one file: rename(2) does nothing
+  EXPECT_EQ(n.fs->links().others("/srv0/e/f"), Names{"/srv0/e/g"});
+  ASSERT_TRUE(n.fs->link("/srv0/e/f", "/srv0/h"));
+  EXPECT_EQ(n.fs->links().others("/srv0/h").size(), 2u);
+  ASSERT_TRUE(n.fs->unlink("/srv0/e/g"));
+  EXPECT_EQ(n.fs->links().others("/srv0/h"), Names{"/srv0/e/f"});
+  n.srv0->put_file("/other", "another file");
+  ASSERT_TRUE(n.fs->rename("/srv0/other", "/srv0/h", 0));  // over a name: it goes
+  EXPECT_TRUE(n.fs->links().others("/srv0/e/f").empty());
+  ASSERT_TRUE(n.fs->link("/srv0/e/f", "/srv0/i"));
+  auto made =
+      n.fs->write_whole_files({NewWholeFile{"/srv0/i", "/srv0/.i.part", bytes("new"), 0644, 1, 2}});
+  ASSERT_TRUE(made[0]) << strerror(made[0].error());
+  EXPECT_TRUE(n.fs->links().others("/srv0/e/f").empty()) << "a new file at the name";
+}
+
 TEST(NamespaceFs, AnUnknownHandleIsReopenedByPathNeverCreatingOrTruncating) {
   Namespace n;
   n.srv0->put_file("/f", "kept");
