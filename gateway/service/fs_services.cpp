@@ -117,13 +117,11 @@ void served(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& t
             const std::string& path, const Result<sftp::Attrs>& attrs, bool entry) {
   if (b && attrs) b->served(t.ns->name(), mount_of(ctx), path, SeenAttrs::of(*attrs), entry);
 }
-// What `change` makes stale (invalidation_rules.hpp), and for a change of a file's contents or
-// attributes, its other names linked through the gateway (NamespaceFs::links): other mounts may
-// cache them as files of their own, which SFTP cannot tell them are one.
-std::vector<v1::Invalidation> invalidations_of(NamespaceFs& ns, Change change,
-                                               const std::string& path,
-                                               const std::string& other = {}) {
-  auto items = invalidations_for(change, path, other);
+// For a change of a file's contents or attributes, its other names linked through the gateway
+// (NamespaceFs::links): every mount may cache them as files of their own (inode numbers name
+// paths, and SFTP cannot tell anybody they are one file), the writer's too.
+std::vector<v1::Invalidation> other_names(NamespaceFs& ns, Change change, const std::string& path) {
+  std::vector<v1::Invalidation> items;
   switch (change) {
     case Change::create:  // an existing file opened, perhaps truncated
     case Change::setattr:
@@ -137,10 +135,18 @@ std::vector<v1::Invalidation> invalidations_of(NamespaceFs& ns, Change change,
   }
   return items;
 }
+// Reports a change the mount `mount` made in `ns` (invalidation_rules.hpp says what it makes
+// stale): the others are told, and of the file's other names, every mount.
+void report_change(InvalidationBroker* b, NamespaceFs& ns, const std::string& mount, Change change,
+                   const std::string& path, const std::string& other = {}) {
+  if (!b) return;
+  b->changed(ns.name(), invalidations_for(change, path, other), mount);
+  if (auto names = other_names(ns, change, path); !names.empty()) b->changed(ns.name(), names, "");
+}
 // Reports a change `t`'s caller made.
 void changed(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& t, Change change,
              const std::string& path, const std::string& other = {}) {
-  if (b) b->changed(t.ns->name(), invalidations_of(*t.ns, change, path, other), mount_of(ctx));
+  report_change(b, *t.ns, mount_of(ctx), change, path, other);
 }
 // A create `t`'s caller made (Create, or an asynchronous create's first Write): the other mounts
 // told, and the caller's mount counted among those that cache the file and its directory.
@@ -683,7 +689,7 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     ns->count_written(written);
     // Every other mount that caches this file hears of it before the writer does.
     if (broker_) {
-      broker_->changed(req.file().ns(), invalidations_of(*ns, Change::write, path), mount_of(ctx));
+      report_change(broker_, *ns, mount_of(ctx), Change::write, path);
       // The writer now holds the file as the write left it (its attributes went back with the
       // reply): revalidation compares the server's file with that.
       if (after)
@@ -694,7 +700,7 @@ grpc::Status DataService::write(grpc::ServerContextBase* ctx, const v1::WriteReq
     // pipelined write): the others that cache the file hear of it all the same. Refused before
     // anything was sent (the quota, the file size limit), it changed nothing.
     if (broker_ && may_have_landed(r.error()))
-      broker_->changed(req.file().ns(), invalidations_of(*ns, Change::write, path), mount_of(ctx));
+      report_change(broker_, *ns, mount_of(ctx), Change::write, path);
     reply.set_error(r.error());
   }
   return grpc::Status::OK;

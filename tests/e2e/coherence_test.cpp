@@ -452,16 +452,19 @@ TEST_F(Coherence, WritesToAFileRenamedThroughAnotherMountReachTheMountsOfItsNewN
 
 // A file with two names linked through the gateway: SFTP tells nobody they are one file, but the
 // gateway made the link and follows the names, so a change through one name reaches the mounts
-// that cache the other (as a file of its own: inode numbers name paths), and a rename moves it.
+// that cache the other (as a file of its own: inode numbers name paths), the writer's too, and a
+// rename moves it.
 TEST_F(Coherence, AChangeThroughOneNameOfAHardLinkReachesMountsThatCacheTheOther) {
   ASSERT_TRUE(write_file(m(A, "linked"), "version-1"));
   ASSERT_EQ(::link(m(A, "linked").c_str(), m(A, "other-name").c_str()), 0) << strerror(errno);
   EXPECT_EQ(read_file(m(B, "other-name")), "version-1");  // cached by B under the other name
+  EXPECT_EQ(read_file(m(A, "other-name")), "version-1");  // and by A, as a file of its own
   const int fd = ::open(m(A, "linked").c_str(), O_WRONLY);
   ASSERT_GE(fd, 0) << strerror(errno);
   ASSERT_EQ(::pwrite(fd, "version-2", 9, 0), 9);  // same size: only an invalidation shows it
   ASSERT_EQ(::fsync(fd), 0) << strerror(errno);
   EXPECT_EQ(read_file(m(B, "other-name")), "version-2");
+  EXPECT_EQ(read_file(m(A, "other-name")), "version-2") << "the writer's own mount";
   ASSERT_EQ(::ftruncate(fd, 7), 0) << strerror(errno);
   EXPECT_EQ(size_of(m(B, "other-name")), 7) << "B kept the other name's old size";
   ASSERT_EQ(::close(fd), 0);
