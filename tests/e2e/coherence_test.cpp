@@ -979,6 +979,22 @@ TEST_F(Coherence, ADirectoryTheWatcherCannotWatchEndsTheSessionAndANewOneWatches
       "backend srv0: watching " + cluster_->export_dir(0) + " with inotifywait";
   auto log_count = [&](const std::string& what) { return times_in_file(g->log, what); };
   ASSERT_GE(wait_until([&] { return log_count(watching) == 1; }, 15s), 0);
+  // The cluster's own gateway (idle: the suite's mounts are the custom gateways') watches the same
+  // export: it would run out of watches too, and its watcher's end would free room for this one.
+  // It is stopped meanwhile, and its inotifywait with it.
+  struct Restart {
+    ~Restart() { cluster_->start_gateway(); }
+  } restart;
+  // The inotifywaits of export 0: this test's gateway's, and the cluster's gateway's.
+  const auto watchers = [&] {
+    std::string out;
+    run_command("pgrep -c -f '^inotifywait -m -r .* " + cluster_->export_dir(0) + "$'", &out);
+    return std::atoi(out.c_str());
+  };
+  const int before = watchers();
+  ASSERT_TRUE(cluster_->stop_gateway());
+  ASSERT_GE(wait_until([&] { return watchers() < before; }, 10s), 0)
+      << "the cluster's gateway's inotifywait did not end (" << before << " before)";
   // Every watch in use now (the user's, root's, counts against the limit), and room for two more.
   const std::string limit_file = "/proc/sys/fs/inotify/max_user_watches";
   std::string old_limit, used;
