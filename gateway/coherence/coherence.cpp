@@ -119,9 +119,10 @@ void Coherence::changed_on_server(const std::string& backend, const std::string&
             ? std::vector<v1::Invalidation>{InvalidationBroker::item(v1::Invalidation::TREE, vpath)}
             : invalidations_for(Change::found_changed, vpath);
     // The file's other names linked through the gateway (the watcher reports the name written).
-    if (!dir_gone)
-      for (const std::string& name : ns.links().others(vpath))
-        items.push_back(InvalidationBroker::item(v1::Invalidation::INODE, name));
+    if (!dir_gone) {
+      auto others = invalidations_for_other_names(Change::found_changed, ns.links().others(vpath));
+      items.insert(items.end(), others.begin(), others.end());
+    }
     broker_.changed_elsewhere(ns.name(), items,
                               // A new directory is never taken for an echo: inotifywait
                               // watches it only once it has seen it appear, and what was

@@ -55,4 +55,21 @@ std::vector<v1::Invalidation> invalidations_for(Change change, const std::string
   return {item(Inval::TREE, path)};  // not reached: every change is named above
 }
 
+std::vector<v1::Invalidation> invalidations_for_other_names(
+    Change change, const std::vector<std::string>& others) {
+  switch (change) {
+    case Change::create:  // an existing file opened, perhaps truncated
+    case Change::setattr:
+    case Change::truncate_on_open:
+    case Change::write:
+    case Change::found_changed: {
+      std::vector<v1::Invalidation> items;
+      for (const std::string& name : others) items.push_back(item(Inval::INODE, name));
+      return items;
+    }
+    default:
+      return {};
+  }
+}
+
 }  // namespace skein

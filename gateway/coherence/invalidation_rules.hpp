@@ -37,4 +37,10 @@ inline Change rename_change(unsigned flags) {
 std::vector<v1::Invalidation> invalidations_for(Change change, const std::string& path,
                                                 const std::string& other = {});
 
+// What `change` of a file through one of its names makes stale at its other names `others` (hard
+// links, which SFTP does not show to be one file): the file's contents and attributes, for a
+// change of those or one found on the server; nothing for a change of the name alone.
+std::vector<v1::Invalidation> invalidations_for_other_names(Change change,
+                                                            const std::vector<std::string>& others);
+
 }  // namespace skein

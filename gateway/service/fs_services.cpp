@@ -117,31 +117,16 @@ void served(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& t
             const std::string& path, const Result<sftp::Attrs>& attrs, bool entry) {
   if (b && attrs) b->served(t.ns->name(), mount_of(ctx), path, SeenAttrs::of(*attrs), entry);
 }
-// For a change of a file's contents or attributes, its other names linked through the gateway
-// (NamespaceFs::links): every mount may cache them as files of their own (inode numbers name
-// paths, and SFTP cannot tell anybody they are one file), the writer's too.
-std::vector<v1::Invalidation> other_names(NamespaceFs& ns, Change change, const std::string& path) {
-  std::vector<v1::Invalidation> items;
-  switch (change) {
-    case Change::create:  // an existing file opened, perhaps truncated
-    case Change::setattr:
-    case Change::truncate_on_open:
-    case Change::write:
-      for (const std::string& name : ns.links().others(path))
-        items.push_back(InvalidationBroker::item(v1::Invalidation::INODE, name));
-      break;
-    default:
-      break;
-  }
-  return items;
-}
 // Reports a change the mount `mount` made in `ns` (invalidation_rules.hpp says what it makes
-// stale): the others are told, and of the file's other names, every mount.
+// stale): the other mounts are told; of the file's other names linked through the gateway
+// (NamespaceFs::links), every mount, the writer's too, since its kernel holds each name as a file
+// of its own.
 void report_change(InvalidationBroker* b, NamespaceFs& ns, const std::string& mount, Change change,
                    const std::string& path, const std::string& other = {}) {
   if (!b) return;
   b->changed(ns.name(), invalidations_for(change, path, other), mount);
-  if (auto names = other_names(ns, change, path); !names.empty()) b->changed(ns.name(), names, "");
+  if (auto names = invalidations_for_other_names(change, ns.links().others(path)); !names.empty())
+    b->changed(ns.name(), names, "");
 }
 // Reports a change `t`'s caller made.
 void changed(InvalidationBroker* b, grpc::ServerContextBase* ctx, const Target& t, Change change,

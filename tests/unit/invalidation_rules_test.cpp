@@ -31,6 +31,20 @@ TEST(InvalidationRules, CreateDropsTheNameAndTheFileItMayHaveOpenedOrTruncated) 
   EXPECT_EQ(text(invalidations_for(Change::create, "/d/f")), (Items{"ENTRY /d/f", "INODE /d/f"}));
 }
 
+// A file's other names (hard links) share its contents and attributes, not its name: they are
+// stale after a change of those, and of nothing else.
+TEST(InvalidationRules, AFilesOtherNamesAreStaleAfterAChangeOfItsContentsOrAttributesOnly) {
+  const std::vector<std::string> others{"/d/g", "/e/h"};
+  for (Change c : {Change::create, Change::setattr, Change::truncate_on_open, Change::write,
+                   Change::found_changed})
+    EXPECT_EQ(text(invalidations_for_other_names(c, others)), (Items{"INODE /d/g", "INODE /e/h"}))
+        << static_cast<int>(c);
+  for (Change c : {Change::mkdir, Change::symlink, Change::rmdir, Change::unlink, Change::rename,
+                   Change::rename_noreplace, Change::link})
+    EXPECT_TRUE(invalidations_for_other_names(c, others).empty()) << static_cast<int>(c);
+  EXPECT_TRUE(invalidations_for_other_names(Change::write, {}).empty());
+}
+
 TEST(InvalidationRules, MkdirDropsOnlyTheNewName) {
   EXPECT_EQ(text(invalidations_for(Change::mkdir, "/d/sub")), (Items{"ENTRY /d/sub"}));
 }
