@@ -371,19 +371,14 @@ void InvalidationBroker::changed_elsewhere(const std::string& ns,
     std::vector<v1::Invalidation> news;
     for (size_t k = 0; k < items.size(); ++k) {
       const auto& i = items[k];
-      // Not changed through the gateway within the window: news. Changed there by another
-      // mount (this one was told then, and what it was served since is the new version), the
-      // echo of that change where the version it holds is known: other mounts that read a file
-      // right after its writer closed it keep what they read, deferred opens and pages.
-      auto key = ns + '\0' + i.path();
-      auto pending = echo_checks_.find(key);
-      const Recent* r = recent_locked(ns, i.path());
-      if (!r || (r->origin != id && !served[k])) {
+      if (auto* r = recent_locked(ns, i.path()); !r || r->origin != id) {
         news.push_back(i);
         continue;
       }
-      // Taken for the change's echo. Checked after the window where the version the mounts hold
+      // Taken for the mount's own change. Checked after the window where the version it holds
       // is known; a later report of the same path keeps the version of the first.
+      auto key = ns + '\0' + i.path();
+      auto pending = echo_checks_.find(key);
       if (pending != echo_checks_.end())
         pending->second.at = std::chrono::steady_clock::now();
       else if (served[k])

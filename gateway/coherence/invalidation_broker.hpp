@@ -104,13 +104,11 @@ class InvalidationBroker {
   void changed(const std::string& ns, const std::vector<v1::Invalidation>& items,
                const std::string& origin_mount);
   // A change found behind the gateway's back: invalidate every interested mount; nobody waits.
-  // With `maybe_echo` (the remote watcher's reports), a path changed through the gateway within
-  // the echo window is taken for that change's echo: the mount that made it is not told of it,
-  // nor is a mount the gateway knows the version of (what it served last, which every mount
-  // that caches the path holds: a version served that differs invalidates the others). Where
-  // that version is known, the path is checked once the window has passed (due_echo_checks): a
-  // change made on the server within the window is reported the same way as the echo. Until
-  // then the path is known as that version, for revalidation too.
+  // With `maybe_echo` (the remote watcher's reports), a mount that changed one of these paths
+  // through the gateway within the echo window is not told of that path. Where the gateway knows
+  // the version that mount holds (what it served last), the path is checked once the window has
+  // passed (due_echo_checks): a change made on the server within the window is reported the same
+  // way as the echo. Until then the path is known as that version, for revalidation too.
   void changed_elsewhere(const std::string& ns, const std::vector<v1::Invalidation>& items,
                          bool maybe_echo = false);
   // Paths whose reports were taken for a mount's own change, now older than the echo window, at

@@ -444,46 +444,29 @@ TEST(InvalidationBroker, AReportTakenForAnEchoIsCheckedAfterTheWindow) {
 }
 
 // A mount that read a file right after another mount's change (told of the change, then served
-// the new version) is not sent the watcher's echo of that change either: it would drop the pages
-// and attributes it just got (and a deferred open of the file would ask the gateway again). The
-// check after the window tells it of a change made on the server meanwhile. Where its version is
-// unknown, it hears of the report.
-TEST(InvalidationBroker, AMountServedAChangeRightAfterItIsNotSentItsEcho) {
+// the new version) still hears of the watcher's report of it, though it is most likely the
+// change's echo: the server may have replaced the file within the window (a rename over it, as
+// rsync does), and a file of the same size and mtime second is not told apart by the echo
+// check's attributes (e2e
+// DataPath.AFileReplacedOnTheServerJustAfterTheGatewayPutItThereIsReadAsOpened). Only the writer,
+// which knows its own change, is spared it.
+TEST(InvalidationBroker, AMountServedAChangeRightAfterItStillHearsOfTheReport) {
   InvalidationBroker broker(kShortEchoWindow);
   FakeStream a(broker, true), b(broker, true);
   a.id = broker.attach("ns", "A", &a);
   b.id = broker.attach("ns", "B", &b);
-  const SeenAttrs old_version{true, 0100644, 0, 0, 100, 5}, written{true, 0100644, 0, 0, 101, 9},
-      rewritten{true, 0100644, 0, 0, 101, 12};
-  for (const std::string f : {"/f", "/g"}) {
-    broker.served("ns", "B", f, old_version, true);
-    broker.changed("ns", {InvalidationBroker::item(Kind::INODE, f)}, "A");
-    // The write's reply, and B's read of the file again: /f with their attributes, /g without
-    // (no version of it known since the change).
-    const auto version = f == "/f" ? std::optional<SeenAttrs>(written) : std::nullopt;
-    broker.served("ns", "A", f, version, true);
-    broker.served("ns", "B", f, version, true);
-  }
+  const SeenAttrs old_version{true, 0100644, 0, 0, 100, 5}, written{true, 0100644, 0, 0, 101, 9};
+  broker.served("ns", "B", "/f", old_version, true);
+  broker.changed("ns", {InvalidationBroker::item(Kind::INODE, "/f")}, "A");
+  broker.served("ns", "A", "/f", written, true);  // the write's reply
+  broker.served("ns", "B", "/f", written, true);  // B reads the file again
   b.join();
-  ASSERT_EQ(b.events.size(), 2u) << "B hears of both changes";
-  const std::vector<v1::Invalidation> report{InvalidationBroker::item(Kind::INODE, "/f"),
-                                             InvalidationBroker::item(Kind::INODE, "/g")};
-  broker.changed_elsewhere("ns", report, /*maybe_echo=*/true);
-  EXPECT_TRUE(a.events.empty()) << "A made both changes";
-  ASSERT_EQ(b.events.size(), 3u) << "B hears of /g, whose version it holds is unknown";
-  ASSERT_EQ(b.events[2].invalidations_size(), 1);
-  EXPECT_EQ(b.events[2].invalidations(0).path(), "/g");
-  // After the window, /f is checked against the version both hold; a change made on the server
-  // meanwhile reaches both.
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  auto due = broker.due_echo_checks();
-  std::map<std::string, std::optional<SeenAttrs>> held;
-  for (auto& c : due) held[c.path] = c.seen;
-  EXPECT_EQ(held["/f"], written);
-  EXPECT_TRUE(broker.revalidated("ns", "/f", held["/f"], rewritten));
-  ASSERT_EQ(a.events.size(), 1u);
-  ASSERT_EQ(b.events.size(), 4u);
-  EXPECT_EQ(b.events[3].invalidations(0).path(), "/f");
+  ASSERT_EQ(b.events.size(), 1u) << "B hears of the change";
+  broker.changed_elsewhere("ns", {InvalidationBroker::item(Kind::INODE, "/f")},
+                           /*maybe_echo=*/true);
+  EXPECT_TRUE(a.events.empty()) << "A made the change";
+  ASSERT_EQ(b.events.size(), 2u) << "B hears of the report";
+  EXPECT_EQ(b.events[1].invalidations(0).path(), "/f");
   broker.detach(a.id);
   broker.detach(b.id);
 }
