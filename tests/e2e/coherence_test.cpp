@@ -67,20 +67,6 @@ bool exists(const std::string& path) {
 
 std::string skein_mount_bin() { return build_dir() + "/client/skein-mount"; }
 
-// `skein-mount --status MOUNTPOINT`.
-std::string status_of(const std::string& mountpoint) {
-  std::string out;
-  run_command("'" + skein_mount_bin() + "' --status '" + mountpoint + "'", &out);
-  return out;
-}
-
-// The number after "key: " in status output, or -1.
-long status_number(const std::string& status, const std::string& key) {
-  auto at = status.find("\n" + key + ": ");
-  if (at == std::string::npos) return -1;
-  return std::strtol(status.c_str() + at + key.size() + 3, nullptr, 10);
-}
-
 bool healthy(const std::string& mountpoint) {
   return status_of(mountpoint).find("watch: healthy") != std::string::npos;
 }

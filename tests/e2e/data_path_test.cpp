@@ -111,9 +111,7 @@ class DataPath : public ::testing::Test {
   }
   // What `skein-mount --status` says of the mount's Watch stream.
   static bool watch_is_healthy(const std::string& mountpoint) {
-    std::string out;
-    run_command(build_dir() + "/client/skein-mount --status '" + mountpoint + "'", &out);
-    return out.find("watch: healthy") != std::string::npos;
+    return status_of(mountpoint).find("watch: healthy") != std::string::npos;
   }
 
   static std::string pread_all(int fd, size_t size, off_t off) {

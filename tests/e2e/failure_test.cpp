@@ -22,9 +22,7 @@ double seconds_since(Clock::time_point t) {
 
 // Whether the mount at `mountpoint` reports every server watched (`skein-mount --status`).
 bool servers_watched(const std::string& mountpoint) {
-  std::string out;
-  run_command("'" + build_dir() + "/client/skein-mount' --status '" + mountpoint + "'", &out);
-  return out.find("servers watched: yes") != std::string::npos;
+  return status_of(mountpoint).find("servers watched: yes") != std::string::npos;
 }
 
 class BackendFailure : public ClusterSuite<2, 1> {

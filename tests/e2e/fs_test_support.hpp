@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,20 @@
 #include "local_cluster.hpp"
 
 namespace skein::test {
+
+// What `skein-mount --status MOUNTPOINT` prints (empty where the mount cannot be asked).
+inline std::string status_of(const std::string& mountpoint) {
+  std::string out;
+  run_command("'" + build_dir() + "/client/skein-mount' --status '" + mountpoint + "'", &out);
+  return out;
+}
+
+// The number after "key: " in status_of's output, or -1.
+inline long status_number(const std::string& status, const std::string& key) {
+  const auto at = status.find("\n" + key + ": ");
+  if (at == std::string::npos) return -1;
+  return std::strtol(status.c_str() + at + key.size() + 3, nullptr, 10);
+}
 
 // Bytes the kernel's DAMON has paged out, summed over its schemes whose action is `pageout` (the
 // test VM runs one, proactive reclaim that returns memory to the host). It monitors physical
