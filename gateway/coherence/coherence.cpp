@@ -114,12 +114,12 @@ void Coherence::changed_on_server(const std::string& backend, const std::string&
     // A directory removed or moved away takes its subtree with it: a mount that still holds
     // names below it (an inode in use, attributes held as current) drops them all, or it would
     // answer them from the old directory once another is made at its name.
-    std::vector<v1::Invalidation> items =
-        dir_gone
-            ? std::vector<v1::Invalidation>{InvalidationBroker::item(v1::Invalidation::TREE, vpath)}
-            : invalidations_for(Change::found_changed, vpath);
-    // The file's other names linked through the gateway (the watcher reports the name written).
-    if (!dir_gone) {
+    std::vector<v1::Invalidation> items;
+    if (dir_gone) {
+      items.push_back(InvalidationBroker::item(v1::Invalidation::TREE, vpath));
+    } else {
+      items = invalidations_for(Change::found_changed, vpath);
+      // The file's other names linked through the gateway (the watcher reports the name written).
       auto others = invalidations_for_other_names(Change::found_changed, ns.links().others(vpath));
       items.insert(items.end(), others.begin(), others.end());
     }
