@@ -347,8 +347,7 @@ CachePolicy::AheadCounts CachePolicy::ahead_counts() const {
   return {aheads_made_, aheads_taken_, ahead_contents_};
 }
 
-void CachePolicy::ahead_given(InodeNumber dir, std::string_view name) {
-  std::lock_guard lock(mu_);
+void CachePolicy::drop_ahead_name_locked(InodeNumber dir, std::string_view name) {
   auto a = ahead_.find(dir);
   if (a == ahead_.end()) return;
   if (!a->second.listed) {  // its listing is on its way: it must not bring this name
@@ -358,9 +357,19 @@ void CachePolicy::ahead_given(InodeNumber dir, std::string_view name) {
   (void)take_ahead_name_locked(a->second, name);
 }
 
+void CachePolicy::ahead_given(InodeNumber dir, std::string_view name) {
+  std::lock_guard lock(mu_);
+  drop_ahead_name_locked(dir, name);
+}
+
 void CachePolicy::ahead_changed(InodeNumber dir) {
   std::lock_guard lock(mu_);
   drop_ahead_locked(dir);
+}
+
+void CachePolicy::ahead_name_changed(InodeNumber dir, std::string_view name) {
+  std::lock_guard lock(mu_);
+  drop_ahead_name_locked(dir, name);
 }
 
 void CachePolicy::fetched_whole(InodeNumber ino, const Ahead& ahead, Ticket t) {
@@ -527,15 +536,25 @@ bool CachePolicy::open_unspoilt(uint64_t now, Ticket t, InodeNumber ino) const {
 
 void CachePolicy::invalidating() { bump(); }
 
-void CachePolicy::invalidating(InodeNumber ino) {
-  std::lock_guard lock(mu_);
+void CachePolicy::invalidating_locked(InodeNumber ino) {
   Invalidated& slot = invalidated_[invalidated_next_];
   invalidated_floor_ = std::max(invalidated_floor_, slot.epoch);
   slot = Invalidated{state_.fetch_add(2, std::memory_order_acq_rel) + 2, ino};
   invalidated_next_ = (invalidated_next_ + 1) % invalidated_.size();
   known_.erase(ino);
   drop_content_locked(ino);
+}
+
+void CachePolicy::invalidating(InodeNumber ino) {
+  std::lock_guard lock(mu_);
+  invalidating_locked(ino);
   drop_ahead_locked(ino);
+}
+
+void CachePolicy::invalidating_entry(InodeNumber dir, std::string_view name) {
+  std::lock_guard lock(mu_);
+  invalidating_locked(dir);
+  drop_ahead_name_locked(dir, name);
 }
 
 void CachePolicy::invalidating_all() {

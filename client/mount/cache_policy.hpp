@@ -198,10 +198,12 @@ class CachePolicy {
   // files, itself (take_ahead, then fetched_whole). The gateway counts this mount among those
   // that cache the directory from the listing on, so another mount's change of an entry in it,
   // and the remote watcher's report of one made on a server, come as invalidations naming the
-  // directory or an entry in it, which drop what was read ahead of it (ahead_changed, invalidating
-  // the directory), as does any change of this mount in it (begin_mutation), a rename anywhere,
-  // and every change of the stream's or the servers' state. Only while the stream is healthy and
-  // the servers watched. At most kAheadDirs directories are held, the oldest dropped first.
+  // directory or an entry in it. One naming an entry drops what was read ahead of that name only
+  // (ahead_name_changed, invalidating_entry): a directory where files are written while others are
+  // read keeps the rest. One naming the directory drops all it read ahead (invalidating it), as
+  // does any change of this mount in it (begin_mutation), a rename anywhere, and every change of
+  // the stream's or the servers' state. Only while the stream is healthy and the servers watched.
+  // At most kAheadDirs directories are held, the oldest dropped first.
   static constexpr int kAheadAfter = 4;
   static constexpr uint64_t kAheadBytes = 4 << 20;
   static constexpr size_t kAheadNames = 65536;
@@ -232,8 +234,13 @@ class CachePolicy {
   // create): what was read ahead of it goes, since this mount's own later changes of the file
   // come back as no invalidation.
   void ahead_given(InodeNumber dir, std::string_view name);
-  // An invalidation names an entry of `dir` (its inode perhaps unknown here).
+  // Everything `dir` read ahead goes (this mount renamed names in it).
   void ahead_changed(InodeNumber dir);
+  // An invalidation names entry `name` of `dir`, or the file it names (its inode perhaps unknown
+  // here): what was read ahead of that name goes, also while the listing is on its way. (A file's
+  // other names are invalidated by their own names where the gateway knows them; a hard link
+  // made on a server is the known limit, as for the kernel's entries.)
+  void ahead_name_changed(InodeNumber dir, std::string_view name);
   // How many directories were read ahead, how many names the kernel got from them, and how many
   // files' contents were kept (status).
   struct AheadCounts {
@@ -299,6 +306,9 @@ class CachePolicy {
   // what the invalidated inodes were known to hold is forgotten.
   void invalidating();
   void invalidating(InodeNumber ino);
+  // invalidating(dir) for an invalidation of its entry `name`: of what `dir` read ahead, only
+  // that name goes.
+  void invalidating_entry(InodeNumber dir, std::string_view name);
   void invalidating_all();
 
   // The Watch stream is healthy (welcome received, caches dropped) or not (ended, never began).
@@ -393,6 +403,11 @@ class CachePolicy {
   }
   // Removes `name` from what `dir` read ahead and returns it. Under mu_.
   std::optional<Ahead> take_ahead_name_locked(AheadDir& dir, std::string_view name);
+  // What `dir` read ahead of `name` goes; if its listing is on its way, the listing must not
+  // bring it. Under mu_.
+  void drop_ahead_name_locked(InodeNumber dir, std::string_view name);
+  // invalidating(ino) but for what `ino` read ahead. Under mu_.
+  void invalidating_locked(InodeNumber ino);
   // wrote_whole's and read_ahead_whole's decision: keeps `attr` as current and `content` with it
   // when the content is all of the file and keep_file_attrs_locked allows. Under mu_.
   bool keep_whole_locked(InodeNumber ino, const FileAttr& attr, Ticket t, uint64_t writes,

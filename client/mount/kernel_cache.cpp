@@ -144,7 +144,7 @@ void KernelCache::drop_tree(const std::string& path) {
   for (const auto& n : names) inval_entry(n.parent, n.name);
   for (const auto& n : names) inval_inode(n.ino);
   if (auto parent = inodes_.find(parent_path(path))) {
-    policy_.invalidating(*parent);
+    policy_.invalidating_entry(*parent, base_name(path));
     inval_inode(*parent);
   }
 }
@@ -163,7 +163,8 @@ void KernelCache::invalidate(const std::vector<Invalidation>& items) {
         }
         // What its directory read ahead of it, whether the kernel has the inode or not.
         if (item.path != "/")
-          if (auto parent = inodes_.find(parent_path(item.path))) policy_.ahead_changed(*parent);
+          if (auto parent = inodes_.find(parent_path(item.path)))
+            policy_.ahead_name_changed(*parent, base_name(item.path));
         break;
       case Invalidation::Kind::kEntry: {
         // A name the inode table does not hold is not in the kernel's directory cache either
@@ -176,7 +177,7 @@ void KernelCache::invalidate(const std::vector<Invalidation>& items) {
         if (auto name = inodes_.name_at(item.path)) inval_entry(name->parent, name->name);
         // The directory's attributes and its cached listing (kept in its pages) go too.
         if (auto parent = inodes_.find(parent_path(item.path))) {
-          policy_.invalidating(*parent);
+          policy_.invalidating_entry(*parent, base_name(item.path));
           inval_inode(*parent);
         }
         break;

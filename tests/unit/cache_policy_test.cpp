@@ -767,7 +767,7 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
 
   // Each of these drops what was read ahead.
   const std::vector<std::pair<const char*, std::function<void(CachePolicy&)>>> drops = {
-      {"an entry's invalidation", [&](CachePolicy& p) { p.ahead_changed(kDir); }},
+      {"a rename of this mount's in it", [&](CachePolicy& p) { p.ahead_changed(kDir); }},
       {"the directory's invalidation", [&](CachePolicy& p) { p.invalidating(kDir); }},
       {"everything invalidated", [&](CachePolicy& p) { p.invalidating_all(); }},
       {"a change of this mount in it", [&](CachePolicy& p) { (void)p.begin_mutation(kDir); }},
@@ -794,6 +794,27 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
     if (!p.healthy()) p.set_healthy(true);
     if (!p.servers_watched()) p.set_servers_watched(true);
     EXPECT_FALSE(p.take_ahead(kDir, "c")) << what;
+  }
+  // An invalidation naming an entry of the directory, or the file an entry names, drops what was
+  // read ahead of that name only: also before the listing came.
+  {
+    HealthyPolicy p;
+    p.set_servers_watched(true);
+    ASSERT_NE(read_ahead(p, kDir), 0u);
+    p.ahead_name_changed(kDir, "a");
+    p.invalidating_entry(kDir, "b");
+    EXPECT_FALSE(p.take_ahead(kDir, "a"));
+    EXPECT_FALSE(p.take_ahead(kDir, "b"));
+    EXPECT_TRUE(p.take_ahead(kDir, "c"));
+    uint64_t n = 0;
+    for (int i = 0; i < CachePolicy::kAheadAfter && !n; ++i) n = p.read_whole_in(kOther);
+    ASSERT_NE(n, 0u);
+    p.ahead_name_changed(kOther, "a");
+    p.invalidating_entry(kOther, "b");
+    p.ahead_listed(kOther, n, {{"a", attr}, {"b", attr}, {"c", attr}});
+    EXPECT_FALSE(p.take_ahead(kOther, "a"));
+    EXPECT_FALSE(p.take_ahead(kOther, "b"));
+    EXPECT_TRUE(p.take_ahead(kOther, "c"));
   }
   // A listing that arrives after a drop is not taken; nor is one for a directory not begun.
   HealthyPolicy p;
