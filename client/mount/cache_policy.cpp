@@ -308,6 +308,12 @@ bool CachePolicy::ahead_alive(InodeNumber dir, uint64_t number) const {
   return a != ahead_.end() && a->second.number == number;
 }
 
+void CachePolicy::ahead_failed(InodeNumber dir, uint64_t number) {
+  std::lock_guard lock(mu_);
+  auto a = ahead_.find(dir);
+  if (a != ahead_.end() && a->second.number == number && !a->second.listed) ahead_.erase(a);
+}
+
 void CachePolicy::ahead_content(InodeNumber dir, uint64_t number, const std::string& name,
                                 const FileAttr& attr, std::string data) {
   if (data.size() != attr.size || !S_ISREG(attr.mode)) return;  // changed while being read

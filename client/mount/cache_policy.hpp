@@ -220,6 +220,9 @@ class CachePolicy {
                     std::vector<std::pair<std::string, FileAttr>> entries);
   // Whether `dir` still holds what read ahead `number` is fetching.
   bool ahead_alive(InodeNumber dir, uint64_t number) const;
+  // The listing for read ahead `number` of `dir` failed: it holds nothing, and the next whole
+  // reads there may set off another.
+  void ahead_failed(InodeNumber dir, uint64_t number);
   // The whole content of `name` in `dir`, with the attributes of the open that read it.
   void ahead_content(InodeNumber dir, uint64_t number, const std::string& name,
                      const FileAttr& attr, std::string data);

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "skein/path.hpp"
@@ -319,7 +320,11 @@ void MountSession::read_ahead_dir(const std::string& path, InodeNumber dir, uint
   // a change of this mount's there) makes what follows a no-op.
   if (!cache_.ahead_alive(dir, number)) return;
   auto listed = gateway_.readdir(path);
-  if (!listed) return;
+  if (!listed) {
+    spdlog::debug("read ahead {}: the listing failed: {}", path, std::strerror(listed.error()));
+    cache_.ahead_failed(dir, number);
+    return;
+  }
   std::vector<std::pair<std::string, FileAttr>> entries;
   struct Small {
     uint64_t size = 0;

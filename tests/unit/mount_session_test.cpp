@@ -539,6 +539,36 @@ TEST_F(MountSessionTest, ADirectorysReadAheadWaitsForTheReplyOfTheReadThatSetItO
   EXPECT_EQ(gw.total_calls(), 0) << "not answered from what was read ahead";
 }
 
+// A read-ahead whose listing fails holds nothing and stops no later one: the next whole reads in
+// the directory set off another.
+TEST_F(MountSessionTest, ADirectoryWhoseReadAheadListingFailedIsReadAheadAgainLater) {
+  cache.set_healthy(true);
+  cache.set_servers_watched(true);
+  gw.put_dir("/d");
+  for (int i = 0; i < 12; ++i) gw.put_file("/d/f" + std::to_string(i), "f" + std::to_string(i));
+  const InodeNumber d = looked_up("d");
+  const auto read_whole = [&](int i) {
+    auto entry = session.lookup(d, "f" + std::to_string(i));
+    ASSERT_TRUE(entry);
+    auto file = opened(entry->ref.ino, O_RDONLY);
+    ASSERT_TRUE(file);
+    auto read = session.read(entry->ref.ino, *file, 0, 4096);
+    session.release(entry->ref.ino, std::move(file));
+    ASSERT_TRUE(read);
+    EXPECT_EQ(text(*read), "f" + std::to_string(i));
+    if (read->after_reply) read->after_reply();
+  };
+  gw.fail("ReadDir", "/d", EIO);
+  for (int i = 0; i < CachePolicy::kAheadAfter; ++i) read_whole(i);
+  EXPECT_EQ(gw.calls("ReadDir"), 1) << "the read-ahead was not set off";
+  gw.fail("ReadDir", "/d", 0);
+  for (int i = CachePolicy::kAheadAfter; i < 2 * CachePolicy::kAheadAfter; ++i) read_whole(i);
+  EXPECT_EQ(gw.calls("ReadDir"), 2) << "not read ahead again after a failed listing";
+  gw.reset_calls();
+  read_whole(2 * CachePolicy::kAheadAfter);
+  EXPECT_EQ(gw.total_calls(), 0) << "not answered from what was read ahead";
+}
+
 // An open for reading of a file whose attributes the mount holds as current (Watch stream up, no
 // invalidation since) makes no call: the first read names the mount's own handle, and the gateway
 // opens the file by path. Nothing is released for an open that never reached the gateway.
