@@ -628,14 +628,16 @@ int main(int argc, char** argv) {
                "Open a file for reading without asking the gateway when the mount holds its "
                "current attributes (Watch stream up, readable by all); the gateway opens it at the "
                "first read, by path. As on NFS, a file removed through another mount between the "
-               "open and the first read then fails that read (ENOENT)")
+               "open and the first read then fails that read (ENOENT). On by default")
       ->capture_default_str();
   app.add_flag("--dir-read-ahead,!--no-dir-read-ahead", args.dir_read_ahead,
                "After a few files of one directory were read whole one after another (cat in a "
                "loop, grep -r, imports), fetch the directory's listing and the contents of its "
                "small files (up to 4 MiB) in a few calls, and answer the next files' lookups, "
                "opens and reads from them while the gateway's remote watchers report every change "
-               "on the namespace's servers; any change reported in the directory drops them")
+               "on the namespace's servers; a change reported of a file there drops what was read "
+               "ahead of it, one of the directory itself (or this mount's own there) all of it. On "
+               "by default")
       ->capture_default_str();
   app.add_option("--safe-ttl", args.safe_ttl,
                  "Entry and attribute lifetime (seconds) while the Watch stream is down")
