@@ -58,6 +58,19 @@ class MountSessionTest : public ::testing::Test {
     return opened ? std::move(opened->file) : nullptr;
   }
 
+  // A whole-file read as `cat` makes it: the lookup of `name` in `dir`, an open for reading, one
+  // read of up to `size` bytes from 0, the release. Sending the read's reply (running its
+  // ReadData::after_reply) is the caller's.
+  Result<ReadData> read_whole(InodeNumber dir, const std::string& name, size_t size = 4096) {
+    auto entry = session.lookup(dir, name);
+    if (!entry) return Result<ReadData>::failure(entry.error());
+    auto file = opened(entry->ref.ino, O_RDONLY);
+    if (!file) return Result<ReadData>::failure(EIO);
+    auto read = session.read(entry->ref.ino, *file, 0, size);
+    session.release(entry->ref.ino, std::move(file));
+    return read;
+  }
+
   // A file "/f", looked up and held open for reading as a fill's caller holds it, with the
   // version its open saw (no file on failure).
   struct HeldForFill {
@@ -395,14 +408,8 @@ TEST_F(MountSessionTest, ADirectoryWhoseFilesAreReadOneAfterAnotherIsReadAhead) 
   gw.put_file("/d/big", std::string(CachePolicy::kContentFileBytes + 1, 'b'));
   const InodeNumber d = looked_up("d");
   const auto cat = [&](const std::string& name) -> std::string {
-    auto entry = session.lookup(d, name);
-    if (!entry) return "lookup: errno " + std::to_string(entry.error());
-    const InodeNumber ino = entry->ref.ino;
-    auto file = opened(ino, O_RDONLY);
-    if (!file) return "open failed";
-    auto read = session.read(ino, *file, 0, 128 << 10);
-    session.release(ino, std::move(file));
-    return read ? replied(*read) : "read: errno " + std::to_string(read.error());
+    auto read = read_whole(d, name, 128 << 10);
+    return read ? replied(*read) : "errno " + std::to_string(read.error());
   };
   for (int i = 0; i < CachePolicy::kAheadAfter; ++i)
     EXPECT_EQ(cat("f" + std::to_string(i)), content(i));
@@ -498,26 +505,21 @@ TEST_F(MountSessionTest, ADirectorysReadAheadWaitsForTheReplyOfTheReadThatSetItO
   gw.put_dir("/d");
   for (int i = 0; i < 12; ++i) gw.put_file("/d/f" + std::to_string(i), "f" + std::to_string(i));
   const InodeNumber d = looked_up("d");
-  const auto read_whole = [&](int i) -> Result<ReadData> {
+  const auto read_f = [&](int i) -> Result<ReadData> {
     const std::string name = "f" + std::to_string(i);
-    auto entry = session.lookup(d, name);
-    if (!entry) return Result<ReadData>::failure(entry.error());
-    auto file = opened(entry->ref.ino, O_RDONLY);
-    if (!file) return Result<ReadData>::failure(EIO);
-    auto read = session.read(entry->ref.ino, *file, 0, 4096);
-    session.release(entry->ref.ino, std::move(file));
+    auto read = read_whole(d, name);
     if (read) {
       EXPECT_EQ(text(*read), name);
     }
     return read;
   };
   for (int i = 0; i + 1 < CachePolicy::kAheadAfter; ++i) {
-    auto read = read_whole(i);
+    auto read = read_f(i);
     ASSERT_TRUE(read);
     EXPECT_FALSE(read->after_reply) << "read ahead after " << i + 1 << " whole reads";
   }
   gw.reset_calls();
-  auto due = read_whole(CachePolicy::kAheadAfter - 1);
+  auto due = read_f(CachePolicy::kAheadAfter - 1);
   ASSERT_TRUE(due);
   ASSERT_TRUE(due->after_reply) << "the read-ahead was not set off";
   EXPECT_EQ(gw.calls("ReadDir") + gw.calls("ReadFiles"), 0) << "read ahead before the reply";
@@ -527,14 +529,14 @@ TEST_F(MountSessionTest, ADirectorysReadAheadWaitsForTheReplyOfTheReadThatSetItO
   EXPECT_EQ(gw.calls("ReadDir") + gw.calls("ReadFiles"), 0) << "read ahead what a change dropped";
   // The next whole reads set it off again, and then it fetches.
   for (int i = CachePolicy::kAheadAfter; i < 2 * CachePolicy::kAheadAfter; ++i) {
-    auto read = read_whole(i);
+    auto read = read_f(i);
     ASSERT_TRUE(read);
     if (read->after_reply) read->after_reply();
   }
   EXPECT_EQ(gw.calls("ReadDir"), 1);
   EXPECT_EQ(gw.calls("ReadFiles"), 1);
   gw.reset_calls();
-  auto after = read_whole(2 * CachePolicy::kAheadAfter);
+  auto after = read_f(2 * CachePolicy::kAheadAfter);
   ASSERT_TRUE(after);
   EXPECT_EQ(gw.total_calls(), 0) << "not answered from what was read ahead";
 }
@@ -547,25 +549,21 @@ TEST_F(MountSessionTest, ADirectoryWhoseReadAheadListingFailedIsReadAheadAgainLa
   gw.put_dir("/d");
   for (int i = 0; i < 12; ++i) gw.put_file("/d/f" + std::to_string(i), "f" + std::to_string(i));
   const InodeNumber d = looked_up("d");
-  const auto read_whole = [&](int i) {
-    auto entry = session.lookup(d, "f" + std::to_string(i));
-    ASSERT_TRUE(entry);
-    auto file = opened(entry->ref.ino, O_RDONLY);
-    ASSERT_TRUE(file);
-    auto read = session.read(entry->ref.ino, *file, 0, 4096);
-    session.release(entry->ref.ino, std::move(file));
-    ASSERT_TRUE(read);
-    EXPECT_EQ(text(*read), "f" + std::to_string(i));
+  const auto read_f = [&](int i) {
+    const std::string name = "f" + std::to_string(i);
+    auto read = read_whole(d, name);
+    ASSERT_TRUE(read) << name << ": errno " << read.error();
+    EXPECT_EQ(text(*read), name);
     if (read->after_reply) read->after_reply();
   };
   gw.fail("ReadDir", "/d", EIO);
-  for (int i = 0; i < CachePolicy::kAheadAfter; ++i) read_whole(i);
+  for (int i = 0; i < CachePolicy::kAheadAfter; ++i) read_f(i);
   EXPECT_EQ(gw.calls("ReadDir"), 1) << "the read-ahead was not set off";
   gw.fail("ReadDir", "/d", 0);
-  for (int i = CachePolicy::kAheadAfter; i < 2 * CachePolicy::kAheadAfter; ++i) read_whole(i);
+  for (int i = CachePolicy::kAheadAfter; i < 2 * CachePolicy::kAheadAfter; ++i) read_f(i);
   EXPECT_EQ(gw.calls("ReadDir"), 2) << "not read ahead again after a failed listing";
   gw.reset_calls();
-  read_whole(2 * CachePolicy::kAheadAfter);
+  read_f(2 * CachePolicy::kAheadAfter);
   EXPECT_EQ(gw.total_calls(), 0) << "not answered from what was read ahead";
 }
 
