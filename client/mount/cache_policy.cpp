@@ -363,17 +363,12 @@ void CachePolicy::drop_ahead_name_locked(InodeNumber dir, std::string_view name)
   (void)take_ahead_name_locked(a->second, name);
 }
 
-void CachePolicy::ahead_given(InodeNumber dir, std::string_view name) {
-  std::lock_guard lock(mu_);
-  drop_ahead_name_locked(dir, name);
-}
-
 void CachePolicy::ahead_changed(InodeNumber dir) {
   std::lock_guard lock(mu_);
   drop_ahead_locked(dir);
 }
 
-void CachePolicy::ahead_name_changed(InodeNumber dir, std::string_view name) {
+void CachePolicy::drop_ahead_name(InodeNumber dir, std::string_view name) {
   std::lock_guard lock(mu_);
   drop_ahead_name_locked(dir, name);
 }

@@ -199,7 +199,7 @@ class CachePolicy {
   // that cache the directory from the listing on, so another mount's change of an entry in it,
   // and the remote watcher's report of one made on a server, come as invalidations naming the
   // directory or an entry in it. One naming an entry drops what was read ahead of that name only
-  // (ahead_name_changed, invalidating_entry): a directory where files are written while others are
+  // (drop_ahead_name, invalidating_entry): a directory where files are written while others are
   // read keeps the rest. One naming the directory drops all it read ahead (invalidating it), as
   // does any change of this mount in it (begin_mutation), a rename anywhere, and every change of
   // the stream's or the servers' state. Only while the stream is healthy and the servers watched.
@@ -233,17 +233,15 @@ class CachePolicy {
   // What was read ahead of `name` in `dir`, taken (once): for the kernel's lookup of a name it
   // has no inode for. Take a ticket before, and give it to fetched_whole.
   std::optional<Ahead> take_ahead(InodeNumber dir, std::string_view name);
-  // The kernel is given an entry for `name` in `dir` by other means (a lookup, a listing, a
-  // create): what was read ahead of it goes, since this mount's own later changes of the file
-  // come back as no invalidation.
-  void ahead_given(InodeNumber dir, std::string_view name);
+  // What was read ahead of `name` in `dir` goes, also while the listing is on its way (the
+  // listing then does not bring it): when the kernel is given an entry for the name by other
+  // means (a lookup, a listing, a create), since this mount's own later changes of the file come
+  // back as no invalidation; and when an invalidation names the file (its inode perhaps unknown
+  // here). A file's other names are invalidated by their own names where the gateway knows them;
+  // a hard link made on a server is the known limit, as for the kernel's entries.
+  void drop_ahead_name(InodeNumber dir, std::string_view name);
   // Everything `dir` read ahead goes (this mount renamed names in it).
   void ahead_changed(InodeNumber dir);
-  // An invalidation names entry `name` of `dir`, or the file it names (its inode perhaps unknown
-  // here): what was read ahead of that name goes, also while the listing is on its way. (A file's
-  // other names are invalidated by their own names where the gateway knows them; a hard link
-  // made on a server is the known limit, as for the kernel's entries.)
-  void ahead_name_changed(InodeNumber dir, std::string_view name);
   // How many directories were read ahead, how many names the kernel got from them, and how many
   // files' contents were kept (status).
   struct AheadCounts {

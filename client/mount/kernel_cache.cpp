@@ -164,7 +164,7 @@ void KernelCache::invalidate(const std::vector<Invalidation>& items) {
         // What its directory read ahead of it, whether the kernel has the inode or not.
         if (item.path != "/")
           if (auto parent = inodes_.find(parent_path(item.path)))
-            policy_.ahead_name_changed(*parent, base_name(item.path));
+            policy_.drop_ahead_name(*parent, base_name(item.path));
         break;
       case Invalidation::Kind::kEntry: {
         // A name the inode table does not hold is not in the kernel's directory cache either

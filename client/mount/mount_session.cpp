@@ -77,7 +77,7 @@ Entry MountSession::add_entry(const std::string& path, const FileAttr& attr,
   const InodeRef ref = inodes_.lookup_add(path);
   cache_.entry_added(ref.ino, path, attr);
   if (path != "/")
-    if (auto dir = inodes_.find(parent_path(path))) cache_.ahead_given(*dir, base_name(path));
+    if (auto dir = inodes_.find(parent_path(path))) cache_.drop_ahead_name(*dir, base_name(path));
   return make_entry(ref, attr, ticket);
 }
 

@@ -801,7 +801,7 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
     HealthyPolicy p;
     p.set_servers_watched(true);
     ASSERT_NE(read_ahead(p, kDir), 0u);
-    p.ahead_name_changed(kDir, "a");
+    p.drop_ahead_name(kDir, "a");
     p.invalidating_entry(kDir, "b");
     EXPECT_FALSE(p.take_ahead(kDir, "a"));
     EXPECT_FALSE(p.take_ahead(kDir, "b"));
@@ -809,7 +809,7 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
     uint64_t n = 0;
     for (int i = 0; i < CachePolicy::kAheadAfter && !n; ++i) n = p.read_whole_in(kOther);
     ASSERT_NE(n, 0u);
-    p.ahead_name_changed(kOther, "a");
+    p.drop_ahead_name(kOther, "a");
     p.invalidating_entry(kOther, "b");
     p.ahead_listed(kOther, n, {{"a", attr}, {"b", attr}, {"c", attr}});
     EXPECT_FALSE(p.take_ahead(kOther, "a"));
@@ -831,14 +831,14 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
   // A name the kernel got by other means goes, also while the listing is on its way; a
   // subdirectory is never read ahead (this mount is not among those that cache it).
   ASSERT_NE(read_ahead(p, kOther), 0u);
-  p.ahead_given(kOther, "c");
+  p.drop_ahead_name(kOther, "c");
   EXPECT_FALSE(p.take_ahead(kOther, "c"));
   EXPECT_TRUE(p.take_ahead(kOther, "b"));
   constexpr InodeNumber kThird = 8;
   uint64_t m = 0;
   for (int i = 0; i < CachePolicy::kAheadAfter && !m; ++i) m = p.read_whole_in(kThird);
   ASSERT_NE(m, 0u);
-  p.ahead_given(kThird, "looked-up");
+  p.drop_ahead_name(kThird, "looked-up");
   FileAttr sub{};
   sub.mode = S_IFDIR | 0755;
   p.ahead_listed(kThird, m, {{"looked-up", attr}, {"sub", sub}, {"file", attr}});

@@ -390,7 +390,7 @@ TEST_F(MountSessionTest, ADirectoryWhoseFilesAreReadOneAfterAnotherIsReadAhead) 
   const auto invalidate_inode = [&](const std::string& path) {
     cache.invalidating();
     if (auto ino = inodes.find(path)) cache.invalidating(*ino);
-    if (auto dir = inodes.find(parent_path(path))) cache.ahead_name_changed(*dir, base_name(path));
+    if (auto dir = inodes.find(parent_path(path))) cache.drop_ahead_name(*dir, base_name(path));
   };
   const auto invalidate_entry = [&](const std::string& path) {
     cache.invalidating();
