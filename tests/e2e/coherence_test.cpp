@@ -67,10 +67,6 @@ bool exists(const std::string& path) {
 
 std::string skein_mount_bin() { return build_dir() + "/client/skein-mount"; }
 
-bool healthy(const std::string& mountpoint) {
-  return status_of(mountpoint).find("watch: healthy") != std::string::npos;
-}
-
 // The command line of process `pid`, its arguments apart; empty once it is gone.
 std::vector<std::string> argv_of(int pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
@@ -177,7 +173,7 @@ class Coherence : public ClusterSuite<1, 2> {
     ClusterSuite::SetUp();
     ASSERT_TRUE(main_) << "custom gateway did not start:\n" << start_error_;
     for (size_t i = 0; i < main_->mounts.size(); ++i) {
-      ASSERT_GE(wait_until([&] { return healthy(main_->mount(i)); }, 10s), 0)
+      ASSERT_GE(wait_until([&] { return watch_healthy(main_->mount(i)); }, 10s), 0)
           << "mount " << i << " never became healthy:\n"
           << status_of(main_->mount(i));
     }
@@ -554,7 +550,7 @@ TEST_F(Coherence, AMountCutOffFromTheGatewayDropsItsCachesWithinTheLease) {
     ~ThawFirst() { relay.thaw(); }
   } thaw_first{relay};
   const std::string d = mountpoint + "/srv0/" + name_ + "/cut";
-  ASSERT_GE(wait_until([&] { return healthy(mountpoint); }, 10s), 0) << status_of(mountpoint);
+  ASSERT_GE(wait_until([&] { return watch_healthy(mountpoint); }, 10s), 0) << status_of(mountpoint);
   ASSERT_TRUE(write_file(m(A, "cut"), "version-1"));
   ASSERT_EQ(read_file(d), "version-1");
 
@@ -578,7 +574,7 @@ TEST_F(Coherence, AMountCutOffFromTheGatewayDropsItsCachesWithinTheLease) {
     EXPECT_EQ(read.get(), "version-2");
   }
   // Back: it subscribes again (the gateway ended its stream) and is kept coherent again.
-  EXPECT_GE(wait_until([&] { return healthy(mountpoint); }, 10s), 0) << status_of(mountpoint);
+  EXPECT_GE(wait_until([&] { return watch_healthy(mountpoint); }, 10s), 0) << status_of(mountpoint);
   EXPECT_EQ(read_file(d), "version-2");
   ASSERT_TRUE(write_file(m(A, "cut"), "version-3"));
   EXPECT_EQ(read_file(d), "version-3");
@@ -654,7 +650,7 @@ TEST_F(Coherence, RestartedGatewayBringsMountsBackFromSafeMode) {
 
   main_->kill_hard();
   for (size_t i : {A, B, C}) {
-    EXPECT_GE(wait_until([&] { return !healthy(main_->mount(i)); }, 5s), 0) << "mount " << i;
+    EXPECT_GE(wait_until([&] { return !watch_healthy(main_->mount(i)); }, 5s), 0) << "mount " << i;
     std::string status = status_of(main_->mount(i));
     EXPECT_NE(status.find("watch: safe"), std::string::npos) << status;
     EXPECT_NE(status.find("entry ttl: 1 s"), std::string::npos) << status;
@@ -664,7 +660,7 @@ TEST_F(Coherence, RestartedGatewayBringsMountsBackFromSafeMode) {
   std::string error;
   ASSERT_TRUE(main_->start(error)) << error;
   for (size_t i : {A, B, C}) {
-    double took = wait_until([&] { return healthy(main_->mount(i)); }, 15s);
+    double took = wait_until([&] { return watch_healthy(main_->mount(i)); }, 15s);
     EXPECT_GE(took, 0) << "mount " << i << " did not resubscribe:\n" << status_of(main_->mount(i));
     std::printf("[ coherence ] mount %zu healthy again %.2f s after the gateway restarted\n", i,
                 took);
@@ -721,7 +717,7 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinThePollInterval) {
   std::string error;
   auto g = start_gateway("poll", "revalidate_interval_ms = 500\nremote_watch = false\n", 1, error);
   ASSERT_TRUE(g) << error;
-  ASSERT_GE(wait_until([&] { return healthy(g->mount(0)); }, 10s), 0);
+  ASSERT_GE(wait_until([&] { return watch_healthy(g->mount(0)); }, 10s), 0);
   const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/polled";
   ASSERT_TRUE(write_file(s("polled"), "1"));
   EXPECT_EQ(size_of(mounted), 1);      // cached, for 3600 s unless invalidated
@@ -741,7 +737,7 @@ TEST_F(Coherence, AServerSideChangeOfAFileSeenOnlyInAListingIsSeenWithinThePollI
   auto g = start_gateway("poll-listed", "revalidate_interval_ms = 500\nremote_watch = false\n", 1,
                          error);
   ASSERT_TRUE(g) << error;
-  ASSERT_GE(wait_until([&] { return healthy(g->mount(0)); }, 10s), 0);
+  ASSERT_GE(wait_until([&] { return watch_healthy(g->mount(0)); }, 10s), 0);
   ASSERT_TRUE(write_file(s("listed"), "1"));
   EXPECT_EQ(list_names(g->mount(0) + "/srv0/" + name_).count("listed"), 1u);
   const std::string mounted = g->mount(0) + "/srv0/" + name_ + "/listed";
@@ -762,7 +758,8 @@ TEST_F(Coherence, AServerSideChangeOfOneNameOfAHardLinkReachesMountsThatCacheThe
   auto g = start_gateway("inotify-links", "revalidate_interval_ms = 30000\nremote_watch = true\n",
                          2, error);
   ASSERT_TRUE(g) << error;
-  ASSERT_GE(wait_until([&] { return healthy(g->mount(0)) && healthy(g->mount(1)); }, 10s), 0);
+  ASSERT_GE(
+      wait_until([&] { return watch_healthy(g->mount(0)) && watch_healthy(g->mount(1)); }, 10s), 0);
   const std::string watching =
       "backend srv0: watching " + cluster_->export_dir(0) + " with inotifywait";
   ASSERT_GE(wait_until(
@@ -802,7 +799,7 @@ TEST_F(Coherence, ServerSideChangeIsSeenWithinASecondThroughInotify) {
   auto g =
       start_gateway("inotify", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1, error);
   ASSERT_TRUE(g) << error;
-  ASSERT_GE(wait_until([&] { return healthy(g->mount(0)); }, 10s), 0);
+  ASSERT_GE(wait_until([&] { return watch_healthy(g->mount(0)); }, 10s), 0);
   // srv0's watcher is up once inotifywait has set its watches; it runs on the backend's transport.
   // (Server 0 has a second backend, stripe0, another directory with a watcher of its own.)
   const std::string watching =
@@ -872,9 +869,7 @@ TEST_F(Coherence, ABackendAddedAtRuntimeIsNotTakenForWatchedBeforeItIs) {
   auto g =
       start_gateway("added", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1, error);
   ASSERT_TRUE(g) << error;
-  auto watched = [&] {
-    return status_of(g->mount(0)).find("servers watched: yes") != std::string::npos;
-  };
+  auto watched = [&] { return servers_watched(g->mount(0)); };
   ASSERT_GE(wait_until(watched, 15s), 0) << status_of(g->mount(0));
   // A server that is down: nothing listens on the port.
   std::string out;
@@ -908,9 +903,7 @@ TEST_F(Coherence, AWatcherSessionThatFallsSilentIsReportedNotWatchedAndStartedAg
                          "revalidate_interval_ms = 30000\nremote_watch = true\ntimeout_ms = 2000\n",
                          1, error);
   ASSERT_TRUE(g) << error;
-  auto watched = [&] {
-    return status_of(g->mount(0)).find("servers watched: yes") != std::string::npos;
-  };
+  auto watched = [&] { return servers_watched(g->mount(0)); };
   ASSERT_GE(wait_until(watched, 15s), 0) << status_of(g->mount(0));
   // A quiet server's session lives on its heartbeats: past the 4 s it is still the same one.
   std::this_thread::sleep_for(6s);
@@ -1018,9 +1011,7 @@ TEST_F(Coherence, ADirectoryReplacedOnTheServerIsReadAnewBelowIt) {
   auto g = start_gateway("dir-replaced", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1,
                          error);
   ASSERT_TRUE(g) << error;
-  auto watched = [&] {
-    return status_of(g->mount(0)).find("servers watched: yes") != std::string::npos;
-  };
+  auto watched = [&] { return servers_watched(g->mount(0)); };
   ASSERT_GE(wait_until(watched, 15s), 0) << status_of(g->mount(0));
   ASSERT_EQ(::mkdir(s("d").c_str(), 0755), 0);
   ASSERT_TRUE(write_file(s("d/f"), "old contents\n"));
@@ -1080,11 +1071,7 @@ TEST_F(Coherence, OpensForReadingSkipTheGatewayOnlyWhileTheServersAreWatched) {
   auto g =
       start_gateway("deferred", "revalidate_interval_ms = 30000\nremote_watch = true\n", 1, error);
   ASSERT_TRUE(g) << error;
-  ASSERT_GE(
-      wait_until(
-          [&] { return status_of(g->mount(0)).find("servers watched: yes") != std::string::npos; },
-          15s),
-      0)
+  ASSERT_GE(wait_until([&] { return servers_watched(g->mount(0)); }, 15s), 0)
       << status_of(g->mount(0));
   EXPECT_NE(status_of(main_->mount(A)).find("servers watched: no"), std::string::npos)
       << "the main gateway has no remote watcher";
@@ -1130,12 +1117,7 @@ TEST_F(Coherence, ADeferredOpenWhoseFileARenameReplacedFailsWithEstale) {
       start_gateway("replaced", "revalidate_interval_ms = 30000\nremote_watch = true\n", 2, error);
   ASSERT_TRUE(g) << error;
   for (size_t i : {0, 1})
-    ASSERT_GE(wait_until(
-                  [&] {
-                    return status_of(g->mount(i)).find("servers watched: yes") != std::string::npos;
-                  },
-                  15s),
-              0)
+    ASSERT_GE(wait_until([&] { return servers_watched(g->mount(i)); }, 15s), 0)
         << status_of(g->mount(i));
   const std::string at_a = g->mount(0) + "/srv0/" + name_ + "/";
   const std::string at_b = g->mount(1) + "/srv0/" + name_ + "/";
@@ -1193,20 +1175,20 @@ TEST_F(Coherence, SkeinLocalStopAndStartGatewaySwitchesMountsToSafeModeAndBack) 
   const std::string script =
       "SKEIN_BUILD_DIR='" + build_dir() + "' '" + source_dir() + "/deploy/skein-local'";
   const std::string mount0 = cluster_->mount(0);
-  ASSERT_GE(wait_until([&] { return healthy(mount0); }, 10s), 0) << status_of(mount0);
+  ASSERT_GE(wait_until([&] { return watch_healthy(mount0); }, 10s), 0) << status_of(mount0);
   std::string out;
   ASSERT_EQ(run_command(script + " stop-gateway --kill --state '" + cluster_->state() + "'", &out),
             0)
       << out;
-  EXPECT_GE(wait_until([&] { return !healthy(mount0); }, 5s), 0) << status_of(mount0);
+  EXPECT_GE(wait_until([&] { return !watch_healthy(mount0); }, 5s), 0) << status_of(mount0);
   EXPECT_NE(status_of(mount0).find("entry ttl: 1 s"), std::string::npos) << status_of(mount0);
   ASSERT_EQ(run_command(script + " start-gateway --state '" + cluster_->state() + "'", &out), 0)
       << out;
-  EXPECT_GE(wait_until([&] { return healthy(mount0); }, 15s), 0) << status_of(mount0);
+  EXPECT_GE(wait_until([&] { return watch_healthy(mount0); }, 15s), 0) << status_of(mount0);
   EXPECT_NE(status_of(mount0).find("entry ttl: 3600 s"), std::string::npos) << status_of(mount0);
   // The other mount reconnects on its own schedule: wait for it too before reading through it.
   const std::string mount1 = cluster_->mount(1);
-  EXPECT_GE(wait_until([&] { return healthy(mount1); }, 15s), 0) << status_of(mount1);
+  EXPECT_GE(wait_until([&] { return watch_healthy(mount1); }, 15s), 0) << status_of(mount1);
   ASSERT_TRUE(write_file(mount0 + "/srv0/after-restart", "ok"));
   EXPECT_EQ(read_file(mount1 + "/srv0/after-restart"), "ok");
 }
@@ -1219,7 +1201,8 @@ TEST_F(Coherence, TheFilesOfAKilledMountAreReleasedAfterTheOrphanTimeout) {
   auto g = start_gateway("orphans", "orphan_timeout_ms = 2000\n", 2, error);
   ASSERT_TRUE(g) << error;
   for (size_t i = 0; i < 2; ++i)
-    ASSERT_GE(wait_until([&] { return healthy(g->mount(i)); }, 10s), 0) << status_of(g->mount(i));
+    ASSERT_GE(wait_until([&] { return watch_healthy(g->mount(i)); }, 10s), 0)
+        << status_of(g->mount(i));
   auto open_files = [&] {
     return skeinctl_number(*cluster_, "namespaces", "default", "open_files", g->address);
   };

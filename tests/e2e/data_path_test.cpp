@@ -109,10 +109,6 @@ class DataPath : public ::testing::Test {
     const timespec times[2] = {{mtime, 0}, {mtime, 0}};
     return ::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0;
   }
-  // What `skein-mount --status` says of the mount's Watch stream.
-  static bool watch_is_healthy(const std::string& mountpoint) {
-    return status_of(mountpoint).find("watch: healthy") != std::string::npos;
-  }
 
   static std::string pread_all(int fd, size_t size, off_t off) {
     std::string out(size, '\0');
@@ -474,7 +470,7 @@ TEST_F(DataPath, RandomAndMixedReadsReturnTheServersBytes) {
 // (SFTP carries whole seconds, so the change moves it by a minute), and read-ahead of the old
 // contents is never served.
 TEST_F(DataPath, ServerSideChangeBetweenOpensIsSeen) {
-  ASSERT_TRUE(watch_is_healthy(small_mount_->path()))
+  ASSERT_TRUE(watch_healthy(small_mount_->path()))
       << "in safe mode every open drops the pages: the test would show nothing";
   const std::string server = small_dir() + "/" + name();
   const time_t then = ::time(nullptr) - 3600;

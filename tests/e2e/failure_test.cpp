@@ -21,11 +21,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Whether the mount at `mountpoint` reports every server watched (`skein-mount --status`).
-bool servers_watched(const std::string& mountpoint) {
-  return status_of(mountpoint).find("servers watched: yes") != std::string::npos;
-}
-
 class BackendFailure : public ClusterSuite<2, 1> {
  protected:
   std::string m(const std::string& rel) { return cluster_->mount() + "/srv0/" + rel; }

@@ -31,6 +31,17 @@ inline std::string status_of(const std::string& mountpoint) {
   return out;
 }
 
+// Whether the mount at `mountpoint` says its Watch stream is healthy.
+inline bool watch_healthy(const std::string& mountpoint) {
+  return status_of(mountpoint).find("watch: healthy") != std::string::npos;
+}
+
+// Whether the mount at `mountpoint` says the gateway reports every server of its namespace
+// watched.
+inline bool servers_watched(const std::string& mountpoint) {
+  return status_of(mountpoint).find("servers watched: yes") != std::string::npos;
+}
+
 // The number after "key: " in status_of's output, or -1.
 inline long status_number(const std::string& status, const std::string& key) {
   const auto at = status.find("\n" + key + ": ");
