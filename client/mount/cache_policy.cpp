@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace skein::client {
 
@@ -283,6 +284,7 @@ uint64_t CachePolicy::read_whole_in(InodeNumber dir) {
     auto a = ahead_.find(oldest);
     if (a != ahead_.end() && a->second.number == n) ahead_.erase(a);
   }
+  wake_ahead_waiters_locked();
   return number;
 }
 
@@ -300,6 +302,7 @@ void CachePolicy::ahead_listed(InodeNumber dir, uint64_t number,
     a->second.names.emplace(std::move(name), Ahead{attr, nullptr});
   }
   a->second.given.clear();
+  wake_ahead_waiters_locked();
 }
 
 bool CachePolicy::ahead_alive(InodeNumber dir, uint64_t number) const {
@@ -312,6 +315,7 @@ void CachePolicy::ahead_failed(InodeNumber dir, uint64_t number) {
   std::lock_guard lock(mu_);
   auto a = ahead_.find(dir);
   if (a != ahead_.end() && a->second.number == number && !a->second.listed) ahead_.erase(a);
+  wake_ahead_waiters_locked();
 }
 
 void CachePolicy::ahead_content(InodeNumber dir, uint64_t number, const std::string& name,
@@ -330,12 +334,42 @@ void CachePolicy::ahead_content(InodeNumber dir, uint64_t number, const std::str
 
 std::optional<CachePolicy::Ahead> CachePolicy::take_ahead(InodeNumber dir, std::string_view name) {
   if (!healthy() || !servers_watched()) return std::nullopt;
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   auto a = ahead_.find(dir);
-  if (a == ahead_.end() || !a->second.listed) return std::nullopt;
+  if (a == ahead_.end()) return std::nullopt;
+  if (!a->second.listed) {
+    if (!wait_for_listing_locked(lock, dir)) return std::nullopt;
+    a = ahead_.find(dir);
+  }
   auto taken = take_ahead_name_locked(a->second, name);
   if (taken) ++aheads_taken_;
   return taken;
+}
+
+bool CachePolicy::wait_for_listing_locked(std::unique_lock<std::mutex>& lock, InodeNumber dir) {
+  AheadDir& waited = ahead_.at(dir);
+  if (waited.waited_out || options_.ahead_listing_wait <= 0) return false;
+  const uint64_t number = waited.number;
+  const uint64_t state = state_.load();
+  ++ahead_waits_;
+  ahead_waiters_.fetch_add(1);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(options_.ahead_listing_wait));
+  enum { kWaiting, kListed, kGone, kChanged } outcome = kWaiting;
+  ahead_cv_.wait_until(lock, deadline, [&] {
+    auto a = ahead_.find(dir);
+    if (a == ahead_.end() || a->second.number != number)
+      outcome = kGone;
+    else if (a->second.listed)
+      outcome = kListed;
+    else if (state_.load() != state)
+      outcome = kChanged;
+    return outcome != kWaiting;
+  });
+  ahead_waiters_.fetch_sub(1);
+  if (outcome == kWaiting) ahead_.at(dir).waited_out = true;  // ran out: still this read-ahead
+  return outcome == kListed;
 }
 
 std::optional<CachePolicy::Ahead> CachePolicy::take_ahead_name_locked(AheadDir& dir,
@@ -350,7 +384,7 @@ std::optional<CachePolicy::Ahead> CachePolicy::take_ahead_name_locked(AheadDir& 
 
 CachePolicy::AheadCounts CachePolicy::ahead_counts() const {
   std::lock_guard lock(mu_);
-  return {aheads_made_, aheads_taken_, ahead_contents_};
+  return {aheads_made_, aheads_taken_, ahead_contents_, ahead_waits_};
 }
 
 void CachePolicy::drop_ahead_name_locked(InodeNumber dir, std::string_view name) {
@@ -519,10 +553,17 @@ void CachePolicy::forget(InodeNumber ino) {
   drop_ahead_locked(ino);
 }
 
-void CachePolicy::bump() { state_.fetch_add(2, std::memory_order_acq_rel); }
+void CachePolicy::bump() {
+  state_.fetch_add(2);  // sequentially consistent with ahead_waiters_ (see there)
+  if (ahead_waiters_.load() != 0) {
+    std::lock_guard lock(mu_);  // a waiter is either not yet past its check or in its wait
+    ahead_cv_.notify_all();
+  }
+}
 
 void CachePolicy::bump_all_locked() {
   all_invalidated_ = state_.fetch_add(2, std::memory_order_acq_rel) + 2;
+  wake_ahead_waiters_locked();
 }
 
 bool CachePolicy::open_unspoilt(uint64_t now, Ticket t, InodeNumber ino) const {
@@ -542,6 +583,7 @@ void CachePolicy::invalidating_locked(InodeNumber ino) {
   invalidated_floor_ = std::max(invalidated_floor_, slot.epoch);
   slot = Invalidated{state_.fetch_add(2, std::memory_order_acq_rel) + 2, ino};
   invalidated_next_ = (invalidated_next_ + 1) % invalidated_.size();
+  wake_ahead_waiters_locked();
   known_.erase(ino);
   drop_content_locked(ino);
 }
@@ -597,6 +639,7 @@ void CachePolicy::set_healthy(bool healthy) {
     next = ((old | 1) + 2) - (healthy ? 0 : 1);
   } while (!state_.compare_exchange_weak(old, next, std::memory_order_acq_rel));
   all_invalidated_ = next;
+  wake_ahead_waiters_locked();
 }
 
 }  // namespace skein::client

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -38,6 +39,9 @@ class CachePolicy {
     bool deferred_open = true;
     // Read ahead directories whose files are being read whole one after another (read_whole_in).
     bool read_ahead_dirs = true;
+    // How long, in seconds, a lookup in a directory whose read-ahead listing is on its way waits
+    // for that listing rather than asking the gateway itself (take_ahead); 0: never.
+    double ahead_listing_wait = 0.1;
   };
 
   // The cache's state when an operation started, taken before it asks the gateway. A reply may be
@@ -231,7 +235,13 @@ class CachePolicy {
     std::shared_ptr<const std::string> content;  // null: the attributes only
   };
   // What was read ahead of `name` in `dir`, taken (once): for the kernel's lookup of a name it
-  // has no inode for. Take a ticket before, and give it to fetched_whole.
+  // has no inode for. Take a ticket before, and give it to fetched_whole. While the directory's
+  // read-ahead listing is on its way, this waits for it (the lookups that come right after the
+  // read that set it off, which would each ask the gateway for what the listing brings): until
+  // it lands, fails or is dropped, any invalidation or change of state comes (this lookup then
+  // asks the gateway, and an invalidation of an entry in the directory, which needs the
+  // kernel's lock on it that this lookup holds, is not held up), or Options::ahead_listing_wait
+  // runs out; after one wait ran out, the other lookups of that read-ahead do not wait.
   std::optional<Ahead> take_ahead(InodeNumber dir, std::string_view name);
   // What was read ahead of `name` in `dir` goes, also while the listing is on its way (the
   // listing then does not bring it): when the kernel is given an entry for the name by other
@@ -246,6 +256,7 @@ class CachePolicy {
   // files' contents were kept (status).
   struct AheadCounts {
     uint64_t dirs = 0, names = 0, contents = 0;
+    uint64_t waits = 0;  // lookups that waited for a listing (take_ahead)
   };
   AheadCounts ahead_counts() const;
   // The kernel got `ino` for what take_ahead gave (after a ticket `t` taken before it): its
@@ -393,14 +404,30 @@ class CachePolicy {
     uint64_t bytes = 0;  // of the contents held
     std::unordered_map<std::string, Ahead> names;
     std::unordered_set<std::string> given;  // names the kernel got before the listing came
+    bool waited_out = false;  // a lookup's wait for the listing ran out: no other waits
   };
   std::unordered_map<InodeNumber, AheadDir> ahead_;
   std::deque<std::pair<InodeNumber, uint64_t>> ahead_order_;
-  uint64_t aheads_made_ = 0, aheads_taken_ = 0, ahead_contents_ = 0;
-  void drop_ahead_locked(InodeNumber dir) { ahead_.erase(dir); }
+  uint64_t aheads_made_ = 0, aheads_taken_ = 0, ahead_contents_ = 0, ahead_waits_ = 0;
+  // Lookups waiting for a read-ahead listing (take_ahead), woken by whatever may end their wait:
+  // a listing landed or failed, a read-ahead dropped, any change of state_ (wake_ahead_waiters).
+  // The count is read outside mu_ by invalidating(), so it and state_ are sequentially
+  // consistent: either a waiter sees the new state or the invalidation sees the waiter.
+  std::condition_variable ahead_cv_;
+  std::atomic<int> ahead_waiters_{0};
+  void wake_ahead_waiters_locked() {
+    if (ahead_waiters_.load() != 0) ahead_cv_.notify_all();
+  }
+  // take_ahead's wait for the listing of `dir`, whose read-ahead is not listed: whether it is now.
+  bool wait_for_listing_locked(std::unique_lock<std::mutex>& lock, InodeNumber dir);
+  void drop_ahead_locked(InodeNumber dir) {
+    ahead_.erase(dir);
+    wake_ahead_waiters_locked();
+  }
   void drop_all_ahead_locked() {
     ahead_.clear();
     ahead_order_.clear();
+    wake_ahead_waiters_locked();
   }
   // Removes `name` from what `dir` read ahead and returns it. Under mu_.
   std::optional<Ahead> take_ahead_name_locked(AheadDir& dir, std::string_view name);

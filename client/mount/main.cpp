@@ -312,6 +312,7 @@ std::string status_text(skein::client::MountDaemon& mount, const MountArgs& args
   out << "directory read-ahead: " << (mount.cache.options().read_ahead_dirs ? "on" : "off") << "\n"
       << "directories read ahead: " << ahead.dirs << "\n"
       << "names answered from read-ahead: " << ahead.names << "\n"
+      << "lookups that waited for a read-ahead listing: " << ahead.waits << "\n"
       << "files read ahead: " << ahead.contents << "\n"
       << "gateway calls: " << mount.gateway->calls_started() << "\n"
       << "inodes: " << mount.inodes.size() << "\n"

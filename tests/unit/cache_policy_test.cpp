@@ -6,7 +6,12 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <functional>
+#include <future>
+#include <optional>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -743,7 +748,14 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
   const uint64_t number = policy.read_whole_in(kDir);
   ASSERT_NE(number, 0u) << "the kAheadAfter-th whole read";
   EXPECT_EQ(policy.read_whole_in(kDir), 0u) << "once at a time";
+  // A lookup before the listing waits for it, up to Options::ahead_listing_wait; once a wait ran
+  // out, the next lookups of that read-ahead ask the gateway at once.
+  const auto started = std::chrono::steady_clock::now();
   EXPECT_FALSE(policy.take_ahead(kDir, "a")) << "nothing before the listing";
+  EXPECT_GE(std::chrono::steady_clock::now() - started,
+            std::chrono::duration<double>(policy.options().ahead_listing_wait));
+  EXPECT_FALSE(policy.take_ahead(kDir, "a"));
+  EXPECT_EQ(policy.ahead_counts().waits, 1u) << "waited again after a wait ran out";
   policy.ahead_listed(kDir, number, {{"a", attr}, {"b", attr}});
   policy.ahead_content(kDir, number, "a", attr, "abc");
   policy.ahead_content(kDir, number, "b", attr, "too long");
@@ -858,6 +870,92 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
     ASSERT_NE(read_ahead(q, dir), 0u);
   EXPECT_FALSE(q.take_ahead(100, "c"));
   EXPECT_TRUE(q.take_ahead(101, "c"));
+}
+
+// A lookup in a directory whose read-ahead listing is on its way waits for the listing, and is
+// answered from it; anything that may end the wait ends it at once: the read-ahead dropped or
+// failed, or any invalidation (the waiting lookup then asks the gateway, and an invalidation of
+// an entry in the directory does not wait for it).
+TEST(CachePolicy, ALookupWaitsForTheReadAheadListingOnItsWay) {
+  using namespace std::chrono_literals;
+  CachePolicy::Options options;
+  options.ahead_listing_wait = 60;  // longer than any of these waits may take
+  CachePolicy p(options);
+  p.set_healthy(true);
+  p.set_servers_watched(true);
+  FileAttr attr{};
+  attr.mode = S_IFREG | 0644;
+  attr.size = 3;
+  // The read-ahead of `dir` set off, its listing not yet there.
+  const auto set_off = [&](InodeNumber dir) {
+    uint64_t number = 0;
+    for (int i = 0; i < CachePolicy::kAheadAfter && !number; ++i) number = p.read_whole_in(dir);
+    return number;
+  };
+  // A lookup of `name` in `dir` in a thread of its own, once it waits.
+  const auto waiting_take = [&](InodeNumber dir, const std::string& name) {
+    const uint64_t waits = p.ahead_counts().waits;
+    auto taken =
+        std::async(std::launch::async, [&p, dir, name] { return p.take_ahead(dir, name); });
+    for (int i = 0; i < 10000 && p.ahead_counts().waits == waits; ++i)
+      std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(p.ahead_counts().waits, waits + 1) << "the lookup did not wait";
+    EXPECT_EQ(taken.wait_for(20ms), std::future_status::timeout) << "it did not go on waiting";
+    return taken;
+  };
+  const auto ended = [](std::future<std::optional<CachePolicy::Ahead>>& taken) {
+    return taken.wait_for(10s) == std::future_status::ready;
+  };
+
+  // The listing lands: the waiting lookup is answered from it.
+  constexpr InodeNumber kDir = 5;
+  uint64_t number = set_off(kDir);
+  ASSERT_NE(number, 0u);
+  auto taken = waiting_take(kDir, "a");
+  p.ahead_listed(kDir, number, {{"a", attr}, {"b", attr}});
+  ASSERT_TRUE(ended(taken));
+  EXPECT_TRUE(taken.get()) << "not answered from the listing it waited for";
+
+  // Any invalidation ends the wait: the lookup asks the gateway. The read-ahead goes on, and the
+  // next lookup waits for it again.
+  constexpr InodeNumber kOther = 6;
+  number = set_off(kOther);
+  ASSERT_NE(number, 0u);
+  taken = waiting_take(kOther, "a");
+  p.invalidating();
+  ASSERT_TRUE(ended(taken)) << "an invalidation did not end the wait";
+  EXPECT_FALSE(taken.get());
+  taken = waiting_take(kOther, "a");
+  p.invalidating_entry(kOther, "z");  // the Watch thread's, before it needs the kernel's lock
+  ASSERT_TRUE(ended(taken));
+  EXPECT_FALSE(taken.get());
+  taken = waiting_take(kOther, "a");
+  p.ahead_listed(kOther, number, {{"a", attr}});
+  ASSERT_TRUE(ended(taken));
+  EXPECT_TRUE(taken.get());
+
+  // The listing failed, or the read-ahead was dropped: nothing, at once.
+  constexpr InodeNumber kFailed = 7, kDropped = 8;
+  number = set_off(kFailed);
+  ASSERT_NE(number, 0u);
+  taken = waiting_take(kFailed, "a");
+  p.ahead_failed(kFailed, number);
+  ASSERT_TRUE(ended(taken)) << "a failed listing did not end the wait";
+  EXPECT_FALSE(taken.get());
+  ASSERT_NE(set_off(kDropped), 0u);
+  taken = waiting_take(kDropped, "a");
+  (void)p.begin_mutation(kDropped);  // a change of this mount's there
+  ASSERT_TRUE(ended(taken)) << "a dropped read-ahead did not end the wait";
+  EXPECT_FALSE(taken.get());
+
+  // With no wait allowed, a lookup before the listing asks the gateway at once.
+  options.ahead_listing_wait = 0;
+  CachePolicy q(options);
+  q.set_healthy(true);
+  q.set_servers_watched(true);
+  for (int i = 0; i < CachePolicy::kAheadAfter; ++i) (void)q.read_whole_in(kDir);
+  EXPECT_FALSE(q.take_ahead(kDir, "a"));
+  EXPECT_EQ(q.ahead_counts().waits, 0u);
 }
 
 TEST(OpenInodes, HidingAFileClosedMeanwhileIsRefused) {

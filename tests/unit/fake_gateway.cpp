@@ -67,8 +67,9 @@ class FakeGateway::Names final : public pb::Namespace::Service {
                        grpc::ServerWriter<pb::ReadDirReply>* writer) override {
     pb::ReadDirReply batch;
     {
-      std::lock_guard lock(gw_.mu_);
+      std::unique_lock lock(gw_.mu_);
       gw_.count_locked("ReadDir");
+      gw_.listings_released_.wait(lock, [&] { return !gw_.hold_listings_; });
       if (int e = gw_.failure_locked("ReadDir", req->path())) {
         batch.set_error(e);
       } else if (auto node = gw_.find_locked(req->path()); !node) {
@@ -420,6 +421,8 @@ FakeGateway::FakeGateway()
 }
 
 FakeGateway::~FakeGateway() {
+  hold_writes(false);  // a test that failed while holding them: let the calls end
+  hold_listings(false);
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
@@ -514,6 +517,14 @@ void FakeGateway::hold_writes(bool hold) {
     hold_writes_ = hold;
   }
   writes_released_.notify_all();
+}
+
+void FakeGateway::hold_listings(bool hold) {
+  {
+    std::lock_guard lock(mu_);
+    hold_listings_ = hold;
+  }
+  listings_released_.notify_all();
 }
 
 int FakeGateway::failure_locked(const std::string& method, const std::string& path) {

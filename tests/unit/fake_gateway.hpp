@@ -47,6 +47,8 @@ class FakeGateway {
   void fail(const std::string& method, const std::string& path, int error);
   // While held, Write calls wait (unanswered) until hold_writes(false).
   void hold_writes(bool hold);
+  // While held, ReadDir calls wait (unanswered, counted) until hold_listings(false).
+  void hold_listings(bool hold);
 
   // One file, directory or symlink; a hard link is a second path to the same node.
   struct Node {
@@ -78,6 +80,8 @@ class FakeGateway {
   std::map<std::pair<std::string, std::string>, int> failures_;
   bool hold_writes_ = false;
   std::condition_variable writes_released_;
+  bool hold_listings_ = false;
+  std::condition_variable listings_released_;
 
   std::unique_ptr<Names> names_;
   std::unique_ptr<Data> data_;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -539,6 +540,51 @@ TEST_F(MountSessionTest, ADirectorysReadAheadWaitsForTheReplyOfTheReadThatSetItO
   auto after = read_f(2 * CachePolicy::kAheadAfter);
   ASSERT_TRUE(after);
   EXPECT_EQ(gw.total_calls(), 0) << "not answered from what was read ahead";
+}
+
+// The lookup of the next file, which comes while the directory's read-ahead listing is on its way
+// (the read-ahead runs after the reply of the read that set it off), waits for the listing rather
+// than asking the gateway for the name itself.
+TEST_F(MountSessionTest, ALookupWhileADirectorysReadAheadIsBeingListedWaitsForTheListing) {
+  using namespace std::chrono_literals;
+  CachePolicy::Options options = cache.options();
+  options.ahead_listing_wait = 60;  // longer than this test may take
+  cache.set_options(options);
+  cache.set_healthy(true);
+  cache.set_servers_watched(true);
+  gw.put_dir("/d");
+  for (int i = 0; i < 12; ++i) gw.put_file("/d/f" + std::to_string(i), "f" + std::to_string(i));
+  const InodeNumber d = looked_up("d");
+  std::function<void()> read_ahead;
+  for (int i = 0; i < CachePolicy::kAheadAfter; ++i) {
+    auto read = read_whole(d, "f" + std::to_string(i));
+    ASSERT_TRUE(read);
+    if (read->after_reply) read_ahead = read->after_reply;
+  }
+  ASSERT_TRUE(read_ahead) << "the read-ahead was not set off";
+  gw.hold_listings(true);
+  gw.reset_calls();
+  auto reading_ahead = std::async(std::launch::async, read_ahead);
+  for (int i = 0; i < 10000 && gw.calls("ReadDir") == 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(gw.calls("ReadDir"), 1);
+  const std::string next = "f" + std::to_string(CachePolicy::kAheadAfter);
+  auto looking_up = std::async(std::launch::async, [&] { return session.lookup(d, next); });
+  for (int i = 0; i < 10000 && cache.ahead_counts().waits == 0; ++i)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(cache.ahead_counts().waits, 1u) << "the lookup did not wait for the listing";
+  gw.hold_listings(false);
+  ASSERT_EQ(looking_up.wait_for(30s), std::future_status::ready);
+  reading_ahead.get();
+  auto entry = looking_up.get();
+  ASSERT_TRUE(entry) << "errno " << entry.error();
+  EXPECT_EQ(gw.calls("GetAttr"), 0) << "the lookup asked the gateway";
+  EXPECT_EQ(cache.ahead_counts().names, 1u);
+  auto file = opened(entry->ref.ino, O_RDONLY);
+  ASSERT_TRUE(file);
+  auto read = session.read(entry->ref.ino, *file, 0, 4096);
+  session.release(entry->ref.ino, std::move(file));
+  ASSERT_TRUE(read);
+  EXPECT_EQ(text(*read), next);
 }
 
 // A read-ahead whose listing fails holds nothing and stops no later one: the next whole reads in
