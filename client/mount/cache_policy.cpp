@@ -348,7 +348,7 @@ std::optional<CachePolicy::Ahead> CachePolicy::take_ahead(InodeNumber dir, std::
 
 bool CachePolicy::wait_for_listing_locked(std::unique_lock<std::mutex>& lock, InodeNumber dir) {
   AheadDir& waited = ahead_.at(dir);
-  if (waited.waited_out || options_.ahead_listing_wait <= 0) return false;
+  if (waited.waited_out || applying_ != 0 || options_.ahead_listing_wait <= 0) return false;
   const uint64_t number = waited.number;
   const uint64_t state = state_.load();
   ++ahead_waits_;
@@ -363,7 +363,7 @@ bool CachePolicy::wait_for_listing_locked(std::unique_lock<std::mutex>& lock, In
       outcome = kGone;
     else if (a->second.listed)
       outcome = kListed;
-    else if (state_.load() != state)
+    else if (state_.load() != state || applying_ != 0)
       outcome = kChanged;
     return outcome != kWaiting;
   });
@@ -577,6 +577,17 @@ bool CachePolicy::open_unspoilt(uint64_t now, Ticket t, InodeNumber ino) const {
 }
 
 void CachePolicy::invalidating() { bump(); }
+
+CachePolicy::Applying::Applying(CachePolicy& policy) : policy_(policy) {
+  std::lock_guard lock(policy_.mu_);
+  ++policy_.applying_;
+  policy_.wake_ahead_waiters_locked();
+}
+
+CachePolicy::Applying::~Applying() {
+  std::lock_guard lock(policy_.mu_);
+  --policy_.applying_;
+}
 
 void CachePolicy::invalidating_locked(InodeNumber ino) {
   Invalidated& slot = invalidated_[invalidated_next_];

@@ -317,6 +317,19 @@ class CachePolicy {
   // An invalidation is about to be applied. Replies to operations in flight are not cached, and
   // what the invalidated inodes were known to hold is forgotten.
   void invalidating();
+  // While one of these lives (KernelCache::invalidate applying a batch to the kernel), no lookup
+  // waits for a read-ahead listing (take_ahead), and one waiting stops: the kernel's invalidation
+  // of an entry waits for the lookups in that directory.
+  class Applying {
+   public:
+    explicit Applying(CachePolicy& policy);
+    ~Applying();
+    Applying(const Applying&) = delete;
+    Applying& operator=(const Applying&) = delete;
+
+   private:
+    CachePolicy& policy_;
+  };
   void invalidating(InodeNumber ino);
   // invalidating(dir) for an invalidation of its entry `name`: of what `dir` read ahead, only
   // that name goes.
@@ -415,10 +428,12 @@ class CachePolicy {
   // consistent: either a waiter sees the new state or the invalidation sees the waiter.
   std::condition_variable ahead_cv_;
   std::atomic<int> ahead_waiters_{0};
+  int applying_ = 0;  // Applying objects alive, guarded by mu_
   void wake_ahead_waiters_locked() {
     if (ahead_waiters_.load() != 0) ahead_cv_.notify_all();
   }
   // take_ahead's wait for the listing of `dir`, whose read-ahead is not listed: whether it is now.
+  // No wait while an invalidation is being applied (Applying).
   bool wait_for_listing_locked(std::unique_lock<std::mutex>& lock, InodeNumber dir);
   void drop_ahead_locked(InodeNumber dir) {
     ahead_.erase(dir);

@@ -151,6 +151,9 @@ void KernelCache::drop_tree(const std::string& path) {
 
 void KernelCache::invalidate(const std::vector<Invalidation>& items) {
   std::unique_lock stores(stores_mu_);  // no fill's store between its check and this
+  // No lookup waits for a read-ahead listing meanwhile: the kernel's invalidation of an entry
+  // waits for the lookups in its directory.
+  const CachePolicy::Applying applying(policy_);
   // First, so that replies already on their way are not cached as if they were newer.
   policy_.invalidating();
   for (const Invalidation& item : items) {

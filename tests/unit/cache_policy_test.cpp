@@ -929,6 +929,17 @@ TEST(CachePolicy, ALookupWaitsForTheReadAheadListingOnItsWay) {
   p.invalidating_entry(kOther, "z");  // the Watch thread's, before it needs the kernel's lock
   ASSERT_TRUE(ended(taken));
   EXPECT_FALSE(taken.get());
+  // While an invalidation is being applied to the kernel, a waiting lookup stops at once, and
+  // none waits.
+  taken = waiting_take(kOther, "a");
+  {
+    const CachePolicy::Applying applying(p);
+    ASSERT_TRUE(ended(taken)) << "an invalidation being applied did not end the wait";
+    EXPECT_FALSE(taken.get());
+    const uint64_t waits = p.ahead_counts().waits;
+    EXPECT_FALSE(p.take_ahead(kOther, "a"));
+    EXPECT_EQ(p.ahead_counts().waits, waits) << "waited while an invalidation was being applied";
+  }
   taken = waiting_take(kOther, "a");
   p.ahead_listed(kOther, number, {{"a", attr}});
   ASSERT_TRUE(ended(taken));
