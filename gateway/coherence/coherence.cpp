@@ -1,6 +1,8 @@
 // Coherence assembly; see coherence.hpp.
 #include "coherence/coherence.hpp"
 
+#include <set>
+
 #include "coherence/invalidation_rules.hpp"
 #include "skein/path.hpp"
 
@@ -51,15 +53,23 @@ void Coherence::start_watchers(const BackendMap& backends,
     });
   }
   if (!options_.remote_watch) return;
+  // The backends that namespaces' tables name (a job namespace's views have names of their own).
+  std::set<std::string> named;
+  for (auto& ns : registry_.all())
+    for (auto& m : ns->table()->mounts())
+      for (auto& b : m.layout->backends()) named.insert(b->name());
+  const auto watched = [&](const std::string& name) {
+    return backends.count(name) != 0 && named.count(name) != 0;
+  };
   for (auto it = watchers_.begin(); it != watchers_.end();) {
-    if (!backends.count(it->first)) {
+    if (!watched(it->first)) {
       ended.push_back(std::move(it->second));
       it = watchers_.erase(it);
     } else
       ++it;
   }
   for (auto& [name, backend] : backends) {
-    if (watchers_.count(name)) continue;
+    if (watchers_.count(name) || !watched(name)) continue;
     watchers_[name] = std::make_unique<RemoteWatcher>(
         backend,
         [this, name = name, b = std::weak_ptr<Backend>(backend)](

@@ -36,8 +36,12 @@ class Coherence {
   ~Coherence();
   InvalidationBroker& broker() { return broker_; }
   WatchService& service() { return service_; }
-  // Runs one remote watcher per backend in `backends` (starting new ones, stopping removed ones),
-  // and has every mount drop what it cached of a backend that comes back up after it was down.
+  // Runs one remote watcher per backend in `backends` that a namespace's table names (starting
+  // new ones, stopping those of backends removed or no longer named), and has every mount drop
+  // what it cached of a backend that comes back up after it was down. A backend of a [jobs] pool
+  // alone is not watched: job namespaces reach it through views (scratch0:/job-42), whose
+  // changes on the server its reports would not name, and a watch of every job's tree (inotify
+  // watches, and a report of each file a staging or a job makes) would be paid for nothing.
   void watch_backends(const BackendMap& backends);
 
  private:

@@ -75,6 +75,27 @@ TEST_F(JobNamespaces, CreateIsDurableIdempotentAndMakesADirectoryOnEveryBackend)
   EXPECT_TRUE(listed) << list.dump();
 }
 
+// The backends of the [jobs] pool alone are not watched: job namespaces reach them through views
+// whose changes on a server no report of theirs would name, and a watch of every job's tree would
+// cost inotify watches and a report of every file the jobs and their stagings make. The static
+// namespace's backends, on the same servers, are.
+TEST_F(JobNamespaces, ThePoolsBackendsAreNotWatched) {
+  create(job(), user(0));
+  const std::string log_path = cluster_->state() + "/gateway.log";
+  ASSERT_TRUE(eventually([&] {
+    return read_file(log_path).find("backend srv0: watching") != std::string::npos;
+  })) << "the static namespace's backend srv0 is not watched";
+  const std::string log = read_file(log_path);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(log.find("backend scratch" + std::to_string(i) + ": watching"), std::string::npos)
+        << "the pool's backend scratch" << i << " is watched";
+  std::string watchers;
+  run_command("pgrep -af 'inotifywait -m' || true", &watchers);
+  EXPECT_NE(watchers.find(cluster_->export_dir(0)), std::string::npos) << watchers;
+  for (const std::string& dir : cluster_->list("SKEIN_SCRATCH_DIRS"))
+    EXPECT_EQ(watchers.find(dir), std::string::npos) << dir << " is watched:\n" << watchers;
+}
+
 TEST_F(JobNamespaces, BadInputIsRefusedClearlyAndChangesNothing) {
   const std::string uid = std::to_string(uid_of(user(0)));
   struct Case {
