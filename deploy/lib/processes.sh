@@ -93,7 +93,8 @@ stop_pids() {
 }
 
 # mounts_under PREFIX: mount points at or below PREFIX (from mountinfo, no stat(), so a dead
-# FUSE mount cannot hang it).
+# FUSE mount cannot hang it). The kernel keeps mountinfo consistent only within one read(2): a
+# read that runs while other mounts come and go (tests in parallel) may miss one that stays.
 mounts_under() {
   local prefix=${1%/} mp
   while read -r _ _ _ _ mp _; do
@@ -102,7 +103,16 @@ mounts_under() {
   done </proc/self/mountinfo
 }
 
-is_mounted() { mounts_under "$1" | grep -qFx -- "$1"; }
+# is_mounted PATH: whether PATH is a mount point. Not found, it is looked for twice more before
+# it counts as absent (see mounts_under: a mount that skein-local had just seen come up was once
+# missed so, and its start taken for a failure).
+is_mounted() {
+  local _
+  for _ in 1 2 3; do
+    mounts_under "$1" | grep -qFx -- "$1" && return 0
+  done
+  return 1
+}
 
 # unmount PATH: unmount a FUSE mount, however stuck. True if it is gone.
 unmount() {
