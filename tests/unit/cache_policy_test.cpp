@@ -725,6 +725,14 @@ TEST(OpenInodes, WritesMakeTheLastSeenSizeAtLeastTheirEnd) {
   EXPECT_EQ(open.last_seen(6), std::nullopt);
 }
 
+// Whole reads in `dir` until its read-ahead is set off (CachePolicy::read_whole_in): its number,
+// or 0 if none was.
+uint64_t set_off_read_ahead(CachePolicy& p, InodeNumber dir) {
+  uint64_t number = 0;
+  for (int i = 0; i < CachePolicy::kAheadAfter && !number; ++i) number = p.read_whole_in(dir);
+  return number;
+}
+
 // What a directory read ahead holds, and everything that drops it.
 TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThem) {
   constexpr InodeNumber kDir = 5, kOther = 6, kFile = 7;
@@ -733,8 +741,7 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
   attr.size = 3;
   attr.mtime_ns = 42;
   const auto read_ahead = [&](CachePolicy& p, InodeNumber dir) -> uint64_t {
-    uint64_t number = 0;
-    for (int i = 0; i < CachePolicy::kAheadAfter && !number; ++i) number = p.read_whole_in(dir);
+    const uint64_t number = set_off_read_ahead(p, dir);
     if (!number) return 0;
     p.ahead_listed(dir, number, {{"a", attr}, {"b", attr}, {"c", attr}});
     p.ahead_content(dir, number, "a", attr, "abc");
@@ -818,8 +825,7 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
     EXPECT_FALSE(p.take_ahead(kDir, "a"));
     EXPECT_FALSE(p.take_ahead(kDir, "b"));
     EXPECT_TRUE(p.take_ahead(kDir, "c"));
-    uint64_t n = 0;
-    for (int i = 0; i < CachePolicy::kAheadAfter && !n; ++i) n = p.read_whole_in(kOther);
+    const uint64_t n = set_off_read_ahead(p, kOther);
     ASSERT_NE(n, 0u);
     p.drop_ahead_name(kOther, "a");
     p.invalidating_entry(kOther, "b");
@@ -831,8 +837,7 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
   // A listing that arrives after a drop is not taken; nor is one for a directory not begun.
   HealthyPolicy p;
   p.set_servers_watched(true);
-  uint64_t n = 0;
-  for (int i = 0; i < CachePolicy::kAheadAfter && !n; ++i) n = p.read_whole_in(kDir);
+  const uint64_t n = set_off_read_ahead(p, kDir);
   ASSERT_NE(n, 0u);
   p.ahead_changed(kDir);
   p.ahead_listed(kDir, n, {{"a", attr}});
@@ -847,8 +852,7 @@ TEST(CachePolicy, ADirectoryReadAheadHoldsItsNamesUntilAnythingMayHaveChangedThe
   EXPECT_FALSE(p.take_ahead(kOther, "c"));
   EXPECT_TRUE(p.take_ahead(kOther, "b"));
   constexpr InodeNumber kThird = 8;
-  uint64_t m = 0;
-  for (int i = 0; i < CachePolicy::kAheadAfter && !m; ++i) m = p.read_whole_in(kThird);
+  const uint64_t m = set_off_read_ahead(p, kThird);
   ASSERT_NE(m, 0u);
   p.drop_ahead_name(kThird, "looked-up");
   FileAttr sub{};
@@ -886,12 +890,6 @@ TEST(CachePolicy, ALookupWaitsForTheReadAheadListingOnItsWay) {
   FileAttr attr{};
   attr.mode = S_IFREG | 0644;
   attr.size = 3;
-  // The read-ahead of `dir` set off, its listing not yet there.
-  const auto set_off = [&](InodeNumber dir) {
-    uint64_t number = 0;
-    for (int i = 0; i < CachePolicy::kAheadAfter && !number; ++i) number = p.read_whole_in(dir);
-    return number;
-  };
   // A lookup of `name` in `dir` in a thread of its own, once it waits.
   const auto waiting_take = [&](InodeNumber dir, const std::string& name) {
     const uint64_t waits = p.ahead_counts().waits;
@@ -909,7 +907,7 @@ TEST(CachePolicy, ALookupWaitsForTheReadAheadListingOnItsWay) {
 
   // The listing lands: the waiting lookup is answered from it.
   constexpr InodeNumber kDir = 5;
-  uint64_t number = set_off(kDir);
+  uint64_t number = set_off_read_ahead(p, kDir);
   ASSERT_NE(number, 0u);
   auto taken = waiting_take(kDir, "a");
   p.ahead_listed(kDir, number, {{"a", attr}, {"b", attr}});
@@ -919,7 +917,7 @@ TEST(CachePolicy, ALookupWaitsForTheReadAheadListingOnItsWay) {
   // Any invalidation ends the wait: the lookup asks the gateway. The read-ahead goes on, and the
   // next lookup waits for it again.
   constexpr InodeNumber kOther = 6;
-  number = set_off(kOther);
+  number = set_off_read_ahead(p, kOther);
   ASSERT_NE(number, 0u);
   taken = waiting_take(kOther, "a");
   p.invalidating();
@@ -947,13 +945,13 @@ TEST(CachePolicy, ALookupWaitsForTheReadAheadListingOnItsWay) {
 
   // The listing failed, or the read-ahead was dropped: nothing, at once.
   constexpr InodeNumber kFailed = 7, kDropped = 8;
-  number = set_off(kFailed);
+  number = set_off_read_ahead(p, kFailed);
   ASSERT_NE(number, 0u);
   taken = waiting_take(kFailed, "a");
   p.ahead_failed(kFailed, number);
   ASSERT_TRUE(ended(taken)) << "a failed listing did not end the wait";
   EXPECT_FALSE(taken.get());
-  ASSERT_NE(set_off(kDropped), 0u);
+  ASSERT_NE(set_off_read_ahead(p, kDropped), 0u);
   taken = waiting_take(kDropped, "a");
   (void)p.begin_mutation(kDropped);  // a change of this mount's there
   ASSERT_TRUE(ended(taken)) << "a dropped read-ahead did not end the wait";
@@ -964,7 +962,7 @@ TEST(CachePolicy, ALookupWaitsForTheReadAheadListingOnItsWay) {
   CachePolicy q(options);
   q.set_healthy(true);
   q.set_servers_watched(true);
-  for (int i = 0; i < CachePolicy::kAheadAfter; ++i) (void)q.read_whole_in(kDir);
+  ASSERT_NE(set_off_read_ahead(q, kDir), 0u);
   EXPECT_FALSE(q.take_ahead(kDir, "a"));
   EXPECT_EQ(q.ahead_counts().waits, 0u);
 }
