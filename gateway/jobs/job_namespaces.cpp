@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include "auth/token_digest.hpp"
 #include "coherence/invalidation_broker.hpp"
 #include "gateway.hpp"
+#include "jobs/pool_claim.hpp"
 #include "jobs/tree_remover.hpp"
 #include "namespace/create_policy.hpp"
 #include "namespace/namespace_fs.hpp"
@@ -63,6 +65,7 @@ JobNamespaces::JobNamespaces(const JobsConfig& cfg, Gateway& gateway, Invalidati
       broker_(broker) {
   try {
     store_ = JobStore::open(cfg_.database);
+    identity_ = store_->identity();
   } catch (const sqlite::StoreError& e) {
     throw ConfigError(std::string("[jobs] database: ") + e.what());
   }
@@ -130,6 +133,9 @@ JobNamespaces::Live& JobNamespaces::serve(const JobRecord& r,
 }
 
 void JobNamespaces::start() {
+  // Said at the start where an admin looks: a backend of another gateway's pool.
+  for (auto& pool : cfg_.pools)
+    for (auto& name : pool.backends) (void)claimed(name, nullptr);
   std::lock_guard lock(mu_);
   for (auto& r : store_->jobs()) {
     if (gateway_.registry().find(r.name)) {
@@ -328,6 +334,12 @@ JobNamespaces::Created JobNamespaces::create(const JobRequest& request) {
     }
   } creating{*this, lock, r.name};
   lock.unlock();
+  for (auto& name : r.backends) {
+    std::string why;
+    if (!claimed(name, &why))
+      throw AdminError(Kind::failed_precondition, "backend '" + name + "': " + why + ": job " +
+                                                      r.job_id + "'s namespace not made");
+  }
   std::vector<std::string> made;
   auto undo = [&] {
     for (auto& name : made) (void)remove_tree(*gateway_.backend(name), "/" + r.name);
@@ -728,23 +740,23 @@ void JobNamespaces::retry_removals() {
 }
 
 void JobNamespaces::reap_orphans() {
-  std::set<std::string> claimed;
+  std::set<std::string> known;  // the namespaces' directories
   {
     std::lock_guard lock(mu_);
-    for (auto& [name, live] : live_) claimed.insert(name);
-    for (auto& [name, unserved] : unserved_) claimed.insert(name);  // its files stay
+    for (auto& [name, live] : live_) known.insert(name);
+    for (auto& [name, unserved] : unserved_) known.insert(name);  // its files stay
   }
-  for (auto& p : store_->pending_removals()) claimed.insert(p.path.substr(1));
+  for (auto& p : store_->pending_removals()) known.insert(p.path.substr(1));
   const int64_t now = now_s();
   for (auto& pool : cfg_.pools) {
     for (auto& bname : pool.backends) {
       auto b = gateway_.backend(bname);
-      if (!b || !b->up()) continue;
+      if (!b || !b->up() || !claimed(bname, nullptr)) continue;
       auto entries = b->list_dir("/");
       if (!entries) continue;
       for (auto& e : *entries) {
         const std::string& n = e.filename;
-        if (n.rfind("job-", 0) != 0 || claimed.count(n)) continue;
+        if (n.rfind("job-", 0) != 0 || known.count(n)) continue;
         const std::string path = "/" + n;
         int64_t first = store_->orphan_seen(bname, path, now);
         if (first == now) {
@@ -765,6 +777,59 @@ void JobNamespaces::reap_orphans() {
       }
     }
   }
+}
+
+bool JobNamespaces::claimed(const std::string& name, std::string* why) {
+  std::lock_guard lock(claims_mu_);
+  if (claimed_.count(name)) return true;
+  auto b = gateway_.backend(name);
+  std::string refusal;
+  bool warn = false;
+  if (!b) {
+    refusal = "no such backend";
+  } else if (!b->up()) {
+    refusal = "down";
+  } else {
+    char host[256] = "";
+    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    const auto claim =
+        claim_pool_backend(*b, identity_, pool_claim_text(identity_, cfg_.database, host, now_s()));
+    switch (claim.kind) {
+      case PoolClaim::Kind::made:
+        spdlog::info("jobs: backend {}'s root now names this gateway's job database ({}) in {}",
+                     name, identity_, kPoolClaimPath);
+        [[fallthrough]];
+      case PoolClaim::Kind::ours:
+        claimed_.insert(name);
+        if (refused_.erase(name)) spdlog::info("jobs: backend {} is this gateway's again", name);
+        return true;
+      case PoolClaim::Kind::foreign:
+        warn = true;
+        refusal = std::string("its root's ") + std::string(kPoolClaimPath) +
+                  (claim.detail.empty() ? " names no job database"
+                                        : " names another gateway's job database (" + claim.detail +
+                                              "; this one's is " + identity_ + ")") +
+                  ": two gateways must not share a pool's backends. This gateway makes no job "
+                  "directory there and removes none; if that database is gone for good, remove "
+                  "the file on the server to hand the backend to this one";
+        break;
+      case PoolClaim::Kind::failed:
+        refusal = "cannot tell whose job directories it holds: " + claim.detail;
+        break;
+    }
+  }
+  if (warn || (b && b->up())) {  // a backend that is down says so elsewhere
+    auto& said = refused_[name];
+    if (said != refusal) {
+      said = refusal;
+      if (warn)
+        spdlog::error("jobs: backend {}: {}", name, refusal);
+      else
+        spdlog::warn("jobs: backend {}: {}", name, refusal);
+    }
+  }
+  if (why) *why = refusal;
+  return false;
 }
 
 void JobNamespaces::housekeeping() {

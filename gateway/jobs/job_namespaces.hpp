@@ -169,12 +169,21 @@ class JobNamespaces {
   void expire();
   void retry_removals();
   void reap_orphans();
+  // Whether the pool's backend `name` holds this database's claim (pool_claim.hpp), looked at (and
+  // made where there is none) until it does. False, with why in `why`, while the backend cannot
+  // be asked or another database's claim is there: no job directory is made there, none reaped.
+  bool claimed(const std::string& name, std::string* why);
 
   JobsConfig cfg_;
   Gateway& gateway_;
   const std::size_t max_open_files_;  // each job namespace's ([gateway] max_open_files)
   InvalidationBroker* broker_;
   std::unique_ptr<JobStore> store_;
+  std::string identity_;  // the store's
+
+  std::mutex claims_mu_;                        // guards the two below
+  std::set<std::string> claimed_;               // pool backends found holding this database's claim
+  std::map<std::string, std::string> refused_;  // by backend: why not, as last logged
 
   mutable std::mutex mu_;  // guards live_ and the sets below; serialises creates and destroys
   std::map<std::string, Live> live_;  // by namespace name

@@ -175,6 +175,13 @@ void JobStore::remove(const std::string& ns, const std::vector<PendingRemoval>& 
   t.commit();
 }
 
+std::string JobStore::identity() {
+  std::lock_guard lock(db_->mutex());
+  Statement s(*db_, "SELECT id FROM identity");
+  if (!s.step()) throw sqlite::StoreError("the job database has no identity");
+  return s.text(0);
+}
+
 std::vector<PendingRemoval> JobStore::pending_removals() {
   std::lock_guard lock(db_->mutex());
   Statement s(*db_,

@@ -72,6 +72,10 @@ class JobStore {
   int64_t orphan_seen(const std::string& backend, const std::string& path, int64_t now_s);
   void orphan_gone(const std::string& backend, const std::string& path);
 
+  // The database's identity (32 hex digits, made with it): what the roots of the pools' backends
+  // name to say whose job directories they hold (pool_claim.hpp).
+  std::string identity();
+
   // For stores of other state in the same file (staging operations).
   sqlite::Database& database() { return *db_; }
 

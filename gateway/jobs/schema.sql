@@ -92,3 +92,13 @@ CREATE TABLE stage_chunks (
   PRIMARY KEY (op_id, path, chunk),
   FOREIGN KEY (op_id, path) REFERENCES stage_entries(op_id, path) ON DELETE CASCADE
 );
+
+-- migration 3: the database's identity
+-- Written once, at random, when the database is made (or first opened by a gateway that has
+-- this migration). The root of each backend of a [[jobs.pool]] names it in `.skein-pool`
+-- (gateway/jobs/pool_claim.hpp): a gateway with another database makes no job directory there
+-- and reaps none, since they are not its own.
+CREATE TABLE identity (
+  id            TEXT NOT NULL               -- 32 hex digits
+);
+INSERT INTO identity (id) VALUES (lower(hex(randomblob(16))));

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -635,6 +636,89 @@ TEST_F(JobNamespaces, ADirectoryNoNamespaceClaimsIsReapedAfterTheGracePeriod) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(exists(server_dir(job(), i))) << i;
   ASSERT_TRUE(write_file(config, original));
   ASSERT_TRUE(restart());
+}
+
+// Each backend of the pool names, in its root's `.skein-pool`, the job database whose job
+// directories it holds. A gateway with another database (a second gateway pointed at this pool,
+// a database lost and made anew: here the same gateway started on a new database) makes no job
+// directory there and reaps none, where it used to take the first database's directories for
+// orphans; removing the file hands the backend over.
+TEST_F(JobNamespaces, AGatewayWithAnotherDatabaseLeavesThePoolsJobDirectoriesAlone) {
+  create(job(), user(0));
+  const std::string file = server_dir(job(), 0) + "/results";
+  ASSERT_TRUE(write_file(file, "precious"));
+  const auto scratch = cluster_->list("SKEIN_SCRATCH_DIRS");
+  auto identity_of = [&](const std::string& db) {
+    std::string out;
+    run_command(
+        "python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1])"
+        ".execute(\"select id from identity\").fetchone()[0])' " +
+            q(db),
+        &out);
+    return out.substr(0, out.find('\n'));
+  };
+  const std::string first = identity_of(cluster_->env("SKEIN_JOBS_DB"));
+  ASSERT_EQ(first.size(), 32u) << first;
+  for (auto& dir : scratch)
+    EXPECT_NE(read_file(dir + "/.skein-pool").find("identity = \"" + first + "\""),
+              std::string::npos)
+        << dir << " does not name the gateway's database";
+  // The gateway again, on a database of its own and with an orphans' grace of 2 s.
+  const std::string config = cluster_->state() + "/gateway.toml";
+  const std::string log = cluster_->state() + "/gateway.log";
+  const std::string original = read_file(config);
+  const std::string other_db = cluster_->state() + "/other-jobs.sqlite";
+  std::string changed = original;
+  const size_t db_at = changed.find("database = ", changed.find("[jobs]\n"));
+  ASSERT_NE(db_at, std::string::npos);
+  changed.replace(db_at, changed.find('\n', db_at) - db_at,
+                  "database = \"" + other_db + "\"\norphan_grace = \"2s\"");
+  auto restart = [&] { return cluster_->stop_gateway() && cluster_->start_gateway(); };
+  struct Restore {  // the first database and claims again, however the test ends
+    std::function<void()> fn;
+    ~Restore() { fn(); }
+  } restore{[&] {
+    write_file(config, original);
+    for (auto& dir : scratch)
+      if (read_file(dir + "/.skein-pool").find(first) == std::string::npos)
+        ::unlink((dir + "/.skein-pool").c_str());
+    restart();
+    ::unlink(other_db.c_str());
+  }};
+  ASSERT_TRUE(write_file(config, changed));
+  const size_t log_before = read_file(log).size();
+  ASSERT_TRUE(restart());
+  const std::string second = identity_of(other_db);
+  ASSERT_EQ(second.size(), 32u) << second;
+  EXPECT_NE(second, first);
+  // Said at the start, and to a create, with what to do.
+  EXPECT_TRUE(eventually([&] {
+    return read_file(log).find("names another gateway's job database (" + first, log_before) !=
+           std::string::npos;
+  })) << read_file(log).substr(log_before);
+  std::string out;
+  EXPECT_NE(ctl(create_args(job(), user(0)), &out), 0) << out;
+  EXPECT_NE(out.find("two gateways must not share a pool's backends"), std::string::npos) << out;
+  EXPECT_NE(ctl(create_args(job(2), user(0)), &out), 0) << out;
+  EXPECT_NE(out.find("names another gateway's job database"), std::string::npos) << out;
+  // Past the grace twice: the first database's directories are kept, its claims unchanged.
+  std::this_thread::sleep_for(5s);
+  EXPECT_EQ(read_file(file), "precious") << "a directory of the other database was reaped";
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(exists(server_dir(job(), i))) << i;
+  for (auto& dir : scratch)
+    EXPECT_NE(read_file(dir + "/.skein-pool").find(first), std::string::npos) << dir;
+  EXPECT_EQ(read_file(log).find("orphan", log_before), std::string::npos)
+      << read_file(log).substr(log_before);
+  // The claims removed by hand: the backends are this database's, and what it does not know
+  // is an orphan.
+  for (auto& dir : scratch) ASSERT_EQ(::unlink((dir + "/.skein-pool").c_str()), 0) << dir;
+  EXPECT_EQ(ctl(create_args(job(2), user(0)), &out), 0) << out;
+  for (auto& dir : scratch)
+    EXPECT_NE(read_file(dir + "/.skein-pool").find(second), std::string::npos) << dir;
+  EXPECT_TRUE(eventually([&] { return !exists(server_dir(job(), 0)); }, 20s))
+      << "the directory no namespace of this database claims was not reaped";
+  EXPECT_TRUE(exists(server_dir(job(2), 0)));
+  EXPECT_EQ(ctl("ns destroy " + job(2), &out), 0) << out;
 }
 
 }  // namespace

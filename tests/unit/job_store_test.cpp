@@ -109,6 +109,18 @@ TEST_F(JobStoreTest, AnOrphanKeepsTheTimeItWasFirstSeen) {
   EXPECT_EQ(s->orphan_seen("s0", "/job-x", 900), 900);
 }
 
+TEST_F(JobStoreTest, EachDatabaseHasAnIdentityOfItsOwnThatStays) {
+  std::string first;
+  {
+    auto s = JobStore::open(path_);
+    first = s->identity();
+  }
+  EXPECT_EQ(first.size(), 32u);
+  EXPECT_EQ(first.find_first_not_of("0123456789abcdef"), std::string::npos) << first;
+  EXPECT_EQ(JobStore::open(path_)->identity(), first) << "the identity changed on reopening";
+  EXPECT_NE(JobStore::open(dir_ + "/other.sqlite")->identity(), first);
+}
+
 TEST_F(JobStoreTest, OneDatabaseServesOneGateway) {
   auto s = JobStore::open(path_);
   try {
