@@ -110,6 +110,43 @@ ls "$SKEIN_SCRATCH"
         assert_clean(c, job)
 
 
+def test_each_task_of_a_job_array_gets_a_scratch_of_its_own(c):
+    # Each task of an array is a job of its own (SLURM_JOB_ID), with a namespace of its own: made,
+    # mounted at its first line, seen by no other task, and gone with the task.
+    job, r = c.sbatch(A, f"""#!/bin/bash
+{BB}echo "task=$SLURM_ARRAY_TASK_ID job=$SLURM_JOB_ID scratch=$SKEIN_SCRATCH"
+awk -v p="$SKEIN_SCRATCH" '$5 == p {{ print "fstype=" $(NF-2) }}' /proc/self/mountinfo
+echo "$SLURM_ARRAY_TASK_ID" > "$SKEIN_SCRATCH/task-$SLURM_ARRAY_TASK_ID"
+sleep 1
+echo "holds: $(ls "$SKEIN_SCRATCH")"
+""", "--time=5", "--array=0-2", "-o", os.path.join(c.workdir(A), "out-%A_%a"))
+    check(job, f"sbatch refused: {r.stderr}")
+    deadline = time.monotonic() + 90
+    states = {}
+    while time.monotonic() < deadline:
+        q = h.run(["squeue", "-h", "-t", "all", "-r", "-j", job, "-o", "%i %T"], check=False, env=c.env())
+        states = dict(line.split()[:2] for line in q.stdout.splitlines() if len(line.split()) >= 2)
+        if len(states) == 3 and all(s in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT") for s in states.values()):
+            break
+        time.sleep(0.2)
+    check(len(states) == 3 and set(states.values()) == {"COMPLETED"}, f"array {job}'s tasks: {states}")
+    task_jobs = set()
+    for task in range(3):
+        with open(os.path.join(c.workdir(A), f"out-{job}_{task}"), encoding="utf-8") as f:
+            out = f.read()
+        first = out.splitlines()[0] if out else ""
+        fields = dict(kv.split("=", 1) for kv in first.split() if "=" in kv)
+        task_job = fields.get("job", "")
+        check(fields.get("task") == str(task) and task_job, f"task {task} of array {job}: {out!r}")
+        check(fields.get("scratch") == c.mount_point(task_job), f"task {task}'s SKEIN_SCRATCH is not its own: {out!r}")
+        check("fstype=fuse.skein" in out, f"task {task}'s scratch was not a skein mount: {out!r}")
+        check(f"holds: task-{task}\n" in out, f"task {task}'s scratch holds more than its own file: {out!r}")
+        task_jobs.add(task_job)
+    check(len(task_jobs) == 3, f"the array's tasks shared a job id: {task_jobs}")
+    for task_job in task_jobs:
+        assert_clean(c, task_job)
+
+
 def test_stage_in_and_out_byte_for_byte(c):
     export0 = c.skein_env["SKEIN_EXPORTS"].split()[0]
     home = os.path.join(export0, "users", A)
@@ -643,6 +680,7 @@ def test_prolog_asks_the_gateway_when_slurmctld_cannot_tell(c):
 TESTS = [
     test_scratch_is_mounted_private_at_first_line,
     test_two_running_jobs_cannot_see_each_others_scratch,
+    test_each_task_of_a_job_array_gets_a_scratch_of_its_own,
     test_stage_in_and_out_byte_for_byte,
     test_a_job_named_as_another_user_stages_only_its_own_files,
     test_mpi_job_bcasts_and_stages_its_scratch_with_srun,
