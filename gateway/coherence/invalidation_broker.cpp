@@ -496,4 +496,13 @@ size_t InvalidationBroker::session_count() const {
   return sessions_.size();
 }
 
+size_t InvalidationBroker::mounts(const std::string& ns) const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (auto it = by_mount_.lower_bound({ns, ""}); it != by_mount_.end() && it->first.first == ns;
+       ++it)
+    ++n;
+  return n;
+}
+
 }  // namespace skein

@@ -148,6 +148,8 @@ class InvalidationBroker {
   bool subscribed(const std::string& ns, const std::string& mount_id) const;
 
   size_t session_count() const;
+  // How many mounts of `ns` have a Watch stream now.
+  size_t mounts(const std::string& ns) const;
   std::chrono::milliseconds lease() const { return options_.lease; }
 
   static v1::Invalidation item(v1::Invalidation::Kind kind, const std::string& path);

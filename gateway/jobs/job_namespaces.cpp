@@ -484,6 +484,7 @@ JobNamespaces::Destroyed JobNamespaces::destroy_if(
       if (broker_) broker_->end_namespace(name, "namespace " + name + " was destroyed");
       spdlog::info("jobs: destroyed {} ({})", name, why);
       live_.erase(it);
+      mounted_past_expiry_.erase(name);
     }
   }
   Destroyed d;
@@ -717,6 +718,19 @@ void JobNamespaces::expire() {
     auto same = [&](const JobRecord& r) {
       return r.created_s == seen.created_s && r.expires_s == seen.expires_s;
     };
+    // A mount of it means its job runs on (a Slurm job whose time limit was raised after the
+    // namespace was made, past the day of slack its lifetime has): kept until no mount has it,
+    // but never past max_lifetime from when it was made.
+    const int64_t hard_end = seen.created_s + cfg_.max_lifetime.count();
+    if (broker_ && now_s() < hard_end && broker_->mounts(seen.name) > 0) {
+      std::lock_guard lock(mu_);
+      if (mounted_past_expiry_.insert(seen.name).second)
+        spdlog::info(
+            "jobs: {} expired while mounted: destroyed once no mount has it, in {} s at the "
+            "latest (max_lifetime)",
+            seen.name, hard_end - now_s());
+      continue;
+    }
     {
       std::lock_guard lock(mu_);
       auto it = live_.find(seen.name);

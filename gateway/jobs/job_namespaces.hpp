@@ -196,11 +196,12 @@ class JobNamespaces {
   // up every other job's calls); another create, a destroy or a credential of one waits for it,
   // and no removal takes its directories.
   std::set<std::string> creating_;
-  std::multiset<std::string> staging_out_;  // job ids with a stage-out under way
-  std::set<std::string> expiry_deferred_;   // expired, kept for a stage-out (said once)
-  std::multiset<std::string> destroying_;   // job ids being destroyed (Destroying)
-  std::set<std::string> to_recount_;        // served at start, usage not counted again yet
-  std::condition_variable removed_;         // one of them, or a create, ended
+  std::multiset<std::string> staging_out_;     // job ids with a stage-out under way
+  std::set<std::string> expiry_deferred_;      // expired, kept for a stage-out (said once)
+  std::set<std::string> mounted_past_expiry_;  // expired, kept while mounted (said once; expire())
+  std::multiset<std::string> destroying_;      // job ids being destroyed (Destroying)
+  std::set<std::string> to_recount_;           // served at start, usage not counted again yet
+  std::condition_variable removed_;            // one of them, or a create, ended
 
   std::mutex stopper_mu_;  // held while copy_stopper_ runs, and to change it
   std::function<void(const std::string&)> copy_stopper_;

@@ -404,6 +404,63 @@ TEST_F(JobNamespaces, ANamespaceExpiresAndIsReaped) {
   EXPECT_EQ(log, "1\n");
 }
 
+// A mount of a namespace whose lifetime is over means its job runs on (a Slurm job whose time
+// limit was raised after its namespace was made): it is kept until no mount has it, but never
+// past max_lifetime from when it was made.
+TEST_F(JobNamespaces, ANamespaceThatExpiresWhileMountedIsKeptUntilItsLastMountGoes) {
+  auto listed = [&](const std::string& id) {
+    Json list;
+    ctl_json("ns list", list);
+    for (auto& n : list["job_namespaces"])
+      if (n["job_id"] == id) return true;
+    return false;
+  };
+  const std::string log = cluster_->state() + "/gateway.log";
+  create(job(), user(0), "--lifetime 2s");
+  const std::string mp = mount(job());
+  ASSERT_FALSE(mp.empty());
+  ASSERT_EQ(as(user(0), "echo still-running > " + q(mp + "/results")), 0);
+  std::this_thread::sleep_for(5s);  // past its lifetime, and the expiry checks of each second
+  EXPECT_TRUE(listed(job())) << "destroyed while mounted";
+  std::string out;
+  EXPECT_EQ(as(user(0), "cat " + q(mp + "/results"), &out), 0) << out;
+  EXPECT_EQ(out, "still-running\n");
+  EXPECT_EQ(read_file(server_dir(job(), 0) + "/results").empty() &&
+                read_file(server_dir(job(), 1) + "/results").empty() &&
+                read_file(server_dir(job(), 2) + "/results").empty(),
+            false)
+      << "its file is gone from the servers";
+  run_command("grep -c 'job-" + job() + " expired while mounted' " + q(log), &out);
+  EXPECT_EQ(out, "1\n") << "said more than once, or not at all";
+  mounts_.clear();  // the job ended: unmounted
+  EXPECT_TRUE(eventually([&] { return !listed(job()); }, 15s)) << "kept after its last mount went";
+  EXPECT_TRUE(eventually([&] { return !exists(server_dir(job(), 0)); }, 5s));
+
+  // The bound: with max_lifetime 6 s, a namespace still mounted goes 6 s after it was made.
+  const std::string config = cluster_->state() + "/gateway.toml";
+  const std::string original = read_file(config);
+  std::string shorter = original;
+  shorter.replace(shorter.find("default_lifetime = \"24h\""), 24,
+                  "default_lifetime = \"2s\"\nmax_lifetime = \"6s\"");
+  auto restart = [&] { return cluster_->stop_gateway() && cluster_->start_gateway(); };
+  struct Restore {
+    std::function<void()> fn;
+    ~Restore() { fn(); }
+  } restore{[&] {
+    mounts_.clear();
+    write_file(config, original);
+    restart();
+  }};
+  ASSERT_TRUE(write_file(config, shorter));
+  ASSERT_TRUE(restart());
+  create(job(2), user(0), "--lifetime 2s");
+  const auto made = std::chrono::steady_clock::now();
+  ASSERT_FALSE(mount(job(2)).empty());
+  EXPECT_TRUE(eventually([&] { return !listed(job(2)); }, 15s)) << "kept past max_lifetime";
+  const auto after = std::chrono::steady_clock::now() - made;
+  EXPECT_GE(after, 5s) << "destroyed before max_lifetime although mounted";
+}
+
 TEST_F(JobNamespaces, ARemovalOnABackendThatIsDownIsDoneWhenItIsBack) {
   ASSERT_NO_FATAL_FAILURE(destroy_with_server_1_down());
   EXPECT_FALSE(exists(server_dir(job(), 0)));

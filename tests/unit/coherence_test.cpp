@@ -247,6 +247,30 @@ TEST(InvalidationBroker, AMountWhoseStreamIsGoneIsHandedOutOnce) {
   broker.detach(b2.id);
 }
 
+// What keeps an expired job namespace (JobNamespaces::expire): the mounts of it subscribed now,
+// of that namespace only; one subscribed again counts once.
+TEST(InvalidationBroker, CountsTheMountsOfANamespaceThatHaveAStream) {
+  InvalidationBroker broker({.lease = std::chrono::milliseconds(2000), .interest_limit = 100});
+  FakeStream a(broker, true), b(broker, true), b2(broker, true), c(broker, true);
+  EXPECT_EQ(broker.mounts("job-1"), 0u);
+  a.id = broker.attach("job-1", "A", &a);
+  b.id = broker.attach("job-1", "B", &b);
+  c.id = broker.attach("job-10", "C", &c);  // a namespace whose name starts with the other's
+  EXPECT_EQ(broker.mounts("job-1"), 2u);
+  EXPECT_EQ(broker.mounts("job-10"), 1u);
+  EXPECT_EQ(broker.mounts("job"), 0u);
+  b2.id = broker.attach("job-1", "B", &b2);  // B again: replaces its first stream
+  EXPECT_EQ(broker.mounts("job-1"), 2u);
+  broker.detach(a.id);
+  EXPECT_EQ(broker.mounts("job-1"), 1u);
+  broker.end_namespace("job-1", "destroyed");
+  EXPECT_EQ(broker.mounts("job-1"), 0u);
+  EXPECT_EQ(broker.mounts("job-10"), 1u);
+  broker.detach(b.id);
+  broker.detach(b2.id);
+  broker.detach(c.id);
+}
+
 // A version the gateway served that differs from what it served before is told to the others,
 // and then is the version known: a revalidation that finds yet another version on the server
 // tells the mounts (before, telling the others forgot what was served, and the revalidation
