@@ -195,13 +195,10 @@ int ns_list(AdminSession& s, const Output& out) {
   return kExitOk;
 }
 
-int ns_usage(AdminSession& s, const Output& out, const std::string& job_id) {
-  v1::NamespaceUsageRequest req;
-  req.set_job_id(job_id);
-  v1::NamespaceUsageReply reply;
-  auto st = s.call(&v1::Admin::Stub::NamespaceUsage, req, &reply);
-  if (!st.ok()) return failed(s, out, st);
-  const auto& n = reply.namespace_();
+namespace {
+
+// A namespace's usage and expiry, as `ns usage` shows them.
+int print_usage(const Output& out, const v1::JobNamespaceInfo& n) {
   if (out.json) {
     print_json(job_json(n));
     return kExitOk;
@@ -216,6 +213,31 @@ int ns_usage(AdminSession& s, const Output& out, const std::string& job_id) {
   t.add_row({"expires", when(n.expires_s())});
   t.print(std::cout);
   return kExitOk;
+}
+
+}  // namespace
+
+int ns_usage(AdminSession& s, const Output& out, const std::string& job_id) {
+  v1::NamespaceUsageRequest req;
+  req.set_job_id(job_id);
+  v1::NamespaceUsageReply reply;
+  auto st = s.call(&v1::Admin::Stub::NamespaceUsage, req, &reply);
+  if (!st.ok()) return failed(s, out, st);
+  return print_usage(out, reply.namespace_());
+}
+
+int ns_renew(AdminSession& s, const Output& out, const std::string& job_id,
+             const std::string& lifetime) {
+  auto d = parse_duration(lifetime);
+  if (!d || d->count() <= 0)
+    throw UsageError("--lifetime '" + lifetime + "' is not a duration (e.g. 90m, 24h, 7d)");
+  v1::RenewJobNamespaceRequest req;
+  req.set_job_id(job_id);
+  req.set_lifetime_s(d->count());
+  v1::NamespaceUsageReply reply;
+  auto st = s.call(&v1::Admin::Stub::RenewJobNamespace, req, &reply);
+  if (!st.ok()) return failed(s, out, st);
+  return print_usage(out, reply.namespace_());
 }
 
 }  // namespace skein::ctl

@@ -31,6 +31,9 @@ int ns_create(AdminSession& s, const Output& out, const CreateJobArgs& args);
 int ns_destroy(AdminSession& s, const Output& out, const std::string& job_id, uint32_t wait_ms);
 int ns_list(AdminSession& s, const Output& out);
 int ns_usage(AdminSession& s, const Output& out, const std::string& job_id);
+// Moves the expiry to `lifetime` (a duration) from now; throws UsageError for a bad one.
+int ns_renew(AdminSession& s, const Output& out, const std::string& job_id,
+             const std::string& lifetime);
 
 // Checks what can be checked before anything is sent; throws UsageError.
 v1::CreateJobNamespaceRequest create_request(const CreateJobArgs& args);

@@ -154,7 +154,7 @@ int run(int argc, char** argv) {
       ->callback([&] { command = [&](AdminSession& s) { return namespaces_list(s, out); }; });
 
   // Job namespaces.
-  auto* ns = app.add_subcommand("ns", "job namespaces: create, destroy, list, usage");
+  auto* ns = app.add_subcommand("ns", "job namespaces: create, destroy, list, usage, renew");
   ns->require_subcommand(0, 1);
   CreateJobArgs job;
   auto* ns_create_cmd = ns->add_subcommand("create", "make a job's scratch namespace (idempotent)");
@@ -215,6 +215,14 @@ int run(int argc, char** argv) {
   ns_usage_cmd->add_option("JOBID", usage_id, "the job's id")->required();
   ns_usage_cmd->callback(
       [&] { command = [&](AdminSession& s) { return ns_usage(s, out, usage_id); }; });
+  std::string renew_id, renew_lifetime;
+  auto* ns_renew_cmd = ns->add_subcommand(
+      "renew", "move a job namespace's expiry later: LIFETIME from now, at most max_lifetime");
+  ns_renew_cmd->add_option("JOBID", renew_id, "the job's id")->required();
+  ns_renew_cmd->add_option("--lifetime", renew_lifetime, "from now, e.g. 90m, 24h, 7d")->required();
+  ns_renew_cmd->callback([&] {
+    command = [&](AdminSession& s) { return ns_renew(s, out, renew_id, renew_lifetime); };
+  });
 
   // Staging.
   auto* stage =
@@ -272,7 +280,7 @@ int run(int argc, char** argv) {
   if (!command) {
     std::string which = backends->parsed()     ? "backends: give one of list, add, remove, drain"
                         : namespaces->parsed() ? "namespaces: give list"
-                        : ns->parsed()         ? "ns: give one of create, destroy, list, usage"
+                        : ns->parsed() ? "ns: give one of create, destroy, list, usage, renew"
                         : stage->parsed()
                             ? "stage: give one of in, out, status, cancel, list"
                             : "give a command: backends, namespaces, ns, stage, health";

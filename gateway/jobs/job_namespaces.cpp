@@ -494,6 +494,33 @@ JobNamespaces::Destroyed JobNamespaces::destroy_if(
   return d;
 }
 
+JobRecord JobNamespaces::renew(const std::string& job_id, std::chrono::seconds lifetime) {
+  if (lifetime.count() <= 0) bad("a renewal needs a lifetime of more than 0 s");
+  lifetime = std::min(lifetime, cfg_.max_lifetime);  // none goes further; and no overflow
+  const std::string name = namespace_name(job_id);
+  {
+    std::lock_guard lock(mu_);
+    if (auto u = unserved_.find(name); u != unserved_.end())
+      throw AdminError(Kind::failed_precondition, "job " + job_id + "'s namespace (" + name +
+                                                      ") cannot be served: " + u->second.second);
+    auto it = live_.find(name);
+    if (it == live_.end() || destroying_.count(job_id))
+      throw AdminError(Kind::not_found, "no job namespace for job '" + job_id + "'");
+    JobRecord& r = it->second.record;
+    const int64_t now = now_s();
+    const int64_t until = std::min(now + lifetime.count(), r.created_s + cfg_.max_lifetime.count());
+    if (until > r.expires_s) {
+      store_->set_expiry(name, until);
+      spdlog::info("jobs: {} renewed: expires in {} s (was {} s)", name, until - now,
+                   r.expires_s - now);
+      r.expires_s = until;
+    }
+  }
+  auto current = find(job_id);
+  if (!current) throw AdminError(Kind::not_found, "no job namespace for job '" + job_id + "'");
+  return *current;
+}
+
 std::optional<JobRecord> JobNamespaces::find(const std::string& job_id) const {
   std::lock_guard lock(mu_);
   auto it = live_.find(namespace_name(job_id));

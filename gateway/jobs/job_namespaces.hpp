@@ -110,6 +110,12 @@ class JobNamespaces {
   // before to end.
   void set_copy_stopper(std::function<void(const std::string& job_id)> stop);
 
+  // Moves the namespace's expiry to `lifetime` from now, never earlier than it is and never past
+  // max_lifetime from when it was made; the record after it. Throws AdminError: invalid_argument
+  // (no lifetime), not_found (no live namespace: none, being destroyed), failed_precondition (one
+  // the gateway cannot serve).
+  JobRecord renew(const std::string& job_id, std::chrono::seconds lifetime);
+
   // With live usage.
   std::optional<JobRecord> find(const std::string& job_id) const;
   std::vector<JobRecord> list() const;

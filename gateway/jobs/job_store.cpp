@@ -162,6 +162,13 @@ void JobStore::save_usage(const std::vector<Usage>& usage) {
   t.commit();
 }
 
+void JobStore::set_expiry(const std::string& ns, int64_t expires_s) {
+  Transaction t(*db_);
+  Statement s(*db_, "UPDATE job_namespaces SET expires_s = ? WHERE name = ?");
+  s.bind_all(expires_s, ns).run();
+  t.commit();
+}
+
 void JobStore::remove(const std::string& ns, const std::vector<PendingRemoval>& removals) {
   Transaction t(*db_);
   for (auto& r : removals) {

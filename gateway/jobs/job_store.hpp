@@ -59,6 +59,7 @@ class JobStore {
   };
   // Every namespace's usage in one transaction: one sync to disk for all of them.
   void save_usage(const std::vector<Usage>& usage);
+  void set_expiry(const std::string& ns, int64_t expires_s);
   // The namespace goes (its credentials with it) and its directories become pending removals, in
   // one transaction.
   void remove(const std::string& ns, const std::vector<PendingRemoval>& removals);

@@ -426,6 +426,22 @@ grpc::Status AdminService::NamespaceUsage(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status AdminService::RenewJobNamespace(grpc::ServerContext* ctx,
+                                             const v1::RenewJobNamespaceRequest* req,
+                                             v1::NamespaceUsageReply* reply) {
+  if (auto st = authorize(ctx); !st.ok()) return st;
+  if (auto st = jobs_configured(); !st.ok()) return st;
+  try {
+    fill_job(jobs_->renew(req->job_id(), std::chrono::seconds(req->lifetime_s())),
+             reply->mutable_namespace_());
+  } catch (const AdminError& e) {
+    return refused(e);
+  } catch (const sqlite::StoreError& e) {
+    return refused(e);
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status AdminService::stage_spec(const v1::StageRequest& req, StageSpec& out) {
   out.job_id = req.job_id();
   switch (req.direction()) {

@@ -44,6 +44,8 @@ class AdminService final : public v1::Admin::Service {
                                    v1::DestroyJobNamespaceReply*) override;
   grpc::Status NamespaceUsage(grpc::ServerContext*, const v1::NamespaceUsageRequest*,
                               v1::NamespaceUsageReply*) override;
+  grpc::Status RenewJobNamespace(grpc::ServerContext*, const v1::RenewJobNamespaceRequest*,
+                                 v1::NamespaceUsageReply*) override;
   grpc::Status StartStage(grpc::ServerContext*, const v1::StageRequest*,
                           v1::StageOperation*) override;
   grpc::Status StageStatus(grpc::ServerContext*, const v1::StageOperationRequest*,

@@ -18,6 +18,7 @@
 
 #include "grpc_test_support.hpp"
 #include "job_suite.hpp"
+#include "skein/v1/admin.grpc.pb.h"
 #include "skein/v1/fs.grpc.pb.h"
 #include "skein/v1/node.grpc.pb.h"
 
@@ -459,6 +460,70 @@ TEST_F(JobNamespaces, ANamespaceThatExpiresWhileMountedIsKeptUntilItsLastMountGo
   EXPECT_TRUE(eventually([&] { return !listed(job(2)); }, 15s)) << "kept past max_lifetime";
   const auto after = std::chrono::steady_clock::now() - made;
   EXPECT_GE(after, 5s) << "destroyed before max_lifetime although mounted";
+}
+
+// `ns renew` moves a namespace's expiry later (a job that runs or waits longer than its lifetime
+// foresaw): never earlier, never past max_lifetime from when it was made, kept across a restart.
+TEST_F(JobNamespaces, ARenewalMovesTheExpiryLaterOnlyAndUpToMaxLifetime) {
+  create(job(), user(0), "--lifetime 1h");
+  auto expiry = [&](Json& n) {
+    return ctl_json("ns usage " + job(), n) == 0 ? n["expires_s"].get<int64_t>() : int64_t{0};
+  };
+  auto now = [] {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  Json n;
+  const int64_t first = expiry(n);
+  const int64_t created = n["created_s"].get<int64_t>();
+  ASSERT_NEAR(static_cast<double>(first - created), 3600.0, 5.0) << n.dump();
+  Json r;
+  ASSERT_EQ(ctl_json("ns renew " + job() + " --lifetime 2h", r), 0) << r.dump();
+  const int64_t renewed = r["expires_s"].get<int64_t>();
+  EXPECT_NEAR(static_cast<double>(renewed - now()), 7200.0, 60.0) << r.dump();
+  EXPECT_EQ(expiry(n), renewed);
+  // Never earlier: a shorter renewal leaves it.
+  ASSERT_EQ(ctl_json("ns renew " + job() + " --lifetime 10m", r), 0) << r.dump();
+  EXPECT_EQ(r["expires_s"].get<int64_t>(), renewed);
+  // Never past max_lifetime (30 days here) from when it was made.
+  ASSERT_EQ(ctl_json("ns renew " + job() + " --lifetime 400d", r), 0) << r.dump();
+  EXPECT_EQ(r["expires_s"].get<int64_t>(), created + 30 * 86400) << r.dump();
+  // Kept across a restart.
+  ASSERT_TRUE(cluster_->stop_gateway() && cluster_->start_gateway());
+  EXPECT_EQ(expiry(n), created + 30 * 86400) << n.dump();
+  // Bad input changes nothing, and says what is wrong.
+  std::string out;
+  EXPECT_NE(ctl("ns renew " + job() + "-none --lifetime 1h", &out), 0);
+  EXPECT_NE(out.find("no job namespace for job '" + job() + "-none'"), std::string::npos) << out;
+  for (const char* bad : {"0s", "soon", "-5m"}) {
+    EXPECT_EQ(ctl("ns renew " + job() + " --lifetime " + bad, &out), 2) << bad << ": " << out;
+    EXPECT_NE(out.find("is not a duration"), std::string::npos) << bad << ": " << out;
+  }
+  EXPECT_NE(ctl("ns renew " + job(), &out), 0) << "no --lifetime: " << out;
+  // Straight to the gateway: only an admin certificate with the admin token renews.
+  const std::string admin_token = read_token(cluster_->env("SKEIN_ADMIN_TOKEN_FILE"));
+  auto renew = [&](bool admin_cert, const std::string& token, int64_t lifetime_s) {
+    std::string error;
+    auto channel = wire::secure_channel(cluster_->env("SKEIN_GATEWAY"),
+                                        cluster_tls(*cluster_, admin_cert), error);
+    auto stub = pb::Admin::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!token.empty()) ctx.AddMetadata("x-skein-admin-token", token);
+    pb::RenewJobNamespaceRequest req;
+    req.set_job_id(job());
+    req.set_lifetime_s(lifetime_s);
+    pb::NamespaceUsageReply reply;
+    return stub->RenewJobNamespace(&ctx, req, &reply);
+  };
+  EXPECT_EQ(renew(false, admin_token, 3600).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(renew(true, "", 3600).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  auto st = renew(true, admin_token, 0);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("more than 0 s"), std::string::npos) << st.error_message();
+  EXPECT_TRUE(renew(true, admin_token, INT64_MAX).ok()) << "no overflow, the cap";
+  EXPECT_EQ(expiry(n), created + 30 * 86400) << n.dump();
 }
 
 TEST_F(JobNamespaces, ARemovalOnABackendThatIsDownIsDoneWhenItIsBack) {
