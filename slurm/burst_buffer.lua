@@ -475,6 +475,10 @@ local function fail(job_id, what, reason)
 	return slurm.ERROR, msg
 end
 
+-- What a namespace's lifetime is at least beyond the job's time limit: the wait between setup and
+-- the job's start, and its stage-out.
+local LIFETIME_SLACK_S = 86400
+
 -- ---------------------------------------------------------------- the reaper
 
 --[[ A job's namespace outlives its job when the teardown never ran to its end: Slurm 22.05 kills
@@ -486,7 +490,11 @@ jobs that
   - ended (a final JobState) with BurstBufferState teardown, teardown-fail (Slurm gave up on it)
     or complete, reap_grace_s or more ago (their teardown had that long to finish).
 A job still pending, running or staging out keeps its namespace: a failed stage-out leaves it for
-the user or admin to rescue. slurm_bb_pools, which slurmctld calls about every 30 s, starts the
+the user or admin to rescue. The reaper also keeps such a job's namespace alive: where its expiry
+comes before the job's end (squeue's, which follows a time limit raised while the job runs; now for
+a job pending or staging out) and a day, it renews it to an hour past that (`skeinctl ns renew`,
+at most the gateway's max_lifetime from when it was made): a job that waits or runs longer than
+its namespace's lifetime foresaw does not lose its scratch. slurm_bb_pools, which slurmctld calls about every 30 s, starts the
 reaper in the background (`[controller] reap = false` turns that off); an admin can run it by
 hand: `lua5.1 burst_buffer.lua reap [--dry-run]`. ]]
 
@@ -577,6 +585,23 @@ local function reap_reason(job_id, job, grace, now)
 	return nil
 end
 
+-- How far a renewal goes past what a job needs, so that a job's namespace is renewed about once
+-- every two hours while its job pends, and once when it starts.
+local RENEW_MARGIN_S = 3600
+
+-- The expiry a namespace of a job Slurm still has (not ended) needs: the job's end and the slack;
+-- nil for a job that ended.
+local function needed_expiry(job, now)
+	if not job or FINAL_JOB_STATES[job.state] then
+		return nil
+	end
+	local ends = job.end_time
+	if not ends or ends < now then
+		ends = now -- pending (no end yet), or staging out
+	end
+	return ends + LIFETIME_SLACK_S
+end
+
 -- One pass of the reaper; returns the number of namespaces destroyed (or that would be), or nil
 -- and a reason.
 local function reap(c, dry_run)
@@ -598,6 +623,23 @@ local function reap(c, dry_run)
 	local count = 0
 	for _, n in ipairs(namespaces) do
 		local reason = reap_reason(n.job, jobs[n.job], grace, now)
+		local needed = needed_expiry(jobs[n.job], now)
+		local expires = tonumber(n.entry:match('"expires_s"%s*:%s*(%d+)'))
+		if not reason and needed and expires and expires < needed - RENEW_MARGIN_S then
+			local lifetime = needed + RENEW_MARGIN_S - now
+			if dry_run then
+				log_info("reap: would renew namespace %s for %d s: job %s (%s) needs it until %d", n.id,
+					lifetime, n.job, jobs[n.job].state, needed)
+			else
+				local ok, out, failure = skeinctl(c, "ns renew " .. shq(n.id) .. " --lifetime " .. lifetime .. "s")
+				if ok then
+					log_info("reap: renewed namespace %s: job %s (%s) needs it until %d; it expires at %s", n.id,
+						n.job, jobs[n.job].state, needed, out:match('"expires_s"%s*:%s*(%d+)') or "?")
+				else
+					log_error("reap: cannot renew namespace %s of job %s: %s", n.id, n.job, failure)
+				end
+			end
+		end
 		if reason then
 			count = count + 1
 			if dry_run then
@@ -714,10 +756,6 @@ local function time_limit_s(job_id)
 	end
 	return (tonumber(days) or 0) * 86400 + h * 3600 + m * 60 + sec
 end
-
--- What a namespace's lifetime is at least beyond the job's time limit: the wait between setup and
--- the job's start, and its stage-out.
-local LIFETIME_SLACK_S = 86400
 
 --[[ slurm_bb_setup (asynchronous): makes the job's namespace, owned by the job's user, with the
 capacity as its quota. Idempotent (skeinctl ns create is). ]]
@@ -989,7 +1027,8 @@ end
 
 if STANDALONE then
 	local usage = "usage: lua5.1 burst_buffer.lua reap [--dry-run]\n" ..
-		"  destroys the job namespaces whose Slurm job no longer needs them (docs/slurm.md)\n"
+		"  destroys the job namespaces whose Slurm job no longer needs them, and renews those\n" ..
+		"  whose job needs them longer than they would live (docs/slurm.md)\n"
 	if arg[1] ~= "reap" or (arg[2] and arg[2] ~= "--dry-run") or arg[3] then
 		io.stderr:write(usage)
 		os.exit(2)

@@ -529,6 +529,46 @@ echo kept > "$SKEIN_SCRATCH/precious"
     h.run(["runuser", "-u", A, "--", "scancel", "--hurry", job], env=c.env())
     assert_clean(c, job)
 
+def test_the_reaper_renews_a_namespace_whose_job_outlives_its_lifetime(c):
+    # A time limit raised while the job runs: its namespace, made for the old limit, would expire
+    # under it. The reaper renews it to the job's new end and a day (and an hour), once.
+    c.write_config(reap=False)  # the reaper run by hand only
+    c.wait_no_reaper()
+    job = None
+    try:
+        job, r = c.sbatch(A, f"#!/bin/bash\n{BB}#BB_LUA skein lifetime=10m\nsleep 300\n", "--time=5")
+        check(job, f"sbatch refused: {r.stderr}")
+        c.wait_job(job, states=("RUNNING",))
+
+        def expiry():
+            for n in json.loads(c.skeinctl("ns", "list").stdout)["job_namespaces"]:
+                if n["job_id"] == job:
+                    return n["expires_s"], n["created_s"]
+            raise AssertionError(f"no namespace for job {job}")
+
+        before, created = expiry()
+        check(abs(before - created - 600) <= 5, f"lifetime=10m gave {before - created} s")
+        h.run(["scontrol", "update", f"JobId={job}", "TimeLimit=20"], env=c.env())
+        ends = h.run(["squeue", "-h", "-j", job, "-o", "%e"], env=c.env()).stdout.strip()
+        end_s = time.mktime(time.strptime(ends, "%Y-%m-%dT%H:%M:%S"))
+        reaped = c.reap_by_hand()
+        check(reaped.returncode == 0, f"reap failed ({reaped.returncode}): {reaped.stderr}")
+        check(f"renewed namespace {job}" in reaped.stderr, f"not renewed: {reaped.stderr}")
+        after, _ = expiry()
+        wanted = end_s + 86400 + 3600
+        check(abs(after - wanted) <= 10, f"renewed to {after}, not the job's end and a day and an hour ({wanted:.0f}): "
+              f"{reaped.stderr}")
+        again = c.reap_by_hand()
+        check("renew" not in again.stderr, f"renewed again at once: {again.stderr}")
+        check(expiry()[0] == after, "the second pass moved the expiry")
+    finally:
+        c.write_config()
+        if job:
+            h.run(["scancel", job], env=c.env(), check=False)
+    c.wait_job(job, states=("CANCELLED",))
+    assert_clean(c, job)
+
+
 def test_reaper_removes_namespaces_whose_job_is_gone_and_keeps_the_rest(c):
     # What a teardown that Slurm killed (or gave up on) leaves behind, made by hand: a namespace of
     # a job Slurm never knew, and one of a job that ended and was torn down. Beside them, what the
@@ -696,6 +736,7 @@ TESTS = [
     test_gateway_down_at_setup_holds_the_job_and_keeps_the_node,
     test_gateway_unreachable_at_mount_requeues_the_job_held_and_keeps_the_node,
     test_reaper_removes_namespaces_whose_job_is_gone_and_keeps_the_rest,
+    test_the_reaper_renews_a_namespace_whose_job_outlives_its_lifetime,
     test_prolog_asks_the_gateway_when_slurmctld_cannot_tell,
 ]
 
