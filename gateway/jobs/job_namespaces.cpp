@@ -514,6 +514,7 @@ JobRecord JobNamespaces::renew(const std::string& job_id, std::chrono::seconds l
       spdlog::info("jobs: {} renewed: expires in {} s (was {} s)", name, until - now,
                    r.expires_s - now);
       r.expires_s = until;
+      mounted_past_expiry_.erase(name);  // not expired now; said again should it expire mounted
     }
   }
   auto current = find(job_id);
