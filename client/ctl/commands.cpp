@@ -108,7 +108,24 @@ Json backend_json(const v1::BackendInfo& b) {
   j["ops"] = b.ops();
   j["mounts"] = Json::array();
   for (auto& m : b.mounts()) j["mounts"].push_back(m);
+  j["job_pool"] = b.job_pool();
+  if (!b.job_pool().empty()) {
+    j["pool_claim_ours"] = b.pool_claim_ours();
+    j["pool_claim"] = b.pool_claim();
+  }
   return j;
+}
+
+// The MOUNTS column: its mounts, or for a backend of a [[jobs.pool]] that pool, and whether the
+// backend is another job database's (docs/jobs.md).
+std::string where_used(const v1::BackendInfo& b) {
+  if (b.job_pool().empty()) return joined(b.mounts());
+  std::string s = "jobs pool " + b.job_pool();
+  if (!b.pool_claim_ours())
+    s += b.pool_claim().find("another gateway's") != std::string::npos
+             ? " (another job database's: not used)"
+             : " (not claimed yet)";
+  return s;
 }
 
 void print_backends(const google::protobuf::RepeatedPtrField<v1::BackendInfo>& backends) {
@@ -125,7 +142,7 @@ void print_backends(const google::protobuf::RepeatedPtrField<v1::BackendInfo>& b
     t.add_row({b.spec().name(), address(b.spec()), state_name(b),
                std::to_string(b.live_connections()) + "/" + std::to_string(b.spec().connections()),
                b.free_space_known() ? human_size(b.free_bytes()) : "-", human_size(b.bytes_read()),
-               human_size(b.bytes_written()), std::to_string(b.ops()), joined(b.mounts())});
+               human_size(b.bytes_written()), std::to_string(b.ops()), where_used(b)});
   }
   t.print(std::cout);
 }

@@ -874,6 +874,21 @@ bool JobNamespaces::claimed(const std::string& name, std::string* why) {
   return false;
 }
 
+JobNamespaces::PoolBackendState JobNamespaces::pool_backend_state(const std::string& name) {
+  PoolBackendState state;
+  for (auto& pool : cfg_.pools)
+    if (std::find(pool.backends.begin(), pool.backends.end(), name) != pool.backends.end())
+      state.pool = pool.name;
+  if (state.pool.empty()) return state;
+  std::lock_guard lock(claims_mu_);
+  state.ours = claimed_.count(name) != 0;
+  if (!state.ours) {
+    auto it = refused_.find(name);
+    state.why_not = it != refused_.end() ? it->second : "not looked at yet (down since the start?)";
+  }
+  return state;
+}
+
 void JobNamespaces::housekeeping() {
   using Clock = std::chrono::steady_clock;
   auto next_save = Clock::now(), next_retry = Clock::now(), next_reap = Clock::now();

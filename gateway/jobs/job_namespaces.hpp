@@ -132,6 +132,15 @@ class JobNamespaces {
   // Throws AdminError not_found.
   NodeCredential issue_node_credential(const std::string& job_id, const std::string& node);
 
+  // The pool backend `name` serves ("" for none), and whether its claim is this database's,
+  // or why not (as last said in the log), as last looked at: without a look of its own.
+  struct PoolBackendState {
+    std::string pool;
+    bool ours = false;
+    std::string why_not;
+  };
+  PoolBackendState pool_backend_state(const std::string& name);
+
   JobStore& store() { return *store_; }
   const JobsConfig& config() const { return cfg_; }
 

@@ -161,7 +161,15 @@ grpc::Status AdminService::ListBackends(grpc::ServerContext* ctx, const v1::List
   if (auto st = authorize(ctx); !st.ok()) return st;
   auto views = gateway_.backends();
   auto space = free_space_of(views, std::chrono::milliseconds(2000));
-  for (size_t i = 0; i < views.size(); ++i) fill_info(views[i], space[i], reply->add_backends());
+  for (size_t i = 0; i < views.size(); ++i) {
+    auto* info = reply->add_backends();
+    fill_info(views[i], space[i], info);
+    if (!jobs_) continue;
+    auto pool = jobs_->pool_backend_state(info->spec().name());
+    info->set_job_pool(pool.pool);
+    info->set_pool_claim_ours(pool.ours);
+    info->set_pool_claim(pool.why_not);
+  }
   return grpc::Status::OK;
 }
 

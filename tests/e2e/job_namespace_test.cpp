@@ -785,6 +785,18 @@ TEST_F(JobNamespaces, AGatewayWithAnotherDatabaseLeavesThePoolsJobDirectoriesAlo
     EXPECT_NE(read_file(dir + "/.skein-pool").find("identity = \"" + first + "\""),
               std::string::npos)
         << dir << " does not name the gateway's database";
+  // skeinctl says whose each pool backend is.
+  auto claim_of = [&](const std::string& backend) {
+    Json list;
+    ctl_json("backends list", list);
+    for (auto& b : list["backends"])
+      if (b["name"] == backend) return b;
+    return Json();
+  };
+  Json b0 = claim_of("scratch0");
+  EXPECT_EQ(b0["job_pool"], "scratch") << b0.dump();
+  EXPECT_EQ(b0["pool_claim_ours"], true) << b0.dump();
+  EXPECT_EQ(claim_of("srv0")["job_pool"], "") << "a backend of no pool";
   // The gateway again, on a database of its own and with an orphans' grace of 2 s.
   const std::string config = cluster_->state() + "/gateway.toml";
   const std::string log = cluster_->state() + "/gateway.log";
@@ -818,7 +830,16 @@ TEST_F(JobNamespaces, AGatewayWithAnotherDatabaseLeavesThePoolsJobDirectoriesAlo
     return read_file(log).find("names another gateway's job database (" + first, log_before) !=
            std::string::npos;
   })) << read_file(log).substr(log_before);
+  b0 = claim_of("scratch0");
+  EXPECT_EQ(b0["pool_claim_ours"], false) << b0.dump();
+  EXPECT_NE(
+      b0["pool_claim"].get<std::string>().find("names another gateway's job database (" + first),
+      std::string::npos)
+      << b0.dump();
   std::string out;
+  ctl("backends list", &out);
+  EXPECT_NE(out.find("jobs pool scratch (another job database's: not used)"), std::string::npos)
+      << out;
   EXPECT_NE(ctl(create_args(job(), user(0)), &out), 0) << out;
   EXPECT_NE(out.find("two gateways must not share a pool's backends"), std::string::npos) << out;
   EXPECT_NE(ctl(create_args(job(2), user(0)), &out), 0) << out;
