@@ -111,6 +111,7 @@ Json backend_json(const v1::BackendInfo& b) {
   j["job_pool"] = b.job_pool();
   if (!b.job_pool().empty()) {
     j["pool_claim_ours"] = b.pool_claim_ours();
+    j["pool_claim_foreign"] = b.pool_claim_foreign();
     j["pool_claim"] = b.pool_claim();
   }
   return j;
@@ -122,9 +123,7 @@ std::string where_used(const v1::BackendInfo& b) {
   if (b.job_pool().empty()) return joined(b.mounts());
   std::string s = "jobs pool " + b.job_pool();
   if (!b.pool_claim_ours())
-    s += b.pool_claim().find("another gateway's") != std::string::npos
-             ? " (another job database's: not used)"
-             : " (not claimed yet)";
+    s += b.pool_claim_foreign() ? " (another job database's: not used)" : " (not claimed yet)";
   return s;
 }
 

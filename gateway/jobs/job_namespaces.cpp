@@ -826,7 +826,7 @@ bool JobNamespaces::claimed(const std::string& name, std::string* why) {
   if (claimed_.count(name)) return true;
   auto b = gateway_.backend(name);
   std::string refusal;
-  bool warn = false;
+  bool foreign = false;
   if (!b) {
     refusal = "no such backend";
   } else if (!b->up()) {
@@ -846,7 +846,7 @@ bool JobNamespaces::claimed(const std::string& name, std::string* why) {
         if (refused_.erase(name)) spdlog::info("jobs: backend {} is this gateway's again", name);
         return true;
       case PoolClaim::Kind::foreign:
-        warn = true;
+        foreign = true;
         refusal = std::string("its root's ") + std::string(kPoolClaimPath) +
                   (claim.detail.empty() ? " names no job database"
                                         : " names another gateway's job database (" + claim.detail +
@@ -860,11 +860,11 @@ bool JobNamespaces::claimed(const std::string& name, std::string* why) {
         break;
     }
   }
-  if (warn || (b && b->up())) {  // a backend that is down says so elsewhere
+  if (foreign || (b && b->up())) {  // a backend that is down says so elsewhere
     auto& said = refused_[name];
-    if (said != refusal) {
-      said = refusal;
-      if (warn)
+    if (said.why != refusal) {
+      said = {refusal, foreign};
+      if (foreign)
         spdlog::error("jobs: backend {}: {}", name, refusal);
       else
         spdlog::warn("jobs: backend {}: {}", name, refusal);
@@ -884,7 +884,9 @@ JobNamespaces::PoolBackendState JobNamespaces::pool_backend_state(const std::str
   state.ours = claimed_.count(name) != 0;
   if (!state.ours) {
     auto it = refused_.find(name);
-    state.why_not = it != refused_.end() ? it->second : "not looked at yet (down since the start?)";
+    state.foreign = it != refused_.end() && it->second.foreign;
+    state.why_not =
+        it != refused_.end() ? it->second.why : "not looked at yet (down since the start?)";
   }
   return state;
 }

@@ -137,6 +137,7 @@ class JobNamespaces {
   struct PoolBackendState {
     std::string pool;
     bool ours = false;
+    bool foreign = false;  // another database's claim (or one naming none): not used
     std::string why_not;
   };
   PoolBackendState pool_backend_state(const std::string& name);
@@ -196,9 +197,13 @@ class JobNamespaces {
   std::unique_ptr<JobStore> store_;
   std::string identity_;  // the store's
 
-  std::mutex claims_mu_;                        // guards the two below
-  std::set<std::string> claimed_;               // pool backends found holding this database's claim
-  std::map<std::string, std::string> refused_;  // by backend: why not, as last logged
+  std::mutex claims_mu_;           // guards the two below
+  std::set<std::string> claimed_;  // pool backends found holding this database's claim
+  struct Refusal {
+    std::string why;
+    bool foreign = false;  // another database's claim, or one naming none
+  };
+  std::map<std::string, Refusal> refused_;  // by backend: why not, as last logged
 
   mutable std::mutex mu_;  // guards live_ and the sets below; serialises creates and destroys
   std::map<std::string, Live> live_;  // by namespace name

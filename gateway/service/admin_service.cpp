@@ -168,6 +168,7 @@ grpc::Status AdminService::ListBackends(grpc::ServerContext* ctx, const v1::List
     auto pool = jobs_->pool_backend_state(info->spec().name());
     info->set_job_pool(pool.pool);
     info->set_pool_claim_ours(pool.ours);
+    info->set_pool_claim_foreign(pool.foreign);
     info->set_pool_claim(pool.why_not);
   }
   return grpc::Status::OK;

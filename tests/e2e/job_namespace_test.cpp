@@ -832,6 +832,7 @@ TEST_F(JobNamespaces, AGatewayWithAnotherDatabaseLeavesThePoolsJobDirectoriesAlo
   })) << read_file(log).substr(log_before);
   b0 = claim_of("scratch0");
   EXPECT_EQ(b0["pool_claim_ours"], false) << b0.dump();
+  EXPECT_EQ(b0["pool_claim_foreign"], true) << b0.dump();
   EXPECT_NE(
       b0["pool_claim"].get<std::string>().find("names another gateway's job database (" + first),
       std::string::npos)
@@ -852,6 +853,16 @@ TEST_F(JobNamespaces, AGatewayWithAnotherDatabaseLeavesThePoolsJobDirectoriesAlo
     EXPECT_NE(read_file(dir + "/.skein-pool").find(first), std::string::npos) << dir;
   EXPECT_EQ(read_file(log).find("orphan", log_before), std::string::npos)
       << read_file(log).substr(log_before);
+  // A claim that names no database (emptied by hand) is not used either, and shown so.
+  ASSERT_TRUE(write_file(scratch.at(0) + "/.skein-pool", ""));
+  EXPECT_TRUE(eventually([&] {
+    b0 = claim_of("scratch0");
+    return b0["pool_claim"].get<std::string>().find("names no job database") != std::string::npos;
+  })) << b0.dump();
+  EXPECT_EQ(b0["pool_claim_foreign"], true) << b0.dump();
+  ctl("backends list", &out);
+  EXPECT_NE(out.find("jobs pool scratch (another job database's: not used)"), std::string::npos)
+      << out;
   // The claims removed by hand: the backends are this database's, and what it does not know
   // is an orphan.
   for (auto& dir : scratch) ASSERT_EQ(::unlink((dir + "/.skein-pool").c_str()), 0) << dir;
