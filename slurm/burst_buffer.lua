@@ -494,9 +494,9 @@ the user or admin to rescue. The reaper also keeps such a job's namespace alive:
 comes before the job's end (squeue's, which follows a time limit raised while the job runs; now for
 a job pending or staging out) and a day, it renews it to an hour past that (`skeinctl ns renew`,
 at most the gateway's max_lifetime from when it was made): a job that waits or runs longer than
-its namespace's lifetime foresaw does not lose its scratch. slurm_bb_pools, which slurmctld calls about every 30 s, starts the
-reaper in the background (`[controller] reap = false` turns that off); an admin can run it by
-hand: `lua5.1 burst_buffer.lua reap [--dry-run]`. ]]
+its namespace's lifetime foresaw does not lose its scratch. slurm_bb_pools, which slurmctld calls
+about every 30 s, starts the reaper in the background (`[controller] reap = false` turns that
+off); an admin can run it by hand: `lua5.1 burst_buffer.lua reap [--dry-run]`. ]]
 
 local FINAL_JOB_STATES = { BOOT_FAIL = true, CANCELLED = true, COMPLETED = true, DEADLINE = true, FAILED = true,
 	NODE_FAIL = true, OUT_OF_MEMORY = true, PREEMPTED = true, TIMEOUT = true }
@@ -625,7 +625,7 @@ local function reap(c, dry_run)
 		local reason = reap_reason(n.job, jobs[n.job], grace, now)
 		local needed = needed_expiry(jobs[n.job], now)
 		local expires = tonumber(n.entry:match('"expires_s"%s*:%s*(%d+)'))
-		if not reason and needed and expires and expires < needed - RENEW_MARGIN_S then
+		if needed and expires and expires < needed - RENEW_MARGIN_S then
 			local lifetime = needed + RENEW_MARGIN_S - now
 			if dry_run then
 				log_info("reap: would renew namespace %s for %d s: job %s (%s) needs it until %d", n.id,
